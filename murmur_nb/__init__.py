@@ -1,0 +1,71 @@
+"""murmur-nb: a capsule runtime's extension points and conversation history, in a notebook.
+
+Host modproto v1 modules and WebAssembly hook components inside the kernel, render the
+artifacts they produce inline, and load conversation records into pandas.
+
+``import murmur_nb`` stays cheap: pandas, wasmtime and the rendering libraries are imported
+only when the feature that needs them is first used.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from murmur_nb import protocol
+from murmur_nb._exceptions import (
+    ApprovalRequired,
+    ArtifactRejected,
+    ConfinementViolation,
+    ConversationReadError,
+    DeadlineExceeded,
+    DigestMismatch,
+    HookConfigError,
+    HookError,
+    InvalidContextId,
+    InvalidDescriptor,
+    InvalidInput,
+    MissingDependency,
+    MissingRequirement,
+    ModuleHostError,
+    ModuleNotFound,
+    MurmurError,
+    NotGranted,
+    OutputTooLarge,
+    ProtocolViolation,
+    RenderError,
+    SizeMismatch,
+)
+
+# --- module host (issue 2) ---
+# --- conversations (issue 3) ---
+# --- hooks (issue 4) ---
+# --- rendering (issue 5) ---
+
+try:
+    __version__ = version("murmur-nb")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    "ApprovalRequired",
+    "ArtifactRejected",
+    "ConfinementViolation",
+    "ConversationReadError",
+    "DeadlineExceeded",
+    "DigestMismatch",
+    "HookConfigError",
+    "HookError",
+    "InvalidContextId",
+    "InvalidDescriptor",
+    "InvalidInput",
+    "MissingDependency",
+    "MissingRequirement",
+    "ModuleHostError",
+    "ModuleNotFound",
+    "MurmurError",
+    "NotGranted",
+    "OutputTooLarge",
+    "ProtocolViolation",
+    "RenderError",
+    "SizeMismatch",
+    "__version__",
+    "protocol",
+]

@@ -1,0 +1,208 @@
+"""The one exception tree of murmur-nb.
+
+Every error carries a stable, machine-readable ``code``; callers route on it and never
+on the message text. Messages say what happened, to what, and what to do next.
+Where a caller would naturally catch a builtin, the error inherits it as well
+(``DeadlineExceeded`` is a ``TimeoutError``, ``InvalidInput`` a ``ValueError``).
+
+::
+
+    MurmurError
+    ├── ModuleHostError
+    │   ├── ModuleNotFound            module_not_found      (LookupError)
+    │   ├── InvalidDescriptor         invalid_descriptor    (.errors)
+    │   ├── InvalidInput              invalid_input         (ValueError)
+    │   ├── ApprovalRequired          approval_required     (PermissionError, .reasons)
+    │   ├── NotGranted                not_granted           (PermissionError)
+    │   ├── MissingRequirement        missing_requirement
+    │   ├── DeadlineExceeded          deadline_exceeded     (TimeoutError)
+    │   ├── ProtocolViolation         protocol_violation    (.rule)
+    │   │   └── OutputTooLarge        output_too_large
+    │   └── ArtifactRejected          (.artifact_id)
+    │       ├── ConfinementViolation  confinement_violation
+    │       ├── DigestMismatch        digest_mismatch
+    │       └── SizeMismatch          size_mismatch
+    ├── ConversationReadError         not-granted | invalid-cursor | unavailable
+    ├── InvalidContextId              invalid_context_id    (ValueError)
+    ├── HookError
+    │   └── HookConfigError           invalid_config        (ValueError)
+    ├── RenderError                   render_failed
+    └── MissingDependency             missing_dependency    (ImportError)
+
+The conversation errors keep the WIT seed's own spelling (``not-granted``,
+``invalid-cursor``, ``unavailable: <reason>``) because they cross into guests
+verbatim; ``str(err)`` is exactly the string a guest receives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "ApprovalRequired",
+    "ArtifactRejected",
+    "ConfinementViolation",
+    "ConversationReadError",
+    "DeadlineExceeded",
+    "DigestMismatch",
+    "HookConfigError",
+    "HookError",
+    "InvalidContextId",
+    "InvalidDescriptor",
+    "InvalidInput",
+    "MissingDependency",
+    "MissingRequirement",
+    "ModuleHostError",
+    "ModuleNotFound",
+    "MurmurError",
+    "NotGranted",
+    "OutputTooLarge",
+    "ProtocolViolation",
+    "RenderError",
+    "SizeMismatch",
+]
+
+
+class MurmurError(Exception):
+    """Root of every error murmur-nb raises; ``code`` is stable and machine-readable."""
+
+    code: str = "murmur_error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ModuleHostError(MurmurError):
+    """A host-side failure while describing or invoking a modproto module."""
+
+    code = "module_host_error"
+
+
+class ModuleNotFound(ModuleHostError, LookupError):
+    code = "module_not_found"
+
+
+class InvalidDescriptor(ModuleHostError):
+    """``describe`` returned a descriptor the host refuses; ``errors`` lists each breach."""
+
+    code = "invalid_descriptor"
+
+    def __init__(self, message: str, *, errors: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.errors: list[Any] = list(errors)
+
+
+class InvalidInput(ModuleHostError, ValueError):
+    code = "invalid_input"
+
+
+class ApprovalRequired(ModuleHostError, PermissionError):
+    """The capability needs operator approval; ``reasons`` says why. Nothing ran."""
+
+    code = "approval_required"
+
+    def __init__(self, message: str, *, reasons: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.reasons: list[str] = list(reasons)
+
+
+class NotGranted(ModuleHostError, PermissionError):
+    code = "not_granted"
+
+
+class MissingRequirement(ModuleHostError):
+    code = "missing_requirement"
+
+
+class DeadlineExceeded(ModuleHostError, TimeoutError):
+    code = "deadline_exceeded"
+
+
+class ProtocolViolation(ModuleHostError):
+    """The module broke a modproto rule; ``rule`` names which one."""
+
+    code = "protocol_violation"
+
+    def __init__(self, message: str, *, rule: str, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.rule = rule
+
+
+class OutputTooLarge(ProtocolViolation):
+    code = "output_too_large"
+
+
+class ArtifactRejected(ModuleHostError):
+    """A produced artifact failed re-validation and was neither rendered nor staged."""
+
+    code = "artifact_rejected"
+
+    def __init__(self, message: str, *, artifact_id: str = "") -> None:
+        super().__init__(message)
+        self.artifact_id = artifact_id
+
+
+class ConfinementViolation(ArtifactRejected):
+    code = "confinement_violation"
+
+
+class DigestMismatch(ArtifactRejected):
+    code = "digest_mismatch"
+
+
+class SizeMismatch(ArtifactRejected):
+    code = "size_mismatch"
+
+
+class ConversationReadError(MurmurError):
+    """A ``read-messages`` failure. ``str(err)`` is the exact WIT error string.
+
+    ``code`` is ``not-granted``, ``invalid-cursor`` or ``unavailable``; for
+    ``unavailable`` the string is ``"unavailable: <reason>"``.
+    """
+
+    code = "unavailable"
+
+    def __init__(self, code: str, reason: str = "") -> None:
+        text = f"{code}: {reason}" if code == "unavailable" else code
+        super().__init__(text, code=code)
+        self.reason = reason
+
+
+class InvalidContextId(MurmurError, ValueError):
+    code = "invalid_context_id"
+
+
+class HookError(MurmurError):
+    code = "hook_error"
+
+
+class HookConfigError(HookError, ValueError):
+    """``murmur.yaml`` could not be used; the message names the path and the fix."""
+
+    code = "invalid_config"
+
+
+class RenderError(MurmurError):
+    code = "render_failed"
+
+
+class MissingDependency(MurmurError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    code = "missing_dependency"
+
+    def __init__(self, package: str, extra: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the optional package {package!r}, which is not installed. "
+            f"Install it with: pip install 'murmur-nb[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra

@@ -1,0 +1,45 @@
+"""The modproto v1 wire vocabulary: descriptor, request, envelope, artifact and friends.
+
+Field names, ``omitempty`` handling and ``null`` semantics follow the Go seed exactly;
+see :mod:`murmur_nb.protocol._models` for the rules.
+"""
+
+from murmur_nb.protocol._models import (
+    OPERATION_DESCRIBE,
+    OPERATION_INVOKE,
+    PROTOCOL_ID,
+    Artifact,
+    Capability,
+    Descriptor,
+    Effects,
+    Envelope,
+    Error,
+    Execution,
+    Grants,
+    Overlay,
+    Permissions,
+    Request,
+    Requirement,
+    Root,
+    Skill,
+)
+
+__all__ = [
+    "OPERATION_DESCRIBE",
+    "OPERATION_INVOKE",
+    "PROTOCOL_ID",
+    "Artifact",
+    "Capability",
+    "Descriptor",
+    "Effects",
+    "Envelope",
+    "Error",
+    "Execution",
+    "Grants",
+    "Overlay",
+    "Permissions",
+    "Request",
+    "Requirement",
+    "Root",
+    "Skill",
+]

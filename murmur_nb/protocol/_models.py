@@ -1,0 +1,271 @@
+"""Pydantic v2 models of the modproto v1 wire types.
+
+The models follow the Go seed field for field, by its ``json:`` tags:
+
+* a field tagged ``omitempty`` is left out of the output when it holds its zero value
+  (``presentation``, ``title``, ``poll_capability``, ``result``, ``error``, ``detail``);
+* every other field is always written, and a Go nil slice or map stays ``null``: ``None``
+  and ``[]`` are kept distinct so a document round-trips exactly;
+* ``estimated_cost`` / ``actual_cost`` are ``float | None``: ``null`` is *unknown*, ``0``
+  is *free*, and the two never collapse;
+* ``Request.extra`` is marshalled inline at the request root, and host-owned fields always
+  win over an extra of the same name;
+* ``json.RawMessage`` fields (``input``, ``result``, the schema maps) hold any JSON value.
+
+Unknown keys are ignored on input, as Go's ``encoding/json`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
+
+__all__ = [
+    "OPERATION_DESCRIBE",
+    "OPERATION_INVOKE",
+    "PROTOCOL_ID",
+    "Artifact",
+    "Capability",
+    "Descriptor",
+    "Effects",
+    "Envelope",
+    "Error",
+    "Execution",
+    "Grants",
+    "Overlay",
+    "Permissions",
+    "Request",
+    "Requirement",
+    "Root",
+    "Skill",
+]
+
+PROTOCOL_ID = "modproto.v1"
+OPERATION_DESCRIBE = "describe"
+OPERATION_INVOKE = "invoke"
+
+
+class _Wire(BaseModel):
+    """Base of every wire model: Go field names, ``omitempty`` honoured on output."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    #: ``omitempty`` string fields: left out when ``""``.
+    _omitempty: ClassVar[frozenset[str]] = frozenset()
+    #: ``omitempty`` pointer / RawMessage fields: left out only when absent (``None``);
+    #: a present ``0``, ``false`` or ``""`` JSON value is kept, as Go keeps it.
+    _omitnil: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in self._omitempty:
+                if data.get(key) == "":
+                    del data[key]
+            for key in self._omitnil:
+                if key in data and data[key] is None:
+                    del data[key]
+        return data
+
+    def to_json(self) -> str:
+        """Compact JSON exactly as the Go seed would marshal this value."""
+        return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Self:
+        return cls.model_validate_json(text)
+
+
+class Artifact(_Wire):
+    """A pointer to a produced file, relative to a root supplied to the producing module."""
+
+    _omitempty = frozenset({"presentation", "title"})
+
+    id: str
+    kind: str
+    path: str
+    root: str
+    presentation: str = ""
+    media_type: str
+    bytes: int
+    digest: str
+    title: str = ""
+
+
+class Effects(_Wire):
+    local: bool = False
+    network: bool = False
+    external_writes: bool = False
+    provider: str = ""
+    cost_known: bool = False
+
+
+class Capability(_Wire):
+    _omitempty = frozenset({"poll_capability"})
+
+    id: str
+    title: str = ""
+    summary: str = ""
+    request_schema: str = ""
+    result_schema: str = ""
+    artifact_schemas: list[str] | None = None
+    effects: Effects = Field(default_factory=Effects)
+    skills: list[str] | None = None
+    long_running: bool = False
+    poll_capability: str = ""
+
+
+class Overlay(_Wire):
+    id: str
+    title: str = ""
+    path: str
+    digest: str
+    tokens: int = 0
+
+
+class Skill(_Wire):
+    id: str
+    title: str = ""
+    summary: str = ""
+    path: str
+    digest: str
+    tokens: int = 0
+
+
+class Permissions(_Wire):
+    filesystem_read: list[str] | None = None
+    filesystem_write: list[str] | None = None
+    network: list[str] | None = None
+    credentials: list[str] | None = None
+    paid_providers: list[str] | None = None
+    publish: bool = False
+    subprocess: list[str] | None = None
+
+
+class Requirement(_Wire):
+    _omitempty = frozenset({"detail"})
+
+    kind: str
+    name: str
+    available: bool = False
+    detail: str = ""
+
+
+class Descriptor(_Wire):
+    module: str
+    name: str = ""
+    version: str = ""
+    protocol_versions: list[str] | None = None
+    capabilities: list[Capability] | None = None
+    request_schemas: dict[str, Any] | None = None
+    result_schemas: dict[str, Any] | None = None
+    artifact_schemas: dict[str, Any] | None = None
+    agent_overlays: list[Overlay] | None = None
+    skills: list[Skill] | None = None
+    permissions: Permissions = Field(default_factory=Permissions)
+    requirements: list[Requirement] | None = None
+
+    def capability(self, capability_id: str) -> Capability | None:
+        """The capability with this id, or ``None``."""
+        for cap in self.capabilities or ():
+            if cap.id == capability_id:
+                return cap
+        return None
+
+
+class Error(_Wire):
+    code: str
+    message: str = ""
+    retryable: bool = False
+    details: dict[str, Any] | None = None
+
+
+class Execution(_Wire):
+    local: bool = False
+    network: bool = False
+    external_writes: bool = False
+    provider: str = ""
+    estimated_cost: float | None = None
+    actual_cost: float | None = None
+    artifacts: list[Artifact] | None = None
+
+
+class Envelope(_Wire):
+    _omitnil = frozenset({"result", "error"})
+
+    protocol: str
+    module: str
+    operation: str
+    request_id: str
+    ok: bool
+    result: Any = None
+    error: Error | None = None
+    warnings: list[str] = Field(default_factory=list)
+    execution: Execution = Field(default_factory=Execution)
+
+
+class Grants(_Wire):
+    network: list[str] | None = None
+    credentials: list[str] | None = None
+    paid_providers: list[str] | None = None
+    publish: bool = False
+    subprocess: list[str] | None = None
+
+
+class Root(_Wire):
+    path: str
+    mode: str
+
+
+_REQUEST_HOST_FIELDS = frozenset(
+    {
+        "protocol",
+        "capability",
+        "request_id",
+        "input",
+        "roots",
+        "grants",
+        "binaries",
+        "deadline_ms",
+        "max_output_bytes",
+    }
+)
+
+
+class Request(_Wire):
+    """One invocation request. ``extra`` is inlined at the root; host fields win."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    protocol: str = PROTOCOL_ID
+    capability: str
+    request_id: str
+    input: Any = None
+    roots: dict[str, Root] | None = None
+    grants: Grants = Field(default_factory=Grants)
+    binaries: dict[str, str] | None = None
+    deadline_ms: int = 0
+    max_output_bytes: int = 0
+    extra: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    @model_serializer(mode="wrap")
+    def _inline_extra(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        data.pop("extra", None)
+        merged = {k: v for k, v in self.extra.items() if k not in _REQUEST_HOST_FIELDS}
+        merged.update(data)
+        return merged
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Self:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("a modproto request is a JSON object")
+        extra = {k: v for k, v in raw.items() if k not in _REQUEST_HOST_FIELDS}
+        return cls.model_validate({**raw, "extra": extra})

@@ -1,0 +1,34 @@
+"""The public namespace is exactly ``__all__``, sorted, and importing it stays light."""
+
+import subprocess
+import sys
+
+import murmur_nb
+
+
+def test_all_is_sorted_and_unique() -> None:
+    assert murmur_nb.__all__ == sorted(murmur_nb.__all__)
+    assert len(set(murmur_nb.__all__)) == len(murmur_nb.__all__)
+
+
+def test_all_matches_public_names() -> None:
+    public = {
+        name
+        for name, value in vars(murmur_nb).items()
+        if not name.startswith("_") and getattr(value, "__module__", "murmur_nb").startswith("murmur_nb")
+    }
+    public.discard("version")
+    public.discard("PackageNotFoundError")
+    assert public <= set(murmur_nb.__all__)
+    for name in murmur_nb.__all__:
+        assert hasattr(murmur_nb, name), name
+
+
+def test_import_does_not_load_heavy_packages() -> None:
+    code = (
+        "import sys, murmur_nb; "
+        "heavy = [m for m in ('pandas', 'wasmtime', 'ipywidgets', 'PIL', 'pyarrow') if m in sys.modules]; "
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
