@@ -1,0 +1,338 @@
+"""The vocabulary every renderer shares: budget, source, body, the result object, the card.
+
+Design notes
+------------
+* **Static HTML only.** Every renderer returns plain HTML with inline styles and no script:
+  it must read the same in JupyterLab, in ``nbconvert --to html`` and in GitHub's notebook
+  view. Interactivity (stepping through slides) belongs to a widget elsewhere; the result
+  object carries the data that widget needs (:attr:`Rendering.slides`).
+* **Stable output.** nbval compares ``text/plain`` *and* ``text/html``, so neither holds a
+  timestamp, a memory address, a random id or an absolute temporary path. ``text/plain``
+  names the primitive, the title, the media type, the size and a short digest. Linked media
+  use a path relative to :attr:`RenderBudget.link_base` (the working directory by default,
+  which is the notebook's folder in Jupyter).
+* **Budget from the declaration.** ``bytes`` decides, before the file is opened, whether a
+  medium is embedded as a data URI or linked by path.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+__all__ = [
+    "Body",
+    "CannotRender",
+    "RenderBudget",
+    "Rendering",
+    "Slide",
+    "Source",
+    "card",
+    "data_uri",
+    "embed_or_link",
+    "error_card",
+    "esc",
+    "format_size",
+    "link_to",
+    "short_digest",
+    "source_card",
+    "summary_line",
+]
+
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RenderBudget:
+    """Limits that keep rendered output small; every field has a sensible default.
+
+    Parameters
+    ----------
+    embed_bytes
+        Largest artifact (by its declared ``bytes``) embedded as a data URI; larger media are
+        linked by path and never read. Default 4 MiB.
+    thumbnail_px
+        Longest side of a grid thumbnail, in pixels.
+    grid_bytes
+        Most encoded thumbnail data one grid may embed; images past it are listed by name.
+        The default keeps a grid's output under 5 MB whatever the number of images.
+    table_rows
+        Rows shown of a table; past it the first and last half are shown with the row count.
+    text_bytes
+        Bytes of a text, Markdown or JSON file shown before it is truncated.
+    parse_bytes
+        Largest JSON document parsed for a timeline, table, grid list or JSON view.
+    preview_px
+        Width of a PDF page preview, in pixels.
+    preview_pages
+        PDF pages previewed by the ``document`` primitive.
+    slide_px
+        Width of one slide in the static strip, in pixels.
+    max_slides
+        Slides rendered at most; the page list names how many more there were.
+    timeline_events
+        Events drawn at most in a timeline.
+    link_base
+        Folder that linked media paths are made relative to; the working directory when
+        ``None``.
+    """
+
+    embed_bytes: int = 4 * _MIB
+    thumbnail_px: int = 160
+    grid_bytes: int = 4 * _MIB
+    table_rows: int = 20
+    text_bytes: int = 64 * 1024
+    parse_bytes: int = 32 * _MIB
+    preview_px: int = 640
+    preview_pages: int = 2
+    slide_px: int = 360
+    max_slides: int = 60
+    timeline_events: int = 2000
+    link_base: Path | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "thumbnail_px",
+            "table_rows",
+            "preview_px",
+            "preview_pages",
+            "slide_px",
+            "max_slides",
+            "timeline_events",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"RenderBudget.{name} must be at least 1, got {getattr(self, name)}"
+                )
+        for name in ("embed_bytes", "grid_bytes", "text_bytes", "parse_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(
+                    f"RenderBudget.{name} must not be negative, got {getattr(self, name)}"
+                )
+
+
+@dataclass(frozen=True)
+class Source:
+    """A verified file as the renderers see it."""
+
+    id: str
+    title: str
+    media_type: str
+    bytes: int
+    digest: str
+    file: Path
+    #: The artifact's path relative to its root (display and download name; never absolute).
+    rel_path: str
+    #: The root folder, for re-verification and JSON lists of image paths; ``None`` if unknown.
+    root_dir: Path | None = None
+    #: The root's name (``Artifact.root``).
+    root: str = ""
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.rel_path).name or self.id
+
+
+@dataclass(frozen=True)
+class Slide:
+    """One page of a ``slides`` artifact, for a stepping widget.
+
+    ``html`` shows the page on its own (static, no script); ``text`` is its plain summary.
+    """
+
+    index: int
+    html: str
+    text: str
+
+
+@dataclass
+class Body:
+    """What a renderer produced: the card body, extra plain-text lines, notes, slides."""
+
+    html: str
+    details: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    slides: tuple[Slide, ...] = ()
+
+
+class CannotRender(Exception):
+    """This content cannot be shown as the requested primitive; fall back to the media type."""
+
+
+@dataclass(frozen=True, repr=False)
+class Rendering:
+    """A rendered artifact, invocation or file: display it, or read its parts.
+
+    Jupyter shows it through :meth:`_repr_mimebundle_`; ``text/plain`` is always present
+    and identical across runs for the same file.
+
+    Attributes
+    ----------
+    primitive
+        The primitive used (``"error"`` for an error card, ``"invocation"`` or ``"gallery"``
+        for a composite).
+    text, html
+        The ``text/plain`` and ``text/html`` representations.
+    slides
+        The pages of a ``slides`` rendering, in order; empty otherwise.
+    parts
+        The per-artifact renderings of a composite; empty otherwise.
+    error_code
+        For an error card, the stable code (``digest_mismatch``, ``size_mismatch``,
+        ``missing_file``, or a rejection code from the host).
+    """
+
+    primitive: str
+    text: str
+    html: str
+    slides: tuple[Slide, ...] = ()
+    parts: tuple[Rendering, ...] = ()
+    error_code: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """``False`` if this, or any part of it, is an error card."""
+        return self.error_code is None and all(p.ok for p in self.parts)
+
+    def _repr_mimebundle_(
+        self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
+    ) -> dict[str, Any]:
+        bundle: dict[str, Any] = {"text/plain": self.text, "text/html": self.html}
+        if include is not None:
+            wanted = set(include)
+            bundle = {k: v for k, v in bundle.items() if k in wanted}
+        if exclude is not None:
+            unwanted = set(exclude)
+            bundle = {k: v for k, v in bundle.items() if k not in unwanted}
+        return bundle
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def esc(text: object) -> str:
+    """HTML-escape ``text`` (quotes included, so it is safe in attributes)."""
+    return html.escape(str(text), quote=True)
+
+
+def format_size(n: int) -> str:
+    """Human size with binary units: ``512 B``, ``2.8 KiB``, ``200.0 MiB``."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def short_digest(digest: str) -> str:
+    """``sha256:`` plus the first 12 hex digits."""
+    algo, _, hexpart = digest.partition(":")
+    return f"{algo}:{hexpart[:12]}" if hexpart else digest[:19]
+
+
+def data_uri(media_type: str, data: bytes) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def link_to(path: Path, budget: RenderBudget) -> str:
+    """A URL-quoted POSIX path to ``path`` relative to the budget's link base."""
+    base = budget.link_base if budget.link_base is not None else Path.cwd()
+    try:
+        rel = os.path.relpath(path, base)
+    except ValueError:  # pragma: no cover - another drive on Windows
+        return path.as_uri()
+    return urllib.parse.quote(PurePosixPath(*Path(rel).parts).as_posix())
+
+
+def embed_or_link(source: Source, budget: RenderBudget) -> tuple[str, bool]:
+    """``(url, embedded)``: a data URI when the declared size fits the budget, else a link.
+
+    The decision reads only ``source.bytes``; a linked file is never opened.
+    """
+    if source.bytes <= budget.embed_bytes:
+        data = source.file.read_bytes()
+        return data_uri(source.media_type, data), True
+    return link_to(source.file, budget), False
+
+
+def summary_line(primitive: str, source: Source) -> str:
+    return (
+        f"{primitive} · {source.title} · {source.media_type or '(no media type)'} · "
+        f"{format_size(source.bytes)} · {short_digest(source.digest)}"
+    )
+
+
+_CARD = (
+    "border:1px solid #d0d7de;border-radius:6px;padding:8px 10px;margin:6px 0;"
+    "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:14px;"
+    "max-width:100%;overflow:auto"
+)
+_HEAD = "font-size:12px;color:#57606a;margin-bottom:6px"
+_NOTE = (
+    "font-size:12px;background:#fff8c5;border:1px solid #d4a72c;border-radius:4px;"
+    "padding:2px 6px;margin:4px 0"
+)
+
+
+def card(
+    primitive: str,
+    body: Body,
+    *,
+    title: str,
+    media_type: str | None = None,
+    size: int | None = None,
+    digest: str | None = None,
+) -> str:
+    """The framed card: a header line (primitive, title, type, size, digest), notes, body."""
+    head = [
+        f'<span style="background:#ddf4ff;border-radius:3px;padding:0 4px">{esc(primitive)}</span>'
+        f" <b>{esc(title)}</b>"
+    ]
+    if media_type:
+        head.append(f"<code>{esc(media_type)}</code>")
+    if size is not None:
+        head.append(esc(format_size(size)))
+    if digest:
+        head.append(f'<code title="{esc(digest)}">{esc(short_digest(digest))}</code>')
+    notes = "".join(f'<div style="{_NOTE}">{esc(n)}</div>' for n in body.notes)
+    return (
+        f'<div class="murmur-artifact" data-primitive="{esc(primitive)}" style="{_CARD}">'
+        f'<div style="{_HEAD}">{" · ".join(head)}</div>{notes}{body.html}</div>'
+    )
+
+
+def source_card(primitive: str, source: Source, body: Body) -> str:
+    """:func:`card` for one artifact."""
+    return card(
+        primitive,
+        body,
+        title=source.title,
+        media_type=source.media_type,
+        size=source.bytes,
+        digest=source.digest,
+    )
+
+
+def error_card(title: str, code: str, message: str, extra: Mapping[str, str] | None = None) -> str:
+    """A visible card for an artifact that is not rendered: which, which rule, and why."""
+    rows = "".join(
+        f"<div><b>{esc(k)}</b>: <code>{esc(v)}</code></div>" for k, v in (extra or {}).items()
+    )
+    return (
+        f'<div class="murmur-artifact murmur-error" data-error-code="{esc(code)}" '
+        f'style="{_CARD};border-color:#cf222e;background:#ffebe9">'
+        f'<div style="color:#cf222e;font-weight:600">Not rendered: {esc(title)} '
+        f"(<code>{esc(code)}</code>)</div><div>{esc(message)}</div>{rows}</div>"
+    )

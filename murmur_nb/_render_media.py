@@ -1,0 +1,202 @@
+"""Video, audio, image, image grids and download links.
+
+Players are plain HTML5 ``<video>`` / ``<audio>`` elements, so they work without a kernel or
+script. Whether a medium is embedded (data URI) or linked (relative path) is decided from the
+declared ``bytes`` alone: a linked file is never opened, so a 1 GB video costs a few hundred
+bytes of output and no memory.
+
+A grid embeds thumbnails, never originals, and stops embedding once its thumbnails reach
+``RenderBudget.grid_bytes``; the images past that point are still listed, in order, by name.
+That bound is what keeps a 500-image grid under 5 MB of cell output.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from murmur_nb._render_core import (
+    Body,
+    RenderBudget,
+    Source,
+    data_uri,
+    embed_or_link,
+    esc,
+    format_size,
+)
+
+__all__ = [
+    "GridItem",
+    "download_link",
+    "grid_html",
+    "render_audio",
+    "render_download",
+    "render_image",
+    "render_video",
+    "thumbnail",
+]
+
+_LINK = "font-size:12px"
+
+
+def _placement(source: Source, budget: RenderBudget, embedded: bool) -> str:
+    if embedded:
+        return "embedded"
+    return (
+        f"linked, not embedded ({format_size(source.bytes)} > "
+        f"{format_size(budget.embed_bytes)} embed budget)"
+    )
+
+
+def download_link(url: str, name: str, label: str | None = None) -> str:
+    return f'<a href="{esc(url)}" download="{esc(name)}">{esc(label or name)}</a>'
+
+
+def _player(tag: str, source: Source, budget: RenderBudget, style: str) -> Body:
+    url, embedded = embed_or_link(source, budget)
+    fallback = download_link(url, source.name)
+    player = (
+        f'<{tag} controls preload="metadata" style="{style}" title="{esc(source.title)}">'
+        f'<source src="{esc(url)}" type="{esc(source.media_type)}">'
+        f"Your browser cannot play {esc(source.media_type)}: {fallback}</{tag}>"
+    )
+    link = "" if embedded else f'<div style="{_LINK}">Linked file: {fallback}</div>'
+    return Body(html=player + link, details=[_placement(source, budget, embedded)])
+
+
+def render_video(source: Source, budget: RenderBudget) -> Body:
+    return _player("video", source, budget, "max-width:100%;max-height:480px")
+
+
+def render_audio(source: Source, budget: RenderBudget) -> Body:
+    return _player("audio", source, budget, "width:100%;max-width:480px")
+
+
+def render_image(source: Source, budget: RenderBudget) -> Body:
+    url, embedded = embed_or_link(source, budget)
+    img = (
+        f'<img src="{esc(url)}" alt="{esc(source.title)}" '
+        'style="max-width:100%;max-height:640px;height:auto">'
+    )
+    link = "" if embedded else f'<div style="{_LINK}">{download_link(url, source.name)}</div>'
+    return Body(html=img + link, details=[_placement(source, budget, embedded)])
+
+
+def render_download(source: Source, budget: RenderBudget) -> Body:
+    url, embedded = embed_or_link(source, budget)
+    html = (
+        f"<div>⬇ {download_link(url, source.name)} "
+        f'<span style="color:#57606a">({esc(format_size(source.bytes))})</span></div>'
+    )
+    placement = _placement(source, budget, embedded)
+    return Body(html=html, details=[f"download {source.name} ({placement})"])
+
+
+def thumbnail(path: Path, px: int) -> tuple[bytes, str]:
+    """A JPEG thumbnail of the image at ``path`` whose longest side is at most ``px``.
+
+    Raises ``OSError``/``ValueError`` when Pillow cannot read the image, and refuses images
+    Pillow flags as decompression bombs instead of decoding them.
+    """
+    from PIL import Image  # noqa: PLC0415 - Pillow is imported only when a thumbnail is drawn
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        with Image.open(path) as im:
+            im.draft("RGB", (px, px))  # JPEG: decode at reduced scale, much faster
+            im.thumbnail((px, px))
+            has_alpha = im.mode in ("RGBA", "LA", "PA") or (
+                im.mode == "P" and "transparency" in im.info
+            )
+            if has_alpha:
+                rgba = im.convert("RGBA")
+                flat = Image.new("RGB", rgba.size, (255, 255, 255))
+                flat.paste(rgba, mask=rgba.getchannel("A"))
+                out = flat
+            else:
+                out = im.convert("RGB")
+            buf = io.BytesIO()
+            out.save(buf, format="JPEG", quality=72)
+    return buf.getvalue(), "image/jpeg"
+
+
+@dataclass(frozen=True)
+class GridItem:
+    """One cell of a grid: a label and a file, or a reason it cannot be shown."""
+
+    label: str
+    file: Path | None
+    media_type: str = ""
+    problem: str | None = None
+
+
+_SVG_INLINE_MAX = 64 * 1024
+
+
+def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[str]]:
+    """The grid's HTML and notes; thumbnails in order until ``budget.grid_bytes`` is spent."""
+    px = budget.thumbnail_px
+    spent = 0
+    over_budget = 0
+    unreadable = 0
+    cells: list[str] = []
+    for n, item in enumerate(items, 1):
+        caption = (
+            f'<figcaption style="font-size:11px;color:#57606a;overflow:hidden;'
+            f'text-overflow:ellipsis;white-space:nowrap" title="{esc(item.label)}">'
+            f"{n}. {esc(item.label)}</figcaption>"
+        )
+        box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
+        inner: str
+        if item.problem is not None or item.file is None:
+            unreadable += 1
+            inner = (
+                f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px;'
+                f'text-align:center">{esc(item.problem or "missing")}</div>'
+            )
+        elif spent >= budget.grid_bytes:
+            over_budget += 1
+            inner = f'<div style="{box};background:#f6f8fa;font-size:11px">not embedded</div>'
+        else:
+            try:
+                if item.media_type == "image/svg+xml":
+                    if item.file.stat().st_size > _SVG_INLINE_MAX:
+                        raise ValueError("SVG too large for a thumbnail")
+                    uri = data_uri("image/svg+xml", item.file.read_bytes())
+                else:
+                    data, mt = thumbnail(item.file, px)
+                    uri = data_uri(mt, data)
+            except (OSError, ValueError, Warning) as exc:
+                unreadable += 1
+                reason = exc.__class__.__name__
+                inner = (
+                    f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px">'
+                    f"unreadable ({esc(reason)})</div>"
+                )
+            else:
+                if spent + len(uri) > budget.grid_bytes:
+                    over_budget += 1
+                    spent = budget.grid_bytes  # keep order: nothing after this is embedded
+                    inner = (
+                        f'<div style="{box};background:#f6f8fa;font-size:11px">not embedded</div>'
+                    )
+                else:
+                    spent += len(uri)
+                    inner = (
+                        f'<div style="{box}"><img src="{uri}" alt="{esc(item.label)}" '
+                        f'style="max-width:{px}px;max-height:{px}px"></div>'
+                    )
+        cells.append(f'<figure style="margin:0;width:{px}px">{inner}{caption}</figure>')
+    notes: list[str] = []
+    if over_budget:
+        notes.append(
+            f"{over_budget} of {len(items)} thumbnails not embedded: the grid reached its "
+            f"{format_size(budget.grid_bytes)} budget (RenderBudget.grid_bytes)"
+        )
+    if unreadable:
+        notes.append(f"{unreadable} of {len(items)} images could not be shown")
+    html = f'<div style="display:flex;flex-wrap:wrap;gap:6px">{"".join(cells)}</div>'
+    return html, notes
+
