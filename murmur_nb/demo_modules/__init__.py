@@ -10,12 +10,12 @@ launcher there. The modules use the standard library and Pillow only, never :mod
 ``studio``      a WAV tone (audio), an MP4 clip through ffmpeg (video), and a long-running
                 storyboard job with its poll capability (timeline, slides)
 ``docs``        a report: multi-page PDF, CSV and Parquet tables, Markdown, text, JSON, zip
-``critic``      reviews an image staged read-only from another module (markdown, json, image);
-                ``critic.second_opinion`` names a paid provider of unknown cost (approval)
+``critic``      reviews an image staged read-only from another module (markdown, json, image)
+``oracle``      a second opinion from a paid provider of unknown cost: needs approval
 ``transcribe``  needs whisper.cpp, which is not installed: the "Needs setup" example
 ==============  ===========================================================================
 """
 
-MODULE_IDS: tuple[str, ...] = ("critic", "docs", "gallery", "studio", "transcribe")
+MODULE_IDS: tuple[str, ...] = ("critic", "docs", "gallery", "oracle", "studio", "transcribe")
 
 __all__ = ["MODULE_IDS"]

@@ -6,13 +6,10 @@ read-only root; the input names the root and the path inside it
 (``{"image": {"root": "staged", "path": "..."}}``). The critic never learns the producer's
 layout.
 
-* ``critic.review`` is local and free: it measures the image and writes a Markdown review, a
-  JSON of the measurements and an annotated copy.
-* ``critic.second_opinion`` goes to the paid provider ``demo-oracle`` whose price is not known
-  in advance (``cost_known`` false; the execution reports ``estimated_cost`` and
-  ``actual_cost`` as null, *unknown*), so the host needs the operator's approval first. The
-  provider is simulated inside this process; the module still refuses to run unless the host
-  granted ``paid_providers: ["demo-oracle"]``.
+``critic.review`` is local and free: it measures the image and writes a Markdown review, a
+JSON of the measurements and an annotated copy. (The paid second opinion lives in its own
+module, ``oracle``, because declaring a paid provider puts every capability of a module under
+approval.)
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ else:  # the installed module folder carries its own copy of the kit
 from PIL import Image, ImageDraw, ImageStat
 
 MODULE = "critic"
-PROVIDER = "demo-oracle"
 
 _IMAGE_REF = {
     "type": "object",
@@ -67,18 +63,9 @@ DESCRIPTOR: dict[str, Any] = {
             artifacts=["critic.notes", "critic.measurements", "critic.annotated"],
             skills=["critic.reviewing"],
         ),
-        kit.capability(
-            "critic.second_opinion",
-            "Second opinion (paid, price unknown)",
-            "Ask the demo-oracle provider for a composition critique; cost unknown.",
-            artifacts=["critic.notes"],
-            cap_effects=kit.effects(provider=PROVIDER, cost_known=False),
-            skills=["critic.reviewing"],
-        ),
     ],
     "request_schemas": {
         "critic.review.request": _request(),
-        "critic.second_opinion.request": _request(),
     },
     "result_schemas": {
         "critic.review.result": {
@@ -92,12 +79,6 @@ DESCRIPTOR: dict[str, Any] = {
                 "verdict": {"type": "string"},
             },
             "required": ["width", "height", "brightness", "contrast", "verdict"],
-        },
-        "critic.second_opinion.result": {
-            "$schema": kit.SCHEMA_DIALECT,
-            "type": "object",
-            "properties": {"provider": {"type": "string"}, "score": {"type": "integer"}},
-            "required": ["provider", "score"],
         },
     },
     "artifact_schemas": {
@@ -119,7 +100,7 @@ DESCRIPTOR: dict[str, Any] = {
             "title": "Reviewing an image",
             "summary": "What the critic measures and how to hand it a staged artifact.",
             "path": "skills/reviewing.md",
-            "digest": "sha256:fd346b7f552cc7249d485e4e0f15a0e8b0396c0d8fcee77d702c9acbef764a00",
+            "digest": "sha256:362e79ce632893a25c4ef6ee7da2a0add34425ba1cd7ff78aa2fcb3e511d13e7",
             "tokens": 110,
         }
     ],
@@ -128,7 +109,7 @@ DESCRIPTOR: dict[str, Any] = {
         "filesystem_write": ["out"],
         "network": [],
         "credentials": [],
-        "paid_providers": [PROVIDER],
+        "paid_providers": [],
         "publish": False,
         "subprocess": [],
     },
@@ -231,41 +212,8 @@ def review(ctx: kit.Context) -> kit.Outcome:
     )
 
 
-def second_opinion(ctx: kit.Context) -> kit.Outcome:
-    if not ctx.granted("paid_providers", PROVIDER):
-        raise kit.Failure(
-            "not_granted",
-            f"the paid provider {PROVIDER!r} was not granted to this call; allow it in the "
-            f"host policy (paid_providers=[{PROVIDER!r}]) and approve the call",
-            details={"provider": PROVIDER},
-        )
-    image, path = _load(ctx)
-    m = _measure(image)
-    # The simulated provider scores balance: how far the visual mass sits from the centre.
-    grey = image.convert("L").resize((32, 32))
-    values = list(grey.getdata())
-    total = sum(values) or 1
-    cx = sum((i % 32) * v for i, v in enumerate(values)) / total / 31
-    cy = sum((i // 32) * v for i, v in enumerate(values)) / total / 31
-    off = ((cx - 0.5) ** 2 + (cy - 0.5) ** 2) ** 0.5
-    score = max(1, min(10, round(10 - 12 * off - 4 * abs(m["contrast"] - 0.35))))
-    md = (
-        f"# Second opinion from {PROVIDER}\n\n"
-        f"`{path}` scores **{score}/10** for balance.\n\n"
-        f"- visual centre of mass at ({cx:.2f}, {cy:.2f}) of the frame\n"
-        f"- {_verdict(m)}\n\n"
-        f"_This opinion came from a paid provider; its price was not known in advance._\n"
-    )
-    ctx.write("opinion/second-opinion.md", md.encode(), kind="critic.notes",
-              media_type="text/markdown", presentation="markdown", title=f"{PROVIDER}: {score}/10")
-    # Unknown stays unknown: the provider quotes no price, so both costs are null.
-    return kit.Outcome({"provider": PROVIDER, "score": score}, provider=PROVIDER,
-                       estimated_cost=None, actual_cost=None)
-
-
 HANDLERS: dict[str, kit.Handler] = {
     "critic.review": review,
-    "critic.second_opinion": second_opinion,
 }
 
 
