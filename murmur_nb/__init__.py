@@ -35,6 +35,15 @@ from murmur_nb._exceptions import (
 )
 
 # --- module host (issue 2) ---
+from murmur_nb._artifacts import (
+    ArtifactStore,
+    RejectedArtifact,
+    StagedArtifact,
+    VerifiedArtifact,
+)
+from murmur_nb._descriptor import DescriptorError
+from murmur_nb._host import Invocation, ModuleHost, ModuleInfo
+from murmur_nb._policy import Policy
 # --- conversations (issue 3) ---
 # --- hooks (issue 4) ---
 # --- rendering (issue 5) ---
@@ -47,25 +56,34 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "ApprovalRequired",
     "ArtifactRejected",
+    "ArtifactStore",
     "ConfinementViolation",
     "ConversationReadError",
     "DeadlineExceeded",
+    "DescriptorError",
     "DigestMismatch",
     "HookConfigError",
     "HookError",
     "InvalidContextId",
     "InvalidDescriptor",
     "InvalidInput",
+    "Invocation",
     "MissingDependency",
     "MissingRequirement",
+    "ModuleHost",
     "ModuleHostError",
+    "ModuleInfo",
     "ModuleNotFound",
     "MurmurError",
     "NotGranted",
     "OutputTooLarge",
+    "Policy",
     "ProtocolViolation",
+    "RejectedArtifact",
     "RenderError",
     "SizeMismatch",
+    "StagedArtifact",
+    "VerifiedArtifact",
     "__version__",
     "protocol",
 ]

@@ -80,9 +80,15 @@ class MurmurError(Exception):
 
 
 class ModuleHostError(MurmurError):
-    """A host-side failure while describing or invoking a modproto module."""
+    """A host-side failure while describing or invoking a modproto module.
+
+    When the failure happened during ``ModuleHost.invoke``, ``invocation`` holds what the
+    host knew at that point (the request, the ``execution`` the module reported, stderr),
+    so a failed paid call's cost is not lost; otherwise it is ``None``.
+    """
 
     code = "module_host_error"
+    invocation: Any = None
 
 
 class ModuleNotFound(ModuleHostError, LookupError):

@@ -1,0 +1,392 @@
+"""Describe-time validation of a modproto v1 module (SPEC §1, "What the host checks on describe").
+
+Every breach becomes a :class:`DescriptorError` with a JSON-ish ``path`` (such as
+``capabilities[2].request_schema``) and a ``detail`` saying what is wrong and what the
+module author should do. Validation never stops at the first breach: a refused module is
+still listed, with *all* its errors, so its author can fix them in one pass.
+
+``protocol_versions`` is a membership test against :data:`~murmur_nb.protocol.PROTOCOL_ID`
+and nothing more: other entries are neither rejected nor honoured, there is no ordering and
+no negotiation (the Go seed is explicit about this). Produced artifacts are never validated
+against ``artifact_schemas``; the host only checks that every id a capability lists exists.
+
+The canonical form of a descriptor (:func:`canonical_json`) is the normalized wire model
+with sorted keys and no whitespace; its SHA-256 pins operator approvals, and
+:func:`describe_changes` says what changed between two descriptors in operator terms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import re
+import sys
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError as PydanticValidationError
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+from murmur_nb.protocol import OPERATION_DESCRIBE, PROTOCOL_ID, Descriptor, Overlay, Skill
+
+__all__ = [
+    "DIGEST_RE",
+    "REQUIREMENT_KINDS",
+    "DescriptorError",
+    "canonical_json",
+    "descriptor_digest",
+    "describe_changes",
+    "parse_describe_output",
+    "schema_validator_class",
+    "validate_descriptor",
+]
+
+#: ``sha256:`` followed by exactly 64 lowercase hex digits.
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+REQUIREMENT_KINDS = frozenset({"binary", "version", "config", "env"})
+
+
+@dataclass(frozen=True, slots=True)
+class DescriptorError:
+    """One describe-time breach: where (``path``) and what is wrong (``detail``)."""
+
+    path: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.detail}"
+
+
+def jsonschema_module() -> ModuleType:
+    """``jsonschema``, imported on first use and without ``rfc3987_syntax``.
+
+    ``jsonschema`` imports ``rfc3987_syntax`` when it is installed only to offer an ``iri``
+    format checker, and that package builds a parser grammar at import time (over two
+    seconds here). The host never asserts formats, so the import is skipped for the
+    duration of the ``jsonschema`` import; anyone importing ``rfc3987_syntax`` later gets it.
+    """
+    if "jsonschema" in sys.modules:
+        return sys.modules["jsonschema"]
+    blocked = "rfc3987_syntax" not in sys.modules
+    if blocked:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+    try:
+        import jsonschema  # noqa: PLC0415 - lazy: about 0.2 s
+
+        return jsonschema
+    finally:
+        if blocked and sys.modules.get("rfc3987_syntax", 0) is None:
+            del sys.modules["rfc3987_syntax"]
+
+
+def schema_validator_class(schema: Any) -> type[Validator]:
+    """The jsonschema validator class for ``schema``, chosen by its ``$schema``.
+
+    Draft 2020-12 when ``$schema`` is absent. An unknown ``$schema`` URI raises
+    :class:`jsonschema.exceptions.SchemaError` instead of silently falling back.
+    """
+    jsonschema = jsonschema_module()
+    if isinstance(schema, dict) and "$schema" in schema:
+        uri = schema["$schema"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            try:
+                cls = jsonschema.validators.validator_for(schema, default=_SENTINEL)
+            except DeprecationWarning:
+                cls = _SENTINEL
+        if cls is _SENTINEL:
+            raise jsonschema.SchemaError(f"unknown $schema {uri!r}; use a JSON Schema draft URI")
+        return cls  # type: ignore[no-any-return]
+    return jsonschema.Draft202012Validator  # type: ignore[no-any-return]
+
+
+_SENTINEL: Any = object()
+
+
+def _check_schema(schema: Any) -> str | None:
+    """``None`` when ``schema`` is a valid JSON Schema document, else why not."""
+    if not isinstance(schema, dict | bool):
+        return f"a JSON Schema is an object or a boolean, not {type(schema).__name__}"
+    schema_error = jsonschema_module().SchemaError
+    try:
+        cls = schema_validator_class(schema)
+        cls.check_schema(schema)  # type: ignore[arg-type]  # booleans are valid schemas
+    except schema_error as exc:
+        where = "/".join(str(p) for p in exc.path)
+        return f"not a valid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
+    return None
+
+
+def parse_describe_output(
+    stdout: bytes, module_id: str, module_dir: Path
+) -> tuple[Descriptor | None, list[DescriptorError]]:
+    """Check a ``module describe`` envelope and the descriptor inside it.
+
+    Returns the descriptor (``None`` when it could not even be read) and every breach found.
+    A descriptor is usable only when the error list is empty.
+    """
+    try:
+        raw = json.loads(stdout)
+    except ValueError as exc:
+        return None, [
+            DescriptorError(
+                "envelope",
+                f"describe output is not one JSON document ({exc}); print exactly one envelope "
+                "on standard output and send diagnostics to standard error",
+            )
+        ]
+    if not isinstance(raw, dict):
+        return None, [DescriptorError("envelope", "the describe envelope must be a JSON object")]
+    errors: list[DescriptorError] = []
+    if raw.get("protocol") != PROTOCOL_ID:
+        errors.append(
+            DescriptorError(
+                "envelope.protocol", f"is {raw.get('protocol')!r}, must be {PROTOCOL_ID!r}"
+            )
+        )
+    if raw.get("module") != module_id:
+        errors.append(
+            DescriptorError(
+                "envelope.module",
+                f"is {raw.get('module')!r}, must equal the module folder name {module_id!r}",
+            )
+        )
+    if raw.get("operation") != OPERATION_DESCRIBE:
+        errors.append(
+            DescriptorError(
+                "envelope.operation", f"is {raw.get('operation')!r}, must be 'describe'"
+            )
+        )
+    if raw.get("request_id", "") != "":
+        errors.append(DescriptorError("envelope.request_id", "must be empty for describe"))
+    if raw.get("ok") is not True:
+        err = raw.get("error")
+        why = f": {err.get('code')}: {err.get('message')}" if isinstance(err, dict) else ""
+        errors.append(DescriptorError("envelope.ok", f"describe did not succeed{why}"))
+        return None, errors
+    result = raw.get("result")
+    if not isinstance(result, dict):
+        errors.append(
+            DescriptorError("envelope.result", "must hold the descriptor as a JSON object")
+        )
+        return None, errors
+    try:
+        descriptor = Descriptor.model_validate(result)
+    except PydanticValidationError as exc:
+        for item in exc.errors():
+            errors.append(DescriptorError(_loc_path(item["loc"]), item["msg"]))
+        return None, errors
+    errors.extend(validate_descriptor(descriptor, module_id, module_dir))
+    return descriptor, errors
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "descriptor"
+
+
+def validate_descriptor(
+    descriptor: Descriptor, module_id: str, module_dir: Path
+) -> list[DescriptorError]:
+    """Every SPEC §1 describe rule applied to ``descriptor``; empty when it is accepted."""
+    errors: list[DescriptorError] = []
+    add = errors.append
+    if descriptor.module != module_id:
+        add(
+            DescriptorError(
+                "module", f"is {descriptor.module!r}, must equal the folder name {module_id!r}"
+            )
+        )
+    versions = descriptor.protocol_versions or []
+    if PROTOCOL_ID not in versions:
+        add(
+            DescriptorError(
+                "protocol_versions",
+                f"{versions!r} does not contain {PROTOCOL_ID!r}; the host speaks only "
+                f"{PROTOCOL_ID} (a membership test, not a negotiation)",
+            )
+        )
+    request_schemas = descriptor.request_schemas or {}
+    result_schemas = descriptor.result_schemas or {}
+    artifact_schemas = descriptor.artifact_schemas or {}
+    for kind, schemas in (("request_schemas", request_schemas), ("result_schemas", result_schemas)):
+        for schema_id, schema in schemas.items():
+            problem = _check_schema(schema)
+            if problem:
+                add(DescriptorError(f"{kind}.{schema_id}", problem))
+    caps = descriptor.capabilities or []
+    cap_ids = {cap.id for cap in caps}
+    seen: dict[str, int] = {}
+    prefix = f"{module_id}."
+    for i, cap in enumerate(caps):
+        where = f"capabilities[{i}]"
+        if not cap.id.startswith(prefix) or len(cap.id) == len(prefix):
+            add(
+                DescriptorError(
+                    f"{where}.id",
+                    f"{cap.id!r} is not namespaced by the module; name it '{prefix}<name>'",
+                )
+            )
+        if cap.id in seen:
+            add(
+                DescriptorError(
+                    f"{where}.id",
+                    f"duplicate capability id {cap.id!r} (also capabilities[{seen[cap.id]}])",
+                )
+            )
+        else:
+            seen[cap.id] = i
+        for field, mapping, map_name in (
+            ("request_schema", request_schemas, "request_schemas"),
+            ("result_schema", result_schemas, "result_schemas"),
+        ):
+            ref = getattr(cap, field)
+            if ref not in mapping:
+                add(
+                    DescriptorError(
+                        f"{where}.{field}",
+                        f"schema id {ref!r} is not a key of {map_name} "
+                        f"(known: {sorted(mapping)!r})",
+                    )
+                )
+        for j, art_id in enumerate(cap.artifact_schemas or []):
+            if art_id not in artifact_schemas:
+                add(
+                    DescriptorError(
+                        f"{where}.artifact_schemas[{j}]",
+                        f"artifact schema id {art_id!r} is not declared in artifact_schemas "
+                        f"(known: {sorted(artifact_schemas)!r})",
+                    )
+                )
+        if cap.long_running:
+            if not cap.poll_capability:
+                add(
+                    DescriptorError(
+                        f"{where}.poll_capability",
+                        "a long_running capability must name its poll_capability",
+                    )
+                )
+            elif cap.poll_capability not in cap_ids:
+                add(
+                    DescriptorError(
+                        f"{where}.poll_capability",
+                        f"{cap.poll_capability!r} is not a capability of this module",
+                    )
+                )
+            elif cap.poll_capability == cap.id:
+                add(DescriptorError(f"{where}.poll_capability", "a capability cannot poll itself"))
+    documents: list[tuple[str, Sequence[Overlay | Skill]]] = [
+        ("agent_overlays", descriptor.agent_overlays or []),
+        ("skills", descriptor.skills or []),
+    ]
+    for list_name, items in documents:
+        for i, item in enumerate(items):
+            where = f"{list_name}[{i}]"
+            problem = _confined_path_problem(item.path, module_dir)
+            if problem:
+                add(DescriptorError(f"{where}.path", problem))
+            if not DIGEST_RE.fullmatch(item.digest):
+                add(
+                    DescriptorError(
+                        f"{where}.digest",
+                        f"{item.digest!r} is not 'sha256:' followed by 64 lowercase hex digits",
+                    )
+                )
+    for i, req in enumerate(descriptor.requirements or []):
+        if req.kind not in REQUIREMENT_KINDS:
+            add(
+                DescriptorError(
+                    f"requirements[{i}].kind",
+                    f"{req.kind!r} is not one of {sorted(REQUIREMENT_KINDS)!r}",
+                )
+            )
+    return errors
+
+
+def _confined_path_problem(path: str, module_dir: Path) -> str | None:
+    """Why ``path`` (module-relative) may not be used, or ``None`` when it stays inside."""
+    if not path:
+        return "is empty; give a path relative to the module folder"
+    if "\x00" in path:
+        return "contains a NUL byte"
+    if posixpath.isabs(path) or path.startswith("\\"):
+        return f"{path!r} is absolute; give a path relative to the module folder"
+    if ".." in path.replace("\\", "/").split("/"):
+        return f"{path!r} climbs out with '..'; keep it inside the module folder"
+    base = os.path.realpath(module_dir)
+    real = os.path.realpath(Path(base, path))
+    if real != base and os.path.commonpath([base, real]) != base:
+        return f"{path!r} resolves to {real!r}, outside the module folder (through a link)"
+    return None
+
+
+def canonical_json(descriptor: Descriptor) -> bytes:
+    """The canonical JSON bytes of a descriptor: normalized model, sorted keys, compact."""
+    return json.dumps(
+        descriptor.model_dump(mode="json"),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
+
+
+def descriptor_digest(descriptor: Descriptor) -> str:
+    """``sha256:<hex>`` of :func:`canonical_json`; approvals are pinned to it."""
+    return "sha256:" + hashlib.sha256(canonical_json(descriptor)).hexdigest()
+
+
+def _fmt(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _field_changes(prefix: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            out.append(f"{prefix}{key}: {_fmt(old.get(key))} -> {_fmt(new.get(key))}")
+    return out
+
+
+def describe_changes(old: Descriptor, new: Descriptor) -> list[str]:
+    """What changed from ``old`` to ``new``, one line each, in operator terms.
+
+    Capabilities added or removed, each capability's effects and other fields, the
+    module's permissions, and any other top-level change (schemas, version, ...).
+    """
+    changes: list[str] = []
+    old_caps = {c.id: c for c in old.capabilities or []}
+    new_caps = {c.id: c for c in new.capabilities or []}
+    for cid in sorted(set(new_caps) - set(old_caps)):
+        changes.append(f"capability {cid} added")
+    for cid in sorted(set(old_caps) - set(new_caps)):
+        changes.append(f"capability {cid} removed")
+    for cid in sorted(set(old_caps) & set(new_caps)):
+        a = old_caps[cid].model_dump(mode="json")
+        b = new_caps[cid].model_dump(mode="json")
+        changes += _field_changes(f"capability {cid} effects.", a.pop("effects"), b.pop("effects"))
+        changes += _field_changes(f"capability {cid} ", a, b)
+    a_desc = old.model_dump(mode="json")
+    b_desc = new.model_dump(mode="json")
+    changes += _field_changes("permissions.", a_desc.pop("permissions"), b_desc.pop("permissions"))
+    a_desc.pop("capabilities")
+    b_desc.pop("capabilities")
+    for key in sorted(set(a_desc) | set(b_desc)):
+        if a_desc.get(key) != b_desc.get(key):
+            if key in {"name", "version", "module"}:
+                changes.append(f"{key}: {_fmt(a_desc.get(key))} -> {_fmt(b_desc.get(key))}")
+            else:
+                changes.append(f"{key} changed")
+    return changes

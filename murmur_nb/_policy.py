@@ -1,0 +1,186 @@
+"""Host policy: what an invocation may be given, and when an operator must approve.
+
+A module's ``permissions`` are a *request*; installing a module grants nothing. For each
+invocation the host intersects that request with this policy:
+
+* **roots** — logical root names mapped to folders. Only names the module declared are
+  supplied, canonicalized (``realpath``), ``ro`` for ``filesystem_read`` and ``rw`` for
+  ``filesystem_write``. A write root the policy does not map gets a fresh, empty
+  per-invocation folder; a read root the policy does not map is simply absent.
+* **grants** — per kind (network, credentials, paid providers, subprocess) the names the
+  policy allows; ``"*"`` allows every name the module declared. ``publish`` is a boolean.
+* **binaries** — a resolution table from a subprocess name to an absolute path. A granted
+  name not in the table is looked up once on the *host's* ``PATH``; a name that resolves
+  to nothing is absent from the request, never present-and-empty.
+* **approval** — :meth:`Policy.approval_reasons` implements the SPEC default (unknown cost,
+  paid providers, publish, credentials, external writes). ``approved`` is an operator
+  allow-list of capability ids; the host pins each entry to the descriptor it first saw,
+  so a changed descriptor needs approving again. Subclass and override
+  :meth:`Policy.approval_reasons` for another gate.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from murmur_nb.protocol import Capability, Descriptor, Grants
+
+__all__ = ["Policy"]
+
+_GRANT_KINDS = ("network", "credentials", "paid_providers", "subprocess")
+
+
+def _names(value: Iterable[str] | str | None) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        return frozenset({value})
+    return frozenset(value)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the host allows. The default allows nothing beyond fresh write roots.
+
+    Parameters
+    ----------
+    roots
+        Logical root name -> folder. Supplied only when the module declared the name.
+    network, credentials, paid_providers, subprocess
+        Names the policy allows per grant kind; ``"*"`` allows every declared name.
+    publish
+        Whether a module that declares ``publish`` is granted it.
+    binaries
+        Subprocess name -> absolute path of the binary the host supplies for it.
+    approved
+        Operator allow-list of capability ids that may run without ``approve=True``
+        (pinned by the host to the descriptor it saw first).
+    deadline_ms, max_output_bytes
+        Defaults for an invocation's wall-clock budget and standard-output ceiling.
+    describe_deadline_ms, describe_max_output_bytes
+        The same bounds for ``module describe``.
+
+    Examples
+    --------
+    >>> p = Policy(roots={"media": "/tmp"}, network=["*"], approved=["demo.render"])
+    >>> p.allows("network", "api.example")
+    True
+    """
+
+    roots: Mapping[str, str | os.PathLike[str]] = field(default_factory=dict)
+    network: Iterable[str] = ()
+    credentials: Iterable[str] = ()
+    paid_providers: Iterable[str] = ()
+    publish: bool = False
+    subprocess: Iterable[str] = ()
+    binaries: Mapping[str, str | os.PathLike[str]] = field(default_factory=dict)
+    approved: Iterable[str] = ()
+    deadline_ms: int = 60_000
+    max_output_bytes: int = 16 * 1024 * 1024
+    describe_deadline_ms: int = 15_000
+    describe_max_output_bytes: int = 8 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for kind in (*_GRANT_KINDS, "approved"):
+            object.__setattr__(self, kind, _names(getattr(self, kind)))
+        object.__setattr__(self, "roots", dict(self.roots))
+        object.__setattr__(self, "binaries", dict(self.binaries))
+        for name, value in (
+            ("deadline_ms", self.deadline_ms),
+            ("max_output_bytes", self.max_output_bytes),
+            ("describe_deadline_ms", self.describe_deadline_ms),
+            ("describe_max_output_bytes", self.describe_max_output_bytes),
+        ):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"Policy.{name} must be a positive integer, got {value!r}")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Policy:
+        """A policy from a plain mapping (for example a parsed YAML or JSON file)."""
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown policy keys {unknown!r}; the known keys are {sorted(known)!r}"
+            )
+        return cls(**dict(data))
+
+    def allows(self, kind: str, name: str) -> bool:
+        """Whether the policy allows ``name`` for grant ``kind``."""
+        allowed: frozenset[str] = getattr(self, kind)
+        return "*" in allowed or name in allowed
+
+    def grants_for(self, descriptor: Descriptor) -> Grants:
+        """Declared ∩ allowed, per kind. The module must assume nothing else."""
+        perms = descriptor.permissions
+        values: dict[str, Any] = {}
+        for kind in _GRANT_KINDS:
+            declared = getattr(perms, kind) or []
+            if kind == "subprocess":
+                granted = [n for n in declared if self.allows(kind, n) or n in self.binaries]
+            else:
+                granted = [n for n in declared if self.allows(kind, n)]
+            values[kind] = sorted(set(granted))
+        values["publish"] = bool(perms.publish and self.publish)
+        return Grants(**values)
+
+    def resolve_binary(self, name: str) -> str | None:
+        """The absolute path supplied for subprocess ``name``, or ``None`` when unresolvable."""
+        explicit = self.binaries.get(name)
+        if explicit is not None:
+            path = os.fspath(explicit)
+            if not Path(path).is_absolute():
+                return None
+        else:
+            if "/" in name:
+                return None
+            found = shutil.which(name)
+            if found is None:
+                return None
+            path = found
+        real = os.path.realpath(path)
+        if Path(real).is_file() and os.access(real, os.X_OK):
+            return real
+        return None
+
+    def root_path(self, name: str) -> Path | None:
+        """The canonical folder policy maps root ``name`` to, or ``None``."""
+        value = self.roots.get(name)
+        if value is None:
+            return None
+        return Path(os.path.realpath(os.fspath(value)))
+
+    def approval_reasons(self, descriptor: Descriptor, capability: Capability) -> list[str]:
+        """Why ``capability`` needs operator approval under the SPEC default; empty: it does not.
+
+        Approval is needed when the cost is not known (``effects.cost_known`` false), or the
+        module declares paid providers, publish or credentials, or the capability declares
+        external writes.
+        """
+        reasons: list[str] = []
+        effects = capability.effects
+        perms = descriptor.permissions
+        if not effects.cost_known:
+            reasons.append(
+                f"{capability.id} has no known cost (effects.cost_known is false): "
+                "it may spend money and the amount is unknown"
+            )
+        if perms.paid_providers:
+            reasons.append(
+                f"module {descriptor.module} declares paid providers: "
+                f"{', '.join(perms.paid_providers)}"
+            )
+        if perms.publish:
+            reasons.append(f"module {descriptor.module} declares it may publish")
+        if perms.credentials:
+            reasons.append(
+                f"module {descriptor.module} declares credentials: {', '.join(perms.credentials)}"
+            )
+        if effects.external_writes:
+            reasons.append(f"{capability.id} writes outside the host (effects.external_writes)")
+        return reasons

@@ -1,0 +1,351 @@
+"""Run one module process: empty environment, own session, bounded output, whole-tree kill.
+
+Design notes
+------------
+* The child gets ``env={}`` (no variable at all), a private working folder, the request on
+  standard input and nothing else, and ``start_new_session=True`` so it leads its own
+  session and process group.
+* One thread multiplexes stdin, stdout, stderr and a pidfd of the child with ``selectors``:
+  a fast module is never made to wait for a polling interval, and the host reads standard
+  output only up to ``max_output_bytes`` (+ one chunk), so its memory stays bounded
+  whatever the module prints. Standard error is drained continuously; only a bounded tail
+  is kept.
+* Descendants are tracked while the child is alive: every ``_SCAN_INTERVAL`` seconds the
+  tree under the child is scanned with psutil and remembered (with create times, so a
+  recycled pid is never killed). A grandchild that calls ``setsid`` leaves the child's
+  session and group but not the child's tree, so the scan sees it; once its parent dies it
+  is reparented away, which is why it is remembered. A module that finishes before the
+  first interval costs no scan at all.
+* Killing the tree (deadline, output bound, ``KeyboardInterrupt``, stragglers after exit)
+  stops every process found by: the child's live tree, the remembered descendants, the
+  child's session and process group, and any process still holding the module's standard
+  output/error pipes or sitting in its private working folder (a ``/proc`` scan, done only
+  on this slow path). Everything is SIGSTOPped before it is SIGKILLed so nothing can fork
+  away in between, and the search repeats until it finds nothing new.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+__all__ = ["RunResult", "run_process"]
+
+_CHUNK = 1 << 16
+_SCAN_FIRST = 0.015
+_SCAN_INTERVAL = 0.04
+#: after the child exits, how long descendants may keep the pipes open before being killed
+_EXIT_GRACE = 0.25
+
+
+@dataclass
+class RunResult:
+    """What one module run produced and how it ended."""
+
+    stdout: bytes
+    stderr_tail: bytes
+    returncode: int | None
+    duration_ms: float
+    timed_out: bool = False
+    output_exceeded: bool = False
+    killed: list[int] = field(default_factory=list)
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr_tail.decode("utf-8", "replace")
+
+
+class _Tracker:
+    """Remembers every descendant seen, keyed by pid with its create time."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.sid = root  # start_new_session: the child leads its session and group
+        self.known: dict[int, float] = {}
+
+    def scan(self) -> None:
+        try:
+            proc = psutil.Process(self.root)
+            children = proc.children(recursive=True)
+        except psutil.Error:
+            return
+        for child in children:
+            if child.pid not in self.known:
+                with contextlib.suppress(psutil.Error):
+                    self.known[child.pid] = child.create_time()
+
+
+def _proc_pids() -> list[int]:
+    try:
+        return [int(n) for n in os.listdir("/proc") if n.isdigit()]  # noqa: PTH208 - hot scan
+    except OSError:
+        return []
+
+
+def _holders(pipe_inodes: set[str], cwd: str | None) -> set[int]:
+    """Pids holding one of the pipes or whose working folder is inside ``cwd``."""
+    found: set[int] = set()
+    me = os.getpid()
+    for pid in _proc_pids():
+        if pid == me:
+            continue
+        base = f"/proc/{pid}"
+        if cwd is not None:
+            try:
+                where = os.readlink(f"{base}/cwd")  # noqa: PTH115
+                if where == cwd or where.startswith(cwd + "/"):
+                    found.add(pid)
+                    continue
+            except OSError:
+                pass
+        if not pipe_inodes:
+            continue
+        try:
+            fds = os.listdir(f"{base}/fd")  # noqa: PTH208
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"{base}/fd/{fd}")  # noqa: PTH115
+            except OSError:
+                continue
+            if target in pipe_inodes:
+                found.add(pid)
+                break
+    return found
+
+
+def _in_session(sid: int) -> set[int]:
+    found: set[int] = set()
+    for pid in _proc_pids():
+        try:
+            if os.getsid(pid) == sid or os.getpgid(pid) == sid:
+                found.add(pid)
+        except OSError:
+            continue
+    return found
+
+
+def _kill_tree(
+    tracker: _Tracker, pipe_inodes: set[str], cwd: str | None, *, thorough: bool
+) -> list[int]:
+    """Stop and kill every process of the module's tree; return the pids signalled."""
+    killed: list[int] = []
+    me = os.getpid()
+    seen: set[int] = set()
+    for _ in range(8):
+        tracker.scan()
+        targets: set[int] = {tracker.root, *tracker.known}
+        if thorough:
+            targets |= _in_session(tracker.sid)
+            targets |= _holders(pipe_inodes, cwd)
+        targets.discard(me)
+        targets -= seen
+        procs: list[psutil.Process] = []
+        for pid in targets:
+            try:
+                proc = psutil.Process(pid)
+                expected = tracker.known.get(pid)
+                if expected is not None and abs(proc.create_time() - expected) > 0.01:
+                    continue  # pid recycled by an unrelated process
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                procs.append(proc)
+            except psutil.Error:
+                continue
+        # group and session first: one syscall reaches members we never saw
+        with contextlib.suppress(OSError):
+            os.killpg(tracker.sid, signal.SIGKILL)
+        if not procs:
+            break
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.suspend()
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                for child in proc.children(recursive=True):
+                    if child.pid not in tracker.known:
+                        with contextlib.suppress(psutil.Error):
+                            tracker.known[child.pid] = child.create_time()
+                            child.suspend()
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                killed.append(proc.pid)
+            seen.add(proc.pid)
+        if not thorough and not tracker.known.keys() - seen:
+            break
+    for pid in tracker.known:
+        with contextlib.suppress(OSError):
+            if pid not in seen:
+                os.kill(pid, signal.SIGKILL)
+    return killed
+
+
+def run_process(
+    argv: Sequence[str],
+    stdin: bytes,
+    *,
+    cwd: Path,
+    deadline_s: float,
+    max_output_bytes: int,
+    stderr_tail_bytes: int = 64 * 1024,
+) -> RunResult:
+    """Run ``argv`` as a module process and return what it printed.
+
+    The process tree is killed at ``deadline_s`` (``timed_out``) or as soon as standard
+    output exceeds ``max_output_bytes`` (``output_exceeded``; ``stdout`` is then cut at the
+    bound). A ``KeyboardInterrupt`` (or any other exception) kills the tree and propagates.
+    """
+    start = time.monotonic()
+    deadline = start + deadline_s
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env={},
+        start_new_session=True,
+        close_fds=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    tracker = _Tracker(proc.pid)
+    out_fd = proc.stdout.fileno()
+    err_fd = proc.stderr.fileno()
+    in_fd = proc.stdin.fileno()
+    pipe_inodes: set[str] = set()
+    for fd in (out_fd, err_fd):
+        with contextlib.suppress(OSError):
+            pipe_inodes.add(f"pipe:[{os.fstat(fd).st_ino}]")
+    out = bytearray()
+    err = bytearray()
+    timed_out = exceeded = False
+    killed: list[int] = []
+    sel = selectors.DefaultSelector()
+    pidfd: int | None = None
+    try:
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        os.set_blocking(in_fd, False)
+        pending = memoryview(stdin)
+        if pending:
+            sel.register(in_fd, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        sel.register(out_fd, selectors.EVENT_READ)
+        sel.register(err_fd, selectors.EVENT_READ)
+        if pidfd is not None:
+            sel.register(pidfd, selectors.EVENT_READ)
+        open_pipes = 2
+        exited_at: float | None = None
+        next_scan = start + _SCAN_FIRST
+        while open_pipes:
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            if exited_at is not None and now - exited_at >= _EXIT_GRACE:
+                break  # the child is gone; a descendant keeps the pipes open
+            if exited_at is None and now >= next_scan:
+                tracker.scan()
+                next_scan = now + _SCAN_INTERVAL
+            wake = min(deadline, next_scan if exited_at is None else exited_at + _EXIT_GRACE)
+            for key, _ in sel.select(max(0.0, wake - now)):
+                fd = key.fd
+                if fd == in_fd:
+                    try:
+                        n = os.write(in_fd, pending[:_CHUNK])
+                    except BrokenPipeError:
+                        n = len(pending)
+                    except BlockingIOError:
+                        continue
+                    pending = pending[n:]
+                    if not pending:
+                        sel.unregister(in_fd)
+                        with contextlib.suppress(BrokenPipeError):
+                            proc.stdin.close()
+                elif fd == out_fd:
+                    room = max_output_bytes + 1 - len(out)
+                    data = os.read(out_fd, min(_CHUNK, max(room, 1)))
+                    if not data:
+                        sel.unregister(out_fd)
+                        open_pipes -= 1
+                        continue
+                    out += data
+                    if len(out) > max_output_bytes:
+                        exceeded = True
+                        del out[max_output_bytes:]
+                        break
+                elif fd == err_fd:
+                    data = os.read(err_fd, _CHUNK)
+                    if not data:
+                        sel.unregister(err_fd)
+                        open_pipes -= 1
+                        continue
+                    err += data
+                    if len(err) > 2 * stderr_tail_bytes:
+                        del err[: len(err) - stderr_tail_bytes]
+                elif fd == pidfd:
+                    sel.unregister(pidfd)
+                    exited_at = time.monotonic()
+            if exceeded:
+                break
+        if timed_out or exceeded or open_pipes:
+            # deadline, output bound, or the child exited while a descendant still holds
+            # its output: end the whole tree
+            killed = _kill_tree(tracker, pipe_inodes, str(cwd), thorough=True)
+        returncode: int | None = None
+        if not (timed_out or exceeded or open_pipes):
+            # normal end: let the child finish exiting, then whatever is left in its group,
+            # or was seen in its tree, goes
+            try:
+                returncode = proc.wait(timeout=max(0.0, min(deadline - time.monotonic(), 1.0)))
+            except subprocess.TimeoutExpired:
+                returncode = None
+            with contextlib.suppress(OSError):
+                os.killpg(tracker.sid, signal.SIGKILL)
+            if returncode is None:
+                timed_out = time.monotonic() >= deadline
+                killed = _kill_tree(tracker, pipe_inodes, str(cwd), thorough=True)
+            elif tracker.known:
+                killed = _kill_tree(tracker, pipe_inodes, None, thorough=False)
+        if returncode is None:
+            returncode = proc.wait()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _kill_tree(tracker, pipe_inodes, str(cwd), thorough=True)
+        with contextlib.suppress(Exception):
+            proc.kill()
+            proc.wait()
+        raise
+    finally:
+        sel.close()
+        if pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(pidfd)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()
+    if len(err) > stderr_tail_bytes:
+        del err[: len(err) - stderr_tail_bytes]
+    return RunResult(
+        stdout=bytes(out),
+        stderr_tail=bytes(err),
+        returncode=returncode,
+        duration_ms=(time.monotonic() - start) * 1000.0,
+        timed_out=timed_out,
+        output_exceeded=exceeded,
+        killed=killed,
+    )
