@@ -10,6 +10,15 @@ only when the feature that needs them is first used.
 from importlib.metadata import PackageNotFoundError, version
 
 from murmur_nb import protocol
+
+# --- module host (issue 2) ---
+from murmur_nb._artifacts import (
+    ArtifactStore,
+    RejectedArtifact,
+    StagedArtifact,
+    VerifiedArtifact,
+)
+from murmur_nb._descriptor import DescriptorError
 from murmur_nb._exceptions import (
     ApprovalRequired,
     ArtifactRejected,
@@ -33,20 +42,15 @@ from murmur_nb._exceptions import (
     RenderError,
     SizeMismatch,
 )
-
-# --- module host (issue 2) ---
-from murmur_nb._artifacts import (
-    ArtifactStore,
-    RejectedArtifact,
-    StagedArtifact,
-    VerifiedArtifact,
-)
-from murmur_nb._descriptor import DescriptorError
 from murmur_nb._host import Invocation, ModuleHost, ModuleInfo
 from murmur_nb._policy import Policy
+
 # --- conversations (issue 3) ---
 # --- hooks (issue 4) ---
 # --- rendering (issue 5) ---
+from murmur_nb._presentation import PRIMITIVES, PresentationWarning, resolve_presentation
+from murmur_nb._render import render, render_file
+from murmur_nb._render_core import RenderBudget, Rendering, Slide
 
 try:
     __version__ = version("murmur-nb")
@@ -77,13 +81,21 @@ __all__ = [
     "MurmurError",
     "NotGranted",
     "OutputTooLarge",
+    "PRIMITIVES",
     "Policy",
+    "PresentationWarning",
     "ProtocolViolation",
     "RejectedArtifact",
+    "RenderBudget",
     "RenderError",
+    "Rendering",
     "SizeMismatch",
+    "Slide",
     "StagedArtifact",
     "VerifiedArtifact",
     "__version__",
     "protocol",
+    "render",
+    "render_file",
+    "resolve_presentation",
 ]

@@ -49,7 +49,8 @@ def pdf_pages(path: Path, width_px: int, max_pages: int) -> tuple[int, list[byte
             page = pdf[index]
             try:
                 width_pt = page.get_width() or 1.0
-                bitmap = page.render(scale=width_px / width_pt)
+                # pdfium rounds the pixel size up; shave the scale so it lands on width_px
+                bitmap = page.render(scale=width_px / width_pt * (1 - 1e-6))
                 try:
                     image = bitmap.to_pil()
                     buf = io.BytesIO()

@@ -51,7 +51,8 @@ def render_text(source: Source, budget: RenderBudget) -> Body:
     text, cut = read_text(source.file, budget.text_bytes)
     body = Body(html=f'<pre style="{_PRE}">{esc(text)}</pre>')
     lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    body.details.append(f"{lines} lines shown" + (", truncated" if cut else ""))
+    noun = "line" if lines == 1 else "lines"
+    body.details.append(f"{lines} {noun} shown" + (", truncated" if cut else ""))
     if cut:
         body.notes.append(_cut_note(source, budget))
     return body
