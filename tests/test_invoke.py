@@ -1,0 +1,368 @@
+"""Requests, approval, running, envelopes and audit of ``ModuleHost.invoke`` (issue 2, 3-6, 9).
+
+Every module here is a real executable from ``tests/modules/`` run as a subprocess.
+"""
+
+from __future__ import annotations
+
+import _thread
+import json
+import resource
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from _modules import alive, default_descriptor, install, read_pids, write_descriptor
+
+import murmur_nb as mnb
+from murmur_nb.protocol import PROTOCOL_ID
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    install(home, "good")
+    install(home, "liar", "liar")
+    install(home, "runaway", "runaway")
+    return home
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def host(home: Path, out: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
+    src = tmp_path / "src"
+    src.mkdir()
+    policy = mnb.Policy(
+        roots={"out": out, "src": src, "undeclared": tmp_path},
+        network=["api.example", "not-declared.example"],
+        subprocess=["tool", "ghost", "undeclared-tool"],
+        binaries={"tool": "/bin/sh"},
+        deadline_ms=20_000,
+    )
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "store") as h:
+        yield h
+
+
+# -- 3. requests -------------------------------------------------------------------------
+
+
+def test_request_is_built_by_the_host(host: mnb.ModuleHost, out: Path, tmp_path: Path) -> None:
+    inv = host.invoke("good.echo", {"count": 4}, deadline_ms=9_000, max_output_bytes=50_000)
+    assert inv.ok and inv.error is None
+    req = inv.result["request"]
+    assert req["protocol"] == PROTOCOL_ID
+    assert req["capability"] == "good.echo"
+    assert req["request_id"] == inv.request_id and len(inv.request_id) == 32
+    assert req["input"] == {"count": 4}
+    assert req["deadline_ms"] == 9_000 and req["max_output_bytes"] == 50_000
+    # roots: only declared names; read roots ro, write roots rw; canonical absolute paths
+    roots = req["roots"]
+    assert roots["src"] == {"path": str((tmp_path / "src").resolve()), "mode": "ro"}
+    assert roots["out"] == {"path": str(out.resolve()), "mode": "rw"}
+    assert "undeclared" not in roots and "staged" not in roots
+    # a write root policy does not map: a fresh, empty, per-invocation folder
+    scratch = Path(roots["scratch"]["path"])
+    assert roots["scratch"]["mode"] == "rw" and scratch.is_absolute() and scratch.is_dir()
+    assert list(scratch.iterdir()) == []
+    again = host.invoke("good.echo", {"count": 1}).result["request"]["roots"]["scratch"]["path"]
+    assert again != str(scratch)
+    # grants: declared ∩ policy
+    assert req["grants"] == {
+        "network": ["api.example"],
+        "credentials": [],
+        "paid_providers": [],
+        "publish": False,
+        "subprocess": ["ghost", "tool"],
+    }
+    # binaries: resolved absolute paths; the unresolvable "ghost" is absent, not empty
+    assert req["binaries"] == {"tool": str(Path("/bin/sh").resolve())}
+    assert inv.request.model_dump(mode="json")["grants"] == req["grants"]
+
+
+def test_input_is_validated_before_anything_runs(host: mnb.ModuleHost, out: Path) -> None:
+    with pytest.raises(mnb.InvalidInput) as err:
+        host.invoke("good.echo", {"count": -1})
+    assert err.value.code == "invalid_input"
+    assert "input['count']" in str(err.value) and "minimum" in str(err.value)
+    with pytest.raises(mnb.InvalidInput, match="'count' is a required property"):
+        host.invoke("good.echo", {})
+    with pytest.raises(mnb.InvalidInput, match="not JSON-serializable"):
+        host.invoke("good.echo", {"count": object()})
+    assert not (out / "ran-echo").exists()
+    assert list(host.audit()["outcome"]) == ["invalid_input"] * 3
+
+
+def test_extra_is_inlined_and_never_overrides_host_fields(host: mnb.ModuleHost) -> None:
+    extra = {
+        "tool": "ffmpeg",
+        "protocol": "modproto.v0",
+        "roots": {"evil": {"path": "/", "mode": "rw"}},
+        "grants": {"publish": True},
+        "deadline_ms": 1,
+        "max_output_bytes": 1,
+        "request_id": "mine",
+    }
+    inv = host.invoke("good.echo", {"count": 1}, extra=extra)
+    req = inv.result["request"]
+    assert req["tool"] == "ffmpeg"
+    assert req["protocol"] == PROTOCOL_ID and req["request_id"] == inv.request_id
+    assert "evil" not in req["roots"] and req["grants"]["publish"] is False
+    assert req["deadline_ms"] == 20_000 and req["max_output_bytes"] == 16 * 1024 * 1024
+    assert any("host-owned" in w for w in inv.warnings)
+
+
+def test_unknown_capability_and_module(host: mnb.ModuleHost) -> None:
+    with pytest.raises(mnb.ModuleNotFound, match=r"good\.echo"):
+        host.invoke("good.nope")
+    with pytest.raises(mnb.ModuleNotFound) as err:
+        host.invoke("missing.thing")
+    assert err.value.code == "module_not_found"
+
+
+def test_grants_intersect_every_kind(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    folder = install(home, "keys")
+    desc = default_descriptor(home, "keys")
+    desc["permissions"].update(
+        credentials=["gh-token", "aws"], paid_providers=["openai", "replicate"], publish=True
+    )
+    write_descriptor(folder, desc)
+    policy = mnb.Policy(credentials=["gh-token"], paid_providers=["*"], publish=False)
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+        grants = host.invoke("keys.echo", {"count": 0}, approve=True).result["request"]["grants"]
+    assert grants["credentials"] == ["gh-token"]
+    assert grants["paid_providers"] == ["openai", "replicate"]
+    assert grants["publish"] is False
+    assert grants["network"] == [] and grants["subprocess"] == []
+
+
+# -- 4. approval -------------------------------------------------------------------------
+
+
+def test_unknown_cost_needs_approval_and_nothing_runs(host: mnb.ModuleHost, out: Path) -> None:
+    reasons = host.approval_reasons("good.paid")
+    assert reasons and "cost_known is false" in reasons[0]
+    with pytest.raises(mnb.ApprovalRequired) as err:
+        host.invoke("good.paid", {})
+    assert err.value.code == "approval_required"
+    assert err.value.reasons == reasons
+    assert not (out / "ran-paid").exists()
+    assert host.approval_reasons("good.echo") == []
+    inv = host.invoke("good.paid", {}, approve=True)
+    assert inv.ok and (out / "ran-paid").exists()
+    audit = host.audit()
+    assert list(audit["approval"]) == ["refused", "approved (this call)"]
+
+
+def test_spec_default_reasons(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    folder = install(home, "risky")
+    desc = default_descriptor(home, "risky")
+    desc["permissions"].update(paid_providers=["openai"], publish=True, credentials=["tok"])
+    desc["capabilities"][0]["effects"]["external_writes"] = True
+    write_descriptor(folder, desc)
+    with mnb.ModuleHost(home=home, artifact_store=tmp_path / "s") as host:
+        reasons = " | ".join(host.approval_reasons("risky.echo"))
+    for word in ("paid providers: openai", "publish", "credentials: tok", "external_writes"):
+        assert word in reasons
+    assert "cost" not in reasons
+
+
+def test_policy_allow_list_lets_it_run(home: Path, out: Path, tmp_path: Path) -> None:
+    policy = mnb.Policy(roots={"out": out}, approved=["good.paid"])
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+        assert host.approval_reasons("good.paid") == []
+        inv = host.invoke("good.paid", {})
+        assert inv.ok and inv.approval.startswith("approved (allow-list, sha256:")
+
+
+def test_approval_is_pinned_to_the_descriptor(host: mnb.ModuleHost, home: Path, out: Path) -> None:
+    digest = host.approve("good.paid")
+    assert digest.startswith("sha256:") and len(digest) == 71
+    assert host.approval_reasons("good.paid") == []
+    assert host.invoke("good.paid", {}).approval.startswith("approved (operator, sha256:")
+    # the module changes what it declares: the approval no longer counts
+    desc = default_descriptor(home, "good")
+    paid = next(c for c in desc["capabilities"] if c["id"] == "good.paid")
+    paid["effects"]["network"] = True
+    desc["permissions"]["network"].append("new.example")
+    desc["capabilities"].append(dict(paid, id="good.extra"))
+    write_descriptor(home / "modules" / "good", desc)
+    (out / "ran-paid").unlink()
+    with pytest.raises(mnb.ApprovalRequired) as err:
+        host.invoke("good.paid", {})
+    assert not (out / "ran-paid").exists()
+    changed = err.value.reasons[-1]
+    assert "no longer counts" in changed
+    assert "capability good.extra added" in changed
+    assert "capability good.paid effects.network: false -> true" in changed
+    assert "permissions.network" in changed and "new.example" in changed
+    assert host.approval_reasons("good.paid") == err.value.reasons
+    # approving again pins the new descriptor
+    assert host.approve("good.paid") != digest
+    assert host.invoke("good.paid", {}).ok
+
+
+def test_allow_list_is_pinned_too(home: Path, out: Path, tmp_path: Path) -> None:
+    policy = mnb.Policy(roots={"out": out}, approved=["good.paid"])
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+        assert host.invoke("good.paid", {}).ok
+        desc = default_descriptor(home, "good")
+        desc["permissions"]["credentials"] = ["token"]
+        write_descriptor(home / "modules" / "good", desc)
+        reasons = host.approval_reasons("good.paid")
+        assert any("allow-list approval" in r and "permissions.credentials" in r for r in reasons)
+
+
+# -- 5. running --------------------------------------------------------------------------
+
+
+def test_module_runs_with_an_empty_environment_in_its_own_session(
+    host: mnb.ModuleHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MURMUR_SECRET_TOKEN", "s3cr3t")
+    inv = host.invoke("good.echo", {"count": 0})
+    assert inv.result["environ_at_exec"] == ""  # nothing at all was passed at exec
+    assert "MURMUR_SECRET_TOKEN" not in inv.result["environ"]
+    assert inv.result["own_session"] is True
+    assert inv.result["cwd_entries"] == []
+    assert not Path(inv.result["cwd"]).exists()  # the private folder is gone afterwards
+
+
+def _assert_all_dead(pids: dict[str, int]) -> None:
+    end = time.monotonic() + 3
+    while any(alive(p) for p in pids.values()) and time.monotonic() < end:
+        time.sleep(0.02)
+    assert {r: p for r, p in pids.items() if alive(p)} == {}
+
+
+def test_deadline_kills_the_whole_tree(host: mnb.ModuleHost, out: Path) -> None:
+    start = time.monotonic()
+    with pytest.raises(mnb.DeadlineExceeded) as err:
+        host.invoke("runaway.tree", {}, deadline_ms=1_500)
+    assert time.monotonic() - start < 6
+    assert err.value.code == "deadline_exceeded" and isinstance(err.value, TimeoutError)
+    pids = read_pids(out, ["root", "child", "grandchild", "setsid"])
+    _assert_all_dead(pids)
+    assert host.audit()["outcome"].iloc[-1] == "deadline_exceeded"
+
+
+def test_deadline_kills_a_detached_setsid_daemon(host: mnb.ModuleHost, out: Path) -> None:
+    # the daemon's parent exits and the daemon leaves the session and closes its stdio
+    with pytest.raises(mnb.DeadlineExceeded):
+        host.invoke("runaway.daemon", {}, deadline_ms=1_500)
+    _assert_all_dead(read_pids(out, ["root", "child", "setsid"]))
+
+
+def test_leftover_processes_are_killed_after_a_normal_answer(
+    host: mnb.ModuleHost, out: Path
+) -> None:
+    start = time.monotonic()
+    inv = host.invoke("runaway.linger", {}, deadline_ms=10_000)
+    assert inv.ok and inv.result == {"lingering": True}
+    assert time.monotonic() - start < 5  # not held until the deadline by the straggler
+    _assert_all_dead(read_pids(out, ["root", "setsid"]))
+
+
+def test_one_gib_of_output_is_cut_and_memory_stays_bounded(host: mnb.ModuleHost) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    with pytest.raises(mnb.OutputTooLarge) as err:
+        host.invoke("runaway.flood", {}, max_output_bytes=1 << 20)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert err.value.code == "output_too_large"
+    assert isinstance(err.value, mnb.ProtocolViolation) and err.value.rule == "max_output_bytes"
+    assert after - before < 64 * 1024  # far below the 1 GiB the module printed
+
+
+def test_keyboard_interrupt_kills_the_tree(host: mnb.ModuleHost, out: Path) -> None:
+    def interrupt() -> None:
+        read_pids(out, ["root", "child", "grandchild", "setsid"])
+        _thread.interrupt_main()
+
+    thread = threading.Thread(target=interrupt)
+    thread.start()
+    with pytest.raises(KeyboardInterrupt):
+        host.invoke("runaway.tree", {}, deadline_ms=60_000)
+    thread.join()
+    _assert_all_dead(read_pids(out, ["root", "child", "grandchild", "setsid"]))
+    assert host.audit()["outcome"].iloc[-1] == "interrupted"
+
+
+# -- 6. envelope -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "rule"),
+    [
+        ("request_id", "request_id"),
+        ("both", "result_xor_error"),
+        ("neither", "result_xor_error"),
+        ("warnings_null", "warnings"),
+        ("no_execution", "execution"),
+        ("protocol", "protocol"),
+        ("module", "module"),
+        ("operation", "operation"),
+        ("not_json", "json"),
+        ("trailing", "trailing_data"),
+    ],
+)
+def test_each_envelope_rule(host: mnb.ModuleHost, mode: str, rule: str) -> None:
+    assert host.invoke("liar.say", {"break": ""}).ok  # the same module, following the rules
+    with pytest.raises(mnb.ProtocolViolation) as err:
+        host.invoke("liar.say", {"break": mode})
+    assert err.value.code == "protocol_violation"
+    assert err.value.rule == rule
+    assert repr(rule) in str(err.value)
+    assert host.audit()["outcome"].iloc[-1] == "protocol_violation"
+
+
+def test_execution_is_kept_on_failures(host: mnb.ModuleHost) -> None:
+    inv = host.invoke("good.fail", {"code": "quota_exceeded", "estimated": None, "actual": 0.4})
+    assert not inv.ok and inv.result is None
+    assert inv.error is not None and inv.error.code == "quota_exceeded"
+    assert inv.error.retryable is True and inv.error.details == {"attempts": 1}
+    assert inv.execution.estimated_cost is None and inv.execution.actual_cost == 0.4
+    # a protocol violation keeps the execution the module reported, on the error and in audit
+    with pytest.raises(mnb.ProtocolViolation) as err:
+        host.invoke("liar.say", {"break": "both"})
+    assert err.value.invocation.execution.actual_cost == 1.5
+    audit = host.audit()
+    assert list(audit["outcome"]) == ["quota_exceeded", "protocol_violation"]
+    assert audit["actual_cost"].iloc[1] == 1.5
+
+
+# -- 9. audit ----------------------------------------------------------------------------
+
+
+def test_audit_rows(host: mnb.ModuleHost) -> None:
+    made = host.invoke("good.make", {})
+    host.invoke("good.fail", {"estimated": 0, "actual": None})
+    with pytest.raises(mnb.ApprovalRequired):
+        host.invoke("good.paid", {})
+    audit = host.audit()
+    assert len(audit) == 3
+    for col in (
+        "time", "module", "capability", "request_id", "grants", "approval",
+        "duration_ms", "outcome", "estimated_cost", "actual_cost", "artifacts",
+    ):
+        assert col in audit.columns
+    first, second, third = (audit.iloc[i] for i in range(3))
+    assert first["request_id"] == made.request_id and first["module"] == "good"
+    assert first["outcome"] == "ok" and first["duration_ms"] > 0
+    assert first["artifacts"] == [made.artifacts[0].digest]
+    assert first["grants"]["network"] == ["api.example"]
+    assert first["actual_cost"] == 0.25
+    # unknown stays unknown (NA), free stays 0
+    assert second["estimated_cost"] == 0 and second["actual_cost"] is pd.NA
+    assert third["outcome"] == "approval_required" and third["approval"] == "refused"
+    assert str(audit["time"].dt.tz) == "UTC"
+    assert json.dumps(first["grants"])  # plain data
