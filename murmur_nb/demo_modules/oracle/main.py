@@ -103,7 +103,9 @@ def critique(ctx: kit.Context) -> kit.Outcome:
         image = Image.open(io.BytesIO(ctx.read_file(ref)))
         grey = image.convert("L")
     except (OSError, ValueError) as exc:
-        raise kit.Failure("unreadable_image", f"{ref.get('path')!r} is not an image: {exc}") from exc
+        raise kit.Failure(
+            "unreadable_image", f"{ref.get('path')!r} is not an image: {exc}"
+        ) from exc
     contrast = ImageStat.Stat(grey).stddev[0] / 128
     small = grey.resize((32, 32))
     values = [int(v) for v in small.tobytes()]
