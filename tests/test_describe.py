@@ -1,0 +1,277 @@
+"""Describe-time validation (issue 2, point 2): every SPEC §1 rule refused with path + detail."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _modules import default_descriptor, install, write_descriptor
+
+import murmur_nb as mnb
+
+GOOD_DIGEST = "sha256:" + "ab" * 32
+Desc = dict[str, Any]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    install(home, "good")
+    install(home, "other")
+    return home
+
+
+@pytest.fixture
+def base(home: Path) -> Desc:
+    return default_descriptor(home, "good")
+
+
+def _host(home: Path) -> mnb.ModuleHost:
+    return mnb.ModuleHost(home=home, artifact_store=home.parent / "store")
+
+
+def _errors(home: Path, desc: Desc) -> list[mnb.DescriptorError]:
+    write_descriptor(home / "modules" / "good", desc)
+    with _host(home) as host, pytest.raises(mnb.InvalidDescriptor) as err:
+        host.describe("good")
+    assert err.value.code == "invalid_descriptor"
+    return err.value.errors
+
+
+def test_fixture_descriptor_is_accepted(home: Path) -> None:
+    with _host(home) as host:
+        desc = host.describe("good")
+        assert isinstance(desc, mnb.protocol.Descriptor)
+        assert desc.module == "good" and desc.capability("good.echo") is not None
+        infos = host.modules()
+    assert [(i.id, i.ok, i.errors, i.needs_setup) for i in infos] == [
+        ("good", True, [], False),
+        ("other", True, [], False),
+    ]
+
+
+def _set(path: str, value: Any) -> Callable[[Desc], None]:
+    def edit(desc: Desc) -> None:
+        target: Any = desc
+        keys = path.split(".")
+        for key in keys[:-1]:
+            target = target[int(key)] if key.isdigit() else target[key]
+        last = keys[-1]
+        if last.isdigit():
+            target[int(last)] = value
+        else:
+            target[last] = value
+
+    return edit
+
+
+def _overlay(path: str, digest: str = GOOD_DIGEST) -> Callable[[Desc], None]:
+    def edit(desc: Desc) -> None:
+        desc["agent_overlays"] = [{"id": "o", "title": "O", "path": path, "digest": digest,
+                                   "tokens": 10}]
+
+    return edit
+
+
+def _skill(path: str, digest: str = GOOD_DIGEST) -> Callable[[Desc], None]:
+    def edit(desc: Desc) -> None:
+        desc["skills"] = [{"id": "s", "title": "S", "summary": "", "path": path,
+                           "digest": digest, "tokens": 10}]
+
+    return edit
+
+
+def _duplicate(desc: Desc) -> None:
+    desc["capabilities"].append(copy.deepcopy(desc["capabilities"][0]))
+
+
+def _drop_versions(desc: Desc) -> None:
+    del desc["protocol_versions"]
+
+
+CASES: list[tuple[str, Callable[[Desc], None], str, str]] = [
+    ("protocol id absent", _set("protocol_versions", ["modproto.v2"]), "protocol_versions",
+     "does not contain 'modproto.v1'"),
+    ("no protocol versions", _drop_versions, "protocol_versions", "modproto.v1"),
+    ("module mismatch", _set("module", "other"), "module", "folder name"),
+    ("not namespaced", _set("capabilities.0.id", "other.echo"), "capabilities[0].id",
+     "not namespaced"),
+    ("prefix without dot", _set("capabilities.0.id", "goodecho"), "capabilities[0].id",
+     "not namespaced"),
+    ("empty name", _set("capabilities.0.id", "good."), "capabilities[0].id", "not namespaced"),
+    ("duplicate ids", _duplicate, "capabilities[9].id", "duplicate capability id 'good.echo'"),
+    ("unknown request schema", _set("capabilities.1.request_schema", "nope"),
+     "capabilities[1].request_schema", "'nope' is not a key of request_schemas"),
+    ("unknown result schema", _set("capabilities.1.result_schema", "nope"),
+     "capabilities[1].result_schema", "'nope' is not a key of result_schemas"),
+    ("invalid request schema", _set("request_schemas.any_in", {"type": 12}),
+     "request_schemas.any_in", "not a valid JSON Schema"),
+    ("invalid result schema", _set("result_schemas.any", {"minimum": "zero"}),
+     "result_schemas.any", "not a valid JSON Schema"),
+    ("schema not an object", _set("result_schemas.any", [1, 2]), "result_schemas.any",
+     "object or a boolean"),
+    ("unknown $schema dialect", _set("request_schemas.any_in", {"$schema": "urn:nope"}),
+     "request_schemas.any_in", "unknown $schema"),
+    ("artifact schema not declared", _set("capabilities.2.artifact_schemas", ["image", "video"]),
+     "capabilities[2].artifact_schemas[1]", "'video' is not declared in artifact_schemas"),
+    ("long running without poll", _set("capabilities.7.poll_capability", ""),
+     "capabilities[7].poll_capability", "must name its poll_capability"),
+    ("poll capability missing", _set("capabilities.7.poll_capability", "good.gone"),
+     "capabilities[7].poll_capability", "'good.gone' is not a capability"),
+    ("overlay digest uppercase", _overlay("o.md", "sha256:" + "AB" * 32),
+     "agent_overlays[0].digest", "64 lowercase hex"),
+    ("overlay digest short", _overlay("o.md", "sha256:abc"), "agent_overlays[0].digest",
+     "64 lowercase hex"),
+    ("skill digest other algorithm", _skill("s.md", "md5:" + "ab" * 16), "skills[0].digest",
+     "64 lowercase hex"),
+    ("overlay climbs out", _overlay("docs/../../x.md"), "agent_overlays[0].path", "'..'"),
+    ("overlay absolute", _overlay("/etc/passwd"), "agent_overlays[0].path", "absolute"),
+    ("skill climbs out", _skill("../other/module"), "skills[0].path", "'..'"),
+    ("skill absolute", _skill("/tmp/s.md"), "skills[0].path", "absolute"),
+    ("requirement kind", _set("requirements", [{"kind": "service", "name": "db",
+                                                "available": True}]),
+     "requirements[0].kind", "'service' is not one of"),
+]
+
+
+@pytest.mark.parametrize(("label", "edit", "path", "detail"), CASES, ids=[c[0] for c in CASES])
+def test_each_describe_rule(
+    home: Path, base: Desc, label: str, edit: Callable[[Desc], None], *, path: str, detail: str
+) -> None:
+    desc = copy.deepcopy(base)
+    edit(desc)
+    errors = _errors(home, desc)
+    assert any(e.path == path and detail in e.detail for e in errors), errors
+
+
+def test_membership_not_negotiation(home: Path, base: Desc) -> None:
+    base["protocol_versions"] = ["modproto.v9", "modproto.v1", "modproto.v0"]
+    write_descriptor(home / "modules" / "good", base)
+    with _host(home) as host:
+        assert host.describe("good").protocol_versions == [
+            "modproto.v9", "modproto.v1", "modproto.v0"
+        ]
+
+
+def test_paths_that_stay_inside_are_accepted(home: Path, base: Desc) -> None:
+    folder = home / "modules" / "good"
+    (folder / "docs").mkdir()
+    (folder / "docs" / "o.md").write_text("overlay")
+    (folder / "docs" / "link.md").symlink_to(folder / "docs" / "o.md")
+    base["agent_overlays"] = [{"id": "o", "title": "", "path": "docs/o.md",
+                               "digest": GOOD_DIGEST, "tokens": 1}]
+    base["skills"] = [{"id": "s", "title": "", "summary": "", "path": "docs/link.md",
+                       "digest": GOOD_DIGEST, "tokens": 1}]
+    write_descriptor(folder, base)
+    with _host(home) as host:
+        assert host.describe("good").skills is not None
+
+
+def test_link_out_of_the_module_folder_is_refused(home: Path, base: Desc, tmp_path: Path) -> None:
+    outside = tmp_path / "secret.md"
+    outside.write_text("not the module's")
+    folder = home / "modules" / "good"
+    (folder / "skill.md").symlink_to(outside)
+    _skill("skill.md")(base)
+    errors = _errors(home, base)
+    assert [e.path for e in errors] == ["skills[0].path"]
+    assert "outside the module folder" in errors[0].detail
+
+
+def test_every_breach_is_reported_at_once(home: Path, base: Desc) -> None:
+    base["protocol_versions"] = []
+    base["capabilities"][0]["id"] = "x.echo"
+    base["capabilities"][1]["request_schema"] = "nope"
+    errors = _errors(home, base)
+    assert {e.path for e in errors} >= {
+        "protocol_versions", "capabilities[0].id", "capabilities[1].request_schema"
+    }
+    assert all(str(e).startswith(e.path + ": ") for e in errors)
+
+
+@pytest.mark.parametrize(
+    ("envelope", "path"),
+    [
+        (b"hello, I am not JSON", "envelope"),
+        (b'{"protocol": "modproto.v1"} trailing', "envelope"),
+        (b"[]", "envelope"),
+        ({"protocol": "modproto.v2"}, "envelope.protocol"),
+        ({"module": "someone-else"}, "envelope.module"),
+        ({"operation": "invoke"}, "envelope.operation"),
+        ({"request_id": "abc"}, "envelope.request_id"),
+        ({"ok": False, "error": {"code": "broken", "message": "no"}}, "envelope.ok"),
+        ({"result": None}, "envelope.result"),
+        ({"result": {"module": 5}}, "module"),
+        (b"", "envelope"),
+    ],
+)
+def test_describe_envelope_rules(home: Path, base: Desc, envelope: Any, path: str) -> None:
+    folder = home / "modules" / "good"
+    if isinstance(envelope, bytes):
+        raw = envelope
+    else:
+        env = {"protocol": "modproto.v1", "module": "good", "operation": "describe",
+               "request_id": "", "ok": True, "result": base, "warnings": [],
+               "execution": {}}
+        env.update(envelope)
+        raw = json.dumps(env).encode()
+    (folder / "describe.raw").write_bytes(raw)
+    with _host(home) as host:
+        with pytest.raises(mnb.InvalidDescriptor) as err:
+            host.describe("good")
+        assert any(e.path == path for e in err.value.errors), err.value.errors
+        # a refused module still lists, with its errors, beside the good one
+        infos = {i.id: i for i in host.modules()}
+    assert infos["good"].descriptor is None and infos["good"].errors == err.value.errors
+    assert not infos["good"].ok and infos["other"].ok
+
+
+def test_refused_module_cannot_be_invoked(home: Path, base: Desc) -> None:
+    base["protocol_versions"] = ["modproto.v2"]
+    write_descriptor(home / "modules" / "good", base)
+    with _host(home) as host, pytest.raises(mnb.InvalidDescriptor) as err:
+        host.invoke("good.echo", {"count": 1})
+    assert err.value.errors[0].path == "protocol_versions"
+    assert host.audit()["outcome"].tolist() == ["invalid_descriptor"]
+
+
+def test_module_that_is_not_executable(home: Path) -> None:
+    (home / "modules" / "good" / "module").chmod(0o644)
+    (home / "modules" / "empty").mkdir()
+    with _host(home) as host:
+        infos = {i.id: i for i in host.modules()}
+        with pytest.raises(mnb.ModuleNotFound):
+            host.describe("absent")
+    assert "chmod +x" in infos["good"].errors[0].detail
+    assert "missing" in infos["empty"].errors[0].detail
+
+
+def test_needs_setup(home: Path, base: Desc) -> None:
+    base["requirements"] = [
+        {"kind": "binary", "name": "ffmpeg", "available": False,
+         "detail": "install ffmpeg >= 6 (apt-get install ffmpeg)"},
+        {"kind": "config", "name": "api", "available": True},
+    ]
+    write_descriptor(home / "modules" / "good", base)
+    with _host(home) as host:
+        info = next(i for i in host.modules() if i.id == "good")
+        assert info.ok and info.needs_setup
+        assert info.setup_instructions == [
+            "binary ffmpeg: install ffmpeg >= 6 (apt-get install ffmpeg)"
+        ]
+        with pytest.raises(mnb.MissingRequirement, match="apt-get install ffmpeg") as err:
+            host.invoke("good.echo", {"count": 1})
+    assert err.value.code == "missing_requirement"
+
+
+def test_describe_output_is_bounded(home: Path) -> None:
+    (home / "modules" / "good" / "describe.raw").write_bytes(b" " * 5000)
+    policy = mnb.Policy(describe_max_output_bytes=1000)
+    host = mnb.ModuleHost(home=home, policy=policy, artifact_store=home / "s")
+    with host, pytest.raises(mnb.InvalidDescriptor) as err:
+        host.describe("good")
+    assert "more than 1000 bytes" in err.value.errors[0].detail
