@@ -1,0 +1,227 @@
+"""Fire hook events by hand and look at what every hook returned.
+
+Both buttons are one plain call each: ``hooks.task_start(task_id=..., context_id=...)``
+and ``hooks.compact(messages)``. For ``compact`` the console hands the hooks the newest
+page of the chosen context, read through the same :class:`ConversationStore`, so what a
+hook keeps can be compared with what it was given.
+
+``text/plain`` shows each result's outcome, value and output but not its time or fuel,
+which vary from run to run; the HTML shows both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as w
+
+from murmur_nb._exceptions import MurmurError
+from murmur_nb.widgets._html import TextView, badge, esc
+
+__all__ = ["HookConsole"]
+
+_SHORT = 160
+
+
+def _short(text: str, n: int = _SHORT) -> str:
+    one_line = " ".join(str(text).split())
+    return one_line if len(one_line) <= n else one_line[: n - 1] + "…"
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, list):
+        roles = ", ".join(getattr(m, "role", "?") for m in value[:8])
+        more = f", … {len(value) - 8} more" if len(value) > 8 else ""
+        return f"{len(value)} messages kept ({roles}{more})"
+    return str(value)
+
+
+def _hook_entries(hooks: Any) -> list[Any]:
+    entries = hooks.hooks
+    if isinstance(entries, dict):
+        return list(entries.values())
+    return list(entries)
+
+
+def _grant_text(entry: Any) -> str:
+    granted = getattr(entry, "read_granted", None)
+    if granted is None:
+        granted = getattr(getattr(entry, "grants", None), "read", None)
+    return "conversation.read granted" if granted else "no grants (reads are not-granted)"
+
+
+def _load_error(entry: Any) -> str | None:
+    for attr in ("load_error", "error"):
+        value = getattr(entry, attr, None)
+        if value:
+            return str(value)
+    return None
+
+
+def _component_name(entry: Any) -> str:
+    component = getattr(entry, "component", "")
+    name = getattr(component, "name", None)
+    return str(name) if name else str(component).rsplit("/", 1)[-1]
+
+
+class HookConsole(TextView):
+    """The hooks of a :class:`~murmur_nb.HookHost`, and a place to fire their events.
+
+    Parameters
+    ----------
+    hooks : HookHost
+    conversations : ConversationStore, optional
+        Where the context ids come from (and the messages handed to ``compact``); by
+        default the store the hook host was built with.
+    task_id : str
+        Initial task id for ``task-start``.
+
+    Attributes
+    ----------
+    context_picker : ipywidgets.Combobox
+        The context to fire with; offers the store's contexts, accepts any id.
+    task_id : ipywidgets.Text
+    task_start_button, compact_button : ipywidgets.Button
+    event : str or None
+        The last event fired (``task-start`` or ``compact``).
+    results : dict
+        Hook id -> HookResult of the last event.
+    compact_input : list
+        The messages handed to the last ``compact``.
+    """
+
+    def __init__(self, hooks: Any, conversations: Any = None, *, task_id: str = "task-1") -> None:
+        self.hooks = hooks
+        self.conversations = (
+            conversations if conversations is not None else getattr(hooks, "conversations", None)
+        )
+        self.event: str | None = None
+        self.results: dict[str, Any] = {}
+        self.compact_input: list[Any] = []
+        self.error: Exception | None = None
+        contexts = list(self.conversations.contexts()) if self.conversations is not None else []
+        self.context_picker = w.Combobox(
+            description="Context",
+            options=contexts,
+            value=contexts[0] if contexts else "",
+            placeholder="context id",
+            ensure_option=False,
+        )
+        self.task_id = w.Text(description="Task id", value=task_id)
+        self.task_start_button = w.Button(description="Fire task-start", button_style="primary")
+        self.compact_button = w.Button(description="Fire compact")
+        self.compact_limit = w.BoundedIntText(
+            description="Messages",
+            value=20,
+            min=1,
+            max=100,
+            tooltip="how many of the newest messages compact is given",
+        )
+        self.hook_list = w.HTML(self._hooks_html())
+        self.result_view = w.HTML()
+        self.task_start_button.on_click(lambda _b: self.fire_task_start())
+        self.compact_button.on_click(lambda _b: self.fire_compact())
+        super().__init__(
+            [
+                self.hook_list,
+                w.HBox([self.context_picker, self.task_id]),
+                w.HBox([self.task_start_button, self.compact_button, self.compact_limit]),
+                self.result_view,
+            ]
+        )
+
+    # plain calls
+
+    def fire_task_start(self) -> dict[str, Any]:
+        """``hooks.task_start`` with the chosen task id and context."""
+        self.event = "task-start"
+        self.compact_input = []
+        return self._fire(
+            lambda: self.hooks.task_start(
+                task_id=self.task_id.value, context_id=self.context_picker.value
+            )
+        )
+
+    def fire_compact(self) -> dict[str, Any]:
+        """``hooks.compact`` with the newest messages of the chosen context, oldest first."""
+        self.event = "compact"
+        messages: list[Any] = []
+        if self.conversations is not None and self.context_picker.value:
+            reader = self.conversations.reader(self.context_picker.value, granted=True)
+            page = reader.read_messages(None, self.compact_limit.value)
+            messages = list(reversed(page.messages))
+        self.compact_input = messages
+        return self._fire(lambda: self.hooks.compact(messages))
+
+    def _fire(self, call: Any) -> dict[str, Any]:
+        try:
+            self.results = dict(call())
+            self.error = None
+        except MurmurError as exc:
+            self.results = {}
+            self.error = exc
+        self.result_view.value = self._results_html()
+        return self.results
+
+    # drawing
+
+    def _hooks_html(self) -> str:
+        rows = []
+        for h in _hook_entries(self.hooks):
+            events = ", ".join(getattr(h, "events", ()) or ()) or "no events"
+            error = _load_error(h)
+            grant = _grant_text(h)
+            rows.append(
+                f"<li><b>{esc(h.id)}</b> <code>{esc(_component_name(h))}</code> "
+                f"{badge(events, 'info')}"
+                f"{badge(grant, 'ok' if 'granted' in grant and 'not' not in grant else 'muted')}"
+                + (f"<br>{badge('load error', 'error')}{esc(error)}" if error else "")
+                + "</li>"
+            )
+        return f"<b>Hooks</b><ul>{''.join(rows) or '<li>none configured</li>'}</ul>"
+
+    def _results_html(self) -> str:
+        if self.error is not None:
+            code = getattr(self.error, "code", "error")
+            return f"<div>{badge(str(code), 'error')}{esc(self.error)}</div>"
+        if self.event is None:
+            return ""
+        rows = []
+        for hook_id, r in self.results.items():
+            outcome = (
+                badge("ok", "ok") + f"<pre>{esc(_value_text(r.value))}</pre>"
+                if r.ok
+                else badge(f"error: {r.code}", "error") + f"<pre>{esc(r.error)}</pre>"
+            )
+            fuel = f" · fuel {r.fuel_used}" if getattr(r, "fuel_used", None) is not None else ""
+            meta = f"<small>{getattr(r, 'duration_ms', 0):.1f} ms{fuel}</small>"
+            streams = "".join(
+                f"<details><summary>{name}</summary><pre>{esc(text)}</pre></details>"
+                for name, text in (("stdout", r.stdout), ("stderr", r.stderr))
+                if text
+            )
+            rows.append(f"<li><b>{esc(hook_id)}</b> {meta}{outcome}{streams}</li>")
+        what = f"{esc(self.event)} on <code>{esc(self.context_picker.value)}</code>"
+        return f"<div><b>{what}</b><ul>{''.join(rows) or '<li>no hook handles it</li>'}</ul></div>"
+
+    def text(self) -> str:
+        lines = ["HookConsole:"]
+        for h in _hook_entries(self.hooks):
+            events = ", ".join(getattr(h, "events", ()) or ()) or "no events"
+            lines.append(f"  {h.id} ({_component_name(h)}) events: {events}; {_grant_text(h)}")
+            error = _load_error(h)
+            if error:
+                lines.append(f"    load error: {error}")
+        if self.event is not None:
+            lines.append(f"  fired {self.event} on {self.context_picker.value}:")
+            if self.error is not None:
+                lines.append(f"    error {getattr(self.error, 'code', '')}: {self.error}")
+            for hook_id, r in self.results.items():
+                if r.ok:
+                    lines.append(f"    {hook_id}: ok {_short(_value_text(r.value))}")
+                else:
+                    lines.append(f"    {hook_id}: error {r.code}: {_short(str(r.error))}")
+                for name, text in (("stdout", r.stdout), ("stderr", r.stderr)):
+                    if text:
+                        lines.append(f"      {name}: {_short(text)}")
+        return "\n".join(lines)

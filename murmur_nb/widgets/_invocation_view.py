@@ -1,0 +1,162 @@
+"""One invocation at a glance: outcome, warnings, execution, cost, artifacts inline.
+
+Cost follows the protocol to the letter: ``None`` is *unknown* and is never shown as free;
+``0`` is *free*. The duration is shown in the HTML but kept out of ``text/plain``, which
+nbval compares and which therefore must not change from run to run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as w
+
+from murmur_nb._render import render as render_invocation
+from murmur_nb.widgets._html import TextView, badge, esc, lines_html, set_output
+from murmur_nb.widgets._slides import SlideStepper
+
+__all__ = ["InvocationView", "format_cost"]
+
+
+def format_cost(cost: float | None) -> str:
+    """``None`` -> ``unknown``, ``0`` -> ``free``, otherwise the number."""
+    if cost is None:
+        return "unknown"
+    if cost == 0:
+        return "free"
+    return f"{cost:g}"
+
+
+def _capability_of(inv: Any) -> str:
+    for attr in ("capability", "capability_id"):
+        value = getattr(inv, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    request = getattr(inv, "request", None)
+    return str(getattr(request, "capability", "") or "")
+
+
+def _execution_words(execution: Any) -> list[str]:
+    if execution is None:
+        return ["execution: not reported"]
+    where = [
+        name.replace("_", " ")
+        for name in ("local", "network", "external_writes")
+        if getattr(execution, name, False)
+    ]
+    provider = getattr(execution, "provider", "") or ""
+    if provider:
+        where.append(f"provider {provider}")
+    return [
+        "ran: " + (", ".join(where) if where else "nothing declared"),
+        f"estimated cost: {format_cost(getattr(execution, 'estimated_cost', None))}",
+        f"actual cost: {format_cost(getattr(execution, 'actual_cost', None))}",
+    ]
+
+
+class InvocationView(TextView):
+    """Show an :class:`~murmur_nb.Invocation`: status, errors, execution and artifacts.
+
+    Parameters
+    ----------
+    inv
+        The invocation returned by ``host.invoke``.
+    render : bool
+        Render the verified artifacts inline with :func:`murmur_nb.render` (default).
+
+    Attributes
+    ----------
+    invocation
+        The invocation shown.
+    rendering
+        What :func:`murmur_nb.render` returned for it, or ``None``.
+    steppers : list
+        One slide stepper per ``slides`` artifact.
+    artifacts : ipywidgets.Output
+        The rendered artifacts.
+    """
+
+    def __init__(self, inv: Any, *, render: bool = True) -> None:
+        self.invocation = inv
+        self.rendering: Any = None
+        self.steppers: list[SlideStepper] = []
+        self.header = w.HTML(self._header_html())
+        self.details = w.HTML(self._details_html())
+        self.artifacts = w.Output()
+        children: list[w.Widget] = [self.header, self.details]
+        produced = list(getattr(inv, "artifacts", None) or ()) + list(
+            getattr(inv, "rejected_artifacts", None) or ()
+        )
+        if render and produced:
+            self.rendering = render_invocation(inv)
+            set_output(self.artifacts, self.rendering)
+            for part in self._parts(self.rendering):
+                if getattr(part, "slides", ()):
+                    title = part.text.splitlines()[0] if part.text else ""
+                    self.steppers.append(SlideStepper(part.slides, title=title))
+            children.append(self.artifacts)
+            children.extend(self.steppers)
+        super().__init__(children)
+
+    @staticmethod
+    def _parts(rendering: Any) -> list[Any]:
+        parts = list(getattr(rendering, "parts", ()) or ())
+        return parts or [rendering]
+
+    # what is shown
+
+    @property
+    def status(self) -> str:
+        """``ok`` or the error code."""
+        inv = self.invocation
+        if inv.ok:
+            return "ok"
+        error = getattr(inv, "error", None)
+        return str(getattr(error, "code", "") or "error")
+
+    def _header_html(self) -> str:
+        inv = self.invocation
+        cap = _capability_of(inv)
+        state = badge("ok", "ok") if inv.ok else badge(f"error: {self.status}", "error")
+        duration = getattr(inv, "duration_ms", None)
+        took = f" {badge(f'{duration:.0f} ms', 'muted')}" if duration is not None else ""
+        return f"<div><b>{esc(cap)}</b> {state}{took}</div>"
+
+    def _details_html(self) -> str:
+        inv = self.invocation
+        lines: list[str] = []
+        error = getattr(inv, "error", None)
+        if error is not None:
+            retry = " (retryable)" if getattr(error, "retryable", False) else ""
+            lines.append(
+                f"<b>{esc(error.code)}</b>{esc(retry)}: {esc(getattr(error, 'message', ''))}"
+            )
+        for warning in getattr(inv, "warnings", None) or ():
+            lines.append(badge("warning", "warn") + esc(warning))
+        execution = getattr(inv, "execution", None)
+        lines.extend(esc(x) for x in _execution_words(execution))
+        for rejected in getattr(inv, "rejected_artifacts", None) or ():
+            lines.append(
+                badge("rejected", "error")
+                + f"artifact {esc(rejected.id)}: {esc(getattr(rejected, 'code', ''))}"
+                + (f" — {esc(rejected.message)}" if getattr(rejected, "message", "") else "")
+            )
+        return lines_html(lines)
+
+    def text(self) -> str:
+        inv = self.invocation
+        cap = _capability_of(inv)
+        out = [f"InvocationView {cap}: {self.status}"]
+        error = getattr(inv, "error", None)
+        if error is not None:
+            out.append(f"  error {error.code}: {getattr(error, 'message', '')}")
+        for warning in getattr(inv, "warnings", None) or ():
+            out.append(f"  warning: {warning}")
+        out.extend(f"  {x}" for x in _execution_words(getattr(inv, "execution", None)))
+        shown = list(getattr(inv, "artifacts", None) or ())
+        rejected = list(getattr(inv, "rejected_artifacts", None) or ())
+        out.append(f"  artifacts: {len(shown)} verified, {len(rejected)} rejected")
+        out.extend(f"    rejected {r.id}: {getattr(r, 'code', '')}" for r in rejected)
+        if self.rendering is not None:
+            out.extend(f"    {line}" for line in str(self.rendering.text).splitlines())
+        return "\n".join(out)

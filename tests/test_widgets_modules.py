@@ -1,0 +1,332 @@
+"""ModuleBrowser, CapabilityForm and InvocationView driven from Python against real modules.
+
+Everything here runs the demo modules through a real :class:`ModuleHost` on a demo home in a
+temporary folder, plus one deliberately broken module written as a real executable.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from murmur_nb._demo import DemoHome, prepare_demo_home
+from murmur_nb._host import ModuleHost
+from murmur_nb.widgets import CapabilityForm, InvocationView, ModuleBrowser
+
+BROKEN_MAIN = """
+import json, sys
+descriptor = {
+    "module": "broken", "name": "Broken", "version": "0.0.1",
+    "protocol_versions": ["modproto.v1"],
+    "capabilities": [{"id": "review", "request_schema": "missing.request",
+                      "effects": {"local": True, "cost_known": True}}],
+    "request_schemas": {}, "permissions": {},
+}
+if sys.argv[1:] == ["describe"]:
+    print(json.dumps({"protocol": "modproto.v1", "module": "broken", "operation": "describe",
+                      "request_id": "", "ok": True, "result": descriptor, "warnings": [],
+                      "execution": {"local": True}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHome:
+    home = prepare_demo_home(tmp_path_factory.mktemp("widgets") / "demo", hooks=False)
+    broken = home.facet_home / "modules" / "broken"
+    broken.mkdir()
+    (broken / "main.py").write_text(BROKEN_MAIN)
+    launcher = broken / "module"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{broken / "main.py"}" "$@"\n')
+    launcher.chmod(0o755)
+    return home
+
+
+@pytest.fixture
+def host(demo: DemoHome) -> Iterator[ModuleHost]:
+    with ModuleHost(
+        home=demo.facet_home, policy=demo.policy(), artifact_store=demo.artifact_store
+    ) as h:
+        yield h
+
+
+def _runs(host: ModuleHost) -> int:
+    return len(host.audit())
+
+
+def test_module_browser_shows_versions_effects_setup_and_refusals(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    text = browser.text()
+    assert text.splitlines()[0] == "ModuleBrowser: 7 modules"
+    assert "  gallery 1.0.0" in text
+    assert "    gallery.thumbs [local, cost known]" in text
+    assert "    oracle.critique [local, provider: demo-oracle, cost unknown]" in text
+    # needs setup, with the requirement's own detail (and the home path made portable)
+    assert "  transcribe 0.3.0 [Needs setup]" in text
+    assert "    needs binary whisper-cli: whisper-cli (from whisper.cpp) was not found" in text
+    assert "$FACET_STUDIO_HOME/modules/transcribe/models/ggml-base.en.bin" in text
+    assert str(host.home) not in text
+    # the refused module lists with its validation errors, paths included
+    assert "  broken: refused" in text
+    refused = next(m for m in browser.modules if m.id == "broken")
+    for error in refused.errors:
+        assert f"    ✗ {error.path}: {error.detail}" in text
+    assert any(e.path.startswith("capabilities[0]") for e in refused.errors)
+    # the HTML carries the same facts as badges
+    cards = browser.cards.value
+    for label in ("cost unknown", "provider: demo-oracle", "Needs setup", "refused", "v0.3.0"):
+        assert label in cards
+    assert "whisper-cli" in cards
+    assert browser._repr_mimebundle_()["text/plain"] == text
+    assert repr(browser) == text
+
+
+def test_module_browser_opens_a_form_for_the_chosen_capability(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    values = [v for _, v in browser.capability_picker.options]
+    assert "gallery.thumbs" in values
+    assert not any(v.startswith("broken.") or v == "review" for v in values)
+    browser.capability_picker.value = "docs.report"
+    browser.open_button.click()
+    assert isinstance(browser.form, CapabilityForm)
+    assert browser.form.capability_id == "docs.report"
+    assert browser.form_box.children == (browser.form,)
+    assert browser.text().endswith("  open: docs.report")
+
+
+def test_form_is_generated_from_the_request_schema(host: ModuleHost) -> None:
+    form = CapabilityForm(host, "gallery.thumbs")
+    assert list(form.inputs) == ["count", "size", "seed", "palette"]
+    assert form.inputs["count"].value == "4"
+    assert form.inputs["palette"].label == "dusk"
+    assert [label for label, _ in form.inputs["palette"].options][1:] == [
+        "dusk",
+        "ember",
+        "forest",
+        "mono",
+    ]
+    assert "How many images to paint." in form._fields["count"].box.children[1].value
+    assert "≥ 1, ≤ 16" in form._fields["count"].box.children[1].value
+    assert form.text().splitlines() == [
+        "CapabilityForm gallery.thumbs: editing",
+        "  count (integer) = 4",
+        "  size (integer) = 160",
+        "  seed (integer) = 7",
+        '  palette (enum) = "dusk"',
+    ]
+    nested = CapabilityForm(host, "critic.review")
+    assert list(nested.inputs) == ["image.root", "image.path"]
+    assert nested.inputs["image.root"].value == "staged"
+    assert "  image *:" in nested.text()
+    assert "    path * (string) = " in nested.text()
+
+
+def test_invalid_values_show_beside_the_field_and_nothing_runs(host: ModuleHost) -> None:
+    form = CapabilityForm(host, "gallery.thumbs")
+    before = _runs(host)
+    form.inputs["count"].value = "99"
+    assert "99 is greater than the maximum of 16" in form._fields["count"].error.value
+    form.inputs["size"].value = "big"
+    assert "'big' is not a number" in html.unescape(form._fields["size"].error.value)
+    assert form._fields["seed"].error.value == ""
+    assert form.visible_errors() == {
+        "count": "99 is greater than the maximum of 16",
+        "size": "'big' is not a number",
+    }
+    form.run_button.click()
+    assert form.state == "invalid"
+    assert form.invocation is None
+    assert "2 field(s) need attention" in form.status.value
+    assert _runs(host) == before
+    assert "  count (integer) = 99  ✗ 99 is greater than the maximum of 16" in form.text()
+    assert "  size (integer) = big  ✗ 'big' is not a number" in form.text()
+
+
+def test_required_marks_turn_into_errors_once_a_run_is_attempted(host: ModuleHost) -> None:
+    form = CapabilityForm(host, "critic.review")
+    assert form._fields["image.path"].error.value == ""
+    assert "*" in form._fields["image.path"].box.children[0].children[0].value
+    form.run_button.click()
+    assert form.state == "invalid"
+    assert "required" in form._fields["image.path"].error.value
+    form.set_value("image.path", "thumbs/x.png")
+    assert form._fields["image.path"].error.value == ""
+    assert form.state == "editing"
+
+
+def test_a_valid_form_runs_and_shows_the_invocation(host: ModuleHost) -> None:
+    form = CapabilityForm(host, "gallery.thumbs")
+    form.set_value("count", "2")
+    form.set_value("palette", "mono")
+    form.run_button.click()
+    assert form.state == "ran"
+    inv = form.invocation
+    assert inv is not None and inv.ok
+    assert inv.request.input == {"count": 2, "size": 160, "seed": 7, "palette": "mono"}
+    view = form.result
+    assert isinstance(view, InvocationView)
+    assert form.result_box.children == (view,)
+    assert len(inv.artifacts) == 2
+    (output,) = view.artifacts.outputs
+    assert output["output_type"] == "display_data"
+    assert output["data"]["text/html"].count("<img") == 2
+    assert "image_grid" in output["data"]["text/plain"]
+    text = form.text()
+    assert "  InvocationView gallery.thumbs: ok" in text
+    assert "    estimated cost: free" in text
+    assert "    artifacts: 2 verified, 0 rejected" in text
+    form.reset_button.click()
+    assert form.result is None
+    assert form.inputs["palette"].label == "dusk"
+    assert form.inputs["count"].value == "4"
+
+
+def _staged_thumb(host: ModuleHost) -> Any:
+    inv = host.invoke("gallery.thumbs", {"count": 1})
+    assert inv.ok
+    return host.stage(inv.artifacts[0])
+
+
+def test_approval_panel_lists_reasons_and_cancel_runs_nothing(host: ModuleHost) -> None:
+    staged = _staged_thumb(host)
+    form = CapabilityForm(host, "oracle.critique", values={"image": staged.ref()}, staged=[staged])
+    assert form.form.value() == {"image": staged.ref()}
+    before = _runs(host)
+    form.run_button.click()
+    assert form.state == "needs_approval"
+    assert form.approval_reasons == host.approval_reasons("oracle.critique")
+    assert any("no known cost" in r for r in form.approval_reasons)
+    assert any("paid providers: demo-oracle" in r for r in form.approval_reasons)
+    panel_html = form.approval_panel.children[0].value
+    for reason in form.approval_reasons:
+        assert reason.split(":")[0] in panel_html
+    assert form.approve_button in form.approval_panel.children[1].children
+    assert form.cancel_button in form.approval_panel.children[1].children
+    assert "  approval needed:" in form.text()
+    form.cancel_button.click()
+    assert form.state == "cancelled"
+    assert form.approval_panel.children == ()
+    assert form.invocation is None
+    assert _runs(host) == before
+
+
+def test_approve_runs_and_unknown_cost_is_never_free(host: ModuleHost) -> None:
+    staged = _staged_thumb(host)
+    form = CapabilityForm(host, "oracle.critique", values={"image": staged.ref()}, staged=[staged])
+    form.run_button.click()
+    assert form.state == "needs_approval"
+    form.approve_button.click()
+    assert form.state == "ran"
+    inv = form.invocation
+    assert inv is not None and inv.ok
+    assert inv.execution.estimated_cost is None
+    assert "estimated cost: unknown" in form.text()
+    assert "actual cost: unknown" in form.text()
+    assert form.result is not None
+    assert "free" not in form.result.details.value
+    assert "estimated cost: unknown" in form.result.details.value
+    # the approval is pinned: the next run goes straight through
+    form.run_button.click()
+    assert form.state == "ran"
+    host.revoke("oracle.critique")
+
+
+def test_a_changed_descriptor_brings_the_approval_panel_back(
+    host: ModuleHost, demo: DemoHome
+) -> None:
+    staged = _staged_thumb(host)
+    form = CapabilityForm(host, "oracle.critique", values={"image": staged.ref()}, staged=[staged])
+    form.run_button.click()
+    form.approve_button.click()
+    assert form.state == "ran"
+    main = demo.facet_home / "modules" / "oracle" / "main.py"
+    original = main.read_text()
+    try:
+        main.write_text(original.replace('"version": "1.0.0"', '"version": "1.0.1"'))
+        form.run_button.click()
+        assert form.state == "needs_approval"
+        assert any("no longer counts" in r for r in form.approval_reasons)
+    finally:
+        main.write_text(original)
+        host.revoke("oracle.critique")
+
+
+def test_host_refusals_are_shown_with_their_code(host: ModuleHost) -> None:
+    form = CapabilityForm(host, "transcribe.audio", values={"audio": {"root": "x", "path": "a"}})
+    form.run_button.click()
+    assert form.state == "refused"
+    assert form.error is not None
+    assert form.error.code == "missing_requirement"
+    assert "missing_requirement" in form.status.value
+    assert "  refused missing_requirement:" in form.text()
+
+
+def test_unknown_capabilities_say_what_exists(host: ModuleHost) -> None:
+    from murmur_nb import ModuleNotFound
+
+    with pytest.raises(ModuleNotFound, match=r"it offers: gallery\.thumbs"):
+        CapabilityForm(host, "gallery.nope")
+    with pytest.raises(ModuleNotFound):
+        CapabilityForm(host, "nomodule.x")
+
+
+def test_invocation_view_of_a_module_error(host: ModuleHost) -> None:
+    inv = host.invoke("studio.storyboard_status", {"job": "0123456789abcdef"})
+    assert not inv.ok
+    view = InvocationView(inv)
+    assert view.status == "unknown_job"
+    assert "error: unknown_job" in view.header.value
+    assert "storyboard job" in view.details.value
+    assert view.rendering is None
+    text = view.text()
+    assert text.splitlines()[0] == "InvocationView studio.storyboard_status: unknown_job"
+    assert "  error unknown_job: storyboard job '0123456789abcdef' is not in" in text
+    assert "ms" not in text  # the duration is volatile: HTML only
+    assert f"{inv.duration_ms:.0f} ms" in view.header.value
+
+
+def test_invocation_view_steps_through_slides(host: ModuleHost) -> None:
+    started = host.invoke("studio.storyboard", {"scenes": ["Open", "Close"], "title": "T"})
+    assert started.ok
+    job = started.result["job"]
+    inv = host.invoke("studio.storyboard_status", {"job": job})
+    while inv.ok and inv.result["state"] != "done":
+        inv = host.invoke("studio.storyboard_status", {"job": job})
+    assert inv.ok
+    view = InvocationView(inv)
+    (stepper,) = view.steppers
+    assert stepper in view.children
+    assert len(stepper.slides) == 3
+    assert stepper.position.value == "slide 1 of 3"
+    assert stepper.previous_button.disabled
+    first = stepper.page.value
+    stepper.next_button.click()
+    assert stepper.position.value == "slide 2 of 3"
+    assert stepper.page.value != first
+    assert "Open" in stepper.page.value
+    stepper.next_button.click()
+    assert stepper.next_button.disabled
+    stepper.previous_button.click()
+    assert stepper.index == 1
+    assert "slide 2 of 3" in stepper.text()
+    kinds = " ".join(view.rendering.text.splitlines())
+    assert "slides" in kinds and "timeline" in kinds
+
+
+def test_text_forms_are_stable_across_runs(host: ModuleHost, demo: DemoHome) -> None:
+    def texts() -> list[str]:
+        form = CapabilityForm(host, "gallery.thumbs", values={"count": 2})
+        form.run_button.click()
+        inv = host.invoke("studio.storyboard_status", {"job": "0123456789abcdef"})
+        return [ModuleBrowser(host).text(), form.text(), InvocationView(inv).text()]
+
+    first, second = texts(), texts()
+    assert first == second
+    for text in first:
+        assert "0x" not in text
+        assert "request_id" not in text
+    assert json.dumps(first)  # plain strings
