@@ -1,0 +1,315 @@
+"""``murmur.yaml``: which hook components the kernel hosts, for which events, with what grants.
+
+Design notes
+------------
+* The file is the capsule operator's, and it is shared with the runtime, so keys this module
+  does not know are left alone at the top level; inside a hook entry and inside ``limits`` an
+  unknown key is an error that names the key and suggests the nearest known one, because a
+  typo there (``capabilites:``) would otherwise silently deny or silently unlimit a hook.
+* Grants are default-deny and only the YAML boolean ``true`` grants. The loader resolves booleans
+  by the YAML 1.2 core schema (``true``/``True``/``TRUE``), not PyYAML's YAML 1.1 one, so
+  ``read: yes``, ``read: on`` and ``read: "true"`` stay strings and do not grant, the same
+  answer a YAML 1.2 runtime gives. A value that looks like an attempt to grant is kept as a
+  ``note`` on the hook so the operator can see why reading is denied; it is not an error,
+  because SPEC §3 says such a hook still links and runs.
+* Component paths are resolved relative to the directory holding ``murmur.yaml``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from murmur_nb._exceptions import HookConfigError
+
+__all__ = [
+    "EVENTS",
+    "HookConfig",
+    "HookEntry",
+    "HookLimits",
+    "load_hook_config",
+    "parse_hook_config",
+]
+
+#: The lifecycle events a hook can subscribe to, in dispatch order.
+EVENTS: tuple[str, ...] = ("task-start", "compact")
+
+_HOOK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+DEFAULT_TIME_MS = 5_000
+DEFAULT_MEMORY_MIB = 256
+
+
+class HookLimits(BaseModel):
+    """Hard limits for one call of one hook.
+
+    Attributes
+    ----------
+    time_ms : int
+        Wall-clock budget of one call; the guest is interrupted when it runs past it.
+    memory_mib : int
+        Largest linear memory the guest may grow to, in MiB.
+    fuel : int or None
+        Wasm instructions (roughly) one call may execute; ``None`` meters without a cap.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    time_ms: int = DEFAULT_TIME_MS
+    memory_mib: int = DEFAULT_MEMORY_MIB
+    fuel: int | None = None
+
+
+class HookEntry(BaseModel):
+    """One ``hooks:`` entry of ``murmur.yaml`` after validation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    component: Path
+    events: tuple[str, ...]
+    read_granted: bool
+    limits: HookLimits
+    notes: tuple[str, ...] = ()
+
+
+class HookConfig(BaseModel):
+    """The hook-related part of one ``murmur.yaml``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path | None
+    transport: Literal["api", "process"]
+    default_limits: HookLimits
+    hooks: tuple[HookEntry, ...]
+
+
+class _CoreSchemaLoader(yaml.SafeLoader):
+    """A safe loader whose booleans follow the YAML 1.2 core schema."""
+
+
+_CoreSchemaLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_CoreSchemaLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+_LIMIT_KEYS = ("time_ms", "memory_mib", "fuel")
+_HOOK_KEYS = ("component", "events", "capabilities", "limits")
+
+
+def _where(source: Path | None) -> str:
+    return str(source) if source is not None else "murmur.yaml"
+
+
+def _suggest(key: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return "known keys: " + ", ".join(known)
+
+
+def _limits(raw: object, at: str, base: HookLimits, problems: list[str]) -> HookLimits:
+    if raw is None:
+        return base
+    if not isinstance(raw, dict):
+        problems.append(
+            f"{at}: expected a mapping such as {{time_ms: 2000, memory_mib: 128}}, "
+            f"got {type(raw).__name__}"
+        )
+        return base
+    values: dict[str, Any] = base.model_dump()
+    for key, value in raw.items():
+        if key not in _LIMIT_KEYS:
+            problems.append(f"{at}.{key}: unknown limit; {_suggest(str(key), _LIMIT_KEYS)}")
+            continue
+        if key == "fuel" and value is None:
+            values[key] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            problems.append(
+                f"{at}.{key}: expected a positive integer, got {value!r}; "
+                f"write e.g. `{key}: {getattr(HookLimits(), key) or 1_000_000_000}`"
+            )
+            continue
+        values[key] = value
+    return HookLimits(**values)
+
+
+def _grant(raw: object, at: str, notes: list[str]) -> bool:
+    """Only the YAML boolean ``true`` at ``capabilities.conversation.read`` grants."""
+    if raw is None:
+        return False
+    if not isinstance(raw, dict):
+        notes.append(f"{at} is not a mapping, so nothing is granted")
+        return False
+    conversation = raw.get("conversation")
+    if conversation is None:
+        return False
+    if not isinstance(conversation, dict):
+        notes.append(f"{at}.conversation is not a mapping, so reading is denied")
+        return False
+    value = conversation.get("read")
+    if value is True:
+        return True
+    if value is not None and value is not False:
+        notes.append(
+            f"{at}.conversation.read is {value!r} ({type(value).__name__}), not the YAML "
+            "boolean true, so reading is denied; write `read: true` to grant it"
+        )
+    return False
+
+
+def parse_hook_config(
+    data: object, *, base_dir: Path, source: Path | None = None
+) -> HookConfig:
+    """Validate parsed ``murmur.yaml`` data into a :class:`HookConfig`.
+
+    Parameters
+    ----------
+    data : object
+        The document as loaded from YAML (a mapping, or ``None`` for an empty file).
+    base_dir : Path
+        Directory that relative component paths are resolved against.
+    source : Path, optional
+        The file the data came from, named in error messages.
+
+    Raises
+    ------
+    HookConfigError
+        Listing every problem, each with its path in the document and how to fix it.
+    """
+    where = _where(source)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise HookConfigError(
+            f"{where}: the document must be a mapping with a `hooks:` key, "
+            f"got {type(data).__name__}"
+        )
+    problems: list[str] = []
+
+    transport: Literal["api", "process"] = "api"
+    inference = data.get("inference")
+    if inference is not None:
+        if not isinstance(inference, dict):
+            problems.append("inference: expected a mapping such as {transport: api}")
+        else:
+            value = inference.get("transport", "api")
+            if value in ("api", "process"):
+                transport = value
+            else:
+                problems.append(
+                    f"inference.transport: expected `api` or `process`, got {value!r}"
+                )
+
+    defaults = _limits(data.get("hook_limits"), "hook_limits", HookLimits(), problems)
+
+    raw_hooks = data.get("hooks")
+    entries: list[HookEntry] = []
+    if raw_hooks is None:
+        raw_hooks = {}
+    if not isinstance(raw_hooks, dict):
+        problems.append(
+            "hooks: expected a mapping of hook id to entry, e.g. "
+            "`hooks: {summarize: {component: hooks/summarize.wasm}}`"
+        )
+        raw_hooks = {}
+    for hook_id, raw in raw_hooks.items():
+        at = f"hooks.{hook_id}"
+        if not isinstance(hook_id, str) or not _HOOK_ID.match(hook_id):
+            problems.append(
+                f"{at}: a hook id is letters, digits, '.', '_' or '-' "
+                "(at most 64, starting with a letter or digit); rename the entry"
+            )
+            continue
+        if not isinstance(raw, dict):
+            problems.append(
+                f"{at}: expected a mapping with at least `component: <path to .wasm>`"
+            )
+            continue
+        for key in raw:
+            if key not in _HOOK_KEYS:
+                problems.append(f"{at}.{key}: unknown key; {_suggest(str(key), _HOOK_KEYS)}")
+        component = raw.get("component")
+        if not isinstance(component, str) or not component.strip():
+            problems.append(
+                f"{at}.component: required, the path of the hook's .wasm component "
+                "relative to this file, e.g. `component: hooks/summarize.wasm`"
+            )
+            continue
+        events_raw = raw.get("events", list(EVENTS))
+        if isinstance(events_raw, str):
+            events_raw = [events_raw]
+        events: list[str] = []
+        if not isinstance(events_raw, list):
+            problems.append(f"{at}.events: expected a list such as [task-start, compact]")
+        else:
+            for i, event in enumerate(events_raw):
+                if event not in EVENTS:
+                    problems.append(
+                        f"{at}.events[{i}]: unknown event {event!r}; "
+                        f"use one of {', '.join(EVENTS)}"
+                    )
+                elif event not in events:
+                    events.append(event)
+        notes: list[str] = []
+        granted = _grant(raw.get("capabilities"), f"{at}.capabilities", notes)
+        limits = _limits(raw.get("limits"), f"{at}.limits", defaults, problems)
+        path = Path(component)
+        if not path.is_absolute():
+            path = base_dir / path
+        entries.append(
+            HookEntry(
+                id=hook_id,
+                component=path,
+                events=tuple(e for e in EVENTS if e in events),
+                read_granted=granted,
+                limits=limits,
+                notes=tuple(notes),
+            )
+        )
+    if problems:
+        raise HookConfigError(
+            f"{where} has {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems)
+        )
+    return HookConfig(
+        path=source, transport=transport, default_limits=defaults, hooks=tuple(entries)
+    )
+
+
+def load_hook_config(path: str | Path) -> HookConfig:
+    """Read and validate ``murmur.yaml``.
+
+    Raises
+    ------
+    HookConfigError
+        The file is missing, is not YAML, or has entries that cannot be used.
+    """
+    source = Path(path).expanduser().resolve()
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise HookConfigError(
+            f"{source}: cannot read the hook configuration ({exc.strerror or exc}); "
+            "pass the path of the capsule's murmur.yaml"
+        ) from exc
+    try:
+        data = yaml.load(text, Loader=_CoreSchemaLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise HookConfigError(
+            f"{source}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}; "
+            "fix the syntax and load again"
+        ) from exc
+    return parse_hook_config(data, base_dir=source.parent, source=source)
