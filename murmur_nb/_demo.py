@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._host import ModuleHost
 from murmur_nb._policy import Policy
 from murmur_nb.demo_modules import MODULE_IDS
 
@@ -121,6 +122,18 @@ class DemoHome:
         }
         fields.update(overrides)
         return Policy(**fields)
+
+    def host(self, policy: Policy | None = None, **kwargs: Any) -> ModuleHost:
+        """A :class:`murmur_nb.ModuleHost` over the demo modules, store and :meth:`policy`.
+
+        Keyword arguments go to :class:`~murmur_nb.ModuleHost` (for example ``runs_dir``).
+        """
+        return ModuleHost(
+            home=self.facet_home,
+            policy=policy if policy is not None else self.policy(),
+            artifact_store=self.artifact_store,
+            **kwargs,
+        )
 
 
 def _bundled_ffmpeg() -> str | None:

@@ -609,3 +609,114 @@ def test_long_interpreter_paths_get_a_shell_trampoline(
         check=False,
     )  # fmt: skip
     assert (proc.returncode, proc.stdout) == (3, b"ran describe\n"), proc.stderr
+
+
+# -- through the module host ----------------------------------------------------------------
+
+
+def test_host_lists_every_demo_module_and_which_needs_setup(home: DemoHome) -> None:
+    import murmur_nb as mnb
+
+    with home.host() as host:
+        infos = {info.id: info for info in host.modules()}
+        assert isinstance(host, mnb.ModuleHost)
+    assert set(infos) == set(MODULE_IDS)
+    for module, info in infos.items():
+        assert info.ok, (module, info.errors)
+        assert info.needs_setup == (module == "transcribe")
+    instructions = " ".join(infos["transcribe"].setup_instructions)
+    assert "whisper-cli" in instructions and "ggml-base.en.bin" in instructions
+
+
+def test_only_the_paid_oracle_needs_approval(home: DemoHome) -> None:
+    import murmur_nb as mnb
+
+    with home.host() as host:
+        caps = [c.id for m in MODULE_IDS for c in host.describe(m).capabilities or []]
+        needing = {c for c in caps if host.approval_reasons(c)}
+        assert needing == {"oracle.critique"}
+        reasons = " ".join(host.approval_reasons("oracle.critique"))
+        assert "cost" in reasons and "demo-oracle" in reasons
+        thumbs = host.invoke("gallery.thumbs", {"count": 1})
+        staged = host.stage(thumbs.artifacts[0])
+        with pytest.raises(mnb.ApprovalRequired) as refused:
+            host.invoke("oracle.critique", {"image": staged.ref()}, staged=[staged])
+        assert refused.value.code == "approval_required"
+        audit = host.audit()
+        assert list(audit["capability"]) == ["gallery.thumbs", "oracle.critique"]
+        assert audit["outcome"].iloc[-1] == "approval_required"
+        approved = host.invoke(
+            "oracle.critique", {"image": staged.ref()}, staged=[staged], approve=True
+        )
+        assert approved.ok, approved.error
+        assert approved.estimated_cost is None and approved.actual_cost is None
+        assert thumbs.actual_cost == 0.0
+
+
+def test_transcribe_is_refused_by_the_host_until_set_up(home: DemoHome) -> None:
+    import murmur_nb as mnb
+
+    with home.host() as host:
+        tone = host.invoke("studio.tone", {})
+        staged = host.stage(tone.artifacts[0])
+        with pytest.raises(mnb.MissingRequirement) as refused:
+            host.invoke("transcribe.audio", {"audio": staged.ref()}, staged=[staged])
+    assert refused.value.code == "missing_requirement"
+    assert "whisper" in str(refused.value)
+
+
+def _host_everything(host: Any) -> list[Any]:
+    invs = [
+        host.invoke("gallery.thumbs", {"count": 4}),
+        host.invoke("gallery.poster", {}),
+        host.invoke("gallery.diagram", {}),
+        host.invoke("studio.tone", {}),
+        host.invoke("studio.clip", {"seconds": 2}),
+        host.invoke("docs.report", {}),
+    ]
+    started = host.invoke("studio.storyboard", {})
+    invs.append(started)
+    polls = 0
+    while True:
+        polls += 1
+        status = host.invoke("studio.storyboard_status", {"job": started.result["job"]})
+        invs.append(status)
+        if status.result["state"] == "done":
+            break
+        assert polls < 10
+    assert polls == started.result["total"]
+    staged = host.stage(invs[0].artifacts[2])
+    invs.append(host.invoke("critic.review", {"image": staged.ref()}, staged=[staged]))
+    invs.append(
+        host.invoke("oracle.critique", {"image": staged.ref()}, staged=[staged], approve=True)
+    )
+    return invs
+
+
+def test_every_demo_capability_through_the_host_covers_all_13_primitives(
+    home: DemoHome, tmp_path: Path
+) -> None:
+    import murmur_nb as mnb
+
+    with home.host(runs_dir=tmp_path / "runs") as host:
+        invs = _host_everything(host)
+        for inv in invs:
+            assert inv.ok, (inv.capability, inv.error, inv.stderr)
+            assert inv.warnings == [] and inv.rejected_artifacts == []
+            for artifact in inv.artifacts:
+                data = artifact.file.read_bytes()
+                assert artifact.digest == "sha256:" + hashlib.sha256(data).hexdigest()
+                assert artifact.bytes == len(data)
+        primitives = {
+            mnb.resolve_presentation(a.presentation, a.media_type)
+            for inv in invs
+            for a in inv.artifacts
+        }
+        assert primitives == PRIMITIVES
+        # Every demo artifact renders with the host's own renderers, without a warning.
+        for inv in invs:
+            if inv.artifacts:
+                rendering = mnb.render(inv)
+                assert rendering.ok, (inv.capability, rendering.text)
+        assert len(host.audit()) == len(invs)
+
