@@ -80,8 +80,10 @@ def render_diagram(source: Source, budget: RenderBudget) -> Body:
         return Body(html=img, details=["SVG " + ("embedded" if embedded else "linked")])
     text, cut = read_text(source.file, budget.text_bytes)
     kind = _RENDERERS[source.media_type][1]
-    pre = f'<details><summary style="font-size:12px">{kind} source</summary>' \
+    pre = (
+        f'<details><summary style="font-size:12px">{kind} source</summary>'
         f'<pre style="{_PRE}">{esc(text)}</pre></details>'
+    )
     if cut:
         return Body(
             html=pre.replace("<details>", "<details open>", 1),

@@ -199,4 +199,3 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
         notes.append(f"{unreadable} of {len(items)} images could not be shown")
     html = f'<div style="display:flex;flex-wrap:wrap;gap:6px">{"".join(cells)}</div>'
     return html, notes
-

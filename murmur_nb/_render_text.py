@@ -139,7 +139,7 @@ class _Tree:
             children = [self.node(str(i), v, depth + 1) for i, v in enumerate(value)]
         opened = " open" if depth < 2 else ""
         return (
-            f"<details{opened}><summary>{label}<span style=\"color:#57606a\">{esc(kind)}"
+            f'<details{opened}><summary>{label}<span style="color:#57606a">{esc(kind)}'
             f'</span></summary><div style="padding-left:14px">{"".join(children)}</div></details>'
         )
 

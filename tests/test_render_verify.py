@@ -1,0 +1,104 @@
+"""Verification first: a file that changed or vanished is never rendered; a card says why."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bs4 import BeautifulSoup
+from test_render_kit import artifact, digest_of, invocation, make_png, rejected
+
+import murmur_nb as mnb
+
+
+def _card(r: mnb.Rendering) -> BeautifulSoup:
+    return BeautifulSoup(r.html, "html.parser")
+
+
+def test_a_changed_digest_gives_an_error_card_and_no_image(tmp_path: Path) -> None:
+    make_png(tmp_path / "a.png", seed=1)
+    art = artifact(tmp_path, "a.png", "image/png", "image", "Poster")
+    other = tmp_path / "b.png"
+    make_png(other, seed=2)
+    data = other.read_bytes()
+    original = (tmp_path / "a.png").read_bytes()
+    # same size, different content: only the digest can tell
+    (tmp_path / "a.png").write_bytes(data[: len(original)].ljust(len(original), b"\0"))
+    r = mnb.render(art)
+    assert r.primitive == "error" and r.error_code == "digest_mismatch" and not r.ok
+    card = _card(r)
+    assert card.select_one("[data-error-code]")["data-error-code"] == "digest_mismatch"  # type: ignore[index]
+    assert not card.select("img")
+    assert "Not rendered: Poster" in card.get_text()
+    assert "'a.png'" in r.text and art.digest in r.text
+
+
+def test_a_changed_size_gives_a_size_mismatch_card(tmp_path: Path) -> None:
+    make_png(tmp_path / "a.png")
+    art = artifact(tmp_path, "a.png", "image/png")
+    with (tmp_path / "a.png").open("ab") as fh:
+        fh.write(b"tail")
+    r = mnb.render(art)
+    assert r.error_code == "size_mismatch"
+    assert f"declares {art.bytes} bytes but the file has {art.bytes + 4}" in r.text
+
+
+def test_a_missing_file_gives_an_error_card(tmp_path: Path) -> None:
+    make_png(tmp_path / "a.png")
+    art = artifact(tmp_path, "a.png", "image/png")
+    (tmp_path / "a.png").unlink()
+    r = mnb.render(art)
+    assert r.primitive == "error" and r.error_code is not None
+    assert "No such file" in r.text
+    assert str(tmp_path) not in r.text
+
+
+def test_without_a_known_root_the_verified_file_itself_is_checked(tmp_path: Path) -> None:
+    make_png(tmp_path / "a.png")
+    file = tmp_path / "a.png"
+    # a VerifiedArtifact whose relative path does not end its file path: no root to recover
+    art = mnb.VerifiedArtifact(
+        id="pic",
+        kind="k",
+        path="elsewhere/pic.png",
+        root="out",
+        media_type="image/png",
+        bytes=file.stat().st_size + 1,
+        digest=digest_of(file),
+        file=file,
+    )
+    r = mnb.render(art)
+    assert r.error_code == "size_mismatch"
+    assert "artifact 'pic' (elsewhere/pic.png)" in r.text
+    ok = art.model_copy(update={"bytes": file.stat().st_size})
+    assert mnb.render(ok).primitive == "image"
+
+
+def test_invocation_renders_good_artifacts_and_cards_for_bad_and_rejected(tmp_path: Path) -> None:
+    make_png(tmp_path / "good.png", seed=1)
+    make_png(tmp_path / "bad.png", seed=2)
+    make_png(tmp_path / "grid1.png", seed=3)
+    make_png(tmp_path / "grid2.png", seed=4)
+    good = artifact(tmp_path, "good.png", "image/png")
+    bad = artifact(tmp_path, "bad.png", "image/png")
+    g1 = artifact(tmp_path, "grid1.png", "image/png", "image_grid")
+    g2 = artifact(tmp_path, "grid2.png", "image/png", "image_grid")
+    rej = rejected(tmp_path, "good.png", "image/png", "sha256:" + "1" * 64)
+    (tmp_path / "bad.png").write_bytes(b"x")
+    (tmp_path / "grid2.png").unlink()
+    r = mnb.render(invocation(tmp_path, [good, bad, g1, g2], [rej]))
+    assert [p.primitive for p in r.parts] == ["image", "error", "image_grid", "error", "error"]
+    assert [p.error_code for p in r.parts] == [
+        None,
+        "size_mismatch",
+        None,
+        "confinement_violation",
+        "digest_mismatch",
+    ]
+    assert not r.ok
+    assert r.text.splitlines()[0] == "invocation · testmod.run · 4 artifacts, 1 rejected"
+    assert "error · good.png · digest_mismatch (rejected by the host)" in r.text
+    grid = _card(r.parts[2])
+    assert len(grid.select("figure img")) == 1  # only the surviving grid image
+    assert str(tmp_path) not in r.text
+    assert not re.search(r"0x[0-9a-f]{6,}", r.text)
