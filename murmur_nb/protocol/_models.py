@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_serializer
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 __all__ = [
@@ -192,6 +192,13 @@ class Execution(_Wire):
     estimated_cost: float | None = None
     actual_cost: float | None = None
     artifacts: list[Artifact] | None = None
+
+    @field_serializer("estimated_cost", "actual_cost", when_used="json")
+    def _go_float(self, value: float | None) -> float | int | None:
+        # Go's encoding/json writes an integral float64 without a fraction: 0, not 0.0
+        if value is not None and value.is_integer() and abs(value) < 1e21:
+            return int(value)
+        return value
 
 
 class Envelope(_Wire):
