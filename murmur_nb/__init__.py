@@ -18,6 +18,7 @@ from murmur_nb._artifacts import (
     StagedArtifact,
     VerifiedArtifact,
 )
+from murmur_nb._demo import DemoHome, prepare_demo_home
 from murmur_nb._descriptor import DescriptorError
 from murmur_nb._exceptions import (
     ApprovalRequired,
@@ -64,6 +65,7 @@ __all__ = [
     "ConfinementViolation",
     "ConversationReadError",
     "DeadlineExceeded",
+    "DemoHome",
     "DescriptorError",
     "DigestMismatch",
     "HookConfigError",
@@ -94,6 +96,7 @@ __all__ = [
     "StagedArtifact",
     "VerifiedArtifact",
     "__version__",
+    "prepare_demo_home",
     "protocol",
     "render",
     "render_file",

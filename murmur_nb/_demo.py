@@ -38,14 +38,24 @@ from typing import Any
 
 from murmur_nb._host import ModuleHost
 from murmur_nb._policy import Policy
-from murmur_nb.demo_modules import MODULE_IDS
 
-__all__ = ["DEMO_CONTEXT_ID", "DemoHome", "demo_conversation", "prepare_demo_home"]
+__all__ = [
+    "DEMO_CONTEXT_ID",
+    "DEMO_MODULE_IDS",
+    "DemoHome",
+    "demo_conversation",
+    "prepare_demo_home",
+]
 
 #: The context id of the demo conversation record.
 DEMO_CONTEXT_ID = "demo-session"
 _SOURCES = Path(__file__).resolve().parent / "demo_modules"
 _SKIP_NAMES = frozenset({"__pycache__", "__init__.py"})
+#: Ids of the shipped demo modules: every source folder with a ``main.py``. Read from disk,
+#: not imported, so :mod:`murmur_nb.demo_modules` never becomes an attribute of the package.
+DEMO_MODULE_IDS: tuple[str, ...] = tuple(
+    sorted(p.name for p in _SOURCES.iterdir() if (p / "main.py").is_file())
+)
 #: Longest shebang line Linux reads in full; longer interpreters get a ``/bin/sh`` trampoline.
 _SHEBANG_MAX = 127
 
@@ -192,7 +202,7 @@ def _launcher(module_id: str) -> bytes:
 
 def _install_modules(home: DemoHome) -> None:
     kit = (_SOURCES / "_kit.py").read_bytes()
-    for module_id in MODULE_IDS:
+    for module_id in DEMO_MODULE_IDS:
         source = _SOURCES / module_id
         dest = home.module_dir(module_id)
         for file in sorted(source.rglob("*")):

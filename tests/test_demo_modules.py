@@ -25,9 +25,14 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from murmur_nb import _demo
-from murmur_nb._demo import DEMO_CONTEXT_ID, DemoHome, demo_conversation, prepare_demo_home
+from murmur_nb._demo import (
+    DEMO_CONTEXT_ID,
+    DEMO_MODULE_IDS,
+    DemoHome,
+    demo_conversation,
+    prepare_demo_home,
+)
 from murmur_nb._descriptor import parse_describe_output
-from murmur_nb.demo_modules import MODULE_IDS
 from murmur_nb.protocol import PROTOCOL_ID, Artifact, Descriptor, Envelope, Grants, Request, Root
 
 PRIMITIVES = frozenset(
@@ -171,7 +176,7 @@ def describe(home: DemoHome, module: str, tmp_path: Path) -> Descriptor:
 # -- descriptors -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", MODULE_IDS)
+@pytest.mark.parametrize("module", DEMO_MODULE_IDS)
 def test_descriptor_passes_strict_validation(home: DemoHome, module: str, tmp_path: Path) -> None:
     descriptor = describe(home, module, tmp_path)
     assert descriptor.protocol_versions == [PROTOCOL_ID]
@@ -195,7 +200,7 @@ def test_descriptor_schema_ids_cover_every_declared_artifact_kind(
 ) -> None:
     declared = {
         (m, cap.id): set(cap.artifact_schemas or [])
-        for m in MODULE_IDS
+        for m in DEMO_MODULE_IDS
         for cap in describe(home, m, tmp_path).capabilities or []
     }
     assert ("studio", "studio.storyboard_status") in declared
@@ -217,7 +222,7 @@ def test_transcribe_needs_setup_and_names_the_fix(home: DemoHome, tmp_path: Path
 
 
 def test_other_modules_have_every_requirement_met(home: DemoHome, tmp_path: Path) -> None:
-    for module in MODULE_IDS:
+    for module in DEMO_MODULE_IDS:
         if module == "transcribe":
             continue
         for req in describe(home, module, tmp_path).requirements or []:
@@ -368,7 +373,7 @@ def test_thumbs_for_any_valid_input(home: DemoHome, tmp_path: Path, params: dict
 def test_free_capabilities_report_zero_cost(
     home: DemoHome, tmp_path: Path, everything: list[Run]
 ) -> None:
-    descriptors = {m: describe(home, m, tmp_path) for m in MODULE_IDS}
+    descriptors = {m: describe(home, m, tmp_path) for m in DEMO_MODULE_IDS}
     for run in everything:
         cap = descriptors[run.envelope.module].capability(run.request.capability)
         assert cap is not None
@@ -514,7 +519,7 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
 def test_prepare_demo_home_lays_out_everything_and_is_idempotent(tmp_path: Path) -> None:
     home = prepare_demo_home(tmp_path / "demo", hooks=False)
     assert home.path == (tmp_path / "demo").absolute()
-    for module in MODULE_IDS:
+    for module in DEMO_MODULE_IDS:
         launcher = home.module_dir(module) / "module"
         assert launcher.stat().st_mode & stat.S_IXUSR
         assert launcher.read_text().splitlines()[0] == f"#!{sys.executable} -IB"
@@ -620,7 +625,7 @@ def test_host_lists_every_demo_module_and_which_needs_setup(home: DemoHome) -> N
     with home.host() as host:
         infos = {info.id: info for info in host.modules()}
         assert isinstance(host, mnb.ModuleHost)
-    assert set(infos) == set(MODULE_IDS)
+    assert set(infos) == set(DEMO_MODULE_IDS)
     for module, info in infos.items():
         assert info.ok, (module, info.errors)
         assert info.needs_setup == (module == "transcribe")
@@ -632,7 +637,7 @@ def test_only_the_paid_oracle_needs_approval(home: DemoHome) -> None:
     import murmur_nb as mnb
 
     with home.host() as host:
-        caps = [c.id for m in MODULE_IDS for c in host.describe(m).capabilities or []]
+        caps = [c.id for m in DEMO_MODULE_IDS for c in host.describe(m).capabilities or []]
         needing = {c for c in caps if host.approval_reasons(c)}
         assert needing == {"oracle.critique"}
         reasons = " ".join(host.approval_reasons("oracle.critique"))

@@ -14,8 +14,7 @@ launcher there. The modules use the standard library and Pillow only, never :mod
 ``oracle``      a second opinion from a paid provider of unknown cost: needs approval
 ``transcribe``  needs whisper.cpp, which is not installed: the "Needs setup" example
 ==============  ===========================================================================
+
+Nothing here is imported at run time; :data:`murmur_nb._demo.DEMO_MODULE_IDS` lists the
+folders. The package form exists so that ``mypy --strict`` checks every module's source.
 """
-
-MODULE_IDS: tuple[str, ...] = ("critic", "docs", "gallery", "oracle", "studio", "transcribe")
-
-__all__ = ["MODULE_IDS"]
