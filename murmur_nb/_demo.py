@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import filecmp
 import importlib
 import json
 import os
 import random
+import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -296,22 +298,56 @@ def demo_conversation(messages: int = 320, seed: int = 2026) -> list[dict[str, A
     return out[:messages]
 
 
-def _write_record(home: DemoHome) -> None:
-    """Write the demo conversation record unless it already holds exactly these lines.
+def _render_record(scratch: Path) -> Path:
+    """Write the demo conversation as a record under the murmur home ``scratch``.
 
-    The record is written line by line through :class:`murmur_nb.RecordWriter` when that
-    writer is available (the runtime's own append path); otherwise each line is the compact
-    JSON of a message followed by a newline, which is the record format SPEC §3 defines.
+    The lines go through :class:`murmur_nb.RecordWriter`, the runtime's own append path; when
+    that writer is not installed each line is the compact JSON of the message and a newline,
+    which is the record format SPEC §3 defines.
     """
-    lines = demo_conversation()
-    expected = b"".join(
-        json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode() + b"\n" for m in lines
-    )
-    record = home.record
-    with contextlib.suppress(FileNotFoundError):
-        if record.read_bytes() == expected:
-            return
-    _write_if_changed(record, expected)
+    messages = demo_conversation()
+    try:
+        writer_module: Any = importlib.import_module("murmur_nb._record_writer")
+    except ImportError:
+        writer_module = None
+    if writer_module is None:
+        target = scratch / "conversations" / f"{DEMO_CONTEXT_ID}.jsonl"
+        target.parent.mkdir(parents=True)
+        target.write_bytes(
+            b"".join(json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in messages)
+        )
+        return target
+    with writer_module.RecordWriter(scratch, DEMO_CONTEXT_ID, buffered=True, stamp=False) as w:
+        for m in messages:
+            w.append(
+                m["role"],
+                m["content"],
+                id=m["id"],
+                name=m.get("name"),
+                created_at=m["created_at"],
+                tool_call_id=m.get("tool_call_id"),
+                is_error=m.get("is_error"),
+            )
+        return Path(w.path)
+
+
+def _write_record(home: DemoHome) -> None:
+    """Put the demo conversation record in place unless it already holds exactly these lines.
+
+    The record is written whole in a scratch murmur home and renamed over the old one, so a
+    reader sees either the previous record or the complete new one, never a half-written one.
+    """
+    scratch = home.path / f".record-{os.getpid()}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        fresh = _render_record(scratch)
+        with contextlib.suppress(FileNotFoundError):
+            if filecmp.cmp(fresh, home.record, shallow=False):
+                return
+        home.record.parent.mkdir(parents=True, exist_ok=True)
+        fresh.replace(home.record)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _murmur_yaml(component: str) -> bytes:
@@ -337,8 +373,7 @@ def _murmur_yaml(component: str) -> bytes:
 
 
 def _install_hooks(home: DemoHome, *, build: bool) -> None:
-    hooks_dir = home.murmur_home / "hooks"
-    component = hooks_dir / "summarize.wasm"
+    component = home.murmur_home / "hooks" / "summarize.wasm"
     if build and not component.is_file():
         try:  # the hook builder is optional: without it murmur.yaml still names the component
             hooks_module: Any = importlib.import_module("murmur_nb._hooks")
@@ -346,11 +381,10 @@ def _install_hooks(home: DemoHome, *, build: bool) -> None:
             hooks_module = None
         builder = getattr(hooks_module, "build_demo_hook", None)
         if builder is not None:
-            built = Path(builder(component))
-            if built != component and built.is_file():
-                component = built
-    rel = os.path.relpath(component, home.murmur_home)
-    _write_if_changed(home.murmur_yaml, _murmur_yaml(Path(rel).as_posix()))
+            # Builds <murmur_home>/hooks/summarize.wasm with componentize-py (cached).
+            component = Path(builder(home.murmur_home))
+    rel = Path(os.path.relpath(component, home.murmur_home)).as_posix()
+    _write_if_changed(home.murmur_yaml, _murmur_yaml(rel))
 
 
 @contextlib.contextmanager

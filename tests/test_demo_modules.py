@@ -725,3 +725,26 @@ def test_every_demo_capability_through_the_host_covers_all_13_primitives(
                 assert rendering.ok, (inv.capability, rendering.text)
         assert len(host.audit()) == len(invs)
 
+
+
+# -- the demo capsule: built hook, murmur.yaml, record -------------------------------------
+
+
+@pytest.mark.slow
+def test_demo_home_builds_the_hook_and_only_the_granted_hook_reads(tmp_path: Path) -> None:
+    import murmur_nb as mnb
+    from murmur_nb._hooks import HookHost
+
+    home = prepare_demo_home(tmp_path / "demo")
+    component = home.murmur_home / "hooks" / "summarize.wasm"
+    assert component.read_bytes()[:4] == b"\0asm"
+    store = mnb.ConversationStore(home.murmur_home)
+    with HookHost.from_config(home.murmur_yaml, conversations=store) as hooks:
+        results = hooks.task_start(task_id="t1", context_id=home.context_id)
+    granted, denied = results["summarize"], results["peek"]
+    assert granted.ok, (granted.error, granted.stderr)
+    tool_errors = sum(1 for m in demo_conversation() if m.get("is_error"))
+    assert f"task t1: {len(demo_conversation())} messages" in granted.value
+    assert f"{tool_errors} failed tool calls" in granted.value
+    assert not denied.ok
+    assert "not-granted" in (denied.error or "")
