@@ -47,6 +47,9 @@ from murmur_nb._host import Invocation, ModuleHost, ModuleInfo
 from murmur_nb._policy import Policy
 
 # --- conversations (issue 3) ---
+from murmur_nb._conversations import ConversationReader, ConversationStore, Message, MessagePage
+from murmur_nb._frames import read_conversation, read_conversations
+from murmur_nb._record_writer import RecordWriter
 # --- hooks (issue 4) ---
 # --- rendering (issue 5) ---
 from murmur_nb._presentation import PRIMITIVES, PresentationWarning, resolve_presentation
@@ -64,6 +67,8 @@ __all__ = [
     "ArtifactStore",
     "ConfinementViolation",
     "ConversationReadError",
+    "ConversationReader",
+    "ConversationStore",
     "DeadlineExceeded",
     "DemoHome",
     "DescriptorError",
@@ -74,6 +79,8 @@ __all__ = [
     "InvalidDescriptor",
     "InvalidInput",
     "Invocation",
+    "Message",
+    "MessagePage",
     "MissingDependency",
     "MissingRequirement",
     "ModuleHost",
@@ -87,6 +94,7 @@ __all__ = [
     "Policy",
     "PresentationWarning",
     "ProtocolViolation",
+    "RecordWriter",
     "RejectedArtifact",
     "RenderBudget",
     "RenderError",
@@ -98,6 +106,8 @@ __all__ = [
     "__version__",
     "prepare_demo_home",
     "protocol",
+    "read_conversation",
+    "read_conversations",
     "render",
     "render_file",
     "resolve_presentation",

@@ -1,0 +1,217 @@
+"""Benchmark: loading a conversation record into pandas through the paginated read API.
+
+Writes a record of N messages (about 260 bytes a line, one in three a tool result) and
+one of 2N with the package's own RecordWriter into a temporary folder, then times,
+side by side in one run:
+
+  (a) orjson over each line + pd.DataFrame      (the direct way, no pagination)
+  (b) pd.read_json(lines=True)
+  (c) mnb.read_conversation, walking read-messages pages of 100 until no cursor,
+      from a fresh store (so the per-record index is built inside the timing)
+
+and reports c/a (goal <= 1.2), the 2N walk over the N walk (goal <= 2.2), and the
+median of one warm read_messages(limit=100) deep in the record (goal <= 0.5 ms).
+(a) and (c) are the best of --repeat runs, because the machine may be shared.
+
+Usage: python benchmarks/bench_conversations.py [--messages N] [--repeat R] [--dir PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+
+import murmur_nb as mnb
+
+_WORDS = [
+    "the",
+    "a",
+    "model",
+    "tool",
+    "result",
+    "context",
+    "page",
+    "cursor",
+    "record",
+    "message",
+    "append",
+    "index",
+    "offset",
+    "snapshot",
+    "reader",
+    "writer",
+    "runtime",
+    "hook",
+    "guest",
+    "host",
+    "pandas",
+    "frame",
+    "column",
+    "parse",
+    "line",
+    "json",
+    "walk",
+    "total",
+    "limit",
+    "newest",
+    "oldest",
+    "envelope",
+    "body",
+    "call",
+    "error",
+    "note",
+    "summary",
+    "compact",
+]
+
+
+def _sentences(count: int) -> list[str]:
+    out = []
+    for k in range(count):
+        length = 14 + (k * 37) % 30
+        out.append(" ".join(_WORDS[(k * 7 + j * 13) % len(_WORDS)] for j in range(length)))
+    return out
+
+
+def write_record(home: Path, context_id: str, count: int) -> Path:
+    """Write ``count`` messages as the runtime would; one in three is a tool result."""
+    sentences = _sentences(997)
+    with mnb.RecordWriter(home, context_id, buffered=True, stamp=False) as writer:
+        for i in range(count):
+            day, hour, minute = 1 + (i // 86400) % 28, (i // 3600) % 24, (i // 60) % 60
+            stamp = f"2026-03-{day:02d}T{hour:02d}:{minute:02d}:{i % 60:02d}.{i % 1000:03d}Z"
+            text = sentences[(i * 7919) % 997]
+            kind = i % 3
+            if kind == 2:
+                writer.append(
+                    "tool",
+                    {"stdout": text[: 40 + i % 80], "exit_code": i % 5 == 0, "lines": i % 17},
+                    id=f"msg_{i:012x}",
+                    created_at=stamp,
+                    tool_call_id=f"call_{i:010x}",
+                    is_error=i % 11 == 0,
+                )
+            elif kind == 1:
+                writer.append(
+                    "assistant", text, id=f"msg_{i:012x}", name="planner", created_at=stamp
+                )
+            else:
+                writer.append("user", text, id=f"msg_{i:012x}", created_at=stamp)
+        return writer.path
+
+
+def best_of(repeat: int, run: Callable[[], Any]) -> tuple[float, Any]:
+    best = float("inf")
+    result: Any = None
+    for _ in range(repeat):
+        result = None
+        gc.collect()
+        started = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - started)
+    return best, result
+
+
+def direct(path: Path) -> pd.DataFrame:
+    with path.open("rb") as handle:
+        rows = [orjson.loads(line) for line in handle]
+    return pd.DataFrame(rows)
+
+
+def page_latency(home: Path, context_id: str, count: int, calls: int) -> list[float]:
+    """Latencies (s) of one warm read_messages(cursor, 100) at the middle of the record."""
+    reader = mnb.ConversationStore(home).reader(context_id)
+    page = reader.read_messages(None, 100)
+    cursor = page.next_cursor
+    for _ in range(max(0, count // 2 // 100 - 1)):
+        assert cursor is not None
+        cursor = reader.read_messages(cursor, 100).next_cursor
+    assert cursor is not None
+    for _ in range(20):
+        reader.read_messages(cursor, 100)
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        page = reader.read_messages(cursor, 100)
+        samples.append(time.perf_counter() - started)
+    assert len(page.messages) == 100
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=1000, help="page reads for the p50")
+    parser.add_argument("--dir", type=Path, default=None, help="work folder (default: temp)")
+    args = parser.parse_args(argv)
+    n = args.messages
+
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-conv-") as tmp:
+        home = Path(tmp)
+        started = time.perf_counter()
+        path_n = write_record(home, "bench-n", n)
+        path_2n = write_record(home, "bench-2n", 2 * n)
+        size_n = path_n.stat().st_size
+        print(
+            f"records: N={n:,} ({size_n / 1e6:.0f} MB), 2N={2 * n:,} "
+            f"({path_2n.stat().st_size / 1e6:.0f} MB), written in "
+            f"{time.perf_counter() - started:.1f} s with mnb.RecordWriter"
+        )
+        for path in (path_n, path_2n):  # same page-cache state for every contender
+            path.read_bytes()
+
+        t_a, frame_a = best_of(args.repeat, lambda: direct(path_n))
+        ids_a = frame_a["id"].tolist()
+        del frame_a
+        gc.collect()
+        started = time.perf_counter()
+        frame_b = pd.read_json(path_n, lines=True)
+        t_b = time.perf_counter() - started
+        assert len(frame_b) == n
+        del frame_b
+        t_c, frame_c = best_of(
+            args.repeat, lambda: mnb.read_conversation("bench-n", home, progress=False)
+        )
+        assert frame_c["id"].tolist() == ids_a, "read_conversation disagrees with the direct read"
+        tools = int((frame_c["role"] == "tool").sum())
+        del frame_c, ids_a
+        t_c2, frame_c2 = best_of(
+            args.repeat, lambda: mnb.read_conversation("bench-2n", home, progress=False)
+        )
+        assert len(frame_c2) == 2 * n
+        del frame_c2
+        gc.collect()
+        samples = page_latency(home, "bench-n", n, args.calls)
+
+    walk_ratio = t_c / t_a
+    scale_ratio = t_c2 / t_c
+    p50_ms = statistics.median(samples) * 1e3
+    p99_ms = statistics.quantiles(samples, n=100)[98] * 1e3
+    print(f"python {sys.version.split()[0]}, pandas {pd.__version__}, orjson {orjson.__version__}")
+    print(f"best of {args.repeat} for (a), (c) and (c, 2N); (b) once")
+    print(f"(a) orjson per line + pd.DataFrame   {t_a:8.2f} s")
+    print(f"(b) pd.read_json(lines=True)         {t_b:8.2f} s")
+    print(f"(c) mnb.read_conversation (pages)    {t_c:8.2f} s   ({tools:,} tool rows)")
+    print(f"(c) same, 2N messages                {t_c2:8.2f} s")
+    print(f"c/a = {walk_ratio:.3f} (goal <= 1.2)   2N/N = {scale_ratio:.3f} (goal <= 2.2)")
+    print(
+        f"warm read_messages(limit=100) at position {n // 2:,}: "
+        f"p50 {p50_ms:.3f} ms, p99 {p99_ms:.3f} ms over {len(samples)} calls (goal p50 <= 0.5 ms)"
+    )
+    print(f"walk_ratio={walk_ratio:.3f} scale_ratio={scale_ratio:.3f} page_p50_ms={p50_ms:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
