@@ -246,3 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. piped into `head`
         sys.stderr.close()
     return status
+
+
+if __name__ == "__main__":  # pragma: no cover - python -m murmur_nb._cli
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The ``murmur-nb`` command (issue 2, point 10): list, describe, invoke; JSON out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _modules import default_descriptor, install, write_descriptor
+
+from murmur_nb._cli import main
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    install(home, "good")
+    folder = install(home, "broken")
+    desc = default_descriptor(home, "broken")
+    desc["protocol_versions"] = ["modproto.v2"]
+    write_descriptor(folder, desc)
+    return home
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
+    status = main(list(argv))
+    return status, json.loads(capsys.readouterr().out)
+
+
+def test_list(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, rows = _run(capsys, "--home", str(home), "list")
+    assert status == 0
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["good"]["ok"] and by_id["good"]["errors"] == []
+    paid = next(c for c in by_id["good"]["capabilities"] if c["id"] == "good.paid")
+    assert paid["approval_reasons"]
+    assert not by_id["broken"]["ok"]
+    assert by_id["broken"]["errors"][0]["path"] == "protocol_versions"
+
+
+def test_describe(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, desc = _run(capsys, "--home", str(home), "describe", "good")
+    assert status == 0 and desc["module"] == "good" and desc["protocol_versions"] == ["modproto.v1"]
+    status, out = _run(capsys, "--home", str(home), "describe", "broken")
+    assert status == 1 and out["host_error"]["code"] == "invalid_descriptor"
+    assert out["host_error"]["errors"][0]["path"] == "protocol_versions"
+
+
+def test_invoke(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_root = tmp_path / "out"
+    out_root.mkdir()
+    base = ["--home", str(home), "--root", f"out={out_root}", "--grant", "network=*"]
+    status, inv = _run(capsys, *base, "invoke", "good.make", "{}")
+    assert status == 0 and inv["ok"] and inv["result"] == {"made": 1}
+    (art,) = inv["artifacts"]
+    assert Path(art["file"]) == (out_root / "a.png").resolve()
+    status, inv = _run(capsys, *base, "invoke", "good.echo", '{"count": 2}', "--extra",
+                       '{"tool": "x"}', "--deadline-ms", "7000")
+    request = inv["result"]["request"]
+    assert request["grants"]["network"] == ["api.example", "other.example"]
+    assert request["tool"] == "x" and request["deadline_ms"] == 7000
+    status, inv = _run(capsys, *base, "invoke", "good.fail", '{"code": "nope"}')
+    assert status == 1 and inv["error"]["code"] == "nope"
+    status, inv = _run(capsys, *base, "invoke", "good.paid")
+    assert status == 3 and inv["host_error"]["code"] == "approval_required"
+    assert inv["host_error"]["reasons"] and not (out_root / "ran-paid").exists()
+    status, inv = _run(capsys, *base, "invoke", "good.paid", "--approve")
+    assert status == 0 and (out_root / "ran-paid").exists()
+    status, inv = _run(capsys, *base, "--allow", "good.paid", "invoke", "good.paid")
+    assert status == 0 and inv["approval"].startswith("approved (allow-list")
+    status, inv = _run(capsys, *base, "invoke", "good.echo", '{"count": "x"}')
+    assert status == 3 and inv["host_error"]["code"] == "invalid_input"
+
+
+def test_usage_errors(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--home", str(home), "invoke", "good.echo", "{not json"]) == 2
+    assert main(["--home", str(home), "--grant", "teleport=x", "list"]) == 2
+    assert "KIND=NAME" in capsys.readouterr().err
+
+
+def test_console_script(home: Path) -> None:
+    exe = Path(sys.executable).with_name("murmur-nb")
+    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "murmur_nb._cli"]
+    proc = subprocess.run([*argv, "--home", str(home), "list"], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert {r["id"] for r in json.loads(proc.stdout)} == {"good", "broken"}
