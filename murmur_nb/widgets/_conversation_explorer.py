@@ -244,6 +244,7 @@ class ConversationExplorer(TextView):
         lines = [
             head + f"page {self.page_number}, {count} of {self.total} messages, "
             f"role {self.role_filter.value}"
+            + (f" ({len(shown)} shown)" if self.role_filter.value != _ALL else "")
             + (", oldest page" if self.page is not None and self.page.next_cursor is None else "")
         ]
         for m in shown:

@@ -58,6 +58,16 @@ def _load_error(entry: Any) -> str | None:
     return None
 
 
+def _limits_text(entry: Any) -> str:
+    limits = getattr(entry, "limits", None)
+    if limits is None:
+        return ""
+    parts = [f"{limits.time_ms} ms", f"{limits.memory_mib} MiB"]
+    if getattr(limits, "fuel", None) is not None:
+        parts.append(f"fuel {limits.fuel}")
+    return "limits " + ", ".join(parts)
+
+
 def _component_name(entry: Any) -> str:
     component = getattr(entry, "component", "")
     name = getattr(component, "name", None)
@@ -175,6 +185,7 @@ class HookConsole(TextView):
                 f"<li><b>{esc(h.id)}</b> <code>{esc(_component_name(h))}</code> "
                 f"{badge(events, 'info')}"
                 f"{badge(grant, 'ok' if 'granted' in grant and 'not' not in grant else 'muted')}"
+                f"{badge(_limits_text(h), 'muted')}"
                 + (f"<br>{badge('load error', 'error')}{esc(error)}" if error else "")
                 + "</li>"
             )
@@ -209,6 +220,8 @@ class HookConsole(TextView):
         for h in _hook_entries(self.hooks):
             events = ", ".join(getattr(h, "events", ()) or ()) or "no events"
             lines.append(f"  {h.id} ({_component_name(h)}) events: {events}; {_grant_text(h)}")
+            if _limits_text(h):
+                lines.append(f"    {_limits_text(h)}")
             error = _load_error(h)
             if error:
                 lines.append(f"    load error: {error}")

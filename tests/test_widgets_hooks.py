@@ -1,0 +1,125 @@
+"""HookConsole driven from Python over the real demo hook (componentize-py) and record."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator
+
+import pytest
+
+from murmur_nb._conversations import ConversationStore
+from murmur_nb._demo import DemoHome, prepare_demo_home
+from murmur_nb._hooks import HookHost
+from murmur_nb.widgets import HookConsole
+
+pytestmark = pytest.mark.slow  # the demo hook is built with componentize-py (cached)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHome:
+    return prepare_demo_home(tmp_path_factory.mktemp("hooks") / "demo", hooks=True)
+
+
+@pytest.fixture(scope="module")
+def store(demo: DemoHome) -> ConversationStore:
+    return ConversationStore(demo.murmur_home)
+
+
+@pytest.fixture(scope="module")
+def hooks(demo: DemoHome, store: ConversationStore) -> Iterator[HookHost]:
+    config = demo.murmur_yaml.read_text()
+    broken = demo.murmur_home / "broken.wasm"
+    broken.write_bytes(b"not a component")
+    path = demo.murmur_home / "console.yaml"
+    path.write_text(config + "  broken:\n    component: broken.wasm\n    events: [task-start]\n")
+    with HookHost.from_config(path, conversations=store) as host:
+        yield host
+
+
+def test_hooks_are_listed_with_events_grants_limits_and_load_errors(
+    hooks: HookHost, store: ConversationStore
+) -> None:
+    console = HookConsole(hooks, store)
+    lines = console.text().splitlines()
+    assert lines[0] == "HookConsole:"
+    assert lines[1] == (
+        "  summarize (summarize.wasm) events: task-start, compact; conversation.read granted"
+    )
+    assert "  peek (summarize.wasm) events: task-start, compact; no grants" in console.text()
+    assert any(line.startswith("    limits ") and "ms" in line for line in lines)
+    assert "  broken (broken.wasm) events: task-start;" in console.text()
+    broken_error = hooks.hooks["broken"].load_error
+    assert broken_error
+    assert f"    load error: {broken_error}" in console.text()
+    listing = html.unescape(console.hook_list.value)
+    assert "conversation.read granted" in listing and "load error" in listing
+    assert console.context_picker.options == ("demo-session",)
+    assert console.context_picker.value == "demo-session"
+
+
+def test_fire_task_start_shows_each_result(hooks: HookHost, store: ConversationStore) -> None:
+    console = HookConsole(hooks, store)
+    console.task_id.value = "t-42"
+    console.task_start_button.click()
+    assert console.event == "task-start"
+    summarize, peek, broken = (console.results[k] for k in ("summarize", "peek", "broken"))
+    assert summarize.ok and "320 messages" in summarize.value
+    assert not peek.ok and "not-granted" in (peek.error or "")
+    assert not broken.ok and broken.code
+    text = console.text()
+    assert "  fired task-start on demo-session:" in text
+    assert "    summarize: ok task t-42: 320 messages" in text
+    assert f"    peek: error {peek.code}: " in text
+    assert "      stdout: summarize: walked 320 messages" in text
+    assert f"    broken: error {broken.code}:" in text
+    shown = html.unescape(console.result_view.value)
+    assert f"{summarize.duration_ms:.1f} ms" in shown
+    assert f"fuel {summarize.fuel_used}" in shown
+    assert "stderr" in shown and "read-messages failed: not-granted" in shown
+    fired = text.split("fired", 1)[1]
+    assert " ms" not in fired and "fuel" not in fired  # volatile: HTML only
+
+
+def test_fire_compact_hands_the_newest_messages_of_the_context(
+    hooks: HookHost, store: ConversationStore
+) -> None:
+    console = HookConsole(hooks, store)
+    console.compact_limit.value = 12
+    console.compact_button.click()
+    assert console.event == "compact"
+    assert len(console.compact_input) == 12
+    newest = store.reader("demo-session").read_messages(None, 12).messages
+    assert [m.id for m in console.compact_input] == [m.id for m in reversed(newest)]
+    kept = console.results["summarize"].value
+    assert isinstance(kept, list) and 0 < len(kept) <= 12
+    assert f"    summarize: ok {len(kept)} messages kept (" in console.text()
+    assert "broken" not in console.results  # it only handles task-start
+
+
+def test_an_unknown_context_reads_as_an_empty_record(
+    hooks: HookHost, store: ConversationStore
+) -> None:
+    console = HookConsole(hooks, store)
+    console.context_picker.value = "no-such-context"
+    console.task_start_button.click()
+    assert console.results["summarize"].ok
+    assert "0 messages" in console.results["summarize"].value
+    assert "  fired task-start on no-such-context:" in console.text()
+
+
+def test_text_form_is_stable(hooks: HookHost, store: ConversationStore) -> None:
+    def fire() -> str:
+        console = HookConsole(hooks, store)
+        console.task_start_button.click()
+        return console.text()
+
+    assert fire() == fire()
+
+
+def test_without_a_store_compact_gets_no_messages(demo: DemoHome) -> None:
+    with HookHost.from_config(demo.murmur_yaml) as host:
+        console = HookConsole(host)
+        assert console.context_picker.options == ()
+        console.compact_button.click()
+        assert console.compact_input == []
+        assert set(console.results) == {"summarize", "peek"}
