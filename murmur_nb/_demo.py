@@ -27,7 +27,6 @@ import contextlib
 import fcntl
 import filecmp
 import importlib
-import json
 import os
 import random
 import shutil
@@ -40,6 +39,7 @@ from typing import Any
 
 from murmur_nb._host import ModuleHost
 from murmur_nb._policy import Policy
+from murmur_nb._record_writer import RecordWriter
 
 __all__ = [
     "DEMO_CONTEXT_ID",
@@ -299,27 +299,10 @@ def demo_conversation(messages: int = 320, seed: int = 2026) -> list[dict[str, A
 
 
 def _render_record(scratch: Path) -> Path:
-    """Write the demo conversation as a record under the murmur home ``scratch``.
-
-    The lines go through :class:`murmur_nb.RecordWriter`, the runtime's own append path; when
-    that writer is not installed each line is the compact JSON of the message and a newline,
-    which is the record format SPEC §3 defines.
-    """
-    messages = demo_conversation()
-    try:
-        writer_module: Any = importlib.import_module("murmur_nb._record_writer")
-    except ImportError:
-        writer_module = None
-    if writer_module is None:
-        target = scratch / "conversations" / f"{DEMO_CONTEXT_ID}.jsonl"
-        target.parent.mkdir(parents=True)
-        target.write_bytes(
-            b"".join(json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in messages)
-        )
-        return target
-    with writer_module.RecordWriter(scratch, DEMO_CONTEXT_ID, buffered=True, stamp=False) as w:
-        for m in messages:
-            w.append(
+    """Write the demo conversation through :class:`murmur_nb.RecordWriter` under ``scratch``."""
+    with RecordWriter(scratch, DEMO_CONTEXT_ID, buffered=True, stamp=False) as writer:
+        for m in demo_conversation():
+            writer.append(
                 m["role"],
                 m["content"],
                 id=m["id"],
@@ -328,7 +311,7 @@ def _render_record(scratch: Path) -> Path:
                 tool_call_id=m.get("tool_call_id"),
                 is_error=m.get("is_error"),
             )
-        return Path(w.path)
+        return writer.path
 
 
 def _write_record(home: DemoHome) -> None:

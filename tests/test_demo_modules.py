@@ -748,3 +748,24 @@ def test_demo_home_builds_the_hook_and_only_the_granted_hook_reads(tmp_path: Pat
     assert f"{tool_errors} failed tool calls" in granted.value
     assert not denied.ok
     assert "not-granted" in (denied.error or "")
+
+
+def test_concurrent_preparations_of_one_home_agree(tmp_path: Path) -> None:
+    target = tmp_path / "shared"
+    code = (
+        "import sys, murmur_nb as mnb; "
+        "h = mnb.prepare_demo_home(sys.argv[1], hooks=False); print(h.record.stat().st_size)"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    sizes = {p.communicate(timeout=120)[0] for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    assert len(sizes) == 1
+    home = DemoHome(target)
+    assert [json.loads(line) for line in home.record.read_text().splitlines()] == (
+        demo_conversation()
+    )
+    assert not list(target.glob(".record-*"))
+    assert not list(target.rglob(".*.tmp-*"))
