@@ -13,7 +13,9 @@ That bound is what keeps a 500-image grid under 5 MB of cell output.
 from __future__ import annotations
 
 import io
-import warnings
+import os
+from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,27 +100,29 @@ def thumbnail(path: Path, px: int) -> tuple[bytes, str]:
     """A JPEG thumbnail of the image at ``path`` whose longest side is at most ``px``.
 
     Raises ``OSError``/``ValueError`` when Pillow cannot read the image, and refuses images
-    Pillow flags as decompression bombs instead of decoding them.
+    past Pillow's decompression-bomb limit instead of decoding them. Safe to call from
+    worker threads (Pillow releases the GIL while decoding and resizing).
     """
     from PIL import Image  # noqa: PLC0415 - Pillow is imported only when a thumbnail is drawn
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        with Image.open(path) as im:
-            im.draft("RGB", (px, px))  # JPEG: decode at reduced scale, much faster
-            im.thumbnail((px, px))
-            has_alpha = im.mode in ("RGBA", "LA", "PA") or (
-                im.mode == "P" and "transparency" in im.info
-            )
-            if has_alpha:
-                rgba = im.convert("RGBA")
-                flat = Image.new("RGB", rgba.size, (255, 255, 255))
-                flat.paste(rgba, mask=rgba.getchannel("A"))
-                out = flat
-            else:
-                out = im.convert("RGB")
-            buf = io.BytesIO()
-            out.save(buf, format="JPEG", quality=72)
+    with Image.open(path) as im:
+        limit = Image.MAX_IMAGE_PIXELS
+        if limit is not None and im.width * im.height > limit:
+            raise ValueError(f"{im.width}x{im.height} pixels is past Pillow's safety limit")
+        im.draft("RGB", (px, px))  # JPEG: decode at reduced scale, much faster
+        im.thumbnail((px, px))
+        has_alpha = im.mode in ("RGBA", "LA", "PA") or (
+            im.mode == "P" and "transparency" in im.info
+        )
+        if has_alpha:
+            rgba = im.convert("RGBA")
+            flat = Image.new("RGB", rgba.size, (255, 255, 255))
+            flat.paste(rgba, mask=rgba.getchannel("A"))
+            out = flat
+        else:
+            out = im.convert("RGB")
+        buf = io.BytesIO()
+        out.save(buf, format="JPEG", quality=72)
     return buf.getvalue(), "image/jpeg"
 
 
@@ -133,6 +137,38 @@ class GridItem:
 
 
 _SVG_INLINE_MAX = 64 * 1024
+_BATCH = 16
+
+
+def _thumb_uri(item: GridItem, px: int) -> str | Exception:
+    """The thumbnail data URI for ``item``, or the exception that prevented it."""
+    assert item.file is not None
+    try:
+        if item.media_type == "image/svg+xml":
+            if item.file.stat().st_size > _SVG_INLINE_MAX:
+                raise ValueError("SVG too large for a thumbnail")
+            return data_uri("image/svg+xml", item.file.read_bytes())
+        data, mt = thumbnail(item.file, px)
+        return data_uri(mt, data)
+    except (OSError, ValueError, Warning) as exc:
+        return exc
+
+
+def _thumb_uris(items: list[GridItem], px: int) -> Generator[str | Exception | None, None, None]:
+    """Thumbnails in item order (``None`` for items without a file), drawn a batch at a time
+    on worker threads; the consumer stops pulling once the budget is spent."""
+    workers = max(1, min(4, os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="murmur-thumb") as pool:
+        for start in range(0, len(items), _BATCH):
+            batch = items[start : start + _BATCH]
+            futures = [
+                None
+                if (it.problem is not None or it.file is None)
+                else pool.submit(_thumb_uri, it, px)
+                for it in batch
+            ]
+            for fut in futures:
+                yield None if fut is None else fut.result()
 
 
 def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[str]]:
@@ -142,53 +178,50 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
     over_budget = 0
     unreadable = 0
     cells: list[str] = []
-    for n, item in enumerate(items, 1):
-        caption = (
-            f'<figcaption style="font-size:11px;color:#57606a;overflow:hidden;'
-            f'text-overflow:ellipsis;white-space:nowrap" title="{esc(item.label)}">'
-            f"{n}. {esc(item.label)}</figcaption>"
-        )
-        box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
-        inner: str
-        if item.problem is not None or item.file is None:
-            unreadable += 1
-            inner = (
-                f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px;'
-                f'text-align:center">{esc(item.problem or "missing")}</div>'
+    box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
+    muted = f'<div style="{box};background:#f6f8fa;font-size:11px">not embedded</div>'
+    uris = _thumb_uris(items, px)
+    try:
+        for n, item in enumerate(items, 1):
+            caption = (
+                f'<figcaption style="font-size:11px;color:#57606a;overflow:hidden;'
+                f'text-overflow:ellipsis;white-space:nowrap" title="{esc(item.label)}">'
+                f"{n}. {esc(item.label)}</figcaption>"
             )
-        elif spent >= budget.grid_bytes:
-            over_budget += 1
-            inner = f'<div style="{box};background:#f6f8fa;font-size:11px">not embedded</div>'
-        else:
-            try:
-                if item.media_type == "image/svg+xml":
-                    if item.file.stat().st_size > _SVG_INLINE_MAX:
-                        raise ValueError("SVG too large for a thumbnail")
-                    uri = data_uri("image/svg+xml", item.file.read_bytes())
-                else:
-                    data, mt = thumbnail(item.file, px)
-                    uri = data_uri(mt, data)
-            except (OSError, ValueError, Warning) as exc:
+            inner: str
+            if item.problem is not None or item.file is None:
                 unreadable += 1
-                reason = exc.__class__.__name__
                 inner = (
-                    f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px">'
-                    f"unreadable ({esc(reason)})</div>"
+                    f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px;'
+                    f'text-align:center">{esc(item.problem or "missing")}</div>'
                 )
+                if spent < budget.grid_bytes:
+                    next(uris)  # keep the thumbnail stream aligned with the items
+            elif spent >= budget.grid_bytes:
+                over_budget += 1
+                inner = muted
             else:
-                if spent + len(uri) > budget.grid_bytes:
+                uri = next(uris)
+                if isinstance(uri, Exception) or uri is None:
+                    unreadable += 1
+                    reason = uri.__class__.__name__ if uri is not None else "missing"
+                    inner = (
+                        f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px">'
+                        f"unreadable ({esc(reason)})</div>"
+                    )
+                elif spent + len(uri) > budget.grid_bytes:
                     over_budget += 1
                     spent = budget.grid_bytes  # keep order: nothing after this is embedded
-                    inner = (
-                        f'<div style="{box};background:#f6f8fa;font-size:11px">not embedded</div>'
-                    )
+                    inner = muted
                 else:
                     spent += len(uri)
                     inner = (
                         f'<div style="{box}"><img src="{uri}" alt="{esc(item.label)}" '
                         f'style="max-width:{px}px;max-height:{px}px"></div>'
                     )
-        cells.append(f'<figure style="margin:0;width:{px}px">{inner}{caption}</figure>')
+            cells.append(f'<figure style="margin:0;width:{px}px">{inner}{caption}</figure>')
+    finally:
+        uris.close()
     notes: list[str] = []
     if over_budget:
         notes.append(
