@@ -51,10 +51,22 @@ from murmur_nb._conversations import ConversationReader, ConversationStore, Mess
 from murmur_nb._frames import read_conversation, read_conversations
 from murmur_nb._record_writer import RecordWriter
 # --- hooks (issue 4) ---
+from murmur_nb._hooks import HookHost, HookInfo, HookResult, build_demo_hook, build_python_hook
 # --- rendering (issue 5) ---
 from murmur_nb._presentation import PRIMITIVES, PresentationWarning, resolve_presentation
 from murmur_nb._render import render, render_file
 from murmur_nb._render_core import RenderBudget, Rendering, Slide
+# --- widgets (issue 6) ---
+
+
+def __getattr__(name: str) -> object:
+    """``murmur_nb.widgets`` on first use, so ipywidgets is imported only then."""
+    if name == "widgets":
+        import importlib  # noqa: PLC0415 - ipywidgets only when asked for
+
+        return importlib.import_module("murmur_nb.widgets")
+    raise AttributeError(f"module 'murmur_nb' has no attribute {name!r}")
+
 
 try:
     __version__ = version("murmur-nb")
@@ -75,6 +87,9 @@ __all__ = [
     "DigestMismatch",
     "HookConfigError",
     "HookError",
+    "HookHost",
+    "HookInfo",
+    "HookResult",
     "InvalidContextId",
     "InvalidDescriptor",
     "InvalidInput",
@@ -104,6 +119,8 @@ __all__ = [
     "StagedArtifact",
     "VerifiedArtifact",
     "__version__",
+    "build_demo_hook",
+    "build_python_hook",
     "prepare_demo_home",
     "protocol",
     "read_conversation",
@@ -111,4 +128,5 @@ __all__ = [
     "render",
     "render_file",
     "resolve_presentation",
+    "widgets",
 ]

@@ -37,6 +37,7 @@ import dataclasses
 import hashlib
 import math
 import os
+import re
 import select
 import signal
 import subprocess
@@ -968,18 +969,18 @@ def _lift_messages(value: Any) -> list[Any]:
 
 
 def _reason(text: str) -> str:
-    """The cause line of a wasmtime error (``wasm trap: ...``), else its first line."""
+    """A one-line reason from a wasmtime error: the trap for traps, else the causal chain."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "unknown failure"
+    causes: list[str] = []
     if "Caused by:" in lines:
-        after = lines[lines.index("Caused by:") + 1 :]
-        if after:
-            return after[-1]
-    return lines[0] if lines else "unknown failure"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+        at = lines.index("Caused by:")
+        causes = [re.sub(r"^\d+:\s*", "", line) for line in lines[at + 1 :]]
+        lines = lines[:at]
+    if lines[0].startswith("error while executing at wasm backtrace") and causes:
+        return causes[-1]
+    return ": ".join([lines[0], *causes])
 
 
 def _explain(code: str, failure: str, limits: HookLimits) -> str:

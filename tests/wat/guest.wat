@@ -4,7 +4,8 @@
 ;;   "!read" / "!read:<cursor>" call read-messages(cursor, 100) and return
 ;;   ok("<count>|<total>|<newest id or ->|<next cursor or ->") or the read's err verbatim;
 ;;   any other id is echoed back as ok(id).
-;; `on-compact` returns its input without the first (oldest) message.
+;; `on-compact` returns its input without the first message; given no messages it returns
+;; the newest page of read-messages(none, 100) as the messages to keep (or the read's err).
 (module
   (import "env" "memory" (memory 1))
   (import "env" "realloc" (func $realloc (param i32 i32 i32 i32) (result i32)))
@@ -100,7 +101,10 @@
     (call $result (i32.const 0) (local.get $tp) (local.get $tl)))
 
   (func (export "on-compact") (param $p i32) (param $n i32) (result i32)
-    (if (i32.eqz (local.get $n)) (then (return (call $result (i32.const 0) (local.get $p)
-                                                             (i32.const 0)))))
+    (if (i32.eqz (local.get $n))
+      (then
+        (call $read (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 100) (i32.const 128))
+        (return (call $result (i32.load8_u (i32.const 128)) (i32.load (i32.const 132))
+                              (i32.load (i32.const 136))))))
     (call $result (i32.const 0) (i32.add (local.get $p) (i32.const 48))
                   (i32.sub (local.get $n) (i32.const 1)))))

@@ -1,0 +1,159 @@
+"""The compiled-component cache: keyed by digest, wasmtime version and engine config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import wasmtime
+from wasmtime.component import Component
+
+import murmur_nb._wasm_cache as wasm_cache
+from murmur_nb._wasm_cache import ComponentCache, cache_dir
+
+COMPONENT = """
+(component
+  (core module $m (func (export "f") (result i32) i32.const {value}))
+  (core instance $i (instantiate $m))
+  (func $f (result u32) (canon lift (core func $i "f")))
+  (export "f" (func $f)))
+"""
+
+
+def component_file(tmp_path: Path, value: int = 7, name: str = "c.wasm") -> Path:
+    path = tmp_path / name
+    path.write_bytes(wasmtime.wat2wasm(COMPONENT.format(value=value)))
+    return path
+
+
+def engine(*, fuel: bool = True) -> wasmtime.Engine:
+    config = wasmtime.Config()
+    config.consume_fuel = fuel
+    config.epoch_interruption = True
+    return wasmtime.Engine(config)
+
+
+def call_f(eng: wasmtime.Engine, component: Component, *, fuel: bool = True) -> int:
+    store = wasmtime.Store(eng)
+    if fuel:
+        store.set_fuel(10_000)
+    store.set_epoch_deadline(1_000)
+    linker = wasmtime.component.Linker(eng)
+    instance = linker.instantiate(store, component)
+    func = instance.get_func(store, "f")
+    assert func is not None
+    value = func(store)
+    func.post_return(store)
+    assert isinstance(value, int)
+    return value
+
+
+def test_cold_then_cached(tmp_path: Path) -> None:
+    eng = engine()
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
+    path = component_file(tmp_path)
+    first = cache.load(path)
+    assert first.source == "compiled"
+    assert first.entry.is_file()
+    second = cache.load(path)
+    assert second.source == "cache"
+    assert second.digest == first.digest == wasm_cache.sha256_file(path)
+    assert call_f(eng, second.component) == 7
+
+
+def test_changed_file_recompiles(tmp_path: Path) -> None:
+    eng = engine()
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
+    path = component_file(tmp_path, 7)
+    first = cache.load(path)
+    component_file(tmp_path, 8)  # same name, same size, new content
+    second = cache.load(path)
+    assert second.source == "compiled"
+    assert second.digest != first.digest
+    assert call_f(eng, second.component) == 8
+
+
+def test_rewriting_identical_bytes_still_hits(tmp_path: Path) -> None:
+    eng = engine()
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
+    path = component_file(tmp_path, 7)
+    cache.load(path)
+    os.utime(path, ns=(1, 1))
+    again = cache.load(path)
+    assert again.source == "cache"
+
+
+def test_engine_config_is_part_of_the_key(tmp_path: Path) -> None:
+    path = component_file(tmp_path)
+    with_fuel = ComponentCache(engine(fuel=True), "fuel;epoch", tmp_path / "cache")
+    no_fuel_engine = engine(fuel=False)
+    without_fuel = ComponentCache(no_fuel_engine, "epoch", tmp_path / "cache")
+    a = with_fuel.load(path)
+    b = without_fuel.load(path)
+    assert a.entry != b.entry
+    assert b.source == "compiled"
+    assert call_f(no_fuel_engine, b.component, fuel=False) == 7
+    assert without_fuel.load(path).source == "cache"
+
+
+def test_wasmtime_version_is_part_of_the_key(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    eng = engine()
+    path = component_file(tmp_path)
+    current = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
+    current.load(path)
+    monkeypatch.setattr(wasm_cache, "_wasmtime_version", lambda: "0.0.1")
+    other = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
+    assert other.entry_path(wasm_cache.sha256_file(path)) != current.entry_path(
+        wasm_cache.sha256_file(path)
+    )
+    assert other.load(path).source == "compiled"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "empty", "flip"])
+def test_corrupt_entry_is_discarded_and_rebuilt(tmp_path: Path, damage: str) -> None:
+    eng = engine()
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
+    path = component_file(tmp_path)
+    entry = cache.load(path).entry
+    data = bytearray(entry.read_bytes())
+    if damage == "garbage":
+        data = bytearray(b"not a compiled component" * 40)
+    elif damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "empty":
+        data = bytearray()
+    else:
+        data[:16] = bytes(16)
+    entry.write_bytes(bytes(data))
+    again = cache.load(path)
+    assert again.source == "recompiled"
+    assert call_f(eng, again.component) == 7
+    assert cache.load(path).source == "cache"
+
+
+def test_read_only_cache_only_costs_a_compile(tmp_path: Path) -> None:
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder should be")
+    cache = ComponentCache(engine(), "fuel;epoch", blocked)
+    path = component_file(tmp_path)
+    assert cache.load(path).source == "compiled"
+    assert cache.load(path).source == "compiled"
+
+
+def test_not_a_component_raises_wasmtime_error(tmp_path: Path) -> None:
+    cache = ComponentCache(engine(), "fuel;epoch", tmp_path / "cache")
+    bad = tmp_path / "bad.wasm"
+    bad.write_bytes(b"\0asm\x01\0\0\0garbage")
+    with pytest.raises(wasmtime.WasmtimeError):
+        cache.load(bad)
+
+
+def test_cache_dir_follows_the_environment(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "explicit"))
+    assert cache_dir() == tmp_path / "explicit"
+    monkeypatch.delenv("MURMUR_NB_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "murmur-nb"

@@ -1,0 +1,223 @@
+"""murmur.yaml -> hook configuration: paths, grants, events, limits, and errors that help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from murmur_nb import HookConfigError
+from murmur_nb._hook_config import (
+    DEFAULT_MEMORY_MIB,
+    DEFAULT_TIME_MS,
+    HookLimits,
+    load_hook_config,
+)
+
+SPEC_EXAMPLE = """\
+inference:
+  transport: api            # or: process (no record; reads return an empty page)
+hooks:
+  summarize:
+    component: hooks/summarize.wasm   # relative to this file
+    events: [task-start, compact]
+    capabilities:
+      conversation:
+        read: true
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "capsule" / "murmur.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_spec_example_parses_with_paths_relative_to_the_file(tmp_path: Path) -> None:
+    config = load_hook_config(write(tmp_path, SPEC_EXAMPLE))
+    assert config.transport == "api"
+    (entry,) = config.hooks
+    assert entry.id == "summarize"
+    assert entry.component == tmp_path / "capsule" / "hooks" / "summarize.wasm"
+    assert entry.events == ("task-start", "compact")
+    assert entry.read_granted is True
+    assert entry.limits == HookLimits()
+    assert entry.notes == ()
+
+
+def test_absolute_component_path_is_kept(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere" / "h.wasm"
+    config = load_hook_config(write(tmp_path, f"hooks:\n  h:\n    component: {target}\n"))
+    assert config.hooks[0].component == target
+
+
+def test_events_default_to_all_and_are_deduplicated_in_dispatch_order(tmp_path: Path) -> None:
+    text = """\
+hooks:
+  a: {component: a.wasm}
+  b: {component: b.wasm, events: [compact, task-start, compact]}
+  c: {component: c.wasm, events: compact}
+"""
+    a, b, c = load_hook_config(write(tmp_path, text)).hooks
+    assert a.events == ("task-start", "compact")
+    assert b.events == ("task-start", "compact")
+    assert c.events == ("compact",)
+
+
+@pytest.mark.parametrize("value", ["true", "True", "TRUE"])
+def test_yaml_boolean_true_grants(tmp_path: Path, value: str) -> None:
+    text = (
+        "hooks:\n  h:\n    component: h.wasm\n"
+        f"    capabilities: {{conversation: {{read: {value}}}}}\n"
+    )
+    assert load_hook_config(write(tmp_path, text)).hooks[0].read_granted is True
+
+
+@pytest.mark.parametrize(
+    ("value", "noted"),
+    [
+        ('"true"', True),
+        ("'true'", True),
+        ("yes", True),
+        ("on", True),
+        ("y", True),
+        ("1", True),
+        ("[true]", True),
+        ("{enabled: true}", True),
+        ("false", False),
+        ("null", False),
+        ("~", False),
+    ],
+)
+def test_every_other_value_denies(tmp_path: Path, value: str, noted: bool) -> None:
+    text = (
+        "hooks:\n  h:\n    component: h.wasm\n"
+        f"    capabilities: {{conversation: {{read: {value}}}}}\n"
+    )
+    entry = load_hook_config(write(tmp_path, text)).hooks[0]
+    assert entry.read_granted is False
+    assert bool(entry.notes) is noted
+    if noted:
+        assert "hooks.h.capabilities.conversation.read" in entry.notes[0]
+        assert "read: true" in entry.notes[0]
+
+
+@pytest.mark.parametrize(
+    "capabilities",
+    ["", "capabilities: {}", "capabilities: {conversation: {}}", "capabilities: read",
+     "capabilities: {conversation: true}", "capabilities: {network: {read: true}}"],
+)
+def test_missing_or_misplaced_grant_denies(tmp_path: Path, capabilities: str) -> None:
+    text = f"hooks:\n  h:\n    component: h.wasm\n    {capabilities}\n"
+    assert load_hook_config(write(tmp_path, text)).hooks[0].read_granted is False
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.from_regex(r"[A-Za-z0-9_]{1,8}", fullmatch=True), st.booleans())
+def test_only_the_boolean_true_grants_property(tmp_path_factory: pytest.TempPathFactory,
+                                               token: str, quoted: bool) -> None:
+    scalar = f'"{token}"' if quoted else token
+    text = f"hooks:\n  h:\n    component: h.wasm\n    capabilities:\n      conversation:\n" \
+           f"        read: {scalar}\n"
+    path = write(tmp_path_factory.mktemp("prop"), text)
+    granted = load_hook_config(path).hooks[0].read_granted
+    assert granted is (not quoted and token in {"true", "True", "TRUE"})
+
+
+def test_limits_default_then_file_defaults_then_per_hook(tmp_path: Path) -> None:
+    text = """\
+hook_limits: {time_ms: 750, fuel: 123456}
+hooks:
+  a: {component: a.wasm}
+  b: {component: b.wasm, limits: {time_ms: 40, memory_mib: 16, fuel: null}}
+"""
+    config = load_hook_config(write(tmp_path, text))
+    assert config.default_limits == HookLimits(time_ms=750, memory_mib=DEFAULT_MEMORY_MIB,
+                                               fuel=123456)
+    a, b = config.hooks
+    assert a.limits == config.default_limits
+    assert b.limits == HookLimits(time_ms=40, memory_mib=16, fuel=None)
+    assert HookLimits().time_ms == DEFAULT_TIME_MS
+
+
+def test_process_transport(tmp_path: Path) -> None:
+    config = load_hook_config(write(tmp_path, "inference: {transport: process}\n"))
+    assert config.transport == "process"
+    assert config.hooks == ()
+
+
+def test_empty_file_is_an_empty_configuration(tmp_path: Path) -> None:
+    config = load_hook_config(write(tmp_path, ""))
+    assert config.hooks == ()
+    assert config.transport == "api"
+
+
+def test_unknown_top_level_keys_belong_to_the_runtime_and_are_left_alone(tmp_path: Path) -> None:
+    text = "model: some-model\ntools: [a, b]\nhooks: {h: {component: h.wasm}}\n"
+    assert [h.id for h in load_hook_config(write(tmp_path, text)).hooks] == ["h"]
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "fix"),
+    [
+        ("hooks:\n  h: {component: h.wasm, capabilites: {}}\n",
+         "hooks.h.capabilites", "did you mean 'capabilities'"),
+        ("hooks:\n  h: {component: h.wasm, events: [task-start, on-compact]}\n",
+         "hooks.h.events[1]", "use one of task-start, compact"),
+        ("hooks:\n  h: {events: [compact]}\n",
+         "hooks.h.component", "component: hooks/summarize.wasm"),
+        ("hooks:\n  h: {component: h.wasm, limits: {time_ms: -5}}\n",
+         "hooks.h.limits.time_ms", "positive integer"),
+        ("hooks:\n  h: {component: h.wasm, limits: {time: 5}}\n",
+         "hooks.h.limits.time", "did you mean 'time_ms'"),
+        ("hooks:\n  h: {component: h.wasm, limits: {memory_mib: true}}\n",
+         "hooks.h.limits.memory_mib", "positive integer"),
+        ("hook_limits: 5\n", "hook_limits", "expected a mapping"),
+        ("hooks:\n  ../evil: {component: h.wasm}\n", "hooks.../evil", "rename the entry"),
+        ("hooks:\n  h: h.wasm\n", "hooks.h", "component: <path to .wasm>"),
+        ("hooks: [h]\n", "hooks", "mapping of hook id to entry"),
+        ("inference: {transport: grpc}\n", "inference.transport", "`api` or `process`"),
+    ],
+)
+def test_errors_name_the_path_and_the_fix(tmp_path: Path, text: str, where: str,
+                                          fix: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(HookConfigError) as info:
+        load_hook_config(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert f"{where}:" in message
+    assert fix in message
+    assert info.value.code == "invalid_config"
+    assert isinstance(info.value, ValueError)
+
+
+def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
+    text = "hooks:\n  a: {component: a.wasm, events: [nope]}\n  b: {evnts: [compact]}\n"
+    with pytest.raises(HookConfigError) as info:
+        load_hook_config(write(tmp_path, text))
+    message = str(info.value)
+    assert "3 problem(s)" in message
+    assert "hooks.a.events[0]" in message
+    assert "hooks.b.evnts" in message
+    assert "hooks.b.component" in message
+
+
+def test_invalid_yaml_names_line_and_column(tmp_path: Path) -> None:
+    with pytest.raises(HookConfigError, match=r"not valid YAML at line 2, column 11"):
+        load_hook_config(write(tmp_path, "hooks:\n  h: {a: b: c}\n"))
+
+
+def test_missing_file_names_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "murmur.yaml"
+    with pytest.raises(HookConfigError, match="cannot read the hook configuration") as info:
+        load_hook_config(missing)
+    assert str(missing) in str(info.value)
+
+
+def test_document_must_be_a_mapping(tmp_path: Path) -> None:
+    with pytest.raises(HookConfigError, match="must be a mapping"):
+        load_hook_config(write(tmp_path, "- just\n- a list\n"))
