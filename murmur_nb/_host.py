@@ -235,6 +235,7 @@ class ModuleHost:
         self._validators: dict[tuple[str, str, str], Validator] = {}
         self._binaries: dict[str, str | None] = {}
         self._audit: list[dict[str, Any]] = []
+        self._cwd_pool: list[Path] = []
         self._closed = False
 
     # -- resources ---------------------------------------------------------------------
@@ -261,11 +262,36 @@ class ModuleHost:
             self._runs.mkdir(parents=True, exist_ok=True)
         return self._runs
 
+    def _take_cwd(self) -> Path:
+        """A private, empty working folder for one run (recycled: mkdir/rmdir are slow)."""
+        with self._lock:
+            if self._cwd_pool:
+                return self._cwd_pool.pop()
+        return Path(tempfile.mkdtemp(prefix="cwd-", dir=self._runs_dir()))
+
+    def _give_back_cwd(self, cwd: Path) -> None:
+        """Recycle a working folder the module left empty and untouched; remove any other."""
+        try:
+            st = cwd.lstat()
+            with os.scandir(cwd) as entries:
+                empty = next(entries, None) is None
+            clean = empty and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
+        except OSError:
+            clean = False
+        with self._lock:
+            if clean and not self._closed and len(self._cwd_pool) < 8:
+                self._cwd_pool.append(cwd)
+                return
+        shutil.rmtree(cwd, ignore_errors=True)
+
     def close(self) -> None:
         """Remove the private runs folder (unless ``runs_dir`` was given). Idempotent."""
         if self._closed:
             return
         self._closed = True
+        for cwd in self._cwd_pool:
+            shutil.rmtree(cwd, ignore_errors=True)
+        self._cwd_pool.clear()
         if self._runs is not None and not self._runs_given:
             shutil.rmtree(self._runs, ignore_errors=True)
 
@@ -559,7 +585,7 @@ class ModuleHost:
                 safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64] or "root"
                 path = run_dir / f"w{fresh}-{safe}"
                 fresh += 1
-                path.mkdir()
+                path.mkdir(parents=True)
             elif not path.is_dir():
                 warnings.append(
                     f"policy maps write root {name!r} to {path}, which is not a "
@@ -784,10 +810,8 @@ class ModuleHost:
                 self.store.verify(item)
         # -- request ------------------------------------------------------------------
         run_dir = self._runs_dir() / request_id
-        run_dir.mkdir()
-        cwd = run_dir / "cwd"
-        cwd.mkdir()
         roots = self._build_roots(descriptor, run_dir, staged, host_warnings)
+        cwd = self._take_cwd()
         request = Request(
             protocol=PROTOCOL_ID,
             capability=capability,
@@ -826,7 +850,7 @@ class ModuleHost:
                 rule="executable",
             ) from exc
         finally:
-            shutil.rmtree(cwd, ignore_errors=True)
+            self._give_back_cwd(cwd)
         inv.stderr = run.stderr_text
         inv.returncode = run.returncode
         try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -64,24 +65,73 @@ class RunResult:
         return self.stderr_tail.decode("utf-8", "replace")
 
 
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (state first), or ``None``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:  # noqa: PTH123 - hot path, no Path
+            data = fh.read()
+    except OSError:
+        return None
+    return data.rpartition(b")")[2].split()
+
+
+def _identity(pid: int) -> int | None:
+    """The start time of a live ``pid`` (its identity against pid reuse); ``None`` if gone."""
+    fields = _stat_fields(pid)
+    if not fields or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+#: whether the kernel lists children per task (CONFIG_PROC_CHILDREN); psutil otherwise
+_PROC_CHILDREN = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` from ``/proc/<pid>/task/*/children`` (psutil as fallback)."""
+    if _PROC_CHILDREN:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")  # noqa: PTH208 - hot path
+        except OSError:
+            return []
+        out: list[int] = []
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:  # noqa: PTH123
+                    out.extend(int(x) for x in fh.read().split())
+            except OSError:
+                continue
+        return out
+    try:
+        return [c.pid for c in psutil.Process(pid).children()]
+    except psutil.Error:
+        return []
+
+
 class _Tracker:
-    """Remembers every descendant seen, keyed by pid with its create time."""
+    """Remembers every descendant seen, keyed by pid with its start time."""
 
     def __init__(self, root: int) -> None:
         self.root = root
         self.sid = root  # start_new_session: the child leads its session and group
-        self.known: dict[int, float] = {}
+        self.known: dict[int, int] = {}
 
-    def scan(self) -> None:
-        try:
-            proc = psutil.Process(self.root)
-            children = proc.children(recursive=True)
-        except psutil.Error:
-            return
-        for child in children:
-            if child.pid not in self.known:
-                with contextlib.suppress(psutil.Error):
-                    self.known[child.pid] = child.create_time()
+    def scan(self, roots: list[int] | None = None) -> None:
+        """Walk the live tree under ``roots`` (default: the child) and remember it."""
+        frontier = list(roots) if roots is not None else [self.root]
+        visited: set[int] = set()
+        while frontier:
+            pid = frontier.pop()
+            if pid in visited:
+                continue
+            visited.add(pid)
+            for child in _children(pid):
+                if child not in self.known:
+                    ident = _identity(child)
+                    if ident is None:
+                        continue
+                    self.known[child] = ident
+                frontier.append(child)
 
 
 def _proc_pids() -> list[int]:
@@ -138,7 +188,11 @@ def _in_session(sid: int) -> set[int]:
 def _kill_tree(
     tracker: _Tracker, pipe_inodes: set[str], cwd: str | None, *, thorough: bool
 ) -> list[int]:
-    """Stop and kill every process of the module's tree; return the pids signalled."""
+    """Stop and kill every process of the module's tree; return the pids signalled.
+
+    ``thorough`` adds the ``/proc`` scans (session, group, pipe holders, working folder);
+    without it only the child, its live tree and the remembered descendants are reached.
+    """
     killed: list[int] = []
     me = os.getpid()
     seen: set[int] = set()
@@ -150,45 +204,52 @@ def _kill_tree(
             targets |= _holders(pipe_inodes, cwd)
         targets.discard(me)
         targets -= seen
-        procs: list[psutil.Process] = []
+        live: dict[int, int] = {}
         for pid in targets:
-            try:
-                proc = psutil.Process(pid)
-                expected = tracker.known.get(pid)
-                if expected is not None and abs(proc.create_time() - expected) > 0.01:
-                    continue  # pid recycled by an unrelated process
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    continue
-                procs.append(proc)
-            except psutil.Error:
+            ident = _identity(pid)
+            if ident is None:
                 continue
-        # group and session first: one syscall reaches members we never saw
+            expected = tracker.known.get(pid)
+            if expected is not None and expected != ident:
+                continue  # pid recycled by an unrelated process
+            live[pid] = ident
+        # the group first: one syscall reaches members never seen
         with contextlib.suppress(OSError):
             os.killpg(tracker.sid, signal.SIGKILL)
-        if not procs:
+        if not live:
             break
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                proc.suspend()
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                for child in proc.children(recursive=True):
-                    if child.pid not in tracker.known:
-                        with contextlib.suppress(psutil.Error):
-                            tracker.known[child.pid] = child.create_time()
-                            child.suspend()
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-                killed.append(proc.pid)
-            seen.add(proc.pid)
+        # freeze everything so nothing forks away, then pick up what was forked meanwhile
+        for pid in live:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+        tracker.scan(list(live))
+        for pid in [*live, *(p for p in tracker.known if p not in live and p not in seen)]:
+            expected = tracker.known.get(pid, live.get(pid))
+            if expected is not None and _identity(pid) != expected:
+                continue
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            seen.add(pid)
         if not thorough and not tracker.known.keys() - seen:
             break
-    for pid in tracker.known:
-        with contextlib.suppress(OSError):
-            if pid not in seen:
-                os.kill(pid, signal.SIGKILL)
     return killed
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` for ``pid`` to exit without reaping it (no pidfd available)."""
+    end = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
 
 
 def run_process(
@@ -308,21 +369,21 @@ def run_process(
             killed = _kill_tree(tracker, pipe_inodes, str(cwd), thorough=True)
         returncode: int | None = None
         if not (timed_out or exceeded or open_pipes):
-            # normal end: let the child finish exiting, then whatever is left in its group,
-            # or was seen in its tree, goes
-            try:
-                returncode = proc.wait(timeout=max(0.0, min(deadline - time.monotonic(), 1.0)))
-            except subprocess.TimeoutExpired:
-                returncode = None
+            # normal end: let the child finish exiting (unreaped, so its group id cannot be
+            # recycled), then whatever is left in its group, or was seen in its tree, goes
+            grace = max(0.0, min(deadline - time.monotonic(), 1.0))
+            if pidfd is not None:
+                exited = exited_at is not None or bool(select.select([pidfd], [], [], grace)[0])
+            else:
+                exited = _wait_exit(proc.pid, grace)
             with contextlib.suppress(OSError):
                 os.killpg(tracker.sid, signal.SIGKILL)
-            if returncode is None:
+            if not exited:
                 timed_out = time.monotonic() >= deadline
                 killed = _kill_tree(tracker, pipe_inodes, str(cwd), thorough=True)
             elif tracker.known:
                 killed = _kill_tree(tracker, pipe_inodes, None, thorough=False)
-        if returncode is None:
-            returncode = proc.wait()
+        returncode = proc.wait()
     except BaseException:
         with contextlib.suppress(Exception):
             _kill_tree(tracker, pipe_inodes, str(cwd), thorough=True)

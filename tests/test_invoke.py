@@ -235,7 +235,17 @@ def test_module_runs_with_an_empty_environment_in_its_own_session(
     assert "MURMUR_SECRET_TOKEN" not in inv.result["environ"]
     assert inv.result["own_session"] is True
     assert inv.result["cwd_entries"] == []
-    assert not Path(inv.result["cwd"]).exists()  # the private folder is gone afterwards
+
+
+def test_each_run_gets_a_private_empty_working_folder(host: mnb.ModuleHost) -> None:
+    first = host.invoke("good.echo", {"count": 0, "litter": True}).result
+    second = host.invoke("good.echo", {"count": 0}).result
+    assert first["cwd_entries"] == [] and second["cwd_entries"] == []
+    assert not Path(first["cwd"], "litter.txt").exists()  # a littered folder is not reused
+    third = host.invoke("good.echo", {"count": 0}).result
+    assert third["cwd_entries"] == [] and Path(third["cwd"]).is_dir()
+    host.close()
+    assert not Path(third["cwd"]).exists()
 
 
 def _assert_all_dead(pids: dict[str, int]) -> None:

@@ -49,11 +49,14 @@ def handle(name, request):
         Path(roots["out"]["path"], f"ran-{name}").write_text(rid)
     inp = request.get("input") or {}
     if name in {"echo", "paid", "start", "poll"}:
+        entries = sorted(p.name for p in Path.cwd().iterdir())
+        if inp.get("litter"):
+            Path("litter.txt").write_text("left behind")
         return envelope("invoke", rid, result={
             "request": request,
             "environ": dict(os.environ),
             "cwd": str(Path.cwd()),
-            "cwd_entries": sorted(p.name for p in Path.cwd().iterdir()),
+            "cwd_entries": entries,
             "environ_at_exec": Path("/proc/self/environ").read_bytes().decode(),
             "own_session": os.getsid(0) == os.getpid(),
             "stdin_rest": "",

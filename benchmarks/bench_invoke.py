@@ -1,0 +1,194 @@
+"""Host overhead of ``ModuleHost.invoke`` and artifact verification throughput.
+
+Run: ``python benchmarks/bench_invoke.py [--runs N] [--mib M]``
+
+1. *Invoke overhead.* The same module is run with the same request, interleaved, as a bare
+   ``subprocess.run`` (empty environment, request on stdin, output captured) and through
+   ``host.invoke`` (descriptor lookup, input validation, request building, roots, the bounded
+   runner with tree tracking, every envelope rule, audit). The module is a ``/bin/sh``
+   script so that process start-up noise does not drown the difference; a Python module is
+   measured too, for reference. Overhead = median(host) - median(bare). Goal: <= 5 ms.
+2. *Verification throughput.* A 256 MiB artifact is re-validated by the host (confinement,
+   ``lstat``/``fstat``, size, streamed SHA-256) and hashed by plain ``hashlib.sha256`` over
+   the same file, best of several interleaved rounds. Ratio = plain time / verify time.
+   Goal: >= 0.5.
+
+The last line is ``overhead_ms=<x> verify_ratio=<y>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import murmur_nb as mnb
+from murmur_nb._artifacts import verify_artifact
+from murmur_nb.protocol import Artifact, Root
+
+_EXECUTION = (
+    '{"local":true,"network":false,"external_writes":false,"provider":"",'
+    '"estimated_cost":0,"actual_cost":0,"artifacts":[]}'
+)
+_SCHEMAS = (
+    '"request_schemas":{"in":{"type":"object","properties":{"count":{"type":"integer"}}}},'
+    '"result_schemas":{"out":{}},"artifact_schemas":{}'
+)
+
+
+def _descriptor(module: str) -> str:
+    cap = (
+        f'{{"id":"{module}.run","title":"Run","summary":"s","request_schema":"in",'
+        '"result_schema":"out","artifact_schemas":[],"effects":{"local":true,"network":false,'
+        '"external_writes":false,"provider":"","cost_known":true},"skills":[],'
+        '"long_running":false}'
+    )
+    return (
+        f'{{"module":"{module}","name":"Bench","version":"1","protocol_versions":["modproto.v1"],'
+        f'"capabilities":[{cap}],{_SCHEMAS},"agent_overlays":[],"skills":[],'
+        '"permissions":{"filesystem_read":[],"filesystem_write":[],"network":[],'
+        '"credentials":[],"paid_providers":[],"publish":false,"subprocess":[]},'
+        '"requirements":[]}'
+    )
+
+
+def _envelope(module: str, operation: str, rid: str, result: str) -> str:
+    return (
+        f'{{"protocol":"modproto.v1","module":"{module}","operation":"{operation}",'
+        f'"request_id":"{rid}","ok":true,"result":{result},"warnings":[],'
+        f'"execution":{_EXECUTION}}}'
+    )
+
+
+def _install(home: Path) -> None:
+    sh = home / "modules" / "benchsh"
+    sh.mkdir(parents=True)
+    describe = _envelope("benchsh", "describe", "", _descriptor("benchsh"))
+    invoke = _envelope("benchsh", "invoke", "%s", '{"n":1}')
+    (sh / "module").write_text(
+        "#!/bin/sh\n"
+        f"if [ \"$1\" = describe ]; then printf '%s' '{describe}'; exit 0; fi\n"
+        "IFS= read -r line\n"
+        'rid=${line#*\\"request_id\\":\\"}\n'
+        'rid=${rid%%\\"*}\n'
+        f"printf '{invoke}' \"$rid\"\n"
+    )
+    py = home / "modules" / "benchpy"
+    py.mkdir(parents=True)
+    py_describe = _envelope("benchpy", "describe", "", _descriptor("benchpy"))
+    py_invoke = _envelope("benchpy", "invoke", "%s", '{"n":1}')
+    (py / "module").write_text(
+        f"#!{sys.executable} -S\n"
+        "import json, sys\n"
+        "if sys.argv[1] == 'describe':\n"
+        f"    sys.stdout.write({py_describe!r})\n"
+        "else:\n"
+        "    req = json.loads(sys.stdin.buffer.read())\n"
+        f"    sys.stdout.write({py_invoke!r} % req['request_id'])\n"
+    )
+    for folder in (sh, py):
+        (folder / "module").chmod(0o755)
+
+
+def bench_overhead(host: mnb.ModuleHost, module: str, runs: int) -> tuple[float, float, float]:
+    cap = f"{module}.run"
+    exe = str(host.modules_dir / module / "module")
+    warm = host.invoke(cap, {"count": 4})
+    assert warm.ok, warm
+    payload = json.dumps(
+        warm.request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
+    ).encode()
+    bare: list[float] = []
+    hosted: list[float] = []
+    with tempfile.TemporaryDirectory() as cwd:
+        for _ in range(5):
+            subprocess.run([exe, "invoke"], input=payload, capture_output=True, env={}, cwd=cwd,
+                           check=True)
+        for _ in range(runs):
+            t = time.perf_counter()
+            proc = subprocess.run([exe, "invoke"], input=payload, capture_output=True, env={},
+                                  cwd=cwd, check=True)
+            bare.append(time.perf_counter() - t)
+            assert proc.stdout
+            t = time.perf_counter()
+            inv = host.invoke(cap, {"count": 4})
+            hosted.append(time.perf_counter() - t)
+            assert inv.ok
+    b = statistics.median(bare) * 1000
+    h = statistics.median(hosted) * 1000
+    return b, h, h - b
+
+
+def bench_verify(folder: Path, mib: int, rounds: int) -> tuple[float, float, float]:
+    path = folder / "big.bin"
+    block = os.urandom(1 << 20)
+    digest = hashlib.sha256()
+    with path.open("wb") as fh:
+        for i in range(mib):
+            chunk = block[i % 997 :] + block[: i % 997]
+            fh.write(chunk)
+            digest.update(chunk)
+    size = path.stat().st_size
+    art = Artifact(id="big", kind="blob", path="big.bin", root="out",
+                   media_type="application/octet-stream", bytes=size,
+                   digest="sha256:" + digest.hexdigest())
+    roots = {"out": Root(path=str(folder), mode="rw")}
+
+    def plain() -> str:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
+
+    plain()  # warm the page cache
+    t_plain: list[float] = []
+    t_verify: list[float] = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        plain()
+        t_plain.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        verified = verify_artifact(art, roots)
+        t_verify.append(time.perf_counter() - t)
+        assert verified.file == path.resolve()
+    best_plain, best_verify = min(t_plain), min(t_verify)
+    mb = size / 1e6
+    return mb / best_plain, mb / best_verify, best_plain / best_verify
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200, help="invocations per side")
+    parser.add_argument("--mib", type=int, default=256, help="artifact size in MiB")
+    parser.add_argument("--rounds", type=int, default=5, help="verification rounds")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-invoke-") as tmp:
+        home = Path(tmp) / "home"
+        _install(home)
+        with mnb.ModuleHost(home=home, artifact_store=Path(tmp) / "store") as host:
+            b, h, overhead = bench_overhead(host, "benchsh", args.runs)
+            print(f"invoke /bin/sh module: bare subprocess.run median {b:.3f} ms, "
+                  f"host.invoke median {h:.3f} ms, overhead {overhead:.3f} ms "
+                  f"({args.runs} runs each, interleaved)")
+            pb, ph, po = bench_overhead(host, "benchpy", max(20, args.runs // 5))
+            print(f"invoke Python module:  bare subprocess.run median {pb:.3f} ms, "
+                  f"host.invoke median {ph:.3f} ms, overhead {po:.3f} ms (reference)")
+        data = Path(tmp) / "data"
+        data.mkdir()
+        plain_mbs, verify_mbs, ratio = bench_verify(data, args.mib, args.rounds)
+        print(f"verify {args.mib} MiB artifact: hashlib.sha256 {plain_mbs:.0f} MB/s, "
+              f"host verification {verify_mbs:.0f} MB/s, ratio {ratio:.3f} "
+              f"(best of {args.rounds})")
+    print(f"overhead_ms={overhead:.3f} verify_ratio={ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()
