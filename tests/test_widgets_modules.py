@@ -330,3 +330,31 @@ def test_text_forms_are_stable_across_runs(host: ModuleHost, demo: DemoHome) -> 
         assert "0x" not in text
         assert "request_id" not in text
     assert json.dumps(first)  # plain strings
+
+
+def test_a_long_running_capability_offers_its_poll_form(host: ModuleHost) -> None:
+    form = CapabilityForm(
+        host, "studio.storyboard", values={"title": "T", "scenes": ["Open", "Close"]}
+    )
+    assert form.inputs["scenes"].value == "Open\nClose"
+    form.run_button.click()
+    assert form.state == "ran"
+    assert form.poll_button in form.result_box.children
+    assert form.poll_button.description == "Poll studio.storyboard_status"
+    form.poll_button.click()
+    poll = form.poll_form
+    assert poll is not None and poll.capability_id == "studio.storyboard_status"
+    job = form.invocation.result["job"]
+    assert poll.inputs["job"].value == job
+    for _ in range(5):
+        poll.run_button.click()
+        assert poll.state == "ran"
+        if poll.invocation.result["state"] == "done":
+            break
+    assert poll.invocation.result["state"] == "done"
+    assert poll.result is not None and len(poll.result.steppers) == 1
+    assert f'    job * (string) = "{job}"' in form.text()
+    # a capability that is not long-running offers no poll
+    quick = CapabilityForm(host, "docs.report")
+    quick.run_button.click()
+    assert quick.poll_button not in quick.result_box.children

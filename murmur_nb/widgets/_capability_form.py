@@ -188,6 +188,10 @@ class CapabilityForm(TextView):
         The last invocation, or ``None``.
     result : InvocationView or None
         The view of the last invocation.
+    poll_button : ipywidgets.Button
+        Shown after a long-running capability ran: opens :attr:`poll_form`.
+    poll_form : CapabilityForm or None
+        The form of the poll capability, filled from the result where names match.
     """
 
     def __init__(
@@ -232,6 +236,10 @@ class CapabilityForm(TextView):
         self.approval_text = w.HTML()
         self.approval_panel = w.VBox()
         self.result_box = w.VBox()
+        self.poll_form: CapabilityForm | None = None
+        self.poll_button = w.Button(description="Poll", icon="refresh")
+        self.poll_box = w.VBox()
+        self.poll_button.on_click(lambda _b: self.open_poll())
         self.run_button.on_click(lambda _b: self.run())
         self.reset_button.on_click(lambda _b: self.reset())
         self.approve_button.on_click(lambda _b: self.approve())
@@ -329,8 +337,12 @@ class CapabilityForm(TextView):
         """The operator approves: record it with the host and run."""
         if self.state != "needs_approval":
             return None
-        self.host.approve(self.capability_id)
         self._hide_approval()
+        try:
+            self.host.approve(self.capability_id)
+        except ModuleHostError as exc:
+            self._refused(exc)
+            return None
         return self._invoke()
 
     def cancel(self) -> None:
@@ -352,19 +364,51 @@ class CapabilityForm(TextView):
             self._ask_approval(exc.reasons or [exc.message])
             return None
         except ModuleHostError as exc:
-            self.error = exc
-            self.state = "refused"
-            self._set_status(badge(f"refused: {exc.code}", "error") + esc(exc.message))
+            self._refused(exc)
             return None
         finally:
             self.run_button.disabled = False
         self.invocation = inv
         self.result = InvocationView(inv)
-        self.result_box.children = (self.result,)
+        self.poll_form = None
+        self.result_box.children = (self.result, *self._poll_controls(inv))
         self.state = "ran"
         tone = "ok" if inv.ok else "error"
         self._set_status(badge("ran", tone) + ("" if inv.ok else esc(self.result.status)))
         return inv
+
+    def _refused(self, exc: ModuleHostError) -> None:
+        self.error = exc
+        self.state = "refused"
+        self._set_status(badge(f"refused: {exc.code}", "error") + esc(exc.message))
+
+    def _poll_controls(self, inv: Any) -> list[w.Widget]:
+        """For a long-running capability: a button opening its poll capability's form."""
+        poll = self.capability.poll_capability
+        if not (self.capability.long_running and poll and inv.ok):
+            return []
+        self.poll_button.description = f"Poll {poll}"
+        return [self.poll_button, self.poll_box]
+
+    def open_poll(self) -> CapabilityForm | None:
+        """Open the poll capability's form, filled from this run's result where names match.
+
+        A long-running capability returns something that identifies the job (a job id,
+        say); whichever of the result's keys the poll capability's request schema also
+        has are carried over.
+        """
+        poll = self.capability.poll_capability
+        if self.invocation is None or not poll:
+            return None
+        result = self.invocation.result if isinstance(self.invocation.result, dict) else {}
+        form = CapabilityForm(self.host, poll)
+        names = {c.path[-1] for c in form.form.root.children}
+        for key in names & set(result):
+            form.set_value(key, result[key])
+        form._touched.clear()
+        self.poll_form = form
+        self.poll_box.children = (form,)
+        return form
 
     def _ask_approval(self, reasons: list[str]) -> None:
         self.approval_reasons = list(reasons)
@@ -429,6 +473,8 @@ class CapabilityForm(TextView):
             lines.append(f"  refused {self.error.code}: {self.error.message}")
         if self.result is not None:
             lines.extend(f"  {line}" for line in self.result.text().splitlines())
+        if self.poll_form is not None:
+            lines.extend(f"  {line}" for line in self.poll_form.text().splitlines())
         return "\n".join(lines)
 
 

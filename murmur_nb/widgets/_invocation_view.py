@@ -135,6 +135,9 @@ class InvocationView(TextView):
             lines.append(badge("warning", "warn") + esc(warning))
         execution = getattr(inv, "execution", None)
         lines.extend(esc(x) for x in _execution_words(execution))
+        approval = getattr(inv, "approval", None)
+        if approval:
+            lines.append(f"approval: {esc(approval)}")
         for rejected in getattr(inv, "rejected_artifacts", None) or ():
             lines.append(
                 badge("rejected", "error")
@@ -153,6 +156,8 @@ class InvocationView(TextView):
         for warning in getattr(inv, "warnings", None) or ():
             out.append(f"  warning: {warning}")
         out.extend(f"  {x}" for x in _execution_words(getattr(inv, "execution", None)))
+        if getattr(inv, "approval", None):
+            out.append(f"  approval: {inv.approval}")
         shown = list(getattr(inv, "artifacts", None) or ())
         rejected = list(getattr(inv, "rejected_artifacts", None) or ())
         out.append(f"  artifacts: {len(shown)} verified, {len(rejected)} rejected")
