@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -236,6 +236,7 @@ class ModuleHost:
         self._binaries: dict[str, str | None] = {}
         self._audit: list[dict[str, Any]] = []
         self._cwd_pool: list[Path] = []
+        self._runs_ready = False
         self._closed = False
 
     # -- resources ---------------------------------------------------------------------
@@ -258,8 +259,9 @@ class ModuleHost:
             )
         if self._runs is None:
             self._runs = Path(tempfile.mkdtemp(prefix="murmur-nb-runs-"))
-        else:
+        elif not self._runs_ready:
             self._runs.mkdir(parents=True, exist_ok=True)
+        self._runs_ready = True
         return self._runs
 
     def _take_cwd(self) -> Path:
@@ -943,9 +945,6 @@ class ModuleHost:
         frame["ok"] = frame["ok"].astype(bool)
         frame["warnings"] = frame["warnings"].astype("int64")
         return frame
-
-    def __iter__(self) -> Iterator[ModuleInfo]:
-        return iter(self.modules())
 
 
 def _violation(inv: Invocation, rule: str, detail: str) -> ProtocolViolation:

@@ -376,3 +376,16 @@ def test_audit_rows(host: mnb.ModuleHost) -> None:
     assert third["outcome"] == "approval_required" and third["approval"] == "refused"
     assert str(audit["time"].dt.tz) == "UTC"
     assert json.dumps(first["grants"])  # plain data
+
+
+def test_default_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("FACET_STUDIO_HOME", str(tmp_path / "studio"))
+    install(tmp_path / "studio", "envhome")
+    with mnb.ModuleHost() as host:
+        assert host.home == tmp_path / "studio"
+        assert [m.id for m in host.modules()] == ["envhome"]
+    monkeypatch.delenv("FACET_STUDIO_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with mnb.ModuleHost() as host:
+        assert host.home == tmp_path / ".facet-studio"
+        assert host.modules() == []
