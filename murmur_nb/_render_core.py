@@ -67,7 +67,8 @@ class RenderBudget:
     text_bytes
         Bytes of a text, Markdown or JSON file shown before it is truncated.
     parse_bytes
-        Largest JSON document parsed for a timeline, table, grid list or JSON view.
+        Largest file decoded whole: a JSON document (timeline, table, grid list, JSON view)
+        or an image to thumbnail.
     preview_px
         Width of a PDF page preview, in pixels.
     preview_pages

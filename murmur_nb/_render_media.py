@@ -140,10 +140,13 @@ _SVG_INLINE_MAX = 64 * 1024
 _BATCH = 16
 
 
-def _thumb_uri(item: GridItem, px: int) -> str | Exception:
+def _thumb_uri(item: GridItem, px: int, max_bytes: int) -> str | Exception:
     """The thumbnail data URI for ``item``, or the exception that prevented it."""
     assert item.file is not None
     try:
+        size = item.file.stat().st_size
+        if size > max_bytes:
+            raise ValueError(f"{format_size(size)} is too large to thumbnail")
         if item.media_type == "image/svg+xml":
             if item.file.stat().st_size > _SVG_INLINE_MAX:
                 raise ValueError("SVG too large for a thumbnail")
@@ -154,7 +157,9 @@ def _thumb_uri(item: GridItem, px: int) -> str | Exception:
         return exc
 
 
-def _thumb_uris(items: list[GridItem], px: int) -> Generator[str | Exception | None, None, None]:
+def _thumb_uris(
+    items: list[GridItem], px: int, max_bytes: int
+) -> Generator[str | Exception | None, None, None]:
     """Thumbnails in item order (``None`` for items without a file), drawn a batch at a time
     on worker threads; the consumer stops pulling once the budget is spent."""
     workers = max(1, min(4, os.cpu_count() or 1))
@@ -164,7 +169,7 @@ def _thumb_uris(items: list[GridItem], px: int) -> Generator[str | Exception | N
             futures = [
                 None
                 if (it.problem is not None or it.file is None)
-                else pool.submit(_thumb_uri, it, px)
+                else pool.submit(_thumb_uri, it, px, max_bytes)
                 for it in batch
             ]
             for fut in futures:
@@ -180,7 +185,7 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
     cells: list[str] = []
     box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
     muted = f'<div style="{box};background:#f6f8fa;font-size:11px">not embedded</div>'
-    uris = _thumb_uris(items, px)
+    uris = _thumb_uris(items, px, budget.parse_bytes)
     try:
         for n, item in enumerate(items, 1):
             caption = (
@@ -204,10 +209,15 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
                 uri = next(uris)
                 if isinstance(uri, Exception) or uri is None:
                     unreadable += 1
-                    reason = uri.__class__.__name__ if uri is not None else "missing"
+                    if uri is None:
+                        reason = "missing"
+                    elif isinstance(uri, ValueError):
+                        reason = str(uri)[:80]
+                    else:
+                        reason = uri.__class__.__name__
                     inner = (
                         f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px">'
-                        f"unreadable ({esc(reason)})</div>"
+                        f"not shown: {esc(reason)}</div>"
                     )
                 elif spent + len(uri) > budget.grid_bytes:
                     over_budget += 1

@@ -130,3 +130,18 @@ def test_a_1_gb_video_is_linked_and_never_read_into_memory(tmp_path: Path) -> No
     assert source is not None and source["src"] == "big.mp4"
     assert "1.0 GiB" in r.text and "linked, not embedded" in r.text
     big.unlink()
+
+
+def test_grid_images_past_the_decode_budget_are_not_decoded(tmp_path: Path) -> None:
+    make_png(tmp_path / "small.png", size=(40, 30))
+    make_png(tmp_path / "large.png", size=(900, 700), seed=5)
+    arts = [
+        artifact(tmp_path, "small.png", "image/png", "image_grid"),
+        artifact(tmp_path, "large.png", "image/png", "image_grid"),
+    ]
+    limit = (tmp_path / "small.png").stat().st_size
+    r = mnb.render(invocation(tmp_path, arts), budget=mnb.RenderBudget(parse_bytes=limit))
+    figures = BeautifulSoup(r.html, "html.parser").select("figure")
+    assert figures[0].select_one("img") is not None
+    assert figures[1].select_one("img") is None and "too large to thumbnail" in figures[1].get_text()
+    assert "1 of 2 images could not be shown" in r.text

@@ -360,11 +360,14 @@ def test_json_records_table(tmp_path: Path) -> None:
 
 
 def test_markdown_is_converted_with_raw_html_escaped(tmp_path: Path) -> None:
-    (tmp_path / "n.md").write_text("# Title\n\n*em* <script>x</script>\n", encoding="utf-8")
+    (tmp_path / "n.md").write_text(
+        "# Title\n\n*em* <script>x</script> [link](javascript:alert(1))\n", encoding="utf-8"
+    )
     r = mnb.render(artifact(tmp_path, "n.md", "text/markdown"))
     s = soup(r)
     assert one(s, "h1").get_text() == "Title" and one(s, "em").get_text() == "em"
     assert "<script>x</script>" in s.get_text()
+    assert "javascript:" not in str(one(s, "a")["href"])
 
 
 def test_text_is_truncated_past_the_budget_with_the_size_shown(tmp_path: Path) -> None:
@@ -433,3 +436,29 @@ def test_every_primitive_is_reachable(tmp_path: Path) -> None:
     r = mnb.render(invocation(tmp_path, arts))
     assert [p.primitive for p in r.parts] == list(mnb.PRIMITIVES)
     assert r.ok
+
+
+def test_markdown_without_mistune_is_shown_as_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "n.md").write_text("# Title\n", encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "mistune", None)
+    r = mnb.render(artifact(tmp_path, "n.md", "text/markdown"))
+    s = soup(r)
+    assert r.primitive == "markdown"
+    assert one(s, "pre").get_text() == "# Title\n" and not s.select("h1")
+    assert "pip install 'murmur-nb[render]'" in r.text
+
+
+def test_parquet_without_pyarrow_falls_back_to_a_download_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_parquet(tmp_path / "t.parquet", rows=5)
+    art = artifact(tmp_path, "t.parquet", "application/vnd.apache.parquet", "table")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    with pytest.warns(mnb.PresentationWarning, match="could not show as table"):
+        r = mnb.render(art)
+    assert r.primitive == "download"
+    assert one(soup(r), "a[download]")["download"] == "t.parquet"
+    assert "pip install 'murmur-nb[render]'" in r.text
