@@ -728,6 +728,27 @@ class ModuleHost:
             raise MissingRequirement(
                 f"module {module_id!r} needs setup before {capability} can run: {fixes}"
             )
+        # -- approval -----------------------------------------------------------------
+        approval = "not required"
+        reasons = self.policy.approval_reasons(descriptor, cap)
+        if reasons:
+            if approve:
+                approval = "approved (this call)"
+            else:
+                # a standing approval counts only for the module's *current* descriptor
+                module_id, descriptor, digest, cap = self._capability(capability, refresh=True)
+                reasons = self.policy.approval_reasons(descriptor, cap)
+                pin, voided = self._pin_status(capability, descriptor, digest)
+                if reasons and pin is None:
+                    row["approval"] = "refused"
+                    raise ApprovalRequired(
+                        f"{capability} needs operator approval and was not run: "
+                        + "; ".join(reasons + voided)
+                        + ". Approve it with host.approve(...) or invoke(..., approve=True)",
+                        reasons=reasons + voided,
+                    )
+                approval = f"approved ({pin.source}, {pin.digest[:19]}…)" if pin else approval
+        row["approval"] = approval
         # -- input, bounds, extra ------------------------------------------------------
         if input_value is None:
             input_value = {}
@@ -780,27 +801,6 @@ class ModuleHost:
             path = self._binary(name)
             if path is not None:
                 binaries[name] = path
-        # -- approval -----------------------------------------------------------------
-        approval = "not required"
-        reasons = self.policy.approval_reasons(descriptor, cap)
-        if reasons:
-            if approve:
-                approval = "approved (this call)"
-            else:
-                # a standing approval counts only for the module's *current* descriptor
-                module_id, descriptor, digest, cap = self._capability(capability, refresh=True)
-                reasons = self.policy.approval_reasons(descriptor, cap)
-                pin, voided = self._pin_status(capability, descriptor, digest)
-                if reasons and pin is None:
-                    row["approval"] = "refused"
-                    raise ApprovalRequired(
-                        f"{capability} needs operator approval and was not run: "
-                        + "; ".join(reasons + voided)
-                        + ". Approve it with host.approve(...) or invoke(..., approve=True)",
-                        reasons=reasons + voided,
-                    )
-                approval = f"approved ({pin.source}, {pin.digest[:19]}…)" if pin else approval
-        row["approval"] = approval
         # -- staged inputs -------------------------------------------------------------
         if staged:
             if STAGED_ROOT not in (descriptor.permissions.filesystem_read or []):
