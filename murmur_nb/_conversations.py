@@ -194,20 +194,34 @@ def envelope_text(tool_call_id: Any, is_error: Any, body: Any) -> str:
         return _encode_deep(envelope).decode()
 
 
-def _message(row: Row) -> Message:
-    role = row["role"]
-    content = row["content"]
-    if role == "tool":
-        content = envelope_text(row.get("tool_call_id"), row.get("is_error"), content)
-    name = row.get("name")
-    created_at = row.get("created_at")
-    return Message(
-        row["id"],
-        role,
-        content,
-        name if type(name) is str else None,
-        created_at if type(created_at) is str else None,
-    )
+_new_message = object.__new__
+# Frozen dataclasses assign through ``object.__setattr__``; the slot descriptors do the
+# same assignment at about half the cost, which matters for 100 messages a page.
+_set_id, _set_role, _set_content, _set_name, _set_created_at = (
+    Message.__dict__[slot].__set__ for slot in Message.__slots__
+)
+
+
+def _messages(rows: list[Row]) -> list[Message]:
+    """Messages for decoded record rows, in reverse order (rows are oldest first)."""
+    out: list[Message] = []
+    append = out.append
+    new = _new_message
+    for row in reversed(rows):
+        role = row["role"]
+        content = row["content"]
+        if role == "tool":
+            content = envelope_text(row.get("tool_call_id"), row.get("is_error"), content)
+        name = row.get("name")
+        created_at = row.get("created_at")
+        message = new(Message)
+        _set_id(message, row["id"])
+        _set_role(message, role)
+        _set_content(message, content)
+        _set_name(message, name if type(name) is str else None)
+        _set_created_at(message, created_at if type(created_at) is str else None)
+        append(message)
+    return out
 
 
 class _RecordChanged(Exception):
@@ -595,7 +609,7 @@ class ConversationReader:
         """
         rows, next_cursor, total = self._serve(cursor, limit, None)
         try:
-            messages = [_message(row) for row in reversed(rows)]
+            messages = _messages(rows)
         except (KeyError, TypeError, AttributeError):
             # A line changed in place since it was indexed: the runtime does not do
             # that, so the record was rewritten.

@@ -1,0 +1,253 @@
+"""Conversation records as DataFrames through the paginated API (issue 3, point 6)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import murmur_nb as mnb
+
+
+def write_sample(home: Path, context_id: str = "ctx") -> None:
+    with mnb.RecordWriter(home, context_id, stamp=False) as writer:
+        writer.append("system", "be brief", id="s0")
+        writer.append("user", "list files", id="u1", created_at="2026-01-02T03:04:05Z")
+        writer.append_raw(b"not json\n")
+        writer.append(
+            "assistant",
+            "calling ls",
+            id="a2",
+            name="planner",
+            created_at="2026-01-02T05:04:05.250+02:00",
+        )
+        writer.append(
+            "tool",
+            {"files": ["a.txt", "b.txt"], "count": 2},
+            id="t3",
+            tool_call_id="call-1",
+            is_error=False,
+            created_at="not a time",
+        )
+        writer.append("tool", "boom", id="t4", is_error=True)
+        writer.append_raw(b'{"id":"t5","role":"tool","content":null,"tool_call_id":9}\n')
+        writer.append_raw(b'{"id":"p6","role":"user","content":"still being written"')
+
+
+def test_frame_columns_dtypes_and_order(tmp_path: Path) -> None:
+    write_sample(tmp_path)
+    frame = mnb.read_conversation("ctx", tmp_path, progress=False)
+    assert list(frame.columns) == [
+        "position",
+        "id",
+        "role",
+        "content",
+        "name",
+        "created_at",
+        "tool_call_id",
+        "is_error",
+        "body",
+    ]
+    assert frame["position"].dtype == np.int64
+    assert frame["id"].dtype == pd.StringDtype()
+    assert isinstance(frame["role"].dtype, pd.CategoricalDtype)
+    assert frame["content"].dtype == pd.StringDtype()
+    assert frame["name"].dtype == pd.StringDtype()
+    assert isinstance(frame["created_at"].dtype, pd.DatetimeTZDtype)
+    assert str(frame["created_at"].dt.tz) == "UTC"
+    assert frame["tool_call_id"].dtype == pd.StringDtype()
+    assert frame["is_error"].dtype == pd.BooleanDtype()
+    assert frame["body"].dtype == object
+
+    assert frame["position"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert frame["id"].tolist() == ["s0", "u1", "a2", "t3", "t4", "t5"]  # oldest first
+    assert sorted(frame["role"].cat.categories) == ["assistant", "system", "tool", "user"]
+    assert frame["role"].tolist() == ["system", "user", "assistant", "tool", "tool", "tool"]
+    assert frame["name"].isna().tolist() == [True, True, False, True, True, True]
+    assert frame.loc[2, "name"] == "planner"
+    stamps = frame["created_at"]
+    assert stamps[1] == pd.Timestamp("2026-01-02T03:04:05Z")
+    assert stamps[2] == pd.Timestamp("2026-01-02T03:04:05.250Z")
+    assert stamps.isna().tolist() == [True, False, False, True, True, True]  # absent or bad: NaT
+
+    tools = frame[frame["role"] == "tool"]
+    assert tools["tool_call_id"].tolist() == ["call-1", pd.NA, pd.NA]
+    assert tools["is_error"].tolist() == [False, True, pd.NA]
+    assert tools["body"].tolist() == [{"files": ["a.txt", "b.txt"], "count": 2}, "boom", None]
+    assert frame.loc[:2, "tool_call_id"].isna().all()
+    assert frame.loc[:2, "is_error"].isna().all()
+    assert frame.loc[:2, "body"].tolist() == [None, None, None]
+    assert json.loads(frame.loc[3, "content"]) == {
+        "__murmur_tool_msg__": True,
+        "tool_call_id": "call-1",
+        "is_error": False,
+        "body": {"files": ["a.txt", "b.txt"], "count": 2},
+    }
+
+
+def test_frame_rows_equal_the_pages_of_read_messages(tmp_path: Path) -> None:
+    with mnb.RecordWriter(tmp_path, "ctx") as writer:
+        for k in range(1234):
+            if k % 3 == 2:
+                writer.append(
+                    "tool", {"k": k, "ok": [True, None]}, id=f"m{k}", tool_call_id=f"c{k}"
+                )
+            else:
+                writer.append("user" if k % 3 else "assistant", f"text {k} \u00e9", id=f"m{k}")
+            if k % 100 == 7:
+                writer.append_raw(b"{broken\n")
+    reader = mnb.ConversationStore(tmp_path).reader("ctx")
+    messages: list[mnb.Message] = []
+    cursor: str | None = None
+    while True:
+        page = reader.read_messages(cursor, 100)
+        messages.extend(page.messages)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    messages.reverse()
+    frame = mnb.read_conversation("ctx", tmp_path, progress=False)
+    assert len(frame) == len(messages) == 1234
+    for column in ("id", "role", "content", "name", "created_at"):
+        values = frame[column].astype(object).where(frame[column].notna(), None).tolist()
+        if column == "created_at":
+            values = [None if v is None else v.isoformat() for v in values]
+            expected: list[Any] = [
+                None if m.created_at is None else pd.Timestamp(m.created_at).isoformat()
+                for m in messages
+            ]
+        else:
+            expected = [getattr(m, column) for m in messages]
+        assert values == expected, column
+
+
+def test_warm_store_walk_decodes_pages_from_the_file(tmp_path: Path) -> None:
+    with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
+        for k in range(450):
+            writer.append("user", f"m{k}", id=f"m{k}")
+    store = mnb.ConversationStore(tmp_path)
+    cold = mnb.read_conversation("ctx", store, progress=False)
+    with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
+        writer.append("user", "new", id="m450")
+    warm = mnb.read_conversation("ctx", store, progress=False)  # index reused, tail scanned
+    assert cold["id"].tolist() == [f"m{k}" for k in range(450)]
+    assert warm["id"].tolist() == [f"m{k}" for k in range(451)]
+    pd.testing.assert_frame_equal(warm.iloc[:450], cold)
+
+
+def test_missing_record_is_an_empty_frame_with_the_columns(tmp_path: Path) -> None:
+    frame = mnb.read_conversation("nothing", tmp_path, progress=False)
+    assert frame.empty
+    reference = mnb.read_conversation("ctx", _sample_home(tmp_path), progress=False)
+    assert frame.dtypes.astype(str).tolist() == reference.dtypes.astype(str).tolist()
+
+
+def _sample_home(tmp_path: Path) -> Path:
+    home = tmp_path / "sample"
+    write_sample(home)
+    return home
+
+
+def test_unreadable_record_raises(tmp_path: Path) -> None:
+    (tmp_path / "conversations" / "ctx.jsonl").mkdir(parents=True)
+    with pytest.raises(mnb.ConversationReadError, match=r"^unavailable: "):
+        mnb.read_conversation("ctx", tmp_path)
+
+
+def write_big(home: Path, context_id: str, size: int) -> None:
+    with mnb.RecordWriter(home, context_id, buffered=True) as writer:
+        k = 0
+        while writer.path.stat().st_size < size:
+            for _ in range(500):
+                writer.append("user", "x" * 200, id=f"m{k}")
+                k += 1
+            writer.flush()
+
+
+def test_progress_bar_for_long_walks_and_off_switch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_big(tmp_path, "big", 2 << 20)
+    write_sample(tmp_path, "small")
+    capsys.readouterr()
+    mnb.read_conversation("big", tmp_path)
+    err = capsys.readouterr().err
+    assert "reading big" in err
+    assert "2.04M" in err  # the bar counts the record's bytes
+    mnb.read_conversation("big", tmp_path, progress=False)
+    mnb.read_conversation("small", tmp_path)
+    assert capsys.readouterr().err == ""
+
+
+def test_read_conversations_pandas_concatenates_with_context_id(tmp_path: Path) -> None:
+    write_sample(tmp_path, "b")
+    with mnb.RecordWriter(tmp_path, "a", stamp=False) as writer:
+        writer.append("user", "only one", id="x")
+    frame = mnb.read_conversations(tmp_path, engine="pandas", progress=False)
+    assert frame.columns[0] == "context_id"
+    assert frame["context_id"].tolist() == ["a"] + ["b"] * 6
+    assert frame["id"].tolist() == ["x", "s0", "u1", "a2", "t3", "t4", "t5"]
+    assert frame["position"].tolist() == [0, 0, 1, 2, 3, 4, 5]
+    assert frame.index.tolist() == list(range(7))
+    empty = mnb.read_conversations(tmp_path / "none", engine="pandas")
+    assert empty.empty
+    assert list(empty.columns) == list(frame.columns)
+    with pytest.raises(ValueError, match="engine"):
+        mnb.read_conversations(tmp_path, engine="polars")  # type: ignore[arg-type]
+
+
+def test_read_conversations_dask_has_one_partition_per_record(tmp_path: Path) -> None:
+    dd = pytest.importorskip("dask.dataframe")
+    write_sample(tmp_path, "b")
+    write_sample(tmp_path, "c")
+    with mnb.RecordWriter(tmp_path, "a", stamp=False) as writer:
+        writer.append("user", "only one", id="x")
+    lazy = mnb.read_conversations(tmp_path, engine="dask")
+    assert isinstance(lazy, dd.DataFrame)
+    assert lazy.npartitions == 3
+    assert list(lazy.columns) == ["context_id", *mnb.read_conversation("a", tmp_path).columns]
+    computed = lazy.compute(scheduler="synchronous")
+    expected = mnb.read_conversations(tmp_path, engine="pandas", progress=False)
+    assert computed["context_id"].tolist() == expected["context_id"].tolist()
+    assert computed["id"].tolist() == expected["id"].tolist()
+    assert computed["content"].tolist() == expected["content"].tolist()
+    assert computed["created_at"].tolist() == expected["created_at"].tolist()
+    assert len(lazy.partitions[1].compute(scheduler="threads")) == 6
+    empty = mnb.read_conversations(tmp_path / "none", engine="dask")
+    assert len(empty.compute(scheduler="synchronous")) == 0
+
+
+def test_dask_missing_gives_a_clear_message(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["dask"] = None  # as if the dask extra were not installed
+        sys.modules["dask.dataframe"] = None
+        import murmur_nb as mnb
+        try:
+            mnb.read_conversations({str(tmp_path)!r}, engine="dask")
+        except mnb.MissingDependency as err:
+            print(err.code, "|", err)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("missing_dependency | ")
+    assert "pip install 'murmur-nb[dask]'" in out.stdout
+
+
+def test_import_murmur_nb_does_not_load_pandas_or_numpy_for_conversations() -> None:
+    code = (
+        "import sys, murmur_nb as mnb; "
+        "mnb.ConversationStore; mnb.RecordWriter; "
+        "print(','.join(m for m in ('pandas', 'numpy', 'tqdm', 'dask') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pandas" not in out.stdout
+    assert "dask" not in out.stdout
