@@ -439,6 +439,14 @@ def render(obj: Any, *, budget: RenderBudget | None = None) -> Rendering:
     -----
     PresentationWarning
         When a presentation hint is unknown or cannot be honoured and the media type decides.
+
+    Examples
+    --------
+    A gallery of several calls, one cell::
+
+        with home.host() as host:
+            runs = [host.invoke("gallery.thumbs", {"count": 4}), host.invoke("docs.report")]
+        mnb.render(runs)
     """
     budget = budget or RenderBudget()
     if isinstance(obj, InvocationLike):

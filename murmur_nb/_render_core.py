@@ -90,7 +90,7 @@ class RenderBudget:
     table_rows: int = 20
     text_bytes: int = 64 * 1024
     parse_bytes: int = 32 * _MIB
-    preview_px: int = 640
+    preview_px: int = 360
     preview_pages: int = 2
     slide_px: int = 360
     max_slides: int = 60
