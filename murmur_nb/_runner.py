@@ -10,18 +10,23 @@ Design notes
   output only up to ``max_output_bytes`` (+ one chunk), so its memory stays bounded
   whatever the module prints. Standard error is drained continuously; only a bounded tail
   is kept.
-* Descendants are tracked while the child is alive: every ``_SCAN_INTERVAL`` seconds the
-  tree under the child is scanned with psutil and remembered (with create times, so a
-  recycled pid is never killed). A grandchild that calls ``setsid`` leaves the child's
-  session and group but not the child's tree, so the scan sees it; once its parent dies it
-  is reparented away, which is why it is remembered. A module that finishes before the
-  first interval costs no scan at all.
+* Descendants are tracked while the child is alive: 2 ms after start, then at doubling
+  gaps up to every ``_SCAN_INTERVAL`` seconds, the tree under the child is walked through
+  ``/proc/<pid>/task/*/children`` (psutil where the kernel lacks that file) and every pid is
+  remembered with its start time, so a recycled pid is never killed. A grandchild that
+  calls ``setsid`` leaves the child's session and group but not its tree, so the walk sees
+  it; once its parent dies it is reparented away, which is why it is remembered. A walk
+  costs a few reads per descendant, and a module that finishes before the first interval
+  costs none at all.
 * Killing the tree (deadline, output bound, ``KeyboardInterrupt``, stragglers after exit)
   stops every process found by: the child's live tree, the remembered descendants, the
   child's session and process group, and any process still holding the module's standard
   output/error pipes or sitting in its private working folder (a ``/proc`` scan, done only
   on this slow path). Everything is SIGSTOPped before it is SIGKILLed so nothing can fork
   away in between, and the search repeats until it finds nothing new.
+* Known limit: a descendant that fully detaches (new session, standard streams closed,
+  working folder changed) *and* whose parent exits between two walks (a few ms) is no
+  longer related to the module by anything the host can see without cgroups.
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ import psutil
 __all__ = ["RunResult", "run_process"]
 
 _CHUNK = 1 << 16
-_SCAN_FIRST = 0.015
+#: the first walk of the tree; the gap then doubles up to ``_SCAN_INTERVAL``
+_SCAN_FIRST = 0.002
 _SCAN_INTERVAL = 0.04
 #: after the child exits, how long descendants may keep the pipes open before being killed
 _EXIT_GRACE = 0.25
@@ -311,7 +317,8 @@ def run_process(
             sel.register(pidfd, selectors.EVENT_READ)
         open_pipes = 2
         exited_at: float | None = None
-        next_scan = start + _SCAN_FIRST
+        gap = _SCAN_FIRST
+        next_scan = start + gap
         while open_pipes:
             now = time.monotonic()
             if now >= deadline:
@@ -321,7 +328,8 @@ def run_process(
                 break  # the child is gone; a descendant keeps the pipes open
             if exited_at is None and now >= next_scan:
                 tracker.scan()
-                next_scan = now + _SCAN_INTERVAL
+                gap = min(gap * 2, _SCAN_INTERVAL)
+                next_scan = now + gap
             wake = min(deadline, next_scan if exited_at is None else exited_at + _EXIT_GRACE)
             for key, _ in sel.select(max(0.0, wake - now)):
                 fd = key.fd
