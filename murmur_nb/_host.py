@@ -346,7 +346,7 @@ class ModuleHost:
                 [DescriptorError("module", f"{exe} is not an executable file; chmod +x it")],
                 None,
             )
-        cwd = Path(tempfile.mkdtemp(prefix="describe-", dir=self._runs_dir()))
+        cwd = self._take_cwd()
         try:
             run = run_process(
                 [str(exe), "describe"],
@@ -363,9 +363,11 @@ class ModuleHost:
                 None,
             )
         finally:
-            shutil.rmtree(cwd, ignore_errors=True)
+            self._give_back_cwd(cwd)
         tail = run.stderr_text.strip()[-500:]
-        hint = f" (exit status {run.returncode}; stderr: {tail!r})" if tail else ""
+        hint = ""
+        if run.returncode or tail:
+            hint = f" (exit status {run.returncode}" + (f"; stderr: {tail!r})" if tail else ")")
         if run.timed_out:
             errors = [
                 DescriptorError(
