@@ -1012,9 +1012,11 @@ def _explain(code: str, failure: str, limits: HookLimits) -> str:
 
 
 def _componentize_available() -> bool:
-    import importlib.util  # noqa: PLC0415
-
-    return importlib.util.find_spec("componentize_py") is not None
+    try:
+        import componentize_py  # noqa: F401, PLC0415 - only probing that it is installed
+    except ImportError:
+        return False
+    return True
 
 
 def _tool_version() -> str:
@@ -1029,6 +1031,28 @@ def _wit_digest() -> str:
         digest.update(path.relative_to(wit_dir()).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _precheck(source: Path) -> None:
+    """Catch the common mistakes in milliseconds instead of a failed build's tens of seconds."""
+    import ast  # noqa: PLC0415 - only when building
+
+    text = source.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(text, filename=str(source))
+    except SyntaxError as exc:
+        raise HookError(
+            f"{source} has a syntax error at line {exc.lineno}: {exc.msg}; fix it and build "
+            "again",
+            code="hook_build_failed",
+        ) from exc
+    if not any(isinstance(node, ast.ClassDef) and node.name == "Handlers" for node in tree.body):
+        raise HookError(
+            f"{source} defines no top-level `class Handlers(exports.Handlers)`; a hook module "
+            "implements on_task_start and on_compact on that class "
+            "(`from wit_world import exports`)",
+            code="hook_build_failed",
+        )
 
 
 def build_python_hook(
@@ -1068,6 +1092,7 @@ def build_python_hook(
             "hook's Handlers class",
             code="hook_build_failed",
         )
+    _precheck(source)
     if not _componentize_available():
         raise MissingDependency("componentize-py", "hooks", "Building a Python hook")
     key = hashlib.sha256()
@@ -1101,9 +1126,10 @@ def build_python_hook(
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0 or not tmp.is_file():
             tmp.unlink(missing_ok=True)
+            output = (done.stderr or done.stdout).split("Stack backtrace:")[0].strip()
             raise HookError(
                 f"componentize-py could not build {source} (exit {done.returncode}):\n"
-                f"{(done.stderr or done.stdout).strip()[-4000:]}",
+                f"{output[-3000:]}",
                 code="hook_build_failed",
             )
         tmp.replace(built)
