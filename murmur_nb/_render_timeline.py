@@ -19,6 +19,7 @@ from murmur_nb._render_text import load_json
 
 __all__ = ["Event", "parse_events", "render_timeline", "timeline_svg"]
 
+_MAX_TICKS = 20
 _PALETTE = ("#0969da", "#1a7f37", "#9a6700", "#8250df", "#cf222e", "#bf3989", "#1b7c83")
 
 
@@ -116,8 +117,10 @@ def timeline_svg(events: list[Event], timestamps: bool, width: int = 860) -> tup
         'style="max-width:100%;height:auto">'
     ]
     step = _nice_step(span)
-    tick = math.ceil(lo / step) * step
-    while tick <= hi + step * 1e-9:
+    first = math.ceil(lo / step)
+    count = min(math.floor(hi / step + 1e-9) - first + 1, _MAX_TICKS)
+    for k in range(max(count, 0)):  # by index: float steps below an ulp must not loop forever
+        tick = (first + k) * step
         tx = x(tick)
         parts.append(
             f'<line x1="{tx:.1f}" y1="{axis_h - 4}" x2="{tx:.1f}" y2="{height - pad}" '
@@ -125,7 +128,6 @@ def timeline_svg(events: list[Event], timestamps: bool, width: int = 860) -> tup
             f'<text x="{tx:.1f}" y="{axis_h - 8}" text-anchor="middle" fill="#57606a">'
             f"{esc(_tick_label(tick, origin, timestamps, step))}</text>"
         )
-        tick += step
     for li, lane in enumerate(lanes):
         y0 = axis_h + li * lane_h
         fill = "#f6f8fa" if li % 2 == 0 else "#ffffff"

@@ -462,3 +462,19 @@ def test_parquet_without_pyarrow_falls_back_to_a_download_with_the_fix(
     assert r.primitive == "download"
     assert one(soup(r), "a[download]")["download"] == "t.parquet"
     assert "pip install 'murmur-nb[render]'" in r.text
+
+
+def test_grid_cells_stay_aligned_around_missing_and_broken_images(tmp_path: Path) -> None:
+    from murmur_nb._render_media import thumbnail
+
+    make_png(tmp_path / "a.png", seed=1)
+    make_png(tmp_path / "b.png", seed=2)
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    write_json(tmp_path / "g.json", ["a.png", "gone.png", "broken.png", "b.png"])
+    r = mnb.render(artifact(tmp_path, "g.json", "application/json", "image_grid"))
+    figures = soup(r).select("figure")
+    assert [bool(f.select_one("img")) for f in figures] == [True, False, False, True]
+    assert "missing" in figures[1].get_text()
+    assert "not shown" in figures[2].get_text()
+    b_thumb = base64.b64encode(thumbnail(tmp_path / "b.png", 160)[0]).decode()
+    assert figures[3].select_one("img")["src"].endswith(b_thumb)  # type: ignore[index]
