@@ -12,12 +12,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 from _modules import alive, default_descriptor, install, read_pids, write_descriptor
+from hypothesis import given
+from hypothesis import strategies as st
 
 import murmur_nb as mnb
+from murmur_nb._host import _check_envelope
 from murmur_nb.protocol import PROTOCOL_ID
 
 
@@ -389,3 +393,45 @@ def test_default_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with mnb.ModuleHost() as host:
         assert host.home == tmp_path / ".facet-studio"
         assert host.modules() == []
+
+
+def test_large_request_and_answer_do_not_deadlock(host: mnb.ModuleHost) -> None:
+    blob = "x" * (3 << 20)  # far beyond a pipe buffer, both ways
+    inv = host.invoke("good.echo", {"count": 1, "blob": blob})
+    assert inv.result["request"]["input"]["blob"] == blob
+
+
+_ENVELOPE_KEYS = st.sampled_from(
+    ["protocol", "module", "operation", "request_id", "ok", "result", "error", "warnings",
+     "execution"]
+)
+_VALUES = st.sampled_from(
+    [None, True, False, 0, "", "modproto.v1", "good", "invoke", "rid", [], ["w"], {},
+     {"code": "c", "message": "m", "retryable": False, "details": None}, {"n": 1}]
+)
+
+
+@given(drop=st.sets(_ENVELOPE_KEYS, max_size=3),
+       changes=st.dictionaries(_ENVELOPE_KEYS, _VALUES, max_size=3))
+def test_property_accepted_envelopes_obey_every_rule(
+    drop: set[str], changes: dict[str, Any]
+) -> None:
+    env: dict[str, Any] = {"protocol": PROTOCOL_ID, "module": "good", "operation": "invoke",
+                           "request_id": "rid", "ok": True, "result": {"n": 1},
+                           "warnings": [], "execution": {}}
+    for key in drop:
+        env.pop(key, None)
+    env.update(changes)
+    req = mnb.protocol.Request(capability="good.echo", request_id="rid")
+    inv = mnb.Invocation(module="good", capability="good.echo", request=req)
+    try:
+        out = _check_envelope(json.dumps(env).encode(), "good", "rid", inv)
+    except mnb.ProtocolViolation as exc:
+        assert exc.rule
+        return
+    assert (env["protocol"], env["module"], env["operation"], env["request_id"]) == (
+        PROTOCOL_ID, "good", "invoke", "rid"
+    )
+    assert isinstance(env["warnings"], list) and isinstance(env["execution"], dict)
+    assert (env.get("result") is not None) != (env.get("error") is not None)
+    assert out.ok == (env.get("result") is not None)
