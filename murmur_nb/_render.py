@@ -208,11 +208,13 @@ def _verify(source: Source) -> Source | Rendering:
         declared_digest=source.digest,
     )
     if isinstance(result, VerificationFailure):
-        return _error(source.title, result.code, result.message, source)
+        return _error(source.title, result.code, result.message, source, detail=result.detail)
     return dataclasses.replace(source, file=result.file)
 
 
-def _error(title: str, code: str, message: str, source: Source | None = None) -> Rendering:
+def _error(
+    title: str, code: str, message: str, source: Source | None = None, *, detail: str = ""
+) -> Rendering:
     extra: dict[str, str] = {}
     lines = [f"error · {title} · {code}", f"  {message}"]
     if source is not None:
@@ -221,6 +223,8 @@ def _error(title: str, code: str, message: str, source: Source | None = None) ->
             "path": source.rel_path,
             "declared": f"{source.bytes} bytes, {short_digest(source.digest)}",
         }
+    if detail:
+        extra["host says"] = detail
     return Rendering(
         primitive="error",
         text="\n".join(lines),

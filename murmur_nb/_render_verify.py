@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._artifacts import hash_file, verify_artifact
-from murmur_nb._exceptions import ArtifactRejected
+from murmur_nb._exceptions import ArtifactRejected, ConfinementViolation
 from murmur_nb.protocol import Artifact, Root
 
 __all__ = ["Verified", "VerificationFailure", "file_digest", "recheck", "verify_file"]
@@ -35,6 +35,8 @@ class VerificationFailure:
 
     code: str
     message: str
+    #: The host's full wording, when it may name absolute paths (shown in HTML only).
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,12 @@ def recheck(
     if root_dir is None:
         failure = verify_file(file, declared_bytes, declared_digest, label=label)
         return failure if failure is not None else Verified(file)
+    if not os.path.lexists(root_dir / path):
+        return VerificationFailure(
+            "missing_file",
+            f"{label}: no such file under root {root!r} any more; "
+            "re-run the invocation that produced it.",
+        )
     claim = Artifact(
         id=artifact_id,
         kind="",
@@ -135,5 +143,13 @@ def recheck(
         message = exc.message
         for prefix in sorted({real_base, base}, key=len, reverse=True):
             message = message.replace(prefix, f"<root {claim.root}>")
+        if isinstance(exc, ConfinementViolation):
+            # the host names where the path now leads: useful, but absolute and unstable
+            return VerificationFailure(
+                exc.code,
+                f"{label}: the path no longer passes the host's confinement check "
+                "(a link or the file type changed); not rendered.",
+                detail=message,
+            )
         return VerificationFailure(exc.code, message)
     return Verified(verified.file)

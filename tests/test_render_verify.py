@@ -48,8 +48,8 @@ def test_a_missing_file_gives_an_error_card(tmp_path: Path) -> None:
     art = artifact(tmp_path, "a.png", "image/png")
     (tmp_path / "a.png").unlink()
     r = mnb.render(art)
-    assert r.primitive == "error" and r.error_code is not None
-    assert "No such file" in r.text
+    assert r.primitive == "error" and r.error_code == "missing_file"
+    assert "artifact 'a.png' (a.png): no such file under root 'out'" in r.text
     assert str(tmp_path) not in r.text
 
 
@@ -92,7 +92,7 @@ def test_invocation_renders_good_artifacts_and_cards_for_bad_and_rejected(tmp_pa
         None,
         "size_mismatch",
         None,
-        "confinement_violation",
+        "missing_file",
         "digest_mismatch",
     ]
     assert not r.ok
@@ -102,3 +102,20 @@ def test_invocation_renders_good_artifacts_and_cards_for_bad_and_rejected(tmp_pa
     assert len(grid.select("figure img")) == 1  # only the surviving grid image
     assert str(tmp_path) not in r.text
     assert not re.search(r"0x[0-9a-f]{6,}", r.text)
+
+
+def test_a_file_swapped_for_a_link_out_of_the_root_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    make_png(root / "a.png", seed=1)
+    art = artifact(root, "a.png", "image/png")
+    outside = tmp_path / "outside.png"
+    outside.write_bytes((root / "a.png").read_bytes())  # same bytes, same digest
+    (root / "a.png").unlink()
+    (root / "a.png").symlink_to(outside)
+    r = mnb.render(invocation(root, [art]))
+    (card,) = r.parts
+    assert card.error_code == "confinement_violation"
+    assert "no longer passes the host's confinement check" in card.text
+    assert str(tmp_path) not in card.text
+    assert "outside its root" in _card(card).get_text()  # the host's wording, in the card
+    assert not _card(card).select("img")
