@@ -244,3 +244,25 @@ def test_schema_form_does_not_import_ipywidgets() -> None:
     code = "import sys, murmur_nb._schema_form; print('ipywidgets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_an_empty_schema_is_one_json_field() -> None:
+    form = SchemaForm({})
+    assert form.root.kind == "json"
+    assert form.value() is None
+    form.set("", '{"anything": [1, 2]}')
+    assert form.value() == {"anything": [1, 2]}
+    assert form.errors() == {}
+    assert SchemaForm(True).root.kind == "json"
+
+
+def test_booleans_without_a_default_start_unset() -> None:
+    form = SchemaForm(
+        {"type": "object", "required": ["on"], "properties": {"on": {"type": "boolean"}}}
+    )
+    assert form.raw("on") is UNSET
+    assert form.errors() == {"on": "required"}
+    form.set("on", "yes")
+    assert form.value() == {"on": True}
+    form.set("on", "maybe")
+    assert form.errors() == {"on": "'maybe' is not true or false"}

@@ -10,6 +10,7 @@ import html
 import json
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,15 +35,65 @@ if sys.argv[1:] == ["describe"]:
 """
 
 
+KITCHEN_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["name", "ratio"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "minLength": 2, "description": "Who is cooking."},
+        "ratio": {"type": "number", "exclusiveMinimum": 0},
+        "loud": {"type": "boolean"},
+        "quiet": {"type": "boolean", "default": True},
+        "rate": {"enum": [16000, 44100, None]},
+        "spices": {"type": "array", "items": {"enum": ["salt", "pepper", "chili"]}},
+        "steps": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+        "extras": {"type": "object", "additionalProperties": {"type": "string"}},
+        "pan": {
+            "type": "object",
+            "properties": {"size": {"type": "integer", "minimum": 10}, "lid": {"type": "boolean"}},
+        },
+    },
+}
+
+KITCHEN_MAIN = """
+import json, sys
+schema = json.loads(SCHEMA_TEXT)
+descriptor = {
+    "module": "kitchen", "name": "Kitchen", "version": "2.0.0",
+    "protocol_versions": ["modproto.v1"],
+    "capabilities": [{"id": "kitchen.echo", "title": "Echo", "request_schema": "echo.request",
+                      "result_schema": "echo.result",
+                      "effects": {"local": True, "cost_known": True}}],
+    "request_schemas": {"echo.request": schema},
+    "result_schemas": {"echo.result": {"type": "object"}}, "permissions": {},
+}
+def envelope(operation, request_id, result, warnings):
+    return {"protocol": "modproto.v1", "module": "kitchen", "operation": operation,
+            "request_id": request_id, "ok": True, "result": result, "warnings": warnings,
+            "execution": {"local": True, "estimated_cost": 0, "actual_cost": 0}}
+if sys.argv[1:] == ["describe"]:
+    print(json.dumps(envelope("describe", "", descriptor, [])))
+else:
+    request = json.load(sys.stdin)
+    print(json.dumps(envelope("invoke", request["request_id"], request["input"], ["echoed"])))
+""".replace("SCHEMA_TEXT", repr(json.dumps(KITCHEN_SCHEMA)))
+
+
+def _install(facet_home: Path, module_id: str, main: str) -> None:
+    folder = facet_home / "modules" / module_id
+    folder.mkdir()
+    (folder / "main.py").write_text(main)
+    launcher = folder / "module"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{folder / "main.py"}" "$@"\n')
+    launcher.chmod(0o755)
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHome:
     home = prepare_demo_home(tmp_path_factory.mktemp("widgets") / "demo", hooks=False)
-    broken = home.facet_home / "modules" / "broken"
-    broken.mkdir()
-    (broken / "main.py").write_text(BROKEN_MAIN)
-    launcher = broken / "module"
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{broken / "main.py"}" "$@"\n')
-    launcher.chmod(0o755)
+    _install(home.facet_home, "broken", BROKEN_MAIN)
+    _install(home.facet_home, "kitchen", KITCHEN_MAIN)
     return home
 
 
@@ -61,7 +112,7 @@ def _runs(host: ModuleHost) -> int:
 def test_module_browser_shows_versions_effects_setup_and_refusals(host: ModuleHost) -> None:
     browser = ModuleBrowser(host)
     text = browser.text()
-    assert text.splitlines()[0] == "ModuleBrowser: 7 modules"
+    assert text.splitlines()[0] == "ModuleBrowser: 8 modules"
     assert "  gallery 1.0.0" in text
     assert "    gallery.thumbs [local, cost known]" in text
     assert "    oracle.critique [local, provider: demo-oracle, cost unknown]" in text
@@ -358,3 +409,80 @@ def test_a_long_running_capability_offers_its_poll_form(host: ModuleHost) -> Non
     quick = CapabilityForm(host, "docs.report")
     quick.run_button.click()
     assert quick.poll_button not in quick.result_box.children
+
+
+def test_every_field_kind_round_trips_through_a_real_module(host: ModuleHost) -> None:
+    form = CapabilityForm(host, "kitchen.echo")
+    inputs = form.inputs
+    assert list(inputs) == [
+        "name",
+        "ratio",
+        "loud",
+        "quiet",
+        "rate",
+        "spices",
+        "steps",
+        "extras",
+        "pan.size",
+        "pan.lid",
+    ]
+    assert type(inputs["loud"]).__name__ == "Dropdown"  # no default: unset / true / false
+    assert type(inputs["quiet"]).__name__ == "Checkbox" and inputs["quiet"].value is True
+    assert [label for label, _ in inputs["rate"].options] == [
+        "— not set —",
+        "16000",
+        "44100",
+        "null",
+    ]
+    assert type(inputs["spices"]).__name__ == "SelectMultiple"
+    assert type(inputs["steps"]).__name__ == "Textarea"
+    assert inputs["extras"].placeholder == "JSON"
+    form.set_value("name", "Al")
+    form.set_value("ratio", "0.25")
+    form.set_value("loud", False)
+    form.set_value("rate", None)
+    form.set_value("spices", ["chili", "salt"])
+    form.set_value("steps", "3\n1\n2")
+    form.set_value("extras", {"garnish": "basil"})
+    form.set_value("pan.size", "12")
+    assert form.visible_errors() == {}
+    form.run_button.click()
+    assert form.state == "ran"
+    inv = form.invocation
+    assert inv.result == {
+        "name": "Al",
+        "ratio": 0.25,
+        "loud": False,
+        "quiet": True,
+        "rate": None,
+        "spices": ["salt", "chili"],
+        "steps": [3, 1, 2],
+        "extras": {"garnish": "basil"},
+        "pan": {"size": 12},
+    }
+    assert "  warning: echoed" in form.text()
+    assert "warning" in form.result.details.value
+
+
+def test_each_field_kind_reports_its_own_error(host: ModuleHost) -> None:
+    form = CapabilityForm(host, "kitchen.echo")
+    form.set_value("name", "A")
+    form.set_value("ratio", "0")
+    form.set_value("steps", "1\nx")
+    form.set_value("extras", "{oops")
+    form.set_value("pan.size", "3")
+    shown = form.visible_errors()
+    assert shown == {
+        "name": "'A' is too short",
+        "ratio": "0 is less than or equal to the minimum of 0",
+        "steps": "item 2: 'x' is not a number",
+        "extras": shown["extras"],
+        "pan.size": "3 is less than the minimum of 10",
+    }
+    assert shown["extras"].startswith("not valid JSON")
+    for key in shown:
+        assert form._fields[key].error.value != ""
+    with pytest.raises(ValueError, match="not one of the choices"):
+        form.set_value("rate", 8000)
+    with pytest.raises(KeyError, match="no field 'nope'"):
+        form.set_value("nope", 1)

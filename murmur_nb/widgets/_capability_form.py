@@ -77,7 +77,7 @@ class _Field:
         raw = form.raw(spec.key)
         desc = w.Layout(width="auto")
         self.widget: w.Widget
-        if spec.kind == "boolean" and (spec.required or isinstance(raw, bool)):
+        if spec.kind == "boolean" and isinstance(raw, bool):  # a default: a checkbox
             self.widget = w.Checkbox(value=bool(raw), indent=False, layout=desc)
         elif spec.kind == "boolean":
             self.widget = w.Dropdown(options=[(_NOT_SET, -1), ("true", 1), ("false", 0)], value=-1)
