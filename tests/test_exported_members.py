@@ -5,6 +5,8 @@ import sys
 
 import murmur_nb
 
+HEAVY = ("pandas", "wasmtime", "ipywidgets", "PIL", "pyarrow", "jsonschema")
+
 
 def test_all_is_sorted_and_unique() -> None:
     assert murmur_nb.__all__ == sorted(murmur_nb.__all__)
@@ -15,10 +17,10 @@ def test_all_matches_public_names() -> None:
     public = {
         name
         for name, value in vars(murmur_nb).items()
-        if not name.startswith("_") and getattr(value, "__module__", "murmur_nb").startswith("murmur_nb")
+        if not name.startswith("_")
+        and getattr(value, "__module__", "murmur_nb").startswith("murmur_nb")
     }
-    public.discard("version")
-    public.discard("PackageNotFoundError")
+    public -= {"version", "PackageNotFoundError"}
     assert public <= set(murmur_nb.__all__)
     for name in murmur_nb.__all__:
         assert hasattr(murmur_nb, name), name
@@ -26,9 +28,8 @@ def test_all_matches_public_names() -> None:
 
 def test_import_does_not_load_heavy_packages() -> None:
     code = (
-        "import sys, murmur_nb; "
-        "heavy = [m for m in ('pandas', 'wasmtime', 'ipywidgets', 'PIL', 'pyarrow') if m in sys.modules]; "
-        "print(','.join(heavy))"
+        "import sys, murmur_nb\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
