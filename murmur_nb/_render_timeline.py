@@ -136,8 +136,10 @@ def timeline_svg(events: list[Event], timestamps: bool, width: int = 860) -> tup
             f'<text x="6" y="{y0 + lane_h / 2 + 4:.1f}" fill="#24292f" font-weight="bold">'
             f"{esc((lane or 'events')[:20])}</text>"
         )
-    for e in events:
-        li = lanes.index(e.lane)
+    lane_index = {lane: i for i, lane in enumerate(lanes)}
+    # bars first, then markers on top, so an instant inside a bar stays visible
+    for e in sorted(events, key=lambda e: not (e.end is not None and e.end > e.start)):
+        li = lane_index[e.lane]
         colour = _PALETTE[li % len(_PALETTE)]
         y0 = axis_h + li * lane_h
         s = e.start - origin
@@ -168,7 +170,8 @@ def timeline_svg(events: list[Event], timestamps: bool, width: int = 860) -> tup
             )
             if e.label:
                 parts.append(
-                    f'<text x="{cx + 9:.1f}" y="{cy + 4:.1f}" fill="#24292f">'
+                    f'<text x="{cx + 9:.1f}" y="{cy + 4:.1f}" fill="#24292f" '
+                    'stroke="#ffffff" stroke-width="3" paint-order="stroke">'
                     f"{esc(e.label[:24])}</text>"
                 )
             parts.append("</g>")
