@@ -478,3 +478,23 @@ def test_grid_cells_stay_aligned_around_missing_and_broken_images(tmp_path: Path
     assert "not shown" in figures[2].get_text()
     b_thumb = base64.b64encode(thumbnail(tmp_path / "b.png", 160)[0]).decode()
     assert figures[3].select_one("img")["src"].endswith(b_thumb)  # type: ignore[index]
+
+
+def test_render_file_guesses_media_types_and_refuses_what_is_not_a_file(tmp_path: Path) -> None:
+    make_parquet(tmp_path / "t.parquet", rows=3)
+    make_csv(tmp_path / "t.tsv", rows=2, sep="\t")
+    (tmp_path / "n.md").write_text("# x\n", encoding="utf-8")
+    (tmp_path / "g.gv").write_text("digraph { a }", encoding="utf-8")
+    assert mnb.render_file(tmp_path / "t.parquet").primitive == "table"
+    assert mnb.render_file(str(tmp_path / "t.tsv")).primitive == "table"
+    assert mnb.render_file(tmp_path / "n.md").primitive == "markdown"
+    assert mnb.render_file(tmp_path / "g.gv").primitive == "text"  # SPEC: other text/* -> text
+    assert mnb.render_file(tmp_path / "g.gv", presentation="diagram").primitive == "diagram"
+    summary = mnb.render_file(tmp_path / "n.md", media_type="text/plain").text.splitlines()[0]
+    assert summary.startswith("text · n.md · text/plain · 4 B · sha256:")
+    with pytest.raises(FileNotFoundError, match="is not an existing file"):
+        mnb.render_file(tmp_path / "nope.png")
+    with pytest.raises(FileNotFoundError):
+        mnb.render_file(tmp_path)
+    with pytest.raises(TypeError, match="render_file"):
+        mnb.render(42)
