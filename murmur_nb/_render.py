@@ -93,6 +93,7 @@ class ArtifactLike(Protocol):
     def file(self) -> Path: ...
 
 
+@runtime_checkable
 class RejectedLike(Protocol):
     """A rejected artifact as the host reports it."""
 
@@ -377,6 +378,15 @@ def _roots_of(inv: Any) -> dict[str, Path]:
     return out
 
 
+def _rejected(rejected: RejectedLike) -> Rendering:
+    return Rendering(
+        primitive="error",
+        text=f"error · {rejected.id} · {rejected.code} (rejected by the host)",
+        html=error_card(rejected.id, rejected.code, rejected.message),
+        error_code=rejected.code,
+    )
+
+
 def _render_invocation(inv: InvocationLike, budget: RenderBudget) -> Rendering:
     roots = _roots_of(inv)
     parts: list[Rendering] = []
@@ -398,15 +408,7 @@ def _render_invocation(inv: InvocationLike, budget: RenderBudget) -> Rendering:
         parts.append(_render_one(source, artifact.presentation, budget, verify=True))
     if grid_at is not None:
         parts[grid_at] = _grid(grid_sources, budget, [])
-    for rejected in inv.rejected_artifacts:
-        parts.append(
-            Rendering(
-                primitive="error",
-                text=f"error · {rejected.id} · {rejected.code} (rejected by the host)",
-                html=error_card(rejected.id, rejected.code, rejected.message),
-                error_code=rejected.code,
-            )
-        )
+    parts.extend(_rejected(rejected) for rejected in inv.rejected_artifacts)
     n_ok = len(inv.artifacts)
     n_rej = len(inv.rejected_artifacts)
     header = f"invocation · {inv.capability} · {n_ok} artifact{'s' if n_ok != 1 else ''}"
@@ -429,8 +431,8 @@ def render(obj: Any, *, budget: RenderBudget | None = None) -> Rendering:
     ----------
     obj
         An ``Invocation`` (all its verified artifacts in order, ``image_grid`` images grouped
-        into one grid, rejected artifacts as error cards), a ``VerifiedArtifact``, or an
-        iterable of those.
+        into one grid, rejected artifacts as error cards), a ``VerifiedArtifact``, a
+        ``RejectedArtifact`` (its error card), or an iterable of those.
     budget
         Size limits; :class:`RenderBudget` defaults when ``None``.
 
@@ -457,6 +459,8 @@ def render(obj: Any, *, budget: RenderBudget | None = None) -> Rendering:
         return _render_invocation(obj, budget)
     if isinstance(obj, ArtifactLike):
         return _render_one(_source(obj, {}), obj.presentation, budget, verify=True)
+    if isinstance(obj, RejectedLike):
+        return _rejected(obj)
     if isinstance(obj, Iterable) and not isinstance(obj, str | bytes | os.PathLike):
         parts = [render(item, budget=budget) for item in obj]
         text = "\n".join([f"gallery · {len(parts)} items", *(p.text for p in parts)])

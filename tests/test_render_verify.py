@@ -119,3 +119,12 @@ def test_a_file_swapped_for_a_link_out_of_the_root_is_refused(tmp_path: Path) ->
     assert str(tmp_path) not in card.text
     assert "outside its root" in _card(card).get_text()  # the host's wording, in the card
     assert not _card(card).select("img")
+
+
+def test_a_rejected_artifact_renders_as_its_error_card(tmp_path: Path) -> None:
+    make_png(tmp_path / "a.png")
+    rej = rejected(tmp_path, "a.png", "image/png", "sha256:" + "3" * 64)
+    r = mnb.render(rej)
+    assert r.error_code == "digest_mismatch" and not r.ok
+    assert r.text == "error · a.png · digest_mismatch (rejected by the host)"
+    assert "declares sha256:333" in _card(r).get_text()
