@@ -1,0 +1,36 @@
+"""nbval runs the tutorials here as part of the test suite (``--nbval`` is in ``addopts``).
+
+Each tutorial prepares the demo home it runs on with ``mnb.prepare_demo_home()``, whose
+default is ``$MURMUR_NB_DEMO_HOME``. Unless the caller set that variable, the kernels nbval
+starts (they inherit this process's environment) get a fresh folder for this test session,
+so the tests never write into the reader's own ``~/.murmur-nb-demo`` and prove that the
+notebooks need nothing prepared beforehand.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_OWNED: list[str] = []
+
+collect_ignore = ["build.py"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "MURMUR_NB_DEMO_HOME" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="murmur-nb-nbval-")
+        _OWNED.append(folder)
+        os.environ["MURMUR_NB_DEMO_HOME"] = str(Path(folder) / "demo")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _OWNED:
+        if os.environ.get("MURMUR_NB_DEMO_HOME", "").startswith(folder):
+            del os.environ["MURMUR_NB_DEMO_HOME"]
+        shutil.rmtree(folder, ignore_errors=True)
+    _OWNED.clear()
