@@ -115,7 +115,9 @@ def test_module_browser_shows_versions_effects_setup_and_refusals(host: ModuleHo
     assert text.splitlines()[0] == "ModuleBrowser: 8 modules"
     assert "  gallery 1.0.0" in text
     assert "    gallery.thumbs [local, cost known]" in text
-    assert "    oracle.critique [local, provider: demo-oracle, cost unknown]" in text
+    assert (
+        "    oracle.critique [local, provider: demo-oracle, cost unknown, needs approval]" in text
+    )
     # needs setup, with the requirement's own detail (and the home path made portable)
     assert "  transcribe 0.3.0 [Needs setup]" in text
     assert "    needs binary whisper-cli: whisper-cli (from whisper.cpp) was not found" in text
@@ -129,7 +131,8 @@ def test_module_browser_shows_versions_effects_setup_and_refusals(host: ModuleHo
     assert any(e.path.startswith("capabilities[0]") for e in refused.errors)
     # the HTML carries the same facts as badges
     cards = browser.cards.value
-    for label in ("cost unknown", "provider: demo-oracle", "Needs setup", "refused", "v0.3.0"):
+    labels = ("cost unknown", "provider: demo-oracle", "Needs setup", "refused", "v0.3.0")
+    for label in (*labels, "needs approval"):
         assert label in cards
     assert "whisper-cli" in cards
     assert browser._repr_mimebundle_()["text/plain"] == text

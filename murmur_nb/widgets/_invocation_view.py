@@ -11,6 +11,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from murmur_nb._exceptions import MurmurError
 from murmur_nb._render import render as render_invocation
 from murmur_nb.widgets._html import TextView, badge, esc, lines_html, set_output
 from murmur_nb.widgets._slides import SlideStepper
@@ -87,8 +88,16 @@ class InvocationView(TextView):
         produced = list(getattr(inv, "artifacts", None) or ()) + list(
             getattr(inv, "rejected_artifacts", None) or ()
         )
+        self.render_error: MurmurError | None = None
         if render and produced:
-            self.rendering = render_invocation(inv)
+            try:
+                self.rendering = render_invocation(inv)
+            except MurmurError as exc:  # e.g. a missing optional renderer: say so, go on
+                self.render_error = exc
+                self.details.value += (
+                    f"<div>{badge(f'not rendered: {exc.code}', 'error')}{esc(exc)}</div>"
+                )
+        if self.rendering is not None:
             set_output(self.artifacts, self.rendering)
             for part in self._parts(self.rendering):
                 if getattr(part, "slides", ()):
@@ -164,4 +173,6 @@ class InvocationView(TextView):
         out.extend(f"    rejected {r.id}: {getattr(r, 'code', '')}" for r in rejected)
         if self.rendering is not None:
             out.extend(f"    {line}" for line in str(self.rendering.text).splitlines())
+        if self.render_error is not None:
+            out.append(f"    not rendered {self.render_error.code}: {self.render_error}")
         return "\n".join(out)

@@ -73,6 +73,17 @@ class ModuleBrowser(TextView):
         )
         self.refresh()
 
+    def _gate(self, descriptor: Any, capability: Any) -> list[str]:
+        """Why the host's policy asks approval for ``capability`` (no module is run).
+
+        This is the policy's standing rule; whether an operator already approved the
+        current descriptor is asked of the host when the capability is run.
+        """
+        policy = getattr(self.host, "policy", None)
+        if policy is None or not hasattr(policy, "approval_reasons"):
+            return []
+        return list(policy.approval_reasons(descriptor, capability))
+
     def refresh(self) -> None:
         """Ask the host again (modules added, fixed or changed show up)."""
         self.modules = sorted(self.host.modules(), key=lambda m: m.id)
@@ -129,6 +140,9 @@ class ModuleBrowser(TextView):
             title = f" — {esc(cap.title)}" if cap.title else ""
             summary = f"<br><small>{esc(cap.summary)}</small>" if cap.summary else ""
             extra = badge("long-running", "info") if cap.long_running else ""
+            reasons = self._gate(d, cap)
+            if reasons:
+                extra += badge("needs approval", "warn", title="; ".join(reasons))
             rows.append(
                 f"<li><code>{esc(cap.id)}</code>{title} {extra}{effect_badges(cap.effects)}"
                 f"{summary}</li>"
@@ -153,7 +167,10 @@ class ModuleBrowser(TextView):
                     for r in _unmet(info)
                 )
             for cap in d.capabilities or ():
-                lines.append(f"    {cap.id} [{', '.join(effect_words(cap.effects))}]")
+                words = effect_words(cap.effects)
+                if self._gate(d, cap):
+                    words.append("needs approval")
+                lines.append(f"    {cap.id} [{', '.join(words)}]")
         if self.form is not None:
             lines.append(f"  open: {self.form.capability_id}")
         return self._portable("\n".join(lines))
