@@ -2,11 +2,31 @@
 
 Every widget is a thin view: what a button does is one plain call on the object the widget
 was given (``host.invoke``, ``reader.read_messages``, ``hooks.task_start``), and each
-widget's ``text/plain`` is a stable summary, so notebooks that show them compare cleanly.
-This is the only part of murmur-nb that imports ipywidgets.
+widget's ``text/plain`` is a stable summary (no model ids, addresses, timings or absolute
+home paths), so notebooks that show them compare cleanly under nbval. This is the only
+part of murmur-nb that imports ipywidgets; ``murmur_nb.widgets`` is also reachable lazily
+as an attribute of ``murmur_nb``.
 
->>> from murmur_nb.widgets import ModuleBrowser  # doctest: +SKIP
->>> ModuleBrowser(host)                           # doctest: +SKIP
+Examples
+--------
+>>> import murmur_nb as mnb                                       # doctest: +SKIP
+>>> from murmur_nb.widgets import (ModuleBrowser, CapabilityForm, InvocationView,
+...                                HookConsole, ConversationExplorer)  # doctest: +SKIP
+>>> demo = mnb.prepare_demo_home()                                 # doctest: +SKIP
+>>> host = mnb.ModuleHost(home=demo.facet_home, policy=demo.policy(),
+...                       artifact_store=demo.artifact_store)      # doctest: +SKIP
+>>> ModuleBrowser(host)                     # modules, effects, setup, refusals  # doctest: +SKIP
+>>> form = CapabilityForm(host, "gallery.thumbs", values={"count": 3})  # doctest: +SKIP
+>>> form.run_button.click(); form.result    # an InvocationView      # doctest: +SKIP
+>>> InvocationView(host.invoke("docs.report", {}))                 # doctest: +SKIP
+>>> store = mnb.ConversationStore(demo.murmur_home)                # doctest: +SKIP
+>>> hooks = mnb.HookHost.from_config(demo.murmur_yaml, conversations=store)  # doctest: +SKIP
+>>> HookConsole(hooks, store)                                      # doctest: +SKIP
+>>> ConversationExplorer(store, demo.context_id)                   # doctest: +SKIP
+
+Driving a widget from code (tests, scripts, a notebook cell that should run unattended)
+uses the same attributes a person clicks: set an input's ``.value`` (or
+``CapabilityForm.set_value``), then ``some_button.click()``.
 """
 
 from murmur_nb.widgets._capability_form import CapabilityForm
