@@ -193,6 +193,8 @@ class _Ticker:
             os.set_blocking(fd, False)
         self._active_ticks = 0
         self._last_active = 0.0
+        self._origin = 0.0
+        self._issued = 0
         self._sleeping = True
         self._forward_fd = -1
         self.interrupted = False
@@ -207,17 +209,21 @@ class _Ticker:
                 out += chunk
         return out
 
+    def owed(self) -> int:
+        """Ticks that wall time has earned but the thread has not issued yet (it may lag)."""
+        if self._sleeping:
+            return 0
+        return max(0, int((time.monotonic() - self._origin) / _TICK_S) - self._issued)
+
     def _run(self) -> None:
-        origin = time.monotonic()
-        issued = 0
         while True:
             timeout = None if self._sleeping else _TICK_S
             ready, _, _ = select.select([self._ctl_r, self._sig_r], [], [], timeout)
             if self._ctl_r in ready:
                 self._drain(self._ctl_r)
                 if self._sleeping:
+                    self._origin, self._issued = time.monotonic(), 0
                     self._sleeping = False
-                    origin, issued = time.monotonic(), 0
             if self._sig_r in ready:
                 data = self._drain(self._sig_r)
                 if self._forward_fd >= 0:
@@ -226,10 +232,10 @@ class _Ticker:
                 if self._active_ticks and signal.SIGINT in data:
                     self.stop_current()
             now = time.monotonic()
-            due = int((now - origin) / _TICK_S)
-            while issued < due:
+            due = int((now - self._origin) / _TICK_S)
+            while self._issued < due:
                 self._engine.increment_epoch()
-                issued += 1
+                self._issued += 1
             if not self._active_ticks and now - self._last_active > _IDLE_S:
                 self._sleeping = True
 
@@ -241,7 +247,10 @@ class _Ticker:
 
     @contextlib.contextmanager
     def running(self, ticks: int) -> Iterator[None]:
-        """Time one call of ``ticks`` ticks; route SIGINT to it when on the main thread."""
+        """Time one call whose store expires ``ticks`` ticks from now; route SIGINT to it.
+
+        SIGINT is routed only on the main thread (where Python delivers signals).
+        """
         self.interrupted = False
         self._active_ticks = ticks
         self._last_active = time.monotonic()
@@ -278,8 +287,15 @@ class _Runtime:
     _create_lock = threading.Lock()
 
     def __init__(self) -> None:
-        from wasmtime import Config, Engine  # noqa: PLC0415 - wasmtime loads on first use
+        import wasmtime  # noqa: PLC0415 - wasmtime loads on first use
+        import wasmtime.component  # noqa: PLC0415
+        from wasmtime import Config, Engine  # noqa: PLC0415
 
+        # The classes the per-call path needs, resolved once (no import machinery per call).
+        self.Store = wasmtime.Store
+        self.WasiConfig = wasmtime.WasiConfig
+        self.WasmtimeError = wasmtime.WasmtimeError
+        self.Record = wasmtime.component.Record
         config = Config()
         config.epoch_interruption = True
         config.consume_fuel = True
@@ -357,6 +373,7 @@ class _PageLowering:
         self.list_copy = raw("wasmtime_component_vallist_copy", None, vp, vp)
         self.record_copy = raw("wasmtime_component_valrecord_copy", None, vp, vp)
         self._ctypes = ctypes
+        self.ptr_at = ctypes.c_uint64.from_address
         self._tmp = val_t()
         self._tmp_addr = ctypes.addressof(self._tmp)
         self._page_val = val_t()
@@ -370,6 +387,10 @@ class _PageLowering:
                 ("created-at", self.k_option),
             ]
         )
+        # Nearly every record line carries created_at: the template holds some("") there, so a
+        # page copy already has the box and only its string is written (one C call, not two).
+        self.ptr_at(ctypes.addressof(self._message.data.contents) + 4 * self.entry_size
+                    + self.entry_val_of).value = self._boxed_string("")
         self._page = self._record_template(
             [("messages", self.k_list), ("next-cursor", self.k_option), ("total", self.k_u32)]
         )
@@ -449,26 +470,36 @@ class _PageLowering:
         list_addr = entries + entry_val_of
         self.list_copy(list_addr, ctypes.addressof(self._list_template(n)))
         data = c_void_p.from_address(list_addr + 8).value or 0
+        # One view over the copied list's values; each value's record data pointer sits at
+        # word ``i * step + first`` of it.
+        step, first = self.val_size // 8, (of + 8) // 8
+        words = (ctypes.c_uint64 * (n * step)).from_address(data) if n else ()
+        ptr_at, val_delete = self.ptr_at, self.val_delete
+        name_at, created_at = 3 * entry_size, 4 * entry_size
         for i, message in enumerate(messages):
-            fields = c_void_p.from_address(data + i * self.val_size + of + 8).value or 0
-            at = fields + entry_val_of
+            at = words[i * step + first] + entry_val_of
             raw = message.id.encode("utf-8")
             byte_vec_new(at, len(raw), raw)
             raw = message.role.encode("utf-8")
             byte_vec_new(at + entry_size, len(raw), raw)
             content = message.content
-            if not isinstance(content, str):
+            if type(content) is not str:
                 content = _wire_content(message)
             raw = content.encode("utf-8")
             byte_vec_new(at + 2 * entry_size, len(raw), raw)
             name = message.name
             if name is not None:
-                c_void_p.from_address(at + 3 * entry_size).value = boxed_string(name)
+                ptr_at(at + name_at).value = boxed_string(name)
             created = message.created_at
-            if created is not None:
-                c_void_p.from_address(at + 4 * entry_size).value = boxed_string(
-                    _timestamp(created)
-                )
+            slot = ptr_at(at + created_at)
+            if created is None:
+                val_delete(slot.value)
+                slot.value = 0
+            else:
+                if type(created) is not str:
+                    created = _timestamp(created)
+                raw = created.encode("utf-8")
+                byte_vec_new(slot.value + of, len(raw), raw)
         if cursor is not None:
             boxed = self._boxed_string(cursor)
             c_void_p.from_address(entries + entry_size + entry_val_of).value = boxed
@@ -731,9 +762,9 @@ class HookHost:
         from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
 
         with self._runtime.call_lock:
-            store = self._new_store(limits, _Capture(), _Capture())
+            store, deadline = self._new_store(limits, _Capture(), _Capture())
             try:
-                with self._runtime.ticker.running(self._ticks(limits)):
+                with self._runtime.ticker.running(deadline):
                     self._linker.instantiate(store, component)
             except WasmtimeError as exc:
                 return (
@@ -773,9 +804,7 @@ class HookHost:
         self._context_id = context_id
 
         def make_args() -> tuple[Any, ...]:
-            from wasmtime.component import Record  # noqa: PLC0415 - wasmtime loads on first use
-
-            event: Any = Record()
+            event: Any = self._runtime.Record()
             setattr(event, "task-id", task_id)
             setattr(event, "context-id", context_id)
             return (event,)
@@ -843,23 +872,28 @@ class HookHost:
     def _ticks(self, limits: HookLimits) -> int:
         return math.ceil(limits.time_ms / 1000 / _TICK_S) + 1
 
-    def _new_store(self, limits: HookLimits, out: _Capture, err: _Capture) -> Store:
-        from wasmtime import Store, WasiConfig  # noqa: PLC0415 - wasmtime loads on first use
-
-        store = Store(self._runtime.engine)
-        wasi = WasiConfig()
+    def _new_store(
+        self, limits: HookLimits, out: _Capture, err: _Capture
+    ) -> tuple[Store, int]:
+        """A fresh store for one call, and its deadline in ticks from the current epoch."""
+        runtime = self._runtime
+        store: Store = runtime.Store(runtime.engine)
+        wasi = runtime.WasiConfig()
         wasi.stdout_custom = out.write
         wasi.stderr_custom = err.write
         store.set_wasi(wasi)
         store.set_limits(memory_size=limits.memory_mib * _MIB)
         store.set_fuel(limits.fuel if limits.fuel is not None else _FUEL_UNLIMITED)
-        store.set_epoch_deadline(self._ticks(limits))
-        return store
+        # Relative to the engine's epoch now; add the ticks the ticker still owes so that a
+        # lagging ticker catching up cannot end this call early.
+        deadline = self._ticks(limits) + runtime.ticker.owed()
+        store.set_epoch_deadline(deadline)
+        return store, deadline
 
     def _call(
         self, loaded: _Loaded, event: str, args: tuple[Any, ...], lift: Callable[[Any], Any]
     ) -> HookResult:
-        from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
+        WasmtimeError = self._runtime.WasmtimeError
 
         assert loaded.component is not None
         info = loaded.info
@@ -870,13 +904,13 @@ class HookHost:
         with runtime.call_lock:
             call = _Call(self._reader_for(info))
             self._current = call
-            store = self._new_store(limits, out, err)
+            store, deadline = self._new_store(limits, out, err)
             started = time.perf_counter()
             raw: Any = None
             failure: str | None = None
             code: str | None = None
             try:
-                with runtime.ticker.running(self._ticks(limits)):
+                with runtime.ticker.running(deadline):
                     instance = self._linker.instantiate(store, loaded.component)
                     func = instance.get_func(store, loaded.funcs[event])
                     assert func is not None

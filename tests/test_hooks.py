@@ -373,9 +373,10 @@ def test_infinite_loop_stops_at_each_hooks_time_limit(limited: mnb.HookHost) -> 
     bad, good = results["bad"], results["good"]
     assert bad.code == good.code == "deadline_exceeded"
     assert "150 ms" in (bad.error or "") and "limits.time_ms" in (bad.error or "")
-    assert 150 <= bad.duration_ms < 150 + 300
-    assert 400 <= good.duration_ms < 400 + 300
-    assert elapsed < 2.0
+    # Stopped at its own limit (generous upper bounds: a loaded CI machine schedules late).
+    assert 150 <= bad.duration_ms < 150 + 1000
+    assert 400 <= good.duration_ms < 400 + 1000
+    assert elapsed < 3.0
     after = limited.task_start(task_id="fine", context_id="ctx-1")
     assert after["bad"].ok and after["bad"].value == "fine"
     assert after["good"].ok
@@ -396,7 +397,7 @@ def test_memory_growth_past_the_limit_is_stopped(limited: mnb.HookHost) -> None:
     assert "4 MiB limit" in (bad.error or "")
     assert f"{mnb._hook_config.DEFAULT_MEMORY_MIB} MiB limit" in (good.error or "")
     assert psutil.Process().memory_info().rss - rss_before < 200 * 2**20
-    assert bad.duration_ms < 150  # stopped by the memory limit, not by the clock
+    assert bad.duration_ms < 150  # stopped by the memory limit, not by its 150 ms clock
     assert limited.task_start(task_id="ok", context_id="ctx-1")["bad"].ok
 
 
