@@ -21,7 +21,7 @@ import ipywidgets as w
 
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError, ModuleNotFound
 from murmur_nb._schema_form import UNSET, FieldSpec, SchemaForm
-from murmur_nb.widgets._html import TextView, badge, esc
+from murmur_nb.widgets._html import TextView, badge, effect_badges, esc
 from murmur_nb.widgets._invocation_view import InvocationView
 
 __all__ = ["CapabilityForm"]
@@ -476,37 +476,3 @@ class CapabilityForm(TextView):
         if self.poll_form is not None:
             lines.extend(f"  {line}" for line in self.poll_form.text().splitlines())
         return "\n".join(lines)
-
-
-def effect_badges(effects: Any) -> str:
-    """Badges for a capability's declared effects."""
-    out = []
-    if getattr(effects, "local", False):
-        out.append(badge("local", "info"))
-    if getattr(effects, "network", False):
-        out.append(badge("network", "warn"))
-    if getattr(effects, "external_writes", False):
-        out.append(badge("external writes", "error"))
-    provider = getattr(effects, "provider", "")
-    if provider:
-        out.append(badge(f"provider: {provider}", "warn"))
-    out.append(
-        badge("cost known", "ok")
-        if getattr(effects, "cost_known", False)
-        else badge("cost unknown", "error")
-    )
-    return "<div>" + "".join(out) + "</div>"
-
-
-def effect_words(effects: Any) -> list[str]:
-    """The same badges as words, for ``text/plain``."""
-    out = [
-        name.replace("_", " ")
-        for name in ("local", "network", "external_writes")
-        if getattr(effects, name, False)
-    ]
-    provider = getattr(effects, "provider", "")
-    if provider:
-        out.append(f"provider: {provider}")
-    out.append("cost known" if getattr(effects, "cost_known", False) else "cost unknown")
-    return out

@@ -17,7 +17,16 @@ from typing import Any
 
 import ipywidgets as w
 
-__all__ = ["TextView", "badge", "bundle_of", "esc", "lines_html", "set_output", "tone_badge"]
+__all__ = [
+    "TextView",
+    "badge",
+    "bundle_of",
+    "effect_badges",
+    "effect_words",
+    "esc",
+    "lines_html",
+    "set_output",
+]
 
 _TONES: Mapping[str, tuple[str, str]] = {
     "ok": ("#e6f4ea", "#137333"),
@@ -42,10 +51,6 @@ def badge(text: str, tone: str = "muted", title: str = "") -> str:
         f"padding:0 6px;margin:0 4px 2px 0;border-radius:8px;font-size:85%;"
         f'background:{bg};color:{fg}">{esc(text)}</span>'
     )
-
-
-def tone_badge(text: str, good: bool) -> str:
-    return badge(text, "ok" if good else "error")
 
 
 def bundle_of(obj: Any) -> dict[str, Any]:
@@ -74,6 +79,40 @@ def set_output(out: w.Output, *objs: Any) -> None:
 
 def lines_html(lines: Iterable[str]) -> str:
     return "".join(f"<div>{line}</div>" for line in lines)
+
+
+def effect_badges(effects: Any) -> str:
+    """Badges for a capability's declared effects."""
+    out = []
+    if getattr(effects, "local", False):
+        out.append(badge("local", "info"))
+    if getattr(effects, "network", False):
+        out.append(badge("network", "warn"))
+    if getattr(effects, "external_writes", False):
+        out.append(badge("external writes", "error"))
+    provider = getattr(effects, "provider", "")
+    if provider:
+        out.append(badge(f"provider: {provider}", "warn"))
+    out.append(
+        badge("cost known", "ok")
+        if getattr(effects, "cost_known", False)
+        else badge("cost unknown", "error")
+    )
+    return "<div>" + "".join(out) + "</div>"
+
+
+def effect_words(effects: Any) -> list[str]:
+    """The same badges as words, for ``text/plain``."""
+    out = [
+        name.replace("_", " ")
+        for name in ("local", "network", "external_writes")
+        if getattr(effects, name, False)
+    ]
+    provider = getattr(effects, "provider", "")
+    if provider:
+        out.append(f"provider: {provider}")
+    out.append("cost known" if getattr(effects, "cost_known", False) else "cost unknown")
+    return out
 
 
 class TextView(w.VBox):  # type: ignore[misc]

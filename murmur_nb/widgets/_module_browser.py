@@ -12,8 +12,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from murmur_nb.widgets._capability_form import CapabilityForm, effect_badges, effect_words
-from murmur_nb.widgets._html import TextView, badge, esc
+from murmur_nb.widgets._capability_form import CapabilityForm
+from murmur_nb.widgets._html import TextView, badge, effect_badges, effect_words, esc
 
 __all__ = ["ModuleBrowser", "format_validation_error"]
 
