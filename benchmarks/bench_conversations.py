@@ -78,7 +78,7 @@ _WORDS = [
 def _sentences(count: int) -> list[str]:
     out = []
     for k in range(count):
-        length = 14 + (k * 37) % 30
+        length = 12 + (k * 37) % 28
         out.append(" ".join(_WORDS[(k * 7 + j * 13) % len(_WORDS)] for j in range(length)))
     return out
 

@@ -40,8 +40,8 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -228,22 +228,61 @@ class _RecordChanged(Exception):
     """The record is no longer the generation the index describes."""
 
 
+class _Columns:
+    """Decoded messages as column lists, for building a DataFrame without a second pass.
+
+    ``call_ids`` and ``errors`` hold the raw ``tool_call_id`` / ``is_error`` values of the
+    tool messages only, in order.
+    """
+
+    __slots__ = ("call_ids", "contents", "errors", "ids", "names", "roles", "stamps")
+
+    def __init__(self) -> None:
+        self.ids: list[Any] = []
+        self.roles: list[Any] = []
+        self.contents: list[Any] = []
+        self.names: list[Any] = []
+        self.stamps: list[Any] = []
+        self.call_ids: list[Any] = []
+        self.errors: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def extend(self, rows: list[Row]) -> None:
+        """Append decoded record rows (already known to be messages)."""
+        self.ids += [row["id"] for row in rows]
+        self.roles += [row["role"] for row in rows]
+        self.contents += [row["content"] for row in rows]
+        self.names += [row.get("name") for row in rows]
+        self.stamps += [row.get("created_at") for row in rows]
+        tools = [row for row in rows if row["role"] == "tool"]
+        self.call_ids += [row.get("tool_call_id") for row in tools]
+        self.errors += [row.get("is_error") for row in tools]
+
+    def extend_columns(self, other: _Columns) -> None:
+        """Append every message of ``other``."""
+        for name in self.__slots__:
+            getattr(self, name).extend(getattr(other, name))
+
+
 @dataclass(slots=True)
 class _Walk:
     """State one full walk keeps across its pages (see ``read_conversation``).
 
-    The first page's index scan parses every appended line anyway; the walk keeps
-    those decoded rows so that its pages are served from them instead of being
-    parsed a second time. ``sink[i]`` is the row at position ``sink_base + i``.
+    The first page's index scan parses every appended line anyway; the walk keeps what
+    it decoded, as columns, so that its pages need not be parsed a second time.
+    ``sink`` holds the messages at positions ``sink_base`` onwards; pages below that are
+    decoded from the record and handed back as rows.
     """
 
     on_bytes: ProgressCallback | None = None
-    sink: list[Row] = field(default_factory=list)
+    sink: _Columns | None = None
     sink_base: int = -1
 
     def restart(self) -> None:
-        """Drop the kept rows: the record changed and is being indexed afresh."""
-        self.sink = []
+        """Drop the kept columns: the record changed and is being indexed afresh."""
+        self.sink = None
         self.sink_base = -1
 
 
@@ -297,7 +336,7 @@ class _RecordIndex:
     def offsets(self, start: int, end: int) -> tuple[list[int], list[int]]:
         return self._starts[start:end].tolist(), self._ends[start:end].tolist()
 
-    def sync(self, st: os.stat_result, sink: _Walk | None) -> None:
+    def sync(self, st: os.stat_result, walk: _Walk | None) -> None:
         """Bring the index up to date with the record whose ``stat`` is ``st``.
 
         Opens the file only when something moved. Raises ``OSError`` when the record
@@ -307,8 +346,8 @@ class _RecordIndex:
         if ident != self.ident or st.st_size < self.scanned:
             self._reset(ident)
         elif self._seen == (st.st_size, st.st_mtime_ns):
-            if sink is not None:
-                sink.sink_base = self.count
+            if walk is not None:
+                walk.sink, walk.sink_base = _Columns(), self.count
             return
         fd = os.open(self.path, _OPEN_FLAGS)
         try:
@@ -317,9 +356,9 @@ class _RecordIndex:
                 raise _RecordChanged
             if self.scanned and not self._same_generation(fd, fst.st_size):
                 self._reset(ident)
-            if sink is not None:
-                sink.sink_base = self.count
-            self._scan(fd, fst.st_size, sink)
+            if walk is not None:
+                walk.sink, walk.sink_base = _Columns(), self.count
+            self._scan(fd, fst.st_size, walk.sink if walk is not None else None, walk)
             self._seen = (fst.st_size, fst.st_mtime_ns)
         finally:
             os.close(fd)
@@ -347,13 +386,10 @@ class _RecordIndex:
             setattr(self, name, new)
         self._capacity = capacity
 
-    def _scan(self, fd: int, size: int, walk: _Walk | None) -> None:
-        """Index the complete lines in ``[scanned, size)``."""
+    def _scan(self, fd: int, size: int, sink: _Columns | None, walk: _Walk | None) -> None:
+        """Index the complete lines in ``[scanned, size)``; decode them into ``sink``."""
         import numpy as np  # noqa: PLC0415 - numpy loads on the first read
 
-        loads = _loads
-        decode_error = _JSONDecodeError
-        sink = walk.sink if walk is not None else None
         on_bytes = walk.on_bytes if walk is not None else None
         offset = self.scanned
         chunk = _FIRST_CHUNK
@@ -374,27 +410,8 @@ class _RecordIndex:
                 digest.update(b"%d:%d:%d:" % (*(self.ident or (0, 0)), self.epoch))
                 digest.update(first)
                 self.token = digest.digest()
-            kept: list[int] = []
-            keep = kept.append
-            index = -1
-            for line in buf[:cut].split(b"\n"):
-                index += 1
-                try:
-                    row = loads(line)
-                    ident = row["id"]
-                    role = row["role"]
-                    content = row["content"]
-                except (decode_error, KeyError, TypeError):
-                    continue
-                if (
-                    type(ident) is str
-                    and ident
-                    and type(role) is str
-                    and (type(content) is str or role == "tool")
-                ):
-                    keep(index)
-                    if sink is not None:
-                        sink.append(row)
+            lines = buf[:cut].split(b"\n")
+            kept = _messages_in(lines) if sink is None else _messages_into(lines, sink)
             if kept:
                 newlines = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=cut + 1) == 10)
                 chosen = np.array(kept, dtype=np.intp)
@@ -411,6 +428,72 @@ class _RecordIndex:
             if on_bytes is not None:
                 on_bytes(cut + 1)
             chunk = _FIRST_CHUNK
+
+
+# The two loops below are the hot path of indexing: one parse per line, the SPEC §3
+# message test, nothing else. A line is a message when it is a JSON object with a
+# non-empty string ``id``, a string ``role`` and a ``content`` that is a string (any
+# JSON value for role "tool"); subscripting anything but a dict raises TypeError.
+
+
+def _messages_in(lines: list[bytes]) -> list[int]:
+    """Indexes of the lines that are messages."""
+    loads = _loads
+    decode_error = _JSONDecodeError
+    kept: list[int] = []
+    keep = kept.append
+    for index, line in enumerate(lines):
+        try:
+            row = loads(line)
+            ident = row["id"]
+            role = row["role"]
+            content = row["content"]
+        except (decode_error, KeyError, TypeError):
+            continue
+        if (
+            type(ident) is str
+            and ident
+            and type(role) is str
+            and (type(content) is str or role == "tool")
+        ):
+            keep(index)
+    return kept
+
+
+def _messages_into(lines: list[bytes], sink: _Columns) -> list[int]:
+    """Like :func:`_messages_in`, also appending each message's fields to ``sink``."""
+    loads = _loads
+    decode_error = _JSONDecodeError
+    kept: list[int] = []
+    keep = kept.append
+    add_id, add_role, add_content = sink.ids.append, sink.roles.append, sink.contents.append
+    add_name, add_stamp = sink.names.append, sink.stamps.append
+    add_call_id, add_error = sink.call_ids.append, sink.errors.append
+    for index, line in enumerate(lines):
+        try:
+            row = loads(line)
+            ident = row["id"]
+            role = row["role"]
+            content = row["content"]
+        except (decode_error, KeyError, TypeError):
+            continue
+        if type(ident) is str and ident and type(role) is str:
+            if type(content) is str:
+                if role == "tool":
+                    add_call_id(row.get("tool_call_id"))
+                    add_error(row.get("is_error"))
+            elif role == "tool":
+                add_call_id(row.get("tool_call_id"))
+                add_error(row.get("is_error"))
+            else:
+                continue
+            keep(index)
+            add_id(ident)
+            add_role(role)
+            add_content(content)
+            add_name(row.get("name"))
+            add_stamp(row.get("created_at"))
+    return kept
 
 
 def _read_rows(
@@ -607,9 +690,9 @@ class ConversationReader:
             beyond this record, or issued before the record was rewritten);
             ``unavailable: <reason>`` when the record exists but cannot be read.
         """
-        rows, next_cursor, total = self._serve(cursor, limit, None)
+        rows, next_cursor, total, _ = self._serve(cursor, limit, None)
         try:
-            messages = _messages(rows)
+            messages = _messages(rows or [])
         except (KeyError, TypeError, AttributeError):
             # A line changed in place since it was indexed: the runtime does not do
             # that, so the record was rewritten.
@@ -627,8 +710,13 @@ class ConversationReader:
 
     def _serve(
         self, cursor: object, limit: int, walk: _Walk | None, _retry: bool = True
-    ) -> tuple[list[Row], str | None, int]:
-        """Serve one page as decoded record rows, oldest first."""
+    ) -> tuple[list[Row] | None, str | None, int, int]:
+        """Serve one page: ``(rows, next_cursor, total, start)``.
+
+        ``rows`` are the page's decoded record rows, oldest first, from position
+        ``start``. In a walk, rows at or above ``walk.sink_base`` are not decoded again:
+        they are left out (and ``rows`` is ``None`` when that is the whole page).
+        """
         if not self._granted:
             raise ConversationReadError("not-granted")
         try:
@@ -640,7 +728,7 @@ class ConversationReader:
         if store is None or path is None or context_id is None:
             if cursor is not None:
                 raise ConversationReadError("invalid-cursor")
-            return [], None, 0
+            return [], None, 0, 0
         index = store._index(context_id, path)
         with index.lock:
             try:
@@ -649,7 +737,7 @@ class ConversationReader:
                 index.forget()
                 if cursor is not None:
                     raise ConversationReadError("invalid-cursor") from None
-                return [], None, 0
+                return [], None, 0, 0
             except OSError as exc:
                 raise _unavailable(context_id, exc) from exc
             if not stat.S_ISREG(st.st_mode):
@@ -683,13 +771,16 @@ class ConversationReader:
             start = max(0, end - limit)
             next_cursor = store._codec.encode(start, scope) if start > 0 else None
             ident = index.ident
-            starts, ends = index.offsets(start, end) if end > start else ([], [])
+            stop = end
+            if walk is not None and walk.sink is not None:
+                stop = max(start, min(end, walk.sink_base))
+                if stop == start:
+                    return None, next_cursor, total, start
+            starts, ends = index.offsets(start, stop) if stop > start else ([], [])
         if not starts:
-            return [], next_cursor, total
+            return [], next_cursor, total, start
         try:
-            rows = self._rows(
-                path=path, ident=ident, start=start, starts=starts, ends=ends, walk=walk
-            )
+            rows, nbytes = _read_rows(path, ident, starts, ends)
         except _RecordChanged:
             self._invalidate()
             if cursor is not None:
@@ -703,42 +794,33 @@ class ConversationReader:
             ) from None
         except OSError as exc:
             raise _unavailable(context_id, exc) from exc
-        return rows, next_cursor, total
-
-    @staticmethod
-    def _rows(
-        *,
-        path: Path,
-        ident: tuple[int, int] | None,
-        start: int,
-        starts: list[int],
-        ends: list[int],
-        walk: _Walk | None,
-    ) -> list[Row]:
-        end = start + len(starts)
-        if walk is None or walk.sink_base < 0 or end <= walk.sink_base:
-            rows, nbytes = _read_rows(path, ident, starts, ends)
-            if walk is not None and walk.on_bytes is not None:
-                walk.on_bytes(nbytes)
-            return rows
-        base = walk.sink_base
-        if start >= base:
-            return walk.sink[start - base : end - base]
-        split = base - start
-        older, nbytes = _read_rows(path, ident, starts[:split], ends[:split])
-        if walk.on_bytes is not None:
+        if walk is not None and walk.on_bytes is not None:
             walk.on_bytes(nbytes)
-        return older + walk.sink[: end - base]
+        return rows, next_cursor, total, start
 
-    def _walk(self, on_bytes: ProgressCallback | None = None) -> Iterator[list[Row]]:
-        """Yield every page of rows, newest page first, walking until no cursor."""
+    def _walk(self, on_bytes: ProgressCallback | None = None) -> _Columns:
+        """Walk every page from ``cursor=None`` until no cursor; return what they held.
+
+        The pages tile ``[0, T)`` newest first, ``T`` being the first page's ``total``;
+        the result holds those messages oldest first, as columns.
+        """
         walk = _Walk(on_bytes)
+        decoded: list[list[Row]] = []
         cursor: str | None = None
         while True:
-            rows, cursor, _ = self._serve(cursor, MAX_PAGE, walk)
-            yield rows
+            rows, cursor, _, _ = self._serve(cursor, MAX_PAGE, walk)
+            if rows:
+                decoded.append(rows)
             if cursor is None:
-                return
+                break
+        if not decoded and walk.sink is not None:
+            return walk.sink
+        out = _Columns()
+        for rows in reversed(decoded):
+            out.extend(rows)
+        if walk.sink is not None:
+            out.extend_columns(walk.sink)
+        return out
 
 
 def _unavailable(context_id: str, exc: OSError) -> ConversationReadError:

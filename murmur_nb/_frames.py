@@ -22,14 +22,15 @@ import importlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
 
 from murmur_nb._conversations import (
     ConversationReader,
     ConversationStore,
-    Row,
+    _Columns,
     check_context_id,
     envelope_text,
 )
@@ -81,56 +82,123 @@ def _only(values: list[Any], kind: type) -> list[Any]:
     return [value if type(value) is kind else None for value in values]
 
 
-def _strings(values: list[Any]) -> Any:
+def _arrow() -> Any:
+    """pyarrow when pandas stores strings in it (pandas 3 with pyarrow installed), else None."""
     import pandas as pd  # noqa: PLC0415 - pandas loads on first use
 
-    dtype = pd.StringDtype()
-    if dtype.storage == "pyarrow":
-        pa: Any = importlib.import_module("pyarrow")
-        return pd.array(pa.array(values, type=pa.large_string()), dtype=dtype)
-    return pd.array(values, dtype=dtype)
+    if pd.StringDtype().storage != "pyarrow":
+        return None
+    return importlib.import_module("pyarrow")
 
 
-def _frame(rows: list[Row]) -> pd.DataFrame:
-    """Columns from decoded record rows (oldest first, position = row index)."""
+def _strings(values: Any) -> Any:
+    """A pandas ``string`` array (``None`` -> NA) from a list or object ndarray of str."""
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    pa = _arrow()
+    if pa is not None:
+        return pd.array(pa.array(values, type=pa.large_string()), dtype=pd.StringDtype())
+    return pd.array(values, dtype=pd.StringDtype())
+
+
+def _categorical(roles: list[str]) -> Any:
+    """``roles`` as a pandas Categorical with sorted categories."""
     import numpy as np  # noqa: PLC0415 - numpy loads on first use
     import pandas as pd  # noqa: PLC0415 - pandas loads on first use
 
-    count = len(rows)
-    ids = [row["id"] for row in rows]
-    roles = [row["role"] for row in rows]
-    contents = [row["content"] for row in rows]
-    names = _only([row.get("name") for row in rows], str)
-    stamps = _only([row.get("created_at") for row in rows], str)
-    call_ids: list[str | None] = [None] * count
-    errors: list[bool | None] = [None] * count
+    pa = _arrow()
+    if pa is not None:
+        encoded = pa.array(roles, type=pa.large_string()).dictionary_encode()
+        seen: list[str] = encoded.dictionary.to_pylist()
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    else:
+        lookup: dict[str, int] = {}
+        codes = np.fromiter(
+            (lookup.setdefault(role, len(lookup)) for role in roles), np.int32, len(roles)
+        )
+        seen = list(lookup)
+    order = sorted(range(len(seen)), key=seen.__getitem__)
+    recode = np.empty(len(seen), dtype=np.int32)
+    recode[order] = np.arange(len(seen), dtype=np.int32)
+    return pd.Categorical.from_codes(
+        recode[codes], categories=pd.Index([seen[k] for k in order])
+    )
+
+
+def _timestamps(stamps: list[str | None]) -> Any:
+    """RFC 3339 strings as datetime64[us, UTC]; NaT when absent or not a time."""
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    pa = _arrow()
+    if pa is not None and stamps:
+        try:
+            parsed = pa.array(stamps, type=pa.large_string()).cast(pa.timestamp("us", tz="UTC"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # something Arrow's strict parser refuses: let pandas coerce per value
+        else:
+            return pd.DatetimeIndex(parsed.to_pandas()).as_unit("us")
+    created = pd.to_datetime(
+        pd.Series(stamps, dtype=object), utc=True, format="ISO8601", errors="coerce"
+    )
+    return pd.DatetimeIndex(created).as_unit("us")
+
+
+def _envelopes(call_ids: list[Any], errors: list[Any], bodies: list[Any]) -> list[str]:
+    """Envelope texts for tool rows whose call ids and error flags are already cleaned."""
+    dumps = orjson.dumps
+    encode_error = orjson.JSONEncodeError
+    envelope = {"__murmur_tool_msg__": True, "tool_call_id": None, "is_error": None, "body": None}
+    out: list[str] = []
+    append = out.append
+    for call_id, is_error, body in zip(call_ids, errors, bodies, strict=True):
+        envelope["tool_call_id"] = call_id
+        envelope["is_error"] = is_error
+        envelope["body"] = body
+        try:
+            append(dumps(envelope).decode())
+        except encode_error:
+            append(envelope_text(call_id, is_error, body))
+    return out
+
+
+def _frame(columns: _Columns) -> pd.DataFrame:
+    """The DataFrame of decoded messages (oldest first, position = index)."""
+    import numpy as np  # noqa: PLC0415 - numpy loads on first use
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    count = len(columns)
+    contents = columns.contents
+    role = _categorical(columns.roles)
+    tool_code = list(role.categories).index("tool") if "tool" in role.categories else -1
+    tools = np.flatnonzero(role.codes == tool_code)
+    at = tools.tolist()
+    if len(at) != len(columns.call_ids):
+        raise AssertionError("tool columns out of step")  # pragma: no cover - a bug if hit
+    call_ids = _only(columns.call_ids, str)
+    errors = _only(columns.errors, bool)
+    tool_bodies = [contents[k] for k in at]
+    for k, text in zip(at, _envelopes(call_ids, errors, tool_bodies), strict=True):
+        contents[k] = text
     bodies = np.full(count, None, dtype=object)
-    role_array = np.array(roles, dtype=object)
-    for k in np.flatnonzero(role_array == "tool").tolist():
-        row = rows[k]
-        body = contents[k]
-        call_id = row.get("tool_call_id")
-        is_error = row.get("is_error")
-        call_ids[k] = call_id if type(call_id) is str else None
-        errors[k] = is_error if type(is_error) is bool else None
-        bodies[k] = body
-        contents[k] = envelope_text(call_id, is_error, body)
-    categories = sorted(set(roles))
-    lookup = {role: code for code, role in enumerate(categories)}
-    codes = np.fromiter(map(lookup.__getitem__, roles), dtype=np.int32, count=count)
-    created = pd.to_datetime(stamps, utc=True, format="ISO8601", errors="coerce")
-    columns: dict[str, Any] = {
+    bodies[tools] = np.fromiter(tool_bodies, dtype=object, count=len(at))
+    call_id_column = np.full(count, None, dtype=object)
+    call_id_column[tools] = np.fromiter(call_ids, dtype=object, count=len(at))
+    error_values = np.zeros(count, dtype=bool)
+    error_values[tools] = np.fromiter((e is True for e in errors), dtype=bool, count=len(at))
+    error_mask = np.ones(count, dtype=bool)
+    error_mask[tools] = np.fromiter((e is None for e in errors), dtype=bool, count=len(at))
+    frame_columns: dict[str, Any] = {
         "position": np.arange(count, dtype=np.int64),
-        "id": _strings(ids),
-        "role": pd.Categorical.from_codes(codes, categories=pd.Index(categories)),
+        "id": _strings(columns.ids),
+        "role": role,
         "content": _strings(contents),
-        "name": _strings(names),
-        "created_at": pd.DatetimeIndex(created).as_unit("us"),
-        "tool_call_id": _strings(call_ids),
-        "is_error": pd.array(errors, dtype="boolean"),
+        "name": _strings(_only(columns.names, str)),
+        "created_at": _timestamps(_only(columns.stamps, str)),
+        "tool_call_id": _strings(call_id_column),
+        "is_error": pd.arrays.BooleanArray(error_values, error_mask),
         "body": bodies,
     }
-    return pd.DataFrame(columns, columns=list(COLUMNS), copy=False)
+    return pd.DataFrame(frame_columns, columns=list(COLUMNS), copy=False)
 
 
 def _walk_frame(
@@ -155,11 +223,7 @@ def _walk_frame(
             )
     try:
         with _gc_paused():
-            pages = list(reader._walk(bar.update if bar is not None else None))
-            pages.reverse()
-            rows: list[Row] = list(chain.from_iterable(pages))
-            del pages
-            frame = _frame(rows)
+            frame = _frame(reader._walk(bar.update if bar is not None else None))
     finally:
         if bar is not None:
             bar.update(max(0, bar.total - bar.n))
@@ -208,7 +272,7 @@ def read_conversation(context_id: str, home: Home = None, *, progress: bool = Tr
 
 
 def _empty_frame(with_context: bool) -> pd.DataFrame:
-    frame = _frame([])
+    frame = _frame(_Columns())
     if with_context:
         frame.insert(0, "context_id", _strings([]))
     return frame
