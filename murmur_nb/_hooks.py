@@ -785,6 +785,11 @@ class HookHost:
         return self._config
 
     @property
+    def conversations(self) -> Any:
+        """The store that serves ``read-messages`` (the one the Python API reads too)."""
+        return self._conversations
+
+    @property
     def context_id(self) -> str | None:
         """The ``context-id`` of the current task (``None`` before the first task)."""
         return self._context_id

@@ -483,3 +483,24 @@ def test_interrupt_outside_a_call_is_an_ordinary_keyboard_interrupt(
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1)
     assert hooks.task_start(task_id="x", context_id="ctx-1")["reader"].ok
+
+
+def test_captured_output_is_bounded() -> None:
+    from murmur_nb._hooks import _CAPTURE_LIMIT, _Capture
+
+    capture = _Capture()
+    for _ in range(100):
+        capture.write(b"x" * 1000)
+    text = capture.text()
+    assert text.startswith("x" * _CAPTURE_LIMIT)
+    assert text.endswith(f"[murmur-nb: {100_000 - _CAPTURE_LIMIT} more bytes not captured]")
+    capture = _Capture()
+    capture.write("caf\u00e9 \U0001f600".encode())
+    assert capture.text() == "caf\u00e9 \U0001f600"
+
+
+def test_host_exposes_its_store(tmp_path: Path, guest_bytes: bytes,
+                                store: ConversationStore) -> None:
+    hooks = mnb.HookHost.from_config(capsule(tmp_path, guest_bytes, GRANTED), conversations=store)
+    assert hooks.conversations is store
+    assert "reader" in repr(hooks)
