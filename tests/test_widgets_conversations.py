@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from murmur_nb._conversations import ConversationStore
+from murmur_nb._exceptions import ConversationReadError
 from murmur_nb._record_writer import RecordWriter
 from murmur_nb.widgets import ConversationExplorer
 from murmur_nb.widgets._conversation_explorer import expand_tool_envelope
@@ -176,3 +177,16 @@ def test_text_form_is_stable(store: ConversationStore) -> None:
     assert again.text() == first
     assert again._repr_mimebundle_()["text/plain"] == first
     assert "0x" not in first
+
+
+def test_an_unreadable_record_is_reported_not_raised(tmp_path: Path) -> None:
+    (tmp_path / "conversations" / "folder.jsonl").mkdir(parents=True)
+    ex = ConversationExplorer(ConversationStore(tmp_path), "folder")
+    assert ex.error is not None and ex.error.code == "unavailable"
+    assert ex.text().startswith("ConversationExplorer folder: error unavailable: ")
+    ex.dataframe_button.click()  # the button reports; the plain call raises
+    (note,) = ex.frame_out.outputs
+    assert note["data"]["text/plain"].startswith("to DataFrame failed: unavailable: ")
+    assert ex.dataframe is None
+    with pytest.raises(ConversationReadError):
+        ex.to_dataframe()

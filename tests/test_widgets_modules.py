@@ -489,3 +489,26 @@ def test_each_field_kind_reports_its_own_error(host: ModuleHost) -> None:
         form.set_value("rate", 8000)
     with pytest.raises(KeyError, match="no field 'nope'"):
         form.set_value("nope", 1)
+
+
+def test_opening_a_capability_of_a_module_that_broke_shows_why(
+    host: ModuleHost, demo: DemoHome
+) -> None:
+    browser = ModuleBrowser(host)
+    browser.capability_picker.value = "kitchen.echo"
+    main = demo.facet_home / "modules" / "kitchen" / "main.py"
+    original = main.read_text()
+    try:
+        main.write_text(original.replace('"id": "kitchen.echo"', '"id": "echo"'))
+        browser.open_button.click()
+        assert browser.form is None
+        (note,) = browser.form_box.children
+        assert "invalid_descriptor" in note.value
+        assert "capabilities[0]" in note.value
+        browser.refresh_button.click()
+        assert "  kitchen: refused" in browser.text()
+    finally:
+        main.write_text(original)
+    browser.refresh_button.click()
+    assert "  kitchen 2.0.0" in browser.text()
+    assert isinstance(browser.open_form("kitchen.echo"), CapabilityForm)

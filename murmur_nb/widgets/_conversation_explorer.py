@@ -21,7 +21,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from murmur_nb._exceptions import ConversationReadError
+from murmur_nb._exceptions import ConversationReadError, MurmurError
 from murmur_nb._frames import read_conversation
 from murmur_nb.widgets._html import TextView, badge, esc, set_output
 
@@ -45,6 +45,16 @@ def expand_tool_envelope(content: str) -> dict[str, Any] | None:
         "is_error": value.get("is_error"),
         "body": value.get("body"),
     }
+
+
+class _Note:
+    """A line of text for an Output widget."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _short(text: str, n: int = _SHORT) -> str:
@@ -100,7 +110,7 @@ class ConversationExplorer(TextView):
         self.older_button.on_click(lambda _b: self.older())
         self.newer_button.on_click(lambda _b: self.newer())
         self.refresh_button.on_click(lambda _b: self.refresh())
-        self.dataframe_button.on_click(lambda _b: self.to_dataframe())
+        self.dataframe_button.on_click(lambda _b: self._dataframe_clicked())
         self.role_filter.observe(lambda _c: self._draw(), names="value")
         super().__init__(
             [
@@ -170,6 +180,13 @@ class ConversationExplorer(TextView):
         return frame
 
     # internals
+
+    def _dataframe_clicked(self) -> None:
+        try:
+            self.to_dataframe()
+        except MurmurError as exc:  # a button has no caller to raise to: show it
+            self.frame_out.outputs = ()
+            set_output(self.frame_out, _Note(f"to DataFrame failed: {exc.code}: {exc}"))
 
     def _read(self, cursor: str | None) -> bool:
         try:

@@ -7,11 +7,13 @@ run, look at the artifacts — happens in one place.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
 import ipywidgets as w
 
+from murmur_nb._exceptions import ModuleHostError
 from murmur_nb.widgets._capability_form import CapabilityForm
 from murmur_nb.widgets._html import TextView, badge, effect_badges, effect_words, esc
 
@@ -62,7 +64,7 @@ class ModuleBrowser(TextView):
         self.open_button = w.Button(description="Open form", button_style="primary")
         self.form_box = w.VBox()
         self.refresh_button.on_click(lambda _b: self.refresh())
-        self.open_button.on_click(lambda _b: self.open_form(self.capability_picker.value))
+        self.open_button.on_click(lambda _b: self._open_clicked())
         super().__init__(
             [
                 w.HBox([self.refresh_button, self.summary]),
@@ -71,7 +73,16 @@ class ModuleBrowser(TextView):
                 self.form_box,
             ]
         )
-        self.refresh()
+        self.refresh(rescan=False)
+
+    def _open_clicked(self) -> None:
+        try:
+            self.open_form(self.capability_picker.value)
+        except ModuleHostError as exc:  # e.g. the module was changed and is now refused
+            self.form = None
+            self.form_box.children = (
+                w.HTML(f"<div>{badge(exc.code, 'error')}{esc(exc.message)}</div>"),
+            )
 
     def _gate(self, descriptor: Any, capability: Any) -> list[str]:
         """Why the host's policy asks approval for ``capability`` (no module is run).
@@ -84,8 +95,19 @@ class ModuleBrowser(TextView):
             return []
         return list(policy.approval_reasons(descriptor, capability))
 
-    def refresh(self) -> None:
-        """Ask the host again (modules added, fixed or changed show up)."""
+    def refresh(self, *, rescan: bool = True) -> None:
+        """Ask the host again: modules added, fixed or changed show up.
+
+        With ``rescan`` (the Refresh button) every module's ``describe`` is run anew
+        through ``host.describe``, so a change anywhere in a module folder is seen, not
+        only a change to its ``module`` executable; without it the host's cached
+        descriptors are listed.
+        """
+        if rescan:
+            for info in self.host.modules():
+                # refused again (or gone): host.modules() below lists why
+                with contextlib.suppress(ModuleHostError):
+                    self.host.describe(info.id)
         self.modules = sorted(self.host.modules(), key=lambda m: m.id)
         self.cards.value = "".join(self._card(m) for m in self.modules)
         refused = sum(1 for m in self.modules if m.descriptor is None)
