@@ -1,0 +1,120 @@
+"""``binder/`` proved without Docker: what it declares, plus postBuild, runs every tutorial.
+
+repo2docker builds a Binder image from ``binder/``: ``runtime.txt`` picks the Python,
+``requirements.txt`` is pip-installed, ``apt.txt`` names Debian packages, and the executable
+``postBuild`` runs last. This test does the Python part by hand in a fresh virtual environment
+and a fresh ``$HOME`` (so the demo home, the hook build and its caches start empty), then runs
+nbval over ``notebooks/`` with a kernel from that environment. The pytest and nbval driving
+the kernel come from the test environment; the kernel, murmur-nb, the demo home and every
+module the notebooks run come only from what ``binder/`` declares.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BINDER = REPO / "binder"
+MEMORY_LIMIT = 2 * 1024**3  # Binder gives a user about 2 GB
+
+
+def test_binder_declares_python_311_and_an_executable_postbuild() -> None:
+    runtime = (BINDER / "runtime.txt").read_text().strip()
+    match = re.fullmatch(r"python-3\.(\d+)", runtime)
+    assert match and int(match.group(1)) >= 11, runtime
+    post_build = BINDER / "postBuild"
+    assert post_build.stat().st_mode & stat.S_IXUSR
+    assert post_build.read_text().startswith("#!/usr/bin/env bash\n")
+    requirements = (BINDER / "requirements.txt").read_text().splitlines()
+    names = {re.split(r"[<>=\[ ]", line)[0] for line in requirements if line and line[0] != "#"}
+    assert {"ipykernel", "ipywidgets", "matplotlib"} <= names
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: Path = REPO, timeout: int = 900) -> str:
+    done = subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{cmd} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_fresh_environment_from_binder_runs_every_tutorial_under_nbval(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    home = tmp_path / "home"
+    home.mkdir()
+    base = {
+        "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        # Reuse downloaded wheels only; what gets installed is still decided by binder/.
+        "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip")),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    timings: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    _run([sys.executable, "-m", "venv", str(venv)], base)
+    _run(["python", "-m", "pip", "install", "--quiet", "-r", str(BINDER / "requirements.txt")],
+         base)  # fmt: skip
+    timings["requirements"] = time.perf_counter() - t0
+
+    # postBuild, measured: the peak resident size of any process it ran must fit Binder.
+    t0 = time.perf_counter()
+    probe = (
+        "import resource, subprocess, sys\n"
+        "code = subprocess.run([sys.argv[1]]).returncode\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n"
+        "sys.exit(code)\n"
+    )
+    out = _run(["python", "-c", probe, str(BINDER / "postBuild")], base)
+    timings["postBuild"] = time.perf_counter() - t0
+    peak = int(out.strip().splitlines()[-1])
+    assert peak < MEMORY_LIMIT, f"postBuild peaked at {peak / 2**20:.0f} MiB"
+    assert "murmur-nb demo home ready: critic, docs, gallery" in out
+
+    demo = home / ".murmur-nb-demo"
+    hook = demo / "murmur" / "hooks" / "summarize.wasm"
+    assert hook.read_bytes()[:4] == b"\0asm", "postBuild must build the demo hook"
+    assert (demo / "murmur" / "conversations" / "demo-session.jsonl").is_file()
+    launcher = (demo / "facet-studio" / "modules" / "gallery" / "module").read_text()
+    assert launcher.splitlines()[0].startswith(f"#!{venv}/bin/python"), launcher.splitlines()[0]
+    # The package came from this checkout, into the fresh environment.
+    where = _run(["python", "-c", "import murmur_nb; print(murmur_nb.__file__)"], base)
+    assert where.strip() == str(REPO / "murmur_nb" / "__init__.py")
+
+    # A kernel from the fresh environment; nbval in this process's environment drives it.
+    _run(["python", "-m", "ipykernel", "install", "--prefix", str(venv), "--name",
+          "murmur-binder"], base)  # fmt: skip
+    env = {
+        **base,
+        "PATH": f"{Path(sys.executable).parent}:{base['PATH']}",
+        "JUPYTER_PATH": str(venv / "share" / "jupyter"),
+        "MURMUR_NB_DEMO_HOME": str(demo),  # the home postBuild prepared (Binder's default)
+    }
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider",
+         "--strict-markers", "--nbval", "--nbval-kernel-name", "murmur-binder",
+         "--nbval-cell-timeout", "900", "-q", "notebooks"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+    timings["nbval"] = time.perf_counter() - t0
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    assert done.returncode == 0, f"{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+    passed = re.search(r"(\d+) passed", summary)
+    assert passed and int(passed.group(1)) >= 80 and "failed" not in summary, summary
+    for name in ("01-tour", "02-hosting-modules", "03-hook-components",
+                 "04-conversations-to-dataframes", "05-render-gallery"):  # fmt: skip
+        assert f"notebooks/{name}.ipynb " in done.stdout, f"{name} did not run"
+    print(f"binder: {summary}; peak postBuild RSS {peak / 2**20:.0f} MiB; "
+          + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))

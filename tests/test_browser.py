@@ -1,0 +1,142 @@
+"""The tour in a real browser: JupyterLab on loopback, Debian Chromium driven by Playwright.
+
+JupyterLab is started with a token on 127.0.0.1, Chromium opens a copy of
+``notebooks/01-tour.ipynb``, clears the saved outputs and runs every cell with the kernel, and
+the test then asserts by DOM queries (Playwright waits for each selector, nothing sleeps) that
+every widget and every rendered artifact of the tour is in the page. A screenshot is saved under
+``test-artifacts/`` (or ``$MURMUR_NB_TEST_ARTIFACTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _jupyter import BIN, artifacts_dir, chromium, free_port, jupyter_env, serving, tour_copy
+
+import murmur_nb as mnb
+
+RUN_TIMEOUT_MS = 600_000
+SHOW_TIMEOUT_MS = 60_000
+
+
+def _all_cells_ran(page: Any) -> None:
+    page.wait_for_function(
+        """() => {
+            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+        }""",
+        timeout=RUN_TIMEOUT_MS,
+    )
+
+
+def _loaded_images(page: Any, selector: str) -> int:
+    count: int = page.evaluate(
+        """sel => [...document.querySelectorAll(sel)]
+            .filter(img => img.complete && img.naturalWidth > 0).length""",
+        selector,
+    )
+    return count
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: Path) -> None:
+    demo = mnb.prepare_demo_home(tmp_path / "demo")
+    env = jupyter_env(tmp_path, demo.path)
+    # Cells stay in the DOM (no virtual scrolling), so every output can be queried.
+    tracker = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab" / "notebook-extension"
+    tracker.mkdir(parents=True)
+    (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    news = tracker.parent / "apputils-extension"  # no "get Jupyter news?" toast over the page
+    news.mkdir()
+    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    root = tmp_path / "root"
+    tour_copy(root)
+    token = secrets.token_hex(16)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    cmd = [
+        str(BIN / "jupyter"), "lab", "--no-browser",
+        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    ready = f"{base}/api/status?token={token}"
+    with serving(cmd, env, ready, tmp_path / "lab.log"), chromium(tmp_path / "profile") as ctx:
+        page = ctx.new_page()
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(str(exc)))
+        page.goto(f"{base}/lab/tree/01-tour.ipynb?token={token}", timeout=SHOW_TIMEOUT_MS)
+        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=SHOW_TIMEOUT_MS)
+        page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=SHOW_TIMEOUT_MS)
+        page.evaluate(
+            """async () => {
+                const app = window.jupyterapp;
+                const panel = app.shell.currentWidget;
+                await panel.context.ready;
+                await panel.sessionContext.ready;
+                await app.commands.execute('notebook:clear-all-cell-outputs');
+                await app.commands.execute('notebook:run-all-cells');
+            }"""
+        )
+        _all_cells_ran(page)
+        out = ".jp-OutputArea-output"
+
+        def show(selector: str) -> Any:
+            return page.wait_for_selector(selector, state="attached", timeout=SHOW_TIMEOUT_MS)
+
+        # ModuleBrowser: badges for effects and setup, the capability picker, the open button.
+        show(f"{out} .widget-html .murmur-badge:has-text('Needs setup')")
+        show(f"{out} .widget-html .murmur-badge:has-text('cost unknown')")
+        show(f"{out} .widget-dropdown select option:has-text('gallery.thumbs')")
+        show(f"{out} button:has-text('Open form')")
+        # InvocationView of gallery.thumbs: the six images as one grid, inside the widget.
+        grid = f"{out} .jupyter-widgets .murmur-artifact[data-primitive='image_grid'] img"
+        show(grid)
+        page.wait_for_function(
+            """sel => [...document.querySelectorAll(sel)]
+                .filter(i => i.complete && i.naturalWidth > 0).length === 6""",
+            arg=grid,
+            timeout=SHOW_TIMEOUT_MS,
+        )
+        # The rendered artifacts: poster image, then table, markdown and JSON of the report.
+        poster = f"{out} .murmur-artifact[data-primitive='image'] img"
+        show(poster)
+        assert _loaded_images(page, poster) == 1
+        show(f"{out} .murmur-artifact[data-primitive='table'] table")
+        show(f"{out} .murmur-artifact[data-primitive='markdown']")
+        show(f"{out} .murmur-artifact[data-primitive='json']")
+        # ConversationExplorer: paging buttons and a tool envelope expanded.
+        show(f"{out} button:has-text('Older')")
+        show(f"{out} .widget-html:has-text('tool_call_id')")
+        show(f"{out} .widget-html:has-text('call_0113')")
+        # HookConsole: the granted hook's note and the ungranted hook's not-granted.
+        show(f"{out} .jupyter-widgets:has-text('320 messages')")
+        show(f"{out} .jupyter-widgets:has-text('not-granted')")
+        # The approval reasons and the audit table are plain outputs.
+        show(f"{out}:has-text('has no known cost')")
+        show(f"{out} table:has-text('docs.report')")
+
+        widgets = page.locator(f"{out} .jupyter-widgets.widget-vbox").count()
+        errors = page.locator(
+            f"{out}[data-mime-type='application/vnd.jupyter.stderr'], "
+            f"{out}:has-text('Error displaying widget')"
+        ).count()
+        shots = artifacts_dir()
+        show(grid).scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "browser-tour-grid.png"))
+        show(f"{out} .murmur-badge:has-text('Needs setup')").scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "browser-tour.png"))
+
+    assert errors == 0, "an output shows an error or a widget failed to display"
+    assert widgets >= 4, f"only {widgets} widget views in the page"
+    assert problems == [], problems
+    assert (shots / "browser-tour.png").stat().st_size > 10_000
