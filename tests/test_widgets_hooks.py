@@ -123,3 +123,15 @@ def test_without_a_store_compact_gets_no_messages(demo: DemoHome) -> None:
         console.compact_button.click()
         assert console.compact_input == []
         assert set(console.results) == {"summarize", "peek"}
+
+
+def test_a_bad_context_id_is_reported_in_the_console(
+    hooks: HookHost, store: ConversationStore
+) -> None:
+    console = HookConsole(hooks, store)
+    console.context_picker.value = "../escape"
+    console.compact_button.click()
+    assert console.results == {}
+    assert console.error is not None and console.error.code == "invalid_context_id"
+    assert "invalid_context_id" in console.result_view.value
+    assert "    error invalid_context_id: " in console.text()

@@ -155,13 +155,16 @@ class HookConsole(TextView):
     def fire_compact(self) -> dict[str, Any]:
         """``hooks.compact`` with the newest messages of the chosen context, oldest first."""
         self.event = "compact"
-        messages: list[Any] = []
-        if self.conversations is not None and self.context_picker.value:
-            reader = self.conversations.reader(self.context_picker.value, granted=True)
-            page = reader.read_messages(None, self.compact_limit.value)
-            messages = list(reversed(page.messages))
-        self.compact_input = messages
-        return self._fire(lambda: self.hooks.compact(messages))
+        self.compact_input = []
+
+        def call() -> Any:
+            if self.conversations is not None and self.context_picker.value:
+                reader = self.conversations.reader(self.context_picker.value, granted=True)
+                page = reader.read_messages(None, self.compact_limit.value)
+                self.compact_input = list(reversed(page.messages))
+            return self.hooks.compact(self.compact_input)
+
+        return self._fire(call)
 
     def _fire(self, call: Any) -> dict[str, Any]:
         try:
