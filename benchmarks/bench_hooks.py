@@ -8,6 +8,7 @@ so the cold compile is really cold. The last line is machine-readable:
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
@@ -45,6 +46,7 @@ def median_ms(samples: list[float]) -> float:
 
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-hooks-"))
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     runtime = _Runtime.get()
 
     started = time.perf_counter()
@@ -134,6 +136,7 @@ hooks:
     assert walk.stdout.strip() == "summarize: walked 100000 messages in 1000 pages", walk.stdout
     print(f"componentize-py demo hook walking a 100,000-message record (1000 pages): "
           f"{walk_s:.2f} s, fuel {walk.fuel_used:,}")
+    print(f"load average {os.getloadavg()[0]:.1f} at end")
     print(f"cached_load_ms={cached_load_ms:.2f} call_ms={call_ms:.3f} walk_100k_s={walk_s:.2f}")
     return 0
 

@@ -504,3 +504,16 @@ def test_host_exposes_its_store(tmp_path: Path, guest_bytes: bytes,
     hooks = mnb.HookHost.from_config(capsule(tmp_path, guest_bytes, GRANTED), conversations=store)
     assert hooks.conversations is store
     assert "reader" in repr(hooks)
+
+
+def test_importing_murmur_nb_does_not_load_wasmtime() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, murmur_nb; "
+        "print(sorted(m for m in sys.modules if m.startswith('wasmtime')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
