@@ -266,3 +266,49 @@ def test_booleans_without_a_default_start_unset() -> None:
     assert form.value() == {"on": True}
     form.set("on", "maybe")
     assert form.errors() == {"on": "'maybe' is not true or false"}
+
+
+_line = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs", "Zl", "Zp", "Cc")), min_size=1
+).filter(lambda t: t.strip() != "")
+_finite = st.floats(allow_nan=False, allow_infinity=False, width=32)
+
+
+_CASES = st.fixed_dictionaries(
+    {
+        "prompt": _line,
+        "count": st.integers(1, 16),
+        "scale": st.none() | st.floats(min_value=0.001, max_value=1e6),
+        "sharp": st.booleans(),
+        "mode": st.sampled_from(["fast", "best"]),
+        "tags": st.lists(_line, max_size=3),
+        "sizes": st.lists(st.integers(8, 10**9), max_size=5),
+        "channels": st.lists(st.sampled_from(["r", "g", "b"]), unique=True),
+        "palette": st.sampled_from(["warm", "cold"]),
+        "gamma": st.none() | _finite,
+    }
+)
+
+
+@given(_CASES)
+def test_typed_text_round_trips_to_the_value_a_person_meant(case: dict[str, Any]) -> None:
+    form = SchemaForm(SCHEMA)
+    form.set("prompt", case["prompt"])
+    form.set("count", str(case["count"]))
+    form.set("scale", "" if case["scale"] is None else repr(case["scale"]))
+    form.set("sharp", case["sharp"])
+    form.set("mode", case["mode"])
+    form.set("tags", "\n".join(case["tags"]))
+    form.set("sizes", "\n".join(str(n) for n in case["sizes"]))
+    form.set("channels", tuple(case["channels"]))
+    form.set("style.palette", case["palette"])
+    form.set("style.gamma", "" if case["gamma"] is None else repr(case["gamma"]))
+    expected: dict[str, Any] = {k: case[k] for k in ("prompt", "count", "sharp", "mode")}
+    for key in ("scale", "tags", "sizes", "channels"):
+        if case[key]:
+            expected[key] = case[key]
+    gamma = {} if case["gamma"] is None else {"gamma": case["gamma"]}
+    expected["style"] = {"palette": case["palette"], **gamma}
+    assert form.value() == expected
+    assert form.errors() == {}
+    jsonschema.validate(form.value(), SCHEMA)
