@@ -16,13 +16,17 @@ PACKAGE = Path(widgets.__file__).resolve().parent.parent
 def test_all_is_sorted_and_names_every_public_widget() -> None:
     assert widgets.__all__ == sorted(widgets.__all__)
     public = {n for n, v in vars(widgets).items() if not n.startswith("_") and inspect.isclass(v)}
-    assert public == set(widgets.__all__) == {
-        "CapabilityForm",
-        "ConversationExplorer",
-        "HookConsole",
-        "InvocationView",
-        "ModuleBrowser",
-    }
+    assert (
+        public
+        == set(widgets.__all__)
+        == {
+            "CapabilityForm",
+            "ConversationExplorer",
+            "HookConsole",
+            "InvocationView",
+            "ModuleBrowser",
+        }
+    )
 
 
 def test_only_the_widgets_subpackage_imports_ipywidgets() -> None:
