@@ -13,6 +13,16 @@ Design notes
   ``note`` on the hook so the operator can see why reading is denied; it is not an error,
   because SPEC §3 says such a hook still links and runs.
 * Component paths are resolved relative to the directory holding ``murmur.yaml``.
+* Limits are this package's addition to SPEC §3 (the runtime ignores them): file-wide defaults
+  under ``hook_limits:``, overridden per hook under ``limits:``::
+
+      hook_limits: {time_ms: 5000, memory_mib: 256}   # the built-in defaults
+      hooks:
+        summarize:
+          component: hooks/summarize.wasm
+          events: [task-start, compact]                # default: every event
+          capabilities: {conversation: {read: true}}
+          limits: {time_ms: 2000, fuel: 2000000000}    # fuel: null meters without a cap
 """
 
 from __future__ import annotations

@@ -301,7 +301,7 @@ class _Runtime:
         config.consume_fuel = True
         self.fingerprint = "component-model;epoch_interruption;consume_fuel"
         self.engine = Engine(config)
-        self.cache = ComponentCache(self.engine, self.fingerprint)
+        self.cache = ComponentCache(self.engine, self.fingerprint, keep_in_memory=16)
         self.ticker = _Ticker(self.engine)
         self.call_lock = threading.RLock()
 

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,7 +73,8 @@ class LoadedComponent:
     """A compiled component and how it was obtained.
 
     ``source`` is ``"compiled"`` (cold: compiled and stored), ``"cache"`` (deserialized from
-    disk) or ``"recompiled"`` (a corrupt entry was discarded and replaced).
+    disk), ``"memory"`` (already loaded in this process) or ``"recompiled"`` (a corrupt entry
+    was discarded and replaced).
     """
 
     component: Component
@@ -92,12 +94,24 @@ class ComponentCache:
         A stable description of the engine configuration (features, fuel, epochs).
     directory : Path, optional
         Where entries live; defaults to ``cache_dir() / "components"``.
+    keep_in_memory : int
+        How many loaded components to keep in this process as well (most recent first), so
+        loading the same hook again, from another entry or a re-run notebook cell, costs no
+        deserialization. ``0`` keeps none.
     """
 
     def __init__(
-        self, engine: Engine, engine_fingerprint: str, directory: Path | None = None
+        self,
+        engine: Engine,
+        engine_fingerprint: str,
+        directory: Path | None = None,
+        *,
+        keep_in_memory: int = 0,
     ) -> None:
         self._engine = engine
+        self._keep = keep_in_memory
+        self._memory: dict[str, Component] = {}
+        self._lock = threading.Lock()
         self._directory = directory if directory is not None else cache_dir() / "components"
         config_key = f"wasmtime={_wasmtime_version()};{engine_fingerprint}"
         self._config_key = hashlib.sha256(config_key.encode()).hexdigest()[:16]
@@ -142,11 +156,25 @@ class ComponentCache:
         wasmtime.WasmtimeError
             The file is not a valid component.
         """
+        digest = self._digest(path)
+        entry = self.entry_path(digest)
+        with self._lock:
+            kept = self._memory.pop(digest, None)
+            if kept is not None:
+                self._memory[digest] = kept  # most recently used last
+                return LoadedComponent(kept, digest, "memory", entry)
+        loaded = self._load(path, digest, entry)
+        if self._keep > 0:
+            with self._lock:
+                self._memory[digest] = loaded.component
+                while len(self._memory) > self._keep:
+                    del self._memory[next(iter(self._memory))]
+        return loaded
+
+    def _load(self, path: Path, digest: str, entry: Path) -> LoadedComponent:
         from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
         from wasmtime.component import Component  # noqa: PLC0415
 
-        digest = self._digest(path)
-        entry = self.entry_path(digest)
         source = "compiled"
         if entry.is_file():
             try:

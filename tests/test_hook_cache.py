@@ -157,3 +157,15 @@ def test_cache_dir_follows_the_environment(tmp_path: Path,
     monkeypatch.delenv("MURMUR_NB_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_dir() == tmp_path / "xdg" / "murmur-nb"
+
+
+def test_components_kept_in_memory_skip_the_disk(tmp_path: Path) -> None:
+    eng = engine()
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache", keep_in_memory=2)
+    paths = [component_file(tmp_path, value, f"c{value}.wasm") for value in (1, 2, 3)]
+    assert [cache.load(p).source for p in paths] == ["compiled"] * 3
+    assert cache.load(paths[2]).source == "memory"
+    assert cache.load(paths[1]).source == "memory"
+    assert cache.load(paths[0]).source == "cache"  # evicted: least recently used
+    kept = cache.load(paths[1])
+    assert kept.source == "memory" and call_f(eng, kept.component) == 2
