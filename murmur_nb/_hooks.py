@@ -260,7 +260,7 @@ class _Ticker:
         previous: Any = None
         if main:
             previous = signal.getsignal(signal.SIGINT)
-            if previous is signal.SIG_IGN:
+            if previous is signal.SIG_IGN or previous is None:  # ignored, or not ours to swap
                 main = False
         if main:
 

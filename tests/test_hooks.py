@@ -474,6 +474,39 @@ def test_keyboard_interrupt_stops_the_guest_and_leaves_the_host_usable(
     assert result.ok and result.value == "after"
 
 
+class SlowStore:
+    """A store whose reads take a while, so the interrupt lands inside the host function."""
+
+    def __init__(self, inner: ConversationStore) -> None:
+        self.inner = inner
+
+    def reader(self, context_id: str | None, *, granted: bool = True) -> Any:
+        inner = self.inner.reader(context_id, granted=granted)
+
+        class Reader:
+            def read_messages(self, cursor: str | None, limit: int) -> Any:
+                time.sleep(0.8)
+                return inner.read_messages(cursor, limit)
+
+        return Reader()
+
+
+def test_keyboard_interrupt_inside_the_host_function(
+    tmp_path: Path, guest_bytes: bytes, store: ConversationStore, fast: bool,
+    restore_sigint: None,
+) -> None:
+    hooks = host_for(capsule(tmp_path, guest_bytes, GRANTED), SlowStore(store), fast=fast)
+    timer = threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            hooks.task_start(task_id="!read", context_id="ctx-1")
+    finally:
+        timer.cancel()
+    result = hooks.task_start(task_id="!read", context_id="ctx-2")["reader"]
+    assert result.ok and result.value == "3|3|other-2|-"
+
+
 def test_interrupt_outside_a_call_is_an_ordinary_keyboard_interrupt(
     tmp_path: Path, guest_bytes: bytes, store: ConversationStore, restore_sigint: None
 ) -> None:
