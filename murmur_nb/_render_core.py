@@ -263,7 +263,8 @@ def embed_or_link(source: Source, budget: RenderBudget) -> tuple[str, bool]:
     The decision reads only ``source.bytes``; a linked file is never opened.
     """
     if source.bytes <= budget.embed_bytes:
-        data = source.file.read_bytes()
+        with source.file.open("rb") as fh:
+            data = fh.read(source.bytes)  # never more than declared, even if it grew since
         return data_uri(source.media_type, data), True
     return link_to(source.file, budget), False
 
