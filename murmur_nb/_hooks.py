@@ -5,9 +5,9 @@ Design notes
 * **One engine, one ticker.** Every :class:`HookHost` in the process shares one wasmtime
   ``Engine`` configured for epoch interruption and fuel metering (both must be set before
   instantiation, and both are part of the compiled-component cache key). One daemon thread
-  advances the engine's epoch while a hook call runs and sleeps otherwise; each call's store
-  gets its own deadline in ticks. Calls are serialized by a process-wide lock, so the ticker
-  always knows which call it is timing.
+  advances the engine's epoch by wall time while hooks run and sleeps once they have been idle
+  for a second; each call's store gets its own deadline in ticks. Calls are serialized by a
+  process-wide lock, so the ticker always knows which call it is timing.
 * **A fresh store per call.** After any trap a wasmtime store is unusable, so every call builds
   its own ``Store`` (limits, fuel, deadline, WASI with no preopens, no environment, no
   arguments and stdout/stderr captured into bounded buffers) and instantiates the component
@@ -17,7 +17,12 @@ Design notes
   ``context-id`` names and gated by the hook's grant. Reader errors cross into the guest as
   the exact WIT strings; they are *returned*, never raised, because a raised exception traps the
   guest. An unexpected failure inside the host function is different: the call is aborted and
-  reported with code ``host_error``.
+  reported with code ``host_error``. Pages are written straight into wasmtime's C values
+  (:class:`_PageLowering`), because the binding's generic conversion costs ~25 µs a message.
+* **Memory.** ``memory.grow`` past the store limit returns -1 rather than trapping (the
+  wasmtime C API offers no trap-on-grow-failure switch), so a guest that runs out is stopped
+  by its own abort: the result is a ``trap`` whose message names the memory limit. A
+  component whose initial memory already exceeds the limit fails with ``memory_limit``.
 * **Interrupts.** A hook call can run inside wasm for a long time, where Python's own SIGINT
   handler cannot run. While a call runs on the main thread, a flag-setting SIGINT handler and
   a wakeup fd are installed; the ticker thread sees the signal byte, advances the epoch past
@@ -767,6 +772,8 @@ class HookHost:
                 with self._runtime.ticker.running(deadline):
                     self._linker.instantiate(store, component)
             except WasmtimeError as exc:
+                if _classify(str(exc)) == "memory_limit":
+                    return "cannot instantiate: " + _explain("memory_limit", str(exc), limits)
                 return (
                     f"cannot instantiate: {_reason(str(exc))}. Hooks get WASI without files, "
                     f"environment or network, and {READ_INTERFACE}; nothing else is linked"

@@ -401,6 +401,25 @@ def test_memory_growth_past_the_limit_is_stopped(limited: mnb.HookHost) -> None:
     assert limited.task_start(task_id="ok", context_id="ctx-1")["bad"].ok
 
 
+def test_initial_memory_over_the_limit_is_a_load_error_that_says_so(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    core = (WAT / "guest.wat").read_text(encoding="utf-8")
+    body = core[core.index("(module") + len("(module") :]
+    text = (WAT / "component.wat").read_text(encoding="utf-8")
+    text = text.replace("(core module $main @MAIN@)", "(core module $main" + body)
+    text = text.replace('(memory (export "memory") 1)', '(memory (export "memory") 40)')
+    path = capsule(
+        tmp_path, wasmtime.wat2wasm(text),
+        "hooks:\n  big:\n    component: hooks/guest.wasm\n    limits: {memory_mib: 1}\n",
+    )
+    hooks = mnb.HookHost.from_config(path, conversations=store)
+    error = hooks.hooks["big"].load_error or ""
+    assert "more memory than its limit of 1 MiB" in error
+    assert "limits.memory_mib" in error
+    assert hooks.task_start(task_id="t", context_id="ctx-1")["big"].code == "load_failed"
+
+
 def test_fuel_limit(tmp_path: Path, guest_bytes: bytes, store: ConversationStore) -> None:
     text = "hooks:\n  h:\n    component: hooks/guest.wasm\n    limits: {fuel: 50000}\n"
     hooks = mnb.HookHost.from_config(capsule(tmp_path, guest_bytes, text), conversations=store)
