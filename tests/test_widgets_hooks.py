@@ -135,3 +135,11 @@ def test_a_bad_context_id_is_reported_in_the_console(
     assert console.error is not None and console.error.code == "invalid_context_id"
     assert "invalid_context_id" in console.result_view.value
     assert "    error invalid_context_id: " in console.text()
+
+
+def test_the_console_finds_the_hook_hosts_own_store(hooks: HookHost) -> None:
+    console = HookConsole(hooks)  # no store passed: the one the hook host reads from
+    assert console.conversations is hooks.conversations
+    assert console.context_picker.options == ("demo-session",)
+    console.compact_button.click()
+    assert len(console.compact_input) == 20
