@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 import murmur_nb as mnb
-from murmur_nb._conversations import ConversationStore
-from murmur_nb._record_writer import RecordWriter
+from murmur_nb import ConversationStore, RecordWriter
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,7 @@ import pytest
 import wasmtime
 
 import murmur_nb as mnb
-from murmur_nb._conversations import ConversationStore, Message
-from murmur_nb._record_writer import RecordWriter
+from murmur_nb import ConversationStore, Message, RecordWriter
 
 WAT = Path(__file__).with_name("wat")
 
