@@ -310,7 +310,7 @@ class _RecordIndex:
         import numpy as np  # noqa: PLC0415 - numpy loads on the first read
 
         self.path = path
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a retry re-enters it
         self.epoch = 0
         self.bytes_scanned = 0
         self._capacity = 0
@@ -690,17 +690,19 @@ class ConversationReader:
             beyond this record, or issued before the record was rewritten);
             ``unavailable: <reason>`` when the record exists but cannot be read.
         """
-        rows, next_cursor, total, _ = self._serve(cursor, limit, None)
-        try:
-            messages = _messages(rows or [])
-        except (KeyError, TypeError, AttributeError):
-            # A line changed in place since it was indexed: the runtime does not do
-            # that, so the record was rewritten.
-            self._invalidate()
-            if cursor is not None:
-                raise ConversationReadError("invalid-cursor") from None
-            return self.read_messages(None, limit)
-        return MessagePage(messages, next_cursor, total)
+        for _attempt in range(2):
+            rows, next_cursor, total, _ = self._serve(cursor, limit, None)
+            try:
+                return MessagePage(_messages(rows or []), next_cursor, total)
+            except (KeyError, TypeError, AttributeError):
+                # A line changed in place since it was indexed: the runtime never does
+                # that, so the record was rewritten. Re-index and try once more.
+                self._invalidate()
+                if cursor is not None:
+                    raise ConversationReadError("invalid-cursor") from None
+        raise ConversationReadError(
+            "unavailable", f"the record of context {self._context_id!r} keeps changing"
+        )
 
     def _invalidate(self) -> None:
         if self._store is not None and self._context_id is not None and self._path is not None:
@@ -816,8 +818,13 @@ class ConversationReader:
         if not decoded and walk.sink is not None:
             return walk.sink
         out = _Columns()
-        for rows in reversed(decoded):
-            out.extend(rows)
+        try:
+            for rows in reversed(decoded):
+                out.extend(rows)
+        except (KeyError, TypeError, AttributeError):
+            # A line changed in place after it was indexed: the record was rewritten.
+            self._invalidate()
+            raise ConversationReadError("invalid-cursor") from None
         if walk.sink is not None:
             out.extend_columns(walk.sink)
         return out

@@ -236,3 +236,37 @@ def test_appends_keep_cursors_valid(tmp_path: Path) -> None:
     page = reader.read_messages(cursor, 100)
     assert page.total == 750
     assert page.messages[0].id == "m149"
+
+
+def test_a_line_edited_in_place_is_a_rewrite(tmp_path: Path) -> None:
+    reader, cursor, path = first_cursor(tmp_path)
+    data = path.read_bytes()
+    # Same size, same first and last lines: only a line in the middle changes, so that
+    # it is no longer a message ("content" becomes "contenx").
+    at = data.index(b'"id":"m60"')
+    edited = data[:at] + data[at:].replace(b'"content"', b'"contenx"', 1)
+    assert len(edited) == len(data)
+    with path.open("r+b") as handle:
+        handle.write(edited)
+    assert_invalid(reader, cursor, limit=100)
+    page = reader.read_messages(None, 100)
+    assert page.total == 249
+    ids = [m.id for p in [page, reader.read_messages(page.next_cursor, 100)] for m in p.messages]
+    assert "m149" in ids
+    assert "m60" not in ids
+
+
+def test_a_record_replaced_between_stat_and_open_is_noticed(tmp_path: Path) -> None:
+    from murmur_nb._conversations import _RecordChanged, _RecordIndex
+
+    write_messages(tmp_path, "ctx", 10)
+    path = tmp_path / "conversations" / "ctx.jsonl"
+    index = _RecordIndex(path)
+    stale = path.stat()
+    replacement = path.with_name("next.tmp")
+    replacement.write_bytes(path.read_bytes())
+    replacement.replace(path)
+    with pytest.raises(_RecordChanged):
+        index.sync(stale, None)
+    index.sync(path.stat(), None)
+    assert index.count == 10

@@ -251,3 +251,44 @@ def test_import_murmur_nb_does_not_load_pandas_or_numpy_for_conversations() -> N
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pandas" not in out.stdout
     assert "dask" not in out.stdout
+
+
+def test_record_rewritten_under_a_walk_is_invalid_cursor(tmp_path: Path) -> None:
+    with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
+        for k in range(1000):
+            writer.append("user", f"m{k}", id=f"m{k}")
+    store = mnb.ConversationStore(tmp_path)
+    reader = store.reader("ctx")
+    reader.read_messages(None, 1)  # warm index: the walk decodes its pages from the file
+    path = store.record_path("ctx")
+    truncated: list[int] = []
+
+    def truncate_after_first_page(nbytes: int) -> None:
+        if not truncated:
+            truncated.append(nbytes)
+            with path.open("r+b") as handle:
+                handle.truncate(path.stat().st_size // 2)
+
+    with pytest.raises(mnb.ConversationReadError) as info:
+        reader._walk(truncate_after_first_page)
+    assert str(info.value) == "invalid-cursor"
+    assert truncated
+    assert len(mnb.read_conversation("ctx", store, progress=False)) < 1000
+
+
+def test_line_edited_in_place_under_a_warm_walk_is_invalid_cursor(tmp_path: Path) -> None:
+    with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
+        for k in range(300):
+            writer.append("user", f"m{k}", id=f"m{k}")
+    store = mnb.ConversationStore(tmp_path)
+    store.reader("ctx").read_messages(None, 1)
+    path = store.record_path("ctx")
+    data = path.read_bytes()
+    at = data.index(b'"id":"m100"')
+    with path.open("r+b") as handle:
+        handle.write(data[:at] + data[at:].replace(b'"role"', b'"rolf"', 1))
+    with pytest.raises(mnb.ConversationReadError, match=r"^invalid-cursor$"):
+        mnb.read_conversation("ctx", store, progress=False)
+    frame = mnb.read_conversation("ctx", store, progress=False)  # re-indexed afresh
+    assert len(frame) == 299
+    assert "m100" not in set(frame["id"])
