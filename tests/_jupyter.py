@@ -75,8 +75,13 @@ def tour_copy(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def serving(cmd: list[str], env: dict[str, str], ready_url: str, log: Path) -> Iterator[None]:
-    """Run a server until ``ready_url`` answers 200; stop its whole process group after."""
+def serving(
+    cmd: list[str], env: dict[str, str], ready_url: str, log: Path, *, any_status: bool = False
+) -> Iterator[None]:
+    """Run a server until ``ready_url`` answers 200 (any HTTP status with ``any_status``).
+
+    The whole process group (server and kernels) is stopped afterwards.
+    """
     with log.open("wb") as out:
         proc = subprocess.Popen(
             cmd, env=env, cwd=str(log.parent), stdout=out, stderr=subprocess.STDOUT,
@@ -91,6 +96,9 @@ def serving(cmd: list[str], env: dict[str, str], ready_url: str, log: Path) -> I
                 with urllib.request.urlopen(ready_url, timeout=5) as response:
                     if response.status == 200:
                         break
+            except urllib.error.HTTPError:
+                if any_status:
+                    break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() > deadline:
