@@ -519,6 +519,39 @@ class _PageLowering:
         ctypes.c_void_p.from_address(addr + self.of + self.result_val).value = boxed
 
 
+_MESSAGE_SIG = (
+    "record{id: string, role: string, content: string, name: option<string>, "
+    "created-at: option<string>}"
+)
+_EXPECTED = {
+    "task-start": "func(record{task-id: string, context-id: string}) -> result<string, string>",
+    "compact": f"func(list<{_MESSAGE_SIG}>) -> result<list<{_MESSAGE_SIG}>, string>",
+}
+
+
+def _signature(ty: Any) -> str:
+    """A WIT-like rendering of a component value or function type (parameter names left out)."""
+    from wasmtime import component as c  # noqa: PLC0415 - wasmtime loads on first use
+
+    if isinstance(ty, c.FuncType):
+        params = ", ".join(_signature(t) for _, t in ty.params)
+        result = ty.result
+        return f"func({params})" + ("" if result is None else f" -> {_signature(result)}")
+    if isinstance(ty, c.ListType):
+        return f"list<{_signature(ty.element)}>"
+    if isinstance(ty, c.OptionType):
+        return f"option<{_signature(ty.payload)}>"
+    if isinstance(ty, c.ResultType):
+        ok, err = ty.ok, ty.err
+        return (
+            f"result<{'_' if ok is None else _signature(ok)}, "
+            f"{'_' if err is None else _signature(err)}>"
+        )
+    if isinstance(ty, c.RecordType):
+        return "record{" + ", ".join(f"{n}: {_signature(t)}" for n, t in ty.fields) + "}"
+    return type(ty).__name__.lower()
+
+
 def _timestamp(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -757,20 +790,31 @@ class HookHost:
                     f"{wit_dir()} or drop those events",
                 )
             )
-        probe = self._instantiate_probe(component, entry.limits)
+        probe = self._instantiate_probe(component, entry.limits, funcs)
         if probe is not None:
             return _Loaded(dataclasses.replace(info, load_error=probe))
         return _Loaded(info, component, funcs)
 
-    def _instantiate_probe(self, component: Component, limits: HookLimits) -> str | None:
-        """Instantiate once so a component with imports the host lacks fails at load time."""
+    def _instantiate_probe(
+        self, component: Component, limits: HookLimits, funcs: dict[str, ExportIndex]
+    ) -> str | None:
+        """Instantiate once, so missing imports or wrong signatures fail at load time."""
         from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
 
         with self._runtime.call_lock:
             store, deadline = self._new_store(limits, _Capture(), _Capture())
             try:
                 with self._runtime.ticker.running(deadline):
-                    self._linker.instantiate(store, component)
+                    instance = self._linker.instantiate(store, component)
+                for event, index in funcs.items():
+                    func = instance.get_func(store, index)
+                    found = _signature(func.type(store)) if func is not None else "not a function"
+                    if found != _EXPECTED[event]:
+                        return (
+                            f"{_FUNCS[event]} has the signature {found}, but the "
+                            f"`{HOOK_WORLD}` world wants {_EXPECTED[event]}; rebuild the hook "
+                            f"against the WIT folder in {wit_dir()}"
+                        )
             except WasmtimeError as exc:
                 if _classify(str(exc)) == "memory_limit":
                     return "cannot instantiate: " + _explain("memory_limit", str(exc), limits)

@@ -167,6 +167,25 @@ def test_a_component_importing_what_the_host_lacks_fails_to_load(
     assert "nothing else is linked" in info.load_error
 
 
+def test_a_hook_with_the_wrong_signature_fails_to_load(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    core = (WAT / "guest.wat").read_text(encoding="utf-8")
+    body = core[core.index("(module") + len("(module") :]
+    text = (WAT / "component.wat").read_text(encoding="utf-8")
+    text = text.replace("(core module $main @MAIN@)", "(core module $main" + body)
+    text = text.replace("(type $note (result string (error string)))",
+                        "(type $note (result u32 (error string)))")
+    path = capsule(tmp_path, wasmtime.wat2wasm(text), GRANTED)
+    error = mnb.HookHost.from_config(path, conversations=store).hooks["reader"].load_error
+    assert error is not None
+    assert error.startswith(
+        "on-task-start has the signature func(record{task-id: string, context-id: string}) "
+        "-> result<u32, string>, but the `hook` world wants func(record{task-id: string, "
+        "context-id: string}) -> result<string, string>"
+    )
+
+
 def test_configuration_errors_raise(tmp_path: Path, guest_bytes: bytes) -> None:
     path = capsule(tmp_path, guest_bytes, "hooks:\n  h: {component: hooks/guest.wasm, x: 1}\n")
     with pytest.raises(mnb.HookConfigError, match=r"hooks\.h\.x: unknown key"):
