@@ -183,6 +183,8 @@ class ComponentCache:
                 entry.unlink(missing_ok=True)
                 source = "recompiled"
             else:
+                with contextlib.suppress(OSError):
+                    os.utime(entry)  # recency for pruning
                 return LoadedComponent(component, digest, "cache", entry)
         data = path.read_bytes()
         actual = hashlib.sha256(data).hexdigest()
@@ -191,4 +193,28 @@ class ComponentCache:
         component = Component(self._engine, data)
         with contextlib.suppress(OSError):  # a read-only cache only costs a compile next time
             _atomic_write(entry, component.serialize())
+            self.prune()
         return LoadedComponent(component, digest, source, entry)
+
+    def prune(self, max_bytes: int | None = None) -> list[Path]:
+        """Delete the least recently used entries until the cache holds at most ``max_bytes``.
+
+        Returns the deleted entries. The default budget is ``$MURMUR_NB_CACHE_MAX_MB`` MiB,
+        else 2 GiB (a compiled componentize-py hook is about 40 MB).
+        """
+        if max_bytes is None:
+            max_bytes = int(os.environ.get("MURMUR_NB_CACHE_MAX_MB", "2048")) * (1 << 20)
+        entries = []
+        for path in self._directory.glob("*.cwasm"):
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                entries.append((st.st_mtime_ns, st.st_size, path))
+        entries.sort(reverse=True)  # newest first
+        total, deleted = 0, []
+        for _, size, path in entries:
+            total += size
+            if total > max_bytes:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    deleted.append(path)
+        return deleted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,17 @@ def test_components_kept_in_memory_skip_the_disk(tmp_path: Path) -> None:
     assert cache.load(paths[0]).source == "cache"  # evicted: least recently used
     kept = cache.load(paths[1])
     assert kept.source == "memory" and call_f(eng, kept.component) == 2
+
+
+def test_prune_keeps_the_most_recently_used_entries(tmp_path: Path) -> None:
+    eng = engine()
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
+    loaded = [cache.load(component_file(tmp_path, v, f"c{v}.wasm")) for v in (1, 2, 3)]
+    for age, item in zip((300, 200, 100), loaded, strict=True):
+        os.utime(item.entry, (time.time() - age, time.time() - age))
+    cache.load(tmp_path / "c1.wasm")  # a hit makes the oldest entry the newest
+    budget = loaded[0].entry.stat().st_size + loaded[2].entry.stat().st_size
+    deleted = cache.prune(max_bytes=budget)
+    assert deleted == [loaded[1].entry]
+    assert loaded[0].entry.is_file() and loaded[2].entry.is_file()
+    assert cache.load(tmp_path / "c2.wasm").source == "compiled"
