@@ -5,13 +5,15 @@ until ``next_cursor`` is ``None``, exactly as a hook would, so the frame is the
 consistent snapshot the API promises (the messages at positions ``[0, T)``, ``T``
 being the first page's ``total``) even while the runtime appends.
 
-Why it is nearly as fast as parsing the file directly: the first page's index scan
-parses every line once to count messages, and the walk keeps those decoded rows so
-its pages are served from them rather than parsed again (a warm index instead
-decodes each page in one ``orjson`` call). Columns are then built in bulk, one list
-comprehension each, and converted straight to Arrow-backed strings. While the walk
-holds about a million fresh dicts the cyclic garbage collector is paused: they hold
-no cycles, and letting it re-traverse them on every allocation threshold would cost
+Why it costs about what parsing the file directly does: the first page's index scan
+has to parse every line once anyway (to count messages), so during a walk it appends
+each message's fields straight into column lists while the decoded object is still
+hot, and the pages it covers are not decoded again; pages below a warm index's old
+end are read from the record, one ``orjson`` call a page. The columns then become
+Arrow-backed strings, a categorical, Arrow-parsed timestamps and a nullable boolean
+in bulk; only tool rows get per-row work (their envelope text). While the walk
+allocates about a million fresh objects the cyclic garbage collector is paused: they
+hold no cycles, and re-traversing them at every allocation threshold would cost
 more than the parsing itself.
 """
 
@@ -286,8 +288,8 @@ def _record_partition(context_id: str, home: str) -> pd.DataFrame:
 
 def read_conversations(
     home: Home = None,
-    *,
     engine: Literal["pandas", "dask"] = "pandas",
+    *,
     progress: bool = True,
 ) -> Any:
     """Load every conversation record under a murmur home.
