@@ -49,6 +49,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -687,7 +688,17 @@ class HookHost:
             if self._lowering is not None:
                 self._add_fast_read(read, self._lowering)
             else:
-                read.add_func("read-messages", self._read_messages)
+                # wasmtime-py keeps host functions in a process-wide table until the linker
+                # is freed; a weak reference keeps that table from keeping this host alive.
+                method = weakref.WeakMethod(self._read_messages)
+
+                def read_messages(store: Any, cursor: str | None, limit: int) -> Any:
+                    bound = method()
+                    if bound is None:
+                        return "unavailable: the hook host is gone"
+                    return bound(store, cursor, limit)
+
+                read.add_func("read-messages", read_messages)
         return linker
 
     def _add_fast_read(self, read: Any, lowering: _PageLowering) -> None:
