@@ -587,3 +587,17 @@ def test_importing_murmur_nb_does_not_load_wasmtime() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_dropped_host_is_collected(
+    tmp_path: Path, guest_bytes: bytes, store: ConversationStore, fast: bool
+) -> None:
+    import gc
+    import weakref
+
+    hooks = host_for(capsule(tmp_path, guest_bytes, GRANTED), store, fast=fast)
+    assert read(hooks, "ctx-2").ok
+    ref = weakref.ref(hooks)
+    del hooks
+    gc.collect()
+    assert ref() is None
