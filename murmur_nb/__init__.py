@@ -47,9 +47,12 @@ from murmur_nb._host import Invocation, ModuleHost, ModuleInfo
 from murmur_nb._policy import Policy
 
 # --- conversations (issue 3) ---
+# isort: split
 from murmur_nb._conversations import ConversationReader, ConversationStore, Message, MessagePage
 from murmur_nb._frames import read_conversation, read_conversations
 from murmur_nb._record_writer import RecordWriter
+
+# isort: split
 # --- hooks (issue 4) ---
 from murmur_nb._hooks import HookHost, HookInfo, HookResult, build_demo_hook, build_python_hook
 # --- rendering (issue 5) ---
