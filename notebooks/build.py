@@ -132,6 +132,18 @@ approval. The host says why before anything runs:
 host.approval_reasons("oracle.critique")
 """),
     md("""
+`CapabilityForm` is generated from the capability's request schema. Running it asks for the
+approval first: the panel lists the reasons, and **Approve** runs the call (try it).
+"""),
+    code("""
+from murmur_nb.widgets import CapabilityForm
+
+picture = host.stage(thumbs.artifacts[0])  # hand one thumbnail to the oracle (see 02)
+form = CapabilityForm(host, "oracle.critique", values={"image": picture.ref()}, staged=[picture])
+form.run()  # the cost is unknown, so this opens the approval panel instead of running
+form
+"""),
+    md("""
 ## Conversations as DataFrames
 
 The conversation record is read through the same cursor-paginated API a hook uses, newest

@@ -107,6 +107,10 @@ def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: P
             arg=grid,
             timeout=SHOW_TIMEOUT_MS,
         )
+        # CapabilityForm of the paid oracle: its fields and the approval panel with its reasons.
+        show(f"{out} .jupyter-widgets button:has-text('Approve')")
+        show(f"{out} .jupyter-widgets button:has-text('Cancel')")
+        show(f"{out} .jupyter-widgets:has-text('effects.cost_known is false')")
         # The rendered artifacts: poster image, then table, markdown and JSON of the report.
         poster = f"{out} .murmur-artifact[data-primitive='image'] img"
         show(poster)
@@ -137,6 +141,6 @@ def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: P
         page.screenshot(path=str(shots / "browser-tour.png"))
 
     assert errors == 0, "an output shows an error or a widget failed to display"
-    assert widgets >= 4, f"only {widgets} widget views in the page"
+    assert widgets >= 5, f"only {widgets} widget views in the page"
     assert problems == [], problems
     assert (shots / "browser-tour.png").stat().st_size > 10_000

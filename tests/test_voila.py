@@ -21,7 +21,9 @@ from _jupyter import BIN, artifacts_dir, chromium, free_port, jupyter_env, servi
 
 import murmur_nb as mnb
 
-WIDGETS = ["ModuleBrowser", "InvocationView", "ConversationExplorer", "HookConsole"]
+WIDGETS = [
+    "ModuleBrowser", "InvocationView", "CapabilityForm", "ConversationExplorer", "HookConsole"
+]  # fmt: skip
 VOILA_OUTPUT = "application/vnd.voila.cell-output+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -76,7 +78,8 @@ def test_voila_serves_the_tour_with_its_widgets_and_no_errors(tmp_path: Path) ->
         assert [v["text/plain"].split(maxsplit=1)[0].rstrip(":") for v in views] == WIDGETS
         assert all(v[WIDGET_VIEW]["model_id"] for v in views)
         assert "transcribe 0.3.0 [Needs setup]" in views[0]["text/plain"]
-        assert "not-granted" in views[3]["text/plain"]
+        assert "approval needed:" in views[2]["text/plain"]
+        assert "not-granted" in views[4]["text/plain"]
         # The rendered artifacts: the poster, then the report's table, markdown and JSON.
         rendered = " ".join(o["data"].get("text/html", "") for o in outputs if "data" in o)
         primitives = re.findall(r'class="murmur-artifact" data-primitive="(\w+)"', rendered)
@@ -106,6 +109,8 @@ def test_voila_serves_the_tour_with_its_widgets_and_no_errors(tmp_path: Path) ->
                                       timeout=wait)  # fmt: skip
             browser.wait_for_selector(".jupyter-widgets:has-text('not-granted')", state=shown,
                                       timeout=wait)  # fmt: skip
+            browser.wait_for_selector(".jupyter-widgets button:has-text('Approve')",
+                                      state="visible", timeout=wait)  # fmt: skip
             assert browser.locator(".jupyter-widgets.widget-vbox").count() >= len(WIDGETS)
             assert browser.locator("text=Error displaying widget").count() == 0
             browser.screenshot(path=str(artifacts_dir() / "voila-tour.png"), full_page=True)
