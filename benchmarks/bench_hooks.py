@@ -52,8 +52,10 @@ def main() -> int:
     started = time.perf_counter()
     demo = mnb.build_demo_hook(work / "capsule")
     build_s = time.perf_counter() - started
-    print(f"demo hook: {demo.stat().st_size / 2**20:.1f} MiB component, "
-          f"build {build_s:.2f} s (cached builds are reused)")
+    print(
+        f"demo hook: {demo.stat().st_size / 2**20:.1f} MiB component, "
+        f"build {build_s:.2f} s (cached builds are reused)"
+    )
 
     cache = ComponentCache(runtime.engine, runtime.fingerprint, work / "component-cache")
     started = time.perf_counter()
@@ -68,8 +70,10 @@ def main() -> int:
         assert warm.source == "cache", warm.source
     cached_load_ms = median_ms(loads)
     print(f"cold compile (and store) of the demo hook: {cold_s:.2f} s")
-    print(f"cached load of the demo hook: median {cached_load_ms:.2f} ms over {len(loads)} "
-          f"(min {min(loads) * 1000:.2f} ms; goal <= 10 ms)")
+    print(
+        f"cached load of the demo hook: median {cached_load_ms:.2f} ms over {len(loads)} "
+        f"(min {min(loads) * 1000:.2f} ms; goal <= 10 ms)"
+    )
 
     home = work / "home"
     write_record(home, "ctx-page", 100)
@@ -122,11 +126,15 @@ hooks:
     assert note.ok and note.value.startswith("task t: 100 messages"), note
     call_ms = median_ms(calls)
     print(f"python API read of one 100-message page: median {median_ms(python_reads):.3f} ms")
-    print(f"task_start, WAT hook reading one 100-message page: median {call_ms:.3f} ms "
-          f"(p90 {statistics.quantiles(calls, n=10)[-1] * 1000:.3f} ms; goal <= 2.5 ms; "
-          "fresh store + instance + read + lowering + guest, everything included)")
-    print(f"task_start, componentize-py demo hook over the same 100-message record: "
-          f"median {median_ms(demo_calls):.3f} ms")
+    print(
+        f"task_start, WAT hook reading one 100-message page: median {call_ms:.3f} ms "
+        f"(p90 {statistics.quantiles(calls, n=10)[-1] * 1000:.3f} ms; goal <= 2.5 ms; "
+        "fresh store + instance + read + lowering + guest, everything included)"
+    )
+    print(
+        f"task_start, componentize-py demo hook over the same 100-message record: "
+        f"median {median_ms(demo_calls):.3f} ms"
+    )
 
     started = time.perf_counter()
     walk = demo_only.task_start(task_id="walk", context_id="ctx-walk")["summarize"]
@@ -134,8 +142,10 @@ hooks:
     assert walk.ok, walk
     assert walk.value.startswith("task walk: 100000 messages"), walk.value
     assert walk.stdout.strip() == "summarize: walked 100000 messages in 1000 pages", walk.stdout
-    print(f"componentize-py demo hook walking a 100,000-message record (1000 pages): "
-          f"{walk_s:.2f} s, fuel {walk.fuel_used:,}")
+    print(
+        f"componentize-py demo hook walking a 100,000-message record (1000 pages): "
+        f"{walk_s:.2f} s, fuel {walk.fuel_used:,}"
+    )
     print(f"load average {os.getloadavg()[0]:.1f} at end")
     print(f"cached_load_ms={cached_load_ms:.2f} call_ms={call_ms:.3f} walk_100k_s={walk_s:.2f}")
     return 0

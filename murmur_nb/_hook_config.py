@@ -179,9 +179,7 @@ def _grant(raw: object, at: str, notes: list[str]) -> bool:
     return False
 
 
-def parse_hook_config(
-    data: object, *, base_dir: Path, source: Path | None = None
-) -> HookConfig:
+def parse_hook_config(data: object, *, base_dir: Path, source: Path | None = None) -> HookConfig:
     """Validate parsed ``murmur.yaml`` data into a :class:`HookConfig`.
 
     Parameters
@@ -218,9 +216,7 @@ def parse_hook_config(
             if value in ("api", "process"):
                 transport = value
             else:
-                problems.append(
-                    f"inference.transport: expected `api` or `process`, got {value!r}"
-                )
+                problems.append(f"inference.transport: expected `api` or `process`, got {value!r}")
 
     defaults = _limits(data.get("hook_limits"), "hook_limits", HookLimits(), problems)
 
@@ -243,9 +239,7 @@ def parse_hook_config(
             )
             continue
         if not isinstance(raw, dict):
-            problems.append(
-                f"{at}: expected a mapping with at least `component: <path to .wasm>`"
-            )
+            problems.append(f"{at}: expected a mapping with at least `component: <path to .wasm>`")
             continue
         for key in raw:
             if key not in _HOOK_KEYS:
@@ -267,8 +261,7 @@ def parse_hook_config(
             for i, event in enumerate(events_raw):
                 if event not in EVENTS:
                     problems.append(
-                        f"{at}.events[{i}]: unknown event {event!r}; "
-                        f"use one of {', '.join(EVENTS)}"
+                        f"{at}.events[{i}]: unknown event {event!r}; use one of {', '.join(EVENTS)}"
                     )
                 elif event not in events:
                     events.append(event)

@@ -395,8 +395,9 @@ class _PageLowering:
         )
         # Nearly every record line carries created_at: the template holds some("") there, so a
         # page copy already has the box and only its string is written (one C call, not two).
-        self.ptr_at(ctypes.addressof(self._message.data.contents) + 4 * self.entry_size
-                    + self.entry_val_of).value = self._boxed_string("")
+        self.ptr_at(
+            ctypes.addressof(self._message.data.contents) + 4 * self.entry_size + self.entry_val_of
+        ).value = self._boxed_string("")
         self._page = self._record_template(
             [("messages", self.k_list), ("next-cursor", self.k_option), ("total", self.k_u32)]
         )
@@ -732,7 +733,11 @@ class HookHost:
         self._keepalive = (c_callback, c_finalizer)
         name = b"read-messages"
         error = ffi.wasmtime_component_linker_instance_add_func(
-            read.ptr(), ctypes.create_string_buffer(name), len(name), c_callback, None,
+            read.ptr(),
+            ctypes.create_string_buffer(name),
+            len(name),
+            c_callback,
+            None,
             c_finalizer,
         )
         if error:
@@ -939,9 +944,7 @@ class HookHost:
     def _ticks(self, limits: HookLimits) -> int:
         return math.ceil(limits.time_ms / 1000 / _TICK_S) + 1
 
-    def _new_store(
-        self, limits: HookLimits, out: _Capture, err: _Capture
-    ) -> tuple[Store, int]:
+    def _new_store(self, limits: HookLimits, out: _Capture, err: _Capture) -> tuple[Store, int]:
         """A fresh store for one call, and its deadline in ticks from the current epoch."""
         runtime = self._runtime
         store: Store = runtime.Store(runtime.engine)
@@ -1007,11 +1010,20 @@ class HookHost:
                 f"{type(host_failure).__name__}: {host_failure}"
             )
 
-        def result(ok: bool, value: Any = None, error: str | None = None, code: str | None = None
-                   ) -> HookResult:
+        def result(
+            ok: bool, value: Any = None, error: str | None = None, code: str | None = None
+        ) -> HookResult:
             return HookResult(
-                info.id, event, ok=ok, value=value, error=error, code=code,
-                stdout=out.text(), stderr=err.text(), duration_ms=duration, fuel_used=fuel_used,
+                info.id,
+                event,
+                ok=ok,
+                value=value,
+                error=error,
+                code=code,
+                stdout=out.text(),
+                stderr=err.text(),
+                duration_ms=duration,
+                fuel_used=fuel_used,
             )
 
         if code is not None:
@@ -1023,7 +1035,8 @@ class HookHost:
             lifted = lift(value)
         except (TypeError, ValueError) as exc:
             return result(
-                False, error=f"the hook returned a value the host cannot use: {exc}",
+                False,
+                error=f"the hook returned a value the host cannot use: {exc}",
                 code="invalid_output",
             )
         return result(True, value=lifted)
@@ -1143,8 +1156,7 @@ def _precheck(source: Path) -> None:
         tree = ast.parse(text, filename=str(source))
     except SyntaxError as exc:
         raise HookError(
-            f"{source} has a syntax error at line {exc.lineno}: {exc.msg}; fix it and build "
-            "again",
+            f"{source} has a syntax error at line {exc.lineno}: {exc.msg}; fix it and build again",
             code="hook_build_failed",
         ) from exc
     if not any(isinstance(node, ast.ClassDef) and node.name == "Handlers" for node in tree.body):
@@ -1251,4 +1263,3 @@ def build_demo_hook(dest_dir: str | os.PathLike[str]) -> Path:
     """
     source = Path(__file__).with_name("hooks_src") / "summarize" / "app.py"
     return build_python_hook(source, output=Path(dest_dir) / "hooks" / "summarize.wasm")
-

@@ -131,9 +131,7 @@ class ComponentCache:
         rewrite of the file changes one of them and forces a re-hash.
         """
         st = path.stat()
-        signature = (
-            f"{path.resolve()}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
-        )
+        signature = f"{path.resolve()}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
         memo = self._directory / "digests" / hashlib.sha256(signature.encode()).hexdigest()[:40]
         try:
             known = memo.read_text(encoding="ascii").strip()

@@ -98,8 +98,9 @@ def test_engine_config_is_part_of_the_key(tmp_path: Path) -> None:
     assert without_fuel.load(path).source == "cache"
 
 
-def test_wasmtime_version_is_part_of_the_key(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wasmtime_version_is_part_of_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     eng = engine()
     path = component_file(tmp_path)
     current = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
@@ -151,8 +152,7 @@ def test_not_a_component_raises_wasmtime_error(tmp_path: Path) -> None:
         cache.load(bad)
 
 
-def test_cache_dir_follows_the_environment(tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "explicit"))
     assert cache_dir() == tmp_path / "explicit"
     monkeypatch.delenv("MURMUR_NB_CACHE")

@@ -107,8 +107,14 @@ def test_every_other_value_denies(tmp_path: Path, value: str, noted: bool) -> No
 
 @pytest.mark.parametrize(
     "capabilities",
-    ["", "capabilities: {}", "capabilities: {conversation: {}}", "capabilities: read",
-     "capabilities: {conversation: true}", "capabilities: {network: {read: true}}"],
+    [
+        "",
+        "capabilities: {}",
+        "capabilities: {conversation: {}}",
+        "capabilities: read",
+        "capabilities: {conversation: true}",
+        "capabilities: {network: {read: true}}",
+    ],
 )
 def test_missing_or_misplaced_grant_denies(tmp_path: Path, capabilities: str) -> None:
     text = f"hooks:\n  h:\n    component: h.wasm\n    {capabilities}\n"
@@ -117,11 +123,14 @@ def test_missing_or_misplaced_grant_denies(tmp_path: Path, capabilities: str) ->
 
 @settings(max_examples=150, deadline=None)
 @given(st.from_regex(r"[A-Za-z0-9_]{1,8}", fullmatch=True), st.booleans())
-def test_only_the_boolean_true_grants_property(tmp_path_factory: pytest.TempPathFactory,
-                                               token: str, quoted: bool) -> None:
+def test_only_the_boolean_true_grants_property(
+    tmp_path_factory: pytest.TempPathFactory, token: str, quoted: bool
+) -> None:
     scalar = f'"{token}"' if quoted else token
-    text = f"hooks:\n  h:\n    component: h.wasm\n    capabilities:\n      conversation:\n" \
-           f"        read: {scalar}\n"
+    text = (
+        f"hooks:\n  h:\n    component: h.wasm\n    capabilities:\n      conversation:\n"
+        f"        read: {scalar}\n"
+    )
     path = write(tmp_path_factory.mktemp("prop"), text)
     granted = load_hook_config(path).hooks[0].read_granted
     assert granted is (not quoted and token in {"true", "True", "TRUE"})
@@ -135,8 +144,9 @@ hooks:
   b: {component: b.wasm, limits: {time_ms: 40, memory_mib: 16, fuel: null}}
 """
     config = load_hook_config(write(tmp_path, text))
-    assert config.default_limits == HookLimits(time_ms=750, memory_mib=DEFAULT_MEMORY_MIB,
-                                               fuel=123456)
+    assert config.default_limits == HookLimits(
+        time_ms=750, memory_mib=DEFAULT_MEMORY_MIB, fuel=123456
+    )
     a, b = config.hooks
     assert a.limits == config.default_limits
     assert b.limits == HookLimits(time_ms=40, memory_mib=16, fuel=None)
@@ -163,18 +173,36 @@ def test_unknown_top_level_keys_belong_to_the_runtime_and_are_left_alone(tmp_pat
 @pytest.mark.parametrize(
     ("text", "where", "fix"),
     [
-        ("hooks:\n  h: {component: h.wasm, capabilites: {}}\n",
-         "hooks.h.capabilites", "did you mean 'capabilities'"),
-        ("hooks:\n  h: {component: h.wasm, events: [task-start, on-compact]}\n",
-         "hooks.h.events[1]", "use one of task-start, compact"),
-        ("hooks:\n  h: {events: [compact]}\n",
-         "hooks.h.component", "component: hooks/summarize.wasm"),
-        ("hooks:\n  h: {component: h.wasm, limits: {time_ms: -5}}\n",
-         "hooks.h.limits.time_ms", "positive integer"),
-        ("hooks:\n  h: {component: h.wasm, limits: {time: 5}}\n",
-         "hooks.h.limits.time", "did you mean 'time_ms'"),
-        ("hooks:\n  h: {component: h.wasm, limits: {memory_mib: true}}\n",
-         "hooks.h.limits.memory_mib", "positive integer"),
+        (
+            "hooks:\n  h: {component: h.wasm, capabilites: {}}\n",
+            "hooks.h.capabilites",
+            "did you mean 'capabilities'",
+        ),
+        (
+            "hooks:\n  h: {component: h.wasm, events: [task-start, on-compact]}\n",
+            "hooks.h.events[1]",
+            "use one of task-start, compact",
+        ),
+        (
+            "hooks:\n  h: {events: [compact]}\n",
+            "hooks.h.component",
+            "component: hooks/summarize.wasm",
+        ),
+        (
+            "hooks:\n  h: {component: h.wasm, limits: {time_ms: -5}}\n",
+            "hooks.h.limits.time_ms",
+            "positive integer",
+        ),
+        (
+            "hooks:\n  h: {component: h.wasm, limits: {time: 5}}\n",
+            "hooks.h.limits.time",
+            "did you mean 'time_ms'",
+        ),
+        (
+            "hooks:\n  h: {component: h.wasm, limits: {memory_mib: true}}\n",
+            "hooks.h.limits.memory_mib",
+            "positive integer",
+        ),
         ("hook_limits: 5\n", "hook_limits", "expected a mapping"),
         ("hooks:\n  ../evil: {component: h.wasm}\n", "hooks.../evil", "rename the entry"),
         ("hooks:\n  h: h.wasm\n", "hooks.h", "component: <path to .wasm>"),
@@ -182,8 +210,7 @@ def test_unknown_top_level_keys_belong_to_the_runtime_and_are_left_alone(tmp_pat
         ("inference: {transport: grpc}\n", "inference.transport", "`api` or `process`"),
     ],
 )
-def test_errors_name_the_path_and_the_fix(tmp_path: Path, text: str, where: str,
-                                          fix: str) -> None:
+def test_errors_name_the_path_and_the_fix(tmp_path: Path, text: str, where: str, fix: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(HookConfigError) as info:
         load_hook_config(path)

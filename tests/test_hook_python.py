@@ -17,7 +17,7 @@ from murmur_nb import ConversationStore, RecordWriter
 
 pytestmark = pytest.mark.slow
 
-PROBE = '''\
+PROBE = """\
 import json
 import os
 import sys
@@ -52,7 +52,7 @@ class Handlers(exports.Handlers):
 
     def on_compact(self, messages):
         return messages
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +114,7 @@ def test_demo_hook_build_is_cached_and_placed_where_the_demo_yaml_says(
     assert again.read_bytes() == summarize_wasm.read_bytes()
 
 
-def test_summarize_walks_the_whole_record(
-    summarize_wasm: Path, home: Path, tmp_path: Path
-) -> None:
+def test_summarize_walks_the_whole_record(summarize_wasm: Path, home: Path, tmp_path: Path) -> None:
     store = ConversationStore(home)
     hooks = mnb.HookHost.from_config(capsule(tmp_path, summarize_wasm), conversations=store)
     assert hooks.hooks["summarize"].loaded, hooks.hooks["summarize"].load_error

@@ -46,7 +46,9 @@ def home(tmp_path: Path) -> Path:
         for i in range(250):
             if i % 50 == 7:
                 writer.append(
-                    "tool", {"rows": i, "ok": i % 2 == 0}, tool_call_id=f"call-{i}",
+                    "tool",
+                    {"rows": i, "ok": i % 2 == 0},
+                    tool_call_id=f"call-{i}",
                     is_error=i % 100 == 7,
                 )
             elif i % 3 == 0:
@@ -174,8 +176,9 @@ def test_a_hook_with_the_wrong_signature_fails_to_load(
     body = core[core.index("(module") + len("(module") :]
     text = (WAT / "component.wat").read_text(encoding="utf-8")
     text = text.replace("(core module $main @MAIN@)", "(core module $main" + body)
-    text = text.replace("(type $note (result string (error string)))",
-                        "(type $note (result u32 (error string)))")
+    text = text.replace(
+        "(type $note (result string (error string)))", "(type $note (result u32 (error string)))"
+    )
     path = capsule(tmp_path, wasmtime.wat2wasm(text), GRANTED)
     error = mnb.HookHost.from_config(path, conversations=store).hooks["reader"].load_error
     assert error is not None
@@ -428,7 +431,8 @@ def test_initial_memory_over_the_limit_is_a_load_error_that_says_so(
     text = text.replace("(core module $main @MAIN@)", "(core module $main" + body)
     text = text.replace('(memory (export "memory") 1)', '(memory (export "memory") 40)')
     path = capsule(
-        tmp_path, wasmtime.wat2wasm(text),
+        tmp_path,
+        wasmtime.wat2wasm(text),
         "hooks:\n  big:\n    component: hooks/guest.wasm\n    limits: {memory_mib: 1}\n",
     )
     hooks = mnb.HookHost.from_config(path, conversations=store)
@@ -529,7 +533,10 @@ class SlowStore:
 
 
 def test_keyboard_interrupt_inside_the_host_function(
-    tmp_path: Path, guest_bytes: bytes, store: ConversationStore, fast: bool,
+    tmp_path: Path,
+    guest_bytes: bytes,
+    store: ConversationStore,
+    fast: bool,
     restore_sigint: None,
 ) -> None:
     hooks = host_for(capsule(tmp_path, guest_bytes, GRANTED), SlowStore(store), fast=fast)
@@ -569,8 +576,9 @@ def test_captured_output_is_bounded() -> None:
     assert capture.text() == "caf\u00e9 \U0001f600"
 
 
-def test_host_exposes_its_store(tmp_path: Path, guest_bytes: bytes,
-                                store: ConversationStore) -> None:
+def test_host_exposes_its_store(
+    tmp_path: Path, guest_bytes: bytes, store: ConversationStore
+) -> None:
     hooks = mnb.HookHost.from_config(capsule(tmp_path, guest_bytes, GRANTED), conversations=store)
     assert hooks.conversations is store
     assert "reader" in repr(hooks)
@@ -581,11 +589,9 @@ def test_importing_murmur_nb_does_not_load_wasmtime() -> None:
     import sys
 
     code = (
-        "import sys, murmur_nb; "
-        "print(sorted(m for m in sys.modules if m.startswith('wasmtime')))"
+        "import sys, murmur_nb; print(sorted(m for m in sys.modules if m.startswith('wasmtime')))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 
