@@ -206,20 +206,22 @@ def _messages(rows: list[Row]) -> list[Message]:
     """Messages for decoded record rows, in reverse order (rows are oldest first)."""
     out: list[Message] = []
     append = out.append
-    new = _new_message
+    new, envelope = _new_message, envelope_text
+    set_id, set_role, set_content = _set_id, _set_role, _set_content
+    set_name, set_created_at = _set_name, _set_created_at
     for row in reversed(rows):
         role = row["role"]
         content = row["content"]
         if role == "tool":
-            content = envelope_text(row.get("tool_call_id"), row.get("is_error"), content)
+            content = envelope(row.get("tool_call_id"), row.get("is_error"), content)
         name = row.get("name")
         created_at = row.get("created_at")
         message = new(Message)
-        _set_id(message, row["id"])
-        _set_role(message, role)
-        _set_content(message, content)
-        _set_name(message, name if type(name) is str else None)
-        _set_created_at(message, created_at if type(created_at) is str else None)
+        set_id(message, row["id"])
+        set_role(message, role)
+        set_content(message, content)
+        set_name(message, name if type(name) is str else None)
+        set_created_at(message, created_at if type(created_at) is str else None)
         append(message)
     return out
 
@@ -421,7 +423,7 @@ class _RecordIndex:
                 self._starts[self.count : self.count + len(kept)] = starts + offset
                 self._ends[self.count : self.count + len(kept)] = ends + offset
                 self.count += len(kept)
-            self._tail = (self._tail + buf[: cut + 1])[-_TAIL_BYTES:]
+            self._tail = (self._tail + buf[max(0, cut + 1 - _TAIL_BYTES) : cut + 1])[-_TAIL_BYTES:]
             offset += cut + 1
             self.scanned = offset
             self.bytes_scanned += cut + 1
