@@ -11,7 +11,8 @@ side by side in one run:
 
 and reports c/a (goal <= 1.2), the 2N walk over the N walk (goal <= 2.2), and the
 median of one warm read_messages(limit=100) deep in the record (goal <= 0.5 ms).
-(a) and (c) are the best of --repeat runs, because the machine may be shared.
+(a), (c) and (c, 2N) run interleaved, --repeat rounds, and each reports its best round,
+because the machine may be shared; every round's time is printed too.
 
 Usage: python benchmarks/bench_conversations.py [--messages N] [--repeat R] [--dir PATH]
 """
@@ -110,22 +111,12 @@ def write_record(home: Path, context_id: str, count: int) -> Path:
         return writer.path
 
 
-CPU: dict[float, float] = {}  # wall seconds of a run -> its CPU seconds
-
-
-def best_of(repeat: int, run: Callable[[], Any]) -> tuple[float, Any]:
-    """Best wall time of ``repeat`` runs (and the last run's result)."""
-    best = float("inf")
-    result: Any = None
-    for _ in range(repeat):
-        result = None
-        gc.collect()
-        started, cpu = time.perf_counter(), time.process_time()
-        result = run()
-        wall = time.perf_counter() - started
-        CPU[wall] = time.process_time() - cpu
-        best = min(best, wall)
-    return best, result
+def timed(run: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Wall seconds, CPU seconds and result of one run, after a full collection."""
+    gc.collect()
+    started, cpu = time.perf_counter(), time.process_time()
+    result = run()
+    return time.perf_counter() - started, time.process_time() - cpu, result
 
 
 def direct(path: Path) -> pd.DataFrame:
@@ -177,41 +168,50 @@ def main(argv: list[str] | None = None) -> int:
         for path in (path_n, path_2n):  # same page-cache state for every contender
             path.read_bytes()
 
-        t_a, frame_a = best_of(args.repeat, lambda: direct(path_n))
-        ids_a = frame_a["id"].tolist()
-        del frame_a
-        gc.collect()
-        started, cpu = time.perf_counter(), time.process_time()
-        frame_b = pd.read_json(path_n, lines=True)
-        t_b = time.perf_counter() - started
-        CPU[t_b] = time.process_time() - cpu
+        # (b) once; then (a), (c) and (c, 2N) interleaved, best of --repeat rounds each, so
+        # that a change in machine load during the run hits every contender alike.
+        t_b, cpu_b, frame_b = timed(lambda: pd.read_json(path_n, lines=True))
         assert len(frame_b) == n
+        ids_b = frame_b["id"].tolist()
         del frame_b
-        t_c, frame_c = best_of(
-            args.repeat, lambda: mnb.read_conversation("bench-n", home, progress=False)
-        )
-        assert frame_c["id"].tolist() == ids_a, "read_conversation disagrees with the direct read"
-        tools = int((frame_c["role"] == "tool").sum())
-        del frame_c, ids_a
-        t_c2, frame_c2 = best_of(
-            args.repeat, lambda: mnb.read_conversation("bench-2n", home, progress=False)
-        )
-        assert len(frame_c2) == 2 * n
-        del frame_c2
+        runs: dict[str, list[tuple[float, float]]] = {"a": [], "c": [], "c2": []}
+        tools = 0
+        for _ in range(args.repeat):
+            wall, cpu, frame = timed(lambda: direct(path_n))
+            runs["a"].append((wall, cpu))
+            assert frame["id"].tolist() == ids_b
+            del frame
+            wall, cpu, frame = timed(lambda: mnb.read_conversation("bench-n", home, progress=False))
+            runs["c"].append((wall, cpu))
+            assert frame["id"].tolist() == ids_b, "read_conversation disagrees with the file"
+            tools = int((frame["role"] == "tool").sum())
+            del frame
+            wall, cpu, frame = timed(
+                lambda: mnb.read_conversation("bench-2n", home, progress=False)
+            )
+            runs["c2"].append((wall, cpu))
+            assert len(frame) == 2 * n
+            del frame
+        del ids_b
         gc.collect()
         samples = page_latency(home, "bench-n", n, args.calls)
 
+    (t_a, cpu_a), (t_c, cpu_c), (t_c2, cpu_c2) = (min(runs[k]) for k in ("a", "c", "c2"))
     walk_ratio = t_c / t_a
     scale_ratio = t_c2 / t_c
     p50_ms = statistics.median(samples) * 1e3
     p99_ms = statistics.quantiles(samples, n=100)[98] * 1e3
     print(f"python {sys.version.split()[0]}, pandas {pd.__version__}, orjson {orjson.__version__}")
-    print(f"best of {args.repeat} for (a), (c) and (c, 2N); (b) once")
+    print(f"(b) once; (a), (c) and (c, 2N) interleaved, best of {args.repeat} rounds")
     print("                                        wall     (CPU)")
-    print(f"(a) orjson per line + pd.DataFrame   {t_a:8.2f} s ({CPU[t_a]:6.2f} s)")
-    print(f"(b) pd.read_json(lines=True)         {t_b:8.2f} s ({CPU[t_b]:6.2f} s)")
-    print(f"(c) mnb.read_conversation (pages)    {t_c:8.2f} s ({CPU[t_c]:6.2f} s)")
-    print(f"(c) same, 2N messages                {t_c2:8.2f} s ({CPU[t_c2]:6.2f} s)")
+    print(f"(a) orjson per line + pd.DataFrame   {t_a:8.2f} s ({cpu_a:6.2f} s)")
+    print(f"(b) pd.read_json(lines=True)         {t_b:8.2f} s ({cpu_b:6.2f} s)")
+    print(f"(c) mnb.read_conversation (pages)    {t_c:8.2f} s ({cpu_c:6.2f} s)")
+    print(f"(c) same, 2N messages                {t_c2:8.2f} s ({cpu_c2:6.2f} s)")
+    print(
+        "every round, wall s: "
+        + "  ".join(f"{k}=" + "/".join(f"{w:.2f}" for w, _ in runs[k]) for k in ("a", "c", "c2"))
+    )
     print(f"{tools:,} tool rows; the record is walked in {-(-n // 100):,} pages of 100")
     print(f"c/a = {walk_ratio:.3f} (goal <= 1.2)   2N/N = {scale_ratio:.3f} (goal <= 2.2)")
     print(
