@@ -11,8 +11,10 @@ side by side in one run:
 
 and reports c/a (goal <= 1.2), the 2N walk over the N walk (goal <= 2.2), and the
 median of one warm read_messages(limit=100) deep in the record (goal <= 0.5 ms).
-(a), (c) and (c, 2N) run interleaved, --repeat rounds, and each reports its best round,
-because the machine may be shared; every round's time is printed too.
+(a), (c) and (c, 2N) run interleaved in --repeat rounds (default 5). The machine may be
+shared, so the ratios are paired: c/a and 2N/N are computed within each round, from runs
+seconds apart, and the median round is reported (seconds: medians too; every round is
+printed).
 
 Usage: python benchmarks/bench_conversations.py [--messages N] [--repeat R] [--dir PATH]
 """
@@ -148,7 +150,7 @@ def page_latency(home: Path, context_id: str, count: int, calls: int) -> list[fl
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--calls", type=int, default=1000, help="page reads for the p50")
     parser.add_argument("--dir", type=Path, default=None, help="work folder (default: temp)")
     args = parser.parse_args(argv)
@@ -168,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in (path_n, path_2n):  # same page-cache state for every contender
             path.read_bytes()
 
-        # (b) once; then (a), (c) and (c, 2N) interleaved, best of --repeat rounds each, so
+        # (b) once; then (a), (c) and (c, 2N) interleaved, --repeat rounds, so
         # that a change in machine load during the run hits every contender alike.
         t_b, cpu_b, frame_b = timed(lambda: pd.read_json(path_n, lines=True))
         assert len(frame_b) == n
@@ -196,13 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         samples = page_latency(home, "bench-n", n, args.calls)
 
-    (t_a, cpu_a), (t_c, cpu_c), (t_c2, cpu_c2) = (min(runs[k]) for k in ("a", "c", "c2"))
-    walk_ratio = t_c / t_a
-    scale_ratio = t_c2 / t_c
+    median = statistics.median
+    t_a, t_c, t_c2 = (median([w for w, _ in runs[k]]) for k in ("a", "c", "c2"))
+    cpu_a, cpu_c, cpu_c2 = (median([c for _, c in runs[k]]) for k in ("a", "c", "c2"))
+    walk_ratios = [c[0] / a[0] for a, c in zip(runs["a"], runs["c"], strict=True)]
+    scale_ratios = [c2[0] / c[0] for c, c2 in zip(runs["c"], runs["c2"], strict=True)]
+    walk_ratio = median(walk_ratios)
+    scale_ratio = median(scale_ratios)
     p50_ms = statistics.median(samples) * 1e3
     p99_ms = statistics.quantiles(samples, n=100)[98] * 1e3
     print(f"python {sys.version.split()[0]}, pandas {pd.__version__}, orjson {orjson.__version__}")
-    print(f"(b) once; (a), (c) and (c, 2N) interleaved, best of {args.repeat} rounds")
+    print(f"(b) once; (a), (c) and (c, 2N) interleaved, {args.repeat} rounds, medians")
     print("                                        wall     (CPU)")
     print(f"(a) orjson per line + pd.DataFrame   {t_a:8.2f} s ({cpu_a:6.2f} s)")
     print(f"(b) pd.read_json(lines=True)         {t_b:8.2f} s ({cpu_b:6.2f} s)")
@@ -213,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         + "  ".join(f"{k}=" + "/".join(f"{w:.2f}" for w, _ in runs[k]) for k in ("a", "c", "c2"))
     )
     print(f"{tools:,} tool rows; the record is walked in {-(-n // 100):,} pages of 100")
+    print("per round: c/a " + " ".join(f"{r:.3f}" for r in walk_ratios))
+    print("per round: 2N/N " + " ".join(f"{r:.3f}" for r in scale_ratios))
     print(f"c/a = {walk_ratio:.3f} (goal <= 1.2)   2N/N = {scale_ratio:.3f} (goal <= 2.2)")
     print(
         f"warm read_messages(limit=100) at position {n // 2:,}: "
