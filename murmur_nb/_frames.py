@@ -330,6 +330,9 @@ def read_conversations(
             frames.append(frame)
         if not frames:
             return _empty_frame(with_context=True)
+        roles = sorted(set().union(*(frame["role"].cat.categories for frame in frames)))
+        for frame in frames:  # one category set, so the concatenation stays categorical
+            frame["role"] = frame["role"].cat.set_categories(roles)
         return pd.concat(frames, ignore_index=True)
     if engine == "dask":
         try:

@@ -196,6 +196,9 @@ def test_read_conversations_pandas_concatenates_with_context_id(tmp_path: Path) 
     assert frame["context_id"].tolist() == ["a"] + ["b"] * 6
     assert frame["id"].tolist() == ["x", "s0", "u1", "a2", "t3", "t4", "t5"]
     assert frame["position"].tolist() == [0, 0, 1, 2, 3, 4, 5]
+    assert isinstance(frame["role"].dtype, pd.CategoricalDtype)
+    assert list(frame["role"].cat.categories) == ["assistant", "system", "tool", "user"]
+    assert frame["context_id"].dtype == pd.StringDtype()
     assert frame.index.tolist() == list(range(7))
     empty = mnb.read_conversations(tmp_path / "none", engine="pandas")
     assert empty.empty
