@@ -10,14 +10,13 @@ only when the feature that needs them is first used.
 from importlib.metadata import PackageNotFoundError, version
 
 from murmur_nb import protocol
-
-# --- module host (issue 2) ---
 from murmur_nb._artifacts import (
     ArtifactStore,
     RejectedArtifact,
     StagedArtifact,
     VerifiedArtifact,
 )
+from murmur_nb._conversations import ConversationReader, ConversationStore, Message, MessagePage
 from murmur_nb._demo import DemoHome, prepare_demo_home
 from murmur_nb._descriptor import DescriptorError
 from murmur_nb._exceptions import (
@@ -43,23 +42,14 @@ from murmur_nb._exceptions import (
     RenderError,
     SizeMismatch,
 )
+from murmur_nb._frames import read_conversation, read_conversations
+from murmur_nb._hooks import HookHost, HookInfo, HookResult, build_demo_hook, build_python_hook
 from murmur_nb._host import Invocation, ModuleHost, ModuleInfo
 from murmur_nb._policy import Policy
-
-# --- conversations (issue 3) ---
-# isort: split
-from murmur_nb._conversations import ConversationReader, ConversationStore, Message, MessagePage
-from murmur_nb._frames import read_conversation, read_conversations
-from murmur_nb._record_writer import RecordWriter
-
-# isort: split
-# --- hooks (issue 4) ---
-from murmur_nb._hooks import HookHost, HookInfo, HookResult, build_demo_hook, build_python_hook
-# --- rendering (issue 5) ---
 from murmur_nb._presentation import PRIMITIVES, PresentationWarning, resolve_presentation
+from murmur_nb._record_writer import RecordWriter
 from murmur_nb._render import render, render_file
 from murmur_nb._render_core import RenderBudget, Rendering, Slide
-# --- widgets (issue 6) ---
 
 
 def __getattr__(name: str) -> object:
