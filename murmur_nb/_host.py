@@ -185,10 +185,33 @@ class _Pin:
     source: str  # "operator" | "allow-list"
 
 
+_STAT_KEY_MAX_ENTRIES = 512
+
+
 def _stat_key(module_dir: Path, module_file: Path) -> tuple[int, ...]:
+    """A cheap fingerprint of a module's installed files, to tell when to describe again.
+
+    A module is often a launcher beside its real code (``module`` runs ``main.py``), so the
+    whole folder counts, not just the launcher: any file added, removed, replaced or edited
+    changes the key. Past ``_STAT_KEY_MAX_ENTRIES`` entries the key cannot be trusted and
+    becomes unique, so a huge folder is simply described on every call.
+    """
     fs = module_file.stat()
-    ds = module_dir.stat()
-    return (fs.st_ino, fs.st_size, fs.st_mtime_ns, fs.st_ctime_ns, ds.st_mtime_ns)
+    key = [fs.st_ino, fs.st_size, fs.st_mtime_ns, fs.st_ctime_ns]
+    pending = [str(module_dir)]
+    seen = 0
+    while pending:
+        with os.scandir(pending.pop()) as it:
+            entries = sorted((e for e in it if e.name != "__pycache__"), key=lambda e: e.name)
+        for entry in entries:
+            seen += 1
+            if seen > _STAT_KEY_MAX_ENTRIES:
+                return (*key, time.monotonic_ns())
+            st = entry.stat(follow_symlinks=False)
+            key += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+    return tuple(key)
 
 
 class ModuleHost:

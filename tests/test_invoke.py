@@ -435,3 +435,27 @@ def test_property_accepted_envelopes_obey_every_rule(
     assert isinstance(env["warnings"], list) and isinstance(env["execution"], dict)
     assert (env.get("result") is not None) != (env.get("error") is not None)
     assert out.ok == (env.get("result") is not None)
+
+
+def test_an_edit_beside_the_launcher_is_seen_before_the_next_call(
+    home: Path, out: Path, tmp_path: Path
+) -> None:
+    # A module is often a launcher that runs code beside it; an edit to that code (here the
+    # descriptor file the fixture reads, rewritten in place: same inode, same folder mtime)
+    # must not hide behind a cached describe: a capability that starts to need approval is
+    # refused at once, and nothing runs.
+    folder = home / "modules" / "good"
+    desc = default_descriptor(home, "good")
+    write_descriptor(folder, desc)
+    policy = mnb.Policy(roots={"out": out})
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+        assert host.invoke("good.echo", {"count": 1}).ok
+        echo = next(c for c in desc["capabilities"] if c["id"] == "good.echo")
+        echo["effects"]["cost_known"] = False
+        folder_mtime = folder.stat().st_mtime_ns
+        with (folder / "descriptor.json").open("r+") as fh:
+            fh.truncate(0)
+            fh.write(json.dumps(desc))
+        assert folder.stat().st_mtime_ns == folder_mtime
+        with pytest.raises(mnb.ApprovalRequired):
+            host.invoke("good.echo", {"count": 1})
