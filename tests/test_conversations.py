@@ -271,16 +271,35 @@ def test_an_unreadable_record_is_unavailable(tmp_path: Path) -> None:
     assert str(err).startswith("unavailable: the record of context 'loop' cannot be read: ")
 
 
-@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root reads anything")
+def _write_only_sysfs_attribute() -> Path | None:
+    """A kernel attribute that refuses to be opened for reading, even by root."""
+    for pattern in ("bus/*/uevent", "bus/*/drivers_probe", "bus/*/rescan"):
+        for path in sorted(Path("/sys").glob(pattern)):
+            if path.is_file() and stat.S_IMODE(path.stat().st_mode) == stat.S_IWUSR:
+                return path
+    return None
+
+
 def test_a_record_without_read_permission_is_unavailable(tmp_path: Path) -> None:
     write_messages(tmp_path, "ctx", 1)
     record = tmp_path / "conversations" / "ctx.jsonl"
-    record.chmod(0)
+    if os.geteuid() != 0:
+        record.chmod(0)
+    else:
+        # root reads any file it owns whatever its mode; a write-only kernel attribute is
+        # a regular file that open(O_RDONLY) still refuses with EACCES, so link to one
+        attribute = _write_only_sysfs_attribute()
+        assert attribute is not None, "running as root needs a mounted /sys to deny a read"
+        record.unlink()
+        record.symlink_to(attribute)
     try:
         err = error_of(lambda: mnb.ConversationStore(tmp_path).reader("ctx").read_messages())
     finally:
-        record.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        if not record.is_symlink():
+            record.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    assert err.code == "unavailable"
     assert str(err) == "unavailable: the record of context 'ctx' cannot be read: Permission denied"
+    assert str(tmp_path) not in str(err)
 
 
 def test_bad_utf8_is_handled_per_line(tmp_path: Path) -> None:
