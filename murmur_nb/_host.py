@@ -21,7 +21,9 @@ Design notes
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import json
 import os
 import re
@@ -261,6 +263,7 @@ class ModuleHost:
         self._cwd_pool: list[Path] = []
         self._runs_ready = False
         self._closed = False
+        self._exit_cleanup: functools.partial[None] | None = None
 
     # -- resources ---------------------------------------------------------------------
 
@@ -282,6 +285,10 @@ class ModuleHost:
             )
         if self._runs is None:
             self._runs = Path(tempfile.mkdtemp(prefix="murmur-nb-runs-"))
+            # a host left open (a notebook kernel shut down mid-session) still leaves no
+            # private folder behind when the interpreter exits; close() removes it sooner
+            self._exit_cleanup = functools.partial(shutil.rmtree, self._runs, ignore_errors=True)
+            atexit.register(self._exit_cleanup)
         elif not self._runs_ready:
             self._runs.mkdir(parents=True, exist_ok=True)
         self._runs_ready = True
@@ -319,6 +326,9 @@ class ModuleHost:
         self._cwd_pool.clear()
         if self._runs is not None and not self._runs_given:
             shutil.rmtree(self._runs, ignore_errors=True)
+        if self._exit_cleanup is not None:
+            atexit.unregister(self._exit_cleanup)
+            self._exit_cleanup = None
 
     def __enter__(self) -> ModuleHost:
         return self

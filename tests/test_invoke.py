@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import _thread
 import json
+import os
 import resource
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -250,6 +253,37 @@ def test_each_run_gets_a_private_empty_working_folder(host: mnb.ModuleHost) -> N
     assert third["cwd_entries"] == [] and Path(third["cwd"]).is_dir()
     host.close()
     assert not Path(third["cwd"]).exists()
+
+
+def test_a_host_left_open_leaves_no_runs_folder_behind(home: Path, tmp_path: Path) -> None:
+    # a notebook kernel that shuts down without host.close(): the private runs folder
+    # (working folders, per-invocation write roots) goes when the interpreter exits
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    script = (
+        "import json, sys\n"
+        "import murmur_nb as mnb\n"
+        "host = mnb.ModuleHost(home=sys.argv[1], artifact_store=sys.argv[2],\n"
+        "                      policy=mnb.Policy(roots={'out': sys.argv[3]}))\n"
+        "inv = host.invoke('good.echo', {'count': 0})\n"
+        "print(inv.result['request']['roots']['scratch']['path'])\n"
+        "closed = mnb.ModuleHost(home=sys.argv[1], artifact_store=sys.argv[2])\n"
+        "closed.close()\n"
+    )
+    out = tmp_path / "open-out"
+    out.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(home), str(tmp_path / "s"), str(out)],
+        env={**os.environ, "TMPDIR": str(temp)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    scratch = Path(done.stdout.strip())
+    assert scratch.is_relative_to(temp)  # it was made, in the private runs folder
+    assert not scratch.exists()
+    assert list(temp.iterdir()) == []
 
 
 def _assert_all_dead(pids: dict[str, int]) -> None:
