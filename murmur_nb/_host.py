@@ -258,7 +258,6 @@ class ModuleHost:
         self._described: dict[str, _Described] = {}
         self._pins: dict[str, _Pin] = {}
         self._validators: dict[tuple[str, str, str], Validator] = {}
-        self._binaries: dict[str, str | None] = {}
         self._audit: list[dict[str, Any]] = []
         self._cwd_pool: list[Path] = []
         self._runs_ready = False
@@ -581,11 +580,6 @@ class ModuleHost:
 
     # -- invoke ------------------------------------------------------------------------
 
-    def _binary(self, name: str) -> str | None:
-        if name not in self._binaries:
-            self._binaries[name] = self.policy.resolve_binary(name)
-        return self._binaries[name]
-
     def _validator(self, digest: str, kind: str, schema_id: str, schema: Any) -> Validator:
         key = (digest, kind, schema_id)
         validator = self._validators.get(key)
@@ -833,7 +827,9 @@ class ModuleHost:
         row["grants"] = grants.model_dump(mode="json")
         binaries: dict[str, str] = {}
         for name in grants.subprocess or []:
-            path = self._binary(name)
+            # resolved per invocation: a binary installed (or removed) since the last
+            # call is supplied (or absent) now, never a stale path
+            path = self.policy.resolve_binary(name)
             if path is not None:
                 binaries[name] = path
         # -- staged inputs -------------------------------------------------------------

@@ -9,6 +9,7 @@ import _thread
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -150,6 +151,26 @@ def test_grants_intersect_every_kind(tmp_path: Path) -> None:
     assert grants["paid_providers"] == ["openai", "replicate"]
     assert grants["publish"] is False
     assert grants["network"] == [] and grants["subprocess"] == []
+
+
+def test_binaries_are_resolved_for_each_invocation(home: Path, tmp_path: Path) -> None:
+    # installing the missing binary (the "Needs setup" fix) or removing one takes effect
+    # on the next call; a removed binary is absent, never a stale path
+    tool = tmp_path / "bin" / "tool"
+    policy = mnb.Policy(subprocess=["tool"], binaries={"tool": tool})
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+
+        def binaries() -> dict[str, str]:
+            inv = host.invoke("good.echo", {"count": 0})
+            assert inv.result["request"]["grants"]["subprocess"] == ["tool"]
+            return dict(inv.result["request"]["binaries"])
+
+        assert binaries() == {}
+        tool.parent.mkdir()
+        shutil.copy("/bin/true", tool)
+        assert binaries() == {"tool": str(tool.resolve())}
+        tool.unlink()
+        assert binaries() == {}
 
 
 # -- 4. approval -------------------------------------------------------------------------
