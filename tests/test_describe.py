@@ -171,8 +171,13 @@ def test_paths_that_stay_inside_are_accepted(home: Path, base: Desc) -> None:
         assert host.describe("good").skills is not None
 
 
-def test_link_out_of_the_module_folder_is_refused(home: Path, base: Desc, tmp_path: Path) -> None:
-    outside = tmp_path / "secret.md"
+@pytest.mark.parametrize("target", ["secret.md", "home/modules/good-twin/skill.md"])
+def test_link_out_of_the_module_folder_is_refused(
+    home: Path, base: Desc, tmp_path: Path, target: str
+) -> None:
+    # a sibling folder whose name merely starts with the module's is outside it too
+    outside = tmp_path / target
+    outside.parent.mkdir(parents=True, exist_ok=True)
     outside.write_text("not the module's")
     folder = home / "modules" / "good"
     (folder / "skill.md").symlink_to(outside)
