@@ -345,7 +345,8 @@ class ModuleHost:
     def _module_paths(self, module_id: str) -> tuple[Path, Path]:
         if not _MODULE_ID_RE.fullmatch(module_id) or module_id in {".", ".."}:
             raise ModuleNotFound(
-                f"{module_id!r} is not a valid module id (letters, digits, '.', '_', '-')"
+                f"{module_id!r} is not a valid module id (letters, digits, '.', '_', '-'); "
+                "check the spelling: host.modules() lists the installed modules"
             )
         folder = self.modules_dir / module_id
         exe = folder / "module"
@@ -806,14 +807,20 @@ class ModuleHost:
         bound = self.policy.max_output_bytes if max_output_bytes is None else max_output_bytes
         for name, value in (("deadline_ms", deadline), ("max_output_bytes", bound)):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
+                raise InvalidInput(
+                    f"{name} must be a positive integer, got {value!r}; pass a positive "
+                    f"{name}= to invoke, or leave it None to use Policy.{name}"
+                )
         host_warnings: list[str] = []
         extra_fields: dict[str, Any] = {}
         if extra:
             try:
                 extra_fields = json.loads(json.dumps(dict(extra), allow_nan=False))
             except (TypeError, ValueError) as exc:
-                raise InvalidInput(f"extra is not JSON-serializable: {exc}") from exc
+                raise InvalidInput(
+                    f"extra is not JSON-serializable ({exc}); pass a dict of plain "
+                    "dicts, lists, strings, numbers, booleans and None"
+                ) from exc
             shadowed = sorted(set(extra_fields) & _HOST_FIELDS)
             if shadowed:
                 host_warnings.append(
@@ -837,7 +844,9 @@ class ModuleHost:
             if STAGED_ROOT not in (descriptor.permissions.filesystem_read or []):
                 raise NotGranted(
                     f"module {module_id!r} was handed staged artifacts but does not declare "
-                    f"the read root {STAGED_ROOT!r} in permissions.filesystem_read"
+                    f"the read root {STAGED_ROOT!r} in permissions.filesystem_read; nothing "
+                    "was run. Add that root to the module's descriptor, or invoke it "
+                    "without staged="
                 )
             for item in staged:
                 self.store.verify(item)

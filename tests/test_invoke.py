@@ -105,8 +105,15 @@ def test_input_is_validated_before_anything_runs(host: mnb.ModuleHost, out: Path
         host.invoke("good.echo", {})
     with pytest.raises(mnb.InvalidInput, match="not JSON-serializable"):
         host.invoke("good.echo", {"count": object()})
+    # bad bounds and extras are refused too, each saying what to pass instead
+    with pytest.raises(mnb.InvalidInput, match=r"got 0; pass a positive deadline_ms="):
+        host.invoke("good.echo", {"count": 1}, deadline_ms=0)
+    with pytest.raises(mnb.InvalidInput, match=r"Policy\.max_output_bytes"):
+        host.invoke("good.echo", {"count": 1}, max_output_bytes=True)
+    with pytest.raises(mnb.InvalidInput, match=r"extra is not JSON-serializable.*pass a dict"):
+        host.invoke("good.echo", {"count": 1}, extra={"when": object()})
     assert not (out / "ran-echo").exists()
-    assert list(host.audit()["outcome"]) == ["invalid_input"] * 3
+    assert list(host.audit()["outcome"]) == ["invalid_input"] * 6
 
 
 def test_extra_is_inlined_and_never_overrides_host_fields(host: mnb.ModuleHost) -> None:
@@ -134,6 +141,8 @@ def test_unknown_capability_and_module(host: mnb.ModuleHost) -> None:
     with pytest.raises(mnb.ModuleNotFound) as err:
         host.invoke("missing.thing")
     assert err.value.code == "module_not_found"
+    with pytest.raises(mnb.ModuleNotFound, match=r"host\.modules\(\) lists"):
+        host.describe("../good")
 
 
 def test_grants_intersect_every_kind(tmp_path: Path) -> None:

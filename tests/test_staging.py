@@ -100,6 +100,6 @@ def test_consumer_must_declare_the_staged_root(host: mnb.ModuleHost, tmp_path: P
     desc = default_descriptor(home, "consumer")
     desc["permissions"]["filesystem_read"] = ["src"]
     write_descriptor(home / "modules" / "consumer", desc)
-    with pytest.raises(mnb.NotGranted, match="'staged'") as err:
+    with pytest.raises(mnb.NotGranted, match=r"'staged'.*Add that root") as err:
         host.invoke("consumer.consume", staged.ref(), staged=[staged])
     assert err.value.code == "not_granted"
