@@ -361,6 +361,16 @@ def test_one_gib_of_output_is_cut_and_memory_stays_bounded(host: mnb.ModuleHost)
     assert after - before < 64 * 1024  # far below the 1 GiB the module printed
 
 
+def test_standard_error_keeps_a_bounded_tail(host: mnb.ModuleHost) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    inv = host.invoke("runaway.chatter", {})
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert inv.ok and inv.result == {"chatted": True}  # stderr is diagnostics, never the answer
+    assert inv.stderr.endswith("\nlast words\n")  # the tail: the newest diagnostics
+    assert 1000 < len(inv.stderr) <= 64 * 1024
+    assert after - before < 64 * 1024  # far below the 256 MiB the module wrote
+
+
 def test_keyboard_interrupt_kills_the_tree(host: mnb.ModuleHost, out: Path) -> None:
     def interrupt() -> None:
         read_pids(out, ["root", "child", "grandchild", "setsid"])

@@ -14,7 +14,7 @@ from _proto import capability, descriptor, envelope, main
 
 def default():
     return descriptor(
-        [capability(n) for n in ("tree", "daemon", "flood", "hang", "linger")],
+        [capability(n) for n in ("tree", "daemon", "flood", "chatter", "hang", "linger")],
         permissions={"filesystem_write": ["out"]},
     )
 
@@ -68,6 +68,14 @@ def handle(name, request):
             sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
         return envelope("invoke", request["request_id"], result={})
+    if name == "chatter":
+        # 256 MiB of diagnostics on standard error, then a good answer
+        chunk = b"y" * (1 << 20)
+        for _ in range(256):
+            sys.stderr.buffer.write(chunk)
+        sys.stderr.buffer.write(b"\nlast words\n")
+        sys.stderr.flush()
+        return envelope("invoke", request["request_id"], result={"chatted": True})
     if name == "hang":
         sleep_forever()
     if name == "linger":
