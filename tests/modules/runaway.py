@@ -73,7 +73,7 @@ def handle(name, request):
         chunk = b"y" * (1 << 20)
         for _ in range(256):
             sys.stderr.buffer.write(chunk)
-        sys.stderr.buffer.write(b"\nlast words\n")
+        sys.stderr.buffer.write(b"z" * (96 << 10) + b"\nlast words\n")
         sys.stderr.flush()
         return envelope("invoke", request["request_id"], result={"chatted": True})
     if name == "hang":
