@@ -160,6 +160,16 @@ def test_grants_intersect_every_kind(tmp_path: Path) -> None:
     assert grants["paid_providers"] == ["openai", "replicate"]
     assert grants["publish"] is False
     assert grants["network"] == [] and grants["subprocess"] == []
+    # the other way round: what policy allows but the module did not declare is not granted
+    desc["permissions"].update(credentials=[], paid_providers=["openai"], publish=False)
+    write_descriptor(folder, desc)
+    policy = mnb.Policy(
+        credentials=["gh-token"], paid_providers=["openai", "replicate"], publish=True
+    )
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+        grants = host.invoke("keys.echo", {"count": 0}, approve=True).result["request"]["grants"]
+    assert grants["credentials"] == [] and grants["paid_providers"] == ["openai"]
+    assert grants["publish"] is False
 
 
 def test_binaries_are_resolved_for_each_invocation(home: Path, tmp_path: Path) -> None:
