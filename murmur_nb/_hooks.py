@@ -215,11 +215,12 @@ class _Ticker:
                 out += chunk
         return out
 
-    def owed(self) -> int:
-        """Ticks that wall time has earned but the thread has not issued yet (it may lag)."""
+    def owed(self, now: float) -> int:
+        """Ticks that wall time had earned at ``now`` (``time.monotonic()``) but the thread
+        has not issued yet (it may lag)."""
         if self._sleeping:
             return 0
-        return max(0, int((time.monotonic() - self._origin) / _TICK_S) - self._issued)
+        return max(0, int((now - self._origin) / _TICK_S) - self._issued)
 
     def _run(self) -> None:
         while True:
@@ -944,8 +945,15 @@ class HookHost:
     def _ticks(self, limits: HookLimits) -> int:
         return math.ceil(limits.time_ms / 1000 / _TICK_S) + 1
 
-    def _new_store(self, limits: HookLimits, out: _Capture, err: _Capture) -> tuple[Store, int]:
-        """A fresh store for one call, and its deadline in ticks from the current epoch."""
+    def _new_store(
+        self, limits: HookLimits, out: _Capture, err: _Capture, started: float | None = None
+    ) -> tuple[Store, int]:
+        """A fresh store for one call, and its deadline in ticks from the current epoch.
+
+        The deadline counts from ``started`` (``time.monotonic()``, default now): the caller
+        measures the call's duration from the same instant, so time lost before the guest
+        runs (a preempted thread, the GIL held elsewhere) is the guest's, never taken from it.
+        """
         runtime = self._runtime
         store: Store = runtime.Store(runtime.engine)
         wasi = runtime.WasiConfig()
@@ -956,7 +964,8 @@ class HookHost:
         store.set_fuel(limits.fuel if limits.fuel is not None else _FUEL_UNLIMITED)
         # Relative to the engine's epoch now; add the ticks the ticker still owes so that a
         # lagging ticker catching up cannot end this call early.
-        deadline = self._ticks(limits) + runtime.ticker.owed()
+        now = time.monotonic() if started is None else started
+        deadline = self._ticks(limits) + runtime.ticker.owed(now)
         store.set_epoch_deadline(deadline)
         return store, deadline
 
@@ -974,8 +983,8 @@ class HookHost:
         with runtime.call_lock:
             call = _Call(self._reader_for(info))
             self._current = call
-            store, deadline = self._new_store(limits, out, err)
-            started = time.perf_counter()
+            started = time.monotonic()
+            store, deadline = self._new_store(limits, out, err, started)
             raw: Any = None
             failure: str | None = None
             code: str | None = None
@@ -994,7 +1003,7 @@ class HookHost:
                     call.host_failure = exc
             finally:
                 self._current = None
-                duration = (time.perf_counter() - started) * 1000
+                duration = (time.monotonic() - started) * 1000
             interrupted = runtime.ticker.interrupted
             try:
                 fuel_used = fuel_start - store.get_fuel()
