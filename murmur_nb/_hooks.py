@@ -197,6 +197,10 @@ class _Ticker:
         self._sig_r, self._sig_w = os.pipe()
         for fd in (self._ctl_r, self._ctl_w, self._sig_r, self._sig_w):
             os.set_blocking(fd, False)
+        # Guards the clock state below: the call thread must never see a half-made wake-up
+        # (an origin without its ``_sleeping = False``), and the thread must never go to
+        # sleep after a call has started but before that call could wake it.
+        self._lock = threading.Lock()
         self._active_ticks = 0
         self._last_active = 0.0
         self._origin = 0.0
@@ -218,9 +222,10 @@ class _Ticker:
     def owed(self, now: float) -> int:
         """Ticks that wall time had earned at ``now`` (``time.monotonic()``) but the thread
         has not issued yet (it may lag)."""
-        if self._sleeping:
-            return 0
-        return max(0, int((now - self._origin) / _TICK_S) - self._issued)
+        with self._lock:
+            if self._sleeping:
+                return 0
+            return max(0, int((now - self._origin) / _TICK_S) - self._issued)
 
     def _run(self) -> None:
         while True:
@@ -228,9 +233,10 @@ class _Ticker:
             ready, _, _ = select.select([self._ctl_r, self._sig_r], [], [], timeout)
             if self._ctl_r in ready:
                 self._drain(self._ctl_r)
-                if self._sleeping:
-                    self._origin, self._issued = time.monotonic(), 0
-                    self._sleeping = False
+                with self._lock:
+                    if self._sleeping:
+                        self._origin, self._issued = time.monotonic(), 0
+                        self._sleeping = False
             if self._sig_r in ready:
                 data = self._drain(self._sig_r)
                 if self._forward_fd >= 0:
@@ -238,13 +244,14 @@ class _Ticker:
                         os.write(self._forward_fd, data)
                 if self._active_ticks and signal.SIGINT in data:
                     self.stop_current()
-            now = time.monotonic()
-            due = int((now - self._origin) / _TICK_S)
-            while self._issued < due:
-                self._engine.increment_epoch()
-                self._issued += 1
-            if not self._active_ticks and now - self._last_active > _IDLE_S:
-                self._sleeping = True
+            with self._lock:
+                now = time.monotonic()
+                due = int((now - self._origin) / _TICK_S)
+                while self._issued < due:
+                    self._engine.increment_epoch()
+                    self._issued += 1
+                if not self._active_ticks and now - self._last_active > _IDLE_S:
+                    self._sleeping = True
 
     def stop_current(self) -> None:
         """Push the epoch past the running call's deadline."""
@@ -259,9 +266,11 @@ class _Ticker:
         SIGINT is routed only on the main thread (where Python delivers signals).
         """
         self.interrupted = False
-        self._active_ticks = ticks
-        self._last_active = time.monotonic()
-        if self._sleeping:
+        with self._lock:
+            self._active_ticks = ticks
+            self._last_active = time.monotonic()
+            wake = self._sleeping
+        if wake:
             os.write(self._ctl_w, b"\0")
         main = threading.current_thread() is threading.main_thread()
         previous: Any = None
@@ -279,8 +288,9 @@ class _Ticker:
         try:
             yield
         finally:
-            self._active_ticks = 0
-            self._last_active = time.monotonic()
+            with self._lock:
+                self._active_ticks = 0
+                self._last_active = time.monotonic()
             if main:
                 signal.set_wakeup_fd(self._forward_fd)
                 self._forward_fd = -1
