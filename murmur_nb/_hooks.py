@@ -84,6 +84,9 @@ _MIB = 1 << 20
 _FUEL_UNLIMITED = (1 << 63) - 1
 _CAPTURE_LIMIT = 64 * 1024
 _TICK_S = 0.005
+#: What a missing or changed private wasmtime-py API (``wasmtime._ffi``) raises while the fast
+#: ``read-messages`` path is set up; any of them means: use the binding's public conversion.
+_FAST_PATH_ERRORS = (ImportError, AttributeError, TypeError, ValueError, ctypes.ArgumentError)
 _IDLE_S = 1.0
 
 
@@ -671,7 +674,7 @@ class HookHost:
         if fast_lowering:
             try:
                 self._lowering = _PageLowering()
-            except (AttributeError, TypeError, ValueError):  # a wasmtime-py without the layout
+            except _FAST_PATH_ERRORS:  # a wasmtime-py whose private ctypes layer differs
                 self._lowering = None
         self._linker = self._make_linker()
         self._hooks: dict[str, _Loaded] = {}
@@ -692,13 +695,23 @@ class HookHost:
     # ----------------------------------------------------------------- setup
 
     def _make_linker(self) -> Linker:
+        """The linker: WASI without preopens plus ``read-messages`` (fast path if it links)."""
+        if self._lowering is not None:
+            try:
+                return self._build_linker(self._lowering)
+            except _FAST_PATH_ERRORS:  # wasmtime-py's private ctypes layer changed: go generic
+                self._lowering = None
+                self._keepalive = ()
+        return self._build_linker(None)
+
+    def _build_linker(self, lowering: _PageLowering | None) -> Linker:
         from wasmtime.component import Linker  # noqa: PLC0415 - wasmtime loads on first use
 
         linker = Linker(self._runtime.engine)
         linker.add_wasip2()
         with linker.root() as root, root.add_instance(READ_INTERFACE) as read:
-            if self._lowering is not None:
-                self._add_fast_read(read, self._lowering)
+            if lowering is not None:
+                self._add_fast_read(read, lowering)
             else:
                 # wasmtime-py keeps host functions in a process-wide table until the linker
                 # is freed; a weak reference keeps that table from keeping this host alive.

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +285,41 @@ def test_compact_reads_the_current_task_record_and_matches_the_python_api(
     assert during.value == page.messages  # every field: names, timestamps, tool envelopes
     assert any(m.role == "tool" for m in during.value)
     assert any(m.name == "helper" for m in during.value)
+
+
+def _no_private_ffi(monkeypatch: pytest.MonkeyPatch) -> None:
+    mnb._hooks._Runtime.get()  # wasmtime-py's own modules bind their names first, as in use
+    monkeypatch.delattr(wasmtime, "_ffi")  # what a wasmtime-py without the module gives
+    monkeypatch.setitem(sys.modules, "wasmtime._ffi", None)
+
+
+def _no_raw_symbols(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(wasmtime._ffi, "dll")  # wasmtime-py binds at import; only we look later
+
+
+def _changed_callback_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wasmtime._ffi, "wasmtime_component_func_callback_t", None)
+
+
+@pytest.mark.parametrize(
+    "break_private_api",
+    [_no_private_ffi, _no_raw_symbols, _changed_callback_type],
+    ids=["no-ffi-module", "no-raw-symbols", "changed-callback-type"],
+)
+def test_a_missing_or_changed_private_api_falls_back_to_the_public_binding(
+    tmp_path: Path,
+    guest_bytes: bytes,
+    store: ConversationStore,
+    monkeypatch: pytest.MonkeyPatch,
+    break_private_api: Callable[[pytest.MonkeyPatch], None],
+) -> None:
+    break_private_api(monkeypatch)
+    hooks = host_for(capsule(tmp_path, guest_bytes, GRANTED), store, fast=True)
+    assert hooks._lowering is None  # the fast path was given up, not half used
+    one = store.reader("ctx-1").read_messages(None, 100)
+    assert read(hooks, "ctx-1").value == f"100|250|{one.messages[0].id}|{one.next_cursor}"
+    hooks.task_start(task_id="t", context_id="ctx-1")
+    assert hooks.compact([])["reader"].value == one.messages
 
 
 def test_same_cursors_as_the_python_api(
