@@ -7,6 +7,7 @@ by source digest, so only the first run of the suite on a machine pays for them.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 
@@ -41,7 +42,8 @@ class Handlers(exports.Handlers):
         try:
             import socket
 
-            conn = socket.create_connection(("127.0.0.1", 80), timeout=1)
+            port = int(event.task_id.rsplit("-", 1)[1])  # a listener the test really opened
+            conn = socket.create_connection(("127.0.0.1", port), timeout=1)
             report["net"] = "connected"
             conn.close()
         except Exception as exc:
@@ -172,7 +174,12 @@ def test_python_guest_has_no_files_environment_or_network(
     hooks = mnb.HookHost.from_config(
         capsule(tmp_path, probe_wasm), conversations=ConversationStore(home)
     )
-    result = hooks.task_start(task_id="probe-1", context_id="ctx-1")["summarize"]
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        result = hooks.task_start(task_id=f"probe-{port}", context_id="ctx-1")["summarize"]
+        with pytest.raises(BlockingIOError):  # nobody connected
+            listener.accept()
     assert result.ok, result.error
     report = json.loads(result.value)
     assert report["env"] == {}
@@ -181,7 +188,7 @@ def test_python_guest_has_no_files_environment_or_network(
         assert report[f"list {path}"] in ("FileNotFoundError", "PermissionError", "OSError", [])
     assert report["open"] in ("FileNotFoundError", "PermissionError", "OSError")
     assert report["net"] != "connected"
-    assert result.stdout == "probe says hello on stdout probe-1\n"
+    assert result.stdout == f"probe says hello on stdout probe-{port}\n"
     assert result.stderr == "probe says hello on stderr\n"
 
 
