@@ -125,10 +125,15 @@ def test_extra_is_inlined_and_never_overrides_host_fields(host: mnb.ModuleHost) 
         "deadline_ms": 1,
         "max_output_bytes": 1,
         "request_id": "mine",
+        "capability": "good.paid",
+        "input": {"count": 99},
+        "binaries": {"tool": "/bin/evil"},
     }
     inv = host.invoke("good.echo", {"count": 1}, extra=extra)
     req = inv.result["request"]
     assert req["tool"] == "ffmpeg"
+    assert req["capability"] == "good.echo" and req["input"] == {"count": 1}
+    assert req["binaries"] == {"tool": str(Path("/bin/sh").resolve())}
     assert req["protocol"] == PROTOCOL_ID and req["request_id"] == inv.request_id
     assert "evil" not in req["roots"] and req["grants"]["publish"] is False
     assert req["deadline_ms"] == 20_000 and req["max_output_bytes"] == 16 * 1024 * 1024
