@@ -9,7 +9,17 @@ artifacts made under another configuration. A changed file therefore misses, a c
 configuration misses, and an entry that fails to deserialize (truncated, corrupted, written by a
 different build) is deleted and recompiled rather than failing the load. Entries are written to a
 temporary file and renamed into place, so a crash never leaves a half-written entry under a valid
-name. The cache directory is ``$MURMUR_NB_CACHE``, else ``$XDG_CACHE_HOME/murmur-nb``, else
+name.
+
+wasmtime trusts a compiled artifact's machine code as it finds it: a byte changed inside the
+code loads fine and runs changed code. Each entry therefore has a ``.sum`` sidecar holding the
+SHA-256 of the entry and the stat signature (size, inode, mtime, ctime) it had when written or
+last verified. A load whose signature matches deserializes at once (no 40 MB hash on the warm
+path); any other signature (the file was rewritten) re-hashes the entry, and an entry without a
+sidecar or with another hash is discarded and recompiled. Recency for pruning is the sidecar's
+mtime, so marking a hit never touches the entry itself.
+
+The cache directory is ``$MURMUR_NB_CACHE``, else ``$XDG_CACHE_HOME/murmur-nb``, else
 ``~/.cache/murmur-nb``.
 """
 
@@ -124,6 +134,39 @@ class ComponentCache:
         """Where the compiled form of the component with ``digest`` is stored."""
         return self._directory / f"{digest}-{self._config_key}.cwasm"
 
+    @staticmethod
+    def _sum_path(entry: Path) -> Path:
+        return entry.with_name(entry.name + ".sum")
+
+    @staticmethod
+    def _signature(entry: Path) -> str:
+        st = entry.stat()
+        return f"{st.st_size} {st.st_ino} {st.st_mtime_ns} {st.st_ctime_ns}"
+
+    def _seal(self, entry: Path, sha: str) -> None:
+        """Record ``entry``'s hash and current stat signature in its sidecar."""
+        _atomic_write(self._sum_path(entry), f"{sha} {self._signature(entry)}\n".encode())
+
+    def _intact(self, entry: Path) -> bool:
+        """Whether ``entry`` holds the bytes its sidecar vouches for (hashing only if touched)."""
+        try:
+            sha, _, signature = self._sum_path(entry).read_text(encoding="ascii").partition(" ")
+            if len(sha) != 64:
+                return False
+            if signature.strip() == self._signature(entry):
+                return True
+            if sha256_file(entry) != sha:
+                return False
+        except (OSError, UnicodeDecodeError):
+            return False
+        with contextlib.suppress(OSError):
+            self._seal(entry, sha)
+        return True
+
+    def _discard(self, entry: Path) -> None:
+        entry.unlink(missing_ok=True)
+        self._sum_path(entry).unlink(missing_ok=True)
+
     def _digest(self, path: Path) -> str:
         """SHA-256 of ``path``, memoized by its stat signature so a warm load reads no bytes.
 
@@ -175,14 +218,16 @@ class ComponentCache:
 
         source = "compiled"
         if entry.is_file():
-            try:
-                component = Component.deserialize_file(self._engine, str(entry))
-            except WasmtimeError:
-                entry.unlink(missing_ok=True)
+            component = None
+            if self._intact(entry):
+                with contextlib.suppress(WasmtimeError):
+                    component = Component.deserialize_file(self._engine, str(entry))
+            if component is None:
+                self._discard(entry)
                 source = "recompiled"
             else:
                 with contextlib.suppress(OSError):
-                    os.utime(entry)  # recency for pruning
+                    os.utime(self._sum_path(entry))  # recency for pruning
                 return LoadedComponent(component, digest, "cache", entry)
         data = path.read_bytes()
         actual = hashlib.sha256(data).hexdigest()
@@ -190,7 +235,9 @@ class ComponentCache:
             digest, entry = actual, self.entry_path(actual)
         component = Component(self._engine, data)
         with contextlib.suppress(OSError):  # a read-only cache only costs a compile next time
-            _atomic_write(entry, component.serialize())
+            compiled = component.serialize()
+            _atomic_write(entry, compiled)
+            self._seal(entry, hashlib.sha256(compiled).hexdigest())
             self.prune()
         return LoadedComponent(component, digest, source, entry)
 
@@ -205,8 +252,12 @@ class ComponentCache:
         entries = []
         for path in self._directory.glob("*.cwasm"):
             with contextlib.suppress(OSError):
-                st = path.stat()
-                entries.append((st.st_mtime_ns, st.st_size, path))
+                size = path.stat().st_size
+                try:
+                    used = self._sum_path(path).stat().st_mtime_ns
+                except OSError:
+                    used = 0  # no sidecar: unusable anyway, first to go
+                entries.append((used, size, path))
         entries.sort(reverse=True)  # newest first
         total, deleted = 0, []
         for _, size, path in entries:
@@ -215,4 +266,5 @@ class ComponentCache:
                 with contextlib.suppress(OSError):
                     path.unlink()
                     deleted.append(path)
+                self._sum_path(path).unlink(missing_ok=True)
         return deleted

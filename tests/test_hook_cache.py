@@ -113,7 +113,7 @@ def test_wasmtime_version_is_part_of_the_key(
     assert other.load(path).source == "compiled"
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncate", "empty", "flip"])
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "empty", "flip", "code", "no-sum"])
 def test_corrupt_entry_is_discarded_and_rebuilt(tmp_path: Path, damage: str) -> None:
     eng = engine()
     cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
@@ -126,6 +126,12 @@ def test_corrupt_entry_is_discarded_and_rebuilt(tmp_path: Path, damage: str) -> 
         data = data[: len(data) // 2]
     elif damage == "empty":
         data = bytearray()
+    elif damage == "code":  # `mov eax, 7` -> `mov eax, 42`: wasmtime itself would load and run it
+        at = data.find(bytes([0xB8, 7, 0, 0, 0]))
+        assert at > 0
+        data[at + 1] = 42
+    elif damage == "no-sum":  # an entry nothing vouches for
+        entry.with_name(entry.name + ".sum").unlink()
     else:
         data[:16] = bytes(16)
     entry.write_bytes(bytes(data))
@@ -133,6 +139,21 @@ def test_corrupt_entry_is_discarded_and_rebuilt(tmp_path: Path, damage: str) -> 
     assert again.source == "recompiled"
     assert call_f(eng, again.component) == 7
     assert cache.load(path).source == "cache"
+
+
+def test_a_hit_needs_no_rehash_and_an_identical_rewrite_is_rehashed_and_kept(
+    tmp_path: Path,
+) -> None:
+    eng = engine()
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
+    path = component_file(tmp_path)
+    entry = cache.load(path).entry
+    before = entry.stat()
+    assert ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(path).source == "cache"
+    assert entry.stat().st_mtime_ns == before.st_mtime_ns  # a hit leaves the entry alone
+    entry.write_bytes(entry.read_bytes())  # same bytes, new signature: verified by hash
+    again = ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(path)
+    assert again.source == "cache" and call_f(eng, again.component) == 7
 
 
 def test_read_only_cache_only_costs_a_compile(tmp_path: Path) -> None:
@@ -177,10 +198,12 @@ def test_prune_keeps_the_most_recently_used_entries(tmp_path: Path) -> None:
     cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
     loaded = [cache.load(component_file(tmp_path, v, f"c{v}.wasm")) for v in (1, 2, 3)]
     for age, item in zip((300, 200, 100), loaded, strict=True):
-        os.utime(item.entry, (time.time() - age, time.time() - age))
+        used = item.entry.with_name(item.entry.name + ".sum")  # the recency marker
+        os.utime(used, (time.time() - age, time.time() - age))
     cache.load(tmp_path / "c1.wasm")  # a hit makes the oldest entry the newest
     budget = loaded[0].entry.stat().st_size + loaded[2].entry.stat().st_size
     deleted = cache.prune(max_bytes=budget)
     assert deleted == [loaded[1].entry]
+    assert not loaded[1].entry.with_name(loaded[1].entry.name + ".sum").exists()
     assert loaded[0].entry.is_file() and loaded[2].entry.is_file()
     assert cache.load(tmp_path / "c2.wasm").source == "compiled"
