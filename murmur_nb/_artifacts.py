@@ -339,7 +339,8 @@ class ArtifactStore:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise ConfinementViolation(
-                    f"{label} is not a regular file", artifact_id=staged.artifact.id
+                    f"{label} is not a regular file; stage the artifact again",
+                    artifact_id=staged.artifact.id,
                 )
             if st.st_size != staged.bytes:
                 raise SizeMismatch(

@@ -63,8 +63,12 @@ def test_mutated_staged_file_is_detected_before_each_use(host: mnb.ModuleHost) -
     staged.file.unlink()
     with pytest.raises(mnb.ConfinementViolation, match="stage the artifact again"):
         host.invoke("consumer.consume", staged.ref(), staged=[staged])
-    assert host.audit()["outcome"].tolist()[-3:] == [
-        "digest_mismatch", "size_mismatch", "confinement_violation"
+    staged.file.mkdir()  # a folder where the staged file was
+    with pytest.raises(mnb.ConfinementViolation, match="not a regular file; stage the artifact"):
+        host.invoke("consumer.consume", staged.ref(), staged=[staged])
+    staged.file.rmdir()
+    assert host.audit()["outcome"].tolist()[-4:] == [
+        "digest_mismatch", "size_mismatch", "confinement_violation", "confinement_violation"
     ]
     # staging again repairs the store entry
     again = host.stage(_produce(host))
