@@ -77,7 +77,9 @@ def media_type_primitive(media_type: str) -> str:
     ('diagram', 'text')
     """
     mt = normalize_media_type(media_type)
-    major = mt.split("/", 1)[0]
+    major, slash, _ = mt.partition("/")
+    if not slash:  # not a type/subtype pair: "anything else"
+        return "download"
     if major == "video":
         return "video"
     if major == "audio":
@@ -114,7 +116,7 @@ def _is_textual(mt: str) -> bool:
 
 def _honours(primitive: str, mt: str) -> bool:
     """Whether a file of media type ``mt`` can be shown as ``primitive`` at all."""
-    major = mt.split("/", 1)[0]
+    major = mt.split("/", 1)[0] if "/" in mt else ""
     match primitive:
         case "video" | "audio":
             return major == primitive

@@ -33,6 +33,9 @@ SPEC_TABLE = [
     ("application/octet-stream", "download"),
     ("application/geo+json", "download"),
     ("", "download"),
+    ("video", "download"),  # no subtype: not `video/*`
+    ("image", "download"),
+    ("text", "download"),
 ]
 
 
@@ -87,6 +90,8 @@ def test_an_unknown_hint_is_ignored_with_a_warning() -> None:
         ("document", "image/png", "image"),
         ("json", "application/pdf", "document"),
         ("table", "text/markdown", "markdown"),
+        ("video", "video", "download"),
+        ("markdown", "text", "download"),
     ],
 )
 def test_a_hint_the_file_cannot_honour_falls_back_with_a_warning(
