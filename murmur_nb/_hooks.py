@@ -118,7 +118,8 @@ class HookResult:
     stdout, stderr : str
         What the guest wrote, at most 64 KiB each (a marker says when output was cut).
     duration_ms : float
-        Wall time of the call, instantiation included.
+        Wall time of the call from the instant its deadline counts from (store setup and
+        instantiation included): a call stopped at its time limit never reports less.
     fuel_used : int
         Fuel the call consumed (0 when it never started).
     """
