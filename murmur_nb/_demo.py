@@ -357,7 +357,7 @@ def _murmur_yaml(component: str) -> bytes:
 
 def _install_hooks(home: DemoHome, *, build: bool) -> None:
     component = home.murmur_home / "hooks" / "summarize.wasm"
-    if build and not component.is_file():
+    if build:  # cached by source digest; rewrites the file only when the build differs
         try:  # the hook builder is optional: without it murmur.yaml still names the component
             hooks_module: Any = importlib.import_module("murmur_nb._hooks")
         except ImportError:

@@ -167,8 +167,8 @@ class Policy:
         perms = descriptor.permissions
         if not effects.cost_known:
             reasons.append(
-                f"{capability.id} has no known cost (effects.cost_known is false): "
-                "it may spend money and the amount is unknown"
+                f"{capability.id} declares no numeric cost (effects.cost_known is false), "
+                "and this host asks for approval whenever no cost is known"
             )
         if perms.paid_providers:
             reasons.append(

@@ -126,7 +126,7 @@ def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: P
         show(f"{out} .jupyter-widgets:has-text('320 messages')")
         show(f"{out} .jupyter-widgets:has-text('not-granted')")
         # The approval reasons and the audit table are plain outputs.
-        show(f"{out}:has-text('has no known cost')")
+        show(f"{out}:has-text('declares no numeric cost')")
         show(f"{out} table:has-text('docs.report')")
 
         widgets = page.locator(f"{out} .jupyter-widgets.widget-vbox").count()

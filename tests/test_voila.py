@@ -86,7 +86,7 @@ def test_voila_serves_the_tour_with_its_widgets_and_no_errors(tmp_path: Path) ->
         assert primitives == ["image", "table", "markdown", "json"]
         assert rendered.count('src="data:image/png;base64,') >= 1
         plain = " ".join(o["data"].get("text/plain", "") for o in outputs if "data" in o)
-        assert "has no known cost" in plain  # approval reasons
+        assert "declares no numeric cost" in plain  # approval reasons
         assert "docs.report" in plain  # the audit table
 
         with chromium(tmp_path / "profile") as ctx:

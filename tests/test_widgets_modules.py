@@ -253,7 +253,7 @@ def test_approval_panel_lists_reasons_and_cancel_runs_nothing(host: ModuleHost) 
     form.run_button.click()
     assert form.state == "needs_approval"
     assert form.approval_reasons == host.approval_reasons("oracle.critique")
-    assert any("no known cost" in r for r in form.approval_reasons)
+    assert any("declares no numeric cost" in r for r in form.approval_reasons)
     assert any("paid providers: demo-oracle" in r for r in form.approval_reasons)
     panel_html = form.approval_panel.children[0].value
     for reason in form.approval_reasons:
