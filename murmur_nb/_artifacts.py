@@ -43,10 +43,10 @@ from murmur_nb._exceptions import (
     DigestMismatch,
     SizeMismatch,
 )
+from murmur_nb._presentation import PRIMITIVES
 from murmur_nb.protocol import Artifact, Root
 
 __all__ = [
-    "PRESENTATIONS",
     "STAGED_ROOT",
     "ArtifactStore",
     "RejectedArtifact",
@@ -55,25 +55,6 @@ __all__ = [
     "hash_file",
     "verify_artifact",
 ]
-
-#: The presentation primitives the host owns (SPEC §2).
-PRESENTATIONS = frozenset(
-    {
-        "video",
-        "audio",
-        "image",
-        "image_grid",
-        "timeline",
-        "document",
-        "diagram",
-        "slides",
-        "table",
-        "markdown",
-        "text",
-        "json",
-        "download",
-    }
-)
 
 #: The root name under which a consumer module receives the staging store.
 STAGED_ROOT = "staged"
@@ -248,7 +229,7 @@ def verify_artifact(
                 f"artifact {aid!r} has kind {artifact.kind!r}, which the capability does not "
                 f"declare in artifact_schemas ({sorted(declared_kinds)!r})"
             )
-        if artifact.presentation and artifact.presentation not in PRESENTATIONS:
+        if artifact.presentation and artifact.presentation not in PRIMITIVES:
             warnings.append(
                 f"artifact {aid!r} asks for unknown presentation {artifact.presentation!r}; "
                 "ignored, its media type decides"
