@@ -122,7 +122,7 @@ def chromium(profile: Path) -> Iterator[Any]:
     if not CHROMIUM.is_file():
         pytest.fail(
             f"{CHROMIUM} is missing: install Debian's chromium package "
-            "(apt-get install -y chromium); .ci/run does this"
+            "(apt-get install -y chromium); scripts/test does this"
         )
     from playwright.sync_api import sync_playwright
 
