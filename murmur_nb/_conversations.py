@@ -712,6 +712,25 @@ class ConversationReader:
             with index.lock:
                 index.forget()
 
+    def _changed_under(
+        self, cursor: object, limit: int, walk: _Walk | None, retry: bool
+    ) -> tuple[list[Row] | None, str | None, int, int]:
+        """The record was rewritten or truncated while serving a page (its index is reset).
+
+        A cursor issued before names a position in a record that no longer exists:
+        ``invalid-cursor``. A fresh read starts over once; a record that keeps changing
+        under it is ``unavailable``.
+        """
+        if cursor is not None:
+            raise ConversationReadError("invalid-cursor") from None
+        if retry:
+            if walk is not None:
+                walk.restart()
+            return self._serve(None, limit, walk, _retry=False)
+        raise ConversationReadError(
+            "unavailable", f"the record of context {self._context_id!r} keeps changing"
+        ) from None
+
     def _serve(
         self, cursor: object, limit: int, walk: _Walk | None, _retry: bool = True
     ) -> tuple[list[Row] | None, str | None, int, int]:
@@ -753,15 +772,7 @@ class ConversationReader:
                 index.sync(st, walk if walk is not None and walk.sink_base < 0 else None)
             except _RecordChanged:
                 index.forget()
-                if cursor is not None:
-                    raise ConversationReadError("invalid-cursor") from None
-                if _retry:
-                    if walk is not None:
-                        walk.restart()
-                    return self._serve(None, limit, walk, _retry=False)
-                raise ConversationReadError(
-                    "unavailable", f"the record of context {context_id!r} keeps changing"
-                ) from None
+                return self._changed_under(cursor, limit, walk, _retry)
             except OSError as exc:
                 raise _unavailable(context_id, exc) from exc
             total = index.count
@@ -787,15 +798,7 @@ class ConversationReader:
             rows, nbytes = _read_rows(path, ident, starts, ends)
         except _RecordChanged:
             self._invalidate()
-            if cursor is not None:
-                raise ConversationReadError("invalid-cursor") from None
-            if _retry:
-                if walk is not None:
-                    walk.restart()
-                return self._serve(None, limit, walk, _retry=False)
-            raise ConversationReadError(
-                "unavailable", f"the record of context {context_id!r} keeps changing"
-            ) from None
+            return self._changed_under(cursor, limit, walk, _retry)
         except OSError as exc:
             raise _unavailable(context_id, exc) from exc
         if walk is not None and walk.on_bytes is not None:
