@@ -12,9 +12,8 @@ Design notes
 * **Approval pinning.** An approval (``approve()`` or the policy allow-list) is pinned to the
   SHA-256 of the module's canonical descriptor. When ``describe`` later returns another
   descriptor the approval no longer counts, and the reasons say what changed.
-* **Envelope rules** are checked on the raw JSON (so ``warnings: null`` and a missing
-  ``execution`` are seen, not defaulted away) before the pydantic model is built; each
-  breach is a :class:`~murmur_nb.ProtocolViolation` whose ``rule`` names it.
+* **Envelope rules** live in :mod:`._envelope`; the audit rows and their DataFrame in
+  :mod:`._audit`.
 * **Every invocation is audited**, also the refused and failed ones; host failures keep the
   partial :class:`Invocation` on the exception (``exc.invocation``).
 """
@@ -22,7 +21,6 @@ Design notes
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import json
 import os
@@ -40,8 +38,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError as PydanticValidationError
-
 from murmur_nb._artifacts import (
     STAGED_ROOT,
     ArtifactStore,
@@ -51,6 +47,7 @@ from murmur_nb._artifacts import (
     rejection,
     verify_artifact,
 )
+from murmur_nb._audit import _audit_frame, _fill_row, _new_row
 from murmur_nb._descriptor import (
     DescriptorError,
     describe_changes,
@@ -58,6 +55,7 @@ from murmur_nb._descriptor import (
     parse_describe_output,
     schema_validator_class,
 )
+from murmur_nb._envelope import _check_envelope
 from murmur_nb._exceptions import (
     ApprovalRequired,
     ArtifactRejected,
@@ -74,7 +72,6 @@ from murmur_nb._exceptions import (
 from murmur_nb._policy import Policy
 from murmur_nb._runner import RunResult, run_process
 from murmur_nb.protocol import (
-    OPERATION_INVOKE,
     PROTOCOL_ID,
     Capability,
     Descriptor,
@@ -668,23 +665,7 @@ class ModuleHost:
         request_id = uuid.uuid4().hex
         started = datetime.now(UTC)
         t0 = time.perf_counter()
-        row: dict[str, Any] = {
-            "time": started,
-            "module": None,
-            "capability": capability,
-            "request_id": request_id,
-            "grants": None,
-            "approval": "not evaluated",
-            "duration_ms": None,
-            "outcome": None,
-            "ok": False,
-            "estimated_cost": None,
-            "actual_cost": None,
-            "artifacts": [],
-            "rejected_artifacts": [],
-            "warnings": 0,
-            "message": "",
-        }
+        row = _new_row(capability, request_id, started)
         inv: Invocation | None = None
         try:
             inv = self._invoke(
@@ -702,7 +683,7 @@ class ModuleHost:
             row["outcome"] = exc.code
             row["message"] = exc.message
             if exc.invocation is not None:
-                self._fill_row(row, exc.invocation)
+                _fill_row(row, exc.invocation)
             row["ok"] = False
             row["duration_ms"] = (time.perf_counter() - t0) * 1000.0
             self._record(row)
@@ -714,24 +695,12 @@ class ModuleHost:
             self._record(row)
             raise
         inv.duration_ms = (time.perf_counter() - t0) * 1000.0
-        self._fill_row(row, inv)
+        _fill_row(row, inv)
         row["duration_ms"] = inv.duration_ms
         row["outcome"] = "ok" if inv.ok else (inv.error.code if inv.error else "error")
         row["message"] = "" if inv.ok or inv.error is None else inv.error.message
         self._record(row)
         return inv
-
-    @staticmethod
-    def _fill_row(row: dict[str, Any], inv: Invocation) -> None:
-        row["module"] = inv.module
-        row["grants"] = inv.request.grants.model_dump(mode="json")
-        row["approval"] = inv.approval
-        row["ok"] = inv.ok
-        row["estimated_cost"] = inv.execution.estimated_cost
-        row["actual_cost"] = inv.execution.actual_cost
-        row["artifacts"] = [a.digest for a in inv.artifacts]
-        row["rejected_artifacts"] = [f"{r.id}:{r.code}" for r in inv.rejected_artifacts]
-        row["warnings"] = len(inv.warnings)
 
     def _record(self, row: dict[str, Any]) -> None:
         with self._lock:
@@ -954,113 +923,6 @@ class ModuleHost:
         actual_cost (nullable: ``<NA>`` is *unknown*, ``0`` is free), artifacts (digests),
         rejected_artifacts (``id:code``), warnings (count), message.
         """
-        import pandas as pd  # noqa: PLC0415 - heavy; imported on first use
-
         with self._lock:
             rows = [dict(r) for r in self._audit]
-        columns = [
-            "time",
-            "module",
-            "capability",
-            "request_id",
-            "grants",
-            "approval",
-            "duration_ms",
-            "outcome",
-            "ok",
-            "estimated_cost",
-            "actual_cost",
-            "artifacts",
-            "rejected_artifacts",
-            "warnings",
-            "message",
-        ]
-        frame = pd.DataFrame(rows, columns=columns)
-        for col in ("estimated_cost", "actual_cost"):
-            frame[col] = pd.array(
-                [pd.NA if v is None else float(v) for v in frame[col]], dtype="Float64"
-            )
-        frame["time"] = pd.to_datetime(frame["time"], utc=True)
-        frame["duration_ms"] = frame["duration_ms"].astype("float64")
-        frame["ok"] = frame["ok"].astype(bool)
-        frame["warnings"] = frame["warnings"].astype("int64")
-        return frame
-
-
-def _violation(inv: Invocation, rule: str, detail: str) -> ProtocolViolation:
-    return ProtocolViolation(
-        f"module {inv.module!r} broke the envelope rule {rule!r} answering {inv.capability}: "
-        f"{detail}. The module must be fixed; the result was discarded",
-        rule=rule,
-    )
-
-
-def _check_envelope(stdout: bytes, module_id: str, request_id: str, inv: Invocation) -> Envelope:
-    """Check every SPEC §1 envelope rule on the raw output, then build the model."""
-    try:
-        text = stdout.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _violation(inv, "json", f"standard output is not UTF-8 ({exc})") from exc
-    body = text.lstrip()
-    if not body:
-        raise _violation(inv, "json", "standard output is empty; print exactly one envelope")
-    try:
-        raw, end = json.JSONDecoder().raw_decode(body)
-    except ValueError as exc:
-        raise _violation(inv, "json", f"standard output is not JSON ({exc})") from exc
-    if body[end:].strip():
-        raise _violation(
-            inv,
-            "trailing_data",
-            f"standard output holds more than one JSON document (trailing "
-            f"{body[end:].strip()[:40]!r}); only the envelope goes to stdout, diagnostics to "
-            "stderr",
-        )
-    if not isinstance(raw, dict):
-        raise _violation(inv, "json", "the envelope must be a JSON object")
-    # keep whatever execution the module reported, even when a later rule breaks
-    execution = raw.get("execution")
-    if isinstance(execution, dict):
-        with contextlib.suppress(PydanticValidationError):
-            inv.execution = Execution.model_validate(execution)
-    if raw.get("protocol") != PROTOCOL_ID:
-        raise _violation(
-            inv, "protocol", f"protocol is {raw.get('protocol')!r}, not {PROTOCOL_ID!r}"
-        )
-    if raw.get("module") != module_id:
-        raise _violation(inv, "module", f"module is {raw.get('module')!r}, not {module_id!r}")
-    if raw.get("operation") != OPERATION_INVOKE:
-        raise _violation(inv, "operation", f"operation is {raw.get('operation')!r}, not 'invoke'")
-    if raw.get("request_id") != request_id:
-        raise _violation(
-            inv,
-            "request_id",
-            f"request_id {raw.get('request_id')!r} is not the {request_id!r} the host sent; "
-            "echo it verbatim",
-        )
-    ok = raw.get("ok")
-    if not isinstance(ok, bool):
-        raise _violation(inv, "ok", f"ok must be true or false, got {ok!r}")
-    has_result = raw.get("result") is not None
-    has_error = raw.get("error") is not None
-    if has_result and has_error:
-        raise _violation(inv, "result_xor_error", "both result and error are present")
-    if not has_result and not has_error:
-        raise _violation(inv, "result_xor_error", "neither result nor error is present")
-    if ok and not has_result:
-        raise _violation(inv, "result_xor_error", "ok is true but only error is present")
-    if not ok and not has_error:
-        raise _violation(inv, "result_xor_error", "ok is false but only result is present")
-    warnings = raw.get("warnings", None)
-    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
-        raise _violation(
-            inv, "warnings", f"warnings must be an array of strings, got {warnings!r:.60}"
-        )
-    if not isinstance(execution, dict):
-        raise _violation(inv, "execution", "execution must be present (an object), also on failure")
-    try:
-        return Envelope.model_validate(raw)
-    except PydanticValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise _violation(inv, "shape", f"{where}: {first['msg']}") from exc
+        return _audit_frame(rows)
