@@ -18,7 +18,7 @@ from pathlib import Path
 import wasmtime
 
 import murmur_nb as mnb
-from murmur_nb._hooks import _Runtime
+from murmur_nb._hook_runtime import _Runtime
 from murmur_nb._wasm_cache import ComponentCache
 
 WAT = Path(__file__).resolve().parent.parent / "tests" / "wat"

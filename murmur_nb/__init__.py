@@ -43,7 +43,8 @@ from murmur_nb._exceptions import (
     SizeMismatch,
 )
 from murmur_nb._frames import read_conversation, read_conversations
-from murmur_nb._hooks import HookHost, HookInfo, HookResult, build_demo_hook, build_python_hook
+from murmur_nb._hook_build import build_demo_hook, build_python_hook
+from murmur_nb._hooks import HookHost, HookInfo, HookResult
 from murmur_nb._host import Invocation, ModuleHost, ModuleInfo
 from murmur_nb._policy import Policy
 from murmur_nb._presentation import PRIMITIVES, PresentationWarning, resolve_presentation

@@ -288,7 +288,7 @@ def test_compact_reads_the_current_task_record_and_matches_the_python_api(
 
 
 def _no_private_ffi(monkeypatch: pytest.MonkeyPatch) -> None:
-    mnb._hooks._Runtime.get()  # wasmtime-py's own modules bind their names first, as in use
+    mnb._hook_runtime._Runtime.get()  # wasmtime-py's own modules bind their names first, as in use
     monkeypatch.delattr(wasmtime, "_ffi")  # what a wasmtime-py without the module gives
     monkeypatch.setitem(sys.modules, "wasmtime._ffi", None)
 

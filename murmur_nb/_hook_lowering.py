@@ -1,0 +1,238 @@
+"""Lowering ``read-messages`` pages into wasmtime values for hook calls.
+
+Design notes
+------------
+* **Pages are written straight into wasmtime's C values** (:class:`_PageLowering`), because
+  the binding's generic conversion costs ~25 µs a message. That writer goes through
+  wasmtime-py's private ``_ffi`` layer; any of :data:`_FAST_PATH_ERRORS` while it is set up
+  means the layer is missing or changed, and the host uses the public binding instead
+  (:func:`_message_record` builds the same values as ``wasmtime.component.Record``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+#: What a missing or changed private wasmtime-py API (``wasmtime._ffi``) raises while the fast
+#: ``read-messages`` path is set up; any of them means: use the binding's public conversion.
+_FAST_PATH_ERRORS = (ImportError, AttributeError, TypeError, ValueError, ctypes.ArgumentError)
+
+
+class _PageLowering:
+    """Writes a ``result<message-page, string>`` straight into wasmtime's C value structs.
+
+    wasmtime-py's generic conversion re-reads each record type through the C API for every
+    value (~25 µs a message), which would dominate a hook call that reads one page. This
+    writer keeps pre-built templates (record field names included) and per call copies the
+    template list for the page size in one C call, then fills each message's strings in
+    place, about four C calls a message. It relies on wasmtime-py's ctypes layer, so it
+    checks the layout it needs when built and :class:`HookHost` falls back to the generic
+    binding when anything is missing.
+    """
+
+    def __init__(self) -> None:
+
+        from wasmtime import _ffi as ffi  # noqa: PLC0415 - wasmtime loads on first use
+
+        self._ffi = ffi
+        val_t = ffi.wasmtime_component_val
+        entry_t = ffi.wasmtime_component_valrecord_entry
+        self.val_size = ctypes.sizeof(val_t)
+        self.of = int(val_t.of.offset)
+        self.entry_size = ctypes.sizeof(entry_t)
+        self.entry_val_of = int(entry_t.val.offset) + self.of
+        self.result_val = int(ffi.wasmtime_component_valresult.val.offset)  # type: ignore[attr-defined]
+        self.k_string = ffi.WASMTIME_COMPONENT_STRING.value
+        self.k_record = ffi.WASMTIME_COMPONENT_RECORD.value
+        self.k_list = ffi.WASMTIME_COMPONENT_LIST.value
+        self.k_option = ffi.WASMTIME_COMPONENT_OPTION.value
+        self.k_result = ffi.WASMTIME_COMPONENT_RESULT.value
+        self.k_u32 = ffi.WASMTIME_COMPONENT_U32.value
+        self.k_bool = ffi.WASMTIME_COMPONENT_BOOL.value
+
+        def raw(name: str, restype: Any, *argtypes: Any) -> Any:
+            func = ffi.dll[name]  # a fresh function object; wasmtime-py's own stays untouched
+            func.restype = restype
+            func.argtypes = list(argtypes)
+            return func
+
+        vp, sz = ctypes.c_void_p, ctypes.c_size_t
+        self.byte_vec_new = raw("wasm_byte_vec_new", None, vp, sz, ctypes.c_char_p)
+        self.byte_vec_delete = raw("wasm_byte_vec_delete", None, vp)
+        self.val_new = raw("wasmtime_component_val_new", vp, vp)
+        self.val_delete = raw("wasmtime_component_val_delete", None, vp)
+        self.list_copy = raw("wasmtime_component_vallist_copy", None, vp, vp)
+        self.record_copy = raw("wasmtime_component_valrecord_copy", None, vp, vp)
+        self._ctypes = ctypes
+        self.ptr_at = ctypes.c_uint64.from_address
+        self._tmp = val_t()
+        self._tmp_addr = ctypes.addressof(self._tmp)
+        self._page_val = val_t()
+        self._page_addr = ctypes.addressof(self._page_val)
+        self._message = self._record_template(
+            [
+                ("id", self.k_string),
+                ("role", self.k_string),
+                ("content", self.k_string),
+                ("name", self.k_option),
+                ("created-at", self.k_option),
+            ]
+        )
+        # Nearly every record line carries created_at: the template holds some("") there, so a
+        # page copy already has the box and only its string is written (one C call, not two).
+        self.ptr_at(
+            ctypes.addressof(self._message.data.contents) + 4 * self.entry_size + self.entry_val_of
+        ).value = self._boxed_string("")
+        self._page = self._record_template(
+            [("messages", self.k_list), ("next-cursor", self.k_option), ("total", self.k_u32)]
+        )
+        self._lists: dict[int, Any] = {}
+
+    def _record_template(self, fields: list[tuple[str, int]]) -> Any:
+        ffi = self._ffi
+        record = ffi.wasmtime_component_valrecord_t()
+        ffi.wasmtime_component_valrecord_new_uninit(self._ctypes.byref(record), len(fields))
+        for i, (name, kind) in enumerate(fields):
+            entry = record.data[i]
+            entry.name = ffi.str_to_capi(name)
+            entry.val.kind = kind
+            if kind == self.k_string:
+                ffi.wasm_byte_vec_new_empty(self._ctypes.byref(entry.val.of.string))
+            elif kind == self.k_list:
+                ffi.wasmtime_component_vallist_new_empty(self._ctypes.byref(entry.val.of.list))
+            elif kind == self.k_option:
+                entry.val.of.option = None
+            else:
+                entry.val.of.u32 = 0
+        return record
+
+    def _list_template(self, n: int) -> Any:
+        template = self._lists.get(n)
+        if template is None:
+            ffi, ctypes = self._ffi, self._ctypes
+            template = ffi.wasmtime_component_vallist_t()
+            ffi.wasmtime_component_vallist_new_uninit(ctypes.byref(template), n)
+            base = ctypes.cast(template.data, ctypes.c_void_p).value or 0
+            message = ctypes.addressof(self._message)
+            for i in range(n):
+                addr = base + i * self.val_size
+                ctypes.memset(addr, self.k_record, 1)
+                self.record_copy(addr + self.of, message)
+            self._lists[n] = template
+        return template
+
+    def _boxed_string(self, text: str) -> int:
+        data = text.encode("utf-8")
+        self._tmp.kind = self.k_string
+        self.byte_vec_new(self._tmp_addr + self.of, len(data), data)
+        boxed: int = self.val_new(self._tmp_addr)
+        return boxed
+
+    def read_args(self, args: Any) -> tuple[str | None, int]:
+        """Decode ``(cursor: option<string>, limit: u32)``, freeing what the callee owns."""
+        ctypes = self._ctypes
+        first = args[0]
+        cursor: str | None = None
+        option = first.of.option
+        if option:
+            inner = option.contents
+            vec = inner.of.string
+            cursor = ctypes.string_at(vec.data, vec.size).decode("utf-8")
+            self.byte_vec_delete(ctypes.addressof(vec))
+            inner.kind = self.k_bool
+            self.val_delete(ctypes.cast(option, ctypes.c_void_p).value)
+        limit = int(args[1].of.u32)
+        return cursor, limit
+
+    def write_error(self, results: Any, text: str) -> None:
+        self._write_result(results, ok=False, boxed=self._boxed_string(text))
+
+    def write_page(self, results: Any, messages: Sequence[Any], cursor: Any, total: int) -> None:
+        ctypes = self._ctypes
+        c_void_p = ctypes.c_void_p
+        of, entry_size, entry_val_of = self.of, self.entry_size, self.entry_val_of
+        byte_vec_new = self.byte_vec_new
+        boxed_string = self._boxed_string
+        # Build the page record in its own scratch value, fill it, then box it.
+        self._page_val.kind = self.k_record
+        page_addr = self._page_addr
+        self.record_copy(page_addr + of, ctypes.addressof(self._page))
+        entries = c_void_p.from_address(page_addr + of + 8).value or 0
+        n = len(messages)
+        list_addr = entries + entry_val_of
+        self.list_copy(list_addr, ctypes.addressof(self._list_template(n)))
+        data = c_void_p.from_address(list_addr + 8).value or 0
+        # One view over the copied list's values; each value's record data pointer sits at
+        # word ``i * step + first`` of it.
+        step, first = self.val_size // 8, (of + 8) // 8
+        words = (ctypes.c_uint64 * (n * step)).from_address(data) if n else ()
+        ptr_at, val_delete = self.ptr_at, self.val_delete
+        name_at, created_at = 3 * entry_size, 4 * entry_size
+        for i, message in enumerate(messages):
+            at = words[i * step + first] + entry_val_of
+            raw = message.id.encode("utf-8")
+            byte_vec_new(at, len(raw), raw)
+            raw = message.role.encode("utf-8")
+            byte_vec_new(at + entry_size, len(raw), raw)
+            content = message.content
+            if type(content) is not str:
+                content = _wire_content(message)
+            raw = content.encode("utf-8")
+            byte_vec_new(at + 2 * entry_size, len(raw), raw)
+            name = message.name
+            if name is not None:
+                ptr_at(at + name_at).value = boxed_string(name)
+            created = message.created_at
+            slot = ptr_at(at + created_at)
+            if created is None:
+                val_delete(slot.value)
+                slot.value = 0
+            else:
+                if type(created) is not str:
+                    created = _timestamp(created)
+                raw = created.encode("utf-8")
+                byte_vec_new(slot.value + of, len(raw), raw)
+        if cursor is not None:
+            boxed = self._boxed_string(cursor)
+            c_void_p.from_address(entries + entry_size + entry_val_of).value = boxed
+        ctypes.c_uint32.from_address(entries + 2 * entry_size + entry_val_of).value = total
+        self._write_result(results, ok=True, boxed=self.val_new(page_addr))
+
+    def _write_result(self, results: Any, *, ok: bool, boxed: int) -> None:
+        ctypes = self._ctypes
+        addr = ctypes.cast(results, ctypes.c_void_p).value or 0
+        ctypes.memset(addr, self.k_result, 1)
+        ctypes.c_bool.from_address(addr + self.of).value = ok
+        ctypes.c_void_p.from_address(addr + self.of + self.result_val).value = boxed
+
+
+def _message_record(message: Any) -> Any:
+    from wasmtime.component import Record  # noqa: PLC0415 - wasmtime loads on first use
+
+    record: Any = Record()
+    record.id = message.id
+    record.role = message.role
+    content = message.content
+    record.content = content if isinstance(content, str) else _wire_content(message)
+    record.name = message.name
+    created = message.created_at
+    setattr(record, "created-at", None if created is None else _timestamp(created))
+    return record
+
+
+def _wire_content(message: Any) -> str:
+    wire = getattr(message, "wire_content", None)
+    if callable(wire):
+        return str(wire())
+    raise TypeError(f"message {message.id!r} has non-string content and no wire form")
+
+
+def _timestamp(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    iso = getattr(value, "isoformat", None)
+    if callable(iso):
+        return str(iso()).replace("+00:00", "Z")
+    return str(value)
