@@ -18,8 +18,8 @@ from pathlib import Path
 import wasmtime
 
 import murmur_nb as mnb
-from murmur_nb._hook_runtime import _Runtime
-from murmur_nb._wasm_cache import ComponentCache
+from murmur_nb._hooks.cache import ComponentCache
+from murmur_nb._hooks.runtime import _Runtime
 
 WAT = Path(__file__).resolve().parent.parent / "tests" / "wat"
 

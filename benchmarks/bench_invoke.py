@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import murmur_nb as mnb
-from murmur_nb._artifacts import verify_artifact
+from murmur_nb._modules.artifacts import verify_artifact
 from murmur_nb.protocol import Artifact, Root
 
 _EXECUTION = (

@@ -10,15 +10,15 @@ only when the feature that needs them is first used.
 from importlib.metadata import PackageNotFoundError, version
 
 from murmur_nb import protocol
-from murmur_nb._artifacts import (
-    ArtifactStore,
-    RejectedArtifact,
-    StagedArtifact,
-    VerifiedArtifact,
+from murmur_nb._conversations.frames import read_conversation, read_conversations
+from murmur_nb._conversations.store import (
+    ConversationReader,
+    ConversationStore,
+    Message,
+    MessagePage,
 )
-from murmur_nb._conversations import ConversationReader, ConversationStore, Message, MessagePage
-from murmur_nb._demo import DemoHome, prepare_demo_home
-from murmur_nb._descriptor import DescriptorError
+from murmur_nb._conversations.writer import RecordWriter
+from murmur_nb._demo.home import DemoHome, prepare_demo_home
 from murmur_nb._exceptions import (
     ApprovalRequired,
     ArtifactRejected,
@@ -42,15 +42,20 @@ from murmur_nb._exceptions import (
     RenderError,
     SizeMismatch,
 )
-from murmur_nb._frames import read_conversation, read_conversations
-from murmur_nb._hook_build import build_demo_hook, build_python_hook
-from murmur_nb._hooks import HookHost, HookInfo, HookResult
-from murmur_nb._host import Invocation, ModuleHost, ModuleInfo
-from murmur_nb._policy import Policy
-from murmur_nb._presentation import PRIMITIVES, PresentationWarning, resolve_presentation
-from murmur_nb._record_writer import RecordWriter
-from murmur_nb._render import render, render_file
-from murmur_nb._render_core import RenderBudget, Rendering, Slide
+from murmur_nb._hooks.build import build_demo_hook, build_python_hook
+from murmur_nb._hooks.host import HookHost, HookInfo, HookResult
+from murmur_nb._modules.artifacts import (
+    ArtifactStore,
+    RejectedArtifact,
+    StagedArtifact,
+    VerifiedArtifact,
+)
+from murmur_nb._modules.descriptor import DescriptorError
+from murmur_nb._modules.host import Invocation, ModuleHost, ModuleInfo
+from murmur_nb._modules.policy import Policy
+from murmur_nb._render.core import RenderBudget, Rendering, Slide
+from murmur_nb._render.presentation import PRIMITIVES, PresentationWarning, resolve_presentation
+from murmur_nb._render.render import render, render_file
 
 
 def __getattr__(name: str) -> object:

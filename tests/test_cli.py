@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from _modules import default_descriptor, install, write_descriptor
 
-from murmur_nb._cli import main
+from murmur_nb._modules.cli import main
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_usage_errors(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_console_script(home: Path) -> None:
     exe = Path(sys.executable).with_name("murmur-nb")
-    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "murmur_nb._cli"]
+    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "murmur_nb._modules.cli"]
     proc = subprocess.run([*argv, "--home", str(home), "list"], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stderr

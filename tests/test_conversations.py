@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
-from murmur_nb._conversations import check_context_id
+from murmur_nb._conversations.store import check_context_id
 
 MESSAGE_FIELDS = ("id", "role", "content", "name", "created_at")
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
-from murmur_nb._cursor import CURSOR_LENGTH, CursorCodec
+from murmur_nb._conversations.cursor import CURSOR_LENGTH, CursorCodec
 
 B64 = string.ascii_letters + string.digits + "-_"
 FUZZ = settings(
@@ -257,7 +257,7 @@ def test_a_line_edited_in_place_is_a_rewrite(tmp_path: Path) -> None:
 
 
 def test_a_record_replaced_between_stat_and_open_is_noticed(tmp_path: Path) -> None:
-    from murmur_nb._conversations import _RecordChanged, _RecordIndex
+    from murmur_nb._conversations.store import _RecordChanged, _RecordIndex
 
     write_messages(tmp_path, "ctx", 10)
     path = tmp_path / "conversations" / "ctx.jsonl"

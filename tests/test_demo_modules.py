@@ -25,14 +25,14 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from murmur_nb import _demo
-from murmur_nb._demo import (
+from murmur_nb._demo.home import (
     DEMO_CONTEXT_ID,
     DEMO_MODULE_IDS,
     DemoHome,
     demo_conversation,
     prepare_demo_home,
 )
-from murmur_nb._descriptor import parse_describe_output
+from murmur_nb._modules.descriptor import parse_describe_output
 from murmur_nb.protocol import PROTOCOL_ID, Artifact, Descriptor, Envelope, Grants, Request, Root
 
 PRIMITIVES = frozenset(
@@ -733,7 +733,7 @@ def test_every_demo_capability_through_the_host_covers_all_13_primitives(
 @pytest.mark.slow
 def test_demo_home_builds_the_hook_and_only_the_granted_hook_reads(tmp_path: Path) -> None:
     import murmur_nb as mnb
-    from murmur_nb._hooks import HookHost
+    from murmur_nb._hooks.host import HookHost
 
     home = prepare_demo_home(tmp_path / "demo")
     component = home.murmur_home / "hooks" / "summarize.wasm"

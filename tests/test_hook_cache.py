@@ -10,8 +10,8 @@ import pytest
 import wasmtime
 from wasmtime.component import Component
 
-import murmur_nb._wasm_cache as wasm_cache
-from murmur_nb._wasm_cache import ComponentCache, cache_dir
+import murmur_nb._hooks.cache as wasm_cache
+from murmur_nb._hooks.cache import ComponentCache, cache_dir
 
 COMPONENT = """
 (component

@@ -52,17 +52,17 @@ SEED_SHA256 = "9073dbee658b1e4c380e4dbad29448f81bf68e991d40e199266d5071c7bcbd69"
 
 
 def test_wit_folder_holds_exactly_the_three_contract_files() -> None:
-    root = mnb._hook_build.wit_dir()
+    root = mnb._hooks.build.wit_dir()
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     assert files == ["deps/conversation/read.wit", "deps/hook/hook.wit", "world.wit"]
 
 
 def test_world_and_hook_packages_are_the_spec_text() -> None:
-    root = mnb._hook_build.wit_dir()
+    root = mnb._hooks.build.wit_dir()
     assert (root / "world.wit").read_text(encoding="utf-8") == WORLD
     assert (root / "deps" / "hook" / "hook.wit").read_text(encoding="utf-8") == HOOK
 
 
 def test_conversation_interface_is_the_seed_verbatim() -> None:
-    data = (mnb._hook_build.wit_dir() / "deps" / "conversation" / "read.wit").read_bytes()
+    data = (mnb._hooks.build.wit_dir() / "deps" / "conversation" / "read.wit").read_bytes()
     assert hashlib.sha256(data).hexdigest() == SEED_SHA256

@@ -93,7 +93,7 @@ def fast(request: pytest.FixtureRequest) -> bool:
 
 def host_for(path: Path, store: Any, *, fast: bool = True) -> mnb.HookHost:
     return mnb.HookHost(
-        mnb._hook_config.load_hook_config(path), conversations=store, fast_lowering=fast
+        mnb._hooks.config.load_hook_config(path), conversations=store, fast_lowering=fast
     )
 
 
@@ -288,7 +288,7 @@ def test_compact_reads_the_current_task_record_and_matches_the_python_api(
 
 
 def _no_private_ffi(monkeypatch: pytest.MonkeyPatch) -> None:
-    mnb._hook_runtime._Runtime.get()  # wasmtime-py's own modules bind their names first, as in use
+    mnb._hooks.runtime._Runtime.get()  # wasmtime-py's own modules bind their names first, as in use
     monkeypatch.delattr(wasmtime, "_ffi")  # what a wasmtime-py without the module gives
     monkeypatch.setitem(sys.modules, "wasmtime._ffi", None)
 
@@ -452,7 +452,7 @@ def test_memory_growth_past_the_limit_is_stopped(limited: mnb.HookHost) -> None:
     bad, good = results["bad"], results["good"]
     assert bad.code == good.code == "trap"
     assert "4 MiB limit" in (bad.error or "")
-    assert f"{mnb._hook_config.DEFAULT_MEMORY_MIB} MiB limit" in (good.error or "")
+    assert f"{mnb._hooks.config.DEFAULT_MEMORY_MIB} MiB limit" in (good.error or "")
     assert psutil.Process().memory_info().rss - rss_before < 200 * 2**20
     assert bad.duration_ms < 150  # stopped by the memory limit, not by its 150 ms clock
     assert limited.task_start(task_id="ok", context_id="ctx-1")["bad"].ok
@@ -599,7 +599,7 @@ def test_interrupt_outside_a_call_is_an_ordinary_keyboard_interrupt(
 
 
 def test_captured_output_is_bounded() -> None:
-    from murmur_nb._hooks import _CAPTURE_LIMIT, _Capture
+    from murmur_nb._hooks.host import _CAPTURE_LIMIT, _Capture
 
     capture = _Capture()
     for _ in range(100):

@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
-from murmur_nb._envelope import _check_envelope
+from murmur_nb._modules.envelope import _check_envelope
 from murmur_nb.protocol import PROTOCOL_ID
 
 

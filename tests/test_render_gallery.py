@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import murmur_nb as mnb
-from murmur_nb._demo import prepare_demo_home
+from murmur_nb._demo.home import prepare_demo_home
 
 
 def _demo_invocations(host: Any) -> list[mnb.Invocation]:

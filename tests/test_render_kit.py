@@ -15,9 +15,14 @@ import wave
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._artifacts import RejectedArtifact, VerifiedArtifact, rejection, verify_artifact
 from murmur_nb._exceptions import ArtifactRejected
-from murmur_nb._host import Invocation
+from murmur_nb._modules.artifacts import (
+    RejectedArtifact,
+    VerifiedArtifact,
+    rejection,
+    verify_artifact,
+)
+from murmur_nb._modules.host import Invocation
 from murmur_nb.protocol import Artifact, Request, Root
 
 ROOT_NAME = "out"

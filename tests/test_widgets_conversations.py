@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from murmur_nb._conversations import ConversationStore
+from murmur_nb._conversations.store import ConversationStore
+from murmur_nb._conversations.writer import RecordWriter
 from murmur_nb._exceptions import ConversationReadError
-from murmur_nb._record_writer import RecordWriter
 from murmur_nb.widgets import ConversationExplorer
 from murmur_nb.widgets._conversation_explorer import expand_tool_envelope
 

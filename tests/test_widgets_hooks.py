@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from murmur_nb._conversations import ConversationStore
-from murmur_nb._demo import DemoHome, prepare_demo_home
-from murmur_nb._hooks import HookHost
+from murmur_nb._conversations.store import ConversationStore
+from murmur_nb._demo.home import DemoHome, prepare_demo_home
+from murmur_nb._hooks.host import HookHost
 from murmur_nb.widgets import HookConsole
 
 pytestmark = pytest.mark.slow  # the demo hook is built with componentize-py (cached)

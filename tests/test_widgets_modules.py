@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from murmur_nb._demo import DemoHome, prepare_demo_home
-from murmur_nb._host import ModuleHost
+from murmur_nb._demo.home import DemoHome, prepare_demo_home
+from murmur_nb._modules.host import ModuleHost
 from murmur_nb.widgets import CapabilityForm, InvocationView, ModuleBrowser
 
 BROKEN_MAIN = """

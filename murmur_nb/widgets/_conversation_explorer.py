@@ -21,8 +21,8 @@ from typing import Any
 
 import ipywidgets as w
 
+from murmur_nb._conversations.frames import read_conversation
 from murmur_nb._exceptions import ConversationReadError, MurmurError
-from murmur_nb._frames import read_conversation
 from murmur_nb.widgets._html import TextView, badge, esc, set_output
 
 __all__ = ["ConversationExplorer", "expand_tool_envelope"]

@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import MurmurError
-from murmur_nb._render import render as render_invocation
+from murmur_nb._render.render import render as render_invocation
 from murmur_nb.widgets._html import TextView, badge, esc, lines_html, set_output
 from murmur_nb.widgets._slides import SlideStepper
 

@@ -1,0 +1,1 @@
+"""Conversation records: the cursor-paginated read API, DataFrames, the writer."""

@@ -1,0 +1,348 @@
+"""Conversation records as DataFrames, loaded through the paginated read API.
+
+:func:`read_conversation` walks ``read-messages`` pages of 100 from ``cursor=None``
+until ``next_cursor`` is ``None``, exactly as a hook would, so the frame is the
+consistent snapshot the API promises (the messages at positions ``[0, T)``, ``T``
+being the first page's ``total``) even while the runtime appends.
+
+Why it costs about what parsing the file directly does: the first page's index scan
+has to parse every line once anyway (to count messages), so during a walk it appends
+each message's fields straight into column lists while the decoded object is still
+hot, and the pages it covers are not decoded again; pages below a warm index's old
+end are read from the record, one ``orjson`` call a page. The columns then become
+Arrow-backed strings, a categorical, Arrow-parsed timestamps and a nullable boolean
+in bulk; only tool rows get per-row work (their envelope text). While the walk
+allocates about a million fresh objects the cyclic garbage collector is paused: they
+hold no cycles, and re-traversing them at every allocation threshold would cost
+more than the parsing itself.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from murmur_nb._conversations.store import (
+    ConversationReader,
+    ConversationStore,
+    _Columns,
+    check_context_id,
+    envelope_text,
+)
+from murmur_nb._exceptions import MissingDependency
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["COLUMNS", "read_conversation", "read_conversations"]
+
+COLUMNS = (
+    "position",
+    "id",
+    "role",
+    "content",
+    "name",
+    "created_at",
+    "tool_call_id",
+    "is_error",
+    "body",
+)
+"""Columns of a conversation frame, in order."""
+
+PROGRESS_MIN_BYTES = 1 << 20
+"""Records at least this large show a progress bar (unless ``progress=False``)."""
+
+Home = str | os.PathLike[str] | ConversationStore | None
+
+_ARROW_CHUNK = 1 << 16
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _store(home: Home) -> ConversationStore:
+    return home if isinstance(home, ConversationStore) else ConversationStore(home)
+
+
+def _only(values: list[Any], kind: type) -> list[Any]:
+    """``values`` with anything that is not ``kind`` (or ``None``) replaced by ``None``."""
+    if set(map(type, values)) <= {kind, type(None)}:
+        return values
+    return [value if type(value) is kind else None for value in values]
+
+
+def _arrow() -> Any:
+    """pyarrow when pandas stores strings in it (pandas 3 with pyarrow installed), else None."""
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    if pd.StringDtype().storage != "pyarrow":
+        return None
+    return importlib.import_module("pyarrow")
+
+
+def _strings(values: Any) -> Any:
+    """A pandas ``string`` array (``None`` -> NA) from a list or object ndarray of str."""
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    pa = _arrow()
+    if pa is None:
+        return pd.array(values, dtype=pd.StringDtype())
+    # In chunks: one Arrow array of several hundred megabytes grows its data buffer by
+    # repeated reallocation, which made the 2N walk cost well over twice the N walk.
+    step = _ARROW_CHUNK
+    kind = pa.large_string()
+    chunks = [pa.array(values[at : at + step], type=kind) for at in range(0, len(values), step)]
+    return pd.array(pa.chunked_array(chunks, type=kind), dtype=pd.StringDtype())
+
+
+def _categorical(roles: list[str]) -> Any:
+    """``roles`` as a pandas Categorical with sorted categories."""
+    import numpy as np  # noqa: PLC0415 - numpy loads on first use
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    pa = _arrow()
+    if pa is not None:
+        encoded = pa.array(roles, type=pa.large_string()).dictionary_encode()
+        seen: list[str] = encoded.dictionary.to_pylist()
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    else:
+        lookup: dict[str, int] = {}
+        codes = np.fromiter(
+            (lookup.setdefault(role, len(lookup)) for role in roles), np.int32, len(roles)
+        )
+        seen = list(lookup)
+    order = sorted(range(len(seen)), key=seen.__getitem__)
+    recode = np.empty(len(seen), dtype=np.int32)
+    recode[order] = np.arange(len(seen), dtype=np.int32)
+    return pd.Categorical.from_codes(
+        recode[codes], categories=pd.Index([seen[k] for k in order])
+    )
+
+
+def _timestamps(stamps: list[str | None]) -> Any:
+    """RFC 3339 strings as datetime64[us, UTC]; NaT when absent or not a time."""
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    pa = _arrow()
+    if pa is not None and stamps:
+        try:
+            parsed = pa.array(stamps, type=pa.large_string()).cast(pa.timestamp("us", tz="UTC"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # something Arrow's strict parser refuses: let pandas coerce per value
+        else:
+            return pd.DatetimeIndex(parsed.to_pandas()).as_unit("us")
+    created = pd.to_datetime(
+        pd.Series(stamps, dtype=object), utc=True, format="ISO8601", errors="coerce"
+    )
+    return pd.DatetimeIndex(created).as_unit("us")
+
+
+def _envelopes(call_ids: list[Any], errors: list[Any], bodies: list[Any]) -> list[str]:
+    """Envelope texts for tool rows whose call ids and error flags are already cleaned."""
+    dumps = orjson.dumps
+    encode_error = orjson.JSONEncodeError
+    envelope = {"__murmur_tool_msg__": True, "tool_call_id": None, "is_error": None, "body": None}
+    out: list[str] = []
+    append = out.append
+    for call_id, is_error, body in zip(call_ids, errors, bodies, strict=True):
+        envelope["tool_call_id"] = call_id
+        envelope["is_error"] = is_error
+        envelope["body"] = body
+        try:
+            append(dumps(envelope).decode())
+        except encode_error:
+            append(envelope_text(call_id, is_error, body))
+    return out
+
+
+def _frame(columns: _Columns) -> pd.DataFrame:
+    """The DataFrame of decoded messages (oldest first, position = index)."""
+    import numpy as np  # noqa: PLC0415 - numpy loads on first use
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    count = len(columns)
+    contents = columns.contents
+    role = _categorical(columns.roles)
+    tool_code = list(role.categories).index("tool") if "tool" in role.categories else -1
+    tools = np.flatnonzero(role.codes == tool_code)
+    at = tools.tolist()
+    if len(at) != len(columns.call_ids):
+        raise AssertionError("tool columns out of step")  # pragma: no cover - a bug if hit
+    call_ids = _only(columns.call_ids, str)
+    errors = _only(columns.errors, bool)
+    tool_bodies = [contents[k] for k in at]
+    for k, text in zip(at, _envelopes(call_ids, errors, tool_bodies), strict=True):
+        contents[k] = text
+    bodies = np.full(count, None, dtype=object)
+    bodies[tools] = np.fromiter(tool_bodies, dtype=object, count=len(at))
+    call_id_column = np.full(count, None, dtype=object)
+    call_id_column[tools] = np.fromiter(call_ids, dtype=object, count=len(at))
+    error_values = np.zeros(count, dtype=bool)
+    error_values[tools] = np.fromiter((e is True for e in errors), dtype=bool, count=len(at))
+    error_mask = np.ones(count, dtype=bool)
+    error_mask[tools] = np.fromiter((e is None for e in errors), dtype=bool, count=len(at))
+    frame_columns: dict[str, Any] = {
+        "position": np.arange(count, dtype=np.int64),
+        "id": _strings(columns.ids),
+        "role": role,
+        "content": _strings(contents),
+        "name": _strings(_only(columns.names, str)),
+        "created_at": _timestamps(_only(columns.stamps, str)),
+        "tool_call_id": _strings(call_id_column),
+        "is_error": pd.arrays.BooleanArray(error_values, error_mask),
+        "body": bodies,
+    }
+    return pd.DataFrame(frame_columns, columns=list(COLUMNS), copy=False)
+
+
+def _walk_frame(
+    reader: ConversationReader, path: os.PathLike[str] | None, progress: bool
+) -> pd.DataFrame:
+    bar = None
+    if progress and path is not None:
+        try:
+            size = Path(path).stat().st_size
+        except OSError:
+            size = 0
+        if size >= PROGRESS_MIN_BYTES:
+            from tqdm.auto import tqdm  # noqa: PLC0415 - tqdm loads on first use
+
+            bar = tqdm(
+                total=size,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=f"reading {reader.context_id}",
+                leave=False,
+            )
+    try:
+        with _gc_paused():
+            frame = _frame(reader._walk(bar.update if bar is not None else None))
+    finally:
+        if bar is not None:
+            bar.update(max(0, bar.total - bar.n))
+            bar.close()
+    return frame
+
+
+def read_conversation(context_id: str, home: Home = None, *, progress: bool = True) -> pd.DataFrame:
+    """Load one conversation record into a DataFrame, oldest message first.
+
+    The frame is built by walking ``read-messages`` pages of 100 until ``next_cursor``
+    is ``None``: it holds the messages at positions ``[0, T)``, ``T`` being the record's
+    message count when the walk started, even while the runtime appends.
+
+    Parameters
+    ----------
+    context_id
+        The record's context id (a plain name).
+    home
+        Murmur home folder, a :class:`ConversationStore` (reuses its index), or ``None``
+        for ``$MURMUR_HOME``, else ``~/.murmur``.
+    progress
+        Show a ``tqdm.auto`` progress bar for records of a megabyte or more.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``position`` (int64, 0 = oldest), ``id`` (string), ``role`` (category),
+        ``content`` (string; the envelope text for tool rows), ``name`` (string),
+        ``created_at`` (datetime64 UTC, NaT when absent or not RFC 3339), and for tool
+        rows ``tool_call_id`` (string), ``is_error`` (nullable boolean) and ``body`` (the
+        decoded tool result). A record that does not exist gives an empty frame.
+
+    Raises
+    ------
+    InvalidContextId
+        ``context_id`` is not a plain name.
+    ConversationReadError
+        ``unavailable: <reason>`` when the record exists but cannot be read;
+        ``invalid-cursor`` when it was rewritten or truncated during the walk.
+    """
+    check_context_id(context_id)
+    store = _store(home)
+    reader = store.reader(context_id, granted=True)
+    return _walk_frame(reader, store.record_path(context_id), progress)
+
+
+def _empty_frame(with_context: bool) -> pd.DataFrame:
+    frame = _frame(_Columns())
+    if with_context:
+        frame.insert(0, "context_id", _strings([]))
+    return frame
+
+
+def _record_partition(context_id: str, home: str) -> pd.DataFrame:
+    frame = read_conversation(context_id, home, progress=False)
+    frame.insert(0, "context_id", _strings([context_id] * len(frame)))
+    return frame
+
+
+def read_conversations(
+    home: Home = None,
+    engine: Literal["pandas", "dask"] = "pandas",
+    *,
+    progress: bool = True,
+) -> Any:
+    """Load every conversation record under a murmur home.
+
+    Parameters
+    ----------
+    home
+        Murmur home folder, a :class:`ConversationStore`, or ``None`` for the default.
+    engine
+        ``"pandas"`` reads each record with :func:`read_conversation` and concatenates
+        them; ``"dask"`` returns a lazy Dask DataFrame with one partition per record,
+        each read by :func:`read_conversation` when computed (needs the ``dask`` extra).
+    progress
+        Show progress bars (pandas engine only; Dask partitions never do).
+
+    Returns
+    -------
+    pandas.DataFrame or dask.dataframe.DataFrame
+        The columns of :func:`read_conversation` after a leading ``context_id`` column
+        (string), records in sorted context order.
+    """
+    store = _store(home)
+    contexts = store.contexts()
+    if engine == "pandas":
+        import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+        frames = []
+        for context_id in contexts:
+            frame = read_conversation(context_id, store, progress=progress)
+            frame.insert(0, "context_id", _strings([context_id] * len(frame)))
+            frames.append(frame)
+        if not frames:
+            return _empty_frame(with_context=True)
+        roles = sorted(set().union(*(frame["role"].cat.categories for frame in frames)))
+        for frame in frames:  # one category set, so the concatenation stays categorical
+            frame["role"] = frame["role"].cat.set_categories(roles)
+        return pd.concat(frames, ignore_index=True)
+    if engine == "dask":
+        try:
+            dd: Any = importlib.import_module("dask.dataframe")
+        except ImportError as exc:
+            raise MissingDependency("dask", "dask", "read_conversations(engine='dask')") from exc
+        meta = _empty_frame(with_context=True)
+        if not contexts:
+            return dd.from_pandas(meta, npartitions=1)
+        return dd.from_map(
+            _record_partition, contexts, home=str(store.home), meta=meta, enforce_metadata=False
+        )
+    raise ValueError(f"engine must be 'pandas' or 'dask', not {engine!r}")

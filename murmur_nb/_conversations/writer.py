@@ -1,0 +1,226 @@
+"""Append to a conversation record the way the runtime does.
+
+The runtime is the only writer of a record; this writer exists for demos, tests and
+benchmarks, and is never offered to hooks. Each message is one compact JSON object
+and its newline, written with a single ``write`` on a descriptor opened with
+``O_APPEND``, so a concurrent reader sees either the whole line or a prefix of it
+without its newline (which readers skip until it is complete). :meth:`RecordWriter.append_raw`
+writes arbitrary bytes, which is how tests land a partial line or a line that is not
+a message.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import orjson
+
+from murmur_nb._conversations.store import ConversationStore, check_context_id
+
+__all__ = ["RecordWriter"]
+
+_FLUSH_AT = 1 << 20
+
+
+def _timestamp(value: datetime | str) -> str:
+    if isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        raise ValueError(
+            f"created_at {value!r} has no time zone; pass an aware datetime "
+            "(for example datetime.now(UTC)) or an RFC 3339 string"
+        )
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+class RecordWriter:
+    """Append messages to ``<home>/conversations/<context_id>.jsonl``.
+
+    Parameters
+    ----------
+    home
+        A murmur home folder, a :class:`ConversationStore`, or ``None`` for the default
+        home (``$MURMUR_HOME``, else ``~/.murmur``).
+    context_id
+        The record's context id (a plain name; validated before anything is created).
+    buffered
+        ``False`` (the default) writes each line with one ``write``, as the runtime does.
+        ``True`` collects lines and writes them in large blocks (fast, for benchmarks);
+        lines become visible on :meth:`flush`, :meth:`close`, or every megabyte.
+    stamp
+        Fill ``created_at`` with the current UTC time when a message gives none.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as home, RecordWriter(home, "ctx-1") as writer:
+    ...     writer.append("user", "hello", id="m1", created_at="2026-01-01T00:00:00Z")
+    'm1'
+    """
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | ConversationStore | None,
+        context_id: str,
+        *,
+        buffered: bool = False,
+        stamp: bool = True,
+    ) -> None:
+        check_context_id(context_id)
+        store = home if isinstance(home, ConversationStore) else ConversationStore(home)
+        self.context_id = context_id
+        self.path: Path = store.record_path(context_id)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        self._fd: int | None = os.open(self.path, flags, 0o644)
+        self._buffered = buffered
+        self._stamp = stamp
+        self._pending = bytearray()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._fd is None else "open"
+        return f"RecordWriter({self.context_id!r}, {state})"
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def encode(
+        self,
+        role: str,
+        content: Any,
+        *,
+        id: str | None = None,
+        name: str | None = None,
+        created_at: datetime | str | None = None,
+        tool_call_id: str | None = None,
+        is_error: bool | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        """The record line :meth:`append` would write, newline included.
+
+        Keys whose value is ``None`` are left out, as the runtime does. ``content`` must
+        be a string unless ``role`` is ``"tool"``, whose content is any JSON value.
+        """
+        if not isinstance(role, str):
+            raise TypeError(f"role must be a string, not {type(role).__name__}")
+        if role != "tool" and not isinstance(content, str):
+            raise TypeError(
+                f"content of a {role!r} message must be a string, not {type(content).__name__}; "
+                "only tool results carry other JSON values"
+            )
+        line: dict[str, Any] = {
+            "id": id if id is not None else f"msg_{uuid.uuid4().hex}",
+            "role": role,
+            "content": content,
+        }
+        if name is not None:
+            line["name"] = name
+        if created_at is None and self._stamp:
+            created_at = datetime.now(UTC)
+        if created_at is not None:
+            line["created_at"] = _timestamp(created_at)
+        if tool_call_id is not None:
+            line["tool_call_id"] = tool_call_id
+        if is_error is not None:
+            line["is_error"] = is_error
+        if extra:
+            for key, value in extra.items():
+                line.setdefault(key, value)
+        return orjson.dumps(line) + b"\n"
+
+    def append(
+        self,
+        role: str,
+        content: Any,
+        *,
+        id: str | None = None,
+        name: str | None = None,
+        created_at: datetime | str | None = None,
+        tool_call_id: str | None = None,
+        is_error: bool | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Append one message and return its id (a fresh one when ``id`` is ``None``)."""
+        message_id = id if id is not None else f"msg_{uuid.uuid4().hex}"
+        line = self.encode(
+            role,
+            content,
+            id=message_id,
+            name=name,
+            created_at=created_at,
+            tool_call_id=tool_call_id,
+            is_error=is_error,
+            extra=extra,
+        )
+        self.append_raw(line)
+        return message_id
+
+    def append_raw(self, data: str | bytes) -> None:
+        """Append ``data`` exactly as given: no newline is added.
+
+        This is how a test lands a partial line (write the start of a line, later its
+        rest and the newline) or a line that is not a message.
+        """
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        with self._lock:
+            fd = self._require_open()
+            if self._buffered:
+                self._pending += raw
+                if len(self._pending) >= _FLUSH_AT:
+                    self._drain(fd)
+            else:
+                _write_all(fd, raw)
+
+    def flush(self) -> None:
+        """Write out what a buffered writer holds."""
+        with self._lock:
+            self._drain(self._require_open())
+
+    def close(self) -> None:
+        """Flush and close the record; closing twice is harmless."""
+        with self._lock:
+            if self._fd is None:
+                return
+            try:
+                self._drain(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+    def _require_open(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"the writer of record {self.context_id!r} is closed")
+        return self._fd
+
+    def _drain(self, fd: int) -> None:
+        if self._pending:
+            _write_all(fd, bytes(self._pending))
+            self._pending.clear()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

@@ -1,0 +1,1 @@
+"""Hook host: WebAssembly hook components run with wasmtime-py."""

@@ -1,0 +1,184 @@
+"""The process-wide wasmtime engine, compiled-component cache and epoch ticker for hooks.
+
+Design notes
+------------
+* **One engine, one ticker.** Every :class:`HookHost` in the process shares one wasmtime
+  ``Engine`` configured for epoch interruption and fuel metering (both must be set before
+  instantiation, and both are part of the compiled-component cache key). One daemon thread
+  advances the engine's epoch by wall time while hooks run and sleeps once they have been idle
+  for a second; each call's store gets its own deadline in ticks. Calls are serialized by a
+  process-wide lock, so the ticker always knows which call it is timing.
+* **Interrupts.** A hook call can run inside wasm for a long time, where Python's own SIGINT
+  handler cannot run. While a call runs on the main thread, a flag-setting SIGINT handler and
+  a wakeup fd are installed; the ticker thread sees the signal byte, advances the epoch past
+  the store's deadline so the guest stops at its next check, and the call then raises
+  ``KeyboardInterrupt`` with the host intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._hooks.cache import ComponentCache
+
+if TYPE_CHECKING:
+    from wasmtime import Engine
+
+_TICK_S = 0.005
+_IDLE_S = 1.0
+
+
+class _Ticker:
+    """Advances the engine epoch in real time while hooks run; turns SIGINT into a deadline.
+
+    The thread ticks every ``_TICK_S`` from the first call on and goes back to sleep once no
+    call has run for ``_IDLE_S``, so back-to-back calls never pay for waking it. The epoch
+    follows wall time (ticks are issued by elapsed time, not by wake-ups), so a late wake-up
+    never stretches a deadline. Deadlines are relative to the epoch when each store is made.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._ctl_r, self._ctl_w = os.pipe()
+        self._sig_r, self._sig_w = os.pipe()
+        for fd in (self._ctl_r, self._ctl_w, self._sig_r, self._sig_w):
+            os.set_blocking(fd, False)
+        # Guards the clock state below: the call thread must never see a half-made wake-up
+        # (an origin without its ``_sleeping = False``), and the thread must never go to
+        # sleep after a call has started but before that call could wake it.
+        self._lock = threading.Lock()
+        self._active_ticks = 0
+        self._last_active = 0.0
+        self._origin = 0.0
+        self._issued = 0
+        self._sleeping = True
+        self._forward_fd = -1
+        self.interrupted = False
+        self._thread = threading.Thread(target=self._run, name="murmur-nb-epoch", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _drain(fd: int) -> bytes:
+        out = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(fd, 4096):
+                out += chunk
+        return out
+
+    def owed(self, now: float) -> int:
+        """Ticks that wall time had earned at ``now`` (``time.monotonic()``) but the thread
+        has not issued yet (it may lag)."""
+        with self._lock:
+            if self._sleeping:
+                return 0
+            return max(0, int((now - self._origin) / _TICK_S) - self._issued)
+
+    def _run(self) -> None:
+        while True:
+            timeout = None if self._sleeping else _TICK_S
+            ready, _, _ = select.select([self._ctl_r, self._sig_r], [], [], timeout)
+            if self._ctl_r in ready:
+                self._drain(self._ctl_r)
+                with self._lock:
+                    if self._sleeping:
+                        self._origin, self._issued = time.monotonic(), 0
+                        self._sleeping = False
+            if self._sig_r in ready:
+                data = self._drain(self._sig_r)
+                if self._forward_fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.write(self._forward_fd, data)
+                if self._active_ticks and signal.SIGINT in data:
+                    self.stop_current()
+            with self._lock:
+                now = time.monotonic()
+                due = int((now - self._origin) / _TICK_S)
+                while self._issued < due:
+                    self._engine.increment_epoch()
+                    self._issued += 1
+                if not self._active_ticks and now - self._last_active > _IDLE_S:
+                    self._sleeping = True
+
+    def stop_current(self) -> None:
+        """Push the epoch past the running call's deadline."""
+        self.interrupted = True
+        for _ in range(self._active_ticks + 2):
+            self._engine.increment_epoch()
+
+    @contextlib.contextmanager
+    def running(self, ticks: int) -> Iterator[None]:
+        """Time one call whose store expires ``ticks`` ticks from now; route SIGINT to it.
+
+        SIGINT is routed only on the main thread (where Python delivers signals).
+        """
+        self.interrupted = False
+        with self._lock:
+            self._active_ticks = ticks
+            self._last_active = time.monotonic()
+            wake = self._sleeping
+        if wake:
+            os.write(self._ctl_w, b"\0")
+        main = threading.current_thread() is threading.main_thread()
+        previous: Any = None
+        if main:
+            previous = signal.getsignal(signal.SIGINT)
+            if previous is signal.SIG_IGN or previous is None:  # ignored, or not ours to swap
+                main = False
+        if main:
+
+            def on_sigint(signum: int, frame: FrameType | None) -> None:
+                self.interrupted = True
+
+            signal.signal(signal.SIGINT, on_sigint)
+            self._forward_fd = signal.set_wakeup_fd(self._sig_w, warn_on_full_buffer=False)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._active_ticks = 0
+                self._last_active = time.monotonic()
+            if main:
+                signal.set_wakeup_fd(self._forward_fd)
+                self._forward_fd = -1
+                signal.signal(signal.SIGINT, previous)
+
+
+class _Runtime:
+    """The process-wide engine, compiled-component cache and ticker."""
+
+    _instance: _Runtime | None = None
+    _create_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        import wasmtime  # noqa: PLC0415 - wasmtime loads on first use
+        import wasmtime.component  # noqa: PLC0415
+        from wasmtime import Config, Engine  # noqa: PLC0415
+
+        # The classes the per-call path needs, resolved once (no import machinery per call).
+        self.Store = wasmtime.Store
+        self.WasiConfig = wasmtime.WasiConfig
+        self.WasmtimeError = wasmtime.WasmtimeError
+        self.Record = wasmtime.component.Record
+        config = Config()
+        config.epoch_interruption = True
+        config.consume_fuel = True
+        self.fingerprint = "component-model;epoch_interruption;consume_fuel"
+        self.engine = Engine(config)
+        self.cache = ComponentCache(self.engine, self.fingerprint, keep_in_memory=16)
+        self.ticker = _Ticker(self.engine)
+        self.call_lock = threading.RLock()
+
+    @classmethod
+    def get(cls) -> _Runtime:
+        with cls._create_lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance

@@ -1,0 +1,1 @@
+"""Module host: modproto v1 modules run as sandboxed subprocesses."""

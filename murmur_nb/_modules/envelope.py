@@ -1,0 +1,105 @@
+"""The SPEC §1 envelope rules, checked on a module's raw ``invoke`` output.
+
+Design notes
+------------
+* **Raw JSON first.** The rules are checked on the decoded JSON, before the pydantic
+  :class:`~murmur_nb.protocol.Envelope` is built, so ``warnings: null`` and a missing
+  ``execution`` are seen, not defaulted away.
+* **One rule per breach.** Each breach is a :class:`~murmur_nb.ProtocolViolation` whose
+  ``rule`` names it; callers route on ``rule``/``code``, never on the message.
+* **Keep what the module reported.** Whatever ``execution`` the module sent is kept on the
+  :class:`~murmur_nb.Invocation` even when a later rule breaks, so costs stay visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError as PydanticValidationError
+
+from murmur_nb._exceptions import ProtocolViolation
+from murmur_nb.protocol import OPERATION_INVOKE, PROTOCOL_ID, Envelope, Execution
+
+if TYPE_CHECKING:
+    from murmur_nb._modules.host import Invocation
+
+
+def _violation(inv: Invocation, rule: str, detail: str) -> ProtocolViolation:
+    return ProtocolViolation(
+        f"module {inv.module!r} broke the envelope rule {rule!r} answering {inv.capability}: "
+        f"{detail}. The module must be fixed; the result was discarded",
+        rule=rule,
+    )
+
+
+def _check_envelope(stdout: bytes, module_id: str, request_id: str, inv: Invocation) -> Envelope:
+    """Check every SPEC §1 envelope rule on the raw output, then build the model."""
+    try:
+        text = stdout.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _violation(inv, "json", f"standard output is not UTF-8 ({exc})") from exc
+    body = text.lstrip()
+    if not body:
+        raise _violation(inv, "json", "standard output is empty; print exactly one envelope")
+    try:
+        raw, end = json.JSONDecoder().raw_decode(body)
+    except ValueError as exc:
+        raise _violation(inv, "json", f"standard output is not JSON ({exc})") from exc
+    if body[end:].strip():
+        raise _violation(
+            inv,
+            "trailing_data",
+            f"standard output holds more than one JSON document (trailing "
+            f"{body[end:].strip()[:40]!r}); only the envelope goes to stdout, diagnostics to "
+            "stderr",
+        )
+    if not isinstance(raw, dict):
+        raise _violation(inv, "json", "the envelope must be a JSON object")
+    # keep whatever execution the module reported, even when a later rule breaks
+    execution = raw.get("execution")
+    if isinstance(execution, dict):
+        with contextlib.suppress(PydanticValidationError):
+            inv.execution = Execution.model_validate(execution)
+    if raw.get("protocol") != PROTOCOL_ID:
+        raise _violation(
+            inv, "protocol", f"protocol is {raw.get('protocol')!r}, not {PROTOCOL_ID!r}"
+        )
+    if raw.get("module") != module_id:
+        raise _violation(inv, "module", f"module is {raw.get('module')!r}, not {module_id!r}")
+    if raw.get("operation") != OPERATION_INVOKE:
+        raise _violation(inv, "operation", f"operation is {raw.get('operation')!r}, not 'invoke'")
+    if raw.get("request_id") != request_id:
+        raise _violation(
+            inv,
+            "request_id",
+            f"request_id {raw.get('request_id')!r} is not the {request_id!r} the host sent; "
+            "echo it verbatim",
+        )
+    ok = raw.get("ok")
+    if not isinstance(ok, bool):
+        raise _violation(inv, "ok", f"ok must be true or false, got {ok!r}")
+    has_result = raw.get("result") is not None
+    has_error = raw.get("error") is not None
+    if has_result and has_error:
+        raise _violation(inv, "result_xor_error", "both result and error are present")
+    if not has_result and not has_error:
+        raise _violation(inv, "result_xor_error", "neither result nor error is present")
+    if ok and not has_result:
+        raise _violation(inv, "result_xor_error", "ok is true but only error is present")
+    if not ok and not has_error:
+        raise _violation(inv, "result_xor_error", "ok is false but only result is present")
+    warnings = raw.get("warnings", None)
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+        raise _violation(
+            inv, "warnings", f"warnings must be an array of strings, got {warnings!r:.60}"
+        )
+    if not isinstance(execution, dict):
+        raise _violation(inv, "execution", "execution must be present (an object), also on failure")
+    try:
+        return Envelope.model_validate(raw)
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise _violation(inv, "shape", f"{where}: {first['msg']}") from exc

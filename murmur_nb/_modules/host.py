@@ -1,0 +1,928 @@
+"""The modproto v1 module host: describe, approve, invoke, verify, stage, audit.
+
+Design notes
+------------
+* **One enforcement point.** Everything a module is given is built here, never by the
+  module: the request envelope fields, roots, grants and binaries (see :mod:`._policy`),
+  the bounds. ``input`` is validated against the capability's ``request_schema`` before
+  anything runs; ``extra`` is inlined at the request root and can never shadow a host field.
+* **Descriptors are cached** by the ``stat`` of the module executable and its folder, so the
+  hot path of :meth:`ModuleHost.invoke` does not re-run ``describe``. :meth:`describe`
+  always re-runs it, and so does any call that relies on a standing approval.
+* **Approval pinning.** An approval (``approve()`` or the policy allow-list) is pinned to the
+  SHA-256 of the module's canonical descriptor. When ``describe`` later returns another
+  descriptor the approval no longer counts, and the reasons say what changed.
+* **Envelope rules** live in :mod:`._envelope`; the audit rows and their DataFrame in
+  :mod:`._audit`.
+* **Every invocation is audited**, also the refused and failed ones; host failures keep the
+  partial :class:`Invocation` on the exception (``exc.invocation``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._exceptions import (
+    ApprovalRequired,
+    ArtifactRejected,
+    DeadlineExceeded,
+    InvalidDescriptor,
+    InvalidInput,
+    MissingRequirement,
+    ModuleHostError,
+    ModuleNotFound,
+    NotGranted,
+    OutputTooLarge,
+    ProtocolViolation,
+)
+from murmur_nb._modules.artifacts import (
+    STAGED_ROOT,
+    ArtifactStore,
+    RejectedArtifact,
+    StagedArtifact,
+    VerifiedArtifact,
+    rejection,
+    verify_artifact,
+)
+from murmur_nb._modules.audit import _audit_frame, _fill_row, _new_row
+from murmur_nb._modules.descriptor import (
+    DescriptorError,
+    describe_changes,
+    descriptor_digest,
+    parse_describe_output,
+    schema_validator_class,
+)
+from murmur_nb._modules.envelope import _check_envelope
+from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.runner import RunResult, run_process
+from murmur_nb.protocol import (
+    PROTOCOL_ID,
+    Capability,
+    Descriptor,
+    Envelope,
+    Error,
+    Execution,
+    Request,
+    Requirement,
+    Root,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from jsonschema.protocols import Validator
+
+__all__ = ["Invocation", "ModuleHost", "ModuleInfo", "default_home"]
+
+_MODULE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_HOST_FIELDS = frozenset(Request.model_fields) - {"extra"}
+
+
+def default_home() -> Path:
+    """``$FACET_STUDIO_HOME``, else ``~/.facet-studio``."""
+    env = os.environ.get("FACET_STUDIO_HOME")
+    return Path(env) if env else Path.home() / ".facet-studio"
+
+
+@dataclass
+class ModuleInfo:
+    """One installed module as the host sees it; a refused module lists with its errors."""
+
+    id: str
+    path: Path
+    descriptor: Descriptor | None
+    errors: list[DescriptorError] = field(default_factory=list)
+    unmet_requirements: list[Requirement] = field(default_factory=list)
+    digest: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the descriptor was accepted."""
+        return self.descriptor is not None and not self.errors
+
+    @property
+    def needs_setup(self) -> bool:
+        """Whether a requirement is unmet ("Needs setup"); ``unmet_requirements`` says how."""
+        return bool(self.unmet_requirements)
+
+    @property
+    def setup_instructions(self) -> list[str]:
+        """One line per unmet requirement: what is missing and how to fix it."""
+        return [
+            f"{r.kind} {r.name}: {r.detail or 'not available'}" for r in self.unmet_requirements
+        ]
+
+
+@dataclass
+class Invocation:
+    """The outcome of one :meth:`ModuleHost.invoke`.
+
+    ``ok`` false with ``error`` set is the *module's* own failure (routed on
+    ``error.code``); host failures raise instead. ``execution`` is what the module says it
+    actually did, kept on failures too. ``artifacts`` passed re-validation;
+    ``rejected_artifacts`` did not and must not be rendered or staged.
+    """
+
+    module: str
+    capability: str
+    request: Request
+    ok: bool = False
+    result: Any = None
+    error: Error | None = None
+    warnings: list[str] = field(default_factory=list)
+    execution: Execution = field(default_factory=Execution)
+    artifacts: list[VerifiedArtifact] = field(default_factory=list)
+    rejected_artifacts: list[RejectedArtifact] = field(default_factory=list)
+    duration_ms: float = 0.0
+    approval: str = "not required"
+    stderr: str = ""
+    returncode: int | None = None
+    envelope: Envelope | None = None
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def estimated_cost(self) -> float | None:
+        """``None`` is *unknown* (never free); ``0.0`` is free."""
+        return self.execution.estimated_cost
+
+    @property
+    def actual_cost(self) -> float | None:
+        """``None`` is *unknown* (never free); ``0.0`` is free."""
+        return self.execution.actual_cost
+
+
+@dataclass
+class _Described:
+    key: tuple[int, ...]
+    descriptor: Descriptor | None
+    errors: list[DescriptorError]
+    digest: str | None
+
+
+@dataclass
+class _Pin:
+    digest: str
+    descriptor: Descriptor
+    source: str  # "operator" | "allow-list"
+
+
+_STAT_KEY_MAX_ENTRIES = 512
+
+
+def _stat_key(module_dir: Path, module_file: Path) -> tuple[int, ...]:
+    """A cheap fingerprint of a module's installed files, to tell when to describe again.
+
+    A module is often a launcher beside its real code (``module`` runs ``main.py``), so the
+    whole folder counts, not just the launcher: any file added, removed, replaced or edited
+    changes the key. Past ``_STAT_KEY_MAX_ENTRIES`` entries the key cannot be trusted and
+    becomes unique, so a huge folder is simply described on every call.
+    """
+    fs = module_file.stat()
+    key = [fs.st_ino, fs.st_size, fs.st_mtime_ns, fs.st_ctime_ns]
+    pending = [str(module_dir)]
+    seen = 0
+    while pending:
+        with os.scandir(pending.pop()) as it:
+            entries = sorted((e for e in it if e.name != "__pycache__"), key=lambda e: e.name)
+        for entry in entries:
+            seen += 1
+            if seen > _STAT_KEY_MAX_ENTRIES:
+                return (*key, time.monotonic_ns())
+            st = entry.stat(follow_symlinks=False)
+            key += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+    return tuple(key)
+
+
+class ModuleHost:
+    """Host modproto v1 modules installed under ``<home>/modules/<id>/module``.
+
+    Parameters
+    ----------
+    home
+        The facet-studio home; default ``$FACET_STUDIO_HOME`` else ``~/.facet-studio``.
+    policy
+        What invocations may be given and when approval is needed; default allows nothing.
+    artifact_store
+        Folder of the content-addressed staging store; default ``<home>/artifact-store``.
+    runs_dir
+        Where per-invocation working folders and fresh write roots live. By default a
+        private temporary folder that :meth:`close` removes (stage what you keep).
+
+    Examples
+    --------
+    >>> with ModuleHost(home="/nonexistent") as host:
+    ...     host.modules()
+    []
+    """
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        policy: Policy | None = None,
+        artifact_store: str | os.PathLike[str] | None = None,
+        *,
+        runs_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.home = Path(home) if home is not None else default_home()
+        self.policy = policy if policy is not None else Policy()
+        self._store_path = (
+            Path(artifact_store) if artifact_store is not None else self.home / "artifact-store"
+        )
+        self._store: ArtifactStore | None = None
+        self._runs_given = runs_dir is not None
+        self._runs: Path | None = Path(runs_dir) if runs_dir is not None else None
+        self._lock = threading.RLock()
+        self._described: dict[str, _Described] = {}
+        self._pins: dict[str, _Pin] = {}
+        self._validators: dict[tuple[str, str, str], Validator] = {}
+        self._audit: list[dict[str, Any]] = []
+        self._cwd_pool: list[Path] = []
+        self._runs_ready = False
+        self._closed = False
+        self._exit_cleanup: functools.partial[None] | None = None
+
+    # -- resources ---------------------------------------------------------------------
+
+    @property
+    def modules_dir(self) -> Path:
+        return self.home / "modules"
+
+    @property
+    def store(self) -> ArtifactStore:
+        """The content-addressed staging store (created on first use)."""
+        if self._store is None:
+            self._store = ArtifactStore(self._store_path)
+        return self._store
+
+    def _runs_dir(self) -> Path:
+        if self._closed:
+            raise ModuleHostError(
+                "this ModuleHost is closed; create a new one to describe or invoke modules"
+            )
+        if self._runs is None:
+            self._runs = Path(tempfile.mkdtemp(prefix="murmur-nb-runs-"))
+            # a host left open (a notebook kernel shut down mid-session) still leaves no
+            # private folder behind when the interpreter exits; close() removes it sooner
+            self._exit_cleanup = functools.partial(shutil.rmtree, self._runs, ignore_errors=True)
+            atexit.register(self._exit_cleanup)
+        elif not self._runs_ready:
+            self._runs.mkdir(parents=True, exist_ok=True)
+        self._runs_ready = True
+        return self._runs
+
+    def _take_cwd(self) -> Path:
+        """A private, empty working folder for one run (recycled: mkdir/rmdir are slow)."""
+        with self._lock:
+            if self._cwd_pool:
+                return self._cwd_pool.pop()
+        return Path(tempfile.mkdtemp(prefix="cwd-", dir=self._runs_dir()))
+
+    def _give_back_cwd(self, cwd: Path) -> None:
+        """Recycle a working folder the module left empty and untouched; remove any other."""
+        try:
+            st = cwd.lstat()
+            with os.scandir(cwd) as entries:
+                empty = next(entries, None) is None
+            clean = empty and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
+        except OSError:
+            clean = False
+        with self._lock:
+            if clean and not self._closed and len(self._cwd_pool) < 8:
+                self._cwd_pool.append(cwd)
+                return
+        shutil.rmtree(cwd, ignore_errors=True)
+
+    def close(self) -> None:
+        """Remove the private runs folder (unless ``runs_dir`` was given). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for cwd in self._cwd_pool:
+            shutil.rmtree(cwd, ignore_errors=True)
+        self._cwd_pool.clear()
+        if self._runs is not None and not self._runs_given:
+            shutil.rmtree(self._runs, ignore_errors=True)
+        if self._exit_cleanup is not None:
+            atexit.unregister(self._exit_cleanup)
+            self._exit_cleanup = None
+
+    def __enter__(self) -> ModuleHost:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- describe ----------------------------------------------------------------------
+
+    def _module_paths(self, module_id: str) -> tuple[Path, Path]:
+        if not _MODULE_ID_RE.fullmatch(module_id) or module_id in {".", ".."}:
+            raise ModuleNotFound(
+                f"{module_id!r} is not a valid module id (letters, digits, '.', '_', '-'); "
+                "check the spelling: host.modules() lists the installed modules"
+            )
+        folder = self.modules_dir / module_id
+        exe = folder / "module"
+        if not folder.is_dir():
+            raise ModuleNotFound(
+                f"no module {module_id!r}: {folder} does not exist; install it there with an "
+                "executable file named 'module'"
+            )
+        return folder, exe
+
+    def _run_describe(self, module_id: str) -> _Described:
+        folder, exe = self._module_paths(module_id)
+        try:
+            key = _stat_key(folder, exe)
+        except OSError:
+            return _Described(
+                (),
+                None,
+                [
+                    DescriptorError(
+                        "module", f"{exe} is missing; install the module executable there"
+                    )
+                ],
+                None,
+            )
+        if not stat.S_ISREG(exe.stat().st_mode) or not os.access(exe, os.X_OK):
+            return _Described(
+                key,
+                None,
+                [DescriptorError("module", f"{exe} is not an executable file; chmod +x it")],
+                None,
+            )
+        cwd = self._take_cwd()
+        try:
+            run = run_process(
+                [str(exe), "describe"],
+                b"",
+                cwd=cwd,
+                deadline_s=self.policy.describe_deadline_ms / 1000.0,
+                max_output_bytes=self.policy.describe_max_output_bytes,
+            )
+        except OSError as exc:
+            return _Described(
+                key,
+                None,
+                [DescriptorError("module", f"{exe} cannot be executed: {exc}")],
+                None,
+            )
+        finally:
+            self._give_back_cwd(cwd)
+        tail = run.stderr_text.strip()[-500:]
+        hint = ""
+        if run.returncode or tail:
+            hint = f" (exit status {run.returncode}" + (f"; stderr: {tail!r})" if tail else ")")
+        if run.timed_out:
+            errors = [
+                DescriptorError(
+                    "describe",
+                    f"did not finish within {self.policy.describe_deadline_ms} ms{hint}",
+                )
+            ]
+            return _Described(key, None, errors, None)
+        if run.output_exceeded:
+            errors = [
+                DescriptorError(
+                    "describe",
+                    f"printed more than {self.policy.describe_max_output_bytes} bytes{hint}",
+                )
+            ]
+            return _Described(key, None, errors, None)
+        if not run.stdout.strip():
+            errors = [DescriptorError("envelope", f"describe printed nothing{hint}")]
+            return _Described(key, None, errors, None)
+        descriptor, errors = parse_describe_output(run.stdout, module_id, folder)
+        digest = descriptor_digest(descriptor) if descriptor is not None else None
+        return _Described(key, descriptor, errors, digest)
+
+    def _describe_cached(self, module_id: str, *, refresh: bool = False) -> _Described:
+        folder, exe = self._module_paths(module_id)
+        if not refresh:
+            cached = self._described.get(module_id)
+            if cached is not None:
+                try:
+                    if cached.key == _stat_key(folder, exe):
+                        return cached
+                except OSError:
+                    pass
+        described = self._run_describe(module_id)
+        with self._lock:
+            self._described[module_id] = described
+        return described
+
+    def describe(self, module_id: str) -> Descriptor:
+        """Run ``module describe`` now and return the accepted descriptor.
+
+        Raises
+        ------
+        ModuleNotFound
+            No such module folder.
+        InvalidDescriptor
+            The describe envelope or descriptor breaks a SPEC §1 rule; ``.errors`` lists
+            each breach as a :class:`~murmur_nb.DescriptorError` (path and detail).
+        """
+        described = self._describe_cached(module_id, refresh=True)
+        return self._accepted(module_id, described)
+
+    def _accepted(self, module_id: str, described: _Described) -> Descriptor:
+        if described.descriptor is None or described.errors:
+            listed = "; ".join(str(e) for e in described.errors[:5])
+            more = f" (+{len(described.errors) - 5} more)" if len(described.errors) > 5 else ""
+            raise InvalidDescriptor(
+                f"module {module_id!r} was refused: {listed}{more}. Fix the module's describe "
+                "output; host.modules() lists every error",
+                errors=described.errors,
+            )
+        return described.descriptor
+
+    def modules(self) -> list[ModuleInfo]:
+        """Every module folder under ``<home>/modules``, sorted by id, refused ones included."""
+        if not self.modules_dir.is_dir():
+            return []
+        infos = []
+        for entry in sorted(self.modules_dir.iterdir()):
+            if not entry.is_dir() or not _MODULE_ID_RE.fullmatch(entry.name):
+                continue
+            described = self._describe_cached(entry.name)
+            desc = described.descriptor
+            unmet = [r for r in (desc.requirements or []) if not r.available] if desc else []
+            infos.append(
+                ModuleInfo(
+                    id=entry.name,
+                    path=entry,
+                    descriptor=desc if not described.errors else None,
+                    errors=list(described.errors),
+                    unmet_requirements=unmet,
+                    digest=described.digest if not described.errors else None,
+                )
+            )
+        return infos
+
+    # -- approval ----------------------------------------------------------------------
+
+    def _resolve(self, capability: str) -> tuple[str, _Described]:
+        """The module id owning ``capability`` (longest existing prefix) and its descriptor."""
+        candidates = [capability[:i] for i, ch in enumerate(capability) if ch == "."]
+        for module_id in reversed(candidates):
+            if _MODULE_ID_RE.fullmatch(module_id) and (self.modules_dir / module_id).is_dir():
+                return module_id, self._describe_cached(module_id)
+        raise ModuleNotFound(
+            f"no installed module offers {capability!r}: capability ids are "
+            f"'<module-id>.<name>' and no matching folder exists under {self.modules_dir}"
+        )
+
+    def _capability(
+        self, capability: str, *, refresh: bool = False
+    ) -> tuple[str, Descriptor, str, Capability]:
+        module_id, described = self._resolve(capability)
+        if refresh:
+            described = self._describe_cached(module_id, refresh=True)
+        descriptor = self._accepted(module_id, described)
+        cap = descriptor.capability(capability)
+        if cap is None:
+            known = ", ".join(c.id for c in descriptor.capabilities or []) or "none"
+            raise ModuleNotFound(
+                f"module {module_id!r} has no capability {capability!r} (it offers: {known})"
+            )
+        assert described.digest is not None
+        return module_id, descriptor, described.digest, cap
+
+    def _pin_status(
+        self, capability: str, descriptor: Descriptor, digest: str
+    ) -> tuple[_Pin | None, list[str]]:
+        """The pin that approves ``capability`` now, or the changes that voided one."""
+        with self._lock:
+            pin = self._pins.get(capability)
+            if pin is None and capability in self.policy.approved:
+                pin = _Pin(digest, descriptor, "allow-list")
+                self._pins[capability] = pin
+        if pin is None:
+            return None, []
+        if pin.digest == digest:
+            return pin, []
+        changes = describe_changes(pin.descriptor, descriptor) or ["the descriptor changed"]
+        return None, [
+            f"the {pin.source} approval of {capability} was pinned to descriptor "
+            f"{pin.digest[:19]}…, and describe now returns {digest[:19]}…; it no longer "
+            "counts. What changed: " + "; ".join(changes)
+        ]
+
+    def approval_reasons(self, capability: str) -> list[str]:
+        """Why ``capability`` needs approval right now; empty when it may run as is.
+
+        Re-runs ``describe``, so a standing approval is checked against the module's
+        current descriptor; a voided approval adds a reason that says what changed.
+        """
+        _, descriptor, digest, cap = self._capability(capability, refresh=True)
+        reasons = self.policy.approval_reasons(descriptor, cap)
+        if not reasons:
+            return []
+        pin, voided = self._pin_status(capability, descriptor, digest)
+        if pin is not None:
+            return []
+        return reasons + voided
+
+    def approve(self, capability: str) -> str:
+        """Record an operator approval pinned to the current descriptor; return its digest."""
+        _, descriptor, digest, _ = self._capability(capability, refresh=True)
+        with self._lock:
+            self._pins[capability] = _Pin(digest, descriptor, "operator")
+        return digest
+
+    def revoke(self, capability: str) -> None:
+        """Forget any standing approval of ``capability``."""
+        with self._lock:
+            self._pins.pop(capability, None)
+
+    # -- staging -----------------------------------------------------------------------
+
+    def stage(self, artifact: VerifiedArtifact) -> StagedArtifact:
+        """Copy a verified artifact into the content-addressed store for another module.
+
+        Pass the result to a consumer with ``invoke(..., staged=[staged])``: the store is
+        supplied as the read-only root ``"staged"`` (the consumer must declare it in
+        ``permissions.filesystem_read``) and ``staged.ref()`` names the file inside it.
+        """
+        if not isinstance(artifact, VerifiedArtifact):
+            raise TypeError(
+                "host.stage() takes an artifact from inv.artifacts (verified); rejected or "
+                "unverified artifacts are never staged"
+            )
+        return self.store.stage(artifact)
+
+    # -- invoke ------------------------------------------------------------------------
+
+    def _validator(self, digest: str, kind: str, schema_id: str, schema: Any) -> Validator:
+        key = (digest, kind, schema_id)
+        validator = self._validators.get(key)
+        if validator is None:
+            validator = schema_validator_class(schema)(schema)
+            self._validators[key] = validator
+        return validator
+
+    def _build_roots(
+        self,
+        descriptor: Descriptor,
+        run_dir: Path,
+        staged: Sequence[StagedArtifact],
+        warnings: list[str],
+    ) -> dict[str, Root]:
+        perms = descriptor.permissions
+        roots: dict[str, Root] = {}
+        for name in perms.filesystem_read or []:
+            if name == STAGED_ROOT and staged:
+                roots[name] = Root(path=str(self.store.root), mode="ro")
+                continue
+            path = self.policy.root_path(name)
+            if path is not None and path.is_dir():
+                roots[name] = Root(path=str(path), mode="ro")
+            elif path is not None:
+                warnings.append(
+                    f"policy maps read root {name!r} to {path}, which is not a "
+                    "folder; it was not supplied"
+                )
+        fresh = 0
+        for name in perms.filesystem_write or []:
+            path = self.policy.root_path(name)
+            if path is None:
+                safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64] or "root"
+                path = run_dir / f"w{fresh}-{safe}"
+                fresh += 1
+                path.mkdir(parents=True)
+            elif not path.is_dir():
+                warnings.append(
+                    f"policy maps write root {name!r} to {path}, which is not a "
+                    "folder; it was not supplied"
+                )
+                continue
+            roots[name] = Root(path=str(path), mode="rw")
+        return roots
+
+    def invoke(
+        self,
+        capability: str,
+        input: Any = None,
+        *,
+        approve: bool = False,
+        deadline_ms: int | None = None,
+        max_output_bytes: int | None = None,
+        extra: dict[str, Any] | None = None,
+        staged: Sequence[StagedArtifact] = (),
+    ) -> Invocation:
+        """Invoke ``capability`` with ``input`` and return the checked :class:`Invocation`.
+
+        Parameters
+        ----------
+        capability
+            ``"<module-id>.<name>"``.
+        input
+            The capability's input; validated against its ``request_schema`` first.
+            ``None`` means ``{}``.
+        approve
+            Operator approval for this one call.
+        deadline_ms, max_output_bytes
+            Override the policy's bounds for this call.
+        extra
+            Additional root-level request fields; host fields always win.
+        staged
+            Staged artifacts the consumer reads through the read-only root ``"staged"``;
+            each is re-verified before the module starts.
+
+        Raises
+        ------
+        ModuleNotFound, InvalidDescriptor, MissingRequirement, InvalidInput,
+        ApprovalRequired, NotGranted, DigestMismatch
+            Refused before anything ran.
+        DeadlineExceeded, OutputTooLarge, ProtocolViolation
+            The module ran and its tree was killed, or it broke an envelope rule.
+        """
+        request_id = uuid.uuid4().hex
+        started = datetime.now(UTC)
+        t0 = time.perf_counter()
+        row = _new_row(capability, request_id, started)
+        inv: Invocation | None = None
+        try:
+            inv = self._invoke(
+                capability,
+                input,
+                request_id,
+                row,
+                approve=approve,
+                deadline_ms=deadline_ms,
+                max_output_bytes=max_output_bytes,
+                extra=extra,
+                staged=staged,
+            )
+        except ModuleHostError as exc:
+            row["outcome"] = exc.code
+            row["message"] = exc.message
+            if exc.invocation is not None:
+                _fill_row(row, exc.invocation)
+            row["ok"] = False
+            row["duration_ms"] = (time.perf_counter() - t0) * 1000.0
+            self._record(row)
+            raise
+        except BaseException as exc:
+            row["outcome"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "host_error"
+            row["message"] = f"{type(exc).__name__}: {exc}"
+            row["duration_ms"] = (time.perf_counter() - t0) * 1000.0
+            self._record(row)
+            raise
+        inv.duration_ms = (time.perf_counter() - t0) * 1000.0
+        _fill_row(row, inv)
+        row["duration_ms"] = inv.duration_ms
+        row["outcome"] = "ok" if inv.ok else (inv.error.code if inv.error else "error")
+        row["message"] = "" if inv.ok or inv.error is None else inv.error.message
+        self._record(row)
+        return inv
+
+    def _record(self, row: dict[str, Any]) -> None:
+        with self._lock:
+            self._audit.append(row)
+
+    def _invoke(
+        self,
+        capability: str,
+        input_value: Any,
+        request_id: str,
+        row: dict[str, Any],
+        *,
+        approve: bool,
+        deadline_ms: int | None,
+        max_output_bytes: int | None,
+        extra: dict[str, Any] | None,
+        staged: Sequence[StagedArtifact],
+    ) -> Invocation:
+        module_id, descriptor, digest, cap = self._capability(capability)
+        row["module"] = module_id
+        unmet = [r for r in descriptor.requirements or [] if not r.available]
+        if unmet:
+            fixes = "; ".join(f"{r.kind} {r.name}: {r.detail or 'not available'}" for r in unmet)
+            raise MissingRequirement(
+                f"module {module_id!r} needs setup before {capability} can run: {fixes}"
+            )
+        # -- approval -----------------------------------------------------------------
+        approval = "not required"
+        reasons = self.policy.approval_reasons(descriptor, cap)
+        if reasons:
+            if approve:
+                approval = "approved (this call)"
+            else:
+                # a standing approval counts only for the module's *current* descriptor
+                module_id, descriptor, digest, cap = self._capability(capability, refresh=True)
+                reasons = self.policy.approval_reasons(descriptor, cap)
+                pin, voided = self._pin_status(capability, descriptor, digest)
+                if reasons and pin is None:
+                    row["approval"] = "refused"
+                    raise ApprovalRequired(
+                        f"{capability} needs operator approval and was not run: "
+                        + "; ".join(reasons + voided)
+                        + ". Approve it with host.approve(...) or invoke(..., approve=True)",
+                        reasons=reasons + voided,
+                    )
+                approval = f"approved ({pin.source}, {pin.digest[:19]}…)" if pin else approval
+        row["approval"] = approval
+        # -- input, bounds, extra ------------------------------------------------------
+        if input_value is None:
+            input_value = {}
+        try:
+            input_value = json.loads(json.dumps(input_value, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(
+                f"input for {capability} is not JSON-serializable ({exc}); pass plain "
+                "dicts, lists, strings, numbers, booleans and None"
+            ) from exc
+        schema = (descriptor.request_schemas or {})[cap.request_schema]
+        validator = self._validator(digest, "request", cap.request_schema, schema)
+        problems = sorted(validator.iter_errors(input_value), key=lambda e: list(e.path))
+        if problems:
+            first = problems[0]
+            where = "input" + "".join(
+                f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in first.path
+            )
+            raise InvalidInput(
+                f"input for {capability} does not match its request_schema "
+                f"{cap.request_schema!r}: at {where}: {first.message}"
+                + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
+                + "; nothing was run. Fix the input and invoke again"
+            )
+        deadline = self.policy.deadline_ms if deadline_ms is None else deadline_ms
+        bound = self.policy.max_output_bytes if max_output_bytes is None else max_output_bytes
+        for name, value in (("deadline_ms", deadline), ("max_output_bytes", bound)):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise InvalidInput(
+                    f"{name} must be a positive integer, got {value!r}; pass a positive "
+                    f"{name}= to invoke, or leave it None to use Policy.{name}"
+                )
+        host_warnings: list[str] = []
+        extra_fields: dict[str, Any] = {}
+        if extra:
+            try:
+                extra_fields = json.loads(json.dumps(dict(extra), allow_nan=False))
+            except (TypeError, ValueError) as exc:
+                raise InvalidInput(
+                    f"extra is not JSON-serializable ({exc}); pass a dict of plain "
+                    "dicts, lists, strings, numbers, booleans and None"
+                ) from exc
+            shadowed = sorted(set(extra_fields) & _HOST_FIELDS)
+            if shadowed:
+                host_warnings.append(
+                    f"extra fields {shadowed!r} name host-owned request fields and were "
+                    "ignored: the host fills them"
+                )
+                for key in shadowed:
+                    del extra_fields[key]
+        # -- grants, binaries ---------------------------------------------------------
+        grants = self.policy.grants_for(descriptor)
+        row["grants"] = grants.model_dump(mode="json")
+        binaries: dict[str, str] = {}
+        for name in grants.subprocess or []:
+            # resolved per invocation: a binary installed (or removed) since the last
+            # call is supplied (or absent) now, never a stale path
+            path = self.policy.resolve_binary(name)
+            if path is not None:
+                binaries[name] = path
+        # -- staged inputs -------------------------------------------------------------
+        if staged:
+            if STAGED_ROOT not in (descriptor.permissions.filesystem_read or []):
+                raise NotGranted(
+                    f"module {module_id!r} was handed staged artifacts but does not declare "
+                    f"the read root {STAGED_ROOT!r} in permissions.filesystem_read; nothing "
+                    "was run. Add that root to the module's descriptor, or invoke it "
+                    "without staged="
+                )
+            for item in staged:
+                self.store.verify(item)
+        # -- request ------------------------------------------------------------------
+        run_dir = self._runs_dir() / request_id
+        roots = self._build_roots(descriptor, run_dir, staged, host_warnings)
+        cwd = self._take_cwd()
+        request = Request(
+            protocol=PROTOCOL_ID,
+            capability=capability,
+            request_id=request_id,
+            input=input_value,
+            roots=roots,
+            grants=grants,
+            binaries=binaries,
+            deadline_ms=deadline,
+            max_output_bytes=bound,
+            extra=extra_fields,
+        )
+        inv = Invocation(
+            module=module_id,
+            capability=capability,
+            request=request,
+            approval=approval,
+            warnings=list(host_warnings),
+        )
+        payload = json.dumps(
+            request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
+        ).encode()
+        exe = self.modules_dir / module_id / "module"
+        try:
+            run = run_process(
+                [str(exe), "invoke"],
+                payload,
+                cwd=cwd,
+                deadline_s=deadline / 1000.0,
+                max_output_bytes=bound,
+            )
+        except OSError as exc:
+            raise ProtocolViolation(
+                f"module {module_id!r} could not be started ({exc}); {exe} must be an "
+                "executable with an absolute interpreter path (there is no PATH)",
+                rule="executable",
+            ) from exc
+        finally:
+            self._give_back_cwd(cwd)
+        inv.stderr = run.stderr_text
+        inv.returncode = run.returncode
+        try:
+            self._check_run(run, inv, deadline, bound)
+            envelope = _check_envelope(run.stdout, module_id, request_id, inv)
+        except ModuleHostError as exc:
+            exc.invocation = inv
+            raise
+        inv.envelope = envelope
+        inv.ok = envelope.ok
+        inv.result = envelope.result
+        inv.error = envelope.error
+        inv.execution = envelope.execution
+        inv.warnings = list(envelope.warnings) + inv.warnings
+        declared = set(cap.artifact_schemas or [])
+        for artifact in envelope.execution.artifacts or []:
+            try:
+                inv.artifacts.append(
+                    verify_artifact(artifact, roots, declared_kinds=declared, warnings=inv.warnings)
+                )
+            except ArtifactRejected as exc:
+                inv.rejected_artifacts.append(rejection(artifact, exc))
+                inv.warnings.append(f"artifact {artifact.id!r} rejected ({exc.code}): {exc}")
+        if inv.ok and cap.result_schema:
+            schema = (descriptor.result_schemas or {})[cap.result_schema]
+            validator = self._validator(digest, "result", cap.result_schema, schema)
+            problem = next(iter(validator.iter_errors(inv.result)), None)
+            if problem is not None:
+                inv.warnings.append(
+                    f"result does not match result_schema {cap.result_schema!r}: {problem.message}"
+                )
+        return inv
+
+    @staticmethod
+    def _check_run(run: RunResult, inv: Invocation, deadline: int, bound: int) -> None:
+        tail = run.stderr_text.strip()[-300:]
+        hint = f" Last stderr: {tail!r}." if tail else ""
+        if run.output_exceeded:
+            raise OutputTooLarge(
+                f"{inv.capability} printed more than max_output_bytes={bound} bytes on "
+                f"standard output; its process tree was killed.{hint} Large results belong "
+                "in an artifact, not in the envelope",
+                rule="max_output_bytes",
+            )
+        if run.timed_out:
+            raise DeadlineExceeded(
+                f"{inv.capability} did not finish within deadline_ms={deadline}; its whole "
+                f"process tree was killed.{hint} Raise the deadline or make the capability "
+                "long-running with a poll capability"
+            )
+
+    # -- audit -------------------------------------------------------------------------
+
+    def audit(self) -> pd.DataFrame:
+        """One row per invocation (also refused and failed ones), oldest first.
+
+        Columns: time, module, capability, request_id, grants, approval, duration_ms,
+        outcome (``ok``, the module's error code, or the host code), ok, estimated_cost and
+        actual_cost (nullable: ``<NA>`` is *unknown*, ``0`` is free), artifacts (digests),
+        rejected_artifacts (``id:code``), warnings (count), message.
+        """
+        with self._lock:
+            rows = [dict(r) for r in self._audit]
+        return _audit_frame(rows)

@@ -1,0 +1,1 @@
+"""Rendering: presentation hints resolved to one primitive each, within a budget."""

@@ -1,0 +1,244 @@
+"""Video, audio, image, image grids and download links.
+
+Players are plain HTML5 ``<video>`` / ``<audio>`` elements, so they work without a kernel or
+script. Whether a medium is embedded (data URI) or linked (relative path) is decided from the
+declared ``bytes`` alone: a linked file is never opened, so a 1 GB video costs a few hundred
+bytes of output and no memory.
+
+A grid embeds thumbnails, never originals, and stops embedding once its thumbnails reach
+``RenderBudget.grid_bytes``; the images past that point are still listed, in order, by name.
+That bound is what keeps a 500-image grid under 5 MB of cell output.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from murmur_nb._render.core import (
+    Body,
+    RenderBudget,
+    Source,
+    data_uri,
+    embed_or_link,
+    esc,
+    format_size,
+)
+
+__all__ = [
+    "GridItem",
+    "download_link",
+    "grid_html",
+    "render_audio",
+    "render_download",
+    "render_image",
+    "render_video",
+    "thumbnail",
+]
+
+_LINK = "font-size:12px"
+
+
+def _placement(source: Source, budget: RenderBudget, embedded: bool) -> str:
+    if embedded:
+        return "embedded"
+    return (
+        f"linked, not embedded ({format_size(source.bytes)} > "
+        f"{format_size(budget.embed_bytes)} embed budget)"
+    )
+
+
+def download_link(url: str, name: str, label: str | None = None) -> str:
+    return f'<a href="{esc(url)}" download="{esc(name)}">{esc(label or name)}</a>'
+
+
+def _player(tag: str, source: Source, budget: RenderBudget, style: str) -> Body:
+    url, embedded = embed_or_link(source, budget)
+    fallback = download_link(url, source.name)
+    player = (
+        f'<{tag} controls preload="metadata" style="{style}" title="{esc(source.title)}">'
+        f'<source src="{esc(url)}" type="{esc(source.media_type)}">'
+        f"Your browser cannot play {esc(source.media_type)}: {fallback}</{tag}>"
+    )
+    link = "" if embedded else f'<div style="{_LINK}">Linked file: {fallback}</div>'
+    return Body(html=player + link, details=[_placement(source, budget, embedded)])
+
+
+def render_video(source: Source, budget: RenderBudget) -> Body:
+    return _player("video", source, budget, "max-width:100%;max-height:480px")
+
+
+def render_audio(source: Source, budget: RenderBudget) -> Body:
+    return _player("audio", source, budget, "width:100%;max-width:480px")
+
+
+def render_image(source: Source, budget: RenderBudget) -> Body:
+    url, embedded = embed_or_link(source, budget)
+    img = (
+        f'<img src="{esc(url)}" alt="{esc(source.title)}" '
+        'style="max-width:100%;max-height:640px;height:auto">'
+    )
+    link = "" if embedded else f'<div style="{_LINK}">{download_link(url, source.name)}</div>'
+    return Body(html=img + link, details=[_placement(source, budget, embedded)])
+
+
+def render_download(source: Source, budget: RenderBudget) -> Body:
+    url, embedded = embed_or_link(source, budget)
+    html = (
+        f"<div>⬇ {download_link(url, source.name)} "
+        f'<span style="color:#57606a">({esc(format_size(source.bytes))})</span></div>'
+    )
+    placement = _placement(source, budget, embedded)
+    return Body(html=html, details=[f"download {source.name} ({placement})"])
+
+
+def thumbnail(path: Path, px: int) -> tuple[bytes, str]:
+    """A JPEG thumbnail of the image at ``path`` whose longest side is at most ``px``.
+
+    Raises ``OSError``/``ValueError`` when Pillow cannot read the image, and refuses images
+    past Pillow's decompression-bomb limit instead of decoding them. Safe to call from
+    worker threads (Pillow releases the GIL while decoding and resizing).
+    """
+    from PIL import Image  # noqa: PLC0415 - Pillow is imported only when a thumbnail is drawn
+
+    with Image.open(path) as im:
+        limit = Image.MAX_IMAGE_PIXELS
+        if limit is not None and im.width * im.height > limit:
+            raise ValueError(f"{im.width}x{im.height} pixels is past Pillow's safety limit")
+        im.draft("RGB", (px, px))  # JPEG: decode at reduced scale, much faster
+        im.thumbnail((px, px))
+        has_alpha = im.mode in ("RGBA", "LA", "PA") or (
+            im.mode == "P" and "transparency" in im.info
+        )
+        if has_alpha:
+            rgba = im.convert("RGBA")
+            flat = Image.new("RGB", rgba.size, (255, 255, 255))
+            flat.paste(rgba, mask=rgba.getchannel("A"))
+            out = flat
+        else:
+            out = im.convert("RGB")
+        buf = io.BytesIO()
+        out.save(buf, format="JPEG", quality=72)
+    return buf.getvalue(), "image/jpeg"
+
+
+@dataclass(frozen=True)
+class GridItem:
+    """One cell of a grid: a label and a file, or a reason it cannot be shown."""
+
+    label: str
+    file: Path | None
+    media_type: str = ""
+    problem: str | None = None
+
+
+_SVG_INLINE_MAX = 64 * 1024
+_BATCH = 16
+
+
+def _thumb_uri(item: GridItem, px: int, max_bytes: int) -> str | Exception:
+    """The thumbnail data URI for ``item``, or the exception that prevented it."""
+    assert item.file is not None
+    try:
+        size = item.file.stat().st_size
+        if size > max_bytes:
+            raise ValueError(f"{format_size(size)} is too large to thumbnail")
+        if item.media_type == "image/svg+xml":
+            if item.file.stat().st_size > _SVG_INLINE_MAX:
+                raise ValueError("SVG too large for a thumbnail")
+            return data_uri("image/svg+xml", item.file.read_bytes())
+        data, mt = thumbnail(item.file, px)
+        return data_uri(mt, data)
+    except (OSError, ValueError, Warning) as exc:
+        return exc
+
+
+def _thumb_uris(
+    items: list[GridItem], px: int, max_bytes: int
+) -> Generator[str | Exception | None, None, None]:
+    """Thumbnails in item order (``None`` for items without a file), drawn a batch at a time
+    on worker threads; the consumer stops pulling once the budget is spent."""
+    workers = max(1, min(4, os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="murmur-thumb") as pool:
+        for start in range(0, len(items), _BATCH):
+            batch = items[start : start + _BATCH]
+            futures = [
+                None
+                if (it.problem is not None or it.file is None)
+                else pool.submit(_thumb_uri, it, px, max_bytes)
+                for it in batch
+            ]
+            for fut in futures:
+                yield None if fut is None else fut.result()
+
+
+def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[str]]:
+    """The grid's HTML and notes; thumbnails in order until ``budget.grid_bytes`` is spent."""
+    px = budget.thumbnail_px
+    spent = 0
+    over_budget = 0
+    unreadable = 0
+    cells: list[str] = []
+    box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
+    muted = f'<div style="{box};background:#f6f8fa;font-size:11px">not embedded</div>'
+    uris = _thumb_uris(items, px, budget.parse_bytes)
+    try:
+        for n, item in enumerate(items, 1):
+            caption = (
+                f'<figcaption style="font-size:11px;color:#57606a;overflow:hidden;'
+                f'text-overflow:ellipsis;white-space:nowrap" title="{esc(item.label)}">'
+                f"{n}. {esc(item.label)}</figcaption>"
+            )
+            inner: str
+            if item.problem is not None or item.file is None:
+                unreadable += 1
+                inner = (
+                    f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px;'
+                    f'text-align:center">{esc(item.problem or "missing")}</div>'
+                )
+                if spent < budget.grid_bytes:
+                    next(uris)  # keep the thumbnail stream aligned with the items
+            elif spent >= budget.grid_bytes:
+                over_budget += 1
+                inner = muted
+            else:
+                uri = next(uris)
+                if isinstance(uri, Exception) or uri is None:
+                    unreadable += 1
+                    if uri is None:
+                        reason = "missing"
+                    elif isinstance(uri, ValueError):
+                        reason = str(uri)[:80]
+                    else:
+                        reason = uri.__class__.__name__
+                    inner = (
+                        f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px">'
+                        f"not shown: {esc(reason)}</div>"
+                    )
+                elif spent + len(uri) > budget.grid_bytes:
+                    over_budget += 1
+                    spent = budget.grid_bytes  # keep order: nothing after this is embedded
+                    inner = muted
+                else:
+                    spent += len(uri)
+                    inner = (
+                        f'<div style="{box}"><img src="{uri}" alt="{esc(item.label)}" '
+                        f'style="max-width:{px}px;max-height:{px}px"></div>'
+                    )
+            cells.append(f'<figure style="margin:0;width:{px}px">{inner}{caption}</figure>')
+    finally:
+        uris.close()
+    notes: list[str] = []
+    if over_budget:
+        notes.append(
+            f"{over_budget} of {len(items)} thumbnails not embedded: the grid reached its "
+            f"{format_size(budget.grid_bytes)} budget (RenderBudget.grid_bytes)"
+        )
+    if unreadable:
+        notes.append(f"{unreadable} of {len(items)} images could not be shown")
+    html = f'<div style="display:flex;flex-wrap:wrap;gap:6px">{"".join(cells)}</div>'
+    return html, notes

@@ -1,0 +1,176 @@
+"""Slides: a PDF (one slide a page), a JSON list of image paths, or Markdown split on ``---``.
+
+The card is a static, horizontally scrolling strip: every viewer shows it without script.
+The same pages are returned as :class:`~murmur_nb._render.core.Slide` objects
+(``Rendering.slides``) for a stepping widget. Slide images share one byte budget
+(``RenderBudget.grid_bytes``) like a grid; pages past it are listed, not drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from murmur_nb._exceptions import MissingDependency
+from murmur_nb._render.core import (
+    Body,
+    CannotRender,
+    RenderBudget,
+    Slide,
+    Source,
+    data_uri,
+    esc,
+    format_size,
+)
+from murmur_nb._render.media import thumbnail
+from murmur_nb._render.pdf import pdf_pages
+from murmur_nb._render.text import load_json, markdown_block, read_text
+
+__all__ = ["image_list", "render_slides", "split_markdown"]
+
+
+def split_markdown(text: str) -> list[str]:
+    """Markdown pages, split on lines that hold only ``---`` (surrounding blanks ignored)."""
+    pages: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.strip() == "---":
+            pages.append([])
+        else:
+            pages[-1].append(line)
+    out = ["\n".join(p).strip("\n") for p in pages]
+    return [p for p in out if p.strip()]
+
+
+def image_list(value: Any, root: Path | None) -> list[tuple[str, Path | None, str | None]]:
+    """``[(label, path or None, problem or None)]`` for a JSON list of image paths in ``root``.
+
+    Entries are strings or objects with ``path`` (and optional ``title``). A path must be
+    relative and stay inside ``root`` once links are followed; otherwise it is reported, not
+    opened.
+    """
+    if isinstance(value, dict) and isinstance(value.get("images"), list):
+        value = value["images"]
+    if not isinstance(value, list) or not value:
+        raise CannotRender("not a JSON list of image paths")
+    out: list[tuple[str, Path | None, str | None]] = []
+    real_root = root.resolve() if root is not None else None
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            rel, label = item, item
+        elif isinstance(item, dict) and isinstance(item.get("path"), str):
+            rel = item["path"]
+            label = str(item.get("title") or rel)
+        else:
+            raise CannotRender(f"entry {i} is neither a path string nor an object with 'path'")
+        if real_root is None:
+            out.append((label, None, "root unknown"))
+            continue
+        if Path(rel).is_absolute() or rel.startswith(("/", "\\")):
+            out.append((label, None, "absolute path refused"))
+            continue
+        target = (real_root / rel).resolve()
+        if not target.is_relative_to(real_root):
+            out.append((label, None, "outside the root"))
+        elif not target.is_file():
+            out.append((label, None, "missing"))
+        else:
+            out.append((label, target, None))
+    return out
+
+
+def _frame(index: int, inner: str, width: int) -> str:
+    return (
+        f'<div style="flex:0 0 auto;width:{width}px;border:1px solid #d0d7de;border-radius:4px;'
+        f'padding:4px;overflow:hidden"><div style="font-size:11px;color:#57606a">'
+        f"slide {index}</div>{inner}</div>"
+    )
+
+
+def _strip(frames: list[str]) -> str:
+    style = "display:flex;gap:8px;overflow-x:auto;padding-bottom:4px"
+    return f'<div style="{style}">{"".join(frames)}</div>'
+
+
+def _image_slides(
+    images: Sequence[tuple[str, bytes | None, str]], width: int, budget: RenderBudget, total: int
+) -> Body:
+    """Slides from encoded images (``(label, data or None, media_type)``)."""
+    spent = 0
+    slides: list[Slide] = []
+    frames: list[str] = []
+    skipped = 0
+    for n, (label, data, mt) in enumerate(images, 1):
+        if data is None:
+            inner = f'<div style="color:#cf222e;font-size:12px">{esc(label)}</div>'
+            text = f"slide {n}: {label}"
+        else:
+            uri = data_uri(mt, data)
+            if spent + len(uri) > budget.grid_bytes:
+                skipped += 1
+                inner = '<div style="font-size:12px">not embedded (budget)</div>'
+            else:
+                spent += len(uri)
+                inner = f'<img src="{uri}" alt="slide {n}" style="width:100%">'
+            text = f"slide {n}: {label}"
+        frames.append(_frame(n, inner, width))
+        slides.append(Slide(index=n - 1, html=_frame(n, inner, width), text=text))
+    body = Body(html=_strip(frames), slides=tuple(slides))
+    shown = f", first {len(images)} shown" if total > len(images) else ""
+    body.details.append(f"{total} slides{shown}")
+    if total > len(images):
+        body.notes.append(f"showing {len(images)} of {total} slides (RenderBudget.max_slides)")
+    if skipped:
+        body.notes.append(
+            f"{skipped} slide images not embedded: the strip reached its "
+            f"{format_size(budget.grid_bytes)} budget (RenderBudget.grid_bytes)"
+        )
+    return body
+
+
+def render_slides(source: Source, budget: RenderBudget) -> Body:
+    width = budget.slide_px
+    mt = source.media_type
+    if mt == "application/pdf":
+        try:
+            count, pngs = pdf_pages(source.file, width, budget.max_slides)
+        except MissingDependency as exc:
+            raise CannotRender(exc.message) from exc
+        images = [(f"page {i}", png, "image/png") for i, png in enumerate(pngs, 1)]
+        return _image_slides(images, width, budget, count)
+    if mt == "application/json":
+        entries = image_list(load_json(source, budget), source.root_dir)
+        shown = entries[: budget.max_slides]
+        encoded: list[tuple[str, bytes | None, str]] = []
+        for label, path, problem in shown:
+            if path is None:
+                encoded.append((f"{label}: {problem}", None, ""))
+                continue
+            try:
+                data, thumb_mt = thumbnail(path, width)
+            except (OSError, ValueError, Warning) as exc:
+                encoded.append((f"{label}: unreadable ({exc.__class__.__name__})", None, ""))
+                continue
+            encoded.append((label, data, thumb_mt))
+        return _image_slides(encoded, width, budget, len(entries))
+    text, cut = read_text(source.file, budget.text_bytes)
+    pages = split_markdown(text)
+    if not pages:
+        raise CannotRender("the Markdown holds no slides")
+    frames: list[str] = []
+    slides: list[Slide] = []
+    for n, page in enumerate(pages[: budget.max_slides], 1):
+        inner, _ = markdown_block(page)
+        frame = _frame(n, inner, width)
+        frames.append(frame)
+        first_line = next((ln.strip("# ").strip() for ln in page.splitlines() if ln.strip()), "")
+        slides.append(Slide(index=n - 1, html=frame, text=f"slide {n}: {first_line[:80]}"))
+    body = Body(html=_strip(frames), slides=tuple(slides))
+    body.details.append(f"{len(pages)} slides")
+    if len(pages) > budget.max_slides:
+        body.notes.append(
+            f"showing {budget.max_slides} of {len(pages)} slides (RenderBudget.max_slides)"
+        )
+    if cut:
+        body.notes.append(f"Markdown truncated to {format_size(budget.text_bytes)}")
+    return body

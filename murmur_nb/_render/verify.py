@@ -1,0 +1,155 @@
+"""Re-check an artifact's file against its declared size and digest, right before rendering.
+
+The host verified the file when the invocation returned, but a notebook renders later, maybe
+much later, and the file may have been replaced, truncated or deleted since. So every render
+starts here.
+
+When the artifact's root folder is known (from the invocation's request, or recovered from
+the verified file's path), the host's own :func:`murmur_nb._modules.artifacts.verify_artifact` runs
+again: confinement, regular file, size, digest, exactly the rules that admitted it. Where no
+root can be recovered, a plain streaming check of the verified file stands in. Either way the
+hash is streamed in fixed-size chunks, memory stays flat whatever the size, and a size
+mismatch is caught from ``stat`` before any byte is read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from murmur_nb._exceptions import ArtifactRejected, ConfinementViolation
+from murmur_nb._modules.artifacts import hash_file, verify_artifact
+from murmur_nb.protocol import Artifact, Root
+
+__all__ = ["Verified", "VerificationFailure", "file_digest", "recheck", "verify_file"]
+
+_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class VerificationFailure:
+    """Why a file may not be rendered: a stable ``code`` and a message saying which and why."""
+
+    code: str
+    message: str
+    #: The host's full wording, when it may name absolute paths (shown in HTML only).
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The file passed; ``file`` is its real path now (render this one)."""
+
+    file: Path
+
+
+def file_digest(path: Path) -> str:
+    """``"sha256:<hex>"`` of the file at ``path``, streamed."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return "sha256:" + hash_file(fd)
+    finally:
+        os.close(fd)
+
+
+def verify_file(
+    path: Path, declared_bytes: int, declared_digest: str, *, label: str
+) -> VerificationFailure | None:
+    """Check that ``path`` is a regular file of ``declared_bytes`` hashing to ``declared_digest``.
+
+    ``label`` names the artifact in the message (its id and relative path, never an absolute
+    temporary path, so the message is stable across runs). Returns ``None`` when it matches.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return VerificationFailure(
+            "missing_file",
+            f"{label}: the file no longer exists; re-run the invocation that produced it.",
+        )
+    except OSError as exc:
+        return VerificationFailure(
+            "missing_file", f"{label}: the file cannot be read ({exc.strerror}); check permissions."
+        )
+    if not stat.S_ISREG(st.st_mode):
+        return VerificationFailure(
+            "missing_file", f"{label}: the path is no longer a regular file; re-run the invocation."
+        )
+    if st.st_size != declared_bytes:
+        return VerificationFailure(
+            "size_mismatch",
+            f"{label}: the file has {st.st_size} bytes but the artifact declares "
+            f"{declared_bytes}; it changed after it was produced. Re-run the invocation.",
+        )
+    if not _DIGEST_RE.fullmatch(declared_digest):
+        return VerificationFailure(
+            "digest_mismatch",
+            f"{label}: declared digest {declared_digest!r} is not 'sha256:' followed by "
+            "64 lowercase hex digits, so the file cannot be verified; fix the producing module.",
+        )
+    try:
+        actual = file_digest(path)
+    except OSError as exc:
+        return VerificationFailure(
+            "missing_file", f"{label}: the file cannot be read ({exc.strerror}); check permissions."
+        )
+    if actual != declared_digest:
+        return VerificationFailure(
+            "digest_mismatch",
+            f"{label}: the file's content hashes to {actual} but the artifact declares "
+            f"{declared_digest}; it changed after it was produced. Re-run the invocation.",
+        )
+    return None
+
+
+def recheck(
+    *,
+    artifact_id: str,
+    path: str,
+    root: str,
+    root_dir: Path | None,
+    file: Path,
+    declared_bytes: int,
+    declared_digest: str,
+) -> Verified | VerificationFailure:
+    """Re-verify an artifact as the host did; absolute root paths never reach the message."""
+    label = f"artifact {artifact_id!r} ({path})"
+    if root_dir is None:
+        failure = verify_file(file, declared_bytes, declared_digest, label=label)
+        return failure if failure is not None else Verified(file)
+    if not os.path.lexists(root_dir / path):
+        return VerificationFailure(
+            "missing_file",
+            f"{label}: no such file under root {root!r} any more; "
+            "re-run the invocation that produced it.",
+        )
+    claim = Artifact(
+        id=artifact_id,
+        kind="",
+        path=path,
+        root=root or "root",
+        media_type="",
+        bytes=declared_bytes,
+        digest=declared_digest,
+    )
+    base = str(root_dir)
+    real_base = os.path.realpath(root_dir)
+    try:
+        verified = verify_artifact(claim, {claim.root: Root(path=base, mode="ro")})
+    except ArtifactRejected as exc:
+        message = exc.message
+        for prefix in sorted({real_base, base}, key=len, reverse=True):
+            message = message.replace(prefix, f"<root {claim.root}>")
+        if isinstance(exc, ConfinementViolation):
+            # the host names where the path now leads: useful, but absolute and unstable
+            return VerificationFailure(
+                exc.code,
+                f"{label}: the path no longer passes the host's confinement check "
+                "(a link or the file type changed); not rendered.",
+                detail=message,
+            )
+        return VerificationFailure(exc.code, message)
+    return Verified(verified.file)
