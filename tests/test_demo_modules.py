@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from murmur_nb import _demo
+from murmur_nb._demo import home as _demo
 from murmur_nb._demo.home import (
     DEMO_CONTEXT_ID,
     DEMO_MODULE_IDS,
