@@ -135,3 +135,45 @@ def test_programs_a_tutorial_runs_are_files_not_strings_in_cells(name: str) -> N
             )
     for program in ("rogue_module.py", "census_hook.py"):
         assert _is_python_program((NOTEBOOKS / program).read_text())
+
+
+def test_refresh_normalization_scrubs_machine_facts_and_names_compared_cells(
+    tmp_path: Path,
+) -> None:
+    """notebooks/refresh.py's ``normalize`` on a hand-made executed notebook (an internal on
+    purpose: the refresh step is a script, and this is its contract with nbval)."""
+    refresh = runpy.run_path(str(NOTEBOOKS / "refresh.py"), run_name="murmur_nb_refresh")
+    home = tmp_path / "demo"
+    leak = f"{home}/facet-studio at 0x7f3a2b1c0d9e, 2026-11-30T10:00:00.123456+00:00\n"
+    compared = nbformat.v4.new_code_cell("print(home)", id="keep-me")
+    compared.outputs = [nbformat.v4.new_output("stream", name="stdout", text=leak)]
+    compared.metadata["execution"] = {"iopub.status.busy": "2026-11-30T10:00:00.1Z"}
+    ignored = nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\n# (not compared: why)\nw")
+    widget = {"model_id": "f" * 32, "version_major": 2, "version_minor": 0}
+    ignored.outputs = [
+        nbformat.v4.new_output(
+            "execute_result",
+            data={"text/plain": leak, "application/vnd.jupyter.widget-view+json": widget},
+            execution_count=2,
+        )
+    ]
+    nb = nbformat.v4.new_notebook(cells=[compared, ignored])
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.9"}
+    twin = copy.deepcopy(nb)
+
+    problems = refresh["normalize"](nb, refresh["scrubber"](home))
+
+    assert len(problems) == 1 and "keep-me" in problems[0]
+    expected = "$MURMUR_NB_DEMO_HOME/facet-studio at 0x…, <time>\n"
+    assert compared.outputs[0].text == expected
+    assert ignored.outputs[0].data["text/plain"] == expected
+    assert compared.id == "keep-me" and "execution" not in compared.metadata
+    assert "widgets" not in nb.metadata
+    assert nb.metadata.language_info == {"name": "python"}
+    assert nb.metadata.kernelspec.name == "python3"
+    model_id = ignored.outputs[0].data["application/vnd.jupyter.widget-view+json"]["model_id"]
+    assert model_id != "f" * 32
+    refresh["normalize"](twin, refresh["scrubber"](home))
+    assert nbformat.writes(twin) == nbformat.writes(nb)  # the same input, the same bytes
+    nbformat.validate(nb)
