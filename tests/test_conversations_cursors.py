@@ -257,7 +257,8 @@ def test_a_line_edited_in_place_is_a_rewrite(tmp_path: Path) -> None:
 
 
 def test_a_record_replaced_between_stat_and_open_is_noticed(tmp_path: Path) -> None:
-    from murmur_nb._conversations.store import _RecordChanged, _RecordIndex
+    from murmur_nb._conversations.index import RecordChanged as _RecordChanged
+    from murmur_nb._conversations.index import RecordIndex as _RecordIndex
 
     write_messages(tmp_path, "ctx", 10)
     path = tmp_path / "conversations" / "ctx.jsonl"

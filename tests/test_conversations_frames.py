@@ -258,6 +258,10 @@ def test_import_murmur_nb_does_not_load_pandas_or_numpy_for_conversations() -> N
 
 
 def test_record_rewritten_under_a_walk_is_invalid_cursor(tmp_path: Path) -> None:
+    """Drives the internal walk directly: its progress callback is the only hook that can
+    truncate the record between two pages of one walk."""
+    from murmur_nb._conversations.store import walk_record
+
     with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
         for k in range(1000):
             writer.append("user", f"m{k}", id=f"m{k}")
@@ -274,7 +278,7 @@ def test_record_rewritten_under_a_walk_is_invalid_cursor(tmp_path: Path) -> None
                 handle.truncate(path.stat().st_size // 2)
 
     with pytest.raises(mnb.ConversationReadError) as info:
-        reader._walk(truncate_after_first_page)
+        walk_record(reader, truncate_after_first_page)
     assert str(info.value) == "invalid-cursor"
     assert truncated
     assert len(mnb.read_conversation("ctx", store, progress=False)) < 1000

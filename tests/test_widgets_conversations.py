@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from murmur_nb._conversations import tool_envelope
 from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._conversations.writer import RecordWriter
 from murmur_nb._exceptions import ConversationReadError
 from murmur_nb.widgets import ConversationExplorer
-from murmur_nb.widgets._conversation_explorer import expand_tool_envelope
 
 STAMP = "2026-03-01T12:00:00Z"
 
@@ -68,6 +68,8 @@ def test_pages_are_newest_first_with_older_and_newer(store: ConversationStore) -
 
 
 def test_tool_envelopes_are_expanded(store: ConversationStore) -> None:
+    """Also decodes the envelope directly: the codec is internal, and this checks that
+    what the explorer shows is what the one decoder reads back."""
     ex = ConversationExplorer(store, "ctx-1", page_size=5)
     # newest five: m0044 (tool, null), m0043 (tool, error), m0042 (tool, ok), m0041, m0040
     lines = ex.text().splitlines()
@@ -83,13 +85,13 @@ def test_tool_envelopes_are_expanded(store: ConversationStore) -> None:
     assert "tool_call_id" in page_html and "call-43" in page_html
     assert '"rows": [\n    43,' in page_html  # the body, pretty-printed
     assert "helper" in page_html and STAMP in page_html
-    assert expand_tool_envelope(ex.page.messages[1].content) == {
+    assert tool_envelope.decode(ex.page.messages[1].content) == {
         "tool_call_id": "call-43",
         "is_error": True,
         "body": {"step": 43, "rows": [43, 44]},
     }
-    assert expand_tool_envelope("plain text") is None
-    assert expand_tool_envelope(json.dumps({"body": 1})) is None
+    assert tool_envelope.decode("plain text") is None
+    assert tool_envelope.decode(json.dumps({"body": 1})) is None
 
 
 def test_role_filter_hides_other_roles_on_the_page(store: ConversationStore) -> None:

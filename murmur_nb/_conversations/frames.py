@@ -27,14 +27,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import orjson
-
+from murmur_nb._conversations import tool_envelope
+from murmur_nb._conversations.index import Columns
 from murmur_nb._conversations.store import (
     ConversationReader,
     ConversationStore,
-    _Columns,
     check_context_id,
-    envelope_text,
+    walk_record,
 )
 from murmur_nb._exceptions import MissingDependency
 
@@ -152,25 +151,7 @@ def _timestamps(stamps: list[str | None]) -> Any:
     return pd.DatetimeIndex(created).as_unit("us")
 
 
-def _envelopes(call_ids: list[Any], errors: list[Any], bodies: list[Any]) -> list[str]:
-    """Envelope texts for tool rows whose call ids and error flags are already cleaned."""
-    dumps = orjson.dumps
-    encode_error = orjson.JSONEncodeError
-    envelope = {"__murmur_tool_msg__": True, "tool_call_id": None, "is_error": None, "body": None}
-    out: list[str] = []
-    append = out.append
-    for call_id, is_error, body in zip(call_ids, errors, bodies, strict=True):
-        envelope["tool_call_id"] = call_id
-        envelope["is_error"] = is_error
-        envelope["body"] = body
-        try:
-            append(dumps(envelope).decode())
-        except encode_error:
-            append(envelope_text(call_id, is_error, body))
-    return out
-
-
-def _frame(columns: _Columns) -> pd.DataFrame:
+def _frame(columns: Columns) -> pd.DataFrame:
     """The DataFrame of decoded messages (oldest first, position = index)."""
     import numpy as np  # noqa: PLC0415 - numpy loads on first use
     import pandas as pd  # noqa: PLC0415 - pandas loads on first use
@@ -186,7 +167,8 @@ def _frame(columns: _Columns) -> pd.DataFrame:
     call_ids = _only(columns.call_ids, str)
     errors = _only(columns.errors, bool)
     tool_bodies = [contents[k] for k in at]
-    for k, text in zip(at, _envelopes(call_ids, errors, tool_bodies), strict=True):
+    envelopes = tool_envelope.encode_cleaned(call_ids, errors, tool_bodies)
+    for k, text in zip(at, envelopes, strict=True):
         contents[k] = text
     bodies = np.full(count, None, dtype=object)
     bodies[tools] = np.fromiter(tool_bodies, dtype=object, count=len(at))
@@ -232,7 +214,7 @@ def _walk_frame(
             )
     try:
         with _gc_paused():
-            frame = _frame(reader._walk(bar.update if bar is not None else None))
+            frame = _frame(walk_record(reader, bar.update if bar is not None else None))
     finally:
         if bar is not None:
             bar.update(max(0, bar.total - bar.n))
@@ -281,7 +263,7 @@ def read_conversation(context_id: str, home: Home = None, *, progress: bool = Tr
 
 
 def _empty_frame(with_context: bool) -> pd.DataFrame:
-    frame = _frame(_Columns())
+    frame = _frame(Columns())
     if with_context:
         frame.insert(0, "context_id", _strings([]))
     return frame

@@ -21,30 +21,15 @@ from typing import Any
 
 import ipywidgets as w
 
+from murmur_nb._conversations import tool_envelope
 from murmur_nb._conversations.frames import read_conversation
 from murmur_nb._exceptions import ConversationReadError, MurmurError
 from murmur_nb.widgets._html import TextView, badge, esc, set_output
 
-__all__ = ["ConversationExplorer", "expand_tool_envelope"]
+__all__ = ["ConversationExplorer"]
 
-_ENVELOPE_KEY = "__murmur_tool_msg__"
 _ALL = "all"
 _SHORT = 120
-
-
-def expand_tool_envelope(content: str) -> dict[str, Any] | None:
-    """The ``tool_call_id``, ``is_error`` and ``body`` of a tool envelope, or ``None``."""
-    try:
-        value = json.loads(content)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(value, dict) or value.get(_ENVELOPE_KEY) is not True:
-        return None
-    return {
-        "tool_call_id": value.get("tool_call_id"),
-        "is_error": value.get("is_error"),
-        "body": value.get("body"),
-    }
 
 
 class _Note:
@@ -231,7 +216,7 @@ class ConversationExplorer(TextView):
         head = badge(m.role, tone) + (f" <code>{esc(m.name)}</code>" if m.name else "")
         head += f' <small style="color:#5f6368">{esc(m.id)}'
         head += f" · {esc(m.created_at)}</small>" if m.created_at else "</small>"
-        envelope = expand_tool_envelope(m.content) if m.role == "tool" else None
+        envelope = tool_envelope.decode(m.content) if m.role == "tool" else None
         if envelope is not None:
             flag = (
                 badge("error", "error")
@@ -265,7 +250,7 @@ class ConversationExplorer(TextView):
             + (", oldest page" if self.page is not None and self.page.next_cursor is None else "")
         ]
         for m in shown:
-            envelope = expand_tool_envelope(m.content) if m.role == "tool" else None
+            envelope = tool_envelope.decode(m.content) if m.role == "tool" else None
             if envelope is not None:
                 body = json.dumps(envelope["body"], ensure_ascii=False)
                 lines.append(
