@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import warnings
 from pathlib import Path
 
@@ -68,6 +69,13 @@ def test_media_type_parameters_and_case_are_ignored() -> None:
         ("markdown", "text/plain"),
         ("image", "image/svg+xml"),
         ("document", "application/pdf"),
+        ("text", "application/yaml"),
+        ("text", "application/x-yaml"),
+        ("text", "application/xml"),
+        ("text", "application/atom+xml"),
+        ("text", "application/ld+json"),
+        ("text", "image/svg+xml"),
+        ("json", "application/geo+json"),
     ],
 )
 def test_a_hint_the_file_can_honour_wins_silently(hint: str, media_type: str) -> None:
@@ -99,6 +107,38 @@ def test_a_hint_the_file_cannot_honour_falls_back_with_a_warning(
 ) -> None:
     with pytest.warns(mnb.PresentationWarning, match="cannot be honoured"):
         assert mnb.resolve_presentation(hint, media_type) == expected
+
+
+@pytest.mark.parametrize(
+    "name, media_type, content",
+    [
+        ("c.yaml", "application/yaml", "name: demo\nsteps: [1, 2]\n"),
+        ("c.xml", "application/xml", "<config><step n='1'/></config>\n"),
+        ("c.jsonld", "application/ld+json", '{"@context": "https://schema.org"}\n'),
+    ],
+)
+def test_yaml_xml_and_plus_json_files_are_textual(
+    tmp_path: Path, name: str, media_type: str, content: str
+) -> None:
+    """One rule says what is textual: a ``text`` hint shows these files as text, silently;
+    without a hint the SPEC table still offers them as a download."""
+    path = tmp_path / name
+    path.write_text(content)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shown = mnb.render_file(path, media_type, presentation="text")
+        plain = mnb.render_file(path, media_type)
+    assert shown.primitive == "text"
+    assert html.escape(content.splitlines()[0]) in shown.html
+    assert plain.primitive == "download"
+
+
+def test_broken_plus_json_with_a_json_hint_falls_back_to_the_media_type(tmp_path: Path) -> None:
+    path = tmp_path / "broken.geojson"
+    path.write_text('{"type": "Feature", ')
+    with pytest.warns(mnb.PresentationWarning, match="could not show as json: not valid JSON"):
+        r = mnb.render_file(path, "application/geo+json", presentation="json")
+    assert r.primitive == "download"
 
 
 def test_rendering_a_csv_with_a_video_hint_draws_a_table_not_a_player(tmp_path: Path) -> None:

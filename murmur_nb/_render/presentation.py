@@ -10,7 +10,7 @@ view code. The hint is advice, not a command, so resolution is forgiving in both
 
 "Can honour" is judged from the media type alone, because resolution happens before the
 file is opened. A renderer that later finds the *content* unusable for the hint (a JSON
-``table`` that is not a list of records) falls back the same way; see ``_render.py``.
+``table`` that is not a list of records) falls back the same way; see ``render.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import warnings
 __all__ = [
     "PRIMITIVES",
     "PresentationWarning",
+    "is_json",
+    "is_textual",
     "media_type_primitive",
     "normalize_media_type",
     "resolve",
@@ -70,8 +72,39 @@ def normalize_media_type(media_type: str) -> str:
     return media_type.split(";", 1)[0].strip().lower()
 
 
+_BY_TYPE: dict[str, str] = {
+    "image/svg+xml": "diagram",
+    "application/pdf": "document",
+    "text/markdown": "markdown",
+    "application/json": "json",
+    **dict.fromkeys(_TABLE_TYPES, "table"),
+}
+_BY_MAJOR: dict[str, str] = {"video": "video", "audio": "audio", "image": "image", "text": "text"}
+
+# What each primitive can honour, judged from the media type alone: a major type it takes
+# whole, or exact media types. ``text``, ``json`` and ``download`` have rules of their own.
+_HONOURED_MAJORS: dict[str, frozenset[str]] = {
+    "video": frozenset({"video"}),
+    "audio": frozenset({"audio"}),
+    "image": frozenset({"image"}),
+    "image_grid": frozenset({"image"}),
+    "markdown": frozenset({"text"}),
+}
+_HONOURED_TYPES: dict[str, frozenset[str]] = {
+    "image_grid": frozenset({"application/json"}),
+    "timeline": frozenset({"application/json"}),
+    "document": frozenset({"application/pdf"}),
+    "diagram": _DIAGRAM_TYPES,
+    "slides": frozenset({"application/pdf", "application/json", "text/markdown"}),
+    "table": _TABLE_TYPES | {"application/json"},
+}
+
+
 def media_type_primitive(media_type: str) -> str:
     """The primitive the SPEC §2 table assigns to ``media_type`` when no usable hint is given.
+
+    Exact media types first (``image/svg+xml`` is a diagram, ``text/csv`` a table), then the
+    major type (``video/*``, ``audio/*``, ``image/*``, other ``text/*``), else ``download``.
 
     >>> media_type_primitive("image/svg+xml"), media_type_primitive("text/x-python")
     ('diagram', 'text')
@@ -80,68 +113,46 @@ def media_type_primitive(media_type: str) -> str:
     major, slash, _ = mt.partition("/")
     if not slash:  # not a type/subtype pair: "anything else"
         return "download"
-    if major == "video":
-        return "video"
-    if major == "audio":
-        return "audio"
-    if mt == "image/svg+xml":
-        return "diagram"
-    if major == "image":
-        return "image"
-    if mt == "application/pdf":
-        return "document"
-    if mt == "text/markdown":
-        return "markdown"
-    if mt in _TABLE_TYPES:
-        return "table"
-    if mt == "application/json":
-        return "json"
-    if major == "text":
-        return "text"
-    return "download"
+    return _BY_TYPE.get(mt) or _BY_MAJOR.get(major, "download")
 
 
-def _is_json(mt: str) -> bool:
+def is_json(media_type: str) -> bool:
+    """Whether a (normalized) media type is JSON: ``application/json`` or ``application/*+json``."""
+    mt = media_type
     return mt == "application/json" or (mt.startswith("application/") and mt.endswith("+json"))
 
 
-def _is_textual(mt: str) -> bool:
+def is_textual(media_type: str) -> bool:
+    """Whether a file of this (normalized) media type is text a person can read as is.
+
+    The one rule for "textual", used both to honour a ``text`` hint and to decide whether
+    rendering may fall back to ``text``: any ``text/*``; JSON (``application/json`` and every
+    ``+json`` type, RFC 6839); XML (``application/xml`` and every ``+xml`` type, SVG
+    included); YAML, TOML, NDJSON and JavaScript. The SPEC §2 table still sends the
+    non-``text/*`` ones to ``download`` when no hint asks for ``text``.
+
+    >>> is_textual("application/yaml"), is_textual("application/ld+json"), is_textual("image/png")
+    (True, True, False)
+    """
+    mt = media_type
     return (
         mt.startswith("text/")
         or mt in _TEXTUAL_APPLICATION_TYPES
-        or _is_json(mt)
+        or is_json(mt)
         or mt.endswith("+xml")
     )
 
 
 def _honours(primitive: str, mt: str) -> bool:
     """Whether a file of media type ``mt`` can be shown as ``primitive`` at all."""
+    if primitive == "text":
+        return is_textual(mt)
+    if primitive == "json":
+        return is_json(mt)
+    if primitive == "download":
+        return True
     major = mt.split("/", 1)[0] if "/" in mt else ""
-    match primitive:
-        case "video" | "audio":
-            return major == primitive
-        case "image":
-            return major == "image"
-        case "image_grid":
-            return major == "image" or mt == "application/json"
-        case "timeline":
-            return mt == "application/json"
-        case "document":
-            return mt == "application/pdf"
-        case "diagram":
-            return mt in _DIAGRAM_TYPES
-        case "slides":
-            return mt in {"application/pdf", "application/json", "text/markdown"}
-        case "table":
-            return mt in _TABLE_TYPES or mt == "application/json"
-        case "markdown":
-            return major == "text"
-        case "text":
-            return _is_textual(mt)
-        case "json":
-            return _is_json(mt)
-        case _:  # download
-            return True
+    return major in _HONOURED_MAJORS.get(primitive, ()) or mt in _HONOURED_TYPES.get(primitive, ())
 
 
 def resolve(presentation: str | None, media_type: str) -> tuple[str, str | None]:
