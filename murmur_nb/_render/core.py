@@ -42,6 +42,7 @@ __all__ = [
     "link_to",
     "short_digest",
     "source_card",
+    "source_rendering",
     "summary_line",
 ]
 
@@ -324,6 +325,19 @@ def source_card(primitive: str, source: Source, body: Body) -> str:
         media_type=source.media_type,
         size=source.bytes,
         digest=source.digest,
+    )
+
+
+def source_rendering(primitive: str, source: Source, body: Body) -> Rendering:
+    """The :class:`Rendering` of one artifact shown as ``primitive``: summary, details, notes."""
+    lines = [summary_line(primitive, source)]
+    lines += [f"  {d}" for d in body.details]
+    lines += [f"  note: {n}" for n in body.notes]
+    return Rendering(
+        primitive=primitive,
+        text="\n".join(lines),
+        html=source_card(primitive, source, body),
+        slides=body.slides,
     )
 
 

@@ -176,15 +176,68 @@ def _thumb_uris(
                 yield None if fut is None else fut.result()
 
 
+@dataclass(slots=True)
+class _GridFill:
+    """One grid's cells as they are filled: the budget spent and what was left out."""
+
+    px: int
+    limit: int
+    box: str
+    spent: int = 0
+    over_budget: int = 0
+    unreadable: int = 0
+
+    @property
+    def muted(self) -> str:
+        return f'<div style="{self.box};background:#f6f8fa;font-size:11px">not embedded</div>'
+
+    def inner(self, item: GridItem, uris: Generator[str | Exception | None, None, None]) -> str:
+        """The cell body for ``item``, pulling its thumbnail from ``uris`` when one is due."""
+        if item.problem is not None or item.file is None:
+            self.unreadable += 1
+            if self.spent < self.limit:
+                next(uris)  # keep the thumbnail stream aligned with the items
+            return (
+                f'<div style="{self.box};background:#ffebe9;color:#cf222e;font-size:11px;'
+                f'text-align:center">{esc(item.problem or "missing")}</div>'
+            )
+        if self.spent >= self.limit:
+            self.over_budget += 1
+            return self.muted
+        return self.embed(item, next(uris))
+
+    def embed(self, item: GridItem, uri: str | Exception | None) -> str:
+        """The thumbnail ``uri`` as an image while the budget lasts, else why it is not one."""
+        if isinstance(uri, Exception) or uri is None:
+            self.unreadable += 1
+            if uri is None:
+                reason = "missing"
+            elif isinstance(uri, ValueError):
+                reason = str(uri)[:80]
+            else:
+                reason = uri.__class__.__name__
+            return (
+                f'<div style="{self.box};background:#ffebe9;color:#cf222e;font-size:11px">'
+                f"not shown: {esc(reason)}</div>"
+            )
+        if self.spent + len(uri) > self.limit:
+            self.over_budget += 1
+            self.spent = self.limit  # keep order: nothing after this is embedded
+            return self.muted
+        self.spent += len(uri)
+        px = self.px
+        return (
+            f'<div style="{self.box}"><img src="{uri}" alt="{esc(item.label)}" '
+            f'style="max-width:{px}px;max-height:{px}px"></div>'
+        )
+
+
 def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[str]]:
     """The grid's HTML and notes; thumbnails in order until ``budget.grid_bytes`` is spent."""
     px = budget.thumbnail_px
-    spent = 0
-    over_budget = 0
-    unreadable = 0
-    cells: list[str] = []
     box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
-    muted = f'<div style="{box};background:#f6f8fa;font-size:11px">not embedded</div>'
+    fill = _GridFill(px, budget.grid_bytes, box)
+    cells: list[str] = []
     uris = _thumb_uris(items, px, budget.parse_bytes)
     try:
         for n, item in enumerate(items, 1):
@@ -193,52 +246,17 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
                 f'text-overflow:ellipsis;white-space:nowrap" title="{esc(item.label)}">'
                 f"{n}. {esc(item.label)}</figcaption>"
             )
-            inner: str
-            if item.problem is not None or item.file is None:
-                unreadable += 1
-                inner = (
-                    f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px;'
-                    f'text-align:center">{esc(item.problem or "missing")}</div>'
-                )
-                if spent < budget.grid_bytes:
-                    next(uris)  # keep the thumbnail stream aligned with the items
-            elif spent >= budget.grid_bytes:
-                over_budget += 1
-                inner = muted
-            else:
-                uri = next(uris)
-                if isinstance(uri, Exception) or uri is None:
-                    unreadable += 1
-                    if uri is None:
-                        reason = "missing"
-                    elif isinstance(uri, ValueError):
-                        reason = str(uri)[:80]
-                    else:
-                        reason = uri.__class__.__name__
-                    inner = (
-                        f'<div style="{box};background:#ffebe9;color:#cf222e;font-size:11px">'
-                        f"not shown: {esc(reason)}</div>"
-                    )
-                elif spent + len(uri) > budget.grid_bytes:
-                    over_budget += 1
-                    spent = budget.grid_bytes  # keep order: nothing after this is embedded
-                    inner = muted
-                else:
-                    spent += len(uri)
-                    inner = (
-                        f'<div style="{box}"><img src="{uri}" alt="{esc(item.label)}" '
-                        f'style="max-width:{px}px;max-height:{px}px"></div>'
-                    )
+            inner = fill.inner(item, uris)
             cells.append(f'<figure style="margin:0;width:{px}px">{inner}{caption}</figure>')
     finally:
         uris.close()
     notes: list[str] = []
-    if over_budget:
+    if fill.over_budget:
         notes.append(
-            f"{over_budget} of {len(items)} thumbnails not embedded: the grid reached its "
+            f"{fill.over_budget} of {len(items)} thumbnails not embedded: the grid reached its "
             f"{format_size(budget.grid_bytes)} budget (RenderBudget.grid_bytes)"
         )
-    if unreadable:
-        notes.append(f"{unreadable} of {len(items)} images could not be shown")
+    if fill.unreadable:
+        notes.append(f"{fill.unreadable} of {len(items)} images could not be shown")
     html = f'<div style="display:flex;flex-wrap:wrap;gap:6px">{"".join(cells)}</div>'
     return html, notes

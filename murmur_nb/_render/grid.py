@@ -1,0 +1,71 @@
+"""``image_grid``: several images of one invocation, or a JSON list of image paths, as one grid.
+
+The images of one invocation that carry the ``image_grid`` hint render together, in order,
+placed where the first of them was (see :mod:`.render`); a JSON artifact with the hint may
+instead list image paths relative to its root. Thumbnails and the byte budget live in
+:func:`~.media.grid_html`; this module builds the card and the ``text/plain`` listing.
+"""
+
+from __future__ import annotations
+
+from murmur_nb._render.core import (
+    Body,
+    RenderBudget,
+    Rendering,
+    Source,
+    card,
+    format_size,
+    short_digest,
+    source_rendering,
+)
+from murmur_nb._render.inputs import guess_media_type
+from murmur_nb._render.media import GridItem, grid_html
+from murmur_nb._render.slides import image_list
+from murmur_nb._render.text import load_json
+
+__all__ = ["grid_rendering", "json_grid_rendering"]
+
+
+def grid_rendering(sources: list[Source], budget: RenderBudget, notes: list[str]) -> Rendering:
+    items = [GridItem(s.title, s.file, s.media_type) for s in sources]
+    body_html, grid_notes = grid_html(items, budget)
+    body = Body(html=body_html, notes=[*notes, *grid_notes])
+    if len(sources) == 1:
+        return source_rendering("image_grid", sources[0], body)
+    total = sum(s.bytes for s in sources)
+    body.details = _capped(
+        [
+            f"{n}. {s.title} · {format_size(s.bytes)} · {short_digest(s.digest)}"
+            for n, s in enumerate(sources, 1)
+        ]
+    )
+    title = f"{len(sources)} images"
+    lines = [f"image_grid · {title} · {format_size(total)}"]
+    lines += [f"  {d}" for d in body.details]
+    lines += [f"  note: {n}" for n in body.notes]
+    html = card("image_grid", body, title=title, size=total)
+    return Rendering(primitive="image_grid", text="\n".join(lines), html=html)
+
+
+def _capped(listing: list[str], keep: int = 50) -> list[str]:
+    if len(listing) <= keep:
+        return listing
+    return [*listing[:keep], f"… {len(listing) - keep} more"]
+
+
+def json_grid_rendering(source: Source, budget: RenderBudget, notes: list[str]) -> Rendering:
+    entries = image_list(load_json(source, budget), source.root_dir)
+    items = [
+        GridItem(label, path, guess_media_type(path) if path else "", problem)
+        for label, path, problem in entries
+    ]
+    body_html, grid_notes = grid_html(items, budget)
+    body = Body(html=body_html, notes=[*notes, *grid_notes])
+    body.details = _capped(
+        [
+            f"{n}. {label}" + (f" ({problem})" if problem else "")
+            for n, (label, _, problem) in enumerate(entries, 1)
+        ]
+    )
+    body.details.insert(0, f"{len(entries)} images listed")
+    return source_rendering("image_grid", source, body)
