@@ -1,4 +1,9 @@
-"""Artifact re-validation (issue 2, point 7): refused before the file is touched."""
+"""Artifact re-validation: a declared artifact is refused before its file is touched.
+
+Tests go through ``ModuleHost.invoke`` with real modules, except the property test, which
+calls ``verify_artifact`` (internal, the check the host runs on every artifact) directly:
+hundreds of generated paths are only affordable without a module process for each.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The ``murmur-nb`` command (issue 2, point 10): list, describe, invoke; JSON out."""
+"""The ``murmur-nb`` command: list, describe, invoke; JSON on standard output.
+
+Most tests call the command's ``main(argv)`` (internal) in-process, which is what the
+console script runs, to keep them fast; ``test_console_script`` runs the installed command.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _modules import default_descriptor, install, write_descriptor
+from _modules import default_descriptor, write_descriptor
 
 from murmur_nb._modules.cli import main
 
+FACET_MODULES = [("good",), ("broken",)]  # installed into the facet_home fixture
+
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    install(home, "good")
-    folder = install(home, "broken")
-    desc = default_descriptor(home, "broken")
+def facet_home(facet_home: Path) -> Path:
+    """The shared facet home, with module ``broken`` speaking only ``modproto.v2``."""
+    desc = default_descriptor(facet_home, "broken")
     desc["protocol_versions"] = ["modproto.v2"]
-    write_descriptor(folder, desc)
-    return home
+    write_descriptor(facet_home / "modules" / "broken", desc)
+    return facet_home
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
@@ -30,8 +34,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
     return status, json.loads(capsys.readouterr().out)
 
 
-def test_list(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status, rows = _run(capsys, "--home", str(home), "list")
+def test_list(facet_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, rows = _run(capsys, "--home", str(facet_home), "list")
     assert status == 0
     by_id = {r["id"]: r for r in rows}
     assert by_id["good"]["ok"] and by_id["good"]["errors"] == []
@@ -41,18 +45,18 @@ def test_list(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert by_id["broken"]["errors"][0]["path"] == "protocol_versions"
 
 
-def test_describe(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status, desc = _run(capsys, "--home", str(home), "describe", "good")
+def test_describe(facet_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, desc = _run(capsys, "--home", str(facet_home), "describe", "good")
     assert status == 0 and desc["module"] == "good" and desc["protocol_versions"] == ["modproto.v1"]
-    status, out = _run(capsys, "--home", str(home), "describe", "broken")
+    status, out = _run(capsys, "--home", str(facet_home), "describe", "broken")
     assert status == 1 and out["host_error"]["code"] == "invalid_descriptor"
     assert out["host_error"]["errors"][0]["path"] == "protocol_versions"
 
 
-def test_invoke(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_invoke(facet_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_root = tmp_path / "out"
     out_root.mkdir()
-    base = ["--home", str(home), "--root", f"out={out_root}", "--grant", "network=*"]
+    base = ["--home", str(facet_home), "--root", f"out={out_root}", "--grant", "network=*"]
     status, inv = _run(capsys, *base, "invoke", "good.make", "{}")
     assert status == 0 and inv["ok"] and inv["result"] == {"made": 1}
     (art,) = inv["artifacts"]
@@ -75,16 +79,16 @@ def test_invoke(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert status == 3 and inv["host_error"]["code"] == "invalid_input"
 
 
-def test_usage_errors(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--home", str(home), "invoke", "good.echo", "{not json"]) == 2
-    assert main(["--home", str(home), "--grant", "teleport=x", "list"]) == 2
+def test_usage_errors(facet_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--home", str(facet_home), "invoke", "good.echo", "{not json"]) == 2
+    assert main(["--home", str(facet_home), "--grant", "teleport=x", "list"]) == 2
     assert "KIND=NAME" in capsys.readouterr().err
 
 
-def test_console_script(home: Path) -> None:
+def test_console_script(facet_home: Path) -> None:
     exe = Path(sys.executable).with_name("murmur-nb")
     argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "murmur_nb._modules.cli"]
-    proc = subprocess.run([*argv, "--home", str(home), "list"], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run([*argv, "--home", str(facet_home), "list"], capture_output=True,
+                          text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert {r["id"] for r in json.loads(proc.stdout)} == {"good", "broken"}

@@ -1,4 +1,4 @@
-"""The read-messages API over conversation records (issue 3, points 1, 4, 5).
+"""The read-messages API over conversation records: pages, limits, the message test, errors.
 
 Records are written line by line with the package's RecordWriter, the way the runtime
 appends them; lines that are not messages are landed with ``append_raw``.
@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
-from murmur_nb._conversations.store import check_context_id
 
 MESSAGE_FIELDS = ("id", "role", "content", "name", "created_at")
 
@@ -44,7 +43,7 @@ def error_of(call: Any) -> mnb.ConversationReadError:
     return info.value
 
 
-# --------------------------------------------------------------------------- point 1
+# --------------------------------------------------------------------------- pages
 
 
 def test_pages_are_newest_first_and_end_with_no_cursor(tmp_path: Path) -> None:
@@ -235,7 +234,7 @@ def test_ungranted_reader_refuses_every_read(tmp_path: Path) -> None:
             assert (err.code, str(err)) == ("not-granted", "not-granted")
 
 
-# --------------------------------------------------------------------------- point 4
+# ------------------------------------------------------ unreadable records, context ids
 
 
 def test_a_folder_at_the_record_path_is_unavailable(tmp_path: Path) -> None:
@@ -375,8 +374,8 @@ def test_a_traversing_context_id_never_reaches_the_file_it_names(tmp_path: Path)
 
 
 @pytest.mark.parametrize("context_id", ["a", "ctx-1", "A.b_c-9", "0", "x" * 128, "a..b"])
-def test_plain_context_ids_are_accepted(context_id: str) -> None:
-    assert check_context_id(context_id) == context_id
+def test_plain_context_ids_are_accepted(tmp_path: Path, context_id: str) -> None:
+    assert mnb.ConversationStore(tmp_path).reader(context_id).context_id == context_id
 
 
 def test_non_string_context_ids_are_refused(tmp_path: Path) -> None:
@@ -385,7 +384,7 @@ def test_non_string_context_ids_are_refused(tmp_path: Path) -> None:
             mnb.ConversationStore(tmp_path).reader(bad)  # type: ignore[arg-type]
 
 
-# --------------------------------------------------------------------------- point 5
+# ------------------------------------------------------------- the tool-message envelope
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=20)
 json_values = st.recursive(

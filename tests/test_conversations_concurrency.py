@@ -1,4 +1,4 @@
-"""Snapshot semantics under appends and the incremental index (issue 3, points 2 and 7).
+"""A walk is a snapshot while the runtime appends, and the index scans each byte once.
 
 A writer thread appends messages, tool results, lines that are not messages, and lines
 landed in pieces (a prefix without its newline first, the rest later) while a reader
@@ -199,10 +199,12 @@ def test_read_conversation_concurrent_with_appends_is_a_snapshot(
     assert frame["position"].tolist() == list(range(len(frame)))
 
 
-# --------------------------------------------------------------------------- point 7
+# ------------------------------------------------------- the index scans each byte once
 
 
 def scanned(store: mnb.ConversationStore, context_id: str) -> int:
+    """Bytes the store's index has scanned (internal): the cost claims below are about this
+    counter, which the public API does not expose."""
     return store._index(context_id, store.record_path(context_id)).bytes_scanned
 
 

@@ -1,7 +1,11 @@
-"""Cursors are opaque and tamper-evident (issue 3, point 3).
+"""Cursors are opaque and tamper-evident.
 
 Anything but a cursor this store issued for this record generation, at a position
 inside the record, is ``invalid-cursor``, and never another exception.
+
+A few tests reach the cursor codec (internal) on purpose: for the cursor's length, for
+refusing weak keys, and to forge a cursor correctly signed for this record that names a
+position outside it, a forgery the public API cannot produce and the reader must refuse.
 """
 
 from __future__ import annotations
@@ -257,17 +261,18 @@ def test_a_line_edited_in_place_is_a_rewrite(tmp_path: Path) -> None:
 
 
 def test_a_record_replaced_between_stat_and_open_is_noticed(tmp_path: Path) -> None:
-    from murmur_nb._conversations.index import RecordChanged as _RecordChanged
-    from murmur_nb._conversations.index import RecordIndex as _RecordIndex
+    """Drives the record index (internal) directly: a record replaced between the reader's
+    ``stat`` and its ``open`` is a race no public call can be timed to hit."""
+    from murmur_nb._conversations.index import RecordChanged, RecordIndex
 
     write_messages(tmp_path, "ctx", 10)
     path = tmp_path / "conversations" / "ctx.jsonl"
-    index = _RecordIndex(path)
+    index = RecordIndex(path)
     stale = path.stat()
     replacement = path.with_name("next.tmp")
     replacement.write_bytes(path.read_bytes())
     replacement.replace(path)
-    with pytest.raises(_RecordChanged):
+    with pytest.raises(RecordChanged):
         index.sync(stale, None)
     index.sync(path.stat(), None)
     assert index.count == 10

@@ -1,4 +1,5 @@
-"""Conversation records as DataFrames through the paginated API (issue 3, point 6)."""
+"""Conversation records as DataFrames, built by walking the paginated API: columns, dtypes,
+snapshot semantics, progress bars and the Dask engine."""
 
 from __future__ import annotations
 

@@ -3,6 +3,10 @@
 Every module is run as a subprocess with an empty environment, a private working folder and a
 request built with :mod:`murmur_nb.protocol`, exactly as a host runs it; every artifact it
 reports is re-read and its size and digest checked.
+
+The demo's own constants and helpers (``DEMO_MODULE_IDS``, ``demo_conversation``, the
+launcher, the default path) and the host's describe parser are internal and imported on
+purpose: they are what the demo promises, checked against what the modules really do.
 """
 
 from __future__ import annotations
@@ -24,13 +28,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from murmur_nb._demo import home as _demo
+from murmur_nb import DemoHome, prepare_demo_home
 from murmur_nb._demo.home import (
     DEMO_CONTEXT_ID,
     DEMO_MODULE_IDS,
-    DemoHome,
+    default_path,
     demo_conversation,
-    prepare_demo_home,
+    launcher,
 )
 from murmur_nb._modules.descriptor import parse_describe_output
 from murmur_nb.protocol import PROTOCOL_ID, Artifact, Descriptor, Envelope, Grants, Request, Root
@@ -73,11 +77,6 @@ def _ffmpeg() -> str:
     import imageio_ffmpeg
 
     return str(imageio_ffmpeg.get_ffmpeg_exe())
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> DemoHome:
-    return prepare_demo_home(tmp_path_factory.mktemp("demo"), hooks=False)
 
 
 class Run:
@@ -177,8 +176,10 @@ def describe(home: DemoHome, module: str, tmp_path: Path) -> Descriptor:
 
 
 @pytest.mark.parametrize("module", DEMO_MODULE_IDS)
-def test_descriptor_passes_strict_validation(home: DemoHome, module: str, tmp_path: Path) -> None:
-    descriptor = describe(home, module, tmp_path)
+def test_descriptor_passes_strict_validation(
+    demo_home: DemoHome, module: str, tmp_path: Path
+) -> None:
+    descriptor = describe(demo_home, module, tmp_path)
     assert descriptor.protocol_versions == [PROTOCOL_ID]
     caps = descriptor.capabilities or []
     assert caps
@@ -191,41 +192,42 @@ def test_descriptor_passes_strict_validation(home: DemoHome, module: str, tmp_pa
             assert kind in (descriptor.artifact_schemas or {})
     # Overlay and skill digests are fixed in the source: the files must still match them.
     for doc in [*(descriptor.agent_overlays or []), *(descriptor.skills or [])]:
-        data = (home.module_dir(module) / doc.path).read_bytes()
+        data = (demo_home.module_dir(module) / doc.path).read_bytes()
         assert doc.digest == "sha256:" + hashlib.sha256(data).hexdigest(), doc.path
 
 
 def test_descriptor_schema_ids_cover_every_declared_artifact_kind(
-    home: DemoHome, tmp_path: Path
+    demo_home: DemoHome, tmp_path: Path
 ) -> None:
     declared = {
         (m, cap.id): set(cap.artifact_schemas or [])
         for m in DEMO_MODULE_IDS
-        for cap in describe(home, m, tmp_path).capabilities or []
+        for cap in describe(demo_home, m, tmp_path).capabilities or []
     }
     assert ("studio", "studio.storyboard_status") in declared
     assert declared[("studio", "studio.storyboard")] == set()
 
 
-def test_transcribe_needs_setup_and_names_the_fix(home: DemoHome, tmp_path: Path) -> None:
-    descriptor = describe(home, "transcribe", tmp_path)
+def test_transcribe_needs_setup_and_names_the_fix(demo_home: DemoHome, tmp_path: Path) -> None:
+    descriptor = describe(demo_home, "transcribe", tmp_path)
     reqs = {r.name: r for r in descriptor.requirements or []}
     assert reqs["whisper-cli"].kind == "binary"
     assert reqs["whisper-cli"].available is False
     assert "whisper.cpp" in reqs["whisper-cli"].detail
     assert reqs["model"].kind == "config" and reqs["model"].available is False
     assert "ggml-base.en.bin" in reqs["model"].detail
-    run = invoke(home, tmp_path, "transcribe.audio", {"audio": {"root": "staged", "path": "a"}})
+    params = {"audio": {"root": "staged", "path": "a"}}
+    run = invoke(demo_home, tmp_path, "transcribe.audio", params)
     assert run.envelope.error is not None
     assert run.envelope.error.code == "missing_requirement"
     assert run.envelope.execution.artifacts == []
 
 
-def test_other_modules_have_every_requirement_met(home: DemoHome, tmp_path: Path) -> None:
+def test_other_modules_have_every_requirement_met(demo_home: DemoHome, tmp_path: Path) -> None:
     for module in DEMO_MODULE_IDS:
         if module == "transcribe":
             continue
-        for req in describe(home, module, tmp_path).requirements or []:
+        for req in describe(demo_home, module, tmp_path).requirements or []:
             assert req.available, (module, req)
 
 
@@ -267,8 +269,8 @@ def _run_everything(home: DemoHome, tmp_path: Path) -> list[Run]:
 
 
 @pytest.fixture(scope="module")
-def everything(home: DemoHome, tmp_path_factory: pytest.TempPathFactory) -> list[Run]:
-    return _run_everything(home, tmp_path_factory.mktemp("everything"))
+def everything(demo_home: DemoHome, tmp_path_factory: pytest.TempPathFactory) -> list[Run]:
+    return _run_everything(demo_home, tmp_path_factory.mktemp("everything"))
 
 
 def test_every_capability_runs_and_every_artifact_verifies(everything: list[Run]) -> None:
@@ -335,9 +337,9 @@ def test_artifact_contents_are_what_they_claim(everything: list[Run]) -> None:
     assert (review["width"], review["height"]) == (160, 160)
 
 
-def test_same_input_same_bytes(home: DemoHome, tmp_path: Path, everything: list[Run]) -> None:
+def test_same_input_same_bytes(demo_home: DemoHome, tmp_path: Path, everything: list[Run]) -> None:
     first = everything
-    second = _run_everything(home, tmp_path)
+    second = _run_everything(demo_home, tmp_path)
     digests = [[(a.id, a.digest) for a in r.artifacts] for r in first]
     assert digests == [[(a.id, a.digest) for a in r.artifacts] for r in second]
     assert sum(len(d) for d in digests) >= 20
@@ -356,9 +358,11 @@ def test_same_input_same_bytes(home: DemoHome, tmp_path: Path, everything: list[
         }
     )
 )
-def test_thumbs_for_any_valid_input(home: DemoHome, tmp_path: Path, params: dict[str, Any]) -> None:
+def test_thumbs_for_any_valid_input(
+    demo_home: DemoHome, tmp_path: Path, params: dict[str, Any]
+) -> None:
     count, size = params["count"], params["size"]
-    run = invoke(home, tmp_path, "gallery.thumbs", params)
+    run = invoke(demo_home, tmp_path, "gallery.thumbs", params)
     assert run.envelope.ok
     assert len(run.artifacts) == count
     assert {a.presentation for a in run.artifacts} == {"image_grid"}
@@ -371,9 +375,9 @@ def test_thumbs_for_any_valid_input(home: DemoHome, tmp_path: Path, params: dict
 
 
 def test_free_capabilities_report_zero_cost(
-    home: DemoHome, tmp_path: Path, everything: list[Run]
+    demo_home: DemoHome, tmp_path: Path, everything: list[Run]
 ) -> None:
-    descriptors = {m: describe(home, m, tmp_path) for m in DEMO_MODULE_IDS}
+    descriptors = {m: describe(demo_home, m, tmp_path) for m in DEMO_MODULE_IDS}
     for run in everything:
         cap = descriptors[run.envelope.module].capability(run.request.capability)
         assert cap is not None
@@ -389,13 +393,13 @@ def test_free_capabilities_report_zero_cost(
             assert execution.estimated_cost == 0 and execution.actual_cost == 0
 
 
-def test_paid_oracle_needs_its_grant(home: DemoHome, tmp_path: Path) -> None:
-    descriptor = describe(home, "oracle", tmp_path)
+def test_paid_oracle_needs_its_grant(demo_home: DemoHome, tmp_path: Path) -> None:
+    descriptor = describe(demo_home, "oracle", tmp_path)
     assert descriptor.permissions.paid_providers == ["demo-oracle"]
-    thumbs = invoke(home, tmp_path, "gallery.thumbs", {"count": 1})
+    thumbs = invoke(demo_home, tmp_path, "gallery.thumbs", {"count": 1})
     root = Root(path=str(thumbs.file(thumbs.artifacts[0]).parent.parent), mode="ro")
     run = invoke(
-        home, tmp_path, "oracle.critique",
+        demo_home, tmp_path, "oracle.critique",
         {"image": {"root": "staged", "path": "thumbs/thumb-01.png"}}, roots={"staged": root},
     )  # fmt: skip
     assert run.envelope.error is not None and run.envelope.error.code == "not_granted"
@@ -403,9 +407,9 @@ def test_paid_oracle_needs_its_grant(home: DemoHome, tmp_path: Path) -> None:
 
 
 def test_studio_clip_fails_closed_without_a_supplied_ffmpeg(
-    home: DemoHome, tmp_path: Path
+    demo_home: DemoHome, tmp_path: Path
 ) -> None:
-    run = invoke(home, tmp_path, "studio.clip", {}, grants=Grants(subprocess=["ffmpeg"]))
+    run = invoke(demo_home, tmp_path, "studio.clip", {}, grants=Grants(subprocess=["ffmpeg"]))
     assert run.envelope.error is not None
     assert run.envelope.error.code == "missing_requirement"
     assert "ffmpeg" in run.envelope.error.message
@@ -415,8 +419,8 @@ def test_studio_clip_fails_closed_without_a_supplied_ffmpeg(
 # -- the long-running job -------------------------------------------------------------------
 
 
-def test_storyboard_is_long_running_with_its_poll(home: DemoHome, tmp_path: Path) -> None:
-    descriptor = describe(home, "studio", tmp_path)
+def test_storyboard_is_long_running_with_its_poll(demo_home: DemoHome, tmp_path: Path) -> None:
+    descriptor = describe(demo_home, "studio", tmp_path)
     submit = descriptor.capability("studio.storyboard")
     assert submit is not None and submit.long_running
     assert descriptor.capability(submit.poll_capability) is not None
@@ -424,28 +428,28 @@ def test_storyboard_is_long_running_with_its_poll(home: DemoHome, tmp_path: Path
     jobs.mkdir()
     roots = {"jobs": Root(path=str(jobs), mode="rw")}
     scenes = ["one", "two", "three"]
-    started = invoke(home, tmp_path, "studio.storyboard", {"scenes": scenes}, roots=roots)
+    started = invoke(demo_home, tmp_path, "studio.storyboard", {"scenes": scenes}, roots=roots)
     assert started.envelope.result["state"] == "running"
     assert started.envelope.result["poll_capability"] == "studio.storyboard_status"
     job = started.envelope.result["job"]
     states = []
     for _ in range(len(scenes) + 1):
-        poll = invoke(home, tmp_path, "studio.storyboard_status", {"job": job}, roots=roots)
+        poll = invoke(demo_home, tmp_path, "studio.storyboard_status", {"job": job}, roots=roots)
         states.append((poll.envelope.result["state"], poll.envelope.result["done"]))
         assert (poll.artifacts != []) == (poll.envelope.result["state"] == "done")
     assert states == [("running", 1), ("running", 2), ("done", 3), ("done", 3)]
     # Submitting the same storyboard again restarts it, so a re-run notebook replays the same.
-    again = invoke(home, tmp_path, "studio.storyboard", {"scenes": scenes}, roots=roots)
+    again = invoke(demo_home, tmp_path, "studio.storyboard", {"scenes": scenes}, roots=roots)
     assert again.envelope.result["job"] == job
-    poll = invoke(home, tmp_path, "studio.storyboard_status", {"job": job}, roots=roots)
+    poll = invoke(demo_home, tmp_path, "studio.storyboard_status", {"job": job}, roots=roots)
     assert poll.envelope.result["done"] == 1
 
 
-def test_poll_needs_a_persistent_jobs_root(home: DemoHome, tmp_path: Path) -> None:
+def test_poll_needs_a_persistent_jobs_root(demo_home: DemoHome, tmp_path: Path) -> None:
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     run = invoke(
-        home, tmp_path, "studio.storyboard_status", {"job": "0123456789abcdef"},
+        demo_home, tmp_path, "studio.storyboard_status", {"job": "0123456789abcdef"},
         roots={"jobs": Root(path=str(fresh), mode="rw")},
     )  # fmt: skip
     assert run.envelope.error is not None and run.envelope.error.code == "unknown_job"
@@ -456,7 +460,7 @@ def test_poll_needs_a_persistent_jobs_root(home: DemoHome, tmp_path: Path) -> No
 
 
 def test_critic_reads_only_inside_the_named_read_only_root(
-    home: DemoHome, tmp_path: Path
+    demo_home: DemoHome, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
     store.mkdir()
@@ -466,16 +470,16 @@ def test_critic_reads_only_inside_the_named_read_only_root(
     (store / "link.png").symlink_to(tmp_path / "secret.png")
     before = sorted(p.name for p in store.iterdir())
     roots = {"staged": Root(path=str(store), mode="ro")}
-    ok = invoke(home, tmp_path, "critic.review",
+    ok = invoke(demo_home, tmp_path, "critic.review",
                 {"image": {"root": "staged", "path": "red.png"}}, roots=roots)
     assert ok.envelope.ok and ok.envelope.result["width"] == 40
     assert ok.envelope.result["verdict"].startswith("dark")
     for path, code in (("../secret.png", "invalid_input"), ("link.png", "not_found"),
                        ("missing.png", "not_found")):
-        bad = invoke(home, tmp_path, "critic.review",
+        bad = invoke(demo_home, tmp_path, "critic.review",
                      {"image": {"root": "staged", "path": path}}, roots=roots)
         assert bad.envelope.error is not None and bad.envelope.error.code == code, path
-    unknown = invoke(home, tmp_path, "critic.review",
+    unknown = invoke(demo_home, tmp_path, "critic.review",
                      {"image": {"root": "elsewhere", "path": "red.png"}}, roots=roots)
     assert unknown.envelope.error is not None
     assert unknown.envelope.error.code == "missing_root"
@@ -486,12 +490,12 @@ def test_critic_reads_only_inside_the_named_read_only_root(
 
 
 def test_unknown_capability_and_bad_stdin_get_error_envelopes(
-    home: DemoHome, tmp_path: Path
+    demo_home: DemoHome, tmp_path: Path
 ) -> None:
-    run = invoke(home, tmp_path, "gallery.nope", {})
+    run = invoke(demo_home, tmp_path, "gallery.nope", {})
     assert run.envelope.error is not None and run.envelope.error.code == "unknown_capability"
     proc = subprocess.run(
-        [str(home.module_dir("docs") / "module"), "invoke"],
+        [str(demo_home.module_dir("docs") / "module"), "invoke"],
         input=b"not json", env={}, cwd=tmp_path, capture_output=True, check=True,
     )  # fmt: skip
     envelope = Envelope.from_json(proc.stdout)
@@ -499,7 +503,7 @@ def test_unknown_capability_and_bad_stdin_get_error_envelopes(
     assert envelope.error.code == "invalid_request"
     assert proc.stdout.count(b"\n") == 1
     usage = subprocess.run(
-        [str(home.module_dir("docs") / "module"), "frobnicate"],
+        [str(demo_home.module_dir("docs") / "module"), "frobnicate"],
         env={}, cwd=tmp_path, capture_output=True, check=False,
     )  # fmt: skip
     assert usage.returncode == 2 and usage.stdout == b""
@@ -520,9 +524,9 @@ def test_prepare_demo_home_lays_out_everything_and_is_idempotent(tmp_path: Path)
     home = prepare_demo_home(tmp_path / "demo", hooks=False)
     assert home.path == (tmp_path / "demo").absolute()
     for module in DEMO_MODULE_IDS:
-        launcher = home.module_dir(module) / "module"
-        assert launcher.stat().st_mode & stat.S_IXUSR
-        assert launcher.read_text().splitlines()[0] == f"#!{sys.executable} -IB"
+        exe = home.module_dir(module) / "module"
+        assert exe.stat().st_mode & stat.S_IXUSR
+        assert exe.read_text().splitlines()[0] == f"#!{sys.executable} -IB"
         assert (home.module_dir(module) / "main.py").is_file()
         assert (home.module_dir(module) / "_kit.py").is_file()
     assert home.artifact_store.is_dir() and home.jobs.is_dir()
@@ -548,11 +552,11 @@ def test_default_path_comes_from_the_environment(
     assert prepare_demo_home(hooks=False).path == tmp_path / "from-env"
     monkeypatch.delenv("MURMUR_NB_DEMO_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
-    assert _demo._default_path() == tmp_path / "user" / ".murmur-nb-demo"
+    assert default_path() == tmp_path / "user" / ".murmur-nb-demo"
 
 
-def test_demo_conversation_record(home: DemoHome) -> None:
-    lines = home.record.read_bytes().split(b"\n")
+def test_demo_conversation_record(demo_home: DemoHome) -> None:
+    lines = demo_home.record.read_bytes().split(b"\n")
     assert lines[-1] == b""
     messages = [json.loads(line) for line in lines[:-1]]
     assert 300 <= len(messages) <= 500
@@ -571,8 +575,8 @@ def test_demo_conversation_record(home: DemoHome) -> None:
     assert stamps == sorted(stamps) and len({s[:10] for s in stamps}) >= 3
 
 
-def test_murmur_yaml_has_one_granted_and_one_ungranted_hook(home: DemoHome) -> None:
-    config = yaml.safe_load(home.murmur_yaml.read_text())
+def test_murmur_yaml_has_one_granted_and_one_ungranted_hook(demo_home: DemoHome) -> None:
+    config = yaml.safe_load(demo_home.murmur_yaml.read_text())
     assert config["inference"]["transport"] == "api"
     hooks = config["hooks"]
     assert set(hooks) == {"summarize", "peek"}
@@ -583,14 +587,14 @@ def test_murmur_yaml_has_one_granted_and_one_ungranted_hook(home: DemoHome) -> N
         assert set(hook["events"]) <= {"task-start", "compact"}
 
 
-def test_demo_policy_supplies_what_the_modules_need(home: DemoHome) -> None:
-    policy = home.policy()
-    assert policy.root_path("jobs") == home.jobs.resolve()
+def test_demo_policy_supplies_what_the_modules_need(demo_home: DemoHome) -> None:
+    policy = demo_home.policy()
+    assert policy.root_path("jobs") == demo_home.jobs.resolve()
     ffmpeg = policy.resolve_binary("ffmpeg")
     assert ffmpeg is not None and Path(ffmpeg).is_file()
     assert policy.allows("subprocess", "ffmpeg")
     assert policy.allows("paid_providers", "demo-oracle")
-    assert home.policy(paid_providers=[]).allows("paid_providers", "demo-oracle") is False
+    assert demo_home.policy(paid_providers=[]).allows("paid_providers", "demo-oracle") is False
 
 
 def test_long_interpreter_paths_get_a_shell_trampoline(
@@ -603,7 +607,7 @@ def test_long_interpreter_paths_get_a_shell_trampoline(
     monkeypatch.setattr(sys, "executable", str(python))
     module = tmp_path / "mod"
     module.mkdir()
-    (module / "module").write_bytes(_demo._launcher("mod"))
+    (module / "module").write_bytes(launcher("mod"))
     (module / "module").chmod(0o755)
     (module / "main.py").write_text(
         "import sys\n\ndef main(argv):\n    print('ran', *argv)\n    return 3\n"
@@ -619,10 +623,10 @@ def test_long_interpreter_paths_get_a_shell_trampoline(
 # -- through the module host ----------------------------------------------------------------
 
 
-def test_host_lists_every_demo_module_and_which_needs_setup(home: DemoHome) -> None:
+def test_host_lists_every_demo_module_and_which_needs_setup(demo_home: DemoHome) -> None:
     import murmur_nb as mnb
 
-    with home.host() as host:
+    with demo_home.host() as host:
         infos = {info.id: info for info in host.modules()}
         assert isinstance(host, mnb.ModuleHost)
     assert set(infos) == set(DEMO_MODULE_IDS)
@@ -633,10 +637,10 @@ def test_host_lists_every_demo_module_and_which_needs_setup(home: DemoHome) -> N
     assert "whisper-cli" in instructions and "ggml-base.en.bin" in instructions
 
 
-def test_only_the_paid_oracle_needs_approval(home: DemoHome) -> None:
+def test_only_the_paid_oracle_needs_approval(demo_home: DemoHome) -> None:
     import murmur_nb as mnb
 
-    with home.host() as host:
+    with demo_home.host() as host:
         caps = [c.id for m in DEMO_MODULE_IDS for c in host.describe(m).capabilities or []]
         needing = {c for c in caps if host.approval_reasons(c)}
         assert needing == {"oracle.critique"}
@@ -658,10 +662,10 @@ def test_only_the_paid_oracle_needs_approval(home: DemoHome) -> None:
         assert thumbs.actual_cost == 0.0
 
 
-def test_transcribe_is_refused_by_the_host_until_set_up(home: DemoHome) -> None:
+def test_transcribe_is_refused_by_the_host_until_set_up(demo_home: DemoHome) -> None:
     import murmur_nb as mnb
 
-    with home.host() as host:
+    with demo_home.host() as host:
         tone = host.invoke("studio.tone", {})
         staged = host.stage(tone.artifacts[0])
         with pytest.raises(mnb.MissingRequirement) as refused:
@@ -699,11 +703,11 @@ def _host_everything(host: Any) -> list[Any]:
 
 
 def test_every_demo_capability_through_the_host_covers_all_13_primitives(
-    home: DemoHome, tmp_path: Path
+    demo_home: DemoHome, tmp_path: Path
 ) -> None:
     import murmur_nb as mnb
 
-    with home.host(runs_dir=tmp_path / "runs") as host:
+    with demo_home.host(runs_dir=tmp_path / "runs") as host:
         invs = _host_everything(host)
         for inv in invs:
             assert inv.ok, (inv.capability, inv.error, inv.stderr)
@@ -733,7 +737,7 @@ def test_every_demo_capability_through_the_host_covers_all_13_primitives(
 @pytest.mark.slow
 def test_demo_home_builds_the_hook_and_only_the_granted_hook_reads(tmp_path: Path) -> None:
     import murmur_nb as mnb
-    from murmur_nb._hooks.host import HookHost
+    from murmur_nb import HookHost
 
     home = prepare_demo_home(tmp_path / "demo")
     component = home.murmur_home / "hooks" / "summarize.wasm"

@@ -1,4 +1,4 @@
-"""Describe-time validation (issue 2, point 2): every SPEC §1 rule refused with path + detail."""
+"""Describe-time validation: every SPEC §1 descriptor rule is refused with a path and a detail."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _modules import default_descriptor, install, write_descriptor
+from _modules import default_descriptor, write_descriptor
 
 import murmur_nb as mnb
 
@@ -17,17 +17,12 @@ GOOD_DIGEST = "sha256:" + "ab" * 32
 Desc = dict[str, Any]
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    install(home, "good")
-    install(home, "other")
-    return home
+FACET_MODULES = [("good",), ("other",)]  # installed into the facet_home fixture
 
 
 @pytest.fixture
-def base(home: Path) -> Desc:
-    return default_descriptor(home, "good")
+def base(facet_home: Path) -> Desc:
+    return default_descriptor(facet_home, "good")
 
 
 def _host(home: Path) -> mnb.ModuleHost:
@@ -42,8 +37,8 @@ def _errors(home: Path, desc: Desc) -> list[mnb.DescriptorError]:
     return err.value.errors
 
 
-def test_fixture_descriptor_is_accepted(home: Path) -> None:
-    with _host(home) as host:
+def test_fixture_descriptor_is_accepted(facet_home: Path) -> None:
+    with _host(facet_home) as host:
         desc = host.describe("good")
         assert isinstance(desc, mnb.protocol.Descriptor)
         assert desc.module == "good" and desc.capability("good.echo") is not None
@@ -140,25 +135,31 @@ CASES: list[tuple[str, Callable[[Desc], None], str, str]] = [
 
 @pytest.mark.parametrize(("label", "edit", "path", "detail"), CASES, ids=[c[0] for c in CASES])
 def test_each_describe_rule(
-    home: Path, base: Desc, label: str, edit: Callable[[Desc], None], *, path: str, detail: str
+    facet_home: Path,
+    base: Desc,
+    label: str,
+    edit: Callable[[Desc], None],
+    *,
+    path: str,
+    detail: str,
 ) -> None:
     desc = copy.deepcopy(base)
     edit(desc)
-    errors = _errors(home, desc)
+    errors = _errors(facet_home, desc)
     assert any(e.path == path and detail in e.detail for e in errors), errors
 
 
-def test_membership_not_negotiation(home: Path, base: Desc) -> None:
+def test_membership_not_negotiation(facet_home: Path, base: Desc) -> None:
     base["protocol_versions"] = ["modproto.v9", "modproto.v1", "modproto.v0"]
-    write_descriptor(home / "modules" / "good", base)
-    with _host(home) as host:
+    write_descriptor(facet_home / "modules" / "good", base)
+    with _host(facet_home) as host:
         assert host.describe("good").protocol_versions == [
             "modproto.v9", "modproto.v1", "modproto.v0"
         ]
 
 
-def test_paths_that_stay_inside_are_accepted(home: Path, base: Desc) -> None:
-    folder = home / "modules" / "good"
+def test_paths_that_stay_inside_are_accepted(facet_home: Path, base: Desc) -> None:
+    folder = facet_home / "modules" / "good"
     (folder / "docs").mkdir()
     (folder / "docs" / "o.md").write_text("overlay")
     (folder / "docs" / "link.md").symlink_to(folder / "docs" / "o.md")
@@ -167,31 +168,31 @@ def test_paths_that_stay_inside_are_accepted(home: Path, base: Desc) -> None:
     base["skills"] = [{"id": "s", "title": "", "summary": "", "path": "docs/link.md",
                        "digest": GOOD_DIGEST, "tokens": 1}]
     write_descriptor(folder, base)
-    with _host(home) as host:
+    with _host(facet_home) as host:
         assert host.describe("good").skills is not None
 
 
 @pytest.mark.parametrize("target", ["secret.md", "home/modules/good-twin/skill.md"])
 def test_link_out_of_the_module_folder_is_refused(
-    home: Path, base: Desc, tmp_path: Path, target: str
+    facet_home: Path, base: Desc, tmp_path: Path, target: str
 ) -> None:
     # a sibling folder whose name merely starts with the module's is outside it too
     outside = tmp_path / target
     outside.parent.mkdir(parents=True, exist_ok=True)
     outside.write_text("not the module's")
-    folder = home / "modules" / "good"
+    folder = facet_home / "modules" / "good"
     (folder / "skill.md").symlink_to(outside)
     _skill("skill.md")(base)
-    errors = _errors(home, base)
+    errors = _errors(facet_home, base)
     assert [e.path for e in errors] == ["skills[0].path"]
     assert "outside the module folder" in errors[0].detail
 
 
-def test_every_breach_is_reported_at_once(home: Path, base: Desc) -> None:
+def test_every_breach_is_reported_at_once(facet_home: Path, base: Desc) -> None:
     base["protocol_versions"] = []
     base["capabilities"][0]["id"] = "x.echo"
     base["capabilities"][1]["request_schema"] = "nope"
-    errors = _errors(home, base)
+    errors = _errors(facet_home, base)
     assert {e.path for e in errors} >= {
         "protocol_versions", "capabilities[0].id", "capabilities[1].request_schema"
     }
@@ -214,8 +215,8 @@ def test_every_breach_is_reported_at_once(home: Path, base: Desc) -> None:
         (b"", "envelope"),
     ],
 )
-def test_describe_envelope_rules(home: Path, base: Desc, envelope: Any, path: str) -> None:
-    folder = home / "modules" / "good"
+def test_describe_envelope_rules(facet_home: Path, base: Desc, envelope: Any, path: str) -> None:
+    folder = facet_home / "modules" / "good"
     if isinstance(envelope, bytes):
         raw = envelope
     else:
@@ -225,7 +226,7 @@ def test_describe_envelope_rules(home: Path, base: Desc, envelope: Any, path: st
         env.update(envelope)
         raw = json.dumps(env).encode()
     (folder / "describe.raw").write_bytes(raw)
-    with _host(home) as host:
+    with _host(facet_home) as host:
         with pytest.raises(mnb.InvalidDescriptor) as err:
             host.describe("good")
         assert any(e.path == path for e in err.value.errors), err.value.errors
@@ -235,19 +236,19 @@ def test_describe_envelope_rules(home: Path, base: Desc, envelope: Any, path: st
     assert not infos["good"].ok and infos["other"].ok
 
 
-def test_refused_module_cannot_be_invoked(home: Path, base: Desc) -> None:
+def test_refused_module_cannot_be_invoked(facet_home: Path, base: Desc) -> None:
     base["protocol_versions"] = ["modproto.v2"]
-    write_descriptor(home / "modules" / "good", base)
-    with _host(home) as host, pytest.raises(mnb.InvalidDescriptor) as err:
+    write_descriptor(facet_home / "modules" / "good", base)
+    with _host(facet_home) as host, pytest.raises(mnb.InvalidDescriptor) as err:
         host.invoke("good.echo", {"count": 1})
     assert err.value.errors[0].path == "protocol_versions"
     assert host.audit()["outcome"].tolist() == ["invalid_descriptor"]
 
 
-def test_module_that_is_not_executable(home: Path) -> None:
-    (home / "modules" / "good" / "module").chmod(0o644)
-    (home / "modules" / "empty").mkdir()
-    with _host(home) as host:
+def test_module_that_is_not_executable(facet_home: Path) -> None:
+    (facet_home / "modules" / "good" / "module").chmod(0o644)
+    (facet_home / "modules" / "empty").mkdir()
+    with _host(facet_home) as host:
         infos = {i.id: i for i in host.modules()}
         with pytest.raises(mnb.ModuleNotFound):
             host.describe("absent")
@@ -255,14 +256,14 @@ def test_module_that_is_not_executable(home: Path) -> None:
     assert "missing" in infos["empty"].errors[0].detail
 
 
-def test_needs_setup(home: Path, base: Desc) -> None:
+def test_needs_setup(facet_home: Path, base: Desc) -> None:
     base["requirements"] = [
         {"kind": "binary", "name": "ffmpeg", "available": False,
          "detail": "install ffmpeg >= 6 (apt-get install ffmpeg)"},
         {"kind": "config", "name": "api", "available": True},
     ]
-    write_descriptor(home / "modules" / "good", base)
-    with _host(home) as host:
+    write_descriptor(facet_home / "modules" / "good", base)
+    with _host(facet_home) as host:
         info = next(i for i in host.modules() if i.id == "good")
         assert info.ok and info.needs_setup
         assert info.setup_instructions == [
@@ -273,10 +274,10 @@ def test_needs_setup(home: Path, base: Desc) -> None:
     assert err.value.code == "missing_requirement"
 
 
-def test_describe_output_is_bounded(home: Path) -> None:
-    (home / "modules" / "good" / "describe.raw").write_bytes(b" " * 5000)
+def test_describe_output_is_bounded(facet_home: Path) -> None:
+    (facet_home / "modules" / "good" / "describe.raw").write_bytes(b" " * 5000)
     policy = mnb.Policy(describe_max_output_bytes=1000)
-    host = mnb.ModuleHost(home=home, policy=policy, artifact_store=home / "s")
+    host = mnb.ModuleHost(home=facet_home, policy=policy, artifact_store=facet_home / "s")
     with host, pytest.raises(mnb.InvalidDescriptor) as err:
         host.describe("good")
     assert "more than 1000 bytes" in err.value.errors[0].detail

@@ -1,4 +1,4 @@
-"""Requests, approval, running, envelopes and audit of ``ModuleHost.invoke`` (issue 2, 3-6, 9).
+"""Requests, approval, running, envelopes and audit of ``ModuleHost.invoke``.
 
 Every module here is a real executable from ``tests/modules/`` run as a subprocess.
 """
@@ -28,14 +28,7 @@ import murmur_nb as mnb
 from murmur_nb._modules.envelope import _check_envelope
 from murmur_nb.protocol import PROTOCOL_ID
 
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    install(home, "good")
-    install(home, "liar", "liar")
-    install(home, "runaway", "runaway")
-    return home
+FACET_MODULES = [("good",), ("liar", "liar"), ("runaway", "runaway")]  # in facet_home
 
 
 @pytest.fixture
@@ -46,7 +39,7 @@ def out(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def host(home: Path, out: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
+def host(facet_home: Path, out: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
     src = tmp_path / "src"
     src.mkdir()
     policy = mnb.Policy(
@@ -56,7 +49,7 @@ def host(home: Path, out: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
         binaries={"tool": "/bin/sh"},
         deadline_ms=20_000,
     )
-    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "store") as h:
+    with mnb.ModuleHost(home=facet_home, policy=policy, artifact_store=tmp_path / "store") as h:
         yield h
 
 
@@ -177,12 +170,12 @@ def test_grants_intersect_every_kind(tmp_path: Path) -> None:
     assert grants["publish"] is False
 
 
-def test_binaries_are_resolved_for_each_invocation(home: Path, tmp_path: Path) -> None:
+def test_binaries_are_resolved_for_each_invocation(facet_home: Path, tmp_path: Path) -> None:
     # installing the missing binary (the "Needs setup" fix) or removing one takes effect
     # on the next call; a removed binary is absent, never a stale path
     tool = tmp_path / "bin" / "tool"
     policy = mnb.Policy(subprocess=["tool"], binaries={"tool": tool})
-    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+    with mnb.ModuleHost(home=facet_home, policy=policy, artifact_store=tmp_path / "s") as host:
 
         def binaries() -> dict[str, str]:
             inv = host.invoke("good.echo", {"count": 0})
@@ -229,26 +222,28 @@ def test_spec_default_reasons(tmp_path: Path) -> None:
     assert "cost" not in reasons
 
 
-def test_policy_allow_list_lets_it_run(home: Path, out: Path, tmp_path: Path) -> None:
+def test_policy_allow_list_lets_it_run(facet_home: Path, out: Path, tmp_path: Path) -> None:
     policy = mnb.Policy(roots={"out": out}, approved=["good.paid"])
-    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+    with mnb.ModuleHost(home=facet_home, policy=policy, artifact_store=tmp_path / "s") as host:
         assert host.approval_reasons("good.paid") == []
         inv = host.invoke("good.paid", {})
         assert inv.ok and inv.approval.startswith("approved (allow-list, sha256:")
 
 
-def test_approval_is_pinned_to_the_descriptor(host: mnb.ModuleHost, home: Path, out: Path) -> None:
+def test_approval_is_pinned_to_the_descriptor(
+    host: mnb.ModuleHost, facet_home: Path, out: Path
+) -> None:
     digest = host.approve("good.paid")
     assert digest.startswith("sha256:") and len(digest) == 71
     assert host.approval_reasons("good.paid") == []
     assert host.invoke("good.paid", {}).approval.startswith("approved (operator, sha256:")
     # the module changes what it declares: the approval no longer counts
-    desc = default_descriptor(home, "good")
+    desc = default_descriptor(facet_home, "good")
     paid = next(c for c in desc["capabilities"] if c["id"] == "good.paid")
     paid["effects"]["network"] = True
     desc["permissions"]["network"].append("new.example")
     desc["capabilities"].append(dict(paid, id="good.extra"))
-    write_descriptor(home / "modules" / "good", desc)
+    write_descriptor(facet_home / "modules" / "good", desc)
     (out / "ran-paid").unlink()
     with pytest.raises(mnb.ApprovalRequired) as err:
         host.invoke("good.paid", {})
@@ -264,13 +259,13 @@ def test_approval_is_pinned_to_the_descriptor(host: mnb.ModuleHost, home: Path, 
     assert host.invoke("good.paid", {}).ok
 
 
-def test_allow_list_is_pinned_too(home: Path, out: Path, tmp_path: Path) -> None:
+def test_allow_list_is_pinned_too(facet_home: Path, out: Path, tmp_path: Path) -> None:
     policy = mnb.Policy(roots={"out": out}, approved=["good.paid"])
-    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+    with mnb.ModuleHost(home=facet_home, policy=policy, artifact_store=tmp_path / "s") as host:
         assert host.invoke("good.paid", {}).ok
-        desc = default_descriptor(home, "good")
+        desc = default_descriptor(facet_home, "good")
         desc["permissions"]["credentials"] = ["token"]
-        write_descriptor(home / "modules" / "good", desc)
+        write_descriptor(facet_home / "modules" / "good", desc)
         reasons = host.approval_reasons("good.paid")
         assert any("allow-list approval" in r and "permissions.credentials" in r for r in reasons)
 
@@ -300,7 +295,7 @@ def test_each_run_gets_a_private_empty_working_folder(host: mnb.ModuleHost) -> N
     assert not Path(third["cwd"]).exists()
 
 
-def test_a_host_left_open_leaves_no_runs_folder_behind(home: Path, tmp_path: Path) -> None:
+def test_a_host_left_open_leaves_no_runs_folder_behind(facet_home: Path, tmp_path: Path) -> None:
     # a notebook kernel that shuts down without host.close(): the private runs folder
     # (working folders, per-invocation write roots) goes when the interpreter exits
     temp = tmp_path / "temp"
@@ -318,7 +313,7 @@ def test_a_host_left_open_leaves_no_runs_folder_behind(home: Path, tmp_path: Pat
     out = tmp_path / "open-out"
     out.mkdir()
     done = subprocess.run(
-        [sys.executable, "-c", script, str(home), str(tmp_path / "s"), str(out)],
+        [sys.executable, "-c", script, str(facet_home), str(tmp_path / "s"), str(out)],
         env={**os.environ, "TMPDIR": str(temp)},
         capture_output=True,
         text=True,
@@ -527,17 +522,17 @@ def test_property_accepted_envelopes_obey_every_rule(
 
 
 def test_an_edit_beside_the_launcher_is_seen_before_the_next_call(
-    home: Path, out: Path, tmp_path: Path
+    facet_home: Path, out: Path, tmp_path: Path
 ) -> None:
     # A module is often a launcher that runs code beside it; an edit to that code (here the
     # descriptor file the fixture reads, rewritten in place: same inode, same folder mtime)
     # must not hide behind a cached describe: a capability that starts to need approval is
     # refused at once, and nothing runs.
-    folder = home / "modules" / "good"
-    desc = default_descriptor(home, "good")
+    folder = facet_home / "modules" / "good"
+    desc = default_descriptor(facet_home, "good")
     write_descriptor(folder, desc)
     policy = mnb.Policy(roots={"out": out})
-    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host:
+    with mnb.ModuleHost(home=facet_home, policy=policy, artifact_store=tmp_path / "s") as host:
         assert host.invoke("good.echo", {"count": 1}).ok
         echo = next(c for c in desc["capabilities"] if c["id"] == "good.echo")
         echo["effects"]["cost_known"] = False

@@ -1,4 +1,4 @@
-"""The modproto wire models (issue 2, point 1): JSON round-trips by the Go ``json:`` tags."""
+"""The modproto wire models: JSON round-trips by the Go ``json:`` tags."""
 
 from __future__ import annotations
 

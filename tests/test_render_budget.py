@@ -1,4 +1,9 @@
-"""The budget: ``bytes`` decides embed-or-link before the file is opened; output stays small."""
+"""The budget: ``bytes`` decides embed-or-link before the file is opened; output stays small.
+
+One test calls the media renderers (internal) on a ``Source`` whose file does not exist and
+whose declared size is a terabyte: the host never hands such an artifact to ``render``, and
+that is how the test proves the renderer decided without opening the file.
+"""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import murmur_nb as mnb
-from murmur_nb._demo.home import prepare_demo_home
 
 
 def _demo_invocations(host: Any) -> list[mnb.Invocation]:
@@ -45,7 +44,7 @@ def _leaves(r: mnb.Rendering) -> list[mnb.Rendering]:
 
 @pytest.mark.slow
 def test_the_demo_gallery_renders_every_primitive(tmp_path: Path) -> None:
-    home = prepare_demo_home(tmp_path / "demo", hooks=False)
+    home = mnb.prepare_demo_home(tmp_path / "demo", hooks=False)
     with home.host(runs_dir=tmp_path / "runs") as host:
         invs = _demo_invocations(host)
         assert all(inv.ok for inv in invs), [(i.capability, i.error) for i in invs if not i.ok]

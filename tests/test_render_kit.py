@@ -2,8 +2,9 @@
 
 Every file here is produced by the library that owns its format: PNG/JPEG/PDF by Pillow, WAV
 by the stdlib ``wave`` module, MP4 by the ffmpeg binary shipped in ``imageio-ffmpeg``,
-Parquet by pyarrow. Artifacts are made by the host's own ``verify_artifact`` over a real root,
-so what the renderer receives is exactly what an invocation would hand it.
+Parquet by pyarrow. Artifacts are made by the host's own ``verify_artifact`` and ``rejection``
+(internal, imported on purpose) over a real root, so what the renderer receives is exactly
+what an invocation would hand it, without running a module process for every test file.
 """
 
 from __future__ import annotations
@@ -15,14 +16,8 @@ import wave
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._exceptions import ArtifactRejected
-from murmur_nb._modules.artifacts import (
-    RejectedArtifact,
-    VerifiedArtifact,
-    rejection,
-    verify_artifact,
-)
-from murmur_nb._modules.host import Invocation
+from murmur_nb import ArtifactRejected, Invocation, RejectedArtifact, VerifiedArtifact
+from murmur_nb._modules.artifacts import rejection, verify_artifact
 from murmur_nb.protocol import Artifact, Request, Root
 
 ROOT_NAME = "out"

@@ -1,4 +1,8 @@
-"""Timeline drawing holds for any well-formed event list (property test)."""
+"""Timeline drawing holds for any well-formed event list (property test).
+
+Calls the timeline parser and drawer (internal) directly: a property test over thousands of
+event lists is only affordable without writing, verifying and rendering a file for each.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The headless form: JSON Schema -> fields, raw values -> JSON, errors beside each field."""
+"""The headless form: JSON Schema -> fields, raw values -> JSON, errors beside each field.
+
+``SchemaForm`` is internal: it is everything ``CapabilityForm`` does except drawing widgets,
+tested here without ipywidgets; the widget tests cover the same behaviour through the widget.
+"""
 
 from __future__ import annotations
 

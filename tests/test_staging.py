@@ -1,4 +1,4 @@
-"""Staging (issue 2, point 8): content-addressed store, read-only root, re-verified each use."""
+"""Staging: a content-addressed store, a read-only root, a digest re-verified on each use."""
 
 from __future__ import annotations
 

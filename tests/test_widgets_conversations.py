@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from murmur_nb import ConversationReadError, ConversationStore, RecordWriter
 from murmur_nb._conversations import tool_envelope
-from murmur_nb._conversations.store import ConversationStore
-from murmur_nb._conversations.writer import RecordWriter
-from murmur_nb._exceptions import ConversationReadError
 from murmur_nb.widgets import ConversationExplorer
 
 STAMP = "2026-03-01T12:00:00Z"
@@ -38,9 +36,9 @@ def _write(home: Path, context_id: str, n: int) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> ConversationStore:
-    _write(tmp_path, "ctx-1", 45)
-    return ConversationStore(tmp_path)
+def store(murmur_home: Path) -> ConversationStore:
+    _write(murmur_home, "ctx-1", 45)
+    return ConversationStore(murmur_home)
 
 
 def test_pages_are_newest_first_with_older_and_newer(store: ConversationStore) -> None:
@@ -108,11 +106,13 @@ def test_role_filter_hides_other_roles_on_the_page(store: ConversationStore) -> 
     assert len(ex.visible_messages()) == 10
 
 
-def test_total_is_live_and_older_pages_stay_put(store: ConversationStore, tmp_path: Path) -> None:
+def test_total_is_live_and_older_pages_stay_put(
+    store: ConversationStore, murmur_home: Path
+) -> None:
     ex = ConversationExplorer(store, "ctx-1", page_size=20)
     ex.older_button.click()
     page_two = [m.id for m in ex.page.messages]
-    with RecordWriter(tmp_path, "ctx-1") as writer:
+    with RecordWriter(murmur_home, "ctx-1") as writer:
         writer.append("user", "late arrival", id="late-1")
         writer.append("assistant", "still here", id="late-2")
     ex.refresh_button.click()

@@ -7,30 +7,25 @@ from collections.abc import Iterator
 
 import pytest
 
-from murmur_nb._conversations.store import ConversationStore
-from murmur_nb._demo.home import DemoHome, prepare_demo_home
-from murmur_nb._hooks.host import HookHost
+from murmur_nb import ConversationStore, DemoHome, HookHost
 from murmur_nb.widgets import HookConsole
 
 pytestmark = pytest.mark.slow  # the demo hook is built with componentize-py (cached)
 
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHome:
-    return prepare_demo_home(tmp_path_factory.mktemp("hooks") / "demo", hooks=True)
+DEMO_HOOKS = True  # demo_home builds the demo hook component
 
 
 @pytest.fixture(scope="module")
-def store(demo: DemoHome) -> ConversationStore:
-    return ConversationStore(demo.murmur_home)
+def store(demo_home: DemoHome) -> ConversationStore:
+    return ConversationStore(demo_home.murmur_home)
 
 
 @pytest.fixture(scope="module")
-def hooks(demo: DemoHome, store: ConversationStore) -> Iterator[HookHost]:
-    config = demo.murmur_yaml.read_text()
-    broken = demo.murmur_home / "broken.wasm"
+def hooks(demo_home: DemoHome, store: ConversationStore) -> Iterator[HookHost]:
+    config = demo_home.murmur_yaml.read_text()
+    broken = demo_home.murmur_home / "broken.wasm"
     broken.write_bytes(b"not a component")
-    path = demo.murmur_home / "console.yaml"
+    path = demo_home.murmur_home / "console.yaml"
     path.write_text(config + "  broken:\n    component: broken.wasm\n    events: [task-start]\n")
     with HookHost.from_config(path, conversations=store) as host:
         yield host
@@ -116,8 +111,8 @@ def test_text_form_is_stable(hooks: HookHost, store: ConversationStore) -> None:
     assert fire() == fire()
 
 
-def test_without_a_store_compact_gets_no_messages(demo: DemoHome) -> None:
-    with HookHost.from_config(demo.murmur_yaml) as host:
+def test_without_a_store_compact_gets_no_messages(demo_home: DemoHome) -> None:
+    with HookHost.from_config(demo_home.murmur_yaml) as host:
         console = HookConsole(host)
         assert console.context_picker.options == ()
         console.compact_button.click()

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from murmur_nb._demo.home import DemoHome, prepare_demo_home
-from murmur_nb._modules.host import ModuleHost
+from murmur_nb import DemoHome, ModuleHost
 from murmur_nb.widgets import CapabilityForm, InvocationView, ModuleBrowser
 
 BROKEN_MAIN = """
@@ -90,17 +89,19 @@ def _install(facet_home: Path, module_id: str, main: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHome:
-    home = prepare_demo_home(tmp_path_factory.mktemp("widgets") / "demo", hooks=False)
-    _install(home.facet_home, "broken", BROKEN_MAIN)
-    _install(home.facet_home, "kitchen", KITCHEN_MAIN)
-    return home
+def demo_home(demo_home: DemoHome) -> DemoHome:
+    """The shared demo home (conftest) plus this file's ``broken`` and ``kitchen`` modules."""
+    _install(demo_home.facet_home, "broken", BROKEN_MAIN)
+    _install(demo_home.facet_home, "kitchen", KITCHEN_MAIN)
+    return demo_home
 
 
 @pytest.fixture
-def host(demo: DemoHome) -> Iterator[ModuleHost]:
+def host(demo_home: DemoHome) -> Iterator[ModuleHost]:
     with ModuleHost(
-        home=demo.facet_home, policy=demo.policy(), artifact_store=demo.artifact_store
+        home=demo_home.facet_home,
+        policy=demo_home.policy(),
+        artifact_store=demo_home.artifact_store,
     ) as h:
         yield h
 
@@ -290,14 +291,14 @@ def test_approve_runs_and_unknown_cost_is_never_free(host: ModuleHost) -> None:
 
 
 def test_a_changed_descriptor_brings_the_approval_panel_back(
-    host: ModuleHost, demo: DemoHome
+    host: ModuleHost, demo_home: DemoHome
 ) -> None:
     staged = _staged_thumb(host)
     form = CapabilityForm(host, "oracle.critique", values={"image": staged.ref()}, staged=[staged])
     form.run_button.click()
     form.approve_button.click()
     assert form.state == "ran"
-    main = demo.facet_home / "modules" / "oracle" / "main.py"
+    main = demo_home.facet_home / "modules" / "oracle" / "main.py"
     original = main.read_text()
     try:
         main.write_text(original.replace('"version": "1.0.0"', '"version": "1.0.1"'))
@@ -371,7 +372,7 @@ def test_invocation_view_steps_through_slides(host: ModuleHost) -> None:
     assert "slides" in kinds and "timeline" in kinds
 
 
-def test_text_forms_are_stable_across_runs(host: ModuleHost, demo: DemoHome) -> None:
+def test_text_forms_are_stable_across_runs(host: ModuleHost, demo_home: DemoHome) -> None:
     def texts() -> list[str]:
         form = CapabilityForm(host, "gallery.thumbs", values={"count": 2})
         form.run_button.click()
@@ -492,11 +493,11 @@ def test_each_field_kind_reports_its_own_error(host: ModuleHost) -> None:
 
 
 def test_opening_a_capability_of_a_module_that_broke_shows_why(
-    host: ModuleHost, demo: DemoHome
+    host: ModuleHost, demo_home: DemoHome
 ) -> None:
     browser = ModuleBrowser(host)
     browser.capability_picker.value = "kitchen.echo"
-    main = demo.facet_home / "modules" / "kitchen" / "main.py"
+    main = demo_home.facet_home / "modules" / "kitchen" / "main.py"
     original = main.read_text()
     try:
         main.write_text(original.replace('"id": "kitchen.echo"', '"id": "echo"'))

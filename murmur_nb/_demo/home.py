@@ -159,7 +159,8 @@ def _bundled_ffmpeg() -> str | None:
         return None
 
 
-def _default_path() -> Path:
+def default_path() -> Path:
+    """Where the demo home goes by default: ``$MURMUR_NB_DEMO_HOME``, else ``~/.murmur-nb-demo``."""
     env = os.environ.get("MURMUR_NB_DEMO_HOME")
     return Path(env) if env else Path.home() / ".murmur-nb-demo"
 
@@ -179,7 +180,8 @@ def _write_if_changed(target: Path, data: bytes, *, mode: int = 0o644) -> bool:
     return True
 
 
-def _launcher(module_id: str) -> bytes:
+def launcher(module_id: str) -> bytes:
+    """The executable ``module`` file of a demo module: runs ``main.py`` beside it."""
     interpreter = sys.executable
     body = (
         f'"""modproto v1 entry point of the murmur-nb demo module {module_id!r}.\n\n'
@@ -213,7 +215,7 @@ def _install_modules(home: DemoHome) -> None:
                 continue
             _write_if_changed(dest / rel, file.read_bytes())
         _write_if_changed(dest / "_kit.py", kit)
-        _write_if_changed(dest / "module", _launcher(module_id), mode=0o755)
+        _write_if_changed(dest / "module", launcher(module_id), mode=0o755)
 
 
 _TOOLS = ("search_files", "read_file", "run_tests", "query_db", "render_chart", "fetch_url")
@@ -407,7 +409,7 @@ def prepare_demo_home(
     when their bytes differ, and a lock serialises concurrent callers. Files a user added
     (for example the model ``transcribe`` asks for) are left alone.
     """
-    folder = Path(path) if path is not None else _default_path()
+    folder = Path(path) if path is not None else default_path()
     folder = folder.expanduser().absolute()
     home = DemoHome(folder)
     with _locked(folder):

@@ -1,0 +1,53 @@
+"""Fixtures shared by the test files, each named for the kind of home it holds.
+
+Three different folders are called "home" in murmur-nb, so no fixture is called that:
+
+``facet_home``
+    A facet-studio module home: real fixture modules from ``tests/modules/`` installed as
+    executables under ``<home>/modules/<id>/``. A test file lists the modules it needs in a
+    module-level ``FACET_MODULES`` (``(module_id, fixture)`` pairs; fixture ``plain`` when
+    only the id is given).
+``murmur_home``
+    A murmur home for conversation records (``<home>/conversations/<context-id>.jsonl``),
+    empty: each test writes the records it reads, the way the runtime would.
+``demo_home``
+    The demo home (demo modules, artifact store, murmur home with the demo record and
+    ``murmur.yaml``), prepared once per test file. The demo hook component is built only
+    for test files that set ``DEMO_HOOKS = True``, because building it takes a while.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _modules import install
+
+import murmur_nb as mnb
+
+
+@pytest.fixture
+def facet_home(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """``<tmp_path>/home`` holding the modules the test file names in ``FACET_MODULES``."""
+    home = tmp_path / "home"
+    specs: list[tuple[str, ...]] = getattr(request.module, "FACET_MODULES", [("good",)])
+    for spec in specs:
+        install(home, *spec)
+    return home
+
+
+@pytest.fixture
+def murmur_home(tmp_path: Path) -> Path:
+    """An empty murmur home at ``<tmp_path>/murmur``."""
+    home = tmp_path / "murmur"
+    home.mkdir()
+    return home
+
+
+@pytest.fixture(scope="module")
+def demo_home(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> mnb.DemoHome:
+    """The demo home, shared by the tests of one file; with the hook built if ``DEMO_HOOKS``."""
+    hooks = bool(getattr(request.module, "DEMO_HOOKS", False))
+    return mnb.prepare_demo_home(tmp_path_factory.mktemp("demo") / "demo", hooks=hooks)
