@@ -92,89 +92,141 @@ def _tick_label(t: float, origin: float, timestamps: bool, step: float) -> str:
     return f"{t:.3g}s"
 
 
+@dataclass(frozen=True)
+class _Chart:
+    """Where things go: the time window, the sizes, and time -> x."""
+
+    origin: float
+    lo: float
+    hi: float
+    timestamps: bool
+    width: int
+    height: int
+    label_w: int = 130
+    pad: int = 12
+    lane_h: int = 30
+    axis_h: int = 26
+
+    @property
+    def span(self) -> float:
+        return self.hi - self.lo or 1.0
+
+    def x(self, t: float) -> float:
+        plot_w = self.width - self.label_w - 2 * self.pad
+        return self.label_w + self.pad + (t - self.lo) / self.span * plot_w
+
+
+def _chart(events: list[Event], lanes: list[str], timestamps: bool, width: int) -> _Chart:
+    origin = min(e.start for e in events) if (timestamps and events) else 0.0
+    lo = min((e.start for e in events), default=0.0) - origin
+    hi = max((max(e.start, e.end or e.start) for e in events), default=1.0) - origin
+    if not timestamps:
+        lo = min(lo, 0.0)
+    height = _Chart.axis_h + _Chart.lane_h * max(len(lanes), 1) + _Chart.pad
+    return _Chart(origin, lo, hi, timestamps, width, height)
+
+
+def _axis(c: _Chart) -> list[str]:
+    """Grid lines and tick labels along the top."""
+    parts: list[str] = []
+    step = _nice_step(c.span)
+    first = math.ceil(c.lo / step)
+    count = min(math.floor(c.hi / step + 1e-9) - first + 1, _MAX_TICKS)
+    for k in range(max(count, 0)):  # by index: float steps below an ulp must not loop forever
+        tick = (first + k) * step
+        tx = c.x(tick)
+        parts.append(
+            f'<line x1="{tx:.1f}" y1="{c.axis_h - 4}" x2="{tx:.1f}" y2="{c.height - c.pad}" '
+            'stroke="#d0d7de" stroke-width="1"/>'
+            f'<text x="{tx:.1f}" y="{c.axis_h - 8}" text-anchor="middle" fill="#57606a">'
+            f"{esc(_tick_label(tick, c.origin, c.timestamps, step))}</text>"
+        )
+    return parts
+
+
+def _lane_bands(c: _Chart, lanes: list[str]) -> list[str]:
+    """One shaded band per lane, its name at the left."""
+    parts: list[str] = []
+    for li, lane in enumerate(lanes):
+        y0 = c.axis_h + li * c.lane_h
+        fill = "#f6f8fa" if li % 2 == 0 else "#ffffff"
+        parts.append(
+            f'<rect x="0" y="{y0}" width="{c.width}" height="{c.lane_h}" fill="{fill}" '
+            'opacity="0.6"/>'
+            f'<text x="6" y="{y0 + c.lane_h / 2 + 4:.1f}" fill="#24292f" font-weight="bold">'
+            f"{esc((lane or 'events')[:20])}</text>"
+        )
+    return parts
+
+
+def _tip(c: _Chart, e: Event) -> str:
+    """The start of an event's tooltip: its label and when it starts (the caller closes it)."""
+    return f"{e.label} ({_tick_label(e.start - c.origin, c.origin, c.timestamps, 0.001)}"
+
+
+def _bar(c: _Chart, e: Event, end: float, y0: int, colour: str) -> list[str]:
+    """An event with an ``end`` after its ``start``: a bar, labelled inside when it fits."""
+    en = end - c.origin
+    tip = _tip(c, e) + f" - {_tick_label(en, c.origin, c.timestamps, 0.001)})"
+    x0, x1 = c.x(e.start - c.origin), c.x(en)
+    parts = [
+        f'<g><title>{esc(tip)}</title><rect x="{x0:.1f}" y="{y0 + 6}" '
+        f'width="{max(x1 - x0, 2):.1f}" height="{c.lane_h - 12}" rx="3" fill="{colour}" '
+        'fill-opacity="0.8"/>'
+    ]
+    if e.label and x1 - x0 > 30:
+        chars = max(int((x1 - x0 - 6) / 6), 1)
+        text = e.label if len(e.label) <= chars else e.label[: chars - 1] + "…"
+        parts.append(
+            f'<text x="{x0 + 3:.1f}" y="{y0 + c.lane_h / 2 + 4:.1f}" fill="#ffffff">'
+            f"{esc(text)}</text>"
+        )
+    parts.append("</g>")
+    return parts
+
+
+def _marker(c: _Chart, e: Event, y0: int, colour: str) -> list[str]:
+    """An instant: a diamond, labelled to its right."""
+    cx, cy = c.x(e.start - c.origin), y0 + c.lane_h / 2
+    parts = [
+        f'<g><title>{esc(_tip(c, e) + ")")}</title><path d="M{cx:.1f} {cy - 7:.1f} '
+        f'L{cx + 7:.1f} {cy:.1f} L{cx:.1f} {cy + 7:.1f} L{cx - 7:.1f} {cy:.1f} Z" '
+        f'fill="{colour}"/>'
+    ]
+    if e.label:
+        parts.append(
+            f'<text x="{cx + 9:.1f}" y="{cy + 4:.1f}" fill="#24292f" '
+            'stroke="#ffffff" stroke-width="3" paint-order="stroke">'
+            f"{esc(e.label[:24])}</text>"
+        )
+    parts.append("</g>")
+    return parts
+
+
 def timeline_svg(events: list[Event], timestamps: bool, width: int = 860) -> tuple[str, list[str]]:
     """The SVG chart for ``events`` and its lane names (in order)."""
     lanes: list[str] = []
     for e in events:
         if e.lane not in lanes:
             lanes.append(e.lane)
-    origin = min(e.start for e in events) if (timestamps and events) else 0.0
-    lo = min((e.start for e in events), default=0.0) - origin
-    hi = max((max(e.start, e.end or e.start) for e in events), default=1.0) - origin
-    if not timestamps:
-        lo = min(lo, 0.0)
-    span = hi - lo or 1.0
-    label_w, pad, lane_h, axis_h = 130, 12, 30, 26
-    plot_w = width - label_w - 2 * pad
-    height = axis_h + lane_h * max(len(lanes), 1) + pad
-
-    def x(t: float) -> float:
-        return label_w + pad + (t - lo) / span * plot_w
-
+    c = _chart(events, lanes, timestamps, width)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" font-family="sans-serif" font-size="11" '
-        'style="max-width:100%;height:auto">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{c.height}" '
+        f'viewBox="0 0 {width} {c.height}" role="img" font-family="sans-serif" font-size="11" '
+        'style="max-width:100%;height:auto">',
+        *_axis(c),
+        *_lane_bands(c, lanes),
     ]
-    step = _nice_step(span)
-    first = math.ceil(lo / step)
-    count = min(math.floor(hi / step + 1e-9) - first + 1, _MAX_TICKS)
-    for k in range(max(count, 0)):  # by index: float steps below an ulp must not loop forever
-        tick = (first + k) * step
-        tx = x(tick)
-        parts.append(
-            f'<line x1="{tx:.1f}" y1="{axis_h - 4}" x2="{tx:.1f}" y2="{height - pad}" '
-            'stroke="#d0d7de" stroke-width="1"/>'
-            f'<text x="{tx:.1f}" y="{axis_h - 8}" text-anchor="middle" fill="#57606a">'
-            f"{esc(_tick_label(tick, origin, timestamps, step))}</text>"
-        )
-    for li, lane in enumerate(lanes):
-        y0 = axis_h + li * lane_h
-        fill = "#f6f8fa" if li % 2 == 0 else "#ffffff"
-        parts.append(
-            f'<rect x="0" y="{y0}" width="{width}" height="{lane_h}" fill="{fill}" opacity="0.6"/>'
-            f'<text x="6" y="{y0 + lane_h / 2 + 4:.1f}" fill="#24292f" font-weight="bold">'
-            f"{esc((lane or 'events')[:20])}</text>"
-        )
     lane_index = {lane: i for i, lane in enumerate(lanes)}
     # bars first, then markers on top, so an instant inside a bar stays visible
     for e in sorted(events, key=lambda e: not (e.end is not None and e.end > e.start)):
         li = lane_index[e.lane]
         colour = _PALETTE[li % len(_PALETTE)]
-        y0 = axis_h + li * lane_h
-        s = e.start - origin
-        tip = f"{e.label} ({_tick_label(s, origin, timestamps, 0.001)}"
+        y0 = c.axis_h + li * c.lane_h
         if e.end is not None and e.end > e.start:
-            en = e.end - origin
-            tip += f" - {_tick_label(en, origin, timestamps, 0.001)})"
-            x0, x1 = x(s), x(en)
-            parts.append(
-                f'<g><title>{esc(tip)}</title><rect x="{x0:.1f}" y="{y0 + 6}" '
-                f'width="{max(x1 - x0, 2):.1f}" height="{lane_h - 12}" rx="3" fill="{colour}" '
-                'fill-opacity="0.8"/>'
-            )
-            if e.label and x1 - x0 > 30:
-                chars = max(int((x1 - x0 - 6) / 6), 1)
-                text = e.label if len(e.label) <= chars else e.label[: chars - 1] + "…"
-                parts.append(
-                    f'<text x="{x0 + 3:.1f}" y="{y0 + lane_h / 2 + 4:.1f}" fill="#ffffff">'
-                    f"{esc(text)}</text>"
-                )
-            parts.append("</g>")
+            parts += _bar(c, e, e.end, y0, colour)
         else:
-            cx, cy = x(s), y0 + lane_h / 2
-            parts.append(
-                f'<g><title>{esc(tip + ")")}</title><path d="M{cx:.1f} {cy - 7:.1f} '
-                f'L{cx + 7:.1f} {cy:.1f} L{cx:.1f} {cy + 7:.1f} L{cx - 7:.1f} {cy:.1f} Z" '
-                f'fill="{colour}"/>'
-            )
-            if e.label:
-                parts.append(
-                    f'<text x="{cx + 9:.1f}" y="{cy + 4:.1f}" fill="#24292f" '
-                    'stroke="#ffffff" stroke-width="3" paint-order="stroke">'
-                    f"{esc(e.label[:24])}</text>"
-                )
-            parts.append("</g>")
+            parts += _marker(c, e, y0, colour)
     parts.append("</svg>")
     return "".join(parts), lanes
 
