@@ -6,7 +6,8 @@ Three different folders are called "home" in murmur-nb, so no fixture is called 
     A facet-studio module home: real fixture modules from ``tests/modules/`` installed as
     executables under ``<home>/modules/<id>/``. A test file lists the modules it needs in a
     module-level ``FACET_MODULES`` (``(module_id, fixture)`` pairs; fixture ``plain`` when
-    only the id is given).
+    only the id is given; just ``good`` when the file lists none). A file that needs the
+    modules changed further overrides ``facet_home`` with a fixture that takes it.
 ``murmur_home``
     A murmur home for conversation records (``<home>/conversations/<context-id>.jsonl``),
     empty: each test writes the records it reads, the way the runtime would.
