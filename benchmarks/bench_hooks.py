@@ -19,7 +19,7 @@ import wasmtime
 
 import murmur_nb as mnb
 from murmur_nb._hooks.cache import ComponentCache
-from murmur_nb._hooks.runtime import _Runtime
+from murmur_nb._hooks.runtime import Runtime
 
 WAT = Path(__file__).resolve().parent.parent / "tests" / "wat"
 
@@ -47,7 +47,7 @@ def median_ms(samples: list[float]) -> float:
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-hooks-"))
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
-    runtime = _Runtime.get()
+    runtime = Runtime.get()
 
     started = time.perf_counter()
     demo = mnb.build_demo_hook(work / "capsule")

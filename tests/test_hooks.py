@@ -288,7 +288,7 @@ def test_compact_reads_the_current_task_record_and_matches_the_python_api(
 
 
 def _no_private_ffi(monkeypatch: pytest.MonkeyPatch) -> None:
-    mnb._hooks.runtime._Runtime.get()  # wasmtime-py's own modules bind their names first, as in use
+    mnb._hooks.runtime.Runtime.get()  # wasmtime-py's own modules bind their names first, as in use
     monkeypatch.delattr(wasmtime, "_ffi")  # what a wasmtime-py without the module gives
     monkeypatch.setitem(sys.modules, "wasmtime._ffi", None)
 
@@ -315,7 +315,7 @@ def test_a_missing_or_changed_private_api_falls_back_to_the_public_binding(
 ) -> None:
     break_private_api(monkeypatch)
     hooks = host_for(capsule(tmp_path, guest_bytes, GRANTED), store, fast=True)
-    assert hooks._lowering is None  # the fast path was given up, not half used
+    assert hooks.lowering is None  # the fast path was given up, not half used
     one = store.reader("ctx-1").read_messages(None, 100)
     assert read(hooks, "ctx-1").value == f"100|250|{one.messages[0].id}|{one.next_cursor}"
     hooks.task_start(task_id="t", context_id="ctx-1")
@@ -446,16 +446,45 @@ def test_trap_gives_a_code_and_the_next_call_succeeds(limited: mnb.HookHost) -> 
     assert limited.task_start(task_id="again", context_id="ctx-1")["bad"].value == "again"
 
 
-def test_memory_growth_past_the_limit_is_stopped(limited: mnb.HookHost) -> None:
+def test_a_trap_after_a_refused_growth_names_the_trap_not_memory(limited: mnb.HookHost) -> None:
+    """The host cannot see a refused memory.grow (it returns -1 to the guest); it does not
+    guess: an ``unreachable`` is reported as such."""
     rss_before = psutil.Process().memory_info().rss
     results = limited.task_start(task_id="!grow", context_id="ctx-1")
     bad, good = results["bad"], results["good"]
     assert bad.code == good.code == "trap"
-    assert "4 MiB limit" in (bad.error or "")
-    assert f"{mnb._hooks.config.DEFAULT_MEMORY_MIB} MiB limit" in (good.error or "")
+    assert "unreachable" in (bad.error or "")
+    assert "memory" not in (bad.error or "").lower()
     assert psutil.Process().memory_info().rss - rss_before < 200 * 2**20
     assert bad.duration_ms < 150  # stopped by the memory limit, not by its 150 ms clock
     assert limited.task_start(task_id="ok", context_id="ctx-1")["bad"].ok
+
+
+def test_a_guest_reporting_out_of_memory_after_a_refused_growth_is_memory_limit(
+    limited: mnb.HookHost,
+) -> None:
+    results = limited.task_start(task_id="!oom", context_id="ctx-1")
+    bad, good = results["bad"], results["good"]
+    assert bad.code == good.code == "memory_limit"
+    assert "4 MiB" in (bad.error or "") and "limits.memory_mib" in (bad.error or "")
+    assert f"{mnb._hooks.config.DEFAULT_MEMORY_MIB} MiB" in (good.error or "")
+    assert limited.task_start(task_id="ok", context_id="ctx-1")["bad"].ok
+
+
+@pytest.mark.parametrize(
+    ("task", "cause"),
+    [
+        ("!trap", "unreachable"),
+        ("!deep", "call stack exhausted"),
+        ("!bounds", "out of bounds memory access"),
+    ],
+)
+def test_a_trap_names_its_real_cause(limited: mnb.HookHost, task: str, cause: str) -> None:
+    result = limited.task_start(task_id=task, context_id="ctx-1")["bad"]
+    assert result.code == "trap"
+    assert cause in (result.error or "")
+    assert "memory.grow" not in (result.error or "") and "MiB" not in (result.error or "")
+    assert limited.task_start(task_id="next", context_id="ctx-1")["bad"].value == "next"
 
 
 def test_initial_memory_over_the_limit_is_a_load_error_that_says_so(
@@ -475,7 +504,8 @@ def test_initial_memory_over_the_limit_is_a_load_error_that_says_so(
     error = hooks.hooks["big"].load_error or ""
     assert "more memory than its limit of 1 MiB" in error
     assert "limits.memory_mib" in error
-    assert hooks.task_start(task_id="t", context_id="ctx-1")["big"].code == "load_failed"
+    assert hooks.hooks["big"].load_code == "memory_limit"
+    assert hooks.task_start(task_id="t", context_id="ctx-1")["big"].code == "memory_limit"
 
 
 def test_fuel_limit(tmp_path: Path, guest_bytes: bytes, store: ConversationStore) -> None:
@@ -599,15 +629,15 @@ def test_interrupt_outside_a_call_is_an_ordinary_keyboard_interrupt(
 
 
 def test_captured_output_is_bounded() -> None:
-    from murmur_nb._hooks.host import _CAPTURE_LIMIT, _Capture
+    from murmur_nb._hooks.results import CAPTURE_LIMIT, Capture
 
-    capture = _Capture()
+    capture = Capture()
     for _ in range(100):
         capture.write(b"x" * 1000)
     text = capture.text()
-    assert text.startswith("x" * _CAPTURE_LIMIT)
-    assert text.endswith(f"[murmur-nb: {100_000 - _CAPTURE_LIMIT} more bytes not captured]")
-    capture = _Capture()
+    assert text.startswith("x" * CAPTURE_LIMIT)
+    assert text.endswith(f"[murmur-nb: {100_000 - CAPTURE_LIMIT} more bytes not captured]")
+    capture = Capture()
     capture.write("caf\u00e9 \U0001f600".encode())
     assert capture.text() == "caf\u00e9 \U0001f600"
 

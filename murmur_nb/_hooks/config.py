@@ -23,6 +23,12 @@ Design notes
           events: [task-start, compact]                # default: every event
           capabilities: {conversation: {read: true}}
           limits: {time_ms: 2000, fuel: 2000000000}    # fuel: null meters without a cap
+
+  The store limits hold for the whole store of one call, not per memory: ``memory_mib`` is
+  the total of every linear memory (each of at most ``memories`` memories may grow to
+  ``memory_mib / memories``), and ``instances``, ``tables`` and ``table_elements`` (per table)
+  bound everything else a guest could allocate. The defaults fit componentize-py guests
+  (one memory, two tables, about twenty core instances).
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ _HOOK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 DEFAULT_TIME_MS = 5_000
 DEFAULT_MEMORY_MIB = 256
+DEFAULT_MEMORIES = 1
+DEFAULT_INSTANCES = 32
+DEFAULT_TABLES = 4
+DEFAULT_TABLE_ELEMENTS = 100_000
 
 
 class HookLimits(BaseModel):
@@ -63,9 +73,13 @@ class HookLimits(BaseModel):
     time_ms : int
         Wall-clock budget of one call; the guest is interrupted when it runs past it.
     memory_mib : int
-        Largest linear memory the guest may grow to, in MiB.
+        Total linear memory of the whole store, in MiB (every memory of every instance).
     fuel : int or None
         Wasm instructions (roughly) one call may execute; ``None`` meters without a cap.
+    memories, tables, instances : int
+        How many linear memories, tables and core instances the store may hold.
+    table_elements : int
+        Elements one table may grow to.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -73,6 +87,15 @@ class HookLimits(BaseModel):
     time_ms: int = DEFAULT_TIME_MS
     memory_mib: int = DEFAULT_MEMORY_MIB
     fuel: int | None = None
+    memories: int = DEFAULT_MEMORIES
+    tables: int = DEFAULT_TABLES
+    instances: int = DEFAULT_INSTANCES
+    table_elements: int = DEFAULT_TABLE_ELEMENTS
+
+    @property
+    def memory_bytes_each(self) -> int:
+        """What one linear memory may grow to: the total split over ``memories``."""
+        return (self.memory_mib << 20) // self.memories
 
 
 class HookEntry(BaseModel):
@@ -113,7 +136,15 @@ _CoreSchemaLoader.add_implicit_resolver(
     list("tTfF"),
 )
 
-_LIMIT_KEYS = ("time_ms", "memory_mib", "fuel")
+_LIMIT_KEYS = (
+    "time_ms",
+    "memory_mib",
+    "fuel",
+    "memories",
+    "tables",
+    "instances",
+    "table_elements",
+)
 _HOOK_KEYS = ("component", "events", "capabilities", "limits")
 
 

@@ -32,15 +32,15 @@ from murmur_nb._hooks.cache import ComponentCache
 if TYPE_CHECKING:
     from wasmtime import Engine
 
-_TICK_S = 0.005
-_IDLE_S = 1.0
+TICK_S = 0.005
+IDLE_S = 1.0
 
 
-class _Ticker:
+class Ticker:
     """Advances the engine epoch in real time while hooks run; turns SIGINT into a deadline.
 
-    The thread ticks every ``_TICK_S`` from the first call on and goes back to sleep once no
-    call has run for ``_IDLE_S``, so back-to-back calls never pay for waking it. The epoch
+    The thread ticks every ``TICK_S`` from the first call on and goes back to sleep once no
+    call has run for ``IDLE_S``, so back-to-back calls never pay for waking it. The epoch
     follows wall time (ticks are issued by elapsed time, not by wake-ups), so a late wake-up
     never stretches a deadline. Deadlines are relative to the epoch when each store is made.
     """
@@ -79,11 +79,11 @@ class _Ticker:
         with self._lock:
             if self._sleeping:
                 return 0
-            return max(0, int((now - self._origin) / _TICK_S) - self._issued)
+            return max(0, int((now - self._origin) / TICK_S) - self._issued)
 
     def _run(self) -> None:
         while True:
-            timeout = None if self._sleeping else _TICK_S
+            timeout = None if self._sleeping else TICK_S
             ready, _, _ = select.select([self._ctl_r, self._sig_r], [], [], timeout)
             if self._ctl_r in ready:
                 self._drain(self._ctl_r)
@@ -100,11 +100,11 @@ class _Ticker:
                     self.stop_current()
             with self._lock:
                 now = time.monotonic()
-                due = int((now - self._origin) / _TICK_S)
+                due = int((now - self._origin) / TICK_S)
                 while self._issued < due:
                     self._engine.increment_epoch()
                     self._issued += 1
-                if not self._active_ticks and now - self._last_active > _IDLE_S:
+                if not self._active_ticks and now - self._last_active > IDLE_S:
                     self._sleeping = True
 
     def stop_current(self) -> None:
@@ -151,10 +151,10 @@ class _Ticker:
                 signal.signal(signal.SIGINT, previous)
 
 
-class _Runtime:
+class Runtime:
     """The process-wide engine, compiled-component cache and ticker."""
 
-    _instance: _Runtime | None = None
+    _instance: Runtime | None = None
     _create_lock = threading.Lock()
 
     def __init__(self) -> None:
@@ -173,11 +173,11 @@ class _Runtime:
         self.fingerprint = "component-model;epoch_interruption;consume_fuel"
         self.engine = Engine(config)
         self.cache = ComponentCache(self.engine, self.fingerprint, keep_in_memory=16)
-        self.ticker = _Ticker(self.engine)
+        self.ticker = Ticker(self.engine)
         self.call_lock = threading.RLock()
 
     @classmethod
-    def get(cls) -> _Runtime:
+    def get(cls) -> Runtime:
         with cls._create_lock:
             if cls._instance is None:
                 cls._instance = cls()

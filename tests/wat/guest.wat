@@ -1,6 +1,8 @@
 ;; The misbehaving / probing guest. `on-task-start` looks at the task id:
 ;;   "!loop" spins forever, "!trap" executes `unreachable`, "!grow" grows memory until
-;;   memory.grow fails and then traps, "!fail" returns err("guest says no"),
+;;   memory.grow fails and then traps, "!oom" grows until it fails and then returns
+;;   err("out of memory"), "!deep" recurses until the stack overflows, "!bounds" loads
+;;   past the end of memory, "!fail" returns err("guest says no"),
 ;;   "!read" / "!read:<cursor>" call read-messages(cursor, 100) and return
 ;;   ok("<count>|<total>|<newest id or ->|<next cursor or ->") or the read's err verbatim;
 ;;   any other id is echoed back as ok(id).
@@ -11,6 +13,10 @@
   (import "env" "realloc" (func $realloc (param i32 i32 i32 i32) (result i32)))
   (import "host" "read-messages" (func $read (param i32 i32 i32 i32 i32)))
   (data (i32.const 16) "guest says no")
+  (data (i32.const 32) "out of memory")
+
+  (func $deep (param $n i32) (result i32)
+    (i32.add (call $deep (i32.add (local.get $n) (i32.const 1))) (i32.const 1)))
 
   (func $result (param $tag i32) (param $ptr i32) (param $len i32) (result i32)
     (i32.store8 (i32.const 64) (local.get $tag))
@@ -94,6 +100,14 @@
           (then (loop $grow
                   (br_if $grow (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))
                 unreachable))
+        (if (i32.eq (local.get $op) (i32.const 111))
+          (then (loop $more
+                  (br_if $more (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))
+                (return (call $result (i32.const 1) (i32.const 32) (i32.const 13)))))
+        (if (i32.eq (local.get $op) (i32.const 100))
+          (then (return (call $deep (i32.const 0)))))
+        (if (i32.eq (local.get $op) (i32.const 98))
+          (then (return (i32.load (i32.const -8)))))
         (if (i32.eq (local.get $op) (i32.const 102))
           (then (return (call $result (i32.const 1) (i32.const 16) (i32.const 13)))))
         (if (i32.eq (local.get $op) (i32.const 114))

@@ -1,0 +1,118 @@
+"""What stopped a hook call: a stable code and a message that names the real cause.
+
+Design notes
+------------
+* **Codes come from wasmtime's own words**, matched on the trap or error text it gives (the
+  C API has no structured trap codes for component calls): ``fuel_exhausted``,
+  ``deadline_exceeded`` (an epoch interrupt, or a clock wait cut at the deadline),
+  ``memory_limit``, ``table_limit``, ``instance_limit`` (a store limit refused an
+  instantiation), else ``trap``.
+* **A trap names its cause**: the trap itself (``unreachable``, stack overflow, out of bounds,
+  division by zero ...) plus, when the guest wrote one, the last line of its stderr, which is
+  where componentize-py tracebacks, Rust panics and JavaScript errors end up.
+* **Memory is blamed only when memory ran out.** ``memory.grow`` past the store limit returns
+  -1 to the guest rather than trapping (the C API offers no trap-on-grow-failure switch), so
+  the host cannot see the refusal itself; it sees the guest's report of it. A trap or ``err``
+  whose text or stderr says the guest ran out of memory (``out of memory``, ``MemoryError``,
+  ``memory allocation of N bytes failed`` ...) while a store memory limit was in force is
+  ``memory_limit``, with the limit in the message; any other trap never mentions memory.
+"""
+
+from __future__ import annotations
+
+import re
+
+from murmur_nb._hooks.config import HookLimits
+
+__all__ = ["classify", "explain", "guest_reports_oom", "reason", "stderr_cause"]
+
+_OOM = re.compile(
+    r"out of memory|MemoryError|memory allocation of \d+ bytes failed|"
+    r"allocation failed|cannot allocate memory|\boom\b",
+    re.IGNORECASE,
+)
+
+_LIMITS = (
+    ("all fuel consumed", "fuel_exhausted"),
+    ("wasm trap: interrupt", "deadline_exceeded"),
+    ("instance count too high", "instance_limit"),
+    ("table count too high", "table_limit"),
+    ("table minimum size", "table_limit"),
+    ("memory count too high", "memory_limit"),
+    ("memory minimum size", "memory_limit"),
+    ("exceeds memory limits", "memory_limit"),
+)
+
+
+def classify(message: str) -> str:
+    """The stable code for a wasmtime error or trap message."""
+    for needle, code in _LIMITS:
+        if needle in message:
+            return code
+    return "trap"
+
+
+def guest_reports_oom(*texts: str) -> bool:
+    """Whether the guest said it ran out of memory (in its error, trap or stderr)."""
+    return any(_OOM.search(text) for text in texts if text)
+
+
+def stderr_cause(stderr: str) -> str | None:
+    """The last meaningful line the guest wrote to stderr: its exception, panic or abort."""
+    for raw in reversed(stderr.strip().splitlines()):
+        line = raw.strip()
+        if line and not line.startswith("[murmur-nb:"):
+            return line[:500]
+    return None
+
+
+def reason(text: str) -> str:
+    """A one-line reason from a wasmtime error: the trap for traps, else the causal chain."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "unknown failure"
+    causes: list[str] = []
+    if "Caused by:" in lines:
+        at = lines.index("Caused by:")
+        causes = [re.sub(r"^\d+:\s*", "", line) for line in lines[at + 1 :]]
+        lines = lines[:at]
+    if lines[0].startswith("error while executing at wasm backtrace") and causes:
+        return causes[-1]
+    return ": ".join([lines[0], *causes])
+
+
+def explain(code: str, failure: str, limits: HookLimits, stderr: str = "") -> str:
+    """The message for a stopped call: what stopped it, and what to change."""
+    head = reason(failure)
+    if code == "deadline_exceeded":
+        return (
+            f"stopped at its time limit of {limits.time_ms} ms; raise `limits.time_ms` for "
+            "this hook in murmur.yaml if it needs longer"
+        )
+    if code == "fuel_exhausted":
+        return (
+            f"stopped after using its fuel limit of {limits.fuel}; raise `limits.fuel` for "
+            "this hook in murmur.yaml if it needs more"
+        )
+    if code == "memory_limit":
+        return (
+            f"needs more memory than its limit of {limits.memory_mib} MiB in "
+            f"{limits.memories} memor{'y' if limits.memories == 1 else 'ies'} ({head}); raise "
+            "`limits.memory_mib` (or `limits.memories`) for this hook in murmur.yaml"
+        )
+    if code == "table_limit":
+        return (
+            f"needs more tables or table elements than its limits of {limits.tables} tables "
+            f"of {limits.table_elements} elements ({head}); raise `limits.tables` or "
+            "`limits.table_elements` for this hook in murmur.yaml"
+        )
+    if code == "instance_limit":
+        return (
+            f"needs more core instances than its limit of {limits.instances} ({head}); raise "
+            "`limits.instances` for this hook in murmur.yaml"
+        )
+    if code == "trap":
+        cause = stderr_cause(stderr)
+        said = f"; its stderr ends with: {cause}" if cause else ""
+        return f"the guest trapped: {head}{said}"
+    return failure

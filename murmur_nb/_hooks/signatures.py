@@ -1,0 +1,135 @@
+"""The function types of the ``hook`` world, and the load-time check of a component against them.
+
+Design notes
+------------
+* **Host functions written in Python are untyped to wasmtime.** wasmtime-py registers them
+  through ``wasmtime_component_linker_instance_add_func``, which accepts whatever function type
+  the guest's import declares and hands it to the callback. Nothing at link time would stop a
+  guest that imports ``read-messages`` as ``func(cursor: u64, ...)``. So before a component is
+  ever instantiated, :func:`check_imports` reads its import types (public component-type API)
+  and compares every function it imports from an interface the host serves in Python with
+  the one signature that interface defines. A mismatch is a ``link_error`` naming the import
+  and both signatures; a function the host does not serve is one too. WASI functions are
+  defined by wasmtime itself with their types, so a mismatch there fails instantiation, which
+  the host also reports as ``link_error``.
+* Signatures are compared as text rendered by :func:`signature` (parameter names left out:
+  they do not change the ABI). Resources render as ``own<resource>``/``borrow<resource>``:
+  which resource a handle is of is checked by wasmtime when the handle crosses.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = [
+    "CLOCK_INTERFACE",
+    "EXPECTED_EXPORTS",
+    "HANDLERS",
+    "HOST_IMPORTS",
+    "READ_INTERFACE",
+    "check_imports",
+    "signature",
+]
+
+HANDLERS = "murmur:hook/handlers@0.8.0"
+READ_INTERFACE = "murmur:conversation/read@0.1.0"
+CLOCK_INTERFACE = "wasi:clocks/monotonic-clock@0.2.0"
+
+MESSAGE = (
+    "record{id: string, role: string, content: string, name: option<string>, "
+    "created-at: option<string>}"
+)
+PAGE = f"record{{messages: list<{MESSAGE}>, next-cursor: option<string>, total: u32}}"
+
+#: The exported handlers, by event.
+EXPECTED_EXPORTS = {
+    "task-start": "func(record{task-id: string, context-id: string}) -> result<string, string>",
+    "compact": f"func(list<{MESSAGE}>) -> result<list<{MESSAGE}>, string>",
+}
+
+#: Every function the host serves from Python, by interface (name without its patch version).
+HOST_IMPORTS: dict[str, dict[str, str]] = {
+    "murmur:conversation/read@0.1": {
+        "read-messages": f"func(option<string>, u32) -> result<{PAGE}, string>",
+    },
+    "wasi:clocks/monotonic-clock@0.2": {
+        "now": "func() -> u64",
+        "resolution": "func() -> u64",
+        "subscribe-duration": "func(u64) -> own<resource>",
+        "subscribe-instant": "func(u64) -> own<resource>",
+    },
+}
+
+_PATCH = re.compile(r"^(?P<base>[^@]+@\d+\.\d+)\.\d+(?:[-+].*)?$")
+
+
+def signature(ty: Any) -> str:
+    """A WIT-like rendering of a component value or function type (parameter names left out)."""
+    from wasmtime import component as c  # noqa: PLC0415 - wasmtime loads on first use
+
+    if isinstance(ty, c.FuncType):
+        params = ", ".join(signature(t) for _, t in ty.params)
+        result = ty.result
+        return f"func({params})" + ("" if result is None else f" -> {signature(result)}")
+    if isinstance(ty, c.ListType):
+        return f"list<{signature(ty.element)}>"
+    if isinstance(ty, c.OptionType):
+        return f"option<{signature(ty.payload)}>"
+    if isinstance(ty, c.ResultType):
+        ok, err = ty.ok, ty.err
+        return (
+            f"result<{'_' if ok is None else signature(ok)}, "
+            f"{'_' if err is None else signature(err)}>"
+        )
+    if isinstance(ty, c.RecordType):
+        return "record{" + ", ".join(f"{n}: {signature(t)}" for n, t in ty.fields) + "}"
+    if isinstance(ty, c.TupleType):
+        return "tuple<" + ", ".join(signature(t) for t in ty.elements) + ">"
+    if isinstance(ty, c.OwnType):
+        return "own<resource>"
+    if isinstance(ty, c.BorrowType):
+        return "borrow<resource>"
+    return type(ty).__name__.lower()
+
+
+def served_interface(name: str) -> str | None:
+    """The :data:`HOST_IMPORTS` key serving the import ``name`` (any patch version), if any."""
+    match = _PATCH.match(name)
+    base = match.group("base") if match else name
+    return base if base in HOST_IMPORTS else None
+
+
+def check_imports(component: Any, engine: Any) -> str | None:
+    """``None`` when every Python-served import of ``component`` has the world's signature.
+
+    Otherwise a message naming the first import that differs, both signatures, and the fix.
+    """
+    from wasmtime import component as c  # noqa: PLC0415 - wasmtime loads on first use
+
+    for name, extern in component.type.imports(engine).items():
+        served = served_interface(name)
+        if served is None:
+            continue
+        instance = extern.ty
+        if not isinstance(instance, c.ComponentInstanceType):
+            return f"imports {name} as a {type(instance).__name__}, but it is an interface"
+        wanted = HOST_IMPORTS[served]
+        for func_name, item in instance.exports(engine).items():
+            ty = item.ty
+            if not isinstance(ty, c.FuncType):
+                continue  # a type export (a record, a resource): checked by use
+            if func_name not in wanted:
+                return (
+                    f"imports `{func_name}` from {name}, which the host does not provide "
+                    f"(it provides {', '.join(sorted(wanted))}); rebuild the hook against "
+                    "the WIT folder murmur-nb ships"
+                )
+            found = signature(ty)
+            if found != wanted[func_name]:
+                return (
+                    f"imports `{func_name}` from {name} as {found}, but the host provides "
+                    f"{wanted[func_name]}; rebuild the hook against the WIT folder "
+                    "murmur-nb ships"
+                )
+    return None

@@ -1,0 +1,133 @@
+"""Host versions of the WASI monotonic clock whose waits end at the call's deadline.
+
+Design notes
+------------
+* **Why.** Epoch interruption only fires inside wasm. A guest that subscribes to a monotonic
+  clock pollable and calls ``poll`` (or ``pollable.block``) waits inside wasmtime's own host
+  code, where neither the deadline nor Ctrl-C reaches it: a 10 s sleep under a 500 ms limit
+  held the kernel for 10 s. In a hook's sandbox the clock is the only source that can keep a
+  pollable pending: stdin is closed, stdout and stderr are always writable, there are no files,
+  no sockets can connect or listen and name lookup is off.
+* **How.** The linker shadows ``wasi:clocks/monotonic-clock`` with these Python functions.
+  ``subscribe-duration`` and ``subscribe-instant`` do the waiting themselves, in short slices
+  that watch the call's deadline and the interrupt flag, and then hand the guest a pollable
+  that is already ready, so the guest's later ``poll`` returns at once. A wait that would end
+  past the deadline waits until the deadline and raises :class:`WaitDeadline` (the call ends
+  as ``deadline_exceeded``); Ctrl-C ends it within one slice. ``now`` is Python's
+  ``time.monotonic_ns()``, so an instant the guest computes from ``now`` is in the same clock.
+* **A ready pollable** can only be made by wasmtime's WASI (a pollable is a wasmtime resource),
+  so a tiny helper component (:data:`HELPER_WAT`) linked against the unshadowed WASI is
+  instantiated in the call's store on first use and asked for ``subscribe-duration(0)``.
+* The observable difference from wasmtime's clock: time passes at ``subscribe`` rather than at
+  ``poll``. For a guest in this sandbox, which has nothing else to wait for, the two agree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from murmur_nb._hooks.calls import Call
+from murmur_nb._hooks.signatures import CLOCK_INTERFACE
+
+__all__ = ["HELPER_WAT", "BoundedClock", "WaitDeadline"]
+
+#: Longest uninterrupted sleep inside a wait: how late Ctrl-C or the deadline can be seen.
+SLICE_S = 0.005
+
+HELPER_WAT = """
+(component
+  (import "wasi:io/poll@0.2.0" (instance $poll (export "pollable" (type (sub resource)))))
+  (alias export $poll "pollable" (type $pollable))
+  (import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock
+    (alias outer 1 $pollable (type $p))
+    (export "pollable" (type (eq $p)))
+    (export "subscribe-duration" (func (param "when" u64) (result (own $p))))))
+  (alias export $clock "subscribe-duration" (func $subscribe))
+  (core func $subscribe-lowered (canon lower (func $subscribe)))
+  (core module $m
+    (import "clock" "subscribe-duration" (func $subscribe (param i64) (result i32)))
+    (func (export "ready") (result i32) (call $subscribe (i64.const 0))))
+  (core instance $clock-core (export "subscribe-duration" (func $subscribe-lowered)))
+  (core instance $i (instantiate $m (with "clock" (instance $clock-core))))
+  (func (export "ready-pollable") (result (own $pollable)) (canon lift (core func $i "ready"))))
+"""
+
+
+class WaitDeadline(Exception):
+    """A clock wait reached the call's deadline (or Ctrl-C) before the guest's instant."""
+
+
+class BoundedClock:
+    """``wasi:clocks/monotonic-clock`` for one linker, bounded by the current call's deadline.
+
+    Parameters
+    ----------
+    engine : wasmtime.Engine
+        The engine the helper component is compiled for.
+    current : callable
+        Returns the call in progress (``None`` outside a call).
+    interrupted : callable
+        Whether Ctrl-C arrived during the call.
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        current: Callable[[], Call | None],
+        interrupted: Callable[[], bool],
+    ) -> None:
+        self._engine = engine
+        self._current = current
+        self._interrupted = interrupted
+        self._helper: Any = None
+        self._helper_linker: Any = None
+
+    def define(self, root: Any) -> None:
+        """Define the four clock functions on a linker root (shadowing must be allowed)."""
+        with root.add_instance(CLOCK_INTERFACE) as clock:
+            clock.add_func("now", lambda store: time.monotonic_ns())
+            clock.add_func("resolution", lambda store: 1)
+            clock.add_func(
+                "subscribe-duration",
+                lambda store, ns: self.wait_until(store, time.monotonic_ns() + ns),
+            )
+            clock.add_func("subscribe-instant", self.wait_until)
+
+    def wait_until(self, store: Any, when_ns: int) -> Any:
+        """Sleep until ``when_ns`` or the deadline, whichever is first; a ready pollable."""
+        call = self._current()
+        if call is None:
+            raise WaitDeadline("no hook call is in progress")
+        deadline_ns = int(call.deadline * 1e9)
+        target = min(when_ns, deadline_ns)
+        while (now := time.monotonic_ns()) < target and not self._interrupted():
+            time.sleep(min(SLICE_S, (target - now) / 1e9))
+        if self._interrupted():
+            raise WaitDeadline("interrupted")
+        if when_ns > deadline_ns:
+            raise WaitDeadline(
+                f"the guest waited on a clock {max(0, when_ns - deadline_ns) / 1e6:.0f} ms "
+                "past its time limit"
+            )
+        return self._ready_pollable(store, call)
+
+    def _ready_pollable(self, store: Any, call: Call) -> Any:
+        if call.helper is None:
+            call.helper = self._helper_instance(store)
+        func = call.helper.get_func(store, "ready-pollable")
+        pollable = func(store)
+        func.post_return(store)
+        return pollable
+
+    def _helper_instance(self, store: Any) -> Any:
+        if self._helper is None:
+            import wasmtime  # noqa: PLC0415 - wasmtime loads on first use
+            from wasmtime.component import Component, Linker  # noqa: PLC0415
+
+            linker = Linker(self._engine)
+            linker.add_wasip2()
+            self._helper = Component(self._engine, wasmtime.wat2wasm(HELPER_WAT))
+            self._helper_linker = linker
+        return self._helper_linker.instantiate(store, self._helper)
