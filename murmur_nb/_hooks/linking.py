@@ -61,6 +61,11 @@ class HostFunctions:
         from wasmtime.component import Record  # noqa: PLC0415 - wasmtime loads on first use
 
         try:
+            if not (cursor is None or isinstance(cursor, str)) or type(limit) is not int:
+                raise TypeError(
+                    "read-messages was called with a signature other than the world's "
+                    f"(cursor {type(cursor).__name__}, limit {type(limit).__name__})"
+                )
             outcome = self.serve(cursor, limit)
             if isinstance(outcome, str):
                 return outcome

@@ -1,0 +1,359 @@
+"""Hostile hook guests, each really doing what an attacker would: the kernel survives them all.
+
+Every guest here is a real component (WAT assembled at test time); every test ends by running
+the next call in the same process and seeing it succeed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import wasmtime
+
+import murmur_nb as mnb
+from murmur_nb import ConversationStore, RecordWriter
+
+WAT = Path(__file__).with_name("wat")
+
+
+def guest_text() -> str:
+    core = (WAT / "guest.wat").read_text(encoding="utf-8")
+    body = core[core.index("(module") + len("(module") :]
+    text = (WAT / "component.wat").read_text(encoding="utf-8")
+    return text.replace("(core module $main @MAIN@)", "(core module $main" + body)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ConversationStore:
+    home = tmp_path / "home"
+    with RecordWriter(home, "ctx-1") as writer:
+        for i in range(5):
+            writer.append("user", f"question {i}")
+    return ConversationStore(home)
+
+
+def host(tmp_path: Path, store: ConversationStore, yaml_text: str, **files: bytes) -> mnb.HookHost:
+    folder = tmp_path / "capsule"
+    (folder / "hooks").mkdir(parents=True, exist_ok=True)
+    files.setdefault("guest", wasmtime.wat2wasm(guest_text()))
+    for name, data in files.items():
+        (folder / "hooks" / f"{name}.wasm").write_bytes(data)
+    (folder / "murmur.yaml").write_text(yaml_text, encoding="utf-8")
+    return mnb.HookHost.from_config(folder / "murmur.yaml", conversations=store)
+
+
+@pytest.fixture
+def restore_sigint() -> Iterator[None]:
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+# ------------------------------------------------------------------ waiting through WASI
+
+SLEEPERS = """\
+hooks:
+  sleeper:
+    component: hooks/sleeper.wasm
+    events: [task-start]
+    limits: {time_ms: 300}
+  guest:
+    component: hooks/guest.wasm
+    limits: {time_ms: 300}
+"""
+
+
+def sleeper() -> bytes:
+    return wasmtime.wat2wasm((WAT / "sleeper.wat").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("task", ["poll", "block"])
+def test_a_guest_sleeping_on_a_clock_pollable_stops_at_its_time_limit(
+    tmp_path: Path, store: ConversationStore, task: str
+) -> None:
+    hooks = host(tmp_path, store, SLEEPERS, sleeper=sleeper())
+    assert hooks.hooks["sleeper"].loaded, hooks.hooks["sleeper"].load_error
+    started = time.monotonic()
+    results = hooks.task_start(task_id=task, context_id="ctx-1")
+    elapsed_ms = (time.monotonic() - started) * 1000
+    slept = results["sleeper"]
+    assert slept.code == "deadline_exceeded", slept
+    assert "300 ms" in (slept.error or "")
+    # The guest asked for 10 s; the goal is limit + 100 ms, the bound leaves room for a busy CI.
+    assert 300 <= slept.duration_ms < 300 + 250, slept.duration_ms
+    # The other hook's call was not held past its own limit: it ran right after, and quickly.
+    assert results["guest"].ok and results["guest"].value == task
+    assert elapsed_ms < 300 + 500
+    assert hooks.task_start(task_id="awake", context_id="ctx-1")["sleeper"].value == "awake"
+
+
+def test_a_short_sleep_inside_the_limit_completes(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    hooks = host(tmp_path, store, SLEEPERS, sleeper=sleeper())
+    result = hooks.task_start(task_id="quick", context_id="ctx-1")["sleeper"]
+    assert result.ok and result.value == "slept"
+    assert 20 <= result.duration_ms < 300
+
+
+def test_ctrl_c_ends_a_guest_sleeping_on_a_clock_pollable_promptly(
+    tmp_path: Path, store: ConversationStore, restore_sigint: None
+) -> None:
+    text = "hooks:\n  sleeper:\n    component: hooks/sleeper.wasm\n    events: [task-start]\n"
+    text += "    limits: {time_ms: 30000}\n"
+    hooks = host(tmp_path, store, text, sleeper=sleeper())
+    handler_before = signal.getsignal(signal.SIGINT)
+    sent: list[float] = []
+
+    def interrupt() -> None:
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.3, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            hooks.task_start(task_id="poll", context_id="ctx-1")
+        ended = time.monotonic()
+    finally:
+        timer.cancel()
+    assert sent, "the timer never fired"
+    # The goal is 100 ms; the bound leaves room for a busy CI, far below the 10 s sleep.
+    assert ended - sent[0] < 0.35, ended - sent[0]
+    assert signal.getsignal(signal.SIGINT) is handler_before
+    assert hooks.task_start(task_id="awake", context_id="ctx-1")["sleeper"].value == "awake"
+
+
+# ------------------------------------------------------------------ import signatures
+
+PAGE_TYPES = """
+    (type $m0 (record (field "id" string) (field "role" string) (field "content" string)
+                      (field "name" (option string)) (field "created-at" (option string))))
+    (export "message" (type $m (eq $m0)))
+    (type $page0 (record (field "messages" (list $m)) (field "next-cursor" (option string))
+                         (field "total" u32)))
+    (export "message-page" (type $page (eq $page0)))
+    (type $res (result $page (error string)))"""
+READ = "murmur:conversation/read@0.1.0"
+CLOCK = "wasi:clocks/monotonic-clock@0.2.0"
+RIGHT_READ = '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32) (result $res)))'
+
+
+def importing_guest(
+    interface: str, body: str, func: str, params: list[str], result: str | None
+) -> bytes:
+    """A hook component that imports ``func`` from ``interface`` typed as ``body`` says, and
+    calls it (all arguments zero) from ``on-task-start`` before returning ok("called")."""
+    pollable = ""
+    if "$p" in body:
+        pollable = (
+            '(import "wasi:io/poll@0.2.0" (instance $poll (export "pollable" (type (sub resource)))))\n'
+            '(alias export $poll "pollable" (type $pollable))'
+        )
+        body = '(alias outer 1 $pollable (type $p)) (export "pollable" (type (eq $p)))\n' + body
+    zeros = " ".join(f"({p}.const 0)" for p in params)
+    core_result = f"(result {result})" if result else ""
+    drop = "drop" if result else ""
+    text = f"""
+(component
+  (type $lifecycle (instance
+    (type $ev (record (field "task-id" string) (field "context-id" string)))
+    (export "task-start-event" (type (eq $ev)))))
+  (import "murmur:hook/lifecycle@0.8.0" (instance $lc (type $lifecycle)))
+  (alias export $lc "task-start-event" (type $task-start-event))
+  {pollable}
+  (import "{interface}" (instance $iface {body}))
+  (core module $mem
+    (memory (export "memory") 1)
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024)))
+  (core instance $mem-i (instantiate $mem))
+  (alias core export $mem-i "memory" (core memory $memory))
+  (alias core export $mem-i "realloc" (core func $realloc))
+  (alias export $iface "{func}" (func $f))
+  (core func $f-lowered (canon lower (func $f) (memory $memory) (realloc $realloc)))
+  (core module $main
+    (import "env" "memory" (memory 1))
+    (import "host" "f" (func $f (param {" ".join(params)}) {core_result}))
+    (data (i32.const 16) "called")
+    (func (export "on-task-start") (param i32 i32 i32 i32) (result i32)
+      (call $f {zeros}) {drop}
+      (i32.store8 (i32.const 64) (i32.const 0))
+      (i32.store (i32.const 68) (i32.const 16))
+      (i32.store (i32.const 72) (i32.const 6))
+      (i32.const 64)))
+  (core instance $env (export "memory" (memory $memory)))
+  (core instance $host (export "f" (func $f-lowered)))
+  (core instance $main-i (instantiate $main (with "env" (instance $env))
+                                            (with "host" (instance $host))))
+  (type $note (result string (error string)))
+  (func $on-task-start (param "event" $task-start-event) (result $note)
+    (canon lift (core func $main-i "on-task-start") (memory $memory) (realloc $realloc)
+                string-encoding=utf8))
+  (instance $handlers
+    (export "task-start-event" (type $task-start-event))
+    (export "on-task-start" (func $on-task-start)))
+  (export "murmur:hook/handlers@0.8.0" (instance $handlers)))
+"""
+    return wasmtime.wat2wasm(text)
+
+
+I32 = "i32"
+WRONG_IMPORTS = {
+    "read-u64-cursor": (
+        READ,
+        PAGE_TYPES + '(export "read-messages" (func (param "cursor" u64) (param "limit" u32) (result $res)))',
+        "read-messages", ["i64", I32, I32], None,
+        "func(u64, u32) -> result<",
+    ),
+    "read-string-limit": (
+        READ,
+        PAGE_TYPES + '(export "read-messages" (func (param "cursor" (option string)) (param "limit" string) (result $res)))',
+        "read-messages", [I32] * 6, None,
+        "func(option<string>, string) -> result<",
+    ),
+    "read-missing-param": (
+        READ,
+        PAGE_TYPES + '(export "read-messages" (func (param "cursor" (option string)) (result $res)))',
+        "read-messages", [I32] * 4, None,
+        "func(option<string>) -> result<",
+    ),
+    "read-extra-param": (
+        READ,
+        PAGE_TYPES + '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32) (param "more" u32) (result $res)))',
+        "read-messages", [I32] * 6, None,
+        "func(option<string>, u32, u32) -> result<",
+    ),
+    "read-string-result": (
+        READ,
+        '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32) (result (result string (error string)))))',
+        "read-messages", [I32] * 5, None,
+        "func(option<string>, u32) -> result<string, string>",
+    ),
+    "read-no-result": (
+        READ,
+        '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32)))',
+        "read-messages", [I32] * 4, None,
+        "as func(option<string>, u32), but",
+    ),
+    "read-extra-import": (
+        READ,
+        PAGE_TYPES + RIGHT_READ + '(export "write-messages" (func (param "m" string)))',
+        "read-messages", [I32] * 5, None,
+        "`write-messages`",
+    ),
+    "clock-u32-duration": (
+        CLOCK, '(export "subscribe-duration" (func (param "when" u32) (result (own $p))))',
+        "subscribe-duration", [I32], I32,
+        "func(u32) -> own<resource>",
+    ),
+    "clock-u64-result": (
+        CLOCK, '(export "subscribe-duration" (func (param "when" u64) (result u64)))',
+        "subscribe-duration", ["i64"], "i64",
+        "func(u64) -> u64",
+    ),
+    "clock-now-u32": (
+        CLOCK, '(export "now" (func (result u32)))', "now", [], I32, "func() -> u32",
+    ),
+    "clock-extra-import": (
+        CLOCK, '(export "sleep" (func (param "ns" u64)))', "sleep", ["i64"], None, "`sleep`",
+    ),
+    "wasi-random-u32": (
+        "wasi:random/random@0.2.0", '(export "get-random-u64" (func (result u32)))',
+        "get-random-u64", [], I32, "get-random-u64",
+    ),
+    "unknown-interface": (
+        "murmur:secrets/vault@1.0.0", '(export "get" (func (result u32)))',
+        "get", [], I32, "murmur:secrets/vault@1.0.0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_IMPORTS))
+def test_a_guest_whose_imports_differ_from_the_world_is_refused_at_load(
+    tmp_path: Path, store: ConversationStore, case: str
+) -> None:
+    interface, body, func, params, result, named = WRONG_IMPORTS[case]
+    text = """\
+hooks:
+  attacker:
+    component: hooks/attacker.wasm
+    events: [task-start]
+  denied:
+    component: hooks/attacker.wasm
+    events: [task-start]
+    capabilities: {conversation: {read: true}}
+  guest:
+    component: hooks/guest.wasm
+    capabilities: {conversation: {read: true}}
+"""
+    attacker = importing_guest(interface, body, func, params, result)
+    hooks = host(tmp_path, store, text, attacker=attacker)
+    for hook_id in ("attacker", "denied"):  # with and without the read grant
+        info = hooks.hooks[hook_id]
+        assert info.load_code == "link_error", info
+        assert named in (info.load_error or ""), info.load_error
+    results = hooks.task_start(task_id="!read", context_id="ctx-1")
+    assert results["attacker"].code == "link_error"
+    assert results["guest"].ok and results["guest"].value.startswith("5|5|")
+
+
+def test_the_right_signatures_load_and_run(tmp_path: Path, store: ConversationStore) -> None:
+    """The generator makes loadable guests: the refusals above are about the types alone."""
+    text = "hooks:\n  ok:\n    component: hooks/ok.wasm\n    events: [task-start]\n"
+    text += "  clock:\n    component: hooks/clock.wasm\n    events: [task-start]\n"
+    text += "  bare:\n    component: hooks/bare.wasm\n    events: [task-start]\n"
+    ok = importing_guest(READ, PAGE_TYPES + RIGHT_READ, "read-messages", [I32] * 5, None)
+    clock = importing_guest(
+        CLOCK, '(export "now" (func (result u64)))', "now", [], "i64"
+    )
+    bare = importing_guest(
+        "wasi:random/random@0.2.0", '(export "get-random-u64" (func (result u64)))',
+        "get-random-u64", [], "i64",
+    )
+    hooks = host(tmp_path, store, text, ok=ok, clock=clock, bare=bare)
+    results = hooks.task_start(task_id="t", context_id="ctx-1")
+    for hook_id in ("ok", "clock", "bare"):
+        assert results[hook_id].ok and results[hook_id].value == "called", results[hook_id]
+
+
+@pytest.mark.parametrize("case", ["read-u64-cursor", "read-missing-param", "read-string-limit"])
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "public"])
+def test_read_messages_refuses_a_call_of_another_type_even_past_the_load_check(
+    tmp_path: Path,
+    store: ConversationStore,
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    fast: bool,
+) -> None:
+    """Defence in depth, so a test of an internal: with the load-time check switched off, the
+    guest really calls ``read-messages`` with the wrong types. Both paths refuse the call
+    (``host_error``) instead of reading the guest's integers as pointers (a SIGSEGV before)."""
+    monkeypatch.setattr(mnb._hooks.host, "check_imports", lambda component, engine: None)
+    interface, body, func, params, result, _ = WRONG_IMPORTS[case]
+    folder = tmp_path / "capsule"
+    (folder / "hooks").mkdir(parents=True)
+    (folder / "hooks" / "attacker.wasm").write_bytes(
+        importing_guest(interface, body, func, params, result)
+    )
+    (folder / "hooks" / "guest.wasm").write_bytes(wasmtime.wat2wasm(guest_text()))
+    (folder / "murmur.yaml").write_text(
+        "hooks:\n  attacker: {component: hooks/attacker.wasm, events: [task-start]}\n"
+        "  guest: {component: hooks/guest.wasm, capabilities: {conversation: {read: true}}}\n",
+        encoding="utf-8",
+    )
+    hooks = mnb.HookHost(
+        mnb._hooks.config.load_hook_config(folder / "murmur.yaml"),
+        conversations=store,
+        fast_lowering=fast,
+    )
+    assert (hooks.lowering is not None) is fast
+    assert hooks.hooks["attacker"].loaded, hooks.hooks["attacker"].load_error
+    results = hooks.task_start(task_id="!read", context_id="ctx-1")
+    assert results["attacker"].code == "host_error", results["attacker"]
+    assert results["guest"].ok and results["guest"].value.startswith("5|5|")
