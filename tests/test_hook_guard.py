@@ -12,7 +12,9 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 import wasmtime
 
@@ -357,3 +359,134 @@ def test_read_messages_refuses_a_call_of_another_type_even_past_the_load_check(
     results = hooks.task_start(task_id="!read", context_id="ctx-1")
     assert results["attacker"].code == "host_error", results["attacker"]
     assert results["guest"].ok and results["guest"].value.startswith("5|5|")
+
+
+# ------------------------------------------------------------------ store limits
+
+
+def many_instances_guest(count: int, *, memory: bool, table: int = 0, grow_table: int = 0) -> bytes:
+    """``count`` core instances of one module (each with its own memory when ``memory``, which
+    grows itself by 1 MiB steps until refused), an optional table of ``table`` elements grown
+    by ``grow_table`` at start, and a trivial ``on-task-start`` returning ok("")."""
+    start = ""
+    if memory:
+        start = """(memory 1)
+    (func $fill (loop $more (br_if $more (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))))
+    (start $fill)"""
+    if table:
+        start = f"""(table {table} funcref)
+    (func $grow (drop (table.grow (ref.null func) (i32.const {grow_table}))))
+    (start $grow)"""
+    instances = "\n".join(f"(core instance (instantiate $m))" for _ in range(count))
+    text = f"""
+(component
+  (type $lifecycle (instance
+    (type $ev (record (field "task-id" string) (field "context-id" string)))
+    (export "task-start-event" (type (eq $ev)))))
+  (import "murmur:hook/lifecycle@0.8.0" (instance $lc (type $lifecycle)))
+  (alias export $lc "task-start-event" (type $task-start-event))
+  (core module $m {start})
+  {instances}
+  (core module $main
+    (memory (export "memory") 1)
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024))
+    (func (export "on-task-start") (param i32 i32 i32 i32) (result i32)
+      (i32.store8 (i32.const 64) (i32.const 0))
+      (i32.store (i32.const 68) (i32.const 0))
+      (i32.store (i32.const 72) (i32.const 0))
+      (i32.const 64)))
+  (core instance $main-i (instantiate $main))
+  (alias core export $main-i "memory" (core memory $memory))
+  (alias core export $main-i "realloc" (core func $realloc))
+  (type $note (result string (error string)))
+  (func $on-task-start (param "event" $task-start-event) (result $note)
+    (canon lift (core func $main-i "on-task-start") (memory $memory) (realloc $realloc)
+                string-encoding=utf8))
+  (instance $handlers
+    (export "task-start-event" (type $task-start-event))
+    (export "on-task-start" (func $on-task-start)))
+  (export "murmur:hook/handlers@0.8.0" (instance $handlers)))
+"""
+    return wasmtime.wat2wasm(text)
+
+
+class PeakRss:
+    """Samples this process's RSS every 2 ms while active: what a guest really allocated."""
+
+    def __init__(self) -> None:
+        self.process = psutil.Process()
+        self.baseline = self.process.memory_info().rss
+        self.peak = self.baseline
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, self.process.memory_info().rss)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("guest", "limits", "code"),
+    [
+        (lambda: many_instances_guest(16, memory=True), "{memory_mib: 64}", "memory_limit"),
+        (lambda: many_instances_guest(64, memory=False), "{}", "instance_limit"),
+        (lambda: many_instances_guest(8, memory=False, table=1), "{tables: 4}", "table_limit"),
+        (
+            lambda: many_instances_guest(1, memory=False, table=100_000_000),
+            "{memory_mib: 1}",
+            "table_limit",
+        ),
+    ],
+    ids=["16-memories", "64-instances", "8-tables", "100M-element-table"],
+)
+def test_store_limits_stop_each_kind_of_allocation_with_its_own_code(
+    tmp_path: Path, store: ConversationStore, guest: Any, limits: str, code: str
+) -> None:
+    text = f"hooks:\n  hog:\n    component: hooks/hog.wasm\n    events: [task-start]\n"
+    text += f"    limits: {limits}\n  guest:\n    component: hooks/guest.wasm\n"
+    with PeakRss() as rss:
+        hooks = host(tmp_path, store, text, hog=guest())
+        result = hooks.task_start(task_id="t", context_id="ctx-1")
+    assert hooks.hooks["hog"].load_code == code, hooks.hooks["hog"].load_error
+    assert result["hog"].code == code
+    assert "murmur.yaml" in (result["hog"].error or "")
+    assert rss.peak - rss.baseline < 100 * MIB, (rss.peak - rss.baseline) / MIB
+    assert result["guest"].ok and result["guest"].value == "t"
+
+
+def test_memory_is_limited_over_the_whole_store_not_per_memory(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """16 memories allowed, 64 MiB in total: each grows until refused (at 4 MiB), so the call
+    adds at most 64 MiB, not 16 x 64 MiB; the memory is returned when the call ends."""
+    text = "hooks:\n  hog:\n    component: hooks/hog.wasm\n    events: [task-start]\n"
+    text += "    limits: {memory_mib: 64, memories: 17}\n"
+    hooks = host(tmp_path, store, text, hog=many_instances_guest(16, memory=True))
+    assert hooks.hooks["hog"].loaded, hooks.hooks["hog"].load_error
+    with PeakRss() as rss:
+        for _ in range(3):
+            assert hooks.task_start(task_id="t", context_id="ctx-1")["hog"].ok
+    assert rss.peak - rss.baseline < 100 * MIB, (rss.peak - rss.baseline) / MIB
+    assert psutil.Process().memory_info().rss - rss.baseline < 32 * MIB
+
+
+def test_a_table_grown_past_its_limit_is_refused(tmp_path: Path, store: ConversationStore) -> None:
+    text = "hooks:\n  hog:\n    component: hooks/hog.wasm\n    events: [task-start]\n"
+    text += "    limits: {memory_mib: 1}\n"
+    guest = many_instances_guest(1, memory=False, table=1, grow_table=100_000_000)
+    with PeakRss() as rss:
+        hooks = host(tmp_path, store, text, hog=guest)
+        result = hooks.task_start(task_id="t", context_id="ctx-1")["hog"]
+    assert result.ok  # table.grow returned -1 to the guest, which ignored it
+    assert rss.peak - rss.baseline < 100 * MIB, (rss.peak - rss.baseline) / MIB
