@@ -10,6 +10,7 @@ import pytest
 import wasmtime
 from wasmtime.component import Component
 
+import murmur_nb as mnb
 import murmur_nb._hooks.cache as wasm_cache
 from murmur_nb._hooks.cache import ComponentCache, cache_dir
 
@@ -207,3 +208,85 @@ def test_prune_keeps_the_most_recently_used_entries(tmp_path: Path) -> None:
     assert not loaded[1].entry.with_name(loaded[1].entry.name + ".sum").exists()
     assert loaded[0].entry.is_file() and loaded[2].entry.is_file()
     assert cache.load(tmp_path / "c2.wasm").source == "compiled"
+
+
+def plant(cache: ComponentCache, eng: wasmtime.Engine, victim: Path, tmp_path: Path) -> Path:
+    """What someone who can write the cache folder, but not read the key, can do: compile
+    their own component (returning 42) and put it under the victim's entry, sealed with a
+    key of their own, and with the old unkeyed SHA-256 sidecar."""
+    evil = Component(eng, component_file(tmp_path, 42, "evil.wasm").read_bytes())
+    digest = wasm_cache.sha256_file(victim)
+    entry = cache.entry_path(digest)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    attacker = ComponentCache(eng, "fuel;epoch", cache.directory, key=b"k" * 32)
+    entry.write_bytes(evil.serialize())
+    attacker._seal(entry, attacker._entry_mac(digest, data=entry.read_bytes()))
+    return entry
+
+
+def test_a_planted_entry_is_rejected_and_recompiled(tmp_path: Path) -> None:
+    eng = engine()
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache", key=b"s" * 32)
+    path = component_file(tmp_path)
+    entry = plant(cache, eng, path, tmp_path)
+    assert call_f(eng, Component.deserialize_file(eng, str(entry))) == 42  # it would run
+    loaded = cache.load(path)
+    assert loaded.source == "recompiled"
+    assert call_f(eng, loaded.component) == 7
+    assert call_f(eng, Component.deserialize_file(eng, str(entry))) == 7  # replaced on disk
+    # An unkeyed SHA-256 sidecar (what used to vouch for entries) is rejected as well.
+    evil = Component(eng, component_file(tmp_path, 42, "evil.wasm").read_bytes()).serialize()
+    entry.write_bytes(evil)
+    sha = wasm_cache.hashlib.sha256(evil).hexdigest()
+    st = entry.stat()
+    entry.with_name(entry.name + ".sum").write_text(
+        f"{sha} {st.st_size} {st.st_ino} {st.st_mtime_ns} {st.st_ctime_ns}\n"
+    )
+    fresh = ComponentCache(eng, "fuel;epoch", tmp_path / "cache", key=b"s" * 32)
+    again = fresh.load(path)
+    assert again.source == "recompiled" and call_f(eng, again.component) == 7
+
+
+def test_a_planted_digest_memo_cannot_redirect_a_path(tmp_path: Path) -> None:
+    eng = engine()
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache", key=b"s" * 32)
+    seven, other = component_file(tmp_path, 7), component_file(tmp_path, 42, "other.wasm")
+    assert call_f(eng, cache.load(other).component) == 42  # a legitimate entry for 42
+    cache.load(seven)
+    for memo in (tmp_path / "cache" / "digests").iterdir():
+        known = memo.read_text().split()[0]
+        if known == wasm_cache.sha256_file(seven):
+            memo.write_text(wasm_cache.sha256_file(other))  # point the path at 42, unsealed
+    fresh = ComponentCache(eng, "fuel;epoch", tmp_path / "cache", key=b"s" * 32)
+    assert call_f(eng, fresh.load(seven).component) == 7
+
+
+def test_the_key_is_made_once_owner_only_outside_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FACET_STUDIO_HOME", str(tmp_path / "facet"))
+    monkeypatch.setenv("MURMUR_NB_KEYS", str(tmp_path / "keys"))
+    key = wasm_cache.cache_key()
+    assert len(key) == 32
+    folder, file = tmp_path / "keys", tmp_path / "keys" / "cache.key"
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert file.stat().st_mode & 0o777 == 0o600
+    assert wasm_cache.cache_key() == key  # made on first use, then kept
+    file.chmod(0o644)  # may have been read: replaced, which invalidates every entry
+    replaced = wasm_cache.cache_key()
+    assert replaced != key and file.stat().st_mode & 0o777 == 0o600
+    for inside in (tmp_path / "cache" / "keys", tmp_path / "facet" / "keys"):
+        with pytest.raises(mnb.HookError) as info:
+            wasm_cache.cache_key(inside)
+        assert info.value.code == "insecure_cache_key"
+        assert not inside.exists()
+
+
+def test_entries_sealed_under_another_key_are_recompiled(tmp_path: Path) -> None:
+    eng = engine()
+    path = component_file(tmp_path)
+    ComponentCache(eng, "fuel;epoch", tmp_path / "cache", key=b"a" * 32).load(path)
+    other = ComponentCache(eng, "fuel;epoch", tmp_path / "cache", key=b"b" * 32)
+    assert other.load(path).source == "recompiled"
+    assert other.load(path).source == "cache"

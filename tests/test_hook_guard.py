@@ -95,9 +95,7 @@ def test_a_guest_sleeping_on_a_clock_pollable_stops_at_its_time_limit(
     assert hooks.task_start(task_id="awake", context_id="ctx-1")["sleeper"].value == "awake"
 
 
-def test_a_short_sleep_inside_the_limit_completes(
-    tmp_path: Path, store: ConversationStore
-) -> None:
+def test_a_short_sleep_inside_the_limit_completes(tmp_path: Path, store: ConversationStore) -> None:
     hooks = host(tmp_path, store, SLEEPERS, sleeper=sleeper())
     result = hooks.task_start(task_id="quick", context_id="ctx-1")["sleeper"]
     assert result.ok and result.value == "slept"
@@ -209,69 +207,111 @@ I32 = "i32"
 WRONG_IMPORTS = {
     "read-u64-cursor": (
         READ,
-        PAGE_TYPES + '(export "read-messages" (func (param "cursor" u64) (param "limit" u32) (result $res)))',
-        "read-messages", ["i64", I32, I32], None,
+        PAGE_TYPES
+        + '(export "read-messages" (func (param "cursor" u64) (param "limit" u32) (result $res)))',
+        "read-messages",
+        ["i64", I32, I32],
+        None,
         "func(u64, u32) -> result<",
     ),
     "read-string-limit": (
         READ,
-        PAGE_TYPES + '(export "read-messages" (func (param "cursor" (option string)) (param "limit" string) (result $res)))',
-        "read-messages", [I32] * 6, None,
+        PAGE_TYPES
+        + '(export "read-messages" (func (param "cursor" (option string)) (param "limit" string) (result $res)))',
+        "read-messages",
+        [I32] * 6,
+        None,
         "func(option<string>, string) -> result<",
     ),
     "read-missing-param": (
         READ,
-        PAGE_TYPES + '(export "read-messages" (func (param "cursor" (option string)) (result $res)))',
-        "read-messages", [I32] * 4, None,
+        PAGE_TYPES
+        + '(export "read-messages" (func (param "cursor" (option string)) (result $res)))',
+        "read-messages",
+        [I32] * 4,
+        None,
         "func(option<string>) -> result<",
     ),
     "read-extra-param": (
         READ,
-        PAGE_TYPES + '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32) (param "more" u32) (result $res)))',
-        "read-messages", [I32] * 6, None,
+        PAGE_TYPES
+        + '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32) (param "more" u32) (result $res)))',
+        "read-messages",
+        [I32] * 6,
+        None,
         "func(option<string>, u32, u32) -> result<",
     ),
     "read-string-result": (
         READ,
         '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32) (result (result string (error string)))))',
-        "read-messages", [I32] * 5, None,
+        "read-messages",
+        [I32] * 5,
+        None,
         "func(option<string>, u32) -> result<string, string>",
     ),
     "read-no-result": (
         READ,
         '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32)))',
-        "read-messages", [I32] * 4, None,
+        "read-messages",
+        [I32] * 4,
+        None,
         "as func(option<string>, u32), but",
     ),
     "read-extra-import": (
         READ,
         PAGE_TYPES + RIGHT_READ + '(export "write-messages" (func (param "m" string)))',
-        "read-messages", [I32] * 5, None,
+        "read-messages",
+        [I32] * 5,
+        None,
         "`write-messages`",
     ),
     "clock-u32-duration": (
-        CLOCK, '(export "subscribe-duration" (func (param "when" u32) (result (own $p))))',
-        "subscribe-duration", [I32], I32,
+        CLOCK,
+        '(export "subscribe-duration" (func (param "when" u32) (result (own $p))))',
+        "subscribe-duration",
+        [I32],
+        I32,
         "func(u32) -> own<resource>",
     ),
     "clock-u64-result": (
-        CLOCK, '(export "subscribe-duration" (func (param "when" u64) (result u64)))',
-        "subscribe-duration", ["i64"], "i64",
+        CLOCK,
+        '(export "subscribe-duration" (func (param "when" u64) (result u64)))',
+        "subscribe-duration",
+        ["i64"],
+        "i64",
         "func(u64) -> u64",
     ),
     "clock-now-u32": (
-        CLOCK, '(export "now" (func (result u32)))', "now", [], I32, "func() -> u32",
+        CLOCK,
+        '(export "now" (func (result u32)))',
+        "now",
+        [],
+        I32,
+        "func() -> u32",
     ),
     "clock-extra-import": (
-        CLOCK, '(export "sleep" (func (param "ns" u64)))', "sleep", ["i64"], None, "`sleep`",
+        CLOCK,
+        '(export "sleep" (func (param "ns" u64)))',
+        "sleep",
+        ["i64"],
+        None,
+        "`sleep`",
     ),
     "wasi-random-u32": (
-        "wasi:random/random@0.2.0", '(export "get-random-u64" (func (result u32)))',
-        "get-random-u64", [], I32, "get-random-u64",
+        "wasi:random/random@0.2.0",
+        '(export "get-random-u64" (func (result u32)))',
+        "get-random-u64",
+        [],
+        I32,
+        "get-random-u64",
     ),
     "unknown-interface": (
-        "murmur:secrets/vault@1.0.0", '(export "get" (func (result u32)))',
-        "get", [], I32, "murmur:secrets/vault@1.0.0",
+        "murmur:secrets/vault@1.0.0",
+        '(export "get" (func (result u32)))',
+        "get",
+        [],
+        I32,
+        "murmur:secrets/vault@1.0.0",
     ),
 }
 
@@ -311,12 +351,13 @@ def test_the_right_signatures_load_and_run(tmp_path: Path, store: ConversationSt
     text += "  clock:\n    component: hooks/clock.wasm\n    events: [task-start]\n"
     text += "  bare:\n    component: hooks/bare.wasm\n    events: [task-start]\n"
     ok = importing_guest(READ, PAGE_TYPES + RIGHT_READ, "read-messages", [I32] * 5, None)
-    clock = importing_guest(
-        CLOCK, '(export "now" (func (result u64)))', "now", [], "i64"
-    )
+    clock = importing_guest(CLOCK, '(export "now" (func (result u64)))', "now", [], "i64")
     bare = importing_guest(
-        "wasi:random/random@0.2.0", '(export "get-random-u64" (func (result u64)))',
-        "get-random-u64", [], "i64",
+        "wasi:random/random@0.2.0",
+        '(export "get-random-u64" (func (result u64)))',
+        "get-random-u64",
+        [],
+        "i64",
     )
     hooks = host(tmp_path, store, text, ok=ok, clock=clock, bare=bare)
     results = hooks.task_start(task_id="t", context_id="ctx-1")

@@ -11,14 +11,26 @@ different build) is deleted and recompiled rather than failing the load. Entries
 temporary file and renamed into place, so a crash never leaves a half-written entry under a valid
 name.
 
-wasmtime trusts a compiled artifact's machine code as it finds it: a byte changed inside the
-code loads fine and runs changed code. Each entry therefore has a ``.sum`` sidecar holding the
-SHA-256 of the entry and the stat signature (size, inode, mtime, ctime) it had when written or
-last verified. A load whose signature matches deserializes at once (no 40 MB hash on the warm
-path); any other signature (the file was rewritten) re-hashes the entry, and an entry without a
-sidecar or with another hash is discarded and recompiled. Recency for pruning is the sidecar's
-mtime, so marking a hit never touches the entry itself.
+wasmtime trusts a compiled artifact's machine code as it finds it: deserializing an entry
+means running whatever native code it holds. Anyone who can write the cache folder could plant
+code under a legitimate hook's digest, and an unkeyed hash proves nothing against that. So
+every entry is sealed with an HMAC-SHA256 under a key only this user can read:
 
+* **The key** (:func:`cache_key`) is 32 random bytes made on first use in its own folder,
+  ``$MURMUR_NB_KEYS``, else ``$XDG_STATE_HOME/murmur-nb``, else ``~/.local/state/murmur-nb``:
+  a ``0700`` folder holding a ``0600`` file, never inside the cache folder or the
+  facet-studio home (where modules run). A key file with wider permissions or another owner
+  may have been read, so it is replaced (which invalidates every entry).
+* **The ``.sum`` sidecar** holds the entry's MAC (over the configuration key, the source
+  digest and the entry's bytes), the entry's stat signature (size, inode, mtime, ctime) when
+  it was written or last verified, and a MAC over both. A load whose sidecar MAC checks out
+  and whose signature matches deserializes at once (no 40 MB hash on the warm path: the
+  ctime of a replaced file cannot be set back); any other signature re-MACs the entry; an
+  entry without a valid seal is discarded and recompiled.
+* The path-to-digest memo that saves hashing the source on a warm load is MACed as well, so
+  it cannot redirect a path to another compiled component.
+
+Recency for pruning is the sidecar's mtime, so marking a hit never touches the entry itself.
 The cache directory is ``$MURMUR_NB_CACHE``, else ``$XDG_CACHE_HOME/murmur-nb``, else
 ``~/.cache/murmur-nb``.
 """
@@ -27,7 +39,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import os
+import secrets
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -38,7 +53,19 @@ if TYPE_CHECKING:
     from wasmtime import Engine
     from wasmtime.component import Component
 
-__all__ = ["ComponentCache", "LoadedComponent", "cache_dir", "sha256_file"]
+from murmur_nb._exceptions import HookError
+
+__all__ = [
+    "ComponentCache",
+    "LoadedComponent",
+    "cache_dir",
+    "cache_key",
+    "key_dir",
+    "sha256_file",
+]
+
+KEY_FILE = "cache.key"
+KEY_BYTES = 32
 
 
 def cache_dir() -> Path:
@@ -49,6 +76,67 @@ def cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "murmur-nb"
+
+
+def key_dir() -> Path:
+    """Where the cache's authentication key lives (see the module docstring)."""
+    explicit = os.environ.get("MURMUR_NB_KEYS")
+    if explicit:
+        return Path(explicit).expanduser()
+    state = os.environ.get("XDG_STATE_HOME")
+    base = Path(state).expanduser() if state else Path.home() / ".local" / "state"
+    return base / "murmur-nb"
+
+
+def _forbidden_homes() -> list[Path]:
+    facet = os.environ.get("FACET_STUDIO_HOME")
+    return [cache_dir(), Path(facet) if facet else Path.home() / ".facet-studio"]
+
+
+def _private(st: os.stat_result, mode: int) -> bool:
+    return st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == mode
+
+
+def cache_key(directory: Path | None = None) -> bytes:
+    """The cache's HMAC key: read from ``directory`` (default :func:`key_dir`), made if absent.
+
+    Raises
+    ------
+    HookError
+        ``insecure_cache_key``: the folder lies inside the cache folder or the facet-studio
+        home, or is not a folder this user owns.
+    """
+    folder = (directory if directory is not None else key_dir()).expanduser().resolve()
+    for home in _forbidden_homes():
+        if folder.is_relative_to(home.expanduser().resolve()):
+            raise HookError(
+                f"the cache key folder {folder} is inside {home}, which others (modules, anyone "
+                "who can write the cache) can reach; point $MURMUR_NB_KEYS elsewhere",
+                code="insecure_cache_key",
+            )
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = folder.stat()
+    if st.st_uid != os.getuid() or not stat.S_ISDIR(st.st_mode):
+        raise HookError(
+            f"the cache key folder {folder} is not a folder owned by this user; remove it or "
+            "point $MURMUR_NB_KEYS elsewhere",
+            code="insecure_cache_key",
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        folder.chmod(0o700)
+    path = folder / KEY_FILE
+    with contextlib.suppress(FileNotFoundError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            key = handle.read(KEY_BYTES + 1)
+            if _private(os.fstat(handle.fileno()), 0o600) and len(key) == KEY_BYTES:
+                return key
+    key = secrets.token_bytes(KEY_BYTES)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")  # mkstemp creates it 0600
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(key)
+    Path(tmp).replace(path)
+    return key
 
 
 def sha256_file(path: Path) -> str:
@@ -108,6 +196,8 @@ class ComponentCache:
         How many loaded components to keep in this process as well (most recent first), so
         loading the same hook again, from another entry or a re-run notebook cell, costs no
         deserialization. ``0`` keeps none.
+    key : bytes, optional
+        The HMAC key entries are sealed with; defaults to :func:`cache_key`.
     """
 
     def __init__(
@@ -117,8 +207,10 @@ class ComponentCache:
         directory: Path | None = None,
         *,
         keep_in_memory: int = 0,
+        key: bytes | None = None,
     ) -> None:
         self._engine = engine
+        self._key = key if key is not None else cache_key()
         self._keep = keep_in_memory
         self._memory: dict[str, Component] = {}
         self._lock = threading.Lock()
@@ -139,28 +231,60 @@ class ComponentCache:
         return entry.with_name(entry.name + ".sum")
 
     @staticmethod
-    def _signature(entry: Path) -> str:
-        st = entry.stat()
-        return f"{st.st_size} {st.st_ino} {st.st_mtime_ns} {st.st_ctime_ns}"
+    def _signature(entry: Path | int) -> str:
+        st = os.fstat(entry) if isinstance(entry, int) else entry.stat()
+        return f"{st.st_size}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
-    def _seal(self, entry: Path, sha: str) -> None:
-        """Record ``entry``'s hash and current stat signature in its sidecar."""
-        _atomic_write(self._sum_path(entry), f"{sha} {self._signature(entry)}\n".encode())
+    def _mac(self, *parts: str) -> str:
+        return hmac.new(self._key, "|".join(parts).encode(), hashlib.sha256).hexdigest()
 
-    def _intact(self, entry: Path) -> bool:
-        """Whether ``entry`` holds the bytes its sidecar vouches for (hashing only if touched)."""
+    def _entry_mac(self, digest: str, data: bytes | None = None, entry: Path | None = None) -> str:
+        """HMAC of the configuration key, the source digest and the entry's bytes."""
+        mac = hmac.new(self._key, f"{self._config_key}|{digest}|".encode(), hashlib.sha256)
+        if data is not None:
+            mac.update(data)
+        elif entry is not None:
+            with entry.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    mac.update(chunk)
+        return mac.hexdigest()
+
+    def _seal(self, entry: Path, entry_mac: str, signature: str = "-") -> None:
+        """Record ``entry``'s MAC and stat signature in its sidecar, itself MACed.
+
+        A signature is recorded only for bytes verified from the file between two identical
+        stats, so a file swapped during the check is never vouched for; ``-`` (a fresh
+        entry, MACed from memory) makes the next load verify the file once.
+        """
+        seal = self._mac(entry.name, entry_mac, signature)
+        _atomic_write(self._sum_path(entry), f"{entry_mac} {signature} {seal}\n".encode())
+
+    def _intact(self, entry: Path, digest: str, fd: int) -> bool:
+        """Whether ``entry``, open as ``fd``, holds bytes sealed under our key.
+
+        Everything is checked on the open file, and the caller deserializes that same open
+        file, so swapping the entry after the check changes nothing. Re-MACed only if touched.
+        """
         try:
-            sha, _, signature = self._sum_path(entry).read_text(encoding="ascii").partition(" ")
-            if len(sha) != 64:
+            fields = self._sum_path(entry).read_text(encoding="ascii").split()
+            if len(fields) != 3:
                 return False
-            if signature.strip() == self._signature(entry):
+            entry_mac, signature, seal = fields
+            if not hmac.compare_digest(seal, self._mac(entry.name, entry_mac, signature)):
+                return False
+            before = self._signature(fd)
+            if signature == before:
                 return True
-            if sha256_file(entry) != sha:
+            if not hmac.compare_digest(
+                self._entry_mac(digest, entry=Path(f"/dev/fd/{fd}")), entry_mac
+            ):
                 return False
+            after = self._signature(fd)
         except (OSError, UnicodeDecodeError):
             return False
-        with contextlib.suppress(OSError):
-            self._seal(entry, sha)
+        if before == after:
+            with contextlib.suppress(OSError):
+                self._seal(entry, entry_mac, before)
         return True
 
     def _discard(self, entry: Path) -> None:
@@ -171,20 +295,21 @@ class ComponentCache:
         """SHA-256 of ``path``, memoized by its stat signature so a warm load reads no bytes.
 
         The memo is keyed by path, size, inode, mtime and ctime (as git's index is): any
-        rewrite of the file changes one of them and forces a re-hash.
+        rewrite of the file changes one of them and forces a re-hash. It is MACed, so a
+        planted memo cannot point a path at another component's digest.
         """
         st = path.stat()
         signature = f"{path.resolve()}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
         memo = self._directory / "digests" / hashlib.sha256(signature.encode()).hexdigest()[:40]
         try:
-            known = memo.read_text(encoding="ascii").strip()
+            known, _, seal = memo.read_text(encoding="ascii").strip().partition(" ")
         except OSError:
-            known = ""
-        if len(known) == 64:
+            known = seal = ""
+        if len(known) == 64 and hmac.compare_digest(seal, self._mac(signature, known)):
             return known
         digest = sha256_file(path)
         with contextlib.suppress(OSError):
-            _atomic_write(memo, digest.encode("ascii"))
+            _atomic_write(memo, f"{digest} {self._mac(signature, digest)}".encode("ascii"))
         return digest
 
     def load(self, path: Path) -> LoadedComponent:
@@ -219,9 +344,14 @@ class ComponentCache:
         source = "compiled"
         if entry.is_file():
             component = None
-            if self._intact(entry):
-                with contextlib.suppress(WasmtimeError):
-                    component = Component.deserialize_file(self._engine, str(entry))
+            with contextlib.suppress(OSError):
+                fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW)
+                try:
+                    if self._intact(entry, digest, fd):
+                        with contextlib.suppress(WasmtimeError):
+                            component = Component.deserialize_file(self._engine, f"/dev/fd/{fd}")
+                finally:
+                    os.close(fd)
             if component is None:
                 self._discard(entry)
                 source = "recompiled"
@@ -237,7 +367,7 @@ class ComponentCache:
         with contextlib.suppress(OSError):  # a read-only cache only costs a compile next time
             compiled = component.serialize()
             _atomic_write(entry, compiled)
-            self._seal(entry, hashlib.sha256(compiled).hexdigest())
+            self._seal(entry, self._entry_mac(digest, data=bytes(compiled)))
             self.prune()
         return LoadedComponent(component, digest, source, entry)
 
