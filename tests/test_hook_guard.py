@@ -142,7 +142,18 @@ PAGE_TYPES = """
     (type $res (result $page (error string)))"""
 READ = "murmur:conversation/read@0.1.0"
 CLOCK = "wasi:clocks/monotonic-clock@0.2.0"
-RIGHT_READ = '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32) (result $res)))'
+CURSOR, LIMIT = '(param "cursor" (option string))', '(param "limit" u32)'
+
+
+def read_export(params: str, result: str = "(result $res)") -> str:
+    return f'(export "read-messages" (func {params} {result}))'
+
+
+RIGHT_READ = read_export(f"{CURSOR} {LIMIT}")
+POLL_IMPORT = (
+    '(import "wasi:io/poll@0.2.0" (instance $poll (export "pollable" (type (sub resource)))))\n'
+    '(alias export $poll "pollable" (type $pollable))'
+)
 
 
 def importing_guest(
@@ -152,10 +163,7 @@ def importing_guest(
     calls it (all arguments zero) from ``on-task-start`` before returning ok("called")."""
     pollable = ""
     if "$p" in body:
-        pollable = (
-            '(import "wasi:io/poll@0.2.0" (instance $poll (export "pollable" (type (sub resource)))))\n'
-            '(alias export $poll "pollable" (type $pollable))'
-        )
+        pollable = POLL_IMPORT
         body = '(alias outer 1 $pollable (type $p)) (export "pollable" (type (eq $p)))\n' + body
     zeros = " ".join(f"({p}.const 0)" for p in params)
     core_result = f"(result {result})" if result else ""
@@ -216,8 +224,7 @@ WRONG_IMPORTS = {
     ),
     "read-string-limit": (
         READ,
-        PAGE_TYPES
-        + '(export "read-messages" (func (param "cursor" (option string)) (param "limit" string) (result $res)))',
+        PAGE_TYPES + read_export(f'{CURSOR} (param "limit" string)'),
         "read-messages",
         [I32] * 6,
         None,
@@ -225,8 +232,7 @@ WRONG_IMPORTS = {
     ),
     "read-missing-param": (
         READ,
-        PAGE_TYPES
-        + '(export "read-messages" (func (param "cursor" (option string)) (result $res)))',
+        PAGE_TYPES + read_export(CURSOR),
         "read-messages",
         [I32] * 4,
         None,
@@ -234,8 +240,7 @@ WRONG_IMPORTS = {
     ),
     "read-extra-param": (
         READ,
-        PAGE_TYPES
-        + '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32) (param "more" u32) (result $res)))',
+        PAGE_TYPES + read_export(f'{CURSOR} {LIMIT} (param "more" u32)'),
         "read-messages",
         [I32] * 6,
         None,
@@ -243,7 +248,7 @@ WRONG_IMPORTS = {
     ),
     "read-string-result": (
         READ,
-        '(export "read-messages" (func (param "cursor" (option string)) (param "limit" u32) (result (result string (error string)))))',
+        read_export(f"{CURSOR} {LIMIT}", "(result (result string (error string)))"),
         "read-messages",
         [I32] * 5,
         None,
@@ -418,7 +423,7 @@ def many_instances_guest(count: int, *, memory: bool, table: int = 0, grow_table
         start = f"""(table {table} funcref)
     (func $grow (drop (table.grow (ref.null func) (i32.const {grow_table}))))
     (start $grow)"""
-    instances = "\n".join(f"(core instance (instantiate $m))" for _ in range(count))
+    instances = "\n".join("(core instance (instantiate $m))" for _ in range(count))
     text = f"""
 (component
   (type $lifecycle (instance
@@ -494,7 +499,7 @@ MIB = 1 << 20
 def test_store_limits_stop_each_kind_of_allocation_with_its_own_code(
     tmp_path: Path, store: ConversationStore, guest: Any, limits: str, code: str
 ) -> None:
-    text = f"hooks:\n  hog:\n    component: hooks/hog.wasm\n    events: [task-start]\n"
+    text = "hooks:\n  hog:\n    component: hooks/hog.wasm\n    events: [task-start]\n"
     text += f"    limits: {limits}\n  guest:\n    component: hooks/guest.wasm\n"
     with PeakRss() as rss:
         hooks = host(tmp_path, store, text, hog=guest())

@@ -241,3 +241,72 @@ def test_missing_componentize_py_is_a_clear_missing_dependency(
 def test_not_a_python_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(mnb.HookError, match="not a Python source file"):
         mnb.build_python_hook(tmp_path / "missing.py")
+
+
+MISBEHAVE = """\
+import sys
+import time
+
+from wit_world import exports
+
+
+def deep(n):
+    return deep(n + 1) + 1
+
+
+class Handlers(exports.Handlers):
+    def on_task_start(self, event):
+        what = event.task_id
+        if what == "raise":
+            return str(1 / 0)
+        if what == "oom":
+            hog = [bytearray(1 << 20) for _ in range(1024)]
+            return str(len(hog))
+        if what == "sleep":
+            time.sleep(10)
+            return "woke up"
+        if what == "recurse":
+            sys.setrecursionlimit(1_000_000)
+            return str(deep(0))
+        return "fine"
+
+    def on_compact(self, messages):
+        return messages
+"""
+
+
+@pytest.fixture(scope="module")
+def misbehave_wasm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = tmp_path_factory.mktemp("misbehave") / "misbehave.py"
+    source.write_text(MISBEHAVE, encoding="utf-8")
+    return mnb.build_python_hook(source)
+
+
+@pytest.mark.parametrize(
+    ("task", "code", "says"),
+    [
+        ("raise", "trap", "ZeroDivisionError: division by zero"),
+        ("oom", "memory_limit", "48 MiB"),
+        ("recurse", "trap", "call stack exhausted"),
+        ("sleep", "deadline_exceeded", "1500 ms"),
+    ],
+)
+def test_a_python_guest_failing_is_reported_for_what_it_did(
+    misbehave_wasm: Path, home: Path, tmp_path: Path, task: str, code: str, says: str
+) -> None:
+    path = tmp_path / "murmur.yaml"
+    path.write_text(
+        f"hooks:\n  bad:\n    component: {misbehave_wasm}\n"
+        "    limits: {time_ms: 1500, memory_mib: 48}\n",
+        encoding="utf-8",
+    )
+    hooks = mnb.HookHost.from_config(path, conversations=ConversationStore(home))
+    assert hooks.hooks["bad"].loaded, hooks.hooks["bad"].load_error
+    result = hooks.task_start(task_id=task, context_id="ctx-1")["bad"]
+    assert result.code == code, result
+    assert says in (result.error or ""), result.error
+    if code == "trap":
+        assert "MiB" not in (result.error or "")  # memory is not blamed for other causes
+    if code == "deadline_exceeded":
+        assert result.duration_ms < 1500 + 500  # the 10 s sleep was cut at the limit
+    assert hooks.task_start(task_id="next", context_id="ctx-1")["bad"].value == "fine"

@@ -673,3 +673,81 @@ def test_a_dropped_host_is_collected(
     del hooks
     gc.collect()
     assert ref() is None
+
+
+# ------------------------------------------------------------------ the fast path
+
+
+def test_the_fast_path_is_gated_to_the_wasmtime_versions_pyproject_declares() -> None:
+    import tomllib
+
+    from murmur_nb._hooks import lowering
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert pyproject["tool"]["murmur-nb"]["fast-lowering-wasmtime"] == lowering.TESTED_WASMTIME
+    assert lowering.fast_path_supported("50.0.1")
+    for untested in ("49.0.0", "51.0.0", "60.1.0", "not a version"):
+        assert not lowering.fast_path_supported(untested)
+
+
+def test_an_untested_wasmtime_uses_the_public_binding(
+    tmp_path: Path, guest_bytes: bytes, store: ConversationStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mnb._hooks.lowering, "TESTED_WASMTIME", ">=99")
+    hooks = host_for(capsule(tmp_path, guest_bytes, GRANTED), store, fast=True)
+    assert hooks.lowering is None
+    assert read(hooks, "ctx-2").value == "3|3|other-2|-"
+
+
+def call_shapes(store: ConversationStore, home: Path) -> list[tuple[str, str, str | None]]:
+    """(context, how, cursor): every kind of page and every error read-messages can give."""
+    with RecordWriter(home, "ctx-bare") as writer:  # no created_at, no name, empty content
+        writer.append_raw('{"id": "bare-1", "role": "user", "content": ""}\n')
+        writer.append_raw('{"id": "bare-2", "role": "assistant", "content": "x", "name": "n"}\n')
+    (home / "conversations" / "ctx-dir.jsonl").mkdir()
+    first = store.reader("ctx-1").read_messages(None, 100)
+    second = store.reader("ctx-1").read_messages(first.next_cursor, 100)
+    return [
+        ("ctx-1", "read", None),  # a full page with a next cursor
+        ("ctx-1", "read", first.next_cursor),  # a middle page
+        ("ctx-1", "read", second.next_cursor),  # the last, partial page: no next cursor
+        ("ctx-2", "read", None),  # a small record
+        ("ctx-none", "read", None),  # no record: an empty page
+        ("ctx-bare", "read", None),  # missing optional fields
+        ("ctx-1", "read", "garbage"),  # invalid-cursor
+        ("ctx-dir", "read", None),  # unavailable: ...
+        ("ctx-1", "compact", None),  # a page with every field back through on-compact
+        ("ctx-bare", "compact", None),
+        ("ctx-none", "compact", None),
+        ("ctx-1", "denied", None),  # not-granted
+    ]
+
+
+def test_the_fast_path_gives_what_the_public_binding_gives_on_every_call_shape(
+    tmp_path: Path, guest_bytes: bytes, store: ConversationStore, home: Path
+) -> None:
+    path = capsule(tmp_path, guest_bytes, GRANTED)
+    denied = capsule(
+        tmp_path / "denied", guest_bytes, "hooks:\n  reader: {component: hooks/guest.wasm}\n"
+    )
+    hosts = {
+        fast: (host_for(path, store, fast=fast), host_for(denied, store, fast=fast))
+        for fast in (True, False)
+    }
+    assert hosts[True][0].lowering is not None and hosts[False][0].lowering is None
+    failing = FailingStore(store)
+    broken = {fast: host_for(path, failing, fast=fast) for fast in (True, False)}
+    for context, how, cursor in call_shapes(store, home):
+        seen = []
+        for granted, ungranted in hosts.values():
+            hooks = ungranted if how == "denied" else granted
+            if how == "compact":
+                hooks.task_start(task_id="t", context_id=context)
+                result = hooks.compact([])["reader"]
+            else:
+                result = read(hooks, context, cursor)
+            seen.append((result.ok, result.code, result.value, result.error))
+        assert seen[0] == seen[1], (context, how, cursor)
+    outcomes = [broken[fast].task_start(task_id="!read", context_id="ctx-1") for fast in broken]
+    assert [o["reader"].code for o in outcomes] == ["host_error", "host_error"]
+    assert outcomes[0]["reader"].error == outcomes[1]["reader"].error
