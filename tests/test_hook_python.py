@@ -283,7 +283,7 @@ def misbehave_wasm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("task", "code", "says"),
+    "case",
     [
         ("raise", "trap", "ZeroDivisionError: division by zero"),
         ("oom", "memory_limit", "48 MiB"),
@@ -292,8 +292,9 @@ def misbehave_wasm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
 )
 def test_a_python_guest_failing_is_reported_for_what_it_did(
-    misbehave_wasm: Path, home: Path, tmp_path: Path, task: str, code: str, says: str
+    misbehave_wasm: Path, home: Path, tmp_path: Path, case: tuple[str, str, str]
 ) -> None:
+    task, code, says = case
     path = tmp_path / "murmur.yaml"
     path.write_text(
         f"hooks:\n  bad:\n    component: {misbehave_wasm}\n"
