@@ -22,10 +22,12 @@ class Call:
 
     ``deadline`` is ``time.monotonic()`` seconds, the same instant the store's epoch deadline
     stands for; host functions that wait never wait past it. ``helper`` is the clock helper's
-    instance in this call's store, made on first use.
+    instance in this call's store, made on first use. ``deadline_hit`` says a host function
+    ended the call at its deadline.
     """
 
     reader: Reader
     deadline: float
     host_failure: BaseException | None = None
     helper: Any = None
+    deadline_hit: bool = False

@@ -58,7 +58,6 @@ from murmur_nb._hooks.signatures import (
     check_imports,
     signature,
 )
-from murmur_nb._hooks.waits import WaitDeadline
 
 if TYPE_CHECKING:
     from wasmtime import Store
@@ -460,9 +459,7 @@ class HookHost:
                 raw = func(store, *args)
                 func.post_return(store)
         except self.runtime.WasmtimeError as exc:
-            return None, str(exc), classify(str(exc))
-        except WaitDeadline as exc:
-            return None, str(exc), "deadline_exceeded"
+            return None, str(exc), "deadline_exceeded" if call.deadline_hit else classify(str(exc))
         except Exception as exc:  # raised by the binding after a host-function failure
             if call.host_failure is None:
                 call.host_failure = exc

@@ -12,9 +12,12 @@ Design notes
   ``subscribe-duration`` and ``subscribe-instant`` do the waiting themselves, in short slices
   that watch the call's deadline and the interrupt flag, and then hand the guest a pollable
   that is already ready, so the guest's later ``poll`` returns at once. A wait that would end
-  past the deadline waits until the deadline and raises :class:`WaitDeadline` (the call ends
-  as ``deadline_exceeded``); Ctrl-C ends it within one slice. ``now`` is Python's
-  ``time.monotonic_ns()``, so an instant the guest computes from ``now`` is in the same clock.
+  past the deadline waits until the deadline, marks the call and raises a ``WasmtimeError``
+  (the call ends as ``deadline_exceeded``); Ctrl-C ends it within one slice. A
+  ``WasmtimeError`` (not a Python exception) crosses wasmtime-py's callback as an error of its
+  own, so nothing is left in the binding's last-exception slot, even during instantiation.
+  ``now`` is Python's ``time.monotonic_ns()``, so an instant the guest computes from ``now``
+  is in the same clock.
 * **A ready pollable** can only be made by wasmtime's WASI (a pollable is a wasmtime resource),
   so a tiny helper component (:data:`HELPER_WAT`) linked against the unshadowed WASI is
   instantiated in the call's store on first use and asked for ``subscribe-duration(0)``.
@@ -31,7 +34,7 @@ from typing import Any
 from murmur_nb._hooks.calls import Call
 from murmur_nb._hooks.signatures import CLOCK_INTERFACE
 
-__all__ = ["HELPER_WAT", "BoundedClock", "WaitDeadline"]
+__all__ = ["HELPER_WAT", "BoundedClock"]
 
 #: Longest uninterrupted sleep inside a wait: how late Ctrl-C or the deadline can be seen.
 SLICE_S = 0.005
@@ -53,10 +56,6 @@ HELPER_WAT = """
   (core instance $i (instantiate $m (with "clock" (instance $clock-core))))
   (func (export "ready-pollable") (result (own $pollable)) (canon lift (core func $i "ready"))))
 """
-
-
-class WaitDeadline(Exception):
-    """A clock wait reached the call's deadline (or Ctrl-C) before the guest's instant."""
 
 
 class BoundedClock:
@@ -97,17 +96,20 @@ class BoundedClock:
 
     def wait_until(self, store: Any, when_ns: int) -> Any:
         """Sleep until ``when_ns`` or the deadline, whichever is first; a ready pollable."""
+        from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
+
         call = self._current()
         if call is None:
-            raise WaitDeadline("no hook call is in progress")
+            raise WasmtimeError("a clock wait outside any hook call")
         deadline_ns = int(call.deadline * 1e9)
         target = min(when_ns, deadline_ns)
         while (now := time.monotonic_ns()) < target and not self._interrupted():
             time.sleep(min(SLICE_S, (target - now) / 1e9))
         if self._interrupted():
-            raise WaitDeadline("interrupted")
+            raise WasmtimeError("the hook call was interrupted during a clock wait")
         if when_ns > deadline_ns:
-            raise WaitDeadline(
+            call.deadline_hit = True
+            raise WasmtimeError(
                 f"the guest waited on a clock {max(0, when_ns - deadline_ns) / 1e6:.0f} ms "
                 "past its time limit"
             )
