@@ -71,15 +71,18 @@ hooks:
 """
 
 
-def sleeper() -> bytes:
-    return wasmtime.wat2wasm((WAT / "sleeper.wat").read_text(encoding="utf-8"))
+def sleeper(version: str = "0.2.0") -> bytes:
+    """The sleeper guest, importing WASI at ``version`` (wasmtime 50 itself defines 0.2.12)."""
+    text = (WAT / "sleeper.wat").read_text(encoding="utf-8")
+    return wasmtime.wat2wasm(text.replace("@0.2.0", f"@{version}"))
 
 
 @pytest.mark.parametrize("task", ["poll", "block"])
+@pytest.mark.parametrize("version", ["0.2.0", "0.2.9", "0.2.12", "0.2.40"])
 def test_a_guest_sleeping_on_a_clock_pollable_stops_at_its_time_limit(
-    tmp_path: Path, store: ConversationStore, task: str
+    tmp_path: Path, store: ConversationStore, task: str, version: str
 ) -> None:
-    hooks = host(tmp_path, store, SLEEPERS, sleeper=sleeper())
+    hooks = host(tmp_path, store, SLEEPERS, sleeper=sleeper(version))
     assert hooks.hooks["sleeper"].loaded, hooks.hooks["sleeper"].load_error
     started = time.monotonic()
     results = hooks.task_start(task_id=task, context_id="ctx-1")

@@ -57,11 +57,18 @@ def guest_reports_oom(*texts: str) -> bool:
     return any(_OOM.search(text) for text in texts if text)
 
 
+#: Lines toolchains print around the real cause (Rust's panic frame, componentize-py's wrapper).
+_NOISE = re.compile(
+    r"^(?:\[murmur-nb:|note: run with `RUST_BACKTRACE|thread '.*' (?:\(\d+\) )?panicked at|"
+    r"Python function threw an unexpected exception|lost sys\.stderr|stack backtrace:)"
+)
+
+
 def stderr_cause(stderr: str) -> str | None:
     """The last meaningful line the guest wrote to stderr: its exception, panic or abort."""
     for raw in reversed(stderr.strip().splitlines()):
         line = raw.strip()
-        if line and not line.startswith("[murmur-nb:"):
+        if line and not _NOISE.match(line):
             return line[:500]
     return None
 

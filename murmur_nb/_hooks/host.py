@@ -56,6 +56,7 @@ from murmur_nb._hooks.signatures import (
     HANDLERS,
     READ_INTERFACE,
     check_imports,
+    clock_imports,
     signature,
 )
 
@@ -140,9 +141,8 @@ class HookHost:
                 lowering = PageLowering()
             except FAST_PATH_ERRORS:  # a wasmtime-py whose private ctypes layer differs
                 lowering = None
-        self._linker, self._keepalive, self.lowering = make_linker(
-            self.runtime.engine, HostFunctions(self), lowering
-        )
+        self._linked = make_linker(self.runtime.engine, HostFunctions(self), lowering)
+        self.lowering = self._linked.lowering
         self._hooks: dict[str, Loaded] = {}
         for entry in config.hooks:
             self._hooks[entry.id] = self._load(entry)
@@ -206,6 +206,7 @@ class HookHost:
         mismatch = check_imports(component, self.runtime.engine)
         if mismatch is not None:
             return failed(info, f"{entry.component} {mismatch}", "link_error")
+        self._linked.shadow_clock(clock_imports(component, self.runtime.engine))
         probe = self._instantiate_probe(component, entry.limits, funcs)
         if probe is not None:
             return failed(info, *probe)
@@ -221,7 +222,7 @@ class HookHost:
             store, ticks = self._new_store(limits, Capture(), Capture())
             try:
                 with self.runtime.ticker.running(ticks):
-                    instance = self._linker.instantiate(store, component)
+                    instance = self._linked.linker.instantiate(store, component)
                 for event, index in funcs.items():
                     func = instance.get_func(store, index)
                     found = signature(func.type(store)) if func is not None else "not a function"
@@ -453,7 +454,7 @@ class HookHost:
         """Instantiate and call: ``(raw result, failure text, code)``."""
         try:
             with self.runtime.ticker.running(ticks):
-                instance = self._linker.instantiate(store, loaded.component)
+                instance = self._linked.linker.instantiate(store, loaded.component)
                 func = instance.get_func(store, loaded.funcs[event])
                 assert func is not None
                 raw = func(store, *args)

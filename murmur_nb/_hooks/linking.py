@@ -22,7 +22,7 @@ from murmur_nb._hooks.lowering import FAST_PATH_ERRORS, PageLowering, add_fast_r
 from murmur_nb._hooks.signatures import READ_INTERFACE
 from murmur_nb._hooks.waits import BoundedClock
 
-__all__ = ["HostFunctions", "make_linker"]
+__all__ = ["HostFunctions", "Linked", "make_linker"]
 
 
 class HostFunctions:
@@ -79,28 +79,48 @@ class HostFunctions:
         return out
 
 
-def make_linker(
-    engine: Any, functions: HostFunctions, lowering: PageLowering | None
-) -> tuple[Any, tuple[Any, ...], PageLowering | None]:
-    """The linker, the C objects to keep alive with it, and the lowering actually in use.
+class Linked:
+    """A linker, the C objects to keep alive with it, and the lowering actually in use.
 
-    The fast ``read-messages`` is used when ``lowering`` is given and registers; if
-    wasmtime-py's private layer refuses it, the public binding is used instead.
+    ``keepalive`` holds the fast path's C callback, called only during calls; the finalizer
+    wasmtime calls when the linker is freed lives for the whole process
+    (:func:`murmur_nb._hooks.lowering.no_finalizer`), so release order does not matter.
     """
+
+    def __init__(
+        self, linker: Any, keepalive: tuple[Any, ...], lowering: PageLowering | None, clock: Any
+    ) -> None:
+        self.linker = linker
+        self.keepalive = keepalive
+        self.lowering = lowering
+        self._clock = clock
+        self._clock_names: set[str] = set()
+
+    def shadow_clock(self, names: list[str]) -> None:
+        """Serve the bounded clock under each exact import name not yet served."""
+        new = [name for name in names if name not in self._clock_names]
+        if not new:
+            return
+        self.linker.allow_shadowing = True
+        with self.linker.root() as root:
+            for name in new:
+                self._clock.define(root, name)
+        self.linker.allow_shadowing = False
+        self._clock_names.update(new)
+
+
+def make_linker(engine: Any, functions: HostFunctions, lowering: PageLowering | None) -> Linked:
+    """The linker: the fast ``read-messages`` when ``lowering`` is given and registers, else
+    (wasmtime-py's private layer refused it) the public binding."""
     if lowering is not None:
         try:
-            linker, keepalive = build_linker(engine, functions, lowering)
+            return build_linker(engine, functions, lowering)
         except FAST_PATH_ERRORS:  # wasmtime-py's private ctypes layer changed: go generic
             pass
-        else:
-            return linker, keepalive, lowering
-    linker, keepalive = build_linker(engine, functions, None)
-    return linker, keepalive, None
+    return build_linker(engine, functions, None)
 
 
-def build_linker(
-    engine: Any, functions: HostFunctions, lowering: PageLowering | None
-) -> tuple[Any, tuple[Any, ...]]:
+def build_linker(engine: Any, functions: HostFunctions, lowering: PageLowering | None) -> Linked:
     from wasmtime.component import Linker  # noqa: PLC0415 - wasmtime loads on first use
 
     linker = Linker(engine)
@@ -116,4 +136,4 @@ def build_linker(
             else:
                 read.add_func("read-messages", functions.read_messages)
     linker.allow_shadowing = False
-    return linker, keepalive
+    return Linked(linker, keepalive, lowering, clock)

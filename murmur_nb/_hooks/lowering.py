@@ -275,6 +275,17 @@ def _timestamp(value: Any) -> str:
     return str(value)
 
 
+#: One C finalizer for every fast ``read-messages``, alive for the whole process: wasmtime
+#: calls it when a linker is freed, whatever order a host's attributes are released in.
+FINALIZER: list[Any] = []
+
+
+def no_finalizer() -> Any:
+    if not FINALIZER:
+        FINALIZER.append(ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda data: None))
+    return FINALIZER[0]
+
+
 def add_fast_read(
     read: Any,
     lowering: PageLowering,
@@ -284,7 +295,7 @@ def add_fast_read(
     """Define ``read-messages`` on ``read`` with a ctypes callback that lowers pages directly.
 
     ``serve(cursor, limit)`` returns a page or the WIT error string; ``fail(exc)`` records a
-    host failure. Returns the C objects the caller must keep alive as long as the linker.
+    host failure. Returns the C callback the caller must keep alive as long as the linker.
     """
     from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
     from wasmtime import _ffi as ffi  # noqa: PLC0415 - wasmtime loads on first use
@@ -315,11 +326,11 @@ def add_fast_read(
         return 0
 
     c_callback = ffi.wasmtime_component_func_callback_t(callback)
-    c_finalizer = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda data: None)
+    c_finalizer = no_finalizer()
     name = b"read-messages"
     error = ffi.wasmtime_component_linker_instance_add_func(
         read.ptr(), ctypes.create_string_buffer(name), len(name), c_callback, None, c_finalizer
     )
     if error:
         raise WasmtimeError._from_ptr(error)
-    return (c_callback, c_finalizer)
+    return (c_callback,)

@@ -29,12 +29,16 @@ __all__ = [
     "HOST_IMPORTS",
     "READ_INTERFACE",
     "check_imports",
+    "clock_imports",
     "signature",
 ]
 
 HANDLERS = "murmur:hook/handlers@0.8.0"
 READ_INTERFACE = "murmur:conversation/read@0.1.0"
-CLOCK_INTERFACE = "wasi:clocks/monotonic-clock@0.2.0"
+#: The clock is shadowed under this name, which semver-compatible imports resolve to (the
+#: highest 0.2 version wins), and under each exact name a loaded component imports (an exact
+#: name would otherwise find the version wasmtime itself defines).
+CLOCK_INTERFACE = "wasi:clocks/monotonic-clock@0.2.999"
 
 MESSAGE = (
     "record{id: string, role: string, content: string, name: option<string>, "
@@ -98,6 +102,15 @@ def served_interface(name: str) -> str | None:
     match = _PATCH.match(name)
     base = match.group("base") if match else name
     return base if base in HOST_IMPORTS else None
+
+
+def clock_imports(component: Any, engine: Any) -> list[str]:
+    """The exact names under which ``component`` imports the monotonic clock."""
+    return [
+        name
+        for name in component.type.imports(engine)
+        if served_interface(name) == "wasi:clocks/monotonic-clock@0.2"
+    ]
 
 
 def check_imports(component: Any, engine: Any) -> str | None:

@@ -83,9 +83,9 @@ class BoundedClock:
         self._helper: Any = None
         self._helper_linker: Any = None
 
-    def define(self, root: Any) -> None:
-        """Define the four clock functions on a linker root (shadowing must be allowed)."""
-        with root.add_instance(CLOCK_INTERFACE) as clock:
+    def define(self, root: Any, name: str = CLOCK_INTERFACE) -> None:
+        """Define the four clock functions as ``name`` on a linker root (shadowing allowed)."""
+        with root.add_instance(name) as clock:
             clock.add_func("now", lambda store: time.monotonic_ns())
             clock.add_func("resolution", lambda store: 1)
             clock.add_func(
