@@ -105,6 +105,16 @@ def test_a_short_sleep_inside_the_limit_completes(tmp_path: Path, store: Convers
     assert 20 <= result.duration_ms < 300
 
 
+def test_a_blocking_read_of_stdin_returns_at_once(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """Hooks get a closed stdin: the one blocking read WASI offers them cannot wait."""
+    hooks = host(tmp_path, store, SLEEPERS, sleeper=sleeper())
+    result = hooks.task_start(task_id="read", context_id="ctx-1")["sleeper"]
+    assert result.ok and result.value == "read"
+    assert result.duration_ms < 300
+
+
 def test_ctrl_c_ends_a_guest_sleeping_on_a_clock_pollable_promptly(
     tmp_path: Path, store: ConversationStore, restore_sigint: None
 ) -> None:

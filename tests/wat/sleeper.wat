@@ -1,7 +1,8 @@
 ;; A hook component that waits through WASI: it subscribes to a monotonic-clock pollable and
 ;; waits on it. `on-task-start` looks at the first byte of the task id:
 ;;   "p..." waits 10 s with `poll([pollable])`, "b..." waits 10 s with `pollable.block`,
-;;   "q..." waits 20 ms with `poll` and returns ok("slept"); anything else returns ok("awake").
+;;   "q..." waits 20 ms with `poll` and returns ok("slept"), "r..." does a `blocking-read` of
+;;   stdin and returns ok("read"); anything else returns ok("awake").
 (component
   (type $lifecycle (instance
     (type $ev (record (field "task-id" string) (field "context-id" string)))
@@ -20,6 +21,23 @@
     (alias outer 1 $pollable (type $p))
     (export "pollable" (type (eq $p)))
     (export "subscribe-duration" (func (param "when" u64) (result (own $p))))))
+  (import "wasi:io/error@0.2.0" (instance $error (export "error" (type (sub resource)))))
+  (alias export $error "error" (type $error-t))
+  (import "wasi:io/streams@0.2.0" (instance $streams
+    (alias outer 1 $error-t (type $e))
+    (export "error" (type $e2 (eq $e)))
+    (export "input-stream" (type $is (sub resource)))
+    (type $se (variant (case "last-operation-failed" (own $e2)) (case "closed")))
+    (export "stream-error" (type $se2 (eq $se)))
+    (type $bytes (list u8))
+    (type $res (result $bytes (error $se2)))
+    (export "[method]input-stream.blocking-read"
+      (func (param "self" (borrow $is)) (param "len" u64) (result $res)))))
+  (alias export $streams "input-stream" (type $input-stream))
+  (import "wasi:cli/stdin@0.2.0" (instance $stdin
+    (alias outer 1 $input-stream (type $is))
+    (export "input-stream" (type $is2 (eq $is)))
+    (export "get-stdin" (func (result (own $is2))))))
 
   (core module $mem
     (memory (export "memory") 1)
@@ -39,13 +57,20 @@
   (core func $subscribe-lowered (canon lower (func $subscribe)))
   (core func $poll-lowered (canon lower (func $poll-fn) (memory $memory) (realloc $realloc)))
   (core func $block-lowered (canon lower (func $block)))
+  (alias export $stdin "get-stdin" (func $get-stdin))
+  (alias export $streams "[method]input-stream.blocking-read" (func $blocking-read))
+  (core func $get-stdin-lowered (canon lower (func $get-stdin)))
+  (core func $blocking-read-lowered
+    (canon lower (func $blocking-read) (memory $memory) (realloc $realloc)))
 
   (core module $main
     (import "env" "memory" (memory 1))
     (import "wasi" "subscribe-duration" (func $subscribe (param i64) (result i32)))
     (import "wasi" "poll" (func $poll (param i32 i32 i32)))
     (import "wasi" "block" (func $block (param i32)))
-    (data (i32.const 16) "sleptawake")
+    (import "wasi" "get-stdin" (func $get-stdin (result i32)))
+    (import "wasi" "blocking-read" (func $blocking-read (param i32 i64 i32)))
+    (data (i32.const 16) "sleptawakeread")
     (func $ok (param $ptr i32) (param $len i32) (result i32)
       (i32.store8 (i32.const 64) (i32.const 0))
       (i32.store (i32.const 68) (local.get $ptr))
@@ -64,11 +89,16 @@
         (then (i32.store (i32.const 128) (call $subscribe (i64.const 20000000)))
               (call $poll (i32.const 128) (i32.const 1) (i32.const 136))
               (return (call $ok (i32.const 16) (i32.const 5)))))
+      (if (i32.eq (local.get $op) (i32.const 114))
+        (then (call $blocking-read (call $get-stdin) (i64.const 1024) (i32.const 160))
+              (return (call $ok (i32.const 26) (i32.const 4)))))
       (call $ok (i32.const 21) (i32.const 5))))
   (core instance $env (export "memory" (memory $memory)))
   (core instance $wasi (export "subscribe-duration" (func $subscribe-lowered))
                        (export "poll" (func $poll-lowered))
-                       (export "block" (func $block-lowered)))
+                       (export "block" (func $block-lowered))
+                       (export "get-stdin" (func $get-stdin-lowered))
+                       (export "blocking-read" (func $blocking-read-lowered)))
   (core instance $main-i (instantiate $main (with "env" (instance $env))
                                             (with "wasi" (instance $wasi))))
 
