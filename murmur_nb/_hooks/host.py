@@ -28,6 +28,7 @@ Result codes (``HookResult.code``): ``guest_error`` (the hook returned ``err``),
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -404,42 +405,16 @@ class HookHost:
                 f"{type(call.host_failure).__name__}: {call.host_failure}"
             )
 
-        def result(
-            ok: bool, value: Any = None, error: str | None = None, code: str | None = None
-        ) -> HookResult:
-            return HookResult(
-                info.id,
-                event,
-                ok=ok,
-                value=value,
-                error=error,
-                code=code,
-                stdout=out.text(),
-                stderr=err.text(),
-                duration_ms=duration,
-                fuel_used=fuel_used,
-            )
-
-        if code is not None:
-            if code == "trap" and guest_reports_oom(failure or "", err.text()):
-                code = "memory_limit"
-            return result(False, error=explain(code, failure or "", limits, err.text()), code=code)
-        ok, value = unwrap_result(raw)
-        if not ok:
-            if guest_reports_oom(str(value)):
-                return result(
-                    False, error=explain("memory_limit", str(value), limits), code="memory_limit"
-                )
-            return result(False, error=str(value), code="guest_error")
-        try:
-            lifted = lift(value)
-        except (TypeError, ValueError) as exc:
-            return result(
-                False,
-                error=f"the hook returned a value the host cannot use: {exc}",
-                code="invalid_output",
-            )
-        return result(True, value=lifted)
+        make = functools.partial(
+            HookResult,
+            info.id,
+            event,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_ms=duration,
+            fuel_used=fuel_used,
+        )
+        return outcome(make, (raw, failure, code), limits, lift, err.text())
 
     def _run(
         self,
@@ -473,6 +448,33 @@ class HookHost:
             return start - store.get_fuel()
         except self.runtime.WasmtimeError:
             return 0
+
+
+def outcome(
+    make: Callable[..., HookResult],
+    ran: tuple[Any, str | None, str | None],
+    limits: HookLimits,
+    lift: Callable[[Any], Any],
+    stderr: str,
+) -> HookResult:
+    """The result of a call that ran: ``ran`` is ``(raw value, failure text, code)``."""
+    raw, failure, code = ran
+    if code is not None:
+        if code == "trap" and guest_reports_oom(failure or "", stderr):
+            code = "memory_limit"
+        return make(ok=False, error=explain(code, failure or "", limits, stderr), code=code)
+    ok, value = unwrap_result(raw)
+    if not ok:
+        if guest_reports_oom(str(value)):
+            error = explain("memory_limit", str(value), limits)
+            return make(ok=False, error=error, code="memory_limit")
+        return make(ok=False, error=str(value), code="guest_error")
+    try:
+        lifted = lift(value)
+    except (TypeError, ValueError) as exc:
+        error = f"the hook returned a value the host cannot use: {exc}"
+        return make(ok=False, error=error, code="invalid_output")
+    return make(ok=True, value=lifted)
 
 
 def unwrap_result(raw: Any) -> tuple[bool, Any]:
