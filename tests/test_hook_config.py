@@ -248,3 +248,23 @@ def test_missing_file_names_the_path(tmp_path: Path) -> None:
 def test_document_must_be_a_mapping(tmp_path: Path) -> None:
     with pytest.raises(HookConfigError, match="must be a mapping"):
         load_hook_config(write(tmp_path, "- just\n- a list\n"))
+
+
+def test_store_limits_parse_and_split_the_memory_total(tmp_path: Path) -> None:
+    text = """\
+hooks:
+  a: {component: a.wasm}
+  b:
+    component: b.wasm
+    limits: {memory_mib: 64, memories: 4, tables: 8, instances: 40, table_elements: 5000}
+"""
+    a, b = load_hook_config(write(tmp_path, text)).hooks
+    assert (a.limits.memories, a.limits.tables, a.limits.instances) == (1, 4, 32)
+    assert a.limits.memory_bytes_each == DEFAULT_MEMORY_MIB << 20
+    assert (b.limits.memories, b.limits.tables, b.limits.instances) == (4, 8, 40)
+    assert b.limits.table_elements == 5000
+    assert b.limits.memory_bytes_each == 16 << 20  # 64 MiB over the whole store
+    with pytest.raises(HookConfigError, match=r"hooks\.a\.limits\.memories: expected a positive"):
+        load_hook_config(
+            write(tmp_path, "hooks:\n  a: {component: a.wasm, limits: {memories: 0}}\n")
+        )
