@@ -8,7 +8,6 @@ skips ``site``: the fixtures use the standard library only, and start faster).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import time
@@ -67,13 +66,13 @@ def host_pid(ns_pid: int, namespace: str) -> int:
     process by that namespace and the last field of ``NSpid`` in its ``status``. ``-1`` (never
     alive) means no live process has that identity any more.
     """
-    if namespace == os.readlink("/proc/self/ns/pid"):
+    if namespace == str(Path("/proc/self/ns/pid").readlink()):
         return ns_pid
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if os.readlink(entry / "ns" / "pid") != namespace:
+            if str((entry / "ns" / "pid").readlink()) != namespace:
                 continue
             status = (entry / "status").read_text()
         except OSError:

@@ -238,7 +238,8 @@ def code_digest(module_dir: Path) -> str:
             rel = os.path.relpath(entry.path, module_dir).encode()
             st = entry.stat(follow_symlinks=False)
             if entry.is_symlink():
-                digest.update(b"L" + rel + b"\0" + os.readlink(entry.path).encode() + b"\0")
+                target = str(Path(entry.path).readlink()).encode()
+                digest.update(b"L" + rel + b"\0" + target + b"\0")
             elif entry.is_dir(follow_symlinks=False):
                 digest.update(b"D" + rel + b"\0")
                 pending.append(Path(entry.path))
@@ -246,7 +247,7 @@ def code_digest(module_dir: Path) -> str:
                 mode = b"x" if st.st_mode & 0o111 else b"-"
                 digest.update(b"F" + rel + b"\0" + mode + str(st.st_size).encode() + b"\0")
                 with open(entry.path, "rb") as fh:  # noqa: PTH123 - streamed, bounded reads
-                    for chunk in iter(lambda: fh.read(1 << 20), b""):  # noqa: B023
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
                         digest.update(chunk)
     return "sha256:" + digest.hexdigest()
 
@@ -993,7 +994,7 @@ class ModuleHost:
         ).encode()
         exe = self.modules_dir / module_id / "module"
         try:
-            run = self._run_confined(inv, exe, payload, cwd, deadline, bound)
+            run = self._run_confined(inv, exe, payload, cwd, deadline=deadline, bound=bound)
         except OSError as exc:
             raise ProtocolViolation(
                 f"module {module_id!r} could not be started ({exc}); {exe} must be an "
@@ -1036,7 +1037,7 @@ class ModuleHost:
         return inv
 
     def _run_confined(
-        self, inv: Invocation, exe: Path, payload: bytes, cwd: Path, deadline: int, bound: int
+        self, inv: Invocation, exe: Path, payload: bytes, cwd: Path, *, deadline: int, bound: int
     ) -> RunResult:
         """Run ``module invoke`` inside the sandbox the policy asks for."""
         request = inv.request

@@ -19,8 +19,9 @@ Rights enforced (as far as the running kernel's ABI knows them):
 * network (ABI 4+): TCP ``bind`` and ``connect`` are denied unless network was granted
   (UDP and raw sockets are not covered by Landlock);
 * scopes (ABI 6+): no signal to, and no abstract UNIX socket of, a process outside the
-  domain. Since ABI 1 a sandboxed process can never ``ptrace`` (or read ``/proc/<pid>/mem``
-  or ``environ`` of) a process outside its domain.
+  domain. Since ABI 1 a sandboxed process can never ``ptrace`` (or open ``/proc/<pid>/mem``
+  of) a process outside its domain; ``environ`` stays readable, so the caller grants no
+  ``/proc`` at all.
 """
 
 from __future__ import annotations
@@ -107,13 +108,14 @@ class Ruleset:
 
     fd: int
     abi: int
+    restrict: int  # the landlock_restrict_self syscall number, looked up before fork
 
     def preexec(self) -> None:
         """Run in the child between ``fork`` and ``exec`` (``subprocess`` ``preexec_fn``)."""
         assert _LIBC is not None
         if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-        if _LIBC.syscall(_SYS[platform.machine()][2], self.fd, 0) != 0:
+        if _LIBC.syscall(self.restrict, self.fd, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
 
     def close(self) -> None:
@@ -130,7 +132,7 @@ def build_ruleset(
     sockets are scoped to the sandbox when the ABI knows scopes.
     """
     assert _LIBC is not None
-    create, add, _ = _SYS[platform.machine()]
+    create, add, restrict = _SYS[platform.machine()]
     fs = _fs_mask(abi)
     attr = _RulesetAttr(fs, 0, 0)
     size = 8
@@ -144,7 +146,7 @@ def build_ruleset(
     fd = int(_LIBC.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), 0))
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-    ruleset = Ruleset(fd, abi)
+    ruleset = Ruleset(fd, abi, restrict)
     try:
         for paths, rights in ((read, _READ), (write, _READ | _WRITE)):
             for path in paths:

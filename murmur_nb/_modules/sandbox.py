@@ -13,8 +13,9 @@ Design notes
   unprivileged user namespace. Measured here: a few milliseconds per call.
 * **Landlock is the fallback** for machines where bubblewrap is missing or user namespaces
   are forbidden (some Binder nodes): the same path rules, TCP denied without a network
-  grant (ABI 4), signals and abstract sockets scoped (ABI 6), and no ``ptrace`` or
-  ``/proc/<pid>/mem``/``environ`` of outside processes (ABI 1). It cannot be stacked inside
+  grant (ABI 4), signals and abstract sockets scoped (ABI 6), no ``ptrace`` of outside
+  processes (ABI 1), and no ``/proc`` at all (Landlock's ptrace scope alone still lets a
+  module read another process's ``/proc/<pid>/environ``, measured on kernel 6.18). It cannot be stacked inside
   bubblewrap without a helper process (a Landlock domain forbids the mounts bwrap makes), and
   it cannot keep a daemon from outliving the call: the report says ``process_tree`` is then
   missing, and the runner's ``/proc`` tracking is the only (best-effort) net.
@@ -232,7 +233,9 @@ def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
         if abi >= 4:
             guarantees["network"] = f"landlock ABI {abi} (TCP only)"
         if abi >= 6:
-            guarantees["process_isolation"] = f"landlock ABI {abi} (ptrace and signal scopes)"
+            guarantees["process_isolation"] = (
+                f"landlock ABI {abi} (ptrace and signal scopes, no /proc)"
+            )
     return SandboxReport(mode, mechanism, guarantees, status, detail, bwrap, abi)
 
 
@@ -276,7 +279,7 @@ def launch(
     rw = [os.path.realpath(r.path) for r in roots.values() if r.mode == "rw"]
     if report._bwrap is not None:
         return Launch(
-            _bwrap_argv(report._bwrap, argv, cwd, reads, ro, rw, network=network),
+            _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw, network=network),
             None,
             report.confinement + ("; network granted" if network else ""),
             lambda: None,
@@ -284,7 +287,9 @@ def launch(
     if report._landlock_abi:
         ruleset = landlock.build_ruleset(
             report._landlock_abi,
-            [*_SYSTEM_TREES, "/proc", *_DEVICES, *reads, *ro],
+            # no /proc at all: Landlock's ptrace scope blocks /proc/<pid>/mem but (measured
+            # on kernel 6.18) not environ, maps or cmdline of an outside process
+            [*_SYSTEM_TREES, *_DEVICES, *reads, *ro],
             ["/dev/null", *rw, str(cwd)],
             network=network,
         )
@@ -297,22 +302,23 @@ def _bwrap_argv(
     argv: Sequence[str],
     cwd: Path,
     reads: list[str],
+    *,
     ro: list[str],
     rw: list[str],
-    *,
     network: bool,
 ) -> list[str]:
     out = [bwrap, *_namespace_flags(network=network)]
     for tree in _SYSTEM_TREES:
-        if os.path.islink(tree):
-            out += ["--symlink", os.readlink(tree), tree]
-        elif os.path.isdir(tree):
+        system = Path(tree)
+        if system.is_symlink():
+            out += ["--symlink", str(system.readlink()), tree]
+        elif system.is_dir():
             out += ["--ro-bind", tree, tree]
     out += ["--proc", "/proc", "--tmpfs", "/tmp"]
     for dev in _DEVICES:
         out += ["--dev-bind-try", dev, dev]
-    for path in reads:
-        out += ["--ro-bind-try", path, path]
+    for read in reads:
+        out += ["--ro-bind-try", read, read]
     # deeper roots after shallower ones, so a root nested in another keeps its own mode
     mounts = sorted([(p, "--ro-bind") for p in ro] + [(p, "--bind") for p in rw],
                     key=lambda m: _depth(m[0]))

@@ -21,7 +21,7 @@ def default():
 
 def note(out, role):
     # the pid as this process sees it, and its pid namespace (the sandbox has its own)
-    ident = f"{os.getpid()} {os.readlink('/proc/self/ns/pid')}"
+    ident = f"{os.getpid()} {Path('/proc/self/ns/pid').readlink()}"
     Path(out, f"{role}.pid.tmp").write_text(ident)
     Path(out, f"{role}.pid.tmp").replace(Path(out, f"{role}.pid"))
 
