@@ -424,3 +424,16 @@ def test_landlock_alone_still_blocks_files_network_and_proc_in_best_effort(
         listener.close()
     assert listener.received == []
     assert (world.src / "input.txt").read_text() == "source data"
+
+
+def test_the_widgets_show_the_confinement(host: mnb.ModuleHost, world: World) -> None:
+    from murmur_nb.widgets import InvocationView, ModuleBrowser  # noqa: PLC0415 - ipywidgets
+
+    browser = ModuleBrowser(host)
+    assert "sandbox: bwrap" in browser.summary.value
+    inv = host.invoke("hostile.read", {"paths": []})
+    assert f"confinement: {inv.confinement}" in InvocationView(inv).details.value
+    with world.host(sandbox="best-effort", sandbox_mechanisms=()) as weak, pytest.warns(
+        mnb.SandboxWarning
+    ):
+        assert "missing: filesystem" in ModuleBrowser(weak).summary.value

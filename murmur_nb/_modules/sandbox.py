@@ -15,10 +15,11 @@ Design notes
   are forbidden (some Binder nodes): the same path rules, TCP denied without a network
   grant (ABI 4), signals and abstract sockets scoped (ABI 6), no ``ptrace`` of outside
   processes (ABI 1), and no ``/proc`` at all (Landlock's ptrace scope alone still lets a
-  module read another process's ``/proc/<pid>/environ``, measured on kernel 6.18). It cannot be stacked inside
-  bubblewrap without a helper process (a Landlock domain forbids the mounts bwrap makes), and
-  it cannot keep a daemon from outliving the call: the report says ``process_tree`` is then
-  missing, and the runner's ``/proc`` tracking is the only (best-effort) net.
+  module read another process's ``/proc/<pid>/environ``, measured on kernel 6.18). It
+  cannot be stacked inside bubblewrap without a helper process (a Landlock domain forbids
+  the mounts bwrap makes), and it cannot keep a daemon from outliving the call: the report
+  says ``process_tree`` is then missing, and the runner's ``/proc`` tracking is the only
+  (best-effort) net.
 * **Interpreters.** Read-only system trees (``/usr``, ``/lib*``, ``/bin``, ``/sbin``,
   ``/etc``) plus the running interpreter's own installation (``sys.prefix``,
   ``sys.base_prefix`` and their exec twins). Never the user's home or the notebook folder as

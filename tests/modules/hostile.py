@@ -106,7 +106,7 @@ def handle(name, request):
                                   .decode("latin-1"))
         # every process this module can see, and its command line
         found["visible_pids"] = attempt(
-            lambda: sorted(int(n) for n in os.listdir("/proc") if n.isdigit()))
+            lambda: sorted(int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()))
         seen = found["visible_pids"].get("value", [])
         found["cmdlines"] = {"ok": True, "value": [
             attempt(lambda p=p: Path(f"/proc/{p}/cmdline").read_bytes().decode("latin-1"))
