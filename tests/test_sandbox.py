@@ -427,7 +427,7 @@ def test_landlock_alone_still_blocks_files_network_and_proc_in_best_effort(
 
 
 def test_the_widgets_show_the_confinement(host: mnb.ModuleHost, world: World) -> None:
-    from murmur_nb.widgets import InvocationView, ModuleBrowser  # noqa: PLC0415 - ipywidgets
+    from murmur_nb.widgets import InvocationView, ModuleBrowser
 
     browser = ModuleBrowser(host)
     assert "sandbox: bwrap" in browser.summary.value

@@ -152,9 +152,7 @@ class SandboxReport:
         """One line for the audit and the widgets: how module processes are confined."""
         if self.mode == "off":
             return "none (sandbox off)"
-        if self.mechanism is None:
-            return "none (no sandbox mechanism available)"
-        label = self.detail or self.mechanism
+        label = self.detail or self.mechanism or "none (no sandbox mechanism available)"
         return label if self.complete else f"{label}; missing: {', '.join(self.missing)}"
 
     def problem(self) -> str:
