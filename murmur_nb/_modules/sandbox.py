@@ -248,14 +248,15 @@ class Launch:
     close: Callable[[], None]
 
 
-def _interpreter_trees() -> list[str]:
+@functools.cache
+def _interpreter_trees() -> tuple[str, ...]:
     home = os.path.realpath(Path.home())
     trees: list[str] = []
     for value in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
         real = os.path.realpath(value)
         if real not in ("/", home) and real not in trees:
             trees.append(real)
-    return trees
+    return tuple(trees)
 
 
 def _depth(path: str) -> int:
@@ -296,6 +297,22 @@ def launch(
     return Launch(list(argv), None, report.confinement, lambda: None)
 
 
+@functools.cache
+def _system_args() -> tuple[str, ...]:
+    """The read-only system trees, ``/proc``, a private ``/tmp`` and the safe devices."""
+    out: list[str] = []
+    for tree in _SYSTEM_TREES:
+        system = Path(tree)
+        if system.is_symlink():
+            out += ["--symlink", str(system.readlink()), tree]
+        elif system.is_dir():
+            out += ["--ro-bind", tree, tree]
+    out += ["--proc", "/proc", "--tmpfs", "/tmp"]
+    for dev in _DEVICES:
+        out += ["--dev-bind-try", dev, dev]
+    return tuple(out)
+
+
 def _bwrap_argv(
     bwrap: str,
     argv: Sequence[str],
@@ -306,16 +323,12 @@ def _bwrap_argv(
     rw: list[str],
     network: bool,
 ) -> list[str]:
-    out = [bwrap, *_namespace_flags(network=network)]
-    for tree in _SYSTEM_TREES:
-        system = Path(tree)
-        if system.is_symlink():
-            out += ["--symlink", str(system.readlink()), tree]
-        elif system.is_dir():
-            out += ["--ro-bind", tree, tree]
-    out += ["--proc", "/proc", "--tmpfs", "/tmp"]
-    for dev in _DEVICES:
-        out += ["--dev-bind-try", dev, dev]
+    out = [bwrap, *_namespace_flags(network=network), *_system_args()]
+    if network:
+        # name resolution: /etc/resolv.conf may point into /run (systemd-resolved)
+        resolv = os.path.realpath("/etc/resolv.conf")
+        if not resolv.startswith("/etc/"):
+            out += ["--ro-bind-try", str(Path(resolv).parent), str(Path(resolv).parent)]
     for read in reads:
         out += ["--ro-bind-try", read, read]
     # deeper roots after shallower ones, so a root nested in another keeps its own mode
