@@ -20,6 +20,9 @@ Design notes
   the mounts bwrap makes), and it cannot keep a daemon from outliving the call: the report
   says ``process_tree`` is then missing, and the runner's ``/proc`` tracking is the only
   (best-effort) net.
+* **No cgroup.** cgroup v2 is often not delegated to the user (it is not on the machine this
+  was measured on); the PID namespace already guarantees that nothing outlives the call, so
+  cgroups are not used. Resource limits are out of scope here.
 * **Interpreters.** Read-only system trees (``/usr``, ``/lib*``, ``/bin``, ``/sbin``,
   ``/etc``) plus the running interpreter's own installation (``sys.prefix``,
   ``sys.base_prefix`` and their exec twins). Never the user's home or the notebook folder as
