@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import hashlib
 import json
 import os
 import re
@@ -62,11 +61,13 @@ from murmur_nb._modules.artifacts import (
     StagedArtifact,
     VerifiedArtifact,
     rejection,
+    staged_view,
     verify_artifact,
 )
 from murmur_nb._modules.audit import _audit_frame, _fill_row, _new_row
 from murmur_nb._modules.descriptor import (
     DescriptorError,
+    code_digest,
     describe_changes,
     descriptor_digest,
     parse_describe_output,
@@ -219,37 +220,6 @@ def _stat_key(module_dir: Path, module_file: Path) -> tuple[int, ...]:
             if entry.is_dir(follow_symlinks=False):
                 pending.append(entry.path)
     return tuple(key)
-
-
-def code_digest(module_dir: Path) -> str:
-    """SHA-256 over every file of a module folder: relative path, executable bit, bytes.
-
-    An approval is pinned to it, so rewriting the executable (or any file beside it) voids
-    the approval even when ``describe`` prints the same descriptor. ``__pycache__`` is
-    skipped; a symlink counts by its target text.
-    """
-    digest = hashlib.sha256()
-    pending = [module_dir]
-    while pending:
-        folder = pending.pop()
-        with os.scandir(folder) as it:
-            entries = sorted((e for e in it if e.name != "__pycache__"), key=lambda e: e.name)
-        for entry in entries:
-            rel = os.path.relpath(entry.path, module_dir).encode()
-            st = entry.stat(follow_symlinks=False)
-            if entry.is_symlink():
-                target = str(Path(entry.path).readlink()).encode()
-                digest.update(b"L" + rel + b"\0" + target + b"\0")
-            elif entry.is_dir(follow_symlinks=False):
-                digest.update(b"D" + rel + b"\0")
-                pending.append(Path(entry.path))
-            elif stat.S_ISREG(st.st_mode):
-                mode = b"x" if st.st_mode & 0o111 else b"-"
-                digest.update(b"F" + rel + b"\0" + mode + str(st.st_size).encode() + b"\0")
-                with open(entry.path, "rb") as fh:  # noqa: PTH123 - streamed, bounded reads
-                    for chunk in iter(lambda: fh.read(1 << 20), b""):
-                        digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
 
 
 class ModuleHost:
@@ -436,27 +406,9 @@ class ModuleHost:
         return [f"sandbox (best-effort): {report.confinement}"]
 
     def _staged_view(self, run_dir: Path, staged: Sequence[StagedArtifact]) -> Path:
-        """A per-invocation folder holding exactly ``staged`` at their store paths.
-
-        Files are hard-linked when the sandbox keeps read-only roots read-only (no write
-        can reach the store through the link), copied otherwise.
-        """
-        view = run_dir / "staged-view"
+        # hard links only when the sandbox keeps ro roots read-only (no write reaches the store)
         link = self.sandbox.guarantees.get("read_only_roots") is not None
-        for item in staged:
-            dest = view / item.path
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if dest.exists():
-                continue
-            try:
-                if not link:
-                    raise OSError("copy")
-                os.link(item.file, dest)
-            except OSError:
-                shutil.copyfile(item.file, dest)
-                dest.chmod(0o444)
-        view.mkdir(parents=True, exist_ok=True)
-        return view
+        return staged_view(run_dir / "staged-view", staged, link=link)
 
     # -- describe ----------------------------------------------------------------------
 
@@ -497,8 +449,12 @@ class ModuleHost:
                 [DescriptorError("module", f"{exe} is not an executable file; chmod +x it")],
                 None,
             )
+        previous = self._described.get(module_id)
         try:
-            code = code_digest(folder)
+            # the stat key includes every file's ctime, which any write updates: an
+            # unchanged key means unchanged bytes, so a large folder is not hashed again
+            same = previous is not None and previous.key == key and previous.code
+            code = previous.code if same and previous is not None else code_digest(folder)
         except OSError as exc:
             return _Described(
                 key, None, [DescriptorError("module", f"{folder} cannot be read: {exc}")], None
