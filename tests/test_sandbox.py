@@ -437,3 +437,14 @@ def test_the_widgets_show_the_confinement(host: mnb.ModuleHost, world: World) ->
         mnb.SandboxWarning
     ):
         assert "missing: filesystem" in ModuleBrowser(weak).summary.value
+
+
+def test_a_home_reached_through_a_symlink_still_runs_confined(world: World) -> None:
+    link = world.tmp / "home-link"
+    link.symlink_to(world.home)
+    policy = world.policy()
+    with mnb.ModuleHost(home=link, policy=policy, artifact_store=world.store) as host:
+        inv = host.invoke("hostile.read", {"paths": ["root:src/input.txt", str(
+            link / "modules/hostile/_proto.py")]})
+        assert all(a["ok"] for a in _attempts(inv).values()), inv.result
+        assert inv.confinement.startswith("bwrap")

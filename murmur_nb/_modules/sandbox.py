@@ -251,14 +251,22 @@ class Launch:
     close: Callable[[], None]
 
 
+def _pair(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """(real path, absolute path as given): bind the real one where the module looks."""
+    return os.path.realpath(path), str(Path(path).absolute())
+
+
 @functools.cache
-def _interpreter_trees() -> tuple[str, ...]:
+def _interpreter_trees() -> tuple[tuple[str, str], ...]:
     home = os.path.realpath(Path.home())
-    trees: list[str] = []
+    trees: list[tuple[str, str]] = []
     for value in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
-        real = os.path.realpath(value)
-        if real not in ("/", home) and real not in trees:
-            trees.append(real)
+        real, given = _pair(value)
+        if real in ("/", home):
+            continue
+        for pair in ((real, real), (real, given)):
+            if pair not in trees:
+                trees.append(pair)
     return tuple(trees)
 
 
@@ -277,9 +285,9 @@ def launch(
     network: bool = False,
 ) -> Launch:
     """The argv, ``preexec_fn`` and label that run ``argv`` as confined as ``report`` allows."""
-    reads = [*_interpreter_trees(), os.path.realpath(module_dir), *binaries]
-    ro = [os.path.realpath(r.path) for r in roots.values() if r.mode != "rw"]
-    rw = [os.path.realpath(r.path) for r in roots.values() if r.mode == "rw"]
+    reads = [*_interpreter_trees(), _pair(module_dir), *(_pair(b) for b in binaries)]
+    ro = [_pair(r.path) for r in roots.values() if r.mode != "rw"]
+    rw = [_pair(r.path) for r in roots.values() if r.mode == "rw"]
     if report._bwrap is not None:
         return Launch(
             _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw, network=network),
@@ -292,8 +300,8 @@ def launch(
             report._landlock_abi,
             # no /proc at all: Landlock's ptrace scope blocks /proc/<pid>/mem but (measured
             # on kernel 6.18) not environ, maps or cmdline of an outside process
-            [*_SYSTEM_TREES, *_DEVICES, *reads, *ro],
-            ["/dev/null", *rw, str(cwd)],
+            [*_SYSTEM_TREES, *_DEVICES, *(real for real, _ in [*reads, *ro])],
+            ["/dev/null", *(real for real, _ in rw), str(cwd)],
             network=network,
         )
         return Launch(list(argv), ruleset.preexec, report.confinement, ruleset.close)
@@ -320,10 +328,10 @@ def _bwrap_argv(
     bwrap: str,
     argv: Sequence[str],
     cwd: Path,
-    reads: list[str],
+    reads: list[tuple[str, str]],
     *,
-    ro: list[str],
-    rw: list[str],
+    ro: list[tuple[str, str]],
+    rw: list[tuple[str, str]],
     network: bool,
 ) -> list[str]:
     out = [bwrap, *_namespace_flags(network=network), *_system_args()]
@@ -332,13 +340,13 @@ def _bwrap_argv(
         resolv = os.path.realpath("/etc/resolv.conf")
         if not resolv.startswith("/etc/"):
             out += ["--ro-bind-try", str(Path(resolv).parent), str(Path(resolv).parent)]
-    for read in reads:
-        out += ["--ro-bind-try", read, read]
+    for real, given in reads:
+        out += ["--ro-bind-try", real, given]
     # deeper roots after shallower ones, so a root nested in another keeps its own mode
     mounts = sorted([(p, "--ro-bind") for p in ro] + [(p, "--bind") for p in rw],
-                    key=lambda m: _depth(m[0]))
-    for path, how in mounts:
-        out += [how, path, path]
+                    key=lambda m: _depth(m[0][1]))
+    for (real, given), how in mounts:
+        out += [how, real, given]
     real_cwd = os.path.realpath(cwd)
     # bwrap always sets PWD; ``env -i`` clears it so the module's environment stays empty
     out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd, "--", _ENV, "-i", *argv]
