@@ -318,7 +318,8 @@ def _system_args() -> tuple[str, ...]:
             out += ["--symlink", str(system.readlink()), tree]
         elif system.is_dir():
             out += ["--ro-bind", tree, tree]
-    out += ["--proc", "/proc", "--tmpfs", "/tmp"]
+    # the sandbox root is already a private tmpfs: /tmp on it is private and thrown away
+    out += ["--proc", "/proc", "--dir", "/tmp"]
     for dev in _DEVICES:
         out += ["--dev-bind-try", dev, dev]
     return tuple(out)
