@@ -365,6 +365,8 @@ def test_without_any_mechanism_required_refuses_and_nothing_runs(world: World) -
         assert "bubblewrap" in str(err.value) and "best-effort" in str(err.value)
         with pytest.raises(mnb.SandboxUnavailable):
             host.describe("hostile")
+        with pytest.raises(mnb.SandboxUnavailable):
+            host.approve("other.paid")
         (info,) = [m for m in host.modules() if m.id == "hostile"]
         assert not info.ok and info.errors[0].path == "sandbox"
         assert host.audit()["outcome"].iloc[-1] == "sandbox_unavailable"

@@ -638,6 +638,7 @@ class ModuleHost:
         Re-runs ``describe``, so a standing approval is checked against the module's
         current descriptor; a voided approval adds a reason that says what changed.
         """
+        self._check_sandbox()
         _, descriptor, digest, cap = self._capability(capability, refresh=True)
         reasons = self.policy.approval_reasons(descriptor, cap)
         if not reasons:
@@ -649,6 +650,7 @@ class ModuleHost:
 
     def approve(self, capability: str) -> str:
         """Record an operator approval pinned to the current descriptor; return its digest."""
+        self._check_sandbox()
         _, descriptor, digest, _ = self._capability(capability, refresh=True)
         current = self._described.get(descriptor.module)
         with self._lock:
