@@ -450,3 +450,31 @@ def test_a_home_reached_through_a_symlink_still_runs_confined(world: World) -> N
             link / "modules/hostile/_proto.py")]})
         assert all(a["ok"] for a in _attempts(inv).values()), inv.result
         assert inv.confinement.startswith("bwrap")
+
+
+def test_a_bwrap_that_cannot_create_namespaces_is_reported_and_not_used(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container forbidding user namespaces, played by a ``bwrap`` that fails like one.
+
+    The probe is cached per process (an internal), so the test clears it before and after.
+    """
+    from murmur_nb._modules import sandbox
+
+    fake = world.tmp / "fakebin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n"
+    )
+    (fake / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ.get('PATH', '')}")
+    sandbox._probe.cache_clear()
+    try:
+        with world.host() as host:
+            report = host.sandbox
+            assert report.mechanism == "landlock" and report.missing == ["process_tree"]
+            assert "No permissions to creating new namespace" in report.mechanisms["bwrap"]
+            with pytest.raises(mnb.SandboxUnavailable, match="user namespaces"):
+                host.invoke("hostile.read", {"paths": []})
+    finally:
+        sandbox._probe.cache_clear()

@@ -91,7 +91,10 @@ def _probe_bwrap() -> tuple[str | None, str]:
     if found is None:
         return None, "bwrap not found on PATH"
     true = shutil.which("true") or "/bin/true"
-    argv = [found, "--ro-bind", "/", "/", *_namespace_flags(network=False), true]
+    # the same namespaces and a fresh /proc, as each run will need (some containers allow
+    # the namespaces but not the proc mount)
+    argv = [found, *_namespace_flags(network=False), "--ro-bind", "/", "/", "--proc", "/proc",
+            true]
     try:
         out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
