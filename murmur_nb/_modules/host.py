@@ -10,8 +10,12 @@ Design notes
   hot path of :meth:`ModuleHost.invoke` does not re-run ``describe``. :meth:`describe`
   always re-runs it, and so does any call that relies on a standing approval.
 * **Approval pinning.** An approval (``approve()`` or the policy allow-list) is pinned to the
-  SHA-256 of the module's canonical descriptor. When ``describe`` later returns another
-  descriptor the approval no longer counts, and the reasons say what changed.
+  SHA-256 of the module's canonical descriptor *and* to the SHA-256 of every file of its
+  folder (:func:`code_digest`). When ``describe`` later returns another descriptor, or the
+  code changed behind the same descriptor, the approval no longer counts, and the reasons
+  say what changed.
+* **Sandbox.** Every module process runs confined (:mod:`.sandbox`); ``host.sandbox`` says
+  which guarantees hold and ``Policy.sandbox`` what to do when one is missing.
 * **Envelope rules** live in :mod:`._envelope`; the audit rows and their DataFrame in
   :mod:`._audit`.
 * **Every invocation is audited**, also the refused and failed ones; host failures keep the
