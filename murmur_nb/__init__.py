@@ -40,6 +40,8 @@ from murmur_nb._exceptions import (
     OutputTooLarge,
     ProtocolViolation,
     RenderError,
+    SandboxUnavailable,
+    SandboxWarning,
     SizeMismatch,
 )
 from murmur_nb._hooks.build import build_demo_hook, build_python_hook
@@ -53,6 +55,7 @@ from murmur_nb._modules.artifacts import (
 from murmur_nb._modules.descriptor import DescriptorError
 from murmur_nb._modules.host import Invocation, ModuleHost, ModuleInfo
 from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.sandbox import SandboxReport
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
 from murmur_nb._render.presentation import PRIMITIVES, PresentationWarning, resolve_presentation
 from murmur_nb._render.render import render, render_file
@@ -113,6 +116,9 @@ __all__ = [
     "RenderBudget",
     "RenderError",
     "Rendering",
+    "SandboxReport",
+    "SandboxUnavailable",
+    "SandboxWarning",
     "SizeMismatch",
     "Slide",
     "StagedArtifact",

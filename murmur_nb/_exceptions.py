@@ -60,6 +60,8 @@ __all__ = [
     "OutputTooLarge",
     "ProtocolViolation",
     "RenderError",
+    "SandboxUnavailable",
+    "SandboxWarning",
     "SizeMismatch",
 ]
 
@@ -125,6 +127,24 @@ class NotGranted(ModuleHostError, PermissionError):
 
 class MissingRequirement(ModuleHostError):
     code = "missing_requirement"
+
+
+class SandboxUnavailable(ModuleHostError):
+    """The policy requires the module sandbox and a guarantee is missing here. Nothing ran.
+
+    ``missing`` names the guarantees (see ``ModuleHost.sandbox``); the message says how to
+    get them, or how to choose ``Policy(sandbox="best-effort")``.
+    """
+
+    code = "sandbox_unavailable"
+
+    def __init__(self, message: str, *, missing: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.missing: list[str] = list(missing)
+
+
+class SandboxWarning(UserWarning):
+    """A module ran with ``Policy(sandbox="best-effort")`` while a guarantee was missing."""
 
 
 class DeadlineExceeded(ModuleHostError, TimeoutError):

@@ -59,13 +59,45 @@ def alive(pid: int) -> bool:
     return state not in {"Z", "X"}
 
 
+def host_pid(ns_pid: int, namespace: str) -> int:
+    """The host pid of the live process ``ns_pid`` of pid namespace ``namespace``, else -1.
+
+    A sandboxed module sees its own pid namespace (``pid:[<inode>]``); the host finds the
+    process by that namespace and the last field of ``NSpid`` in its ``status``. ``-1`` (never
+    alive) means no live process has that identity any more.
+    """
+    if namespace == str(Path("/proc/self/ns/pid").readlink()):
+        return ns_pid
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if str((entry / "ns" / "pid").readlink()) != namespace:
+                continue
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:") and int(line.split()[-1]) == ns_pid:
+                return int(entry.name)
+    return -1
+
+
 def read_pids(folder: Path, roles: list[str], timeout: float = 5.0) -> dict[str, int]:
-    """Wait until every ``<role>.pid`` exists in ``folder`` and return the pids."""
+    """Wait until every ``<role>.pid`` exists in ``folder`` and return the host pids.
+
+    Each file holds ``<pid> <pid namespace>`` as the module saw them; a process that is
+    already gone reads as ``-1``.
+    """
     end = time.monotonic() + timeout
     while True:
         found = {r: folder / f"{r}.pid" for r in roles}
         if all(p.exists() for p in found.values()):
-            return {r: int(p.read_text()) for r, p in found.items()}
+            out = {}
+            for role, path in found.items():
+                pid, namespace = path.read_text().split()
+                out[role] = host_pid(int(pid), namespace)
+            return out
         if time.monotonic() > end:
             missing = [r for r, p in found.items() if not p.exists()]
             present = sorted(p.name for p in folder.iterdir())

@@ -44,7 +44,12 @@ def test_stage_and_consume_as_a_read_only_root(host: mnb.ModuleHost, tmp_path: P
     assert inv.result == {"sha256": hexdigest, "bytes": 10, "mode": "ro"}
     roots = inv.request.roots or {}
     assert roots["staged"].mode == "ro"
-    assert roots["staged"].path == str((tmp_path / "store").resolve())
+    # a per-invocation view holding exactly the handed artifact, never the whole store
+    view = Path(roots["staged"].path)
+    assert view != (tmp_path / "store").resolve()
+    assert sorted(str(p.relative_to(view)) for p in view.rglob("*") if p.is_file()) == [
+        staged.path
+    ]
     # the producer's layout is not given to the consumer
     assert str(art.file.parent) not in inv.request.model_dump_json()
 

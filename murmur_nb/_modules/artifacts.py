@@ -27,9 +27,10 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import stat
 import tempfile
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ __all__ = [
     "StagedArtifact",
     "VerifiedArtifact",
     "hash_file",
+    "staged_view",
     "verify_artifact",
 ]
 
@@ -338,6 +340,30 @@ class ArtifactStore:
                 "staging and is not used; stage the artifact again",
                 artifact_id=staged.artifact.id,
             )
+
+
+def staged_view(view: Path, staged: Sequence[StagedArtifact], *, link: bool) -> Path:
+    """A per-invocation folder ``view`` holding exactly ``staged``, at their store paths.
+
+    The consumer's ``staged`` root is this view, never the whole store. Files are hard-linked
+    when ``link`` (the sandbox keeps the root read-only, so no write reaches the store
+    through the link), copied and made read-only otherwise.
+    """
+    view.mkdir(parents=True, exist_ok=True)
+    for item in staged:
+        dest = view / item.path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists():
+            continue
+        if link:
+            try:
+                os.link(item.file, dest)
+                continue
+            except OSError:
+                pass  # another file system: copy
+        shutil.copyfile(item.file, dest)
+        dest.chmod(0o444)
+    return view
 
 
 def _copy(src: int, dst: int) -> None:

@@ -39,6 +39,7 @@ def _new_row(capability: str, request_id: str, started: datetime) -> dict[str, A
         "rejected_artifacts": [],
         "warnings": 0,
         "message": "",
+        "confinement": "",
     }
 
 
@@ -52,6 +53,7 @@ def _fill_row(row: dict[str, Any], inv: Invocation) -> None:
     row["artifacts"] = [a.digest for a in inv.artifacts]
     row["rejected_artifacts"] = [f"{r.id}:{r.code}" for r in inv.rejected_artifacts]
     row["warnings"] = len(inv.warnings)
+    row["confinement"] = inv.confinement
 
 
 def _audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -73,6 +75,7 @@ def _audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         "rejected_artifacts",
         "warnings",
         "message",
+        "confinement",
     ]
     frame = pd.DataFrame(rows, columns=columns)
     for col in ("estimated_cost", "actual_cost"):

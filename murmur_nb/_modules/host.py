@@ -10,8 +10,12 @@ Design notes
   hot path of :meth:`ModuleHost.invoke` does not re-run ``describe``. :meth:`describe`
   always re-runs it, and so does any call that relies on a standing approval.
 * **Approval pinning.** An approval (``approve()`` or the policy allow-list) is pinned to the
-  SHA-256 of the module's canonical descriptor. When ``describe`` later returns another
-  descriptor the approval no longer counts, and the reasons say what changed.
+  SHA-256 of the module's canonical descriptor *and* to the SHA-256 of every file of its
+  folder (:func:`code_digest`). When ``describe`` later returns another descriptor, or the
+  code changed behind the same descriptor, the approval no longer counts, and the reasons
+  say what changed.
+* **Sandbox.** Every module process runs confined (:mod:`.sandbox`); ``host.sandbox`` says
+  which guarantees hold and ``Policy.sandbox`` what to do when one is missing.
 * **Envelope rules** live in :mod:`._envelope`; the audit rows and their DataFrame in
   :mod:`._audit`.
 * **Every invocation is audited**, also the refused and failed ones; host failures keep the
@@ -31,6 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,6 +55,8 @@ from murmur_nb._exceptions import (
     NotGranted,
     OutputTooLarge,
     ProtocolViolation,
+    SandboxUnavailable,
+    SandboxWarning,
 )
 from murmur_nb._modules.artifacts import (
     STAGED_ROOT,
@@ -58,11 +65,13 @@ from murmur_nb._modules.artifacts import (
     StagedArtifact,
     VerifiedArtifact,
     rejection,
+    staged_view,
     verify_artifact,
 )
 from murmur_nb._modules.audit import _audit_frame, _fill_row, _new_row
 from murmur_nb._modules.descriptor import (
     DescriptorError,
+    code_digest,
     describe_changes,
     descriptor_digest,
     parse_describe_output,
@@ -71,6 +80,7 @@ from murmur_nb._modules.descriptor import (
 from murmur_nb._modules.envelope import _check_envelope
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.runner import RunResult, run_process
+from murmur_nb._modules.sandbox import Launch, SandboxReport, launch, sandbox_report
 from murmur_nb.protocol import (
     PROTOCOL_ID,
     Capability,
@@ -153,6 +163,7 @@ class Invocation:
     stderr: str = ""
     returncode: int | None = None
     envelope: Envelope | None = None
+    confinement: str = ""
 
     @property
     def request_id(self) -> str:
@@ -175,6 +186,7 @@ class _Described:
     descriptor: Descriptor | None
     errors: list[DescriptorError]
     digest: str | None
+    code: str = ""
 
 
 @dataclass
@@ -182,6 +194,7 @@ class _Pin:
     digest: str
     descriptor: Descriptor
     source: str  # "operator" | "allow-list"
+    code: str = ""  # code_digest() of the module folder when approved
 
 
 _STAT_KEY_MAX_ENTRIES = 512
@@ -260,6 +273,8 @@ class ModuleHost:
         self._runs_ready = False
         self._closed = False
         self._exit_cleanup: functools.partial[None] | None = None
+        self._sandbox: SandboxReport | None = None
+        self._sandbox_warned = False
 
     # -- resources ---------------------------------------------------------------------
 
@@ -337,6 +352,68 @@ class ModuleHost:
     ) -> None:
         self.close()
 
+    # -- sandbox -----------------------------------------------------------------------
+
+    @property
+    def sandbox(self) -> SandboxReport:
+        """Which confinement guarantees hold for module processes on this machine, and how.
+
+        ``print(host.sandbox)`` lists each guarantee (filesystem, read-only roots, network,
+        process tree, process isolation) with the mechanism enforcing it, or MISSING.
+        """
+        if self._sandbox is None:
+            self._sandbox = sandbox_report(self.policy.sandbox, self.policy.sandbox_mechanisms)
+        return self._sandbox
+
+    def _check_sandbox(self) -> None:
+        """Refuse (``sandbox="required"``) or warn once (``"best-effort"``) when incomplete."""
+        report = self.sandbox
+        if report.complete or report.mode == "off":
+            return
+        if report.mode == "required":
+            raise SandboxUnavailable(
+                f"no module was run: {report.problem()}", missing=report.missing
+            )
+        if not self._sandbox_warned:
+            self._sandbox_warned = True
+            warnings.warn(
+                f"modules run only partly confined: {report.problem()}",
+                SandboxWarning,
+                stacklevel=4,
+            )
+
+    def _launch(
+        self,
+        argv: list[str],
+        cwd: Path,
+        module_dir: Path,
+        roots: dict[str, Root],
+        binaries: Sequence[str] = (),
+        *,
+        network: bool = False,
+    ) -> Launch:
+        self._check_sandbox()
+        return launch(
+            self.sandbox,
+            argv,
+            cwd=cwd,
+            module_dir=module_dir,
+            roots=roots,
+            binaries=binaries,
+            network=network,
+        )
+
+    def _sandbox_warning(self) -> list[str]:
+        report = self.sandbox
+        if report.complete or report.mode != "best-effort":
+            return []
+        return [f"sandbox (best-effort): {report.confinement}"]
+
+    def _staged_view(self, run_dir: Path, staged: Sequence[StagedArtifact]) -> Path:
+        # hard links only when the sandbox keeps ro roots read-only (no write reaches the store)
+        link = self.sandbox.guarantees.get("read_only_roots") is not None
+        return staged_view(run_dir / "staged-view", staged, link=link)
+
     # -- describe ----------------------------------------------------------------------
 
     def _module_paths(self, module_id: str) -> tuple[Path, Path]:
@@ -376,15 +453,32 @@ class ModuleHost:
                 [DescriptorError("module", f"{exe} is not an executable file; chmod +x it")],
                 None,
             )
+        previous = self._described.get(module_id)
+        try:
+            # the stat key includes every file's ctime, which any write updates: an
+            # unchanged key means unchanged bytes, so a large folder is not hashed again
+            same = previous is not None and previous.key == key and previous.code
+            code = previous.code if same and previous is not None else code_digest(folder)
+        except OSError as exc:
+            return _Described(
+                key, None, [DescriptorError("module", f"{folder} cannot be read: {exc}")], None
+            )
         cwd = self._take_cwd()
         try:
-            run = run_process(
-                [str(exe), "describe"],
-                b"",
-                cwd=cwd,
-                deadline_s=self.policy.describe_deadline_ms / 1000.0,
-                max_output_bytes=self.policy.describe_max_output_bytes,
-            )
+            how = self._launch([str(exe), "describe"], cwd, folder, {})
+            try:
+                run = run_process(
+                    how.argv,
+                    b"",
+                    cwd=cwd,
+                    deadline_s=self.policy.describe_deadline_ms / 1000.0,
+                    max_output_bytes=self.policy.describe_max_output_bytes,
+                    preexec=how.preexec,
+                )
+            finally:
+                how.close()
+        except SandboxUnavailable as exc:
+            return _Described(key, None, [DescriptorError("sandbox", exc.message)], None)
         except OSError as exc:
             return _Described(
                 key,
@@ -419,7 +513,7 @@ class ModuleHost:
             return _Described(key, None, errors, None)
         descriptor, errors = parse_describe_output(run.stdout, module_id, folder)
         digest = descriptor_digest(descriptor) if descriptor is not None else None
-        return _Described(key, descriptor, errors, digest)
+        return _Described(key, descriptor, errors, digest, code)
 
     def _describe_cached(self, module_id: str, *, refresh: bool = False) -> _Described:
         folder, exe = self._module_paths(module_id)
@@ -447,6 +541,7 @@ class ModuleHost:
             The describe envelope or descriptor breaks a SPEC §1 rule; ``.errors`` lists
             each breach as a :class:`~murmur_nb.DescriptorError` (path and detail).
         """
+        self._check_sandbox()
         described = self._describe_cached(module_id, refresh=True)
         return self._accepted(module_id, described)
 
@@ -517,13 +612,21 @@ class ModuleHost:
         self, capability: str, descriptor: Descriptor, digest: str
     ) -> tuple[_Pin | None, list[str]]:
         """The pin that approves ``capability`` now, or the changes that voided one."""
+        current = self._described.get(descriptor.module)
+        code = current.code if current is not None else ""
         with self._lock:
             pin = self._pins.get(capability)
             if pin is None and capability in self.policy.approved:
-                pin = _Pin(digest, descriptor, "allow-list")
+                pin = _Pin(digest, descriptor, "allow-list", code)
                 self._pins[capability] = pin
         if pin is None:
             return None, []
+        if pin.digest == digest and pin.code != code:
+            return None, [
+                f"the {pin.source} approval of {capability} was pinned to the module's code "
+                f"{pin.code[:19]}…, and its folder now hashes to {code[:19]}…: the executable "
+                "or a file beside it changed, so the approval no longer counts"
+            ]
         if pin.digest == digest:
             return pin, []
         changes = describe_changes(pin.descriptor, descriptor) or ["the descriptor changed"]
@@ -539,6 +642,7 @@ class ModuleHost:
         Re-runs ``describe``, so a standing approval is checked against the module's
         current descriptor; a voided approval adds a reason that says what changed.
         """
+        self._check_sandbox()
         _, descriptor, digest, cap = self._capability(capability, refresh=True)
         reasons = self.policy.approval_reasons(descriptor, cap)
         if not reasons:
@@ -550,9 +654,13 @@ class ModuleHost:
 
     def approve(self, capability: str) -> str:
         """Record an operator approval pinned to the current descriptor; return its digest."""
+        self._check_sandbox()
         _, descriptor, digest, _ = self._capability(capability, refresh=True)
+        current = self._described.get(descriptor.module)
         with self._lock:
-            self._pins[capability] = _Pin(digest, descriptor, "operator")
+            self._pins[capability] = _Pin(
+                digest, descriptor, "operator", current.code if current is not None else ""
+            )
         return digest
 
     def revoke(self, capability: str) -> None:
@@ -597,7 +705,7 @@ class ModuleHost:
         roots: dict[str, Root] = {}
         for name in perms.filesystem_read or []:
             if name == STAGED_ROOT and staged:
-                roots[name] = Root(path=str(self.store.root), mode="ro")
+                roots[name] = Root(path=str(self._staged_view(run_dir, staged)), mode="ro")
                 continue
             path = self.policy.root_path(name)
             if path is not None and path.is_dir():
@@ -668,6 +776,7 @@ class ModuleHost:
         row = _new_row(capability, request_id, started)
         inv: Invocation | None = None
         try:
+            self._check_sandbox()
             inv = self._invoke(
                 capability,
                 input,
@@ -847,13 +956,7 @@ class ModuleHost:
         ).encode()
         exe = self.modules_dir / module_id / "module"
         try:
-            run = run_process(
-                [str(exe), "invoke"],
-                payload,
-                cwd=cwd,
-                deadline_s=deadline / 1000.0,
-                max_output_bytes=bound,
-            )
+            run = self._run_confined(inv, exe, payload, cwd, deadline=deadline, bound=bound)
         except OSError as exc:
             raise ProtocolViolation(
                 f"module {module_id!r} could not be started ({exc}); {exe} must be an "
@@ -894,6 +997,33 @@ class ModuleHost:
                     f"result does not match result_schema {cap.result_schema!r}: {problem.message}"
                 )
         return inv
+
+    def _run_confined(
+        self, inv: Invocation, exe: Path, payload: bytes, cwd: Path, *, deadline: int, bound: int
+    ) -> RunResult:
+        """Run ``module invoke`` inside the sandbox the policy asks for."""
+        request = inv.request
+        how = self._launch(
+            [str(exe), "invoke"],
+            cwd,
+            exe.parent,
+            request.roots or {},
+            list((request.binaries or {}).values()),
+            network=bool(request.grants.network),
+        )
+        inv.confinement = how.confinement
+        inv.warnings.extend(self._sandbox_warning())
+        try:
+            return run_process(
+                how.argv,
+                payload,
+                cwd=cwd,
+                deadline_s=deadline / 1000.0,
+                max_output_bytes=bound,
+                preexec=how.preexec,
+            )
+        finally:
+            how.close()
 
     @staticmethod
     def _check_run(run: RunResult, inv: Invocation, deadline: int, bound: int) -> None:

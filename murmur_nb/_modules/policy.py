@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._modules.sandbox import MECHANISMS, SANDBOX_MODES
 from murmur_nb.protocol import Capability, Descriptor, Grants
 
 __all__ = ["Policy"]
@@ -64,6 +65,16 @@ class Policy:
         Defaults for an invocation's wall-clock budget and standard-output ceiling.
     describe_deadline_ms, describe_max_output_bytes
         The same bounds for ``module describe``.
+    sandbox
+        ``"required"`` (default): every module process runs in the OS sandbox, and the host
+        refuses to run one (``sandbox_unavailable``) when a guarantee is missing on this
+        machine. ``"best-effort"``: run with what is available and a visible warning.
+        ``"off"``: run unconfined. The default is the careful one: a module you did not
+        write must not silently get the run of your account because a package is missing;
+        the refusal says exactly what to install, and opting out is one word.
+    sandbox_mechanisms
+        The mechanisms the host may use, out of ``("bwrap", "landlock")`` (leave out one to
+        force the other, e.g. to test the fallback).
 
     Examples
     --------
@@ -84,12 +95,25 @@ class Policy:
     max_output_bytes: int = 16 * 1024 * 1024
     describe_deadline_ms: int = 15_000
     describe_max_output_bytes: int = 8 * 1024 * 1024
+    sandbox: str = "required"
+    sandbox_mechanisms: Iterable[str] = MECHANISMS
 
     def __post_init__(self) -> None:
         for kind in (*_GRANT_KINDS, "approved"):
             object.__setattr__(self, kind, _names(getattr(self, kind)))
         object.__setattr__(self, "roots", dict(self.roots))
         object.__setattr__(self, "binaries", dict(self.binaries))
+        if self.sandbox not in SANDBOX_MODES:
+            raise ValueError(
+                f"Policy.sandbox must be one of {SANDBOX_MODES!r}, got {self.sandbox!r}"
+            )
+        mechanisms = tuple(_names(self.sandbox_mechanisms))
+        unknown = sorted(set(mechanisms) - set(MECHANISMS))
+        if unknown:
+            raise ValueError(
+                f"Policy.sandbox_mechanisms: unknown {unknown!r}; the known ones are {MECHANISMS!r}"
+            )
+        object.__setattr__(self, "sandbox_mechanisms", tuple(sorted(mechanisms)))
         for name, value in (
             ("deadline_ms", self.deadline_ms),
             ("max_output_bytes", self.max_output_bytes),

@@ -38,7 +38,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -266,12 +266,14 @@ def run_process(
     deadline_s: float,
     max_output_bytes: int,
     stderr_tail_bytes: int = 64 * 1024,
+    preexec: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run ``argv`` as a module process and return what it printed.
 
     The process tree is killed at ``deadline_s`` (``timed_out``) or as soon as standard
     output exceeds ``max_output_bytes`` (``output_exceeded``; ``stdout`` is then cut at the
     bound). A ``KeyboardInterrupt`` (or any other exception) kills the tree and propagates.
+    ``preexec`` runs in the child between ``fork`` and ``exec`` (the Landlock sandbox).
     """
     start = time.monotonic()
     deadline = start + deadline_s
@@ -284,6 +286,9 @@ def run_process(
         env={},
         start_new_session=True,
         close_fds=True,
+        # the Landlock sandbox: two system calls through prebuilt ctypes functions, no lock
+        # taken and nothing imported, so it is safe in the child of a threaded host
+        preexec_fn=preexec,  # noqa: PLW1509
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     tracker = _Tracker(proc.pid)

@@ -147,6 +147,9 @@ class InvocationView(TextView):
         approval = getattr(inv, "approval", None)
         if approval:
             lines.append(f"approval: {esc(approval)}")
+        confinement = getattr(inv, "confinement", "")
+        if confinement:
+            lines.append(f"confinement: {esc(confinement)}")
         for rejected in getattr(inv, "rejected_artifacts", None) or ():
             lines.append(
                 badge("rejected", "error")

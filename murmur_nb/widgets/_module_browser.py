@@ -116,6 +116,7 @@ class ModuleBrowser(TextView):
             f"{len(self.modules)} modules"
             + (" " + badge(f"{refused} refused", "error") if refused else "")
             + (" " + badge(f"{setup} need setup", "warn") if setup else "")
+            + " " + self._sandbox_badge()
         )
         options = [
             (f"{cap.id} — {cap.title}" if cap.title else cap.id, cap.id)
@@ -125,6 +126,14 @@ class ModuleBrowser(TextView):
         ]
         self.capability_picker.options = options
         self.open_button.disabled = not options
+
+    def _sandbox_badge(self) -> str:
+        """How module processes are confined on this machine (``host.sandbox``)."""
+        report = getattr(self.host, "sandbox", None)
+        if report is None:
+            return ""
+        kind = "ok" if report.complete else ("error" if report.mode == "required" else "warn")
+        return badge(f"sandbox: {report.confinement}", kind, title=str(report))
 
     def open_form(self, capability_id: str | None) -> CapabilityForm | None:
         """Open the form for ``capability_id`` below the list."""

@@ -20,7 +20,9 @@ def default():
 
 
 def note(out, role):
-    Path(out, f"{role}.pid.tmp").write_text(str(os.getpid()))
+    # the pid as this process sees it, and its pid namespace (the sandbox has its own)
+    ident = f"{os.getpid()} {Path('/proc/self/ns/pid').readlink()}"
+    Path(out, f"{role}.pid.tmp").write_text(ident)
     Path(out, f"{role}.pid.tmp").replace(Path(out, f"{role}.pid"))
 
 

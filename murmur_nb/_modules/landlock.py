@@ -1,0 +1,173 @@
+"""Landlock through its three system calls: the fallback confinement when bubblewrap cannot run.
+
+Why a small binding of our own: the one Python binding published for Landlock is a
+pre-release that knows only the filesystem rights of ABI 1-3; the host also needs the TCP
+rights of ABI 4 and the signal / abstract-socket scopes of ABI 6, and it needs the ruleset
+*built in the host* so that the child only has to make two system calls between ``fork``
+and ``exec``. Everything Landlock-specific lives in this file.
+
+How it is used: :func:`build_ruleset` opens every allowed path and adds its rule in the host
+process and returns the ruleset; :meth:`Ruleset.preexec` is given to ``subprocess.Popen``
+as ``preexec_fn`` and runs in the child after ``fork``: ``PR_SET_NO_NEW_PRIVS`` then
+``landlock_restrict_self``. The domain then holds for the module's executable and every
+process it starts; it cannot be lifted.
+
+Rights enforced (as far as the running kernel's ABI knows them):
+
+* filesystem (ABI 1+): read/execute only beneath the read paths, write only beneath the
+  write paths; ``REFER`` (2), ``TRUNCATE`` (3) and ``IOCTL_DEV`` (5) are handled when known;
+* network (ABI 4+): TCP ``bind`` and ``connect`` are denied unless network was granted
+  (UDP and raw sockets are not covered by Landlock);
+* scopes (ABI 6+): no signal to, and no abstract UNIX socket of, a process outside the
+  domain. Since ABI 1 a sandboxed process can never ``ptrace`` (or open ``/proc/<pid>/mem``
+  of) a process outside its domain; ``environ`` stays readable, so the caller grants no
+  ``/proc`` at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import platform
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["Ruleset", "abi_version", "build_ruleset"]
+
+_SYS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
+_PR_SET_NO_NEW_PRIVS = 38
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1, 2, 4, 8
+_REMOVE_DIR, _REMOVE_FILE, _MAKE_CHAR, _MAKE_DIR = 16, 32, 64, 128
+_MAKE_REG, _MAKE_SOCK, _MAKE_FIFO, _MAKE_BLOCK, _MAKE_SYM = 256, 512, 1024, 2048, 4096
+_REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
+
+_FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV
+_READ = _EXECUTE | _READ_FILE | _READ_DIR
+_WRITE = (
+    _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_DIR | _MAKE_REG | _MAKE_SOCK | _MAKE_FIFO
+    | _MAKE_SYM | _REFER | _TRUNCATE
+)
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def abi_version() -> tuple[int, str]:
+    """The kernel's Landlock ABI (0 when unavailable) and, when 0, why."""
+    numbers = _SYS.get(platform.machine())
+    if _LIBC is None or numbers is None or platform.system() != "Linux":
+        return 0, f"Landlock is a Linux feature; this is {platform.system()} {platform.machine()}"
+    abi = int(_LIBC.syscall(numbers[0], None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION))
+    if abi < 0:
+        err = ctypes.get_errno()
+        return 0, f"the kernel refuses Landlock ({os.strerror(err)}); boot with lsm=...,landlock"
+    return abi, ""
+
+
+def _fs_mask(abi: int) -> int:
+    mask = _READ | (_WRITE & ~(_REFER | _TRUNCATE)) | _MAKE_CHAR | _MAKE_BLOCK
+    if abi >= 2:
+        mask |= _REFER
+    if abi >= 3:
+        mask |= _TRUNCATE
+    if abi >= 5:
+        mask |= _IOCTL_DEV
+    return mask
+
+
+@dataclass
+class Ruleset:
+    """A Landlock ruleset built in the host; ``preexec`` applies it in the child."""
+
+    fd: int
+    abi: int
+    restrict: int  # the landlock_restrict_self syscall number, looked up before fork
+
+    def preexec(self) -> None:
+        """Run in the child between ``fork`` and ``exec`` (``subprocess`` ``preexec_fn``)."""
+        assert _LIBC is not None
+        if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if _LIBC.syscall(self.restrict, self.fd, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def build_ruleset(
+    abi: int, read: Iterable[str], write: Iterable[str], *, network: bool
+) -> Ruleset:
+    """A ruleset allowing reads beneath ``read``, reads and writes beneath ``write``.
+
+    Missing paths are skipped. TCP is denied unless ``network``; signals and abstract UNIX
+    sockets are scoped to the sandbox when the ABI knows scopes.
+    """
+    assert _LIBC is not None
+    create, add, restrict = _SYS[platform.machine()]
+    fs = _fs_mask(abi)
+    attr = _RulesetAttr(fs, 0, 0)
+    size = 8
+    if abi >= 4:
+        size = 16
+        if not network:
+            attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
+    if abi >= 6:
+        size = 24
+        attr.scoped = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL
+    fd = int(_LIBC.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), 0))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    ruleset = Ruleset(fd, abi, restrict)
+    try:
+        for paths, rights in ((read, _READ), (write, _READ | _WRITE)):
+            for path in paths:
+                _add_path(ruleset, add, path, rights & fs)
+    except BaseException:
+        ruleset.close()
+        raise
+    return ruleset
+
+
+def _add_path(ruleset: Ruleset, add: int, path: str, rights: int) -> None:
+    assert _LIBC is not None
+    try:
+        pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # absent on this machine: nothing to allow
+    try:
+        if not stat.S_ISDIR(os.fstat(pfd).st_mode):
+            rights &= _FILE_RIGHTS
+        rule = _PathBeneath(rights, pfd)
+        if _LIBC.syscall(add, ruleset.fd, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+    finally:
+        os.close(pfd)

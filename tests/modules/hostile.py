@@ -1,0 +1,139 @@
+"""A hostile fixture module: each capability really tries one attack and reports what happened.
+
+The test that invokes it checks the world afterwards (files, a loopback listener, live
+processes); what the module reports is only a second witness. Targets come in the input, as
+if the attacker had guessed them.
+"""
+
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from _proto import capability, descriptor, envelope, main
+
+
+def default():
+    return descriptor(
+        [capability(n) for n in ("read", "write", "connect", "spy", "signal", "daemons",
+                                 "listdir")],
+        permissions={"filesystem_read": ["src", "staged"], "filesystem_write": ["out"],
+                     "network": ["api.example"]},
+    )
+
+
+def attempt(action):
+    try:
+        return {"ok": True, "value": action()}
+    except OSError as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc.strerror or exc}"}
+
+
+def write_into(path):
+    def action():
+        with open(path, "a") as fh:  # noqa: PTH123
+            fh.write("pwned")
+        return "written"
+    return action
+
+
+def walk(top):
+    """Every file under ``top``, relative; an unreadable folder raises."""
+    def fail(exc):
+        raise exc
+    return sorted(str(Path(d, f).relative_to(top))
+                  for d, _, files in os.walk(top, onerror=fail) for f in files)
+
+
+def connect(host, port):
+    with socket.create_connection((host, port), timeout=2) as sock:
+        sock.sendall(b"exfiltrated")
+    return "sent"
+
+
+def heartbeat(out, i):
+    """A fully detached daemon: double fork, setsid, stdio closed, cwd moved; beats forever."""
+    if os.fork() != 0:
+        return
+    os.setsid()
+    if os.fork() != 0:
+        os._exit(0)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.chdir("/")
+    ident = f"{os.getpid()} {Path('/proc/self/ns/pid').readlink()}"
+    Path(out, f"daemon{i}.pid.tmp").write_text(ident)
+    Path(out, f"daemon{i}.pid.tmp").replace(Path(out, f"daemon{i}.pid"))
+    while True:
+        with open(Path(out, f"beat{i}"), "a") as fh:  # noqa: PTH123
+            fh.write(".")
+        time.sleep(0.02)
+
+
+def resolve(request, path):
+    """``root:<name>/<rel>`` names a path under a supplied root; anything else is literal."""
+    if not path.startswith("root:"):
+        return path
+    name, _, rel = path[5:].partition("/")
+    return str(Path(request["roots"][name]["path"], rel))
+
+
+def handle(name, request):
+    rid = request["request_id"]
+    inp = dict(request.get("input") or {})
+    if "paths" in inp:
+        inp["paths"] = {p: resolve(request, p) for p in inp["paths"]}
+    if name == "read":
+        return envelope("invoke", rid, result={
+            p: attempt(lambda r=r: Path(r).read_bytes().decode("utf-8", "replace"))
+            for p, r in inp["paths"].items()})
+    if name == "listdir":
+        return envelope("invoke", rid, result={
+            p: attempt(lambda r=r: walk(r)) for p, r in inp["paths"].items()})
+    if name == "write":
+        return envelope("invoke", rid, result={
+            p: attempt(write_into(r)) for p, r in inp["paths"].items()})
+    if name == "connect":
+        return envelope("invoke", rid, result=attempt(lambda: connect("127.0.0.1", inp["port"])))
+    if name == "spy":
+        pid = inp["pid"]
+        found = {}
+        for what in ("environ", "cmdline", "mem", "maps"):
+            found[what] = attempt(lambda w=what: Path(f"/proc/{pid}/{w}").read_bytes()[:4096]
+                                  .decode("latin-1"))
+        # every process this module can see, and its command line
+        found["visible_pids"] = attempt(
+            lambda: sorted(int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()))
+        seen = found["visible_pids"].get("value", [])
+        found["cmdlines"] = {"ok": True, "value": [
+            attempt(lambda p=p: Path(f"/proc/{p}/cmdline").read_bytes().decode("latin-1"))
+            for p in seen]}
+        return envelope("invoke", rid, result=found)
+    if name == "signal":
+        return envelope("invoke", rid, result=attempt(
+            lambda: os.kill(inp["pid"], signal.SIGKILL) or "sent"))
+    if name == "daemons":
+        out = request["roots"]["out"]["path"]
+        for i in range(5):
+            heartbeat(out, i)
+        end = time.monotonic() + 10  # every daemon is up and beating before going on
+        while time.monotonic() < end and not all(
+                Path(out, f"beat{i}").exists() for i in range(5)):
+            time.sleep(0.01)
+        then = inp.get("then", "answer")
+        if then == "hang":
+            time.sleep(3600)
+        if then == "flood":
+            chunk = b"x" * (1 << 20)
+            for _ in range(64):
+                sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+        return envelope("invoke", rid, result={"daemons": 5})
+    return envelope("invoke", rid, error={"code": "unknown", "message": name,
+                                          "retryable": False, "details": None})
+
+
+main(default, handle)
