@@ -52,6 +52,14 @@ from murmur_nb._modules.artifacts import (
 )
 from murmur_nb._modules.descriptor import DescriptorError
 from murmur_nb._modules.host import Invocation, ModuleHost, ModuleInfo
+from murmur_nb._modules.knowledge import (
+    AgentListing,
+    CapabilityLine,
+    KnowledgeDocument,
+    KnowledgeWarning,
+    LeftOut,
+    SkillSelection,
+)
 from murmur_nb._modules.policy import Policy
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
 from murmur_nb._render.presentation import PRIMITIVES, PresentationWarning, resolve_presentation
@@ -73,9 +81,11 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "AgentListing",
     "ApprovalRequired",
     "ArtifactRejected",
     "ArtifactStore",
+    "CapabilityLine",
     "ConfinementViolation",
     "ConversationReadError",
     "ConversationReader",
@@ -93,6 +103,9 @@ __all__ = [
     "InvalidDescriptor",
     "InvalidInput",
     "Invocation",
+    "KnowledgeDocument",
+    "KnowledgeWarning",
+    "LeftOut",
     "Message",
     "MessagePage",
     "MissingDependency",
@@ -114,6 +127,7 @@ __all__ = [
     "RenderError",
     "Rendering",
     "SizeMismatch",
+    "SkillSelection",
     "Slide",
     "StagedArtifact",
     "VerifiedArtifact",
