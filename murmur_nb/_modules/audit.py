@@ -111,7 +111,5 @@ def knowledge_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=KNOWLEDGE_COLUMNS)
     frame["time"] = pd.to_datetime(frame["time"], utc=True)
     frame["tokens"] = frame["tokens"].astype("int64")
-    frame["bytes"] = pd.array(
-        [pd.NA if v is None else int(v) for v in frame["bytes"]], dtype="Int64"
-    )
+    frame["bytes"] = pd.array([row["bytes"] for row in rows], dtype="Int64")
     return frame

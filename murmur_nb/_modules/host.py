@@ -517,10 +517,15 @@ class ModuleHost:
 
     def _resolve(self, capability: str) -> tuple[str, _Described]:
         """The module id owning ``capability`` (longest existing prefix) and its descriptor."""
+        module_id = self._owner(capability)
+        return module_id, self._describe_cached(module_id)
+
+    def _owner(self, capability: str) -> str:
+        """The module id owning ``capability``: its longest prefix that is a module folder."""
         candidates = [capability[:i] for i, ch in enumerate(capability) if ch == "."]
         for module_id in reversed(candidates):
             if _MODULE_ID_RE.fullmatch(module_id) and (self.modules_dir / module_id).is_dir():
-                return module_id, self._describe_cached(module_id)
+                return module_id
         raise ModuleNotFound(
             f"no installed module offers {capability!r}: capability ids are "
             f"'<module-id>.<name>' and no matching folder exists under {self.modules_dir}"
@@ -591,24 +596,37 @@ class ModuleHost:
 
     # -- skills and overlays ------------------------------------------------------------
 
-    def _accepted_now(self, module_id: str) -> tuple[Path, Descriptor]:
-        """The module folder and its accepted descriptor (described again if it changed)."""
+    def _held(self, module_id: str) -> tuple[Path, Descriptor]:
+        """The module folder and the descriptor the host holds (described once if never).
+
+        Knowledge is verified against the host's last describe, not a fresh one: a file
+        changed since is caught at load time, whatever a new describe would now declare.
+        """
         folder, _ = self._module_paths(module_id)
-        return folder, self._accepted(module_id, self._describe_cached(module_id))
+        with self._lock:
+            described = self._described.get(module_id)
+        if described is None:
+            described = self._describe_cached(module_id)
+        return folder, self._accepted(module_id, described)
 
     def skills(self, module_id: str) -> list[Skill]:
         """The skills ``module_id`` declares (id, title, summary, path, digest, tokens).
 
         Nothing is read: use :meth:`load_skill` or :meth:`skills_for` for the content.
         """
-        return list(self._accepted_now(module_id)[1].skills or [])
+        return list(self._held(module_id)[1].skills or [])
 
     def overlays(self, module_id: str) -> list[Overlay]:
         """The agent overlays ``module_id`` declares (id, title, path, digest, tokens)."""
-        return list(self._accepted_now(module_id)[1].agent_overlays or [])
+        return list(self._held(module_id)[1].agent_overlays or [])
 
     def load_skill(self, module_id: str, skill_id: str) -> KnowledgeDocument:
         """Read one skill, verified now against its declared digest, and audit the load.
+
+        The declaration checked is the one the host holds from its last describe (of
+        :meth:`describe`, :meth:`modules` or an invocation); a file changed since is refused
+        whatever a new describe would declare. Describe the module again to accept a new
+        version of its files.
 
         Raises
         ------
@@ -627,13 +645,13 @@ class ModuleHost:
         >>> doc.provenance()  # doctest: +SKIP
         'skill critic.reviewing · critic/skills/reviewing.md · 110 tokens · sha256:362e79ce6328'
         """
-        folder, descriptor = self._accepted_now(module_id)
+        folder, descriptor = self._held(module_id)
         entry = find_document(descriptor, "skill", skill_id)
         return load_document(folder, module_id, "skill", entry, self._knowledge_log)
 
     def load_overlay(self, module_id: str, overlay_id: str) -> KnowledgeDocument:
         """Read one agent overlay, verified like :meth:`load_skill`, and audit the load."""
-        folder, descriptor = self._accepted_now(module_id)
+        folder, descriptor = self._held(module_id)
         entry = find_document(descriptor, "overlay", overlay_id)
         return load_document(folder, module_id, "overlay", entry, self._knowledge_log)
 
@@ -652,8 +670,13 @@ class ModuleHost:
         skills for critic.review · budget 2000 · 1 loaded, 110 tokens
           + skill critic.reviewing · critic/skills/reviewing.md · 110 tokens · sha256:362e79ce6328
         """
-        module_id, descriptor, _, cap = self._capability(capability)
-        folder, _ = self._module_paths(module_id)
+        folder, descriptor = self._held(self._owner(capability))
+        cap = descriptor.capability(capability)
+        if cap is None:
+            raise ModuleNotFound(
+                f"module {descriptor.module!r} has no capability {capability!r}; "
+                "ModuleBrowser(host) or host.agent_listing() lists them"
+            )
         return select_skills(folder, descriptor, cap, budget_tokens, self._knowledge_log)
 
     def agent_listing(self) -> AgentListing:
