@@ -75,7 +75,11 @@ def test_lists_and_loads_with_provenance_and_audit(host: mnb.ModuleHost) -> None
     doc = host.load_skill("k", "k.intro")
     text, tokens = SKILLS["k.intro"]
     assert (doc.kind, doc.module, doc.id, doc.path, doc.tokens) == (
-        "skill", "k", "k.intro", "skills/intro.md", tokens
+        "skill",
+        "k",
+        "k.intro",
+        "skills/intro.md",
+        tokens,
     )
     assert doc.text == text and doc.size == len(text.encode())
     assert doc.digest == _digest(text.encode())
@@ -89,7 +93,7 @@ def test_lists_and_loads_with_provenance_and_audit(host: mnb.ModuleHost) -> None
     assert audit["digest"].tolist() == [doc.digest, overlay.digest]
     assert audit["tokens"].tolist() == [50, 12]
     assert audit["bytes"].tolist() == [doc.size, overlay.size]
-    with pytest.raises(mnb.ModuleNotFound, match="declares no skill 'k.nope'.*k.intro"):
+    with pytest.raises(mnb.ModuleNotFound, match=r"declares no skill 'k\.nope'.*k\.intro"):
         host.load_skill("k", "k.nope")
 
 
@@ -137,11 +141,11 @@ def test_a_folder_on_the_path_swapped_for_a_link_out_is_refused(
     skills = home / "modules" / "k" / "skills"
     copy = tmp_path / "elsewhere"
     copy.mkdir()
-    for name in os.listdir(skills):
-        (copy / name).write_bytes((skills / name).read_bytes())
+    for item in skills.iterdir():
+        (copy / item.name).write_bytes(item.read_bytes())
     host.describe("k")
-    for name in os.listdir(skills):
-        (skills / name).unlink()
+    for item in skills.iterdir():
+        item.unlink()
     skills.rmdir()
     skills.symlink_to(copy, target_is_directory=True)
     with pytest.raises(mnb.ConfinementViolation, match="outside the folder"):
@@ -188,9 +192,7 @@ def test_budget_picks_in_the_capabilitys_order_first_fit(home: Path, host: mnb.M
     selection = host.skills_for("k.echo", budget_tokens=200)
     assert [d.id for d in selection.documents] == ["k.intro", "k.tips"]
     assert selection.used_tokens == 150
-    assert [(x.id, x.tokens, x.reason) for x in selection.left_out] == [
-        ("k.deep", 300, "budget")
-    ]
+    assert [(x.id, x.tokens, x.reason) for x in selection.left_out] == [("k.deep", 300, "budget")]
     assert "needs 300 tokens; 150 of 200 were left" in selection.left_out[0].message
     assert selection.refused == ()
     assert host.knowledge_audit()["id"].tolist() == ["k.intro", "k.tips"]  # k.deep not read
