@@ -13,7 +13,8 @@ Design notes
   SHA-256 of the module's canonical descriptor. When ``describe`` later returns another
   descriptor the approval no longer counts, and the reasons say what changed.
 * **Envelope rules** live in :mod:`._envelope`; the audit rows and their DataFrame in
-  :mod:`._audit`.
+  :mod:`._audit`; skills and agent overlays (listing, verified loading, budgets, the
+  agent's capability list) in :mod:`.knowledge`, behind thin methods here.
 * **Every invocation is audited**, also the refused and failed ones; host failures keep the
   partial :class:`Invocation` on the exception (``exc.invocation``).
 """
