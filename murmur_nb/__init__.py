@@ -44,6 +44,7 @@ from murmur_nb._exceptions import (
 )
 from murmur_nb._hooks.build import build_demo_hook, build_python_hook
 from murmur_nb._hooks.host import HookHost, HookInfo, HookResult
+from murmur_nb._modules.agent_listing import AgentListing, CapabilityLine
 from murmur_nb._modules.artifacts import (
     ArtifactStore,
     RejectedArtifact,
@@ -53,8 +54,6 @@ from murmur_nb._modules.artifacts import (
 from murmur_nb._modules.descriptor import DescriptorError
 from murmur_nb._modules.host import Invocation, ModuleHost, ModuleInfo
 from murmur_nb._modules.knowledge import (
-    AgentListing,
-    CapabilityLine,
     KnowledgeDocument,
     KnowledgeWarning,
     LeftOut,

@@ -168,6 +168,16 @@ def test_links_that_stay_inside_the_folder_are_followed(home: Path, host: mnb.Mo
     assert host.load_overlay("k", "k.overview").text == text
 
 
+def test_a_link_loop_inside_the_folder_is_refused(home: Path, host: mnb.ModuleHost) -> None:
+    skills = home / "modules" / "k" / "skills"
+    host.describe("k")
+    (skills / "intro.md").unlink()
+    (skills / "intro.md").symlink_to("loop.md")
+    (skills / "loop.md").symlink_to("intro.md")
+    with pytest.raises(mnb.ConfinementViolation, match="more than 40 links"):
+        host.load_skill("k", "k.intro")
+
+
 def test_a_fifo_or_folder_is_refused_without_blocking(home: Path, host: mnb.ModuleHost) -> None:
     target = home / "modules" / "k" / "skills" / "intro.md"
     target.unlink()

@@ -13,8 +13,9 @@ Design notes
   SHA-256 of the module's canonical descriptor. When ``describe`` later returns another
   descriptor the approval no longer counts, and the reasons say what changed.
 * **Envelope rules** live in :mod:`._envelope`; the audit rows and their DataFrame in
-  :mod:`._audit`; skills and agent overlays (listing, verified loading, budgets, the
-  agent's capability list) in :mod:`.knowledge`, behind thin methods here.
+  :mod:`._audit`; skills and agent overlays (listing, verified loading, budgets) in
+  :mod:`.knowledge` and the agent's capability list in :mod:`.agent_listing`, behind thin
+  methods here.
 * **Every invocation is audited**, also the refused and failed ones; host failures keep the
   partial :class:`Invocation` on the exception (``exc.invocation``).
 """
@@ -52,6 +53,7 @@ from murmur_nb._exceptions import (
     OutputTooLarge,
     ProtocolViolation,
 )
+from murmur_nb._modules.agent_listing import AgentListing, agent_listing
 from murmur_nb._modules.artifacts import (
     STAGED_ROOT,
     ArtifactStore,
@@ -71,11 +73,9 @@ from murmur_nb._modules.descriptor import (
 )
 from murmur_nb._modules.envelope import _check_envelope
 from murmur_nb._modules.knowledge import (
-    AgentListing,
     KnowledgeDocument,
     KnowledgeLog,
     SkillSelection,
-    agent_listing,
     find_document,
     knowledge_warnings,
     load_document,

@@ -14,10 +14,8 @@ Design notes
   regular file, reads its bytes once, and returns them only when their SHA-256 equals the
   declared digest. What is hashed is what is returned: there is no second read to race.
 * **Links inside the folder are followed, links out of it are not.** Describe accepts a
-  link that stays inside the module folder, so the loader resolves links itself, component
-  by component, and refuses as soon as one would leave the folder (``..`` above it, an
-  absolute target outside its real path, more than 40 links). A component swapped for a
-  link between the check and the open fails the ``O_NOFOLLOW`` open and is refused too.
+  link that stays inside the module folder, so the loader resolves links itself
+  (:mod:`.confined`) and refuses as soon as one would leave the folder.
 * **Budget before loading.** :func:`select_skills` walks the capability's skills in its
   order and picks by the *declared* ``tokens`` (the seed's "budget before loading"), first
   fit: a skill that does not fit is left out and later, smaller ones are still tried. Only
@@ -30,10 +28,8 @@ Design notes
   documentation typo. :func:`knowledge_warnings` reports it (and duplicate ids, and
   estimates that are not positive) on ``ModuleInfo.warnings`` and as a
   :class:`KnowledgeWarning` from ``describe``; ``skills_for`` lists it as left out.
-* **One line per capability.** What an agent sees of a module is its capabilities'
-  summaries, one line each (folded to one line and capped, so a module cannot buy itself
-  more context), plus whatever overlays and skills the host folds in: :class:`AgentListing`
-  prices that before anything is loaded.
+* **Verified against the descriptor the host holds** (its last describe), not a fresh
+  one: a file changed since is caught, whatever a new describe would now declare.
 * **Every load is audited**, refused ones too (:class:`KnowledgeLog`).
 """
 
@@ -44,7 +40,6 @@ import os
 import stat
 import threading
 import warnings
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -59,6 +54,7 @@ from murmur_nb._exceptions import (
     ModuleNotFound,
     ProtocolViolation,
 )
+from murmur_nb._modules.confined import Outside, open_beneath, read_at_most
 from murmur_nb._modules.descriptor import DIGEST_RE, DescriptorError
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
 from murmur_nb._render.text import markdown_block
@@ -69,29 +65,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
-    "AgentListing",
-    "CapabilityLine",
     "KnowledgeDocument",
     "KnowledgeLog",
     "KnowledgeWarning",
     "LeftOut",
     "SkillSelection",
-    "agent_listing",
-    "estimate_tokens",
     "find_document",
     "knowledge_warnings",
     "load_document",
+    "read_verified",
     "select_skills",
     "warn_about",
 ]
 
 #: Largest skill or overlay the host reads; a concise instruction document is far smaller.
 MAX_DOCUMENT_BYTES = 1024 * 1024
-#: Longest capability line shown to an agent; a longer summary is cut with an ellipsis.
-MAX_LINE_CHARS = 240
-_MAX_LINKS = 40
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 Kind = Literal["skill", "overlay"]
 
@@ -102,11 +90,6 @@ class KnowledgeWarning(UserWarning):
     An unknown skill id listed by a capability, a duplicate id, or a token estimate that
     is not positive. The module is still accepted (see the module notes for why).
     """
-
-
-def estimate_tokens(text: str) -> int:
-    """The host's own rough token count of ``text``: one per four UTF-8 bytes, at least one."""
-    return max(1, -(-len(text.encode()) // 4))
 
 
 @dataclass(frozen=True)
@@ -288,66 +271,7 @@ class KnowledgeLog:
         return knowledge_frame(rows)
 
 
-# -- opening beneath the module folder ------------------------------------------------
-
-
-class _Outside(Exception):
-    """The path would leave the module folder (or names no file); the message says how."""
-
-
-def _open_beneath(folder: Path, path: str) -> int:
-    """A read-only fd of ``path`` beneath ``folder``; links are followed only inside it."""
-    root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    stack = [root]
-    try:
-        return _walk(stack, deque(path.split("/")), os.path.realpath(folder))
-    finally:
-        for fd in stack:
-            os.close(fd)
-
-
-def _walk(stack: list[int], parts: deque[str], root_real: str) -> int:
-    links = 0
-    while parts:
-        name = parts.popleft()
-        if name in ("", "."):
-            continue
-        if name == "..":
-            if len(stack) == 1:
-                raise _Outside("it climbs above the module folder")
-            os.close(stack.pop())
-            continue
-        st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
-        if stat.S_ISLNK(st.st_mode):
-            links += 1
-            if links > _MAX_LINKS:
-                raise _Outside(f"it goes through more than {_MAX_LINKS} links")
-            target = os.readlink(name, dir_fd=stack[-1])
-            if target.startswith("/"):
-                if os.path.commonpath([root_real, target]) != root_real:
-                    raise _Outside(f"a link in it points to {target!r}, outside the folder")
-                while len(stack) > 1:
-                    os.close(stack.pop())
-                target = os.path.relpath(target, root_real)
-            parts.extendleft(reversed(target.split("/")))
-            continue
-        if any(p not in ("", ".") for p in parts):
-            stack.append(os.open(name, _DIR_FLAGS, dir_fd=stack[-1]))
-            continue
-        return os.open(name, _FILE_FLAGS, dir_fd=stack[-1])
-    raise _Outside("it names a folder, not a file")
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while total <= limit:
-        chunk = os.read(fd, min(1 << 16, limit + 1 - total))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
+# -- verified reading -----------------------------------------------------------------
 
 
 def read_verified(folder: Path, entry: Skill | Overlay, label: str) -> bytes:
@@ -365,8 +289,8 @@ def read_verified(folder: Path, entry: Skill | Overlay, label: str) -> bytes:
             artifact_id=entry.id,
         )
     try:
-        fd = _open_beneath(folder, entry.path)
-    except _Outside as exc:
+        fd = open_beneath(folder, entry.path)
+    except Outside as exc:
         raise ConfinementViolation(
             f"{label} is refused: {exc}; only files inside the module folder are loaded, "
             "nothing was. Put the file itself in the module folder",
@@ -384,7 +308,7 @@ def read_verified(folder: Path, entry: Skill | Overlay, label: str) -> bytes:
             raise ConfinementViolation(
                 f"{label} is not a regular file; nothing was loaded", artifact_id=entry.id
             )
-        data = _read_at_most(fd, MAX_DOCUMENT_BYTES)
+        data = read_at_most(fd, MAX_DOCUMENT_BYTES)
     finally:
         os.close(fd)
     if len(data) > MAX_DOCUMENT_BYTES:
@@ -562,124 +486,3 @@ def warn_about(module_id: str, problems: Iterable[DescriptorError]) -> None:
         warnings.warn(
             f"module {module_id!r} was accepted, but {problem}", KnowledgeWarning, stacklevel=3
         )
-
-
-# -- what an agent sees ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CapabilityLine:
-    """One enabled capability as an agent sees it, and what it costs in context.
-
-    ``line`` is ``"<id>: <summary>"`` folded to one line of at most 240 characters;
-    ``context_tokens`` is that line plus the module's overlays plus this capability's
-    skills (declared estimates): the cost when this capability is in play.
-    """
-
-    module: str
-    capability: str
-    line: str
-    skills: tuple[str, ...]
-    skill_tokens: int
-    overlay_tokens: int
-
-    @property
-    def line_tokens(self) -> int:
-        return estimate_tokens(self.line)
-
-    @property
-    def context_tokens(self) -> int:
-        return self.line_tokens + self.overlay_tokens + self.skill_tokens
-
-
-def _one_line(capability: Capability) -> str:
-    line = f"{capability.id}: {' '.join(capability.summary.split()) or capability.title}"
-    return line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
-
-
-@dataclass(frozen=True)
-class AgentListing:
-    """The capability list an agent would see, priced in tokens before anything is loaded.
-
-    Attributes
-    ----------
-    lines
-        One :class:`CapabilityLine` per capability of every enabled module (accepted, and
-        no unmet requirement), modules in id order.
-    overlays
-        Module id -> ``(overlay id, declared tokens)`` of its overlays.
-    skipped
-        ``"<module>: <why>"`` for each module whose capabilities are not offered.
-    """
-
-    lines: tuple[CapabilityLine, ...]
-    overlays: dict[str, tuple[tuple[str, int], ...]]
-    skipped: tuple[str, ...]
-
-    def module_tokens(self, module_id: str) -> int:
-        """What enabling ``module_id`` costs always: its lines and its overlays."""
-        lines = sum(x.line_tokens for x in self.lines if x.module == module_id)
-        return lines + sum(t for _, t in self.overlays.get(module_id, ()))
-
-    @property
-    def always_tokens(self) -> int:
-        """Every line and every overlay: the standing cost of the enabled modules."""
-        return sum(self.module_tokens(m) for m in self.overlays)
-
-    def text(self) -> str:
-        """What the agent reads (the lines), then the costs, in stable plain text."""
-        out = [
-            f"agent capability list · {len(self.overlays)} modules · {len(self.lines)} lines · "
-            f"{self.always_tokens} tokens always"
-        ]
-        for module_id, overlays in self.overlays.items():
-            names = ", ".join(f"{o} {t}" for o, t in overlays) or "none"
-            out.append(
-                f"{module_id}: {self.module_tokens(module_id)} tokens always (overlays: {names})"
-            )
-            for x in (x for x in self.lines if x.module == module_id):
-                skills = ", ".join(x.skills) or "no skills"
-                out.append(f"  {x.line}")
-                out.append(
-                    f"    in play: {x.context_tokens} tokens (line {x.line_tokens}, overlays "
-                    f"{x.overlay_tokens}, skills {x.skill_tokens}: {skills})"
-                )
-        out += [f"not offered: {s}" for s in self.skipped]
-        return "\n".join(out)
-
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        return {"text/plain": self.text(), "text/html": f"<pre>{esc(self.text())}</pre>"}
-
-
-def agent_listing(infos: Iterable[Any]) -> AgentListing:
-    """Price the capability lists of ``infos`` (``ModuleInfo`` objects, any order)."""
-    lines: list[CapabilityLine] = []
-    overlays: dict[str, tuple[tuple[str, int], ...]] = {}
-    skipped: list[str] = []
-    for info in sorted(infos, key=lambda i: i.id):
-        descriptor: Descriptor | None = info.descriptor
-        if descriptor is None or not info.ok:
-            skipped.append(f"{info.id}: refused")
-            continue
-        if info.needs_setup:
-            skipped.append(f"{info.id}: needs setup")
-            continue
-        own = tuple((o.id, max(o.tokens, 0)) for o in descriptor.agent_overlays or [])
-        overlays[info.id] = own
-        tokens = {s.id: max(s.tokens, 0) for s in reversed(descriptor.skills or [])}
-        for cap in descriptor.capabilities or []:
-            ids = tuple(dict.fromkeys(cap.skills or []))
-            lines.append(
-                CapabilityLine(
-                    module=info.id,
-                    capability=cap.id,
-                    line=_one_line(cap),
-                    skills=ids,
-                    skill_tokens=sum(tokens.get(i, 0) for i in ids),
-                    overlay_tokens=sum(t for _, t in own),
-                )
-            )
-    return AgentListing(tuple(lines), overlays, tuple(skipped))

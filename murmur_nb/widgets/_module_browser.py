@@ -21,7 +21,7 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import ModuleHostError
-from murmur_nb._modules.knowledge import AgentListing, agent_listing
+from murmur_nb._modules.agent_listing import AgentListing, agent_listing
 from murmur_nb.widgets._capability_form import CapabilityForm
 from murmur_nb.widgets._html import TextView, badge, effect_badges, effect_words, esc
 
