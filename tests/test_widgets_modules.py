@@ -560,9 +560,9 @@ def test_module_browser_lists_skills_and_overlays_and_renders_one(host: ModuleHo
 
 
 def test_module_browser_shows_a_refused_skill_with_its_code(
-    host: ModuleHost, demo: DemoHome
+    host: ModuleHost, demo_home: DemoHome
 ) -> None:
-    skill = demo.facet_home / "modules" / "gallery" / "skills" / "palettes.md"
+    skill = demo_home.facet_home / "modules" / "gallery" / "skills" / "palettes.md"
     original = skill.read_bytes()
     browser = ModuleBrowser(host)
     try:
