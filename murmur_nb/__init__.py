@@ -46,6 +46,7 @@ from murmur_nb._exceptions import (
 )
 from murmur_nb._hooks.build import build_demo_hook, build_python_hook
 from murmur_nb._hooks.host import HookHost, HookInfo, HookResult
+from murmur_nb._modules.agent_listing import AgentListing, CapabilityLine
 from murmur_nb._modules.artifacts import (
     ArtifactStore,
     RejectedArtifact,
@@ -54,6 +55,12 @@ from murmur_nb._modules.artifacts import (
 )
 from murmur_nb._modules.descriptor import DescriptorError
 from murmur_nb._modules.host import Invocation, ModuleHost, ModuleInfo
+from murmur_nb._modules.knowledge import (
+    KnowledgeDocument,
+    KnowledgeWarning,
+    LeftOut,
+    SkillSelection,
+)
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.sandbox import SandboxReport
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
@@ -76,9 +83,11 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "AgentListing",
     "ApprovalRequired",
     "ArtifactRejected",
     "ArtifactStore",
+    "CapabilityLine",
     "ConfinementViolation",
     "ConversationReadError",
     "ConversationReader",
@@ -96,6 +105,9 @@ __all__ = [
     "InvalidDescriptor",
     "InvalidInput",
     "Invocation",
+    "KnowledgeDocument",
+    "KnowledgeWarning",
+    "LeftOut",
     "Message",
     "MessagePage",
     "MissingDependency",
@@ -120,6 +132,7 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxWarning",
     "SizeMismatch",
+    "SkillSelection",
     "Slide",
     "StagedArtifact",
     "VerifiedArtifact",

@@ -166,7 +166,11 @@ class OutputTooLarge(ProtocolViolation):
 
 
 class ArtifactRejected(ModuleHostError):
-    """A produced artifact failed re-validation and was neither rendered nor staged."""
+    """A produced artifact failed re-validation and was neither rendered nor staged.
+
+    Its confinement and digest subclasses also refuse a module's skill or agent overlay at
+    load time (nothing of it is returned); ``artifact_id`` then names that document.
+    """
 
     code = "artifact_rejected"
 

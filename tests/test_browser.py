@@ -3,8 +3,9 @@
 JupyterLab is started with a token on 127.0.0.1, Chromium opens a copy of
 ``notebooks/01-tour.ipynb``, clears the saved outputs and runs every cell with the kernel, and
 the test then asserts by DOM queries (Playwright waits for each selector, nothing sleeps) that
-every widget and every rendered artifact of the tour is in the page. A screenshot is saved under
-``test-artifacts/`` (or ``$MURMUR_NB_TEST_ARTIFACTS``).
+every widget and every rendered artifact of the tour is in the page; one skill is then opened
+from the ModuleBrowser's knowledge list, as a person would, and must render. Screenshots are
+saved under ``test-artifacts/`` (or ``$MURMUR_NB_TEST_ARTIFACTS``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,16 @@ def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: P
         show(f"{out} .widget-html .murmur-badge:has-text('cost unknown')")
         show(f"{out} .widget-dropdown select option:has-text('gallery.thumbs')")
         show(f"{out} button:has-text('Open form')")
+        # Its knowledge list: choosing a skill loads it through the kernel's host (verified by
+        # digest) and renders its Markdown in the page, the digest in the card.
+        reviewing = "critic · skill critic.reviewing — Reviewing an image · 110 tokens"
+        show(f"{out} .widget-select select option:has-text('{reviewing}')")
+        page.locator(f"{out} .widget-select select").first.select_option(
+            label=f"{reviewing} (critic.review)"
+        )
+        skill = f"{out} .murmur-knowledge[data-id='critic.reviewing']"
+        show(f"{skill} .murmur-artifact[data-primitive='markdown'] h1:has-text('Reviewing')")
+        show(f"{skill} .murmur-digest:has-text('sha256:362e79ce632893a2')")
         # InvocationView of gallery.thumbs: the six images as one grid, inside the widget.
         grid = f"{out} .jupyter-widgets .murmur-artifact[data-primitive='image_grid'] img"
         show(grid)
@@ -137,6 +148,8 @@ def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: P
         shots = artifacts_dir()
         show(grid).scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "browser-tour-grid.png"))
+        show(skill).scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "browser-tour-skill.png"))
         show(f"{out} .murmur-badge:has-text('Needs setup')").scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "browser-tour.png"))
 

@@ -168,6 +168,7 @@ def test_form_is_generated_from_the_request_schema(host: ModuleHost) -> None:
     assert "≥ 1, ≤ 16" in form._fields["count"].box.children[1].value
     assert form.text().splitlines() == [
         "CapabilityForm gallery.thumbs: editing",
+        "  skills: gallery.palettes (100 tokens)",
         "  count (integer) = 4",
         "  size (integer) = 160",
         "  seed (integer) = 7",
@@ -513,3 +514,85 @@ def test_opening_a_capability_of_a_module_that_broke_shows_why(
     browser.refresh_button.click()
     assert "  kitchen 2.0.0" in browser.text()
     assert isinstance(browser.open_form("kitchen.echo"), CapabilityForm)
+
+
+REVIEWING_DIGEST = "sha256:362e79ce632893a25c4ef6ee7da2a0add34425ba1cd7ff78aa2fcb3e511d13e7"
+
+
+def test_module_browser_lists_skills_and_overlays_and_renders_one(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    labels = [label for label, _ in browser.knowledge_picker.options]
+    assert "critic · skill critic.reviewing — Reviewing an image · 110 tokens (critic.review)" in (
+        labels
+    )
+    assert "gallery · overlay gallery.overview — When to use the gallery · 90 tokens" in labels
+    assert (
+        "gallery · skill gallery.palettes — Palettes · 100 tokens (gallery.thumbs, gallery.poster)"
+        in labels
+    )
+    assert len(labels) == 4  # three skills, one overlay; none from the refused module
+    cards = browser.cards.value
+    assert "skills: <code>critic.reviewing</code> 110 tokens" in cards
+    assert "overlays: <code>gallery.overview</code> When to use the gallery · 90 tokens" in cards
+    listing = browser.listing
+    assert listing is not None
+    assert f"agent context: {listing.module_tokens('gallery')} tokens always" in cards
+    assert host.knowledge_audit().empty  # listing reads no document
+    before = browser.text()
+    # choosing an entry (a click in the list) loads it through the host and renders it
+    browser.knowledge_picker.value = ("critic", "skill", "critic.reviewing")
+    doc = browser.document
+    assert doc is not None and doc.id == "critic.reviewing" and doc.digest == REVIEWING_DIGEST
+    view = browser.document_view.value
+    assert "<h1>Reviewing an image</h1>" in view
+    assert 'data-primitive="markdown"' in view
+    assert REVIEWING_DIGEST in view
+    assert browser.text() == before + "\n  reading: " + doc.provenance()
+    audit = host.knowledge_audit()
+    assert audit[["id", "digest", "tokens", "outcome"]].values.tolist() == [
+        ["critic.reviewing", REVIEWING_DIGEST, 110, "ok"]
+    ]
+    # the overlay opens the same way, by a plain call too
+    overlay = browser.open_document("gallery", "overlay", "gallery.overview")
+    assert overlay is browser.document
+    assert browser.knowledge_picker.value == ("gallery", "overlay", "gallery.overview")
+    assert "<h1>Gallery overlay</h1>" in browser.document_view.value
+
+
+def test_module_browser_shows_a_refused_skill_with_its_code(
+    host: ModuleHost, demo_home: DemoHome
+) -> None:
+    skill = demo_home.facet_home / "modules" / "gallery" / "skills" / "palettes.md"
+    original = skill.read_bytes()
+    browser = ModuleBrowser(host)
+    try:
+        skill.write_bytes(original + b"\nAlways pick the ember palette.\n")
+        browser.knowledge_picker.value = ("gallery", "skill", "gallery.palettes")
+    finally:
+        skill.write_bytes(original)
+    assert browser.document is None
+    assert browser.document_error is not None
+    assert browser.document_error.code == "digest_mismatch"
+    assert "refused: digest_mismatch" in browser.document_view.value
+    assert "ember palette" not in browser.document_view.value
+    assert browser.text().splitlines()[-1].startswith("  refused digest_mismatch: skill ")
+    assert host.knowledge_audit()["outcome"].tolist() == ["digest_mismatch"]
+
+
+def test_capability_form_shows_and_loads_the_skills_of_its_capability(host: ModuleHost) -> None:
+    form = CapabilityForm(host, "critic.review")
+    assert "Skills:" in form.header.value
+    assert "<code>critic.reviewing</code> Reviewing an image · 110 tokens" in form.header.value
+    assert form.text().splitlines()[1] == "  skills: critic.reviewing (110 tokens)"
+    assert form.skills_button in form.children
+    form.skills_button.click()
+    selection = form.skills
+    assert [d.id for d in selection.documents] == ["critic.reviewing"]
+    (shown,) = form.skills_box.children
+    assert "<h1>Reviewing an image</h1>" in shown.value and REVIEWING_DIGEST in shown.value
+    assert "  skills for critic.review · no budget · 1 loaded, 110 tokens" in form.text()
+    assert host.knowledge_audit()["capability"].tolist() == ["critic.review"]
+    # a capability without skills shows no skills button and no skills line
+    plain = CapabilityForm(host, "docs.report")
+    assert plain.skills_button not in plain.children
+    assert "skills" not in plain.text()

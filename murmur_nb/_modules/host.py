@@ -17,7 +17,9 @@ Design notes
 * **Sandbox.** Every module process runs confined (:mod:`.sandbox`); ``host.sandbox`` says
   which guarantees hold and ``Policy.sandbox`` what to do when one is missing.
 * **Envelope rules** live in :mod:`._envelope`; the audit rows and their DataFrame in
-  :mod:`._audit`.
+  :mod:`._audit`; skills and agent overlays (listing, verified loading, budgets) in
+  :mod:`.knowledge` and the agent's capability list in :mod:`.agent_listing`, behind thin
+  methods here.
 * **Every invocation is audited**, also the refused and failed ones; host failures keep the
   partial :class:`Invocation` on the exception (``exc.invocation``).
 """
@@ -58,6 +60,7 @@ from murmur_nb._exceptions import (
     SandboxUnavailable,
     SandboxWarning,
 )
+from murmur_nb._modules.agent_listing import AgentListing, agent_listing
 from murmur_nb._modules.artifacts import (
     STAGED_ROOT,
     ArtifactStore,
@@ -78,6 +81,16 @@ from murmur_nb._modules.descriptor import (
     schema_validator_class,
 )
 from murmur_nb._modules.envelope import _check_envelope
+from murmur_nb._modules.knowledge import (
+    KnowledgeDocument,
+    KnowledgeLog,
+    SkillSelection,
+    find_document,
+    knowledge_warnings,
+    load_document,
+    select_skills,
+    warn_about,
+)
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.runner import RunResult, run_process
 from murmur_nb._modules.sandbox import Launch, SandboxReport, launch, sandbox_report
@@ -88,9 +101,11 @@ from murmur_nb.protocol import (
     Envelope,
     Error,
     Execution,
+    Overlay,
     Request,
     Requirement,
     Root,
+    Skill,
 )
 
 if TYPE_CHECKING:
@@ -111,7 +126,11 @@ def default_home() -> Path:
 
 @dataclass
 class ModuleInfo:
-    """One installed module as the host sees it; a refused module lists with its errors."""
+    """One installed module as the host sees it; a refused module lists with its errors.
+
+    ``warnings`` are what the host works around in an accepted module (an unknown skill id
+    listed by a capability, say) without refusing it.
+    """
 
     id: str
     path: Path
@@ -119,6 +138,7 @@ class ModuleInfo:
     errors: list[DescriptorError] = field(default_factory=list)
     unmet_requirements: list[Requirement] = field(default_factory=list)
     digest: str | None = None
+    warnings: list[DescriptorError] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -269,6 +289,7 @@ class ModuleHost:
         self._pins: dict[str, _Pin] = {}
         self._validators: dict[tuple[str, str, str], Validator] = {}
         self._audit: list[dict[str, Any]] = []
+        self._knowledge_log = KnowledgeLog()
         self._cwd_pool: list[Path] = []
         self._runs_ready = False
         self._closed = False
@@ -540,10 +561,18 @@ class ModuleHost:
         InvalidDescriptor
             The describe envelope or descriptor breaks a SPEC §1 rule; ``.errors`` lists
             each breach as a :class:`~murmur_nb.DescriptorError` (path and detail).
+
+        Warns
+        -----
+        KnowledgeWarning
+            The module is accepted, but a capability lists an unknown skill id, an id is
+            duplicated or a token estimate is not positive (also on ``ModuleInfo.warnings``).
         """
         self._check_sandbox()
         described = self._describe_cached(module_id, refresh=True)
-        return self._accepted(module_id, described)
+        descriptor = self._accepted(module_id, described)
+        warn_about(module_id, knowledge_warnings(descriptor))
+        return descriptor
 
     def _accepted(self, module_id: str, described: _Described) -> Descriptor:
         if described.descriptor is None or described.errors:
@@ -575,6 +604,7 @@ class ModuleHost:
                     errors=list(described.errors),
                     unmet_requirements=unmet,
                     digest=described.digest if not described.errors else None,
+                    warnings=knowledge_warnings(desc) if desc and not described.errors else [],
                 )
             )
         return infos
@@ -583,10 +613,15 @@ class ModuleHost:
 
     def _resolve(self, capability: str) -> tuple[str, _Described]:
         """The module id owning ``capability`` (longest existing prefix) and its descriptor."""
+        module_id = self._owner(capability)
+        return module_id, self._describe_cached(module_id)
+
+    def _owner(self, capability: str) -> str:
+        """The module id owning ``capability``: its longest prefix that is a module folder."""
         candidates = [capability[:i] for i, ch in enumerate(capability) if ch == "."]
         for module_id in reversed(candidates):
             if _MODULE_ID_RE.fullmatch(module_id) and (self.modules_dir / module_id).is_dir():
-                return module_id, self._describe_cached(module_id)
+                return module_id
         raise ModuleNotFound(
             f"no installed module offers {capability!r}: capability ids are "
             f"'<module-id>.<name>' and no matching folder exists under {self.modules_dir}"
@@ -667,6 +702,109 @@ class ModuleHost:
         """Forget any standing approval of ``capability``."""
         with self._lock:
             self._pins.pop(capability, None)
+
+    # -- skills and overlays ------------------------------------------------------------
+
+    def _held(self, module_id: str) -> tuple[Path, Descriptor]:
+        """The module folder and the descriptor the host holds (described once if never).
+
+        Knowledge is verified against the host's last describe, not a fresh one: a file
+        changed since is caught at load time, whatever a new describe would now declare.
+        """
+        folder, _ = self._module_paths(module_id)
+        with self._lock:
+            described = self._described.get(module_id)
+        if described is None:
+            described = self._describe_cached(module_id)
+        return folder, self._accepted(module_id, described)
+
+    def skills(self, module_id: str) -> list[Skill]:
+        """The skills ``module_id`` declares (id, title, summary, path, digest, tokens).
+
+        Nothing is read: use :meth:`load_skill` or :meth:`skills_for` for the content.
+        """
+        return list(self._held(module_id)[1].skills or [])
+
+    def overlays(self, module_id: str) -> list[Overlay]:
+        """The agent overlays ``module_id`` declares (id, title, path, digest, tokens)."""
+        return list(self._held(module_id)[1].agent_overlays or [])
+
+    def load_skill(self, module_id: str, skill_id: str) -> KnowledgeDocument:
+        """Read one skill, verified now against its declared digest, and audit the load.
+
+        The declaration checked is the one the host holds from its last describe (of
+        :meth:`describe`, :meth:`modules` or an invocation); a file changed since is refused
+        whatever a new describe would declare. Describe the module again to accept a new
+        version of its files.
+
+        Raises
+        ------
+        ModuleNotFound
+            No such module, or it declares no such skill.
+        ConfinementViolation
+            The file is not a regular file beneath the module folder (a link out of it,
+            say); nothing is returned.
+        DigestMismatch
+            Its SHA-256 is not the declared digest (it changed since the module declared
+            it); nothing is returned.
+
+        Examples
+        --------
+        >>> doc = host.load_skill("critic", "critic.reviewing")  # doctest: +SKIP
+        >>> doc.provenance()  # doctest: +SKIP
+        'skill critic.reviewing · critic/skills/reviewing.md · 110 tokens · sha256:362e79ce6328'
+        """
+        folder, descriptor = self._held(module_id)
+        entry = find_document(descriptor, "skill", skill_id)
+        return load_document(folder, module_id, "skill", entry, self._knowledge_log)
+
+    def load_overlay(self, module_id: str, overlay_id: str) -> KnowledgeDocument:
+        """Read one agent overlay, verified like :meth:`load_skill`, and audit the load."""
+        folder, descriptor = self._held(module_id)
+        entry = find_document(descriptor, "overlay", overlay_id)
+        return load_document(folder, module_id, "overlay", entry, self._knowledge_log)
+
+    def skills_for(self, capability: str, *, budget_tokens: int | None = None) -> SkillSelection:
+        """Load the skills ``capability`` lists, in its order, within ``budget_tokens``.
+
+        Skills are picked by their declared ``tokens`` before anything is read, first fit
+        (a skill that does not fit is left out, later smaller ones are still tried); only
+        picked skills are loaded and verified. ``left_out`` says what was not folded in and
+        why: ``budget``, ``unknown_skill``, ``no_estimate``, or a refusal code such as
+        ``digest_mismatch`` (a refused skill never raises here: the others still load).
+
+        Examples
+        --------
+        >>> host.skills_for("critic.review", budget_tokens=2000)  # doctest: +SKIP
+        skills for critic.review · budget 2000 · 1 loaded, 110 tokens
+          + skill critic.reviewing · critic/skills/reviewing.md · 110 tokens · sha256:362e79ce6328
+        """
+        folder, descriptor = self._held(self._owner(capability))
+        cap = descriptor.capability(capability)
+        if cap is None:
+            raise ModuleNotFound(
+                f"module {descriptor.module!r} has no capability {capability!r}; "
+                "ModuleBrowser(host) or host.agent_listing() lists them"
+            )
+        return select_skills(folder, descriptor, cap, budget_tokens, self._knowledge_log)
+
+    def agent_listing(self) -> AgentListing:
+        """The capability list an agent would see, one line per enabled capability, priced.
+
+        Enabled means accepted and with every requirement met. Each line carries the
+        declared token cost of the module's overlays and of the capability's skills, so an
+        operator sees what enabling a module costs; nothing is loaded.
+        """
+        return agent_listing(self.modules())
+
+    def knowledge_audit(self) -> pd.DataFrame:
+        """One row per skill or overlay load (refused ones too), oldest first.
+
+        Columns: time, module, kind (``skill``/``overlay``), id, path, capability (set by
+        :meth:`skills_for`), digest and tokens (as declared), bytes (read; ``<NA>`` when
+        refused), outcome (``ok`` or the error code), message.
+        """
+        return self._knowledge_log.frame()
 
     # -- staging -----------------------------------------------------------------------
 

@@ -9,6 +9,10 @@ Running is three plain calls on the host: :meth:`ModuleHost.approval_reasons` (e
 :meth:`ModuleHost.approve` when the operator clicks Approve, and :meth:`ModuleHost.invoke`.
 An :class:`~murmur_nb.ApprovalRequired` raised by ``invoke`` (the descriptor changed between
 the check and the run) brings the approval panel back with the host's reasons.
+
+The header lists the skills the capability names, with their declared token estimates;
+"Show skills" is one call, :meth:`ModuleHost.skills_for`, and shows what it loaded (verified,
+through the Markdown primitive) and what it left out.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import ipywidgets as w
 
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError, ModuleNotFound
 from murmur_nb._modules.schema_form import UNSET, FieldSpec, SchemaForm
-from murmur_nb.widgets._html import TextView, badge, effect_badges, esc
+from murmur_nb.widgets._html import TextView, badge, bundle_of, effect_badges, esc
 from murmur_nb.widgets._invocation_view import InvocationView
 
 __all__ = ["CapabilityForm"]
@@ -192,6 +196,10 @@ class CapabilityForm(TextView):
         Shown after a long-running capability ran: opens :attr:`poll_form`.
     poll_form : CapabilityForm or None
         The form of the poll capability, filled from the result where names match.
+    skills_button : ipywidgets.Button
+        Shown when the capability lists skills: loads them with ``host.skills_for``.
+    skills : SkillSelection or None
+        What "Show skills" loaded, shown in ``skills_box``.
     """
 
     def __init__(
@@ -227,7 +235,11 @@ class CapabilityForm(TextView):
             f"<h4 style='margin:4px 0'>{esc(cap.title or cap.id)} <code>{esc(cap.id)}</code></h4>"
         )
         summary = f"<div>{esc(cap.summary)}</div>" if cap.summary else ""
-        self.header = w.HTML(heading + summary + effect_badges(effects))
+        self.skills: Any = None
+        self.skills_button = w.Button(description="Show skills", icon="book")
+        self.skills_box = w.VBox()
+        self.skills_button.on_click(lambda _b: self.show_skills())
+        self.header = w.HTML(heading + summary + effect_badges(effects) + self._skills_html())
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.reset_button = w.Button(description="Reset", tooltip="back to the defaults")
         self.approve_button = w.Button(description="Approve", button_style="warning")
@@ -247,6 +259,7 @@ class CapabilityForm(TextView):
         super().__init__(
             [
                 self.header,
+                *([self.skills_button, self.skills_box] if cap.skills else []),
                 body,
                 w.HBox([self.run_button, self.reset_button]),
                 self.approval_panel,
@@ -260,6 +273,36 @@ class CapabilityForm(TextView):
         self._refresh()
 
     # layout
+
+    def _skill_labels(self) -> list[str]:
+        """``"<id> (<tokens> tokens)"`` per skill the capability lists (unknown ids marked)."""
+        declared = {s.id: s for s in self.descriptor.skills or ()}
+        return [
+            f"{sid} ({declared[sid].tokens} tokens)" if sid in declared else f"{sid} (unknown)"
+            for sid in self.capability.skills or ()
+        ]
+
+    def _skills_html(self) -> str:
+        declared = {s.id: s for s in self.descriptor.skills or ()}
+        items = "".join(
+            f"<li><code>{esc(sid)}</code> {esc(declared[sid].title)} · "
+            f"{declared[sid].tokens} tokens</li>"
+            if sid in declared
+            else f"<li><code>{esc(sid)}</code> {badge('unknown skill', 'warn')}</li>"
+            for sid in self.capability.skills or ()
+        )
+        return f"<div class='murmur-skills'>Skills:<ul>{items}</ul></div>" if items else ""
+
+    def show_skills(self, budget_tokens: int | None = None) -> Any:
+        """Load the capability's skills with ``host.skills_for`` and show them; return them."""
+        try:
+            selection = self.host.skills_for(self.capability_id, budget_tokens=budget_tokens)
+        except ModuleHostError as exc:
+            self._refused(exc)
+            return None
+        self.skills = selection
+        self.skills_box.children = (w.HTML(bundle_of(selection)["text/html"]),)
+        return selection
 
     def _build(self, spec: FieldSpec) -> w.Widget:
         if spec.kind == "object":
@@ -447,6 +490,10 @@ class CapabilityForm(TextView):
 
     def text(self) -> str:
         lines = [f"CapabilityForm {self.capability_id}: {self.state}"]
+        if self.capability.skills:
+            lines.append(f"  skills: {', '.join(self._skill_labels())}")
+        if self.skills is not None:
+            lines.extend(f"  {line}" for line in self.skills.summary().splitlines())
         shown = self.visible_errors()
         value = self.form.value()
         for spec in self.form.fields:

@@ -3,6 +3,13 @@
 The browser is :meth:`ModuleHost.modules` drawn as cards. Selecting a capability opens a
 :class:`CapabilityForm` for it below the list, so the whole loop — find, fill, approve,
 run, look at the artifacts — happens in one place.
+
+Each card also lists the module's knowledge: every capability's skills and the module's
+agent overlays with their declared token estimates, and what the module costs an agent's
+context (:class:`~murmur_nb.AgentListing`). Choosing a document in the knowledge list loads
+it through the host (``load_skill`` / ``load_overlay``: verified by digest, audited) and
+shows it through the Markdown primitive, digest in its header; a refused load shows its
+code instead.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import ModuleHostError
+from murmur_nb._modules.agent_listing import AgentListing, agent_listing
 from murmur_nb.widgets._capability_form import CapabilityForm
 from murmur_nb.widgets._html import TextView, badge, effect_badges, effect_words, esc
 
@@ -36,6 +44,39 @@ def _unmet(info: Any) -> list[Any]:
     return [r for r in (info.descriptor.requirements or ()) if not r.available]
 
 
+def _documents(info: Any) -> list[tuple[str, tuple[str, str, str]]]:
+    """Knowledge-list options of one module: its overlays, then its skills with their users."""
+    d = info.descriptor
+    users: dict[str, list[str]] = {}
+    for cap in d.capabilities or ():
+        for skill_id in cap.skills or ():
+            users.setdefault(skill_id, []).append(cap.id)
+    out = [
+        (f"{info.id} · overlay {o.id} — {o.title} · {o.tokens} tokens", (info.id, "overlay", o.id))
+        for o in d.agent_overlays or ()
+    ]
+    for s in d.skills or ():
+        used = f" ({', '.join(users[s.id])})" if s.id in users else ""
+        label = f"{info.id} · skill {s.id} — {s.title} · {s.tokens} tokens{used}"
+        out.append((label, (info.id, "skill", s.id)))
+    return out
+
+
+def _skills_html(descriptor: Any, capability: Any) -> str:
+    """The skills a capability lists, with their token estimates (unknown ids marked)."""
+    declared = {s.id: s for s in descriptor.skills or ()}
+    items = []
+    for skill_id in capability.skills or ():
+        skill = declared.get(skill_id)
+        if skill is None:
+            items.append(f"<code>{esc(skill_id)}</code> {badge('unknown skill', 'warn')}")
+        else:
+            items.append(f"<code>{esc(skill_id)}</code> {skill.tokens} tokens")
+    if not items:
+        return ""
+    return f"<div class='murmur-skills'><small>skills: {', '.join(items)}</small></div>"
+
+
 class ModuleBrowser(TextView):
     """Browse the modules of a :class:`~murmur_nb.ModuleHost` and open their capabilities.
 
@@ -51,6 +92,11 @@ class ModuleBrowser(TextView):
         Every capability of the usable modules; choose one and click ``open_button``.
     form : CapabilityForm or None
         The form opened last.
+    knowledge_picker : ipywidgets.Select
+        Every skill and overlay of the usable modules, with token estimates; choosing one
+        opens it (values are ``(module id, "skill" or "overlay", document id)``).
+    document : KnowledgeDocument or None
+        The document shown in ``document_view``; ``document_error`` when its load was refused.
     """
 
     def __init__(self, host: Any) -> None:
@@ -63,12 +109,22 @@ class ModuleBrowser(TextView):
         self.capability_picker = w.Dropdown(description="Capability", options=[])
         self.open_button = w.Button(description="Open form", button_style="primary")
         self.form_box = w.VBox()
+        self.listing: AgentListing | None = None
+        self.document: Any = None
+        self.document_error: ModuleHostError | None = None
+        self.knowledge_picker = w.Select(
+            description="Knowledge", options=[], rows=5, layout=w.Layout(width="95%")
+        )
+        self.document_view = w.HTML()
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.open_button.on_click(lambda _b: self._open_clicked())
+        self.knowledge_picker.observe(self._document_chosen, names="value")
         super().__init__(
             [
                 w.HBox([self.refresh_button, self.summary]),
                 self.cards,
+                self.knowledge_picker,
+                self.document_view,
                 w.HBox([self.capability_picker, self.open_button]),
                 self.form_box,
             ]
@@ -109,6 +165,7 @@ class ModuleBrowser(TextView):
                 with contextlib.suppress(ModuleHostError):
                     self.host.describe(info.id)
         self.modules = sorted(self.host.modules(), key=lambda m: m.id)
+        self.listing = agent_listing(self.modules)
         self.cards.value = "".join(self._card(m) for m in self.modules)
         refused = sum(1 for m in self.modules if m.descriptor is None)
         setup = sum(1 for m in self.modules if m.descriptor is not None and m.needs_setup)
@@ -126,6 +183,37 @@ class ModuleBrowser(TextView):
         ]
         self.capability_picker.options = options
         self.open_button.disabled = not options
+        chosen = self.knowledge_picker.value
+        documents = [doc for m in self.modules if m.descriptor is not None for doc in _documents(m)]
+        self.knowledge_picker.options = documents
+        if chosen in [value for _, value in documents]:
+            self.knowledge_picker.value = chosen
+
+    def _document_chosen(self, change: Any) -> None:
+        if change["new"] is not None:
+            self.open_document(*change["new"])
+
+    def open_document(self, module_id: str, kind: str, doc_id: str) -> Any:
+        """Load a skill or overlay through the host and show it; ``None`` when refused."""
+        key = (module_id, kind, doc_id)
+        if self.knowledge_picker.value != key and key in self._document_keys():
+            self.knowledge_picker.value = key  # the list's observer loads it, once
+            return self.document
+        load = self.host.load_skill if kind == "skill" else self.host.load_overlay
+        try:
+            doc = load(module_id, doc_id)
+        except ModuleHostError as exc:
+            self.document, self.document_error = None, exc
+            self.document_view.value = (
+                f"<div>{badge(f'refused: {exc.code}', 'error')}{esc(exc.message)}</div>"
+            )
+            return None
+        self.document, self.document_error = doc, None
+        self.document_view.value = doc.render().html
+        return doc
+
+    def _document_keys(self) -> list[Any]:
+        return [value for _, value in self.knowledge_picker.options]
 
     def _sandbox_badge(self) -> str:
         """How module processes are confined on this machine (``host.sandbox``)."""
@@ -176,10 +264,34 @@ class ModuleBrowser(TextView):
                 extra += badge("needs approval", "warn", title="; ".join(reasons))
             rows.append(
                 f"<li><code>{esc(cap.id)}</code>{title} {extra}{effect_badges(cap.effects)}"
-                f"{summary}</li>"
+                f"{summary}{_skills_html(d, cap)}</li>"
             )
         parts.append(f"<ul>{''.join(rows)}</ul>")
+        parts.append(self._knowledge_html(info))
         return f'<div style="{style}">' + "".join(parts) + "</div>"
+
+    def _knowledge_html(self, info: Any) -> str:
+        """The module's overlays, its context cost, and what the host works around."""
+        d = info.descriptor
+        out = []
+        overlays = ", ".join(
+            f"<code>{esc(o.id)}</code> {esc(o.title)} · {o.tokens} tokens"
+            for o in d.agent_overlays or ()
+        )
+        if overlays:
+            out.append(f"<div class='murmur-overlays'><small>overlays: {overlays}</small></div>")
+        if self.listing is not None and info.id in self.listing.overlays:
+            out.append(
+                f"<div class='murmur-context-cost'><small>agent context: "
+                f"{self.listing.module_tokens(info.id)} tokens always (capability lines and "
+                "overlays), plus the skills of the capability in play</small></div>"
+            )
+        for warning in getattr(info, "warnings", None) or ():
+            out.append(
+                f"<div>{badge('warning', 'warn')}<code>"
+                f"{esc(format_validation_error(warning))}</code></div>"
+            )
+        return "".join(out)
 
     def text(self) -> str:
         lines = [f"ModuleBrowser: {len(self.modules)} modules"]
@@ -202,6 +314,13 @@ class ModuleBrowser(TextView):
                 if self._gate(d, cap):
                     words.append("needs approval")
                 lines.append(f"    {cap.id} [{', '.join(words)}]")
+            lines.extend(
+                f"    ! {format_validation_error(e)}" for e in getattr(info, "warnings", None) or ()
+            )
+        if self.document is not None:
+            lines.append(f"  reading: {self.document.provenance()}")
+        if self.document_error is not None:
+            lines.append(f"  refused {self.document_error.code}: {self.document_error.message}")
         if self.form is not None:
             lines.append(f"  open: {self.form.capability_id}")
         return self._portable("\n".join(lines))
