@@ -121,6 +121,14 @@ class DemoHome:
         when that package is installed, and allows the ``demo-oracle`` paid provider, which
         still needs the operator's approval per call because its cost is unknown. Keyword
         arguments override any :class:`~murmur_nb.Policy` field.
+
+        Its sandbox mode is ``"best-effort"``, not the default ``"required"``: the demo
+        modules ship inside murmur-nb (they are as trusted as the library running them), and
+        the demo must open on machines that lack a mechanism, such as Binder nodes that
+        forbid user namespaces. There every call still runs under what the machine has and
+        emits a visible :class:`~murmur_nb.SandboxWarning` naming what is missing; where
+        every mechanism is present it is confined exactly as under ``"required"``. Modules
+        you did not write belong under a policy of your own, which defaults to ``"required"``.
         """
         binaries: dict[str, str] = {}
         ffmpeg = _bundled_ffmpeg()
@@ -131,6 +139,7 @@ class DemoHome:
             "subprocess": ["ffmpeg"],
             "binaries": binaries,
             "paid_providers": ["demo-oracle"],
+            "sandbox": "best-effort",
         }
         fields.update(overrides)
         return Policy(**fields)
