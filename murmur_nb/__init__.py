@@ -53,6 +53,8 @@ from murmur_nb._modules.artifacts import (
     StagedArtifact,
     VerifiedArtifact,
 )
+from murmur_nb._modules.check import check_module
+from murmur_nb._modules.check_report import CheckReport, CheckResult
 from murmur_nb._modules.descriptor import DescriptorError
 from murmur_nb._modules.host import Invocation, ModuleHost, ModuleInfo
 from murmur_nb._modules.knowledge import (
@@ -88,6 +90,8 @@ __all__ = [
     "ArtifactRejected",
     "ArtifactStore",
     "CapabilityLine",
+    "CheckReport",
+    "CheckResult",
     "ConfinementViolation",
     "ConversationReadError",
     "ConversationReader",
@@ -139,6 +143,7 @@ __all__ = [
     "__version__",
     "build_demo_hook",
     "build_python_hook",
+    "check_module",
     "prepare_demo_home",
     "protocol",
     "read_conversation",

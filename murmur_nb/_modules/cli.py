@@ -1,9 +1,11 @@
-"""``murmur-nb``: list, describe and invoke modproto modules from a shell, JSON out.
+"""``murmur-nb``: list, describe, invoke and check modproto modules from a shell.
 
-Everything printed on standard output is one JSON document, so the command composes with
-``jq``. Exit status: 0 success; 1 the module answered ``ok: false`` or its descriptor was
-refused; 2 bad usage; 3 the host refused or stopped the call (the JSON carries
-``host_error.code``, the stable host code, and its message).
+Everything ``list``, ``describe`` and ``invoke`` print on standard output is one JSON
+document, so the command composes with ``jq``; ``check`` prints a text report (``--json``
+for JSON, see :mod:`.check_cli`). Exit status: 0 success; 1 the module answered
+``ok: false``, its descriptor was refused or a check failed; 2 bad usage; 3 the host
+refused or stopped the call (the JSON carries ``host_error.code``, the stable host code, and
+its message).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from murmur_nb._exceptions import (
     ModuleHostError,
     ProtocolViolation,
 )
+from murmur_nb._modules.check_cli import add_check_parser, run_check
 from murmur_nb._modules.host import Invocation, ModuleHost, default_home
 from murmur_nb._modules.policy import Policy
 
@@ -190,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     invoke.add_argument("--deadline-ms", type=int)
     invoke.add_argument("--max-output-bytes", type=int)
     invoke.add_argument("--extra", help="extra root-level request fields, as a JSON object")
+    add_check_parser(sub)
     return parser
 
 
@@ -202,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.command == "check":
+        return run_check(args, policy)
     home = Path(args.home) if args.home else default_home()
     runs = Path(args.runs_dir) if args.runs_dir else home / "runs"
     output: Any

@@ -880,6 +880,7 @@ class ModuleHost:
         max_output_bytes: int | None = None,
         extra: dict[str, Any] | None = None,
         staged: Sequence[StagedArtifact] = (),
+        validate_input: bool = True,
     ) -> Invocation:
         """Invoke ``capability`` with ``input`` and return the checked :class:`Invocation`.
 
@@ -899,6 +900,10 @@ class ModuleHost:
         staged
             Staged artifacts the consumer reads through the read-only root ``"staged"``;
             each is re-verified before the module starts.
+        validate_input
+            ``False`` sends ``input`` without checking it against the ``request_schema``
+            (it must still be JSON). The module checker uses it to see how a module answers
+            input it cannot use; a module must survive any input, so this grants nothing.
 
         Raises
         ------
@@ -925,6 +930,7 @@ class ModuleHost:
                 max_output_bytes=max_output_bytes,
                 extra=extra,
                 staged=staged,
+                validate_input=validate_input,
             )
         except ModuleHostError as exc:
             row["outcome"] = exc.code
@@ -965,6 +971,7 @@ class ModuleHost:
         max_output_bytes: int | None,
         extra: dict[str, Any] | None,
         staged: Sequence[StagedArtifact],
+        validate_input: bool,
     ) -> Invocation:
         module_id, descriptor, digest, cap = self._capability(capability)
         row["module"] = module_id
@@ -1008,7 +1015,7 @@ class ModuleHost:
         schema = (descriptor.request_schemas or {})[cap.request_schema]
         validator = self._validator(digest, "request", cap.request_schema, schema)
         problems = sorted(validator.iter_errors(input_value), key=lambda e: list(e.path))
-        if problems:
+        if problems and validate_input:
             first = problems[0]
             where = "input" + "".join(
                 f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in first.path

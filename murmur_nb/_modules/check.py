@@ -1,0 +1,426 @@
+"""The module checker: every host rule applied to one module up front, as a report.
+
+Design notes
+------------
+* **The same host.** A check runs the module through a :class:`ModuleHost` with the caller's
+  policy (sandbox included) in a temporary facet-studio home holding a copy of the module, so
+  what passes here passes in a notebook, and the checked folder is never written.
+* **Rules are not re-implemented.** Describe-time problems are the host's own
+  ``DescriptorError`` records, sorted into rules by their path; envelope breaches are the
+  host's ``ProtocolViolation`` and its ``rule``; artifact checks are the host's verification.
+  The checker adds only what the host does not do on every call: describe twice for
+  stability, hash skills and overlays, generate inputs, send broken inputs, poll.
+* **Reproducible.** Inputs come from a fixed seed; write roots the policy does not map get
+  one folder for the whole check, so a long-running capability's poll finds its job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from murmur_nb._exceptions import (
+    ApprovalRequired,
+    InvalidDescriptor,
+    InvalidInput,
+    MissingRequirement,
+    ModuleHostError,
+    ModuleNotFound,
+    ProtocolViolation,
+)
+from murmur_nb._modules.check_inputs import invalid_examples, valid_examples
+from murmur_nb._modules.check_report import CheckReport, CheckResult, Status
+from murmur_nb._modules.check_rules import RULES, describe_rule_for_path, envelope_rule
+from murmur_nb._modules.descriptor import descriptor_digest
+from murmur_nb._modules.host import Invocation, ModuleHost, default_home
+from murmur_nb._modules.policy import Policy
+from murmur_nb._render.presentation import PRIMITIVES
+from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
+
+__all__ = ["check_module"]
+
+_DESCRIBE_RULES = (
+    "describe.runs",
+    "describe.envelope",
+    "describe.shape",
+    "descriptor.protocol_versions",
+    "descriptor.capability_ids",
+    "descriptor.schema_ids",
+    "descriptor.schemas_valid",
+    "descriptor.artifact_schemas",
+    "descriptor.poll_capability",
+    "descriptor.documents_confined",
+    "descriptor.requirements",
+)
+_INVOKE_RULES = (
+    "invoke.generated_inputs",
+    "invoke.envelope",
+    "invoke.request_id",
+    "invoke.execution",
+    "invoke.bounds",
+    "invoke.result_schema",
+    "invoke.artifacts_verify",
+    "invoke.artifact_kinds",
+    "invoke.presentation",
+)
+
+#: Generated inputs of one capability run this many at a time (each is its own process tree).
+_WORKERS = max(2, min(4, os.cpu_count() or 2))
+#: Envelope rules a module breaks by not answering at all (a crash, a traceback on stdout):
+#: on an input its schema refuses that is a warning, since the host validates first anyway.
+_CRASH_RULES = frozenset({"json", "trailing_data"})
+
+
+def result(
+    check: str, status: Status, *, capability: str = "", path: str = "", detail: str = ""
+) -> CheckResult:
+    """A report row for ``check``, with the rule's text and fix filled in."""
+    rule = RULES[check]
+    return CheckResult(check, status, rule.text, capability, path, detail, rule.fix)
+
+
+def check_module(
+    module: str | Path,
+    *,
+    home: str | Path | None = None,
+    policy: Policy | None = None,
+    examples: int = 5,
+    seed: int = 0,
+    approve: Iterable[str] = (),
+) -> CheckReport:
+    """Check a modproto v1 module against every rule the host enforces; return the report.
+
+    Parameters
+    ----------
+    module
+        A module folder (holding the executable ``module``), or the id of a module installed
+        under ``home``.
+    home
+        The facet-studio home to look ``module`` up in when it is an id; default
+        ``$FACET_STUDIO_HOME`` or ``~/.facet-studio``. The check never runs there: it copies
+        the module into a temporary home.
+    policy
+        The host policy to check under (roots, grants, bounds, sandbox); default
+        :class:`~murmur_nb.Policy` with every declared write root mapped to one scratch
+        folder for the whole check.
+    examples
+        Inputs generated per capability from its ``request_schema``.
+    seed
+        The generator's seed; the same seed gives the same inputs.
+    approve
+        Capability ids to invoke although they need operator approval (they may spend money
+        or publish). Others that need approval are reported as skipped.
+
+    Returns
+    -------
+    CheckReport
+        One row per check; ``report.ok`` is false when any check failed.
+
+    Raises
+    ------
+    ModuleNotFound
+        ``module`` is neither a module folder nor an installed module id.
+
+    Examples
+    --------
+    >>> import murmur_nb as mnb
+    >>> report = mnb.check_module("path/to/my-module")  # doctest: +SKIP
+    >>> report.ok, len(report.failures)  # doctest: +SKIP
+    (True, 0)
+    """
+    source = _module_folder(module, home)
+    started = time.perf_counter()
+    scratch = Path(tempfile.mkdtemp(prefix="murmur-nb-check-"))
+    report = CheckReport(module=source.name, path=source, examples=examples, seed=seed)
+    try:
+        facet_home = scratch / "home"
+        shutil.copytree(source, facet_home / "modules" / source.name, symlinks=True)
+        checker = _Checker(facet_home, source.name, policy, scratch / "roots")
+        with checker.host, checker.job_host:
+            report.results = checker.run(examples=examples, seed=seed, approve=set(approve))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        report.duration_s = time.perf_counter() - started
+    return report
+
+
+def _module_folder(module: str | Path, home: str | Path | None) -> Path:
+    as_path = Path(module).expanduser()
+    if (as_path / "module").exists():
+        return as_path.resolve()
+    text = str(module)
+    if "/" not in text and text not in {".", ".."}:
+        installed = Path(home).expanduser() if home else default_home()
+        folder = installed / "modules" / text
+        if (folder / "module").exists():
+            return folder.resolve()
+    raise ModuleNotFound(
+        f"{module!r} is neither a module folder (a folder holding the executable 'module') "
+        "nor the id of a module installed in the facet-studio home; pass the folder's path"
+    )
+
+
+class _Checker:
+    """The checks of one module, run in order against one host."""
+
+    def __init__(self, facet_home: Path, module_id: str, policy: Policy | None, roots: Path):
+        self.module_id = module_id
+        self.folder = facet_home / "modules" / module_id
+        self.roots = roots
+        self.policy = policy or Policy()
+        # Generated inputs run side by side, each with fresh write roots; a long-running
+        # capability and its poll run one after the other on write roots that persist.
+        self.host = ModuleHost(facet_home, policy=self.policy)
+        self.job_host = ModuleHost(facet_home, policy=self.policy)
+        self.rows: list[CheckResult] = []
+
+    def run(self, *, examples: int, seed: int, approve: set[str]) -> list[CheckResult]:
+        descriptor = self.check_describe()
+        if descriptor is None:
+            return self.rows
+        self.check_documents(descriptor)
+        self.host.policy = self.scratch_policy(descriptor, persistent_writes=False)
+        self.job_host.policy = self.scratch_policy(descriptor, persistent_writes=True)
+        for cap in descriptor.capabilities or []:
+            self.check_capability(descriptor, cap, examples=examples, seed=seed, approve=approve)
+        return self.rows
+
+    def add(self, check: str, status: Status, **where: str) -> None:
+        self.rows.append(result(check, status, **where))
+
+    # -- describe -----------------------------------------------------------------------
+
+    def check_describe(self) -> Descriptor | None:
+        try:
+            first = self.host.describe(self.module_id)
+        except InvalidDescriptor as exc:
+            failed = {describe_rule_for_path(e.path, e.detail) for e in exc.errors}
+            for error in exc.errors:
+                check = describe_rule_for_path(error.path, error.detail)
+                self.add(check, "fail", path=error.path, detail=error.detail)
+            for check in _DESCRIBE_RULES:
+                if check not in failed:
+                    self.add(check, "skipped", detail="describe was refused; fix it first")
+            return None
+        for check in _DESCRIBE_RULES:
+            self.add(check, "pass")
+        second = self.host.describe(self.module_id)
+        one, two = descriptor_digest(first), descriptor_digest(second)
+        if one == two:
+            self.add("describe.stable", "pass", detail=one)
+        else:
+            self.add("describe.stable", "fail", detail=f"two runs gave {one} and {two}")
+        return second
+
+    def check_documents(self, descriptor: Descriptor) -> None:
+        documents: list[tuple[str, Overlay | Skill]] = [
+            ("agent_overlays", d) for d in descriptor.agent_overlays or []
+        ]
+        documents += [("skills", d) for d in descriptor.skills or []]
+        if not documents:
+            self.add("descriptor.document_digests", "pass", detail="no skills or overlays")
+        for i, (kind, doc) in enumerate(documents):
+            index = i if kind == "agent_overlays" else i - len(descriptor.agent_overlays or [])
+            where = f"{kind}[{index}].digest"
+            target = self.folder / doc.path
+            try:
+                actual = "sha256:" + hashlib.sha256(target.read_bytes()).hexdigest()
+            except OSError as exc:
+                self.add("descriptor.document_digests", "fail", path=where, detail=str(exc))
+                continue
+            if actual == doc.digest:
+                self.add("descriptor.document_digests", "pass", path=where, detail=doc.path)
+            else:
+                detail = f"{doc.path} declares {doc.digest} but hashes to {actual}"
+                self.add("descriptor.document_digests", "fail", path=where, detail=detail)
+
+    def scratch_policy(self, descriptor: Descriptor, *, persistent_writes: bool) -> Policy:
+        """The policy with unmapped declared roots mapped to one scratch folder per name.
+
+        Read roots always get an (empty) folder, so a module sees every root it declared;
+        write roots only with ``persistent_writes``, otherwise each call gets fresh ones.
+        """
+        roots: dict[str, Any] = dict(self.policy.roots)
+        perms = descriptor.permissions
+        names = list(perms.filesystem_read or [])
+        if persistent_writes:
+            names += list(perms.filesystem_write or [])
+        for name in names:
+            if name != "staged" and self.policy.root_path(name) is None:
+                folder = self.roots / name
+                folder.mkdir(parents=True, exist_ok=True)
+                roots[name] = folder
+        return replace(self.policy, roots=roots)
+
+    # -- capabilities -------------------------------------------------------------------
+
+    def check_capability(
+        self, descriptor: Descriptor, cap: Capability, *, examples: int, seed: int,
+        approve: set[str],
+    ) -> None:
+        if cap.id in {c.poll_capability for c in descriptor.capabilities or [] if c.long_running}:
+            return  # checked through the capability it polls
+        unmet = [r for r in descriptor.requirements or [] if not r.available]
+        if unmet:
+            why = "; ".join(f"{r.kind} {r.name}: {r.detail or 'not available'}" for r in unmet)
+            self.add("invoke.requirements", "skipped", capability=cap.id, detail=why)
+            return
+        reasons = self.host.approval_reasons(cap.id)
+        if reasons and cap.id not in approve:
+            detail = "needs approval (" + "; ".join(reasons) + "); pass approve=[...] to check it"
+            self.add("invoke.approval", "skipped", capability=cap.id, detail=detail)
+            return
+        schema = (descriptor.request_schemas or {}).get(cap.request_schema, {})
+        inputs = valid_examples(schema, count=examples, seed=seed)
+        runs = CapabilityRuns(cap)
+        host = self.job_host if cap.long_running else self.host
+        workers = 1 if cap.long_running else _WORKERS
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            outcomes = pool.map(lambda v: self.invoke(host, cap.id, v, cap.id in approve), inputs)
+            for value, outcome in zip(inputs, outcomes, strict=True):
+                runs.record(value, outcome)
+        self.rows.extend(runs.rows())
+        self.check_invalid_inputs(cap, schema, inputs[0] if inputs else {}, approve)
+        if cap.long_running and cap.poll_capability:
+            self.check_poll(descriptor, cap, runs.last_ok, approve)
+
+    @staticmethod
+    def invoke(
+        host: ModuleHost, capability: str, value: Any, approve: bool, *, validate: bool = True
+    ) -> Invocation | ModuleHostError:
+        try:
+            return host.invoke(capability, value, approve=approve, validate_input=validate)
+        except (ApprovalRequired, MissingRequirement, ModuleNotFound):
+            raise
+        except ModuleHostError as exc:
+            return exc
+
+    def check_invalid_inputs(
+        self, cap: Capability, schema: Any, valid: Any, approve: set[str]
+    ) -> None:
+        for how, value in invalid_examples(schema, valid):
+            outcome = self.invoke(self.host, cap.id, value, cap.id in approve, validate=False)
+            if isinstance(outcome, Invocation) and not outcome.ok:
+                code = outcome.error.code if outcome.error else ""
+                self.add("invoke.invalid_input", "pass", capability=cap.id, detail=f"{how}: {code}")
+            elif isinstance(outcome, Invocation):
+                detail = f"{how}: the module answered ok: true to an input its schema refuses"
+                self.add("invoke.invalid_input", "warn", capability=cap.id, detail=detail)
+            elif isinstance(outcome, ProtocolViolation) and outcome.rule not in _CRASH_RULES:
+                # it answered, but its error envelope breaks a rule: that is a failure
+                detail = f"{how}: {outcome.message}"
+                check = envelope_rule(outcome.rule)
+                self.add(check, "fail", capability=cap.id, path=outcome.rule, detail=detail)
+            else:
+                detail = f"{how}: {outcome.code}: {outcome.message}"
+                self.add("invoke.invalid_input", "warn", capability=cap.id, detail=detail)
+
+    def check_poll(
+        self, descriptor: Descriptor, cap: Capability, started: Invocation | None,
+        approve: set[str],
+    ) -> None:
+        poll = descriptor.capability(cap.poll_capability or "")
+        if started is None or poll is None:
+            detail = "no successful call of the long-running capability to poll"
+            self.add("invoke.poll", "skipped", capability=cap.id, detail=detail)
+            return
+        schema = (descriptor.request_schemas or {}).get(poll.request_schema, {})
+        value = _poll_input(schema, started.result)
+        outcome = self.invoke(self.job_host, poll.id, value, poll.id in approve)
+        if isinstance(outcome, Invocation):
+            state = "ok" if outcome.ok else f"error {outcome.error.code if outcome.error else ''}"
+            detail = f"{poll.id} answered ({state}) to {value!r}"
+            self.add("invoke.poll", "pass", capability=cap.id, detail=detail)
+        else:
+            detail = f"{poll.id}: {outcome.code}: {outcome.message}"
+            self.add("invoke.poll", "fail", capability=cap.id, detail=detail)
+
+
+def _poll_input(schema: Any, started: Any) -> Any:
+    """What the poll capability gets: the started call's result fields its schema names."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict) or not isinstance(started, dict):
+        return {}
+    return {name: started[name] for name in props if name in started}
+
+
+class CapabilityRuns:
+    """The outcomes of one capability's generated inputs, folded into one row per rule."""
+
+    def __init__(self, cap: Capability) -> None:
+        self.cap = cap
+        self.failed: dict[str, tuple[str, str]] = {}
+        self.warned: dict[str, str] = {}
+        self.sent = 0
+        self.answered = 0
+        self.last_ok: Invocation | None = None
+
+    def fail(self, check: str, path: str, detail: str) -> None:
+        self.failed.setdefault(check, (path, detail))
+
+    def record(self, value: Any, outcome: Invocation | ModuleHostError) -> None:
+        self.sent += 1
+        shown = repr(value)[:80]
+        if isinstance(outcome, InvalidInput):
+            self.warned.setdefault(
+                "invoke.generated_inputs",
+                f"the host refused a generated input ({outcome.message[:160]})",
+            )
+            return
+        if isinstance(outcome, ProtocolViolation):
+            check = envelope_rule(outcome.rule)
+            self.fail(check, outcome.rule, f"input {shown}: {outcome.message}")
+            return
+        if isinstance(outcome, ModuleHostError):
+            check = "invoke.bounds" if outcome.code == "deadline_exceeded" else "invoke.envelope"
+            self.fail(check, "", f"input {shown}: {outcome.code}: {outcome.message}")
+            return
+        self.answered += 1
+        self.record_invocation(outcome, shown)
+
+    def record_invocation(self, inv: Invocation, shown: str) -> None:
+        if inv.ok:
+            self.last_ok = inv
+        for warning in inv.warnings:
+            if warning.startswith("result does not match result_schema"):
+                self.fail("invoke.result_schema", "result", f"input {shown}: {warning}")
+        for rejected in inv.rejected_artifacts:
+            where = f"execution.artifacts[{rejected.artifact.id!r}]"
+            self.fail("invoke.artifacts_verify", where, f"{rejected.code}: {rejected.message}")
+        declared = set(self.cap.artifact_schemas or [])
+        produced = inv.envelope.execution.artifacts if inv.envelope else None
+        for i, artifact in enumerate(produced or []):
+            where = f"execution.artifacts[{i}]"
+            if artifact.kind not in declared:
+                detail = f"kind {artifact.kind!r} is not in artifact_schemas {sorted(declared)!r}"
+                self.fail("invoke.artifact_kinds", where + ".kind", detail)
+            if artifact.presentation and artifact.presentation not in PRIMITIVES:
+                self.warned.setdefault(
+                    "invoke.presentation",
+                    f"{where}.presentation {artifact.presentation!r} is not a known primitive",
+                )
+
+    def rows(self) -> Sequence[CheckResult]:
+        out: list[CheckResult] = []
+        cap = self.cap.id
+        for check in _INVOKE_RULES:
+            if check in self.failed:
+                path, detail = self.failed[check]
+                out.append(result(check, "fail", capability=cap, path=path, detail=detail))
+            elif check in self.warned:
+                out.append(result(check, "warn", capability=cap, detail=self.warned[check]))
+            elif self.answered == 0 and check != "invoke.generated_inputs":
+                detail = "no generated input reached the module"
+                out.append(result(check, "skipped", capability=cap, detail=detail))
+            else:
+                detail = f"{self.answered} of {self.sent} generated inputs answered"
+                out.append(result(check, "pass", capability=cap, detail=detail))
+        return out

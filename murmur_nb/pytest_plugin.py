@@ -1,0 +1,112 @@
+"""pytest plugin: ``pytest --modproto PATH`` checks a modproto v1 module, one test per check.
+
+Installed with murmur-nb (entry point ``pytest11``), it does nothing until ``--modproto`` is
+given, so it costs other test runs one option. Each row of :func:`murmur_nb.check_module`'s
+report becomes a test item: a failed check fails with the rule, the JSON path and the fix; a
+skipped check (approval needed, setup missing) is skipped with the reason; a warning passes
+and shows in the item's report sections.
+
+Options: ``--modproto PATH`` (repeatable), ``--modproto-examples N``, ``--modproto-seed S``,
+``--modproto-approve CAPABILITY`` (repeatable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from murmur_nb._modules.check_report import CheckResult
+
+__all__ = ["ModprotoCheck", "ModprotoCheckFailed", "ModprotoModule"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("modproto", "modproto v1 module checks (murmur-nb)")
+    group.addoption("--modproto", action="append", default=[], metavar="PATH",
+                    help="check the modproto v1 module in this folder (repeatable)")
+    group.addoption("--modproto-examples", type=int, default=5, metavar="N",
+                    help="inputs generated per capability (default 5)")
+    group.addoption("--modproto-seed", type=int, default=0, metavar="SEED",
+                    help="input generator seed (default 0)")
+    group.addoption("--modproto-approve", action="append", default=[], metavar="CAPABILITY",
+                    help="also invoke this capability although it needs approval")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    for path in config.getoption("--modproto") or []:
+        module = ModprotoModule.from_parent(session, name=f"modproto:{path}", target=path)
+        items.extend(module.collect())
+
+
+class ModprotoCheckFailed(Exception):
+    """A module check failed; the message carries the rule, where and the fix."""
+
+
+class ModprotoModule(pytest.Collector):
+    """The checks of one module folder, collected by running the checker once."""
+
+    def __init__(self, *, target: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+
+    def collect(self) -> list[pytest.Item]:
+        from murmur_nb._modules.check import check_module  # noqa: PLC0415 - only when used
+
+        config = self.config
+        report = check_module(
+            Path(self.target),
+            examples=config.getoption("--modproto-examples"),
+            seed=config.getoption("--modproto-seed"),
+            approve=config.getoption("--modproto-approve") or [],
+        )
+        return list(self._items(report.results))
+
+    def _items(self, results: list[CheckResult]) -> Iterator[pytest.Item]:
+        seen: dict[str, int] = {}
+        for row in results:
+            name = row.check + (f"[{row.capability}]" if row.capability else "")
+            if row.path:
+                name += f"[{row.path}]"
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:
+                name += f"[{seen[name]}]"
+            yield ModprotoCheck.from_parent(self, name=name, result=row)
+
+
+class ModprotoCheck(pytest.Item):
+    """One check of the module: passes, fails with the rule and fix, or skips with why."""
+
+    def __init__(self, *, result: CheckResult, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.result = result
+
+    def runtest(self) -> None:
+        row = self.result
+        if row.status == "skipped":
+            pytest.skip(row.detail)
+        if row.status == "warn":
+            self.add_report_section("call", "modproto warning", row.detail)
+        if row.status == "fail":
+            raise ModprotoCheckFailed(row.detail)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if not isinstance(excinfo.value, ModprotoCheckFailed):
+            return str(super().repr_failure(excinfo))
+        row = self.result
+        lines = [f"{row.check} failed" + (f" for {row.capability}" if row.capability else "")]
+        if row.path:
+            lines.append(f"  at:     {row.path}")
+        lines += [f"  detail: {row.detail}", f"  rule:   {row.rule}", f"  fix:    {row.fix}"]
+        return "\n".join(lines)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return Path(self.parent.target if isinstance(self.parent, ModprotoModule) else "."), 0, (
+            f"modproto check {self.name}"
+        )

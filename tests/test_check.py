@@ -1,0 +1,174 @@
+"""The module checker: a correct module passes; each broken rule is reported with its path.
+
+Every fixture is a real module folder (``tests/modules/checked.py`` with one fault switched
+on) checked through ``murmur_nb.check_module``, the ``murmur-nb check`` command and the
+pytest plugin, each of which runs the module for real in a temporary home.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _modules import install
+
+import murmur_nb as mnb
+
+
+def checked_module(tmp_path: Path, *faults: str, module_id: str = "checked") -> Path:
+    """A real module folder for ``checked.py`` with ``faults`` switched on."""
+    folder = install(tmp_path / "src", module_id, "checked")
+    (folder / "skills").mkdir()
+    (folder / "skills" / "howto.md").write_text("# How to greet\n\nSay hello.\n")
+    if faults:
+        (folder / "faults.json").write_text(json.dumps(list(faults)))
+    return folder
+
+
+def failed(report: mnb.CheckReport) -> list[tuple[str, str]]:
+    return [(r.check, r.path) for r in report.failures]
+
+
+def test_a_correct_module_passes_every_check(tmp_path: Path) -> None:
+    folder = checked_module(tmp_path)
+    report = mnb.check_module(folder, examples=3)
+    assert report.ok, report.summary()
+    checks = {r.check for r in report}
+    assert {"describe.stable", "descriptor.document_digests", "invoke.result_schema",
+            "invoke.artifacts_verify", "invoke.poll", "invoke.invalid_input"} <= checks
+    poll = next(r for r in report if r.check == "invoke.poll")
+    assert poll.status == "pass" and "job-1" in poll.detail
+    assert not (folder.parent.parent / "runs").exists()  # the checked folder's home untouched
+    assert sorted(p.name for p in folder.iterdir()) == ["_proto.py", "module", "skills"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "check", "path"),
+    [
+        ("capability_ids", "descriptor.capability_ids", "capabilities[0].id"),
+        ("schema_ids", "descriptor.schema_ids", "capabilities[0].request_schema"),
+        ("artifact_schemas", "descriptor.artifact_schemas", "capabilities[0].artifact_schemas[1]"),
+        ("poll_capability", "descriptor.poll_capability", "capabilities[1].poll_capability"),
+        ("documents_confined", "descriptor.documents_confined", "skills[0].path"),
+        ("protocol_versions", "descriptor.protocol_versions", "protocol_versions"),
+        ("schemas_valid", "descriptor.schemas_valid", "request_schemas.any_in"),
+        ("requirements", "descriptor.requirements", "requirements[0].kind"),
+        ("document_digests", "descriptor.document_digests", "skills[0].digest"),
+        ("unstable", "describe.stable", ""),
+        ("request_id", "invoke.request_id", "request_id"),
+        ("warnings", "invoke.envelope", "warnings"),
+        ("result_schema", "invoke.result_schema", "result"),
+        ("artifacts_verify", "invoke.artifacts_verify", "execution.artifacts['note']"),
+        ("artifact_kinds", "invoke.artifact_kinds", "execution.artifacts[0].kind"),
+        ("poll", "invoke.poll", ""),
+    ],
+)
+def test_each_broken_rule_is_reported_with_its_rule_and_path(
+    tmp_path: Path, fault: str, check: str, path: str
+) -> None:
+    report = mnb.check_module(checked_module(tmp_path, fault), examples=2)
+    assert not report.ok
+    assert {c for c, _ in failed(report)} == {check}, report.summary()
+    assert {p for _, p in failed(report)} == {path}
+    row = report.failures[0]
+    assert row.rule and row.fix and row.detail
+
+
+def test_execution_missing_on_failure_is_reported(tmp_path: Path) -> None:
+    """Generated inputs succeed, so the failure path is reached through the broken inputs."""
+    report = mnb.check_module(checked_module(tmp_path, "execution"), examples=2)
+    assert {c for c, _ in failed(report)} == {"invoke.execution"}
+    assert all(path == "execution" for _, path in failed(report))
+
+
+def test_a_call_past_its_deadline_fails_the_bounds_check(tmp_path: Path) -> None:
+    report = mnb.check_module(
+        checked_module(tmp_path, "deadline"), examples=1, policy=mnb.Policy(deadline_ms=500)
+    )
+    assert ("invoke.bounds", "") in failed(report)
+    assert "deadline_exceeded" in report.failures[0].detail
+
+
+def test_a_traceback_on_bad_input_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    report = mnb.check_module(checked_module(tmp_path, "invalid_input"), examples=2)
+    assert report.ok, report.summary()
+    warned = [r for r in report.warnings if r.check == "invoke.invalid_input"]
+    assert warned and "protocol_violation" in warned[0].detail
+
+
+def test_unknown_presentation_is_a_warning(tmp_path: Path) -> None:
+    report = mnb.check_module(checked_module(tmp_path, "presentation"), examples=2)
+    assert report.ok
+    assert [r.check for r in report.warnings] == ["invoke.presentation"]
+    assert "hologram" in report.warnings[0].detail
+
+
+def test_capabilities_that_need_approval_are_skipped_unless_approved(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    install(home, "plain")
+    report = mnb.check_module("plain", home=home, examples=1)
+    skipped = {r.capability for r in report if r.check == "invoke.approval"}
+    assert skipped == {"plain.paid"}
+    approved = mnb.check_module("plain", home=home, examples=1, approve=["plain.paid"])
+    assert "plain.paid" not in {r.capability for r in approved if r.check == "invoke.approval"}
+    assert any(r.capability == "plain.paid" and r.status == "pass" for r in approved)
+
+
+def test_same_seed_same_report_and_views(tmp_path: Path) -> None:
+    folder = checked_module(tmp_path)
+    one = mnb.check_module(folder, examples=3, seed=7)
+    two = mnb.check_module(folder, examples=3, seed=7)
+    assert one.to_records() == two.to_records()
+    frame = one.to_frame()
+    assert list(frame.columns) == ["check", "status", "capability", "path", "detail", "rule", "fix"]
+    assert len(frame) == len(one)
+    assert "<table>" in one._repr_html_()
+    assert str(one).startswith("PASS checked")
+
+
+def test_an_unknown_module_says_how_to_name_one(tmp_path: Path) -> None:
+    with pytest.raises(mnb.ModuleNotFound, match="module folder"):
+        mnb.check_module(tmp_path / "nothing-here")
+
+
+def test_the_check_command_prints_text_or_json_and_exits_on_failure(tmp_path: Path) -> None:
+    good = checked_module(tmp_path / "a")
+    bad = checked_module(tmp_path / "b", "result_schema")
+    cli = [sys.executable, "-m", "murmur_nb._modules.cli", "check", "--examples", "2"]
+    ok = subprocess.run([*cli, str(good)], capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("PASS checked")
+    no = subprocess.run([*cli, "--json", str(bad)], capture_output=True, text=True, check=False)
+    assert no.returncode == 1, no.stderr
+    data = json.loads(no.stdout)
+    assert data["ok"] is False
+    assert [c["check"] for c in data["checks"] if c["status"] == "fail"] == [
+        "invoke.result_schema"
+    ]
+
+
+def test_every_demo_module_passes(tmp_path: Path) -> None:
+    demo = mnb.prepare_demo_home(tmp_path / "demo")
+    for folder in sorted((demo.facet_home / "modules").iterdir()):
+        report = mnb.check_module(folder, examples=2)
+        assert report.ok, report.summary()
+
+
+def test_pytest_plugin_turns_checks_into_tests(
+    tmp_path: Path, pytester: pytest.Pytester
+) -> None:
+    """The plugin is found through its ``pytest11`` entry point, as a module author's CI has it."""
+    good = checked_module(tmp_path / "a")
+    bad = checked_module(tmp_path / "b", "artifact_kinds")
+    passed = pytester.runpytest("--modproto", str(good), "--modproto-examples", "2")
+    passed.assert_outcomes(passed=passed.parseoutcomes()["passed"])
+    assert passed.ret == 0
+    result = pytester.runpytest("--modproto", str(bad), "--modproto-examples", "2")
+    assert result.ret == 1
+    assert result.parseoutcomes()["failed"] == 1
+    result.stdout.fnmatch_lines(
+        ["*invoke.artifact_kinds failed for checked.greet*", "*fix:*artifact_schemas*"]
+    )
