@@ -29,6 +29,7 @@ NAMES = [
     "03-hook-components",
     "04-conversations-to-dataframes",
     "05-render-gallery",
+    "06-checking-a-module",
 ]
 VOLATILE = [
     re.compile(r"/tmp/|/root/|/home/|/work/|/Users/"),  # paths of a machine

@@ -306,22 +306,19 @@ class _Checker:
     def check_invalid_inputs(
         self, cap: Capability, schema: Any, valid: Any, approve: set[str]
     ) -> None:
+        """Send inputs the schema refuses; one row per outcome kind, naming every input."""
+        folded: dict[tuple[str, Status, str], list[tuple[str, str]]] = {}
         for how, value in invalid_examples(schema, valid):
             outcome = self.invoke(self.host, cap.id, value, cap.id in approve, validate=False)
-            if isinstance(outcome, Invocation) and not outcome.ok:
-                code = outcome.error.code if outcome.error else ""
-                self.add("invoke.invalid_input", "pass", capability=cap.id, detail=f"{how}: {code}")
-            elif isinstance(outcome, Invocation):
-                detail = f"{how}: the module answered ok: true to an input its schema refuses"
-                self.add("invoke.invalid_input", "warn", capability=cap.id, detail=detail)
-            elif isinstance(outcome, ProtocolViolation) and outcome.rule not in _CRASH_RULES:
-                # it answered, but its error envelope breaks a rule: that is a failure
-                detail = f"{how}: {outcome.message}"
-                check = envelope_rule(outcome.rule)
-                self.add(check, "fail", capability=cap.id, path=outcome.rule, detail=detail)
+            key, note = _invalid_input_outcome(outcome)
+            folded.setdefault(key, []).append((how, note))
+        for (check, status, path), notes in folded.items():
+            if status == "fail":  # one breach, however many inputs showed it
+                hows = ", ".join(how for how, _ in notes)
+                detail = f"answering inputs its schema refuses ({hows}): {notes[0][1]}"
             else:
-                detail = f"{how}: {outcome.code}: {outcome.message}"
-                self.add("invoke.invalid_input", "warn", capability=cap.id, detail=detail)
+                detail = "; ".join(f"{how} -> {note}" for how, note in notes)
+            self.add(check, status, capability=cap.id, path=path, detail=detail)
 
     def check_poll(
         self, descriptor: Descriptor, cap: Capability, started: Invocation | None,
@@ -342,6 +339,21 @@ class _Checker:
         else:
             detail = f"{poll.id}: {outcome.code}: {outcome.message}"
             self.add("invoke.poll", "fail", capability=cap.id, detail=detail)
+
+
+def _invalid_input_outcome(
+    outcome: Invocation | ModuleHostError,
+) -> tuple[tuple[str, Status, str], str]:
+    """(check, status, path) for a module's answer to a refused input, and a note on it."""
+    if isinstance(outcome, Invocation) and not outcome.ok:
+        code = outcome.error.code if outcome.error else ""
+        return ("invoke.invalid_input", "pass", ""), f"ok: false, {code}"
+    if isinstance(outcome, Invocation):
+        return ("invoke.invalid_input", "warn", ""), "ok: true for an input it should refuse"
+    if isinstance(outcome, ProtocolViolation) and outcome.rule not in _CRASH_RULES:
+        # it answered, but its error envelope breaks a rule: that is a failure
+        return (envelope_rule(outcome.rule), "fail", outcome.rule), outcome.message
+    return ("invoke.invalid_input", "warn", ""), f"{outcome.code}: {outcome.message}"
 
 
 def _poll_input(schema: Any, started: Any) -> Any:
@@ -394,7 +406,8 @@ class CapabilityRuns:
                 self.fail("invoke.result_schema", "result", f"input {shown}: {warning}")
         for rejected in inv.rejected_artifacts:
             where = f"execution.artifacts[{rejected.artifact.id!r}]"
-            self.fail("invoke.artifacts_verify", where, f"{rejected.code}: {rejected.message}")
+            detail = f"input {shown}: {rejected.code}: {rejected.message}"
+            self.fail("invoke.artifacts_verify", where, detail)
         declared = set(self.cap.artifact_schemas or [])
         produced = inv.envelope.execution.artifacts if inv.envelope else None
         for i, artifact in enumerate(produced or []):
