@@ -169,13 +169,30 @@ class SandboxReport:
             return ""
         why = "; ".join(f"{name}: {status}" for name, status in self.mechanisms.items())
         fixes = "; ".join(
-            f"for {name}, {how}" for name, how in _HOW_TO_GET.items()
+            f"for {name}, "
+            + (
+                f"allow it in Policy(sandbox_mechanisms=[..., {name!r}]) (where it is "
+                f"missing: {how})"
+                if self.mechanisms.get(name) == "disabled by policy"
+                else how
+            )
+            for name, how in _HOW_TO_GET.items()
             if not self.mechanisms.get(name, "").startswith("used")
         )
+        where = (
+            "with the mechanisms this policy allows"
+            if any(s == "disabled by policy" for s in self.mechanisms.values())
+            else "on this machine"
+        )
+        choices = (
+            " Or choose Policy(sandbox='best-effort') to run with a warning, or "
+            "sandbox='off' to run modules unconfined"
+            if self.mode == "required"
+            else ""
+        )
         return (
-            f"the module sandbox cannot enforce {', '.join(self.missing)} on this machine "
-            f"({why}). To get it: {fixes}. Or choose Policy(sandbox='best-effort') to run with "
-            "a warning, or sandbox='off' to run modules unconfined"
+            f"the module sandbox cannot enforce {', '.join(self.missing)} {where} ({why}). "
+            f"To get it: {fixes}.{choices}"
         )
 
     def __str__(self) -> str:
