@@ -1,4 +1,5 @@
-"""Building hook components from Python sources with componentize-py.
+"""Building hook components from Python sources with componentize-py, and from JavaScript
+with componentize-js.
 
 Design notes
 ------------
@@ -9,12 +10,21 @@ Design notes
   always complete.
 * componentize-py runs in a subprocess of ``sys.executable``, so its output and any crash stay
   out of the kernel; its output is returned in the error message.
+* **componentize-js comes from npm, into the cache.** :func:`componentize_js_toolchain` installs
+  the pinned ``@bytecodealliance/componentize-js`` with ``@bytecodealliance/preview2-shim``
+  beside it, with the machine's ``npm``, into ``<cache>/npm/`` (npm's own download cache
+  included, so nothing lands in ``~/.npm``), once per version pair; :func:`build_js_hook`
+  caches its builds like the Python ones, keyed by the sources, the WIT folder, those versions
+  and the Node.js version. Hooks get no network, so the ``http`` and ``fetch-event`` features
+  are left out and the component imports only what the host links.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,9 +32,22 @@ from pathlib import Path
 from murmur_nb._exceptions import HookError, MissingDependency
 from murmur_nb._hooks.cache import cache_dir, sha256_file
 
-__all__ = ["HOOK_WORLD", "build_demo_hook", "build_python_hook", "wit_dir"]
+__all__ = [
+    "COMPONENTIZE_JS",
+    "HOOK_WORLD",
+    "PREVIEW2_SHIM",
+    "build_demo_hook",
+    "build_js_hook",
+    "build_python_hook",
+    "componentize_js_toolchain",
+    "wit_dir",
+]
 
 HOOK_WORLD = "hook"
+COMPONENTIZE_JS = "0.23.0"
+PREVIEW2_SHIM = "0.25.0"
+_CJS_PACKAGE = "@bytecodealliance/componentize-js"
+_SHIM_PACKAGE = "@bytecodealliance/preview2-shim"
 
 
 def wit_dir() -> Path:
@@ -153,13 +176,7 @@ def build_python_hook(
                 code="hook_build_failed",
             )
         tmp.replace(built)
-    if output is None:
-        return built
-    target = Path(output).expanduser()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.exists() or sha256_file(target) != sha256_file(built):
-        target.write_bytes(built.read_bytes())
-    return target
+    return _place(built, output)
 
 
 def build_demo_hook(dest_dir: str | os.PathLike[str]) -> Path:
@@ -170,3 +187,157 @@ def build_demo_hook(dest_dir: str | os.PathLike[str]) -> Path:
     """
     source = Path(__file__).resolve().parents[1] / "_demo" / "hooks_src" / "summarize" / "app.py"
     return build_python_hook(source, output=Path(dest_dir) / "hooks" / "summarize.wasm")
+
+
+def _run_tool(command: list[str], what: str, cwd: Path | None = None) -> None:
+    """Run a build tool; a failure is a ``hook_build_failed`` with the tool's output."""
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=False, cwd=cwd, stdin=subprocess.DEVNULL
+        )
+    except OSError as exc:
+        raise HookError(
+            f"{what}: could not run {command[0]}: {exc}", code="hook_build_failed"
+        ) from exc
+    if done.returncode != 0:
+        output = (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
+        raise HookError(
+            f"{what} failed (exit {done.returncode}):\n{output[-3000:]}", code="hook_build_failed"
+        )
+
+
+def _node_tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise HookError(
+            f"building a JavaScript hook needs Node.js and npm, and `{name}` is not on PATH; "
+            "install Node.js 18 or newer (with npm) and build again",
+            code="hook_build_failed",
+        )
+    return found
+
+
+def componentize_js_toolchain() -> Path:
+    """Install componentize-js and preview2-shim under the cache (once), return the folder.
+
+    The folder holds ``node_modules/``; it is filled under a temporary name and renamed into
+    place, so a half-finished install is never taken for a complete one.
+    """
+    root = cache_dir() / "npm"
+    home = root / f"componentize-js-{COMPONENTIZE_JS}-preview2-shim-{PREVIEW2_SHIM}"
+    if (home / "node_modules" / _CJS_PACKAGE / "package.json").is_file():
+        return home
+    npm = _node_tool("npm")
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{os.getpid()}-{home.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    manifest = {
+        "private": True,
+        "dependencies": {_CJS_PACKAGE: COMPONENTIZE_JS, _SHIM_PACKAGE: PREVIEW2_SHIM},
+    }
+    (tmp / "package.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    try:
+        _run_tool(
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--no-package-lock",
+                "--no-update-notifier",
+                "--cache",
+                str(root / "_npm-cache"),
+            ],
+            f"npm install {_CJS_PACKAGE}@{COMPONENTIZE_JS} {_SHIM_PACKAGE}@{PREVIEW2_SHIM}",
+            cwd=tmp,
+        )
+        try:
+            tmp.rename(home)
+        except OSError:  # another process finished first: keep its copy
+            if not (home / "node_modules" / _CJS_PACKAGE / "package.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return home
+
+
+def build_js_hook(
+    path: str | os.PathLike[str], *, output: str | os.PathLike[str] | None = None
+) -> Path:
+    """Build a hook written in JavaScript (an ES module) with componentize-js.
+
+    The module exports ``handlers`` with ``onTaskStart(event)`` and ``onCompact(messages)``
+    and may import ``readMessages`` from ``murmur:conversation/read@0.1.0``. The toolchain is
+    installed on first use (:func:`componentize_js_toolchain`); builds are cached by the
+    sources in the module's folder, the WIT folder and the toolchain versions.
+
+    Raises
+    ------
+    HookError
+        The source is missing, Node.js/npm are missing, or the install or build failed (the
+        tool's output is in the message).
+    """
+    source = Path(path).expanduser().resolve()
+    if not source.is_file() or source.suffix not in (".js", ".mjs"):
+        raise HookError(
+            f"{source} is not a JavaScript source file; pass the .js module that exports "
+            "the hook's handlers",
+            code="hook_build_failed",
+        )
+    node = _node_tool("node")
+    node_version = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    key = hashlib.sha256()
+    key.update(
+        f"componentize-js={COMPONENTIZE_JS};preview2-shim={PREVIEW2_SHIM};node={node_version};"
+        f"wit={_wit_digest()};".encode()
+    )
+    for file in sorted(source.parent.glob("*.*js")):
+        key.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    key.update(source.name.encode())
+    built = cache_dir() / "builds" / f"{source.stem}-js-{key.hexdigest()[:24]}.wasm"
+    if not built.is_file():
+        cli = componentize_js_toolchain() / "node_modules" / _CJS_PACKAGE / "src" / "cli.js"
+        built.parent.mkdir(parents=True, exist_ok=True)
+        tmp = built.with_name(f".tmp-{os.getpid()}-{built.name}")
+        try:
+            _run_tool(
+                [
+                    node,
+                    str(cli),
+                    str(source),
+                    "-w",
+                    str(wit_dir()),
+                    "-n",
+                    HOOK_WORLD,
+                    "-d",
+                    "http",
+                    "fetch-event",
+                    "-o",
+                    str(tmp),
+                ],
+                f"componentize-js could not build {source}",
+            )
+            if not tmp.is_file():
+                raise HookError(
+                    f"componentize-js could not build {source}: it wrote no component",
+                    code="hook_build_failed",
+                )
+            tmp.replace(built)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return _place(built, output)
+
+
+def _place(built: Path, output: str | os.PathLike[str] | None) -> Path:
+    """The cached build, or a copy of it at ``output``."""
+    if output is None:
+        return built
+    target = Path(output).expanduser()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists() or sha256_file(target) != sha256_file(built):
+        target.write_bytes(built.read_bytes())
+    return target

@@ -144,6 +144,7 @@ class HookHost:
                 lowering = None
         self._linked = make_linker(self.runtime.engine, HostFunctions(self), lowering)
         self.lowering = self._linked.lowering
+        self.runtime.hosts.add(self)
         self._hooks: dict[str, Loaded] = {}
         for entry in config.hooks:
             self._hooks[entry.id] = self._load(entry)
@@ -243,6 +244,8 @@ class HookHost:
                     f"environment or network, and {READ_INTERFACE}; nothing else is linked",
                     "link_error",
                 )
+            finally:
+                store.close()
         return None
 
     # ----------------------------------------------------------------- public API
@@ -302,9 +305,15 @@ class HookHost:
         return self._dispatch("compact", make_args, lift_messages)
 
     def close(self) -> None:
-        """Drop the compiled components; the host cannot dispatch afterwards."""
-        self._closed = True
-        self._hooks = {k: Loaded(v.info) for k, v in self._hooks.items()}
+        """Release the compiled components and the linker; the host cannot dispatch afterwards.
+
+        Safe to call twice. A host never closed is released when it is collected, or at
+        interpreter exit (with every store and the engine, in that order).
+        """
+        with self.runtime.call_lock:
+            self._closed = True
+            self._hooks = {k: Loaded(v.info) for k, v in self._hooks.items()}
+            self._linked.linker.close()
 
     def __enter__(self) -> HookHost:
         return self
@@ -359,9 +368,14 @@ class HookHost:
         """
         runtime = self.runtime
         store: Store = runtime.Store(runtime.engine)
+        runtime.stores.add(store)  # closed by the caller; at exit by the runtime if not
+        # Only wasmtime-py's handle table keeps these callbacks, until wasmtime releases the
+        # streams: the runtime's weak set tells it when that has happened.
+        write_out, write_err = out.write, err.write
+        runtime.outputs.update((write_out, write_err))
         wasi = runtime.WasiConfig()
-        wasi.stdout_custom = out.write
-        wasi.stderr_custom = err.write
+        wasi.stdout_custom = write_out
+        wasi.stderr_custom = write_err
         store.set_wasi(wasi)
         store.set_limits(
             memory_size=limits.memory_bytes_each,
@@ -396,6 +410,7 @@ class HookHost:
                 duration = (time.monotonic() - started) * 1000
             interrupted = self.runtime.ticker.interrupted
             fuel_used = self._fuel_used(store, limits)
+            store.close()  # here, on this thread: see "Teardown" in the runtime module
         if interrupted or isinstance(call.host_failure, KeyboardInterrupt):
             raise KeyboardInterrupt(f"hook {info.id!r} interrupted during {event}")
         if call.host_failure is not None:
@@ -435,6 +450,9 @@ class HookHost:
                 raw = func(store, *args)
                 func.post_return(store)
         except self.runtime.WasmtimeError as exc:
+            # wasmtime-py's enter_wasm holds this error in a frame of its own traceback: cut
+            # the cycle so the call's frames go now, not at some later collection.
+            exc.__traceback__ = None
             return None, str(exc), "deadline_exceeded" if call.deadline_hit else classify(str(exc))
         except Exception as exc:  # raised by the binding after a host-function failure
             if call.host_failure is None:

@@ -13,20 +13,44 @@ Design notes
   a wakeup fd are installed; the ticker thread sees the signal byte, advances the epoch past
   the store's deadline so the guest stops at its next check, and the call then raises
   ``KeyboardInterrupt`` with the host intact.
+* **Teardown, and why it has an order.** wasmtime-wasi serves a guest's stdout/stderr through
+  ``AsyncWriteStream``: a task on its own tokio runtime (threads named ``tokio-rt-worker``)
+  holds a clone of the custom output stream and calls wasmtime-py's ctypes callbacks from that
+  thread. When a store is deleted, that task is aborted and a worker drops it later, and the
+  last clone's drop calls wasmtime-py's ``custom_finalize`` -- Python code -- from the worker.
+  Once the interpreter has begun finalizing, a foreign thread taking the GIL is ended with
+  ``pthread_exit``, whose forced unwind crosses Rust's no-unwind thread entry: "panic in a
+  function that cannot unwind", then abort (exit 134, or 0 with the panic on stderr when the
+  main thread wins the race). A trap made that likely: wasmtime-py's ``enter_wasm`` keeps the
+  raised error in a local of a frame its own traceback holds, so a trapped call's store (with
+  its open streams) lived in a reference cycle until the GC freed it -- at shutdown.
+  Upstream: wasmtime-py's ``WasiConfig.stdout_custom``/``stderr_custom`` over the C API's
+  ``wasi_config_set_*_custom`` (wasmtime PR 11965, Nov 2025) up to wasmtime-py 50.0.1, the
+  version this was diagnosed on; no upstream report existed when this was written (Nov 2026).
+  Drop the wait in :meth:`_Runtime.shutdown` once the finalizer runs on the deleting thread.
+  So: every store is closed on the calling thread as its call ends (and a trap's traceback
+  cycle is cut), and :meth:`_Runtime.shutdown` -- an ``atexit`` hook, registered once wasmtime
+  is imported; exit hooks run before finalization, while other threads may still take the
+  GIL -- refuses new hosts, stops a running call, closes every host and any store still
+  open, waits for the workers to release every output callback, stops the ticker and only
+  then closes the engine.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import select
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._exceptions import HookError
 from murmur_nb._hooks.cache import ComponentCache
 
 if TYPE_CHECKING:
@@ -34,6 +58,7 @@ if TYPE_CHECKING:
 
 TICK_S = 0.005
 IDLE_S = 1.0
+DRAIN_S = 5.0  # at exit: how long to wait for a running call and the output callbacks
 
 
 class Ticker:
@@ -62,6 +87,7 @@ class Ticker:
         self._sleeping = True
         self._forward_fd = -1
         self.interrupted = False
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="murmur-nb-epoch", daemon=True)
         self._thread.start()
 
@@ -82,7 +108,7 @@ class Ticker:
             return max(0, int((now - self._origin) / TICK_S) - self._issued)
 
     def _run(self) -> None:
-        while True:
+        while not self._stopping:
             timeout = None if self._sleeping else TICK_S
             ready, _, _ = select.select([self._ctl_r, self._sig_r], [], [], timeout)
             if self._ctl_r in ready:
@@ -107,9 +133,21 @@ class Ticker:
                 if not self._active_ticks and now - self._last_active > IDLE_S:
                     self._sleeping = True
 
-    def stop_current(self) -> None:
-        """Push the epoch past the running call's deadline."""
-        self.interrupted = True
+    def stop(self) -> None:
+        """End the thread and close its pipes (at exit; the engine outlives it)."""
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            os.write(self._ctl_w, b"\0")
+        self._thread.join(timeout=1.0)
+        if not self._thread.is_alive():
+            for fd in (self._ctl_r, self._ctl_w, self._sig_r, self._sig_w):
+                os.close(fd)
+
+    def stop_current(self, *, interrupt: bool = True) -> None:
+        """Push the epoch past the running call's deadline; ``interrupt`` makes the call
+        raise ``KeyboardInterrupt`` (SIGINT) rather than end at its deadline (exit)."""
+        if interrupt:
+            self.interrupted = True
         for _ in range(self._active_ticks + 2):
             self._engine.increment_epoch()
 
@@ -152,9 +190,15 @@ class Ticker:
 
 
 class Runtime:
-    """The process-wide engine, compiled-component cache and ticker."""
+    """The process-wide engine, compiled-component cache and ticker, and what lives on them.
+
+    ``hosts``, ``stores`` and ``outputs`` (each store's stdout and stderr callbacks, which
+    only wasmtime-py holds) are weak sets: they keep nothing alive, and tell :meth:`shutdown`
+    what is still open at exit.
+    """
 
     _instance: Runtime | None = None
+    _shut_down = False
     _create_lock = threading.Lock()
 
     def __init__(self) -> None:
@@ -175,10 +219,53 @@ class Runtime:
         self.cache = ComponentCache(self.engine, self.fingerprint, keep_in_memory=16)
         self.ticker = Ticker(self.engine)
         self.call_lock = threading.RLock()
+        self.hosts: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.stores: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.outputs: weakref.WeakSet[Any] = weakref.WeakSet()
+        # Registered after wasmtime's import: exit hooks run last-registered first, so this
+        # one runs before any hook registered while wasmtime loaded.
+        atexit.register(self.shutdown)
 
     @classmethod
     def get(cls) -> Runtime:
         with cls._create_lock:
+            if cls._shut_down:
+                raise HookError(
+                    "the Python interpreter is exiting and the hook runtime has shut down; "
+                    "hooks cannot be loaded or called any more",
+                    code="hook_runtime_closed",
+                )
             if cls._instance is None:
                 cls._instance = cls()
             return cls._instance
+
+    def shutdown(self, wait_s: float = DRAIN_S) -> None:
+        """Release everything in order; runs at interpreter exit (see the module notes).
+
+        New hosts are refused from here on. A call running on another thread is stopped at its
+        next epoch check; if it has not ended within ``wait_s`` the teardown is left to the
+        interpreter rather than pulling a store from under it.
+        """
+        with Runtime._create_lock:
+            if Runtime._shut_down:
+                return
+            Runtime._shut_down = True
+            Runtime._instance = None
+        deadline = time.monotonic() + wait_s
+        if not self.call_lock.acquire(blocking=False):
+            self.ticker.stop_current(interrupt=False)
+            if not self.call_lock.acquire(timeout=wait_s):
+                return
+        try:
+            for host in list(self.hosts):
+                host.close()
+            for store in list(self.stores):
+                store.close()
+            # Each output callback is released by a tokio worker once the task that owned it
+            # is dropped; wait for all of them while Python can still run those finalizers.
+            while len(self.outputs) and time.monotonic() < deadline:
+                time.sleep(0.002)
+            self.ticker.stop()
+            self.engine.close()
+        finally:
+            self.call_lock.release()

@@ -1,0 +1,175 @@
+"""A process that hosted hooks exits cleanly, however their calls ended (issue 16).
+
+Each run is a fresh interpreter (``_exit_scenario.py``) that ends hook calls by a trap, fuel
+exhaustion, a deadline, running out of memory, a failing host function and a real SIGINT sent
+by this test, with several hosts at once, some closed and some never closed, and then exits.
+Before the fix, a guest that had written to stdout/stderr left its output callbacks to a
+wasmtime-wasi worker thread that called back into Python during interpreter finalization:
+"panic in a function that cannot unwind", and sometimes SIGABRT. Every run must now exit with
+status 0 and an empty stderr. The same for WAT, componentize-py and componentize-js guests.
+
+The JavaScript guest is built with componentize-js, which the build helper installs from npm
+into the per-user cache (``$MURMUR_NB_CACHE`` or ``~/.cache/murmur-nb``) once per toolchain
+version; its builds are cached by source digest like the Python ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_hooks import assemble_guest
+
+import murmur_nb as mnb
+from murmur_nb import RecordWriter
+from murmur_nb._hooks.build import build_js_hook
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = Path(__file__).with_name("_exit_scenario.py")
+GUESTS = Path(__file__).with_name("guests")
+RUNS = 3
+
+
+def wat_guest(folder: Path) -> Path:
+    path = folder / "guest.wasm"
+    path.write_bytes(assemble_guest())
+    return path
+
+
+def python_guest(folder: Path) -> Path:
+    return mnb.build_python_hook(GUESTS / "exit_py" / "exit_hook.py")
+
+
+def js_guest(folder: Path) -> Path:
+    """Uses the internal JS build helper: the package has no public JavaScript builder."""
+    return build_js_hook(GUESTS / "exit_js" / "exit_hook.js")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    with RecordWriter(home, "ctx-1") as writer:
+        for i in range(120):
+            writer.append("user" if i % 2 else "assistant", f"turn {i}")
+    return home
+
+
+def run_scenario(component: Path, home: Path, work: Path) -> tuple[int, str, list[Any]]:
+    """One fresh interpreter: its exit status, its stderr and what its calls returned."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    work.mkdir()
+    with (
+        (work / "stderr").open("w+", encoding="utf-8") as stderr,
+        subprocess.Popen(
+            [sys.executable, str(SCENARIO), str(component), str(home), str(work)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        ) as child,
+    ):
+        try:
+            assert child.stdout is not None
+            ready = child.stdout.readline()
+            assert ready.strip() == "READY-SIGINT", ready + (work / "stderr").read_text()
+            time.sleep(0.5)  # the long call is running by now (it has 60 s)
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=600)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        stderr.seek(0)
+        err = stderr.read()
+    lines = out.strip().splitlines()
+    return child.returncode, err, json.loads(lines[-1]) if lines else []
+
+
+def check_endings(seen: list[Any]) -> None:
+    """Every call ended the way its task asked for (so each ending really happened)."""
+    by_task: dict[str, list[dict[str, str | None]]] = {}
+    for task, codes, _error in seen:
+        by_task.setdefault(task, []).append(codes)
+    assert all(c["quick"] == "trap" and c["fuel"] == "trap" for c in by_task["!trap"])
+    for codes in by_task["!loop"][:-1]:  # the last one is the interrupted call
+        assert codes == {
+            "quick": "deadline_exceeded",
+            "fuel": "fuel_exhausted",
+            "reader": "deadline_exceeded",
+        }
+    for codes in by_task["!grow"]:  # each guest says "out of memory" its own way
+        assert codes["quick"] in ("trap", "guest_error", "memory_limit"), codes
+    read_codes = [codes["reader"] for codes in by_task["!read"]]
+    assert read_codes.count("host_error") == 4  # the hosts serving a failing store
+    assert read_codes.count(None) == 2  # the hosts serving the real record
+    assert all(codes == dict.fromkeys(codes) for codes in by_task["fine"])
+    assert by_task["!loop"][-1] == "KeyboardInterrupt"
+    interrupted = next(row for row in seen if row[1] == "KeyboardInterrupt")
+    assert interrupted[2] < 30  # stopped by the signal, not by its 60 s limit
+    assert by_task["after"] == ["after"]
+
+
+GUEST_KINDS: list[Any] = [
+    pytest.param(wat_guest, id="wat", marks=pytest.mark.slow),
+    # A cold cache builds the guest (componentize-js: an npm install first) and compiles it.
+    pytest.param(
+        python_guest, id="componentize-py", marks=[pytest.mark.slow, pytest.mark.timeout(1200)]
+    ),
+    pytest.param(
+        js_guest, id="componentize-js", marks=[pytest.mark.slow, pytest.mark.timeout(1200)]
+    ),
+]
+
+
+@pytest.mark.parametrize("make_guest", GUEST_KINDS)
+def test_the_interpreter_exits_cleanly_after_every_kind_of_call_ending(
+    make_guest: Callable[[Path], Path], home: Path, tmp_path: Path
+) -> None:
+    component = make_guest(tmp_path)
+    for run in range(RUNS):
+        status, err, seen = run_scenario(component, home, tmp_path / f"run-{run}")
+        assert "panicked" not in err and "Fatal Python error" not in err, err
+        assert status == 0, (status, err)
+        assert err == ""
+        check_endings(seen)
+
+
+def test_a_trapped_calls_store_is_released_at_once(tmp_path: Path, home: Path) -> None:
+    """Internal state on purpose: the runtime's weak set of open stores. Before the fix a
+    trapped call's store lived in a reference cycle (with its WASI streams) until some later
+    collection, at worst during interpreter finalization; it must be gone when the call
+    returns, with the collector off. close() releases the linker too."""
+    import gc
+
+    from murmur_nb._hooks.runtime import Runtime
+
+    component = wat_guest(tmp_path)
+    (tmp_path / "murmur.yaml").write_text(
+        f"hooks:\n  h:\n    component: {component}\n", encoding="utf-8"
+    )
+    hooks = mnb.HookHost.from_config(
+        tmp_path / "murmur.yaml", conversations=mnb.ConversationStore(home)
+    )
+    runtime = Runtime.get()
+    gc.disable()
+    try:
+        result = hooks.task_start(task_id="!trap", context_id="ctx-1")["h"]
+        assert result.code == "trap"
+        assert len(runtime.stores) == 0
+    finally:
+        gc.enable()
+    hooks.close()
+    with pytest.raises(ValueError, match="already closed"):
+        hooks._linked.linker.ptr()  # the linker is released by close(), not left to the collector
+    hooks.close()  # twice is fine
+    with pytest.raises(mnb.HookError, match="closed"):
+        hooks.task_start(task_id="x", context_id="ctx-1")
