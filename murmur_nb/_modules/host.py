@@ -92,6 +92,7 @@ from murmur_nb._modules.knowledge import (
     warn_about,
 )
 from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.request import canonical_path, check_bounds, shadowing_keys, strict_json
 from murmur_nb._modules.runner import RunResult, run_process
 from murmur_nb._modules.sandbox import Launch, SandboxReport, launch, sandbox_report
 from murmur_nb.protocol import (
@@ -832,6 +833,43 @@ class ModuleHost:
             self._validators[key] = validator
         return validator
 
+    def _bounds(self, deadline_ms: int | None, max_output_bytes: int | None) -> tuple[int, int]:
+        """The call's ``deadline_ms`` and ``max_output_bytes``, checked against the policy."""
+        deadline = self.policy.deadline_ms if deadline_ms is None else deadline_ms
+        bound = self.policy.max_output_bytes if max_output_bytes is None else max_output_bytes
+        check_bounds(
+            {"deadline_ms": deadline, "max_output_bytes": bound},
+            {
+                "deadline_ms": self.policy.deadline_ms_limit,
+                "max_output_bytes": self.policy.max_output_bytes_limit,
+            },
+        )
+        return deadline, bound
+
+    @staticmethod
+    def _extra_fields(
+        extra: dict[str, Any] | None, capability: str, warnings: list[str]
+    ) -> dict[str, Any]:
+        """``extra`` as strict JSON, without any key a Go decoder would take for a host field."""
+        if not extra:
+            return {}
+        if not isinstance(extra, dict):
+            raise InvalidInput(
+                f"extra for {capability} must be a dict of root-level request fields, got "
+                f"{type(extra).__name__}; nothing was run"
+            )
+        fields: dict[str, Any] = strict_json(dict(extra), "extra", capability)
+        shadowed = shadowing_keys(fields, _HOST_FIELDS)
+        if shadowed:
+            warnings.append(
+                f"extra fields {shadowed!r} name host-owned request fields (matched as a Go "
+                "decoder matches keys: case-insensitively, with Unicode simple folding) and "
+                "were ignored: the host fills them"
+            )
+            for key in shadowed:
+                del fields[key]
+        return fields
+
     def _build_roots(
         self,
         descriptor: Descriptor,
@@ -843,11 +881,12 @@ class ModuleHost:
         roots: dict[str, Root] = {}
         for name in perms.filesystem_read or []:
             if name == STAGED_ROOT and staged:
-                roots[name] = Root(path=str(self._staged_view(run_dir, staged)), mode="ro")
+                view = self._staged_view(run_dir, staged)
+                roots[name] = Root(path=canonical_path(view), mode="ro")
                 continue
             path = self.policy.root_path(name)
             if path is not None and path.is_dir():
-                roots[name] = Root(path=str(path), mode="ro")
+                roots[name] = Root(path=canonical_path(path), mode="ro")
             elif path is not None:
                 warnings.append(
                     f"policy maps read root {name!r} to {path}, which is not a "
@@ -867,7 +906,7 @@ class ModuleHost:
                     "folder; it was not supplied"
                 )
                 continue
-            roots[name] = Root(path=str(path), mode="rw")
+            roots[name] = Root(path=canonical_path(path), mode="rw")
         return roots
 
     def invoke(
@@ -1005,13 +1044,7 @@ class ModuleHost:
         # -- input, bounds, extra ------------------------------------------------------
         if input_value is None:
             input_value = {}
-        try:
-            input_value = json.loads(json.dumps(input_value, allow_nan=False))
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(
-                f"input for {capability} is not JSON-serializable ({exc}); pass plain "
-                "dicts, lists, strings, numbers, booleans and None"
-            ) from exc
+        input_value = strict_json(input_value, "input", capability)
         schema = (descriptor.request_schemas or {})[cap.request_schema]
         validator = self._validator(digest, "request", cap.request_schema, schema)
         problems = sorted(validator.iter_errors(input_value), key=lambda e: list(e.path))
@@ -1026,32 +1059,9 @@ class ModuleHost:
                 + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
                 + "; nothing was run. Fix the input and invoke again"
             )
-        deadline = self.policy.deadline_ms if deadline_ms is None else deadline_ms
-        bound = self.policy.max_output_bytes if max_output_bytes is None else max_output_bytes
-        for name, value in (("deadline_ms", deadline), ("max_output_bytes", bound)):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise InvalidInput(
-                    f"{name} must be a positive integer, got {value!r}; pass a positive "
-                    f"{name}= to invoke, or leave it None to use Policy.{name}"
-                )
+        deadline, bound = self._bounds(deadline_ms, max_output_bytes)
         host_warnings: list[str] = []
-        extra_fields: dict[str, Any] = {}
-        if extra:
-            try:
-                extra_fields = json.loads(json.dumps(dict(extra), allow_nan=False))
-            except (TypeError, ValueError) as exc:
-                raise InvalidInput(
-                    f"extra is not JSON-serializable ({exc}); pass a dict of plain "
-                    "dicts, lists, strings, numbers, booleans and None"
-                ) from exc
-            shadowed = sorted(set(extra_fields) & _HOST_FIELDS)
-            if shadowed:
-                host_warnings.append(
-                    f"extra fields {shadowed!r} name host-owned request fields and were "
-                    "ignored: the host fills them"
-                )
-                for key in shadowed:
-                    del extra_fields[key]
+        extra_fields = self._extra_fields(extra, capability, host_warnings)
         # -- grants, binaries ---------------------------------------------------------
         grants = self.policy.grants_for(descriptor)
         row["grants"] = grants.model_dump(mode="json")

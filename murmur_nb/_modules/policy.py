@@ -75,6 +75,18 @@ class Policy:
     sandbox_mechanisms
         The mechanisms the host may use, out of ``("bwrap", "landlock")`` (leave out one to
         force the other, e.g. to test the fallback).
+    deadline_ms_limit, max_output_bytes_limit
+        The largest ``deadline_ms`` / ``max_output_bytes`` an invocation may ask for; above
+        them ``invoke`` refuses with ``invalid_input``. Defaults: a day, and 1 GiB (a Go
+        ``int`` holds both, and nothing larger belongs in an envelope).
+    max_artifact_bytes
+        The largest artifact the host verifies, renders or stages, checked against the
+        claim and ``fstat`` before a byte is hashed. Default 1 GiB.
+    verify_budget_ms
+        Wall-clock budget for verifying all artifacts of one invocation (hashing included);
+        when it is spent the remaining artifacts are rejected with
+        ``verification_budget_exceeded``. Default 60 s: SHA-256 of 1 GiB takes a few
+        seconds on a laptop disk.
 
     Examples
     --------
@@ -97,6 +109,10 @@ class Policy:
     describe_max_output_bytes: int = 8 * 1024 * 1024
     sandbox: str = "required"
     sandbox_mechanisms: Iterable[str] = MECHANISMS
+    deadline_ms_limit: int = 24 * 3600 * 1000
+    max_output_bytes_limit: int = 1 << 30
+    max_artifact_bytes: int = 1 << 30
+    verify_budget_ms: int = 60_000
 
     def __post_init__(self) -> None:
         for kind in (*_GRANT_KINDS, "approved"):
@@ -119,9 +135,24 @@ class Policy:
             ("max_output_bytes", self.max_output_bytes),
             ("describe_deadline_ms", self.describe_deadline_ms),
             ("describe_max_output_bytes", self.describe_max_output_bytes),
+            ("deadline_ms_limit", self.deadline_ms_limit),
+            ("max_output_bytes_limit", self.max_output_bytes_limit),
+            ("max_artifact_bytes", self.max_artifact_bytes),
+            ("verify_budget_ms", self.verify_budget_ms),
         ):
-            if not isinstance(value, int) or value <= 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"Policy.{name} must be a positive integer, got {value!r}")
+        for name, limit in (
+            ("deadline_ms", self.deadline_ms_limit),
+            ("max_output_bytes", self.max_output_bytes_limit),
+            ("describe_deadline_ms", self.deadline_ms_limit),
+            ("describe_max_output_bytes", self.max_output_bytes_limit),
+        ):
+            if getattr(self, name) > limit:
+                raise ValueError(
+                    f"Policy.{name}={getattr(self, name)} is above its bound {limit}; lower "
+                    "it or raise the bound (deadline_ms_limit / max_output_bytes_limit)"
+                )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Policy:

@@ -1,0 +1,250 @@
+"""Issue 13, points 1-4: what a caller passes cannot reach a module in a form it misreads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _modules import install
+
+import murmur_nb as mnb
+from murmur_nb._modules.request import go_fold, shadowing_keys
+from murmur_nb.protocol import Request
+
+HOST_FIELDS = sorted(set(Request.model_fields) - {"extra"})
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    install(home, "hostile", "hostile_output")
+    return home
+
+
+@pytest.fixture
+def host(home: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
+    with mnb.ModuleHost(home=home, runs_dir=tmp_path / "runs") as h:
+        yield h
+
+
+def _received(inv: mnb.Invocation) -> dict[str, Any]:
+    """The request as the module read it from its standard input."""
+    raw: dict[str, Any] = json.loads(inv.result["raw"])
+    return raw
+
+
+# key -> whether Go's encoding/json would decode it into one of the host's Request fields
+FOLD_TABLE: list[tuple[str, bool]] = [
+    ("roots", True),
+    ("Roots", True),
+    ("ROOTS", True),
+    ("root\u017f", True),  # U+017F LATIN SMALL LETTER LONG S folds to s
+    ("ROOT\u017f", True),
+    ("Grants", True),
+    ("grant\u017f", True),
+    ("deadline_MS", True),
+    ("Deadline_Ms", True),
+    ("max_output_bytes", True),
+    ("MAX_OUTPUT_BYTES", True),
+    ("binarie\u017f", True),
+    ("Binaries", True),
+    ("\u212aey", False),  # KELVIN SIGN folds to k, but "key" is no host field
+    ("input", True),
+    ("INPUT", True),
+    ("Request_ID", True),
+    ("capab\u0131lity", False),  # U+0131 dotless i is its own orbit in Go
+    ("capab\u0130lity", False),  # U+0130 dotted capital I too
+    ("protocol", True),
+    ("PROTOCOL", True),
+    ("requestid", False),  # underscores are not folded away
+    ("roots ", False),
+    ("rootss", False),
+    ("tool", False),
+    ("extra", False),
+]
+
+
+@pytest.mark.parametrize(("key", "shadows"), FOLD_TABLE, ids=[k for k, _ in FOLD_TABLE])
+def test_go_folding_table(key: str, shadows: bool) -> None:
+    """The fold rule itself (an internal: it is what decides which keys are dropped)."""
+    assert bool(shadowing_keys([key], HOST_FIELDS)) is shadows
+
+
+def test_kelvin_sign_folds_like_k() -> None:
+    """An internal: the two non-ASCII runes whose Go fold is an ASCII letter."""
+    assert go_fold("\u212a") == go_fold("k") == go_fold("K")
+    assert go_fold("\u017f") == go_fold("s") == go_fold("S")
+    assert go_fold("\u0131") != go_fold("i") and go_fold("\u0130") != go_fold("i")
+
+
+_GO_PROGRAM = r"""
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"unicode"
+)
+
+type Request struct {
+	Protocol       string          `json:"protocol"`
+	Capability     string          `json:"capability"`
+	RequestID      string          `json:"request_id"`
+	Input          json.RawMessage `json:"input"`
+	Roots          map[string]any  `json:"roots"`
+	Grants         map[string]any  `json:"grants"`
+	Binaries       map[string]any  `json:"binaries"`
+	DeadlineMS     int             `json:"deadline_ms"`
+	MaxOutputBytes int             `json:"max_output_bytes"`
+}
+
+func main() {
+	var keys []string
+	json.NewDecoder(os.Stdin).Decode(&keys)
+	empty, _ := json.Marshal(Request{})
+	for _, key := range keys {
+		taken := false
+		for _, value := range []any{1, "x", map[string]any{"evil": 1}} {
+			b, _ := json.Marshal(map[string]any{key: value})
+			var r Request
+			_ = json.Unmarshal(b, &r)
+			again, _ := json.Marshal(r)
+			taken = taken || string(again) != string(empty)
+		}
+		fmt.Println(taken)
+	}
+	// every rune Go folds onto an ASCII letter other than that letter's own two cases
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		for c := 'a'; c <= 'z'; c++ {
+			if strings.EqualFold(string(r), string(c)) {
+				fmt.Printf("fold %d %c\n", r, c)
+			}
+		}
+	}
+}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the Go toolchain (golang-go)")
+def test_folding_matches_a_real_go_decoder(tmp_path: Path) -> None:
+    """Go's own encoding/json is the reference: same verdict on every key of the table."""
+    (tmp_path / "main.go").write_text(_GO_PROGRAM)
+    env = {**os.environ, "GOCACHE": str(tmp_path / "cache"), "GOPATH": str(tmp_path / "gp"),
+           "GO111MODULE": "off", "GOFLAGS": ""}
+    keys = [k for k, _ in FOLD_TABLE]
+    out = subprocess.run(
+        ["go", "run", str(tmp_path / "main.go")], input=json.dumps(keys), text=True,
+        capture_output=True, env=env, check=True, timeout=600,
+    ).stdout.splitlines()
+    verdicts = [line == "true" for line in out[: len(keys)]]
+    # "extra" is a Python-side name only: Go has no such field, and the host never drops it
+    assert verdicts == [bool(shadowing_keys([k], HOST_FIELDS)) for k in keys]
+    go_folds = {(int(line.split()[1]), line.split()[2]) for line in out[len(keys):]}
+    ours = {(cp, c) for cp in range(0x80, 0x110000) if not 0xD800 <= cp <= 0xDFFF
+            for c in "abcdefghijklmnopqrstuvwxyz" if go_fold(chr(cp)) == go_fold(c)}
+    assert go_folds == ours == {(0x17F, "s"), (0x212A, "k")}
+
+
+def test_folded_extra_keys_never_reach_the_module(host: mnb.ModuleHost) -> None:
+    extra = {
+        "Roots": {"evil": {"path": "/", "mode": "rw"}},
+        "root\u017f": {"evil2": {"path": "/", "mode": "rw"}},
+        "ROOTS": {"evil3": {"path": "/", "mode": "rw"}},
+        "Binaries": {"evil": "/bin/sh"},
+        "Grants": {"publish": True},
+        "deadline_MS": 1,
+        "tool": "ffmpeg",
+    }
+    inv = host.invoke("hostile.echo", {}, extra=extra)
+    received = _received(inv)
+    assert received["tool"] == "ffmpeg"
+    assert not set(received) - {*HOST_FIELDS, "tool"}
+    # no key a Go decoder folds onto a host field arrived, and the host fields are the host's
+    assert shadowing_keys(received, HOST_FIELDS) == sorted(set(received) & set(HOST_FIELDS))
+    assert received["roots"] == {"out": inv.request.model_dump(mode="json")["roots"]["out"]}
+    assert received["binaries"] == {} and received["grants"]["publish"] is False
+    (warning,) = [w for w in inv.warnings if "host-owned" in w]
+    for key in ("Roots", "root\u017f", "ROOTS", "Binaries", "Grants", "deadline_MS"):
+        assert repr(key) in warning
+
+
+def test_roots_are_canonical_when_the_runs_folder_is_a_link(home: Path, tmp_path: Path) -> None:
+    real = tmp_path / "real-runs"
+    real.mkdir()
+    (tmp_path / "link-runs").symlink_to(real)
+    policy = mnb.Policy(roots={"out": tmp_path / "link-out"})
+    (tmp_path / "real-out").mkdir()
+    (tmp_path / "link-out").symlink_to(tmp_path / "real-out")
+    with mnb.ModuleHost(home=home, runs_dir=tmp_path / "link-runs") as host:
+        fresh = _received(host.invoke("hostile.echo", {}))["roots"]["out"]["path"]
+    with mnb.ModuleHost(home=home, policy=policy, runs_dir=tmp_path / "link-runs") as host:
+        mapped = _received(host.invoke("hostile.echo", {}))["roots"]["out"]["path"]
+    assert fresh == os.path.realpath(fresh) and fresh.startswith(str(real.resolve()) + "/")
+    assert mapped == str((tmp_path / "real-out").resolve())
+
+
+@pytest.mark.parametrize(
+    ("bound", "value", "words"),
+    [
+        ("deadline_ms", 2**63, "deadline_ms=9223372036854775808 is above"),
+        ("deadline_ms", 24 * 3600 * 1000 + 1, "bound of 86400000 for deadline_ms"),
+        ("max_output_bytes", 2**63, "max_output_bytes=9223372036854775808 is above"),
+        ("max_output_bytes", (1 << 30) + 1, "bound of 1073741824 for max_output_bytes"),
+        ("deadline_ms", -5, "must be a positive integer"),
+    ],
+)
+def test_bounds_outside_the_policy_are_refused(
+    host: mnb.ModuleHost, tmp_path: Path, bound: str, value: int, words: str
+) -> None:
+    with pytest.raises(mnb.InvalidInput, match=words) as err:
+        host.invoke("hostile.echo", {}, **{bound: value})
+    assert err.value.code == "invalid_input"
+    assert not list((tmp_path / "runs").glob("*/w0-out"))  # nothing ran: no root was made
+    assert host.audit()["outcome"].iloc[-1] == "invalid_input"
+
+
+def test_bounds_within_the_policy_reach_the_module(home: Path) -> None:
+    policy = mnb.Policy(deadline_ms_limit=90_000, max_output_bytes_limit=1 << 25)
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        got = _received(host.invoke("hostile.echo", {}, deadline_ms=90_000,
+                                    max_output_bytes=1 << 25))
+        with pytest.raises(mnb.InvalidInput, match="above this host's bound of 90000"):
+            host.invoke("hostile.echo", {}, deadline_ms=90_001)
+    assert (got["deadline_ms"], got["max_output_bytes"]) == (90_000, 1 << 25)
+    with pytest.raises(ValueError, match="above its bound"):
+        mnb.Policy(deadline_ms=10, deadline_ms_limit=5)
+
+
+@pytest.mark.parametrize(
+    ("input_value", "extra", "words"),
+    [
+        ({"name": "a\udc80b"}, None, "lone surrogate"),
+        ({"\ud800": 1}, None, "lone surrogate"),
+        ({"x": float("nan")}, None, "not JSON-serializable"),
+        ({"x": [float("inf")]}, None, "not JSON-serializable"),
+        ({}, {"note": "\udfff"}, "lone surrogate"),
+        ({}, {"note": float("-inf")}, "not JSON-serializable"),
+    ],
+)
+def test_input_that_is_not_strict_json_is_refused(
+    host: mnb.ModuleHost, tmp_path: Path, input_value: Any, extra: Any, words: str
+) -> None:
+    with pytest.raises(mnb.InvalidInput, match=words) as err:
+        host.invoke("hostile.echo", input_value, extra=extra)
+    assert err.value.code == "invalid_input"
+    assert host.audit()["outcome"].iloc[-1] == "invalid_input"  # not host_error
+    assert not list((tmp_path / "runs").glob("*/w0-out"))
+
+
+def test_non_ascii_input_that_is_valid_reaches_the_module_intact(host: mnb.ModuleHost) -> None:
+    text = "\u017f K é 😀 \u2028"
+    assert _received(host.invoke("hostile.echo", {"t": text}))["input"] == {"t": text}
