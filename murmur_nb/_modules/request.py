@@ -10,8 +10,8 @@ Design notes
   in ``Request.Roots``, and a Go map field is decoded *into* the map already there, so a
   folded twin adds entries beside the host's. :func:`go_fold` is Go's rule (``foldName``
   in ``encoding/json``, the same equivalence as ``strings.EqualFold``): every rune is
-  replaced by the smallest rune of its simple-fold orbit. An ``extra`` key whose fold equals a host field's fold is dropped
-  with a warning, exactly like the exact name.
+  replaced by the smallest rune of its simple-fold orbit. An ``extra`` key whose fold
+  equals a host field's fold is dropped with a warning, exactly like the exact name.
 * **Strict JSON text.** The request is UTF-8 JSON (RFC 8259): a lone surrogate cannot be
   encoded and ``NaN``/``Infinity`` are not JSON. Both are refused as ``invalid_input``
   before anything runs, never discovered later as a host crash.
