@@ -248,3 +248,36 @@ def test_input_that_is_not_strict_json_is_refused(
 def test_non_ascii_input_that_is_valid_reaches_the_module_intact(host: mnb.ModuleHost) -> None:
     text = "\u017f K é 😀 \u2028"
     assert _received(host.invoke("hostile.echo", {"t": text}))["input"] == {"t": text}
+
+
+@pytest.mark.parametrize("depth", [64, 900, 200_000])
+def test_deep_describe_output_refuses_that_module_only(home: Path, depth: int) -> None:
+    install(home, "plain-one", "plain")
+    deep = install(home, "deep", "hostile")
+    # depth counts the envelope itself: 1 + depth brackets in "result"
+    nested = "[" * depth + "]" * depth
+    envelope = json.dumps({"protocol": "modproto.v1", "module": "deep", "operation": "describe",
+                           "request_id": "", "ok": True, "result": 0, "warnings": []})
+    (deep / "describe.raw").write_text(envelope.replace('"result": 0', f'"result": {nested}'))
+    with mnb.ModuleHost(home=home) as host:
+        infos = {info.id: info for info in host.modules()}
+        assert infos["plain-one"].ok and infos["hostile"].ok
+        (error,) = infos["deep"].errors
+        assert "deeper than 64 levels" in error.detail
+        with pytest.raises(mnb.InvalidDescriptor, match="deeper than 64 levels") as err:
+            host.describe("deep")
+        assert err.value.code == "invalid_descriptor"
+
+
+@pytest.mark.parametrize(("depth", "ok"), [(63, True), (64, False), (5_000, False),
+                                           (200_000, False)])
+def test_deep_envelope_is_a_protocol_violation(host: mnb.ModuleHost, depth: int, ok: bool) -> None:
+    if ok:
+        inv = host.invoke("hostile.deep", {"depth": depth})
+        assert inv.ok and json.dumps(inv.result).count("[") == depth
+        return
+    with pytest.raises(mnb.ProtocolViolation, match="deeper than 64 levels") as err:
+        host.invoke("hostile.deep", {"depth": depth})
+    assert (err.value.code, err.value.rule) == ("protocol_violation", "depth")
+    assert host.audit()["outcome"].iloc[-1] == "protocol_violation"
+    assert host.invoke("hostile.echo", {}).ok  # the host goes on

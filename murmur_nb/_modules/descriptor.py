@@ -36,6 +36,7 @@ from pydantic import ValidationError as PydanticValidationError
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
+from murmur_nb._modules.nesting import TooDeep, decode_bounded
 from murmur_nb.protocol import OPERATION_DESCRIBE, PROTOCOL_ID, Descriptor, Overlay, Skill
 
 __all__ = [
@@ -136,7 +137,9 @@ def parse_describe_output(
     A descriptor is usable only when the error list is empty.
     """
     try:
-        raw = json.loads(stdout)
+        raw = decode_describe(stdout)
+    except TooDeep as exc:
+        return None, [DescriptorError("envelope", f"describe output is refused: {exc}")]
     except ValueError as exc:
         return None, [
             DescriptorError(
@@ -188,6 +191,15 @@ def parse_describe_output(
         return None, errors
     errors.extend(validate_descriptor(descriptor, module_id, module_dir))
     return descriptor, errors
+
+
+def decode_describe(stdout: bytes) -> Any:
+    """The one JSON document ``describe`` printed (``ValueError`` if it is not exactly one)."""
+    text = stdout.decode("utf-8").strip()
+    raw, end = decode_bounded(text)
+    if end != len(text):
+        raise ValueError(f"extra data after the document at character {end}")
+    return raw
 
 
 def _loc_path(loc: tuple[int | str, ...]) -> str:

@@ -14,12 +14,12 @@ Design notes
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError as PydanticValidationError
 
 from murmur_nb._exceptions import ProtocolViolation
+from murmur_nb._modules.nesting import TooDeep, decode_bounded
 from murmur_nb.protocol import OPERATION_INVOKE, PROTOCOL_ID, Envelope, Execution
 
 if TYPE_CHECKING:
@@ -44,7 +44,9 @@ def _check_envelope(stdout: bytes, module_id: str, request_id: str, inv: Invocat
     if not body:
         raise _violation(inv, "json", "standard output is empty; print exactly one envelope")
     try:
-        raw, end = json.JSONDecoder().raw_decode(body)
+        raw, end = decode_bounded(body)
+    except TooDeep as exc:
+        raise _violation(inv, "depth", f"the envelope is refused: {exc}") from exc
     except ValueError as exc:
         raise _violation(inv, "json", f"standard output is not JSON ({exc})") from exc
     if body[end:].strip():

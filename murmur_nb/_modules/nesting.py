@@ -1,0 +1,62 @@
+"""How deeply nested the JSON a module prints may be.
+
+Design notes
+------------
+* **One documented limit.** Arrays and objects in anything a module prints on standard
+  output (the ``describe`` envelope with its descriptor and schemas, the ``invoke`` envelope
+  with its result) may nest at most :data:`MAX_JSON_DEPTH` levels, the envelope itself being
+  level 1. That is far beyond any real descriptor or result, and far below the interpreter's
+  recursion limit, so every later step that recurses (pydantic, JSON Schema validation, the
+  canonical descriptor digest) stays safe.
+* **Parse, then measure, never crash.** The standard decoder raises ``RecursionError`` on
+  documents nested near the interpreter's limit; that is caught and reported like any other
+  depth breach. The depth of a parsed value is measured without recursion, and not at all
+  when the text holds fewer opening brackets than the limit (depth cannot exceed that).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_JSON_DEPTH", "TooDeep", "decode_bounded"]
+
+#: The deepest nesting of arrays and objects accepted in JSON a module prints.
+MAX_JSON_DEPTH = 64
+
+
+class TooDeep(ValueError):
+    """The document nests arrays and objects deeper than the limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"it nests arrays and objects deeper than {limit} levels, the host's limit "
+            "for anything a module prints; flatten the data or write it to an artifact"
+        )
+
+
+def decode_bounded(text: str, limit: int = MAX_JSON_DEPTH) -> tuple[Any, int]:
+    """``json.JSONDecoder().raw_decode(text)`` refusing nesting deeper than ``limit``.
+
+    Raises :class:`TooDeep` (a ``ValueError``) on a breach, ``ValueError`` on bad JSON.
+    """
+    try:
+        value, end = json.JSONDecoder().raw_decode(text)
+    except RecursionError:
+        raise TooDeep(limit) from None
+    if text.count("[", 0, end) + text.count("{", 0, end) > limit and _deeper_than(value, limit):
+        raise TooDeep(limit)
+    return value, end
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    pending: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while pending:
+        node, depth = pending.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                pending.append((child, depth + 1))
+    return False
