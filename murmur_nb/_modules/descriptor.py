@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
 from murmur_nb._modules.nesting import TooDeep, decode_bounded
+from murmur_nb._modules.patterns import linear_time_validator, pattern_problems
 from murmur_nb.protocol import OPERATION_DESCRIBE, PROTOCOL_ID, Descriptor, Overlay, Skill
 
 __all__ = [
@@ -93,6 +94,8 @@ def jsonschema_module() -> ModuleType:
 def schema_validator_class(schema: Any) -> type[Validator]:
     """The jsonschema validator class for ``schema``, chosen by its ``$schema``.
 
+    The one validator factory: the request check, the result check and the form all use
+    it. ``pattern``/``patternProperties`` match in linear time (see :mod:`.patterns`).
     Draft 2020-12 when ``$schema`` is absent. An unknown ``$schema`` URI raises
     :class:`jsonschema.exceptions.SchemaError` instead of silently falling back.
     """
@@ -107,8 +110,8 @@ def schema_validator_class(schema: Any) -> type[Validator]:
                 cls = _SENTINEL
         if cls is _SENTINEL:
             raise jsonschema.SchemaError(f"unknown $schema {uri!r}; use a JSON Schema draft URI")
-        return cls  # type: ignore[no-any-return]
-    return jsonschema.Draft202012Validator  # type: ignore[no-any-return]
+        return linear_time_validator(cls)
+    return linear_time_validator(jsonschema.Draft202012Validator)
 
 
 _SENTINEL: Any = object()
@@ -125,6 +128,9 @@ def _check_schema(schema: Any) -> str | None:
     except schema_error as exc:
         where = "/".join(str(p) for p in exc.path)
         return f"not a valid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
+    problems = pattern_problems(schema)
+    if problems:
+        return "; ".join(problems)
     return None
 
 

@@ -30,7 +30,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from jsonschema import validators
+from jsonschema import SchemaError
+from jsonschema.protocols import Validator
+
+from murmur_nb._modules.descriptor import schema_validator_class
 
 __all__ = ["UNSET", "FieldKind", "FieldSpec", "SchemaForm", "build_fields"]
 
@@ -412,6 +415,18 @@ def coerce(spec: FieldSpec, raw: Any) -> Any:
 # --- the form -----------------------------------------------------------------------
 
 
+def form_validator(schema: Mapping[str, Any] | bool) -> Validator:
+    """The host's one validator factory applied to a form schema.
+
+    An unknown ``$schema`` falls back to the default draft: a form still helps.
+    """
+    try:
+        cls = schema_validator_class(schema)
+    except SchemaError:
+        cls = schema_validator_class({})
+    return cls(schema)
+
+
 class SchemaForm:
     """Raw values for every field of a schema, their JSON value and their errors.
 
@@ -442,10 +457,7 @@ class SchemaForm:
         self._raw: dict[tuple[str, ...], Any] = {
             f.path: _initial_raw(f) for f in self.root.walk() if f.kind != "object"
         }
-        validator_cls = validators.validator_for(schema) if isinstance(schema, Mapping) else None
-        if validator_cls is None:
-            validator_cls = validators.validator_for({})
-        self._validator = validator_cls(schema)
+        self._validator = form_validator(schema)
 
     # fields and raw values
 
