@@ -18,7 +18,7 @@ Where a caller would naturally catch a builtin, the error inherits it as well
     │   ├── DeadlineExceeded          deadline_exceeded     (TimeoutError)
     │   ├── ProtocolViolation         protocol_violation    (.rule)
     │   │   └── OutputTooLarge        output_too_large
-    │   └── ArtifactRejected          (.artifact_id)
+    │   └── ArtifactRejected          artifact_too_large, verification_budget_exceeded
     │       ├── ConfinementViolation  confinement_violation
     │       ├── DigestMismatch        digest_mismatch
     │       └── SizeMismatch          size_mismatch
@@ -174,8 +174,8 @@ class ArtifactRejected(ModuleHostError):
 
     code = "artifact_rejected"
 
-    def __init__(self, message: str, *, artifact_id: str = "") -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, artifact_id: str = "", code: str | None = None) -> None:
+        super().__init__(message, code=code)
         self.artifact_id = artifact_id
 
 

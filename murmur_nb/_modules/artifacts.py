@@ -24,12 +24,10 @@ each use: a mutation is detected, not trusted.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
-import shutil
+import secrets
 import stat
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +41,7 @@ from murmur_nb._exceptions import (
     DigestMismatch,
     SizeMismatch,
 )
+from murmur_nb._modules.beneath import BudgetSpent, copy_sparse, hash_fd, open_beneath
 from murmur_nb._modules.descriptor import DIGEST_RE
 from murmur_nb._render.presentation import PRIMITIVES
 from murmur_nb.protocol import Artifact, Root
@@ -61,7 +60,7 @@ __all__ = [
 #: The root name under which a consumer module receives the staging store.
 STAGED_ROOT = "staged"
 
-_BUF = 1 << 20
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class VerifiedArtifact(Artifact):
@@ -106,15 +105,7 @@ class StagedArtifact:
 
 def hash_file(fd: int) -> str:
     """Lowercase hex SHA-256 of everything readable from ``fd`` (streamed, 1 MiB buffer)."""
-    digest = hashlib.sha256()
-    buf = bytearray(_BUF)
-    view = memoryview(buf)
-    while True:
-        n = os.readv(fd, [buf])
-        if not n:
-            break
-        digest.update(view[:n])
-    return digest.hexdigest()
+    return hash_fd(fd)
 
 
 def _relative_path_problem(path: str) -> str | None:
@@ -144,20 +135,47 @@ def verify_artifact(
     *,
     declared_kinds: Collection[str] | None = None,
     warnings: list[str] | None = None,
+    max_bytes: int | None = None,
+    deadline: float | None = None,
 ) -> VerifiedArtifact:
     """Re-validate one produced artifact against the roots of *its* invocation.
+
+    ``max_bytes`` caps the artifact's size (claim and ``fstat``, before any hashing);
+    ``deadline`` (a :func:`time.monotonic` instant) bounds the hashing.
 
     Raises
     ------
     ConfinementViolation
-        Unknown root, bad path, escape through a link, missing file, or not a regular file.
+        Unknown root, bad path, escape through a link, missing file, not a regular file,
+        or a file with more than one hard link.
     SizeMismatch, DigestMismatch
         The file is not the one the artifact describes.
+    ArtifactRejected
+        ``artifact_too_large`` past ``max_bytes``; ``verification_budget_exceeded`` past
+        ``deadline``.
 
     An undeclared ``kind`` or an unknown ``presentation`` only appends to ``warnings``.
     """
+    verified, fd = open_verified(artifact, roots, max_bytes=max_bytes, deadline=deadline)
+    os.close(fd)
+    if warnings is not None:
+        aid = artifact.id
+        if declared_kinds is not None and artifact.kind not in declared_kinds:
+            warnings.append(
+                f"artifact {aid!r} has kind {artifact.kind!r}, which the capability does not "
+                f"declare in artifact_schemas ({sorted(declared_kinds)!r})"
+            )
+        if artifact.presentation and artifact.presentation not in PRIMITIVES:
+            warnings.append(
+                f"artifact {aid!r} asks for unknown presentation {artifact.presentation!r}; "
+                "ignored, its media type decides"
+            )
+    return verified
+
+
+def _resolve_claim(artifact: Artifact, roots: Mapping[str, Root], label: str) -> tuple[str, str]:
+    """``(root real path, file real path)`` of a claim, confined to its root, links resolved."""
     aid = artifact.id
-    label = f"artifact {aid!r} ({artifact.root}:{artifact.path})"
     root = roots.get(artifact.root)
     if root is None:
         raise ConfinementViolation(
@@ -183,6 +201,63 @@ def verify_artifact(
             "inside the root they name, links included",
             artifact_id=aid,
         )
+    return base, real
+
+
+def _check_claim(artifact: Artifact, label: str, max_bytes: int | None) -> None:
+    aid = artifact.id
+    if max_bytes is not None and artifact.bytes > max_bytes:
+        raise ArtifactRejected(
+            f"{label} declares {artifact.bytes} bytes, above this host's artifact limit of "
+            f"{max_bytes} (Policy.max_artifact_bytes); it was not read. Produce a smaller "
+            "file or raise the limit",
+            artifact_id=aid,
+            code="artifact_too_large",
+        )
+    if not DIGEST_RE.fullmatch(artifact.digest):
+        raise DigestMismatch(
+            f"{label} has digest {artifact.digest!r}, not 'sha256:' + 64 lowercase hex digits",
+            artifact_id=aid,
+        )
+
+
+def check_opened(fst: os.stat_result, label: str, aid: str, expected_bytes: int) -> None:
+    """The ``fstat`` rules on a descriptor about to be read: regular, one link, right size."""
+    if not stat.S_ISREG(fst.st_mode):
+        raise ConfinementViolation(
+            f"{label} is not a regular file; an artifact must be a regular file",
+            artifact_id=aid,
+        )
+    if fst.st_nlink != 1:
+        raise ConfinementViolation(
+            f"{label} has {fst.st_nlink} hard links; the same file may be reachable from "
+            "outside its root, so it is refused. Write the artifact as a new file (copy it, "
+            "do not link it)",
+            artifact_id=aid,
+        )
+    if fst.st_size != expected_bytes:
+        raise SizeMismatch(
+            f"{label} declares {expected_bytes} bytes but the file has {fst.st_size}",
+            artifact_id=aid,
+        )
+
+
+def open_verified(
+    artifact: Artifact,
+    roots: Mapping[str, Root],
+    *,
+    max_bytes: int | None = None,
+    deadline: float | None = None,
+) -> tuple[VerifiedArtifact, int]:
+    """:func:`verify_artifact`'s checks, returning the verified file's open descriptor too.
+
+    The descriptor was opened beneath the root without following links, ``fstat``-checked
+    and hashed; read the bytes from it (the caller closes it), never from the path again.
+    """
+    aid = artifact.id
+    label = f"artifact {aid!r} ({artifact.root}:{artifact.path})"
+    base, real = _resolve_claim(artifact, roots, label)
+    _check_claim(artifact, label, max_bytes)
     try:
         st = os.lstat(real)
     except OSError as exc:
@@ -192,52 +267,45 @@ def verify_artifact(
         raise ConfinementViolation(
             f"{label} is {kind}; an artifact must be a regular file", artifact_id=aid
         )
-    if artifact.bytes != st.st_size:
-        raise SizeMismatch(
-            f"{label} declares {artifact.bytes} bytes but the file has {st.st_size}",
-            artifact_id=aid,
-        )
-    if not DIGEST_RE.fullmatch(artifact.digest):
-        raise DigestMismatch(
-            f"{label} has digest {artifact.digest!r}, not 'sha256:' + 64 lowercase hex digits",
-            artifact_id=aid,
-        )
+    check_opened(st, label, aid, artifact.bytes)
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_beneath(base, os.path.relpath(real, base))
     except OSError as exc:
-        raise ConfinementViolation(f"{label} cannot be opened: {exc}", artifact_id=aid) from exc
+        raise ConfinementViolation(
+            f"{label} was replaced while being verified ({exc.strerror or exc}); a link "
+            "appeared on its path. Not used",
+            artifact_id=aid,
+        ) from exc
     try:
         fst = os.fstat(fd)
-        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(fst.st_mode):
+        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
             raise ConfinementViolation(
                 f"{label} was replaced while being verified", artifact_id=aid
             )
-        if fst.st_size != artifact.bytes:
-            raise SizeMismatch(
-                f"{label} declares {artifact.bytes} bytes but the file has {fst.st_size}",
+        check_opened(fst, label, aid, artifact.bytes)
+        actual = "sha256:" + _hash_within(fd, deadline, label, aid)
+        if actual != artifact.digest:
+            raise DigestMismatch(
+                f"{label} declares {artifact.digest} but its content hashes to {actual}",
                 artifact_id=aid,
             )
-        actual = "sha256:" + hash_file(fd)
-    finally:
+    except BaseException:
         os.close(fd)
-    if actual != artifact.digest:
-        raise DigestMismatch(
-            f"{label} declares {artifact.digest} but its content hashes to {actual}",
-            artifact_id=aid,
-        )
-    if warnings is not None:
-        if declared_kinds is not None and artifact.kind not in declared_kinds:
-            warnings.append(
-                f"artifact {aid!r} has kind {artifact.kind!r}, which the capability does not "
-                f"declare in artifact_schemas ({sorted(declared_kinds)!r})"
-            )
-        if artifact.presentation and artifact.presentation not in PRIMITIVES:
-            warnings.append(
-                f"artifact {aid!r} asks for unknown presentation {artifact.presentation!r}; "
-                "ignored, its media type decides"
-            )
+        raise
     data: dict[str, Any] = artifact.model_dump()
-    return VerifiedArtifact(**data, file=Path(real))
+    return VerifiedArtifact(**data, file=Path(real)), fd
+
+
+def _hash_within(fd: int, deadline: float | None, label: str, aid: str) -> str:
+    try:
+        return hash_fd(fd, deadline=deadline)
+    except BudgetSpent as exc:
+        raise ArtifactRejected(
+            f"{label} was not verified: the verification budget of this invocation was spent "
+            f"({exc}); raise Policy.verify_budget_ms or produce smaller artifacts",
+            artifact_id=aid,
+            code="verification_budget_exceeded",
+        ) from None
 
 
 def rejection(artifact: Artifact, exc: ArtifactRejected) -> RejectedArtifact:
@@ -245,10 +313,16 @@ def rejection(artifact: Artifact, exc: ArtifactRejected) -> RejectedArtifact:
 
 
 class ArtifactStore:
-    """A content-addressed, read-only store of staged artifacts under ``root``."""
+    """A content-addressed, read-only store of staged artifacts under ``root``.
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    Nothing in the store is ever opened, changed or removed through a link: entries are
+    opened beneath the store's ``sha256`` folder with ``O_NOFOLLOW``, and created, renamed
+    and removed relative to that folder's descriptor.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
         self.root = Path(os.path.realpath(os.fspath(root)))
+        self.max_bytes = max_bytes
         (self.root / "sha256").mkdir(parents=True, exist_ok=True)
 
     def _name(self, artifact: Artifact) -> str:
@@ -258,88 +332,162 @@ class ArtifactStore:
             suffix = ""
         return f"sha256/{hexdigest}{suffix}"
 
+    def _folder(self) -> int:
+        """The descriptor of ``<store>/sha256``, refused if it (or the store) is a link."""
+        try:
+            root = os.open(self.root, _DIR_FLAGS)
+            try:
+                return os.open("sha256", _DIR_FLAGS, dir_fd=root)
+            finally:
+                os.close(root)
+        except OSError as exc:
+            raise ConfinementViolation(
+                f"the artifact store {self.root} cannot be used ({exc.strerror or exc}); its "
+                "sha256 folder must be a real folder, not a link"
+            ) from exc
+
     def stage(self, artifact: VerifiedArtifact) -> StagedArtifact:
-        """Copy a verified artifact into the store (once per content) and re-hash the copy."""
+        """Copy a verified artifact into the store (once per content) and re-hash the copy.
+
+        The source is opened beneath ``/`` along its canonical path without following any
+        link, ``fstat``-checked, and copied from that descriptor (holes stay holes).
+        """
         name = self._name(artifact)
-        target = self.root / name
         staged = StagedArtifact(
             digest=artifact.digest,
             bytes=artifact.bytes,
             media_type=artifact.media_type,
             path=name,
-            file=target,
+            file=self.root / name,
             artifact=Artifact(**artifact.model_dump()),
         )
-        if target.exists():
-            try:
-                self.verify(staged)
-                return staged
-            except ArtifactRejected:
-                with contextlib.suppress(OSError):
-                    target.chmod(0o600)
-                    target.unlink()
-        fd, tmp = tempfile.mkstemp(dir=self.root / "sha256", prefix=".staging-")
+        entry = name.removeprefix("sha256/")
+        folder = self._folder()
         try:
-            with os.fdopen(fd, "wb") as out, artifact.file.open("rb") as src:
-                _copy(src.fileno(), out.fileno())
-            tmp_fd = os.open(tmp, os.O_RDONLY)
+            if self._reuse(staged, folder, entry):
+                return staged
+            src = self._open_source(artifact)
             try:
-                actual = "sha256:" + hash_file(tmp_fd)
-                size = os.fstat(tmp_fd).st_size
+                self._write(artifact, src, folder, entry)
             finally:
-                os.close(tmp_fd)
-            if size != artifact.bytes:
-                raise SizeMismatch(
-                    f"artifact {artifact.id!r} changed size while being staged "
-                    f"({artifact.bytes} -> {size}); invoke the producer again",
-                    artifact_id=artifact.id,
-                )
-            if actual != artifact.digest:
-                raise DigestMismatch(
-                    f"artifact {artifact.id!r} changed while being staged "
-                    f"({artifact.digest} -> {actual}); invoke the producer again",
-                    artifact_id=artifact.id,
-                )
-            Path(tmp).chmod(0o444)
-            Path(tmp).replace(target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                Path(tmp).unlink()
-            raise
+                os.close(src)
+        finally:
+            os.close(folder)
         return staged
 
-    def verify(self, staged: StagedArtifact) -> None:
-        """Re-hash a staged file; raise if it was mutated, replaced or removed."""
-        label = f"staged artifact {staged.path}"
+    def _reuse(self, staged: StagedArtifact, folder: int, entry: str) -> bool:
+        """Whether a good copy is already stored; anything else at the name is removed."""
         try:
-            fd = os.open(staged.file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            st = os.stat(entry, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISREG(st.st_mode):
+            try:
+                self.verify(staged)
+                return True
+            except ArtifactRejected:
+                pass
+        # never chmod or follow: unlinking the name removes the entry (or the planted link)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(entry, dir_fd=folder)
+        return False
+
+    def _open_source(self, artifact: VerifiedArtifact) -> int:
+        label = f"artifact {artifact.id!r}"
+        if self.max_bytes is not None and artifact.bytes > self.max_bytes:
+            raise ArtifactRejected(
+                f"{label} has {artifact.bytes} bytes, above this host's artifact limit of "
+                f"{self.max_bytes}; it is not staged",
+                artifact_id=artifact.id,
+                code="artifact_too_large",
+            )
+        try:
+            fd = open_beneath("/", str(artifact.file).lstrip("/"))
         except OSError as exc:
             raise ConfinementViolation(
-                f"{label} cannot be opened ({exc.strerror or exc}); stage the artifact again",
-                artifact_id=staged.artifact.id,
+                f"{label} cannot be opened for staging without following a link "
+                f"({exc.strerror or exc}); invoke the producer again",
+                artifact_id=artifact.id,
+            ) from exc
+        try:
+            check_opened(os.fstat(fd), label, artifact.id, artifact.bytes)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _write(self, artifact: VerifiedArtifact, src: int, folder: int, entry: str) -> None:
+        tmp = f".staging-{secrets.token_hex(8)}"
+        out = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=folder,
+        )
+        try:
+            try:
+                copy_sparse(src, out, artifact.bytes)
+                os.fchmod(out, 0o444)
+                size = os.fstat(out).st_size
+            finally:
+                os.close(out)
+            copy = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            try:
+                actual = "sha256:" + hash_fd(copy)
+            finally:
+                os.close(copy)
+            if size != artifact.bytes or actual != artifact.digest:
+                raise DigestMismatch(
+                    f"artifact {artifact.id!r} changed while being staged ({artifact.bytes} "
+                    f"bytes, {artifact.digest} -> {size} bytes, {actual}); invoke the "
+                    "producer again",
+                    artifact_id=artifact.id,
+                )
+            os.rename(tmp, entry, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+
+    def open_staged(self, staged: StagedArtifact) -> int:
+        """A descriptor of the staged file, re-hashed: read the bytes from it (caller closes)."""
+        label = f"staged artifact {staged.path}"
+        aid = staged.artifact.id
+        try:
+            fd = open_beneath(self.root, staged.path)
+        except OSError as exc:
+            raise ConfinementViolation(
+                f"{label} cannot be opened without following a link ({exc.strerror or exc}); "
+                "stage the artifact again",
+                artifact_id=aid,
             ) from exc
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise ConfinementViolation(
-                    f"{label} is not a regular file; stage the artifact again",
-                    artifact_id=staged.artifact.id,
+                    f"{label} is not a regular file; stage the artifact again", artifact_id=aid
                 )
             if st.st_size != staged.bytes:
                 raise SizeMismatch(
                     f"{label} has {st.st_size} bytes, expected {staged.bytes}: it was modified "
                     "after staging; stage the artifact again",
-                    artifact_id=staged.artifact.id,
+                    artifact_id=aid,
                 )
-            actual = "sha256:" + hash_file(fd)
-        finally:
+            actual = "sha256:" + hash_fd(fd)
+            if actual != staged.digest:
+                raise DigestMismatch(
+                    f"{label} hashes to {actual}, expected {staged.digest}: it was modified "
+                    "after staging and is not used; stage the artifact again",
+                    artifact_id=aid,
+                )
+        except BaseException:
             os.close(fd)
-        if actual != staged.digest:
-            raise DigestMismatch(
-                f"{label} hashes to {actual}, expected {staged.digest}: it was modified after "
-                "staging and is not used; stage the artifact again",
-                artifact_id=staged.artifact.id,
-            )
+            raise
+        return fd
+
+    def verify(self, staged: StagedArtifact) -> None:
+        """Re-hash a staged file; raise if it was mutated, replaced or removed."""
+        os.close(self.open_staged(staged))
 
 
 def staged_view(view: Path, staged: Sequence[StagedArtifact], *, link: bool) -> Path:
@@ -347,7 +495,8 @@ def staged_view(view: Path, staged: Sequence[StagedArtifact], *, link: bool) -> 
 
     The consumer's ``staged`` root is this view, never the whole store. Files are hard-linked
     when ``link`` (the sandbox keeps the root read-only, so no write reaches the store
-    through the link), copied and made read-only otherwise.
+    through the link), copied and made read-only otherwise: copied from a descriptor opened
+    without following links and ``fstat``-checked, holes kept.
     """
     view.mkdir(parents=True, exist_ok=True)
     for item in staged:
@@ -357,32 +506,35 @@ def staged_view(view: Path, staged: Sequence[StagedArtifact], *, link: bool) -> 
             continue
         if link:
             try:
-                os.link(item.file, dest)
+                os.link(item.file, dest)  # linkat without AT_SYMLINK_FOLLOW: never a target
                 continue
             except OSError:
                 pass  # another file system: copy
-        shutil.copyfile(item.file, dest)
-        dest.chmod(0o444)
+        _copy_staged(item, dest)
     return view
 
 
-def _copy(src: int, dst: int) -> None:
-    """Copy all of ``src`` to ``dst`` in the kernel where possible."""
-    size = os.fstat(src).st_size
-    offset = 0
+def _copy_staged(item: StagedArtifact, dest: Path) -> None:
+    label = f"staged artifact {item.path}"
     try:
-        while offset < size:
-            n = os.copy_file_range(src, dst, size - offset)
-            if n == 0:
-                break
-            offset += n
-        return
-    except OSError:
-        pass
-    os.lseek(src, offset, os.SEEK_SET)
-    os.lseek(dst, offset, os.SEEK_SET)
-    while True:
-        chunk = os.read(src, _BUF)
-        if not chunk:
-            break
-        os.write(dst, chunk)
+        src = open_beneath("/", str(item.file).lstrip("/"))
+    except OSError as exc:
+        raise ConfinementViolation(
+            f"{label} cannot be opened without following a link ({exc.strerror or exc}); "
+            "stage the artifact again",
+            artifact_id=item.artifact.id,
+        ) from exc
+    try:
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != item.bytes:
+            raise SizeMismatch(
+                f"{label} changed after it was verified; stage the artifact again",
+                artifact_id=item.artifact.id,
+            )
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        try:
+            copy_sparse(src, out, item.bytes)
+        finally:
+            os.close(out)
+    finally:
+        os.close(src)

@@ -308,7 +308,7 @@ class ModuleHost:
     def store(self) -> ArtifactStore:
         """The content-addressed staging store (created on first use)."""
         if self._store is None:
-            self._store = ArtifactStore(self._store_path)
+            self._store = ArtifactStore(self._store_path, max_bytes=self.policy.max_artifact_bytes)
         return self._store
 
     def _runs_dir(self) -> Path:
@@ -1134,15 +1134,7 @@ class ModuleHost:
         inv.error = envelope.error
         inv.execution = envelope.execution
         inv.warnings = list(envelope.warnings) + inv.warnings
-        declared = set(cap.artifact_schemas or [])
-        for artifact in envelope.execution.artifacts or []:
-            try:
-                inv.artifacts.append(
-                    verify_artifact(artifact, roots, declared_kinds=declared, warnings=inv.warnings)
-                )
-            except ArtifactRejected as exc:
-                inv.rejected_artifacts.append(rejection(artifact, exc))
-                inv.warnings.append(f"artifact {artifact.id!r} rejected ({exc.code}): {exc}")
+        self._verify_artifacts(envelope, roots, set(cap.artifact_schemas or []), inv)
         if inv.ok and cap.result_schema:
             schema = (descriptor.result_schemas or {})[cap.result_schema]
             validator = self._validator(digest, "result", cap.result_schema, schema)
@@ -1179,6 +1171,27 @@ class ModuleHost:
             )
         finally:
             how.close()
+
+    def _verify_artifacts(
+        self, envelope: Envelope, roots: dict[str, Root], declared: set[str], inv: Invocation
+    ) -> None:
+        """Re-validate every produced artifact within the policy's size cap and time budget."""
+        deadline = time.monotonic() + self.policy.verify_budget_ms / 1000.0
+        for artifact in envelope.execution.artifacts or []:
+            try:
+                inv.artifacts.append(
+                    verify_artifact(
+                        artifact,
+                        roots,
+                        declared_kinds=declared,
+                        warnings=inv.warnings,
+                        max_bytes=self.policy.max_artifact_bytes,
+                        deadline=deadline,
+                    )
+                )
+            except ArtifactRejected as exc:
+                inv.rejected_artifacts.append(rejection(artifact, exc))
+                inv.warnings.append(f"artifact {artifact.id!r} rejected ({exc.code}): {exc}")
 
     @staticmethod
     def _check_run(run: RunResult, inv: Invocation, deadline: int, bound: int) -> None:

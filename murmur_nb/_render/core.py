@@ -135,6 +135,8 @@ class Source:
     root_dir: Path | None = None
     #: The root's name (``Artifact.root``).
     root: str = ""
+    #: The file's real path, for links to it, when ``file`` is a verified descriptor's path.
+    link: Path | None = None
 
     @property
     def name(self) -> str:
@@ -267,7 +269,7 @@ def embed_or_link(source: Source, budget: RenderBudget) -> tuple[str, bool]:
         with source.file.open("rb") as fh:
             data = fh.read(source.bytes)  # never more than declared, even if it grew since
         return data_uri(source.media_type, data), True
-    return link_to(source.file, budget), False
+    return link_to(source.link or source.file, budget), False
 
 
 def summary_line(primitive: str, source: Source) -> str:

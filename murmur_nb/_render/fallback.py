@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 from collections.abc import Callable
@@ -69,8 +70,12 @@ def _label(source: Source) -> str:
     return f"artifact {source.id!r} ({source.rel_path})"
 
 
-def verify_source(source: Source) -> Source | Rendering:
-    """The source to render (its file as re-verified now), or an error card."""
+def verify_source(source: Source, held: contextlib.ExitStack) -> Source | Rendering:
+    """The source to render, read through the descriptor verified now, or an error card.
+
+    The verified descriptor stays open until ``held`` closes; the source's ``file`` opens
+    that very file (``link`` keeps its real path for links shown to the reader).
+    """
     result = recheck(
         artifact_id=source.id,
         path=source.rel_path,
@@ -84,7 +89,8 @@ def verify_source(source: Source) -> Source | Rendering:
         return error_rendering(
             source.title, result.code, result.message, source, detail=result.detail
         )
-    return dataclasses.replace(source, file=result.file)
+    held.callback(result.close)
+    return dataclasses.replace(source, file=result.readable, link=result.file)
 
 
 def error_rendering(
@@ -163,11 +169,16 @@ def _fallback_note(
 
 def render_one(source: Source, presentation: str, budget: RenderBudget, verify: bool) -> Rendering:
     """Render ``source`` (re-verified first when ``verify``); any failure is an error card."""
-    if verify:
-        checked = verify_source(source)
-        if isinstance(checked, Rendering):
-            return checked
-        source = checked
+    with contextlib.ExitStack() as held:
+        if verify:
+            checked = verify_source(source, held)
+            if isinstance(checked, Rendering):
+                return checked
+            source = checked
+        return _render_guarded(source, presentation, budget)
+
+
+def _render_guarded(source: Source, presentation: str, budget: RenderBudget) -> Rendering:
     try:
         return _render_verified(source, presentation, budget)
     except OSError as exc:

@@ -13,6 +13,7 @@ Design notes
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -45,6 +46,13 @@ def _rejected(rejected: RejectedLike) -> Rendering:
 
 
 def _render_invocation(inv: InvocationLike, budget: RenderBudget) -> Rendering:
+    with contextlib.ExitStack() as held:
+        return _render_invocation_held(inv, budget, held)
+
+
+def _render_invocation_held(
+    inv: InvocationLike, budget: RenderBudget, held: contextlib.ExitStack
+) -> Rendering:
     roots = roots_of(inv)
     parts: list[Rendering] = []
     grid_sources: list[Source] = []
@@ -53,7 +61,7 @@ def _render_invocation(inv: InvocationLike, budget: RenderBudget) -> Rendering:
         source = source_of(artifact, roots)
         hint = (artifact.presentation or "").strip()
         if hint == "image_grid" and source.media_type.startswith("image/"):
-            checked = verify_source(source)
+            checked = verify_source(source, held)
             if isinstance(checked, Rendering):
                 parts.append(checked)
                 continue

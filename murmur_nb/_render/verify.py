@@ -9,7 +9,12 @@ the verified file's path), the host's own :func:`murmur_nb._modules.artifacts.ve
 again: confinement, regular file, size, digest, exactly the rules that admitted it. Where no
 root can be recovered, a plain streaming check of the verified file stands in. Either way the
 hash is streamed in fixed-size chunks, memory stays flat whatever the size, and a size
-mismatch is caught from ``stat`` before any byte is read.
+mismatch is caught from ``fstat`` before any byte is read.
+
+The file is opened once, along its canonical path without following any link, and the
+descriptor that was checked is handed back (:class:`Verified`): the renderer reads through
+it (``/proc/self/fd/N`` reopens that very file), so swapping the path for a link after the
+check changes nothing that is shown.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._exceptions import ArtifactRejected, ConfinementViolation
-from murmur_nb._modules.artifacts import hash_file, verify_artifact
+from murmur_nb._modules.artifacts import hash_file, open_verified
+from murmur_nb._modules.beneath import open_beneath, proc_path
 from murmur_nb.protocol import Artifact, Root
 
 __all__ = ["Verified", "VerificationFailure", "file_digest", "recheck", "verify_file"]
@@ -41,9 +47,21 @@ class VerificationFailure:
 
 @dataclass(frozen=True)
 class Verified:
-    """The file passed; ``file`` is its real path now (render this one)."""
+    """The file passed; ``fd`` is the open descriptor that was verified (read only from it).
+
+    ``file`` is the file's real path, for links shown to the reader; ``readable`` opens the
+    very file ``fd`` refers to, whatever the path holds by now. :meth:`close` releases it.
+    """
 
     file: Path
+    fd: int
+
+    @property
+    def readable(self) -> Path:
+        return Path(proc_path(self.fd))
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def file_digest(path: Path) -> str:
@@ -57,14 +75,16 @@ def file_digest(path: Path) -> str:
 
 def verify_file(
     path: Path, declared_bytes: int, declared_digest: str, *, label: str
-) -> VerificationFailure | None:
+) -> VerificationFailure | Verified:
     """Check that ``path`` is a regular file of ``declared_bytes`` hashing to ``declared_digest``.
 
     ``label`` names the artifact in the message (its id and relative path, never an absolute
-    temporary path, so the message is stable across runs). Returns ``None`` when it matches.
+    temporary path, so the message is stable across runs). The file is opened along its
+    canonical path without following any link, and the :class:`Verified` holds that open
+    descriptor.
     """
     try:
-        st = path.stat()
+        fd = open_beneath("/", os.path.realpath(path).lstrip("/"))
     except FileNotFoundError:
         return VerificationFailure(
             "missing_file",
@@ -74,6 +94,17 @@ def verify_file(
         return VerificationFailure(
             "missing_file", f"{label}: the file cannot be read ({exc.strerror}); check permissions."
         )
+    failure = _check_fd(fd, declared_bytes, declared_digest, label)
+    if failure is not None:
+        os.close(fd)
+        return failure
+    return Verified(Path(os.path.realpath(path)), fd)
+
+
+def _check_fd(
+    fd: int, declared_bytes: int, declared_digest: str, label: str
+) -> VerificationFailure | None:
+    st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         return VerificationFailure(
             "missing_file", f"{label}: the path is no longer a regular file; re-run the invocation."
@@ -91,7 +122,7 @@ def verify_file(
             "64 lowercase hex digits, so the file cannot be verified; fix the producing module.",
         )
     try:
-        actual = file_digest(path)
+        actual = "sha256:" + hash_file(fd)
     except OSError as exc:
         return VerificationFailure(
             "missing_file", f"{label}: the file cannot be read ({exc.strerror}); check permissions."
@@ -118,8 +149,7 @@ def recheck(
     """Re-verify an artifact as the host did; absolute root paths never reach the message."""
     label = f"artifact {artifact_id!r} ({path})"
     if root_dir is None:
-        failure = verify_file(file, declared_bytes, declared_digest, label=label)
-        return failure if failure is not None else Verified(file)
+        return verify_file(file, declared_bytes, declared_digest, label=label)
     if not os.path.lexists(root_dir / path):
         return VerificationFailure(
             "missing_file",
@@ -138,7 +168,7 @@ def recheck(
     base = str(root_dir)
     real_base = os.path.realpath(root_dir)
     try:
-        verified = verify_artifact(claim, {claim.root: Root(path=base, mode="ro")})
+        verified, fd = open_verified(claim, {claim.root: Root(path=base, mode="ro")})
     except ArtifactRejected as exc:
         message = exc.message
         for prefix in sorted({real_base, base}, key=len, reverse=True):
@@ -152,4 +182,4 @@ def recheck(
                 detail=message,
             )
         return VerificationFailure(exc.code, message)
-    return Verified(verified.file)
+    return Verified(verified.file, fd)
