@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -254,51 +256,59 @@ def test_a_fifo_or_device_at_the_record_path_is_unavailable_and_never_blocks(
     os.mkfifo(folder / "pipe.jsonl")
     (folder / "dev.jsonl").symlink_to("/dev/zero")
     store = mnb.ConversationStore(tmp_path)
-    for context_id in ("pipe", "dev"):
+    for context_id, kind in (
+        ("pipe", "not a regular file"),
+        ("dev", "a symbolic link; records are read only as regular files"),
+    ):
         err = error_of(lambda c=context_id: store.reader(c).read_messages())
-        assert (
-            str(err) == f"unavailable: the record of context {context_id!r} is not a regular file"
-        )
+        assert str(err) == f"unavailable: the record of context {context_id!r} is {kind}"
 
 
 def test_an_unreadable_record_is_unavailable(tmp_path: Path) -> None:
     folder = tmp_path / "conversations"
     folder.mkdir()
-    (folder / "loop.jsonl").symlink_to("loop.jsonl")  # ELOOP: exists, cannot be opened
+    (folder / "loop.jsonl").symlink_to("loop.jsonl")  # exists, and is never followed
     err = error_of(lambda: mnb.ConversationStore(tmp_path).reader("loop").read_messages())
     assert err.code == "unavailable"
-    assert str(err).startswith("unavailable: the record of context 'loop' cannot be read: ")
+    assert str(err).startswith("unavailable: the record of context 'loop' is a symbolic link")
 
 
-def _write_only_sysfs_attribute() -> Path | None:
-    """A kernel attribute that refuses to be opened for reading, even by root."""
-    for pattern in ("bus/*/uevent", "bus/*/drivers_probe", "bus/*/rescan"):
-        for path in sorted(Path("/sys").glob(pattern)):
-            if path.is_file() and stat.S_IMODE(path.stat().st_mode) == stat.S_IWUSR:
-                return path
-    return None
+_READ_AS_UNPRIVILEGED = """
+import sys
+import murmur_nb as mnb
+try:
+    mnb.ConversationStore(sys.argv[1]).reader("ctx").read_messages()
+except mnb.ConversationReadError as err:
+    print(err.code, str(err), sep="\\n")
+"""
 
 
 def test_a_record_without_read_permission_is_unavailable(tmp_path: Path) -> None:
     write_messages(tmp_path, "ctx", 1)
     record = tmp_path / "conversations" / "ctx.jsonl"
-    if os.geteuid() != 0:
-        record.chmod(0)
-    else:
-        # root reads any file it owns whatever its mode; a write-only kernel attribute is
-        # a regular file that open(O_RDONLY) still refuses with EACCES, so link to one
-        attribute = _write_only_sysfs_attribute()
-        assert attribute is not None, "running as root needs a mounted /sys to deny a read"
-        record.unlink()
-        record.symlink_to(attribute)
+    record.chmod(0)
     try:
-        err = error_of(lambda: mnb.ConversationStore(tmp_path).reader("ctx").read_messages())
+        if os.geteuid() != 0:
+            err = error_of(lambda: mnb.ConversationStore(tmp_path).reader("ctx").read_messages())
+            code, message = err.code, str(err)
+        else:
+            # root reads any file whatever its mode; without the two DAC capabilities
+            # (dropped from the bounding set for one child) it cannot, like anyone else
+            setpriv = shutil.which("setpriv")
+            assert setpriv is not None, "running as root needs setpriv (util-linux)"
+            package = Path(mnb.__file__).resolve().parents[1]
+            out = subprocess.run(
+                [setpriv, "--bounding-set=-dac_override,-dac_read_search", sys.executable,
+                 "-c", _READ_AS_UNPRIVILEGED, str(tmp_path)],
+                capture_output=True, text=True, check=True, timeout=120,
+                env={**os.environ, "PYTHONPATH": str(package)},
+            )
+            code, message = out.stdout.splitlines()
     finally:
-        if not record.is_symlink():
-            record.chmod(stat.S_IRUSR | stat.S_IWUSR)
-    assert err.code == "unavailable"
-    assert str(err) == "unavailable: the record of context 'ctx' cannot be read: Permission denied"
-    assert str(tmp_path) not in str(err)
+        record.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    assert code == "unavailable"
+    assert message == "unavailable: the record of context 'ctx' cannot be read: Permission denied"
+    assert str(tmp_path) not in message
 
 
 def test_bad_utf8_is_handled_per_line(tmp_path: Path) -> None:

@@ -44,7 +44,13 @@ __all__ = [
     "message_lines_into",
 ]
 
-OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+# never through a link: a record swapped for one after the lstat fails the open (ELOOP)
+OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+)
 """How a record is opened for reading: never blocking on a FIFO put in its place."""
 
 _FIRST_CHUNK = 8 << 20

@@ -437,22 +437,28 @@ def _sync(index: RecordIndex, path: Path, context_id: str, walk: Walk | None) ->
     ``unavailable`` when it exists but cannot be read.
     """
     try:
-        st = path.stat()
+        st = path.lstat()  # a link is never followed: it is reported, not read
     except FileNotFoundError:
         index.forget()
         return False
     except OSError as exc:
         raise _unavailable(context_id, exc) from exc
     if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise ConversationReadError(
-            "unavailable", f"the record of context {context_id!r} is {kind}"
+            "unavailable", f"the record of context {context_id!r} is {_record_kind(st)}"
         )
     try:
         index.sync(st, walk if walk is not None and walk.sink_base < 0 else None)
     except OSError as exc:
         raise _unavailable(context_id, exc) from exc
     return True
+
+
+def _record_kind(st: os.stat_result) -> str:
+    """What a record path that is not a regular file is, for the ``unavailable`` reason."""
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link; records are read only as regular files"
+    return "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
 
 
 def _unavailable(context_id: str, exc: OSError) -> ConversationReadError:

@@ -1,0 +1,253 @@
+"""Issue 13, points 6, 8 and 9: a hostile module's files are bounded, unlinked and race-free."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _modules import install
+
+import murmur_nb as mnb
+
+GIB = 1 << 30
+WRONG = "sha256:" + "0" * 64
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    install(home, "hostile", "hostile")
+    return home
+
+
+@pytest.fixture
+def host(home: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
+    with mnb.ModuleHost(home=home, artifact_store=tmp_path / "store") as h:
+        yield h
+
+
+def _make(host: mnb.ModuleHost, files: list[dict[str, Any]], claims: list[dict[str, Any]],
+          **kwargs: Any) -> mnb.Invocation:
+    return host.invoke("hostile.make", {"files": files, "claims": claims}, **kwargs)
+
+
+def _zeros_digest(head: bytes, size: int) -> str:
+    digest = hashlib.sha256(head)
+    block = bytes(1 << 20)
+    left = size - len(head)
+    while left:
+        n = min(left, len(block))
+        digest.update(block[:n])
+        left -= n
+    return "sha256:" + digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- point 6
+
+
+def test_huge_sparse_artifacts_are_refused_before_any_hashing(host: mnb.ModuleHost) -> None:
+    files = [{"name": f"big{i}.bin", "sparse": 4 * GIB} for i in range(2)]
+    claims = [{"path": f"big{i}.bin", "bytes": None, "digest": WRONG} for i in range(2)]
+    started = time.perf_counter()
+    inv = _make(host, files, claims, deadline_ms=1000)
+    elapsed = time.perf_counter() - started
+    assert [r.code for r in inv.rejected_artifacts] == ["artifact_too_large"] * 2
+    assert "above this host's artifact limit of 1073741824" in inv.rejected_artifacts[0].message
+    assert elapsed < 5  # hashing 8 GiB took 40 s before the cap
+
+
+def test_a_claim_can_lie_small_but_fstat_decides(home: Path) -> None:
+    policy = mnb.Policy(max_artifact_bytes=1 << 20)
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        inv = _make(host, [{"name": "big.bin", "sparse": 2 << 20}],
+                    [{"path": "big.bin", "bytes": 10, "digest": WRONG},
+                     {"path": "big.bin", "id": "claims-big", "bytes": 2 << 20, "digest": WRONG}])
+    assert [r.code for r in inv.rejected_artifacts] == ["size_mismatch", "artifact_too_large"]
+
+
+def test_verification_stops_when_its_budget_is_spent(home: Path) -> None:
+    policy = mnb.Policy(verify_budget_ms=200)
+    files = [{"name": f"half{i}.bin", "sparse": GIB // 2} for i in range(2)]
+    files.append({"name": "small.txt", "content": "fine"})
+    claims = [{"path": f"half{i}.bin", "bytes": None, "digest": WRONG} for i in range(2)]
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        started = time.perf_counter()
+        inv = _make(host, files, claims)
+        elapsed = time.perf_counter() - started
+    codes = [r.code for r in inv.rejected_artifacts]
+    assert codes == ["verification_budget_exceeded"] * 2, inv.rejected_artifacts
+    assert "Policy.verify_budget_ms" in inv.rejected_artifacts[0].message
+    assert elapsed < 10  # hashing 1 GiB of zeros, twice over, is what the budget cut short
+
+
+def test_staging_a_sparse_file_keeps_its_holes(host: mnb.ModuleHost) -> None:
+    size = 256 << 20
+    head = b"data at the start of a sparse file"
+    digest = _zeros_digest(head, size)
+    inv = _make(host, [{"name": "sparse.bin", "content": head.decode(), "sparse": size}],
+                [{"path": "sparse.bin", "bytes": size, "digest": digest,
+                  "media_type": "application/octet-stream"}])
+    (art,) = inv.artifacts
+    staged = host.stage(art)
+    st = staged.file.stat()
+    assert st.st_size == size
+    assert st.st_blocks * 512 < 16 << 20  # not materialized (the holes stay holes)
+    with staged.file.open("rb") as fh:
+        assert fh.read(len(head)) == head
+    assert _zeros_digest(head, size) == staged.digest
+
+
+# --------------------------------------------------------------------------- point 8
+
+
+def test_a_hard_link_to_a_file_outside_the_root_is_refused(
+    host: mnb.ModuleHost, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET host file")
+    inv = _make(host, [{"name": "innocent.txt", "hardlink_to": str(secret)}],
+                [{"path": "innocent.txt"}])
+    (rejected,) = inv.rejected_artifacts
+    assert rejected.code == "confinement_violation"
+    assert "2 hard links" in rejected.message and "copy it" in rejected.message
+    assert inv.artifacts == []
+    shown = mnb.render(inv)
+    assert "TOP SECRET" not in shown.html and "TOP SECRET" not in shown.text
+    assert secret.read_text() == "TOP SECRET host file" and secret.stat().st_nlink == 2
+
+
+def test_a_symlinked_conversation_record_is_unavailable(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    with mnb.RecordWriter(elsewhere, "other", stamp=False) as writer:
+        writer.append("user", "PRIVATE message of another home", id="p1")
+    folder = tmp_path / "home" / "conversations"
+    folder.mkdir(parents=True)
+    (folder / "ctx.jsonl").symlink_to(elsewhere / "conversations" / "other.jsonl")
+    with pytest.raises(mnb.ConversationReadError) as info:
+        mnb.ConversationStore(tmp_path / "home").reader("ctx").read_messages()
+    assert info.value.code == "unavailable"
+    assert str(info.value) == (
+        "unavailable: the record of context 'ctx' is a symbolic link; records are read only "
+        "as regular files"
+    )
+
+
+def test_stage_never_changes_anything_through_a_planted_link(
+    host: mnb.ModuleHost, tmp_path: Path
+) -> None:
+    inv = _make(host, [{"name": "a.txt", "content": "genuine"}], [{"path": "a.txt"}])
+    (art,) = inv.artifacts
+    staged = host.stage(art)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("victim content")
+    victim.chmod(0o644)
+    staged.file.unlink()
+    staged.file.symlink_to(victim)
+    again = host.stage(art)
+    assert stat_mode(victim) == 0o644 and victim.read_text() == "victim content"
+    assert not again.file.is_symlink() and again.file.read_text() == "genuine"
+    assert stat_mode(again.file) == 0o444
+    # the store's own folder swapped for a link: refused, nothing written through it
+    sha = tmp_path / "store" / "sha256"
+    sha.rename(tmp_path / "store" / "moved")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    sha.symlink_to(outside)
+    with pytest.raises(mnb.ConfinementViolation, match="not a link"):
+        host.stage(art)
+    assert list(outside.iterdir()) == []
+
+
+def stat_mode(path: Path) -> int:
+    return path.lstat().st_mode & 0o777
+
+
+# --------------------------------------------------------------------------- point 9
+
+_SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+a, b = (p.encode() for p in sys.argv[1:3])
+print("ready", flush=True)
+while True:
+    if libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0:
+        sys.exit(ctypes.get_errno())
+"""
+
+
+@pytest.mark.slow
+def test_swapping_the_path_after_verification_never_shows_outside_bytes(
+    host: mnb.ModuleHost, tmp_path: Path
+) -> None:
+    genuine = "GENUINE artifact text " * 8
+    outside = tmp_path / "outside.txt"
+    outside.write_text("OUTSIDE secret bytes " * 9)  # different content and size
+    inv = _make(host, [{"name": "a.txt", "content": genuine},
+                       {"name": "swap", "symlink_to": str(outside)}],
+                [{"path": "a.txt", "media_type": "text/plain", "presentation": "text"}])
+    (art,) = inv.artifacts
+    root = art.file.parent
+    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(root / "a.txt"),
+                                str(root / "swap")], stdout=subprocess.PIPE, text=True)
+    shown = refused = staged_ok = 0
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+        for i in range(400):
+            rendering = mnb.render(inv)
+            assert "OUTSIDE" not in rendering.html and "OUTSIDE" not in rendering.text
+            if rendering.ok:
+                assert "GENUINE artifact text" in rendering.html
+                shown += 1
+            else:
+                refused += 1
+            if i % 8 == 0:
+                try:
+                    staged = host.stage(art)
+                except mnb.ArtifactRejected:
+                    continue
+                assert staged.file.read_text() == genuine
+                staged.file.unlink()
+                staged_ok += 1
+        assert swapper.poll() is None  # the swapper ran the whole time
+    finally:
+        swapper.kill()
+        swapper.wait()
+        if swapper.stdout is not None:
+            swapper.stdout.close()
+    # the race was real: some renders saw the link (refused), some the file (shown)
+    assert shown > 0 and refused > 0, (shown, refused)
+    assert staged_ok > 0
+
+
+def test_what_was_verified_is_what_is_read_after_a_swap(tmp_path: Path) -> None:
+    """An internal (``recheck``, the render's verify step), swapped deterministically.
+
+    The concurrent test above needs luck to land a swap between the check and the read;
+    here the swap happens exactly there, every time.
+    """
+    from murmur_nb._render.verify import Verified, recheck
+
+    root = tmp_path / "root"
+    root.mkdir()
+    genuine = b"GENUINE bytes"
+    (root / "a.txt").write_bytes(genuine)
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"OUTSIDE bytes")
+    result = recheck(artifact_id="a", path="a.txt", root="out", root_dir=root,
+                     file=root / "a.txt", declared_bytes=len(genuine),
+                     declared_digest="sha256:" + hashlib.sha256(genuine).hexdigest())
+    assert isinstance(result, Verified)
+    try:
+        (root / "a.txt").rename(root / "moved.txt")
+        (root / "a.txt").symlink_to(outside)
+        assert result.readable.read_bytes() == genuine
+        assert (root / "a.txt").read_bytes() == b"OUTSIDE bytes"  # the path does lead out now
+    finally:
+        result.close()
