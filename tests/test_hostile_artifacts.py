@@ -199,7 +199,7 @@ def test_swapping_the_path_after_verification_never_shows_outside_bytes(
     shown = refused = staged_ok = 0
     try:
         assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
-        for i in range(400):
+        for i in range(1500):
             rendering = mnb.render(inv)
             assert "OUTSIDE" not in rendering.html and "OUTSIDE" not in rendering.text
             if rendering.ok:
@@ -207,7 +207,7 @@ def test_swapping_the_path_after_verification_never_shows_outside_bytes(
                 shown += 1
             else:
                 refused += 1
-            if i % 8 == 0:
+            if i % 25 == 0:
                 try:
                     staged = host.stage(art)
                 except mnb.ArtifactRejected:
