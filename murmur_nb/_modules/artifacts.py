@@ -8,17 +8,24 @@ digest ``digest``". The host trusts none of it. Before the file is touched:
 3. the real path (links followed, chains and loops included) must stay inside the real path
    of the root — compared by path components (``os.path.commonpath``), so a sibling folder
    that merely shares the root's name prefix is outside;
-4. ``lstat`` of the real path must show a regular file (a FIFO is never opened, so it
-   cannot block the host).
+4. the claimed ``bytes`` must be within the policy's ``max_artifact_bytes``;
+5. ``lstat`` of the real path must show a regular file (a FIFO is never opened, so it
+   cannot block the host) with exactly one hard link (a second link may be a name outside
+   the root for the same file) and the claimed size.
 
-Only then is the file opened (``O_NOFOLLOW | O_NONBLOCK``), ``fstat`` must agree with the
-``lstat`` (same inode, so a swap in between is caught), the size must equal ``bytes``, and
-the SHA-256, streamed with a large buffer, must equal ``digest``.
+Only then is the file opened, beneath the root along its canonical path with ``O_NOFOLLOW``
+on every component (:mod:`.beneath`), so a link that appears meanwhile fails the open;
+``fstat`` must agree with the ``lstat`` (same inode, one link, the claimed size), and the
+SHA-256, read from that descriptor within the invocation's verification budget, must equal
+``digest``. :func:`open_verified` hands the descriptor on, so whoever renders reads the
+bytes that were hashed, not whatever the path holds later.
 
 Staging copies a verified file into a content-addressed store (``<store>/sha256/<hex><ext>``,
-read-only) and re-hashes the copy, so what is stored is what was verified. The store is
-offered to a consumer module as a read-only root, and every staged file is re-hashed before
-each use: a mutation is detected, not trusted.
+read-only), from a descriptor opened without following links, data extents only (a sparse
+file stays sparse), and re-hashes the copy, so what is stored is what was verified. The
+store is offered to a consumer module as a read-only root, and every staged file is
+re-hashed before each use: a mutation is detected, not trusted. Nothing in the store is
+opened, changed or removed through a link.
 """
 
 from __future__ import annotations
@@ -52,7 +59,9 @@ __all__ = [
     "RejectedArtifact",
     "StagedArtifact",
     "VerifiedArtifact",
+    "check_opened",
     "hash_file",
+    "open_verified",
     "staged_view",
     "verify_artifact",
 ]

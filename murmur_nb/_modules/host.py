@@ -20,6 +20,11 @@ Design notes
   :mod:`._audit`; skills and agent overlays (listing, verified loading, budgets) in
   :mod:`.knowledge` and the agent's capability list in :mod:`.agent_listing`, behind thin
   methods here.
+* **Hostile output is bounded.** What a module prints may nest at most
+  :data:`~.nesting.MAX_JSON_DEPTH` levels; its schemas' patterns run on RE2 (linear
+  time); its artifacts are size-capped, hashed within a time budget, and read later only
+  through the descriptor that was verified. What a caller passes is checked first
+  (:mod:`.request`: strict JSON, bounds, ``extra`` keys as a Go decoder folds them).
 * **Every invocation is audited**, also the refused and failed ones; host failures keep the
   partial :class:`Invocation` on the exception (``exc.invocation``).
 """
