@@ -38,7 +38,7 @@ __all__ = ["canonical_path", "check_bounds", "go_fold", "shadowing_keys", "stric
 _OWN_ORBIT = frozenset({"\u0130", "\u0131"})
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)
 def _orbit_min(ch: str) -> str:
     """The smallest character of ``ch``'s simple-fold orbit (Go's ``foldRune``).
 
