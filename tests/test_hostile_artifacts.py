@@ -251,3 +251,26 @@ def test_what_was_verified_is_what_is_read_after_a_swap(tmp_path: Path) -> None:
         assert (root / "a.txt").read_bytes() == b"OUTSIDE bytes"  # the path does lead out now
     finally:
         result.close()
+
+
+def test_a_grid_never_holds_more_descriptors_than_the_limit_allows(tmp_path: Path) -> None:
+    """Each grid image is read through its verified descriptor; a huge grid stays bounded."""
+    import resource
+
+    from test_render_kit import artifact, invocation, make_png
+
+    root = tmp_path / "root"
+    arts = []
+    for i in range(70):
+        make_png(root / f"g{i}.png", size=(8, 8), seed=i)
+        arts.append(artifact(root, f"g{i}.png", "image/png", "image_grid"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # 64 images may be held
+    try:
+        rendering = mnb.render(invocation(root, arts))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert rendering.ok
+    (grid,) = rendering.parts
+    assert grid.html.count("<img") == 64
+    assert grid.html.count("too many images open at once") == 6

@@ -21,6 +21,7 @@ import errno
 import hashlib
 import os
 import time
+from pathlib import Path
 
 __all__ = ["BudgetSpent", "copy_sparse", "hash_fd", "open_beneath", "proc_path"]
 
@@ -107,6 +108,12 @@ def copy_sparse(src: int, dst: int, size: int) -> None:
     os.ftruncate(dst, size)
 
 
+_FD_DIR = "/proc/self/fd" if Path("/proc/self/fd").is_dir() else "/dev/fd"
+
+
 def proc_path(fd: int) -> str:
-    """A path that opens the very file ``fd`` refers to, whatever its name is now (Linux)."""
-    return f"/proc/self/fd/{fd}"
+    """A path that opens the very file ``fd`` refers to, whatever its name is now.
+
+    ``/proc/self/fd/N`` on Linux (a fresh open of that file); ``/dev/fd/N`` elsewhere.
+    """
+    return f"{_FD_DIR}/{fd}"

@@ -8,6 +8,9 @@ instead list image paths relative to its root. Thumbnails and the byte budget li
 
 from __future__ import annotations
 
+import resource
+from pathlib import Path
+
 from murmur_nb._render.core import (
     Body,
     RenderBudget,
@@ -23,11 +26,30 @@ from murmur_nb._render.media import GridItem, grid_html
 from murmur_nb._render.slides import image_list
 from murmur_nb._render.text import load_json
 
-__all__ = ["grid_rendering", "json_grid_rendering"]
+__all__ = ["NOT_HELD", "grid_rendering", "json_grid_rendering", "max_held"]
+
+
+#: The ``file`` of a grid source that was verified but not kept open (see :func:`max_held`).
+NOT_HELD = Path("/nonexistent/murmur-nb/not-held")
+
+
+def max_held() -> int:
+    """Grid images kept open at once: a quarter of the descriptor limit, at least 64.
+
+    Each verified image is read through its open descriptor, so a grid holds one per image
+    until it is drawn; past this many, images are verified but listed, not drawn.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(64, soft // 4) if soft > 0 else 256
 
 
 def grid_rendering(sources: list[Source], budget: RenderBudget, notes: list[str]) -> Rendering:
-    items = [GridItem(s.title, s.file, s.media_type) for s in sources]
+    items = [
+        GridItem(s.title, s.file, s.media_type)
+        if s.file != NOT_HELD
+        else GridItem(s.title, None, s.media_type, "not drawn: too many images open at once")
+        for s in sources
+    ]
     body_html, grid_notes = grid_html(items, budget)
     body = Body(html=body_html, notes=[*notes, *grid_notes])
     if len(sources) == 1:

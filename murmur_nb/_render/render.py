@@ -14,6 +14,7 @@ Design notes
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 from murmur_nb._render.core import RenderBudget, Rendering, Source, error_card, esc
 from murmur_nb._render.fallback import render_one, verify_source
-from murmur_nb._render.grid import grid_rendering
+from murmur_nb._render.grid import NOT_HELD, grid_rendering, max_held
 from murmur_nb._render.inputs import (
     ArtifactLike,
     InvocationLike,
@@ -61,7 +62,13 @@ def _render_invocation_held(
         source = source_of(artifact, roots)
         hint = (artifact.presentation or "").strip()
         if hint == "image_grid" and source.media_type.startswith("image/"):
-            checked = verify_source(source, held)
+            if len(grid_sources) < max_held():
+                checked = verify_source(source, held)
+            else:  # verified all the same, but not kept open (nor drawn): see max_held
+                with contextlib.ExitStack() as brief:
+                    checked = verify_source(source, brief)
+                if not isinstance(checked, Rendering):
+                    checked = dataclasses.replace(checked, file=NOT_HELD)
             if isinstance(checked, Rendering):
                 parts.append(checked)
                 continue
