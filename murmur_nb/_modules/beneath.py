@@ -59,13 +59,15 @@ def hash_fd(fd: int, *, deadline: float | None = None) -> str:
     ``deadline`` is a :func:`time.monotonic` instant; past it :class:`BudgetSpent` is raised.
     """
     digest = hashlib.sha256()
+    buf = bytearray(_BUF)
+    view = memoryview(buf)
     offset = 0
     while True:
-        chunk = os.pread(fd, _BUF, offset)
-        if not chunk:
+        n = os.preadv(fd, [buf], offset)
+        if not n:
             return digest.hexdigest()
-        digest.update(chunk)
-        offset += len(chunk)
+        digest.update(view[:n])
+        offset += n
         if deadline is not None and time.monotonic() > deadline:
             raise BudgetSpent(f"stopped after {offset} bytes")
 
