@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _modules import install
 
 import murmur_nb as mnb
 
@@ -19,16 +18,12 @@ GIB = 1 << 30
 WRONG = "sha256:" + "0" * 64
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    install(home, "hostile", "hostile")
-    return home
+FACET_MODULES = [("hostile", "hostile_output")]
 
 
 @pytest.fixture
-def host(home: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
-    with mnb.ModuleHost(home=home, artifact_store=tmp_path / "store") as h:
+def host(facet_home: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
+    with mnb.ModuleHost(home=facet_home, artifact_store=tmp_path / "store") as h:
         yield h
 
 
@@ -62,21 +57,21 @@ def test_huge_sparse_artifacts_are_refused_before_any_hashing(host: mnb.ModuleHo
     assert elapsed < 5  # hashing 8 GiB took 40 s before the cap
 
 
-def test_a_claim_can_lie_small_but_fstat_decides(home: Path) -> None:
+def test_a_claim_can_lie_small_but_fstat_decides(facet_home: Path) -> None:
     policy = mnb.Policy(max_artifact_bytes=1 << 20)
-    with mnb.ModuleHost(home=home, policy=policy) as host:
+    with mnb.ModuleHost(home=facet_home, policy=policy) as host:
         inv = _make(host, [{"name": "big.bin", "sparse": 2 << 20}],
                     [{"path": "big.bin", "bytes": 10, "digest": WRONG},
                      {"path": "big.bin", "id": "claims-big", "bytes": 2 << 20, "digest": WRONG}])
     assert [r.code for r in inv.rejected_artifacts] == ["size_mismatch", "artifact_too_large"]
 
 
-def test_verification_stops_when_its_budget_is_spent(home: Path) -> None:
+def test_verification_stops_when_its_budget_is_spent(facet_home: Path) -> None:
     policy = mnb.Policy(verify_budget_ms=200)
     files = [{"name": f"half{i}.bin", "sparse": GIB // 2} for i in range(2)]
     files.append({"name": "small.txt", "content": "fine"})
     claims = [{"path": f"half{i}.bin", "bytes": None, "digest": WRONG} for i in range(2)]
-    with mnb.ModuleHost(home=home, policy=policy) as host:
+    with mnb.ModuleHost(home=facet_home, policy=policy) as host:
         started = time.perf_counter()
         inv = _make(host, files, claims)
         elapsed = time.perf_counter() - started
@@ -122,15 +117,17 @@ def test_a_hard_link_to_a_file_outside_the_root_is_refused(
     assert secret.read_text() == "TOP SECRET host file" and secret.stat().st_nlink == 2
 
 
-def test_a_symlinked_conversation_record_is_unavailable(tmp_path: Path) -> None:
+def test_a_symlinked_conversation_record_is_unavailable(
+    murmur_home: Path, tmp_path: Path
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     with mnb.RecordWriter(elsewhere, "other", stamp=False) as writer:
         writer.append("user", "PRIVATE message of another home", id="p1")
-    folder = tmp_path / "home" / "conversations"
+    folder = murmur_home / "conversations"
     folder.mkdir(parents=True)
     (folder / "ctx.jsonl").symlink_to(elsewhere / "conversations" / "other.jsonl")
     with pytest.raises(mnb.ConversationReadError) as info:
-        mnb.ConversationStore(tmp_path / "home").reader("ctx").read_messages()
+        mnb.ConversationStore(murmur_home).reader("ctx").read_messages()
     assert info.value.code == "unavailable"
     assert str(info.value) == (
         "unavailable: the record of context 'ctx' is a symbolic link; records are read only "

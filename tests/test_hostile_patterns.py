@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _modules import install, write_descriptor
+from _modules import write_descriptor
 
 import murmur_nb as mnb
 from murmur_nb._modules.descriptor import schema_validator_class
@@ -57,17 +57,19 @@ RESULT = {
 }
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    folder = install(home, "hostile", "hostile")
-    write_descriptor(folder, _descriptor(REQUEST, RESULT))
-    return home
+FACET_MODULES = [("hostile", "hostile_output")]
 
 
 @pytest.fixture
-def host(home: Path) -> Iterator[mnb.ModuleHost]:
-    with mnb.ModuleHost(home=home) as h:
+def facet_home(facet_home: Path) -> Path:
+    """The hostile module, described with the catastrophic patterns of this file."""
+    write_descriptor(facet_home / "modules" / "hostile", _descriptor(REQUEST, RESULT))
+    return facet_home
+
+
+@pytest.fixture
+def host(facet_home: Path) -> Iterator[mnb.ModuleHost]:
+    with mnb.ModuleHost(home=facet_home) as h:
         yield h
 
 
@@ -125,9 +127,11 @@ def test_validation_stays_under_50_ms(size: int) -> None:
          "unevaluatedProperties"),
     ],
 )
-def test_patterns_re2_cannot_run_refuse_the_module(home: Path, schema: Any, words: str) -> None:
-    write_descriptor(home / "modules" / "hostile", _descriptor(schema, {}))
-    with mnb.ModuleHost(home=home) as host:
+def test_patterns_re2_cannot_run_refuse_the_module(
+    facet_home: Path, schema: Any, words: str
+) -> None:
+    write_descriptor(facet_home / "modules" / "hostile", _descriptor(schema, {}))
+    with mnb.ModuleHost(home=facet_home) as host:
         (info,) = host.modules()
         assert not info.ok
         assert any(words in e.detail and e.path == "request_schemas.evil_in"

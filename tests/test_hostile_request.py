@@ -20,16 +20,12 @@ from murmur_nb.protocol import Request
 HOST_FIELDS = sorted(set(Request.model_fields) - {"extra"})
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    install(home, "hostile", "hostile_output")
-    return home
+FACET_MODULES = [("hostile", "hostile_output")]
 
 
 @pytest.fixture
-def host(home: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
-    with mnb.ModuleHost(home=home, runs_dir=tmp_path / "runs") as h:
+def host(facet_home: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
+    with mnb.ModuleHost(home=facet_home, runs_dir=tmp_path / "runs") as h:
         yield h
 
 
@@ -177,16 +173,18 @@ def test_folded_extra_keys_never_reach_the_module(host: mnb.ModuleHost) -> None:
         assert repr(key) in warning
 
 
-def test_roots_are_canonical_when_the_runs_folder_is_a_link(home: Path, tmp_path: Path) -> None:
+def test_roots_are_canonical_when_the_runs_folder_is_a_link(
+    facet_home: Path, tmp_path: Path
+) -> None:
     real = tmp_path / "real-runs"
     real.mkdir()
     (tmp_path / "link-runs").symlink_to(real)
     policy = mnb.Policy(roots={"out": tmp_path / "link-out"})
     (tmp_path / "real-out").mkdir()
     (tmp_path / "link-out").symlink_to(tmp_path / "real-out")
-    with mnb.ModuleHost(home=home, runs_dir=tmp_path / "link-runs") as host:
+    with mnb.ModuleHost(home=facet_home, runs_dir=tmp_path / "link-runs") as host:
         fresh = _received(host.invoke("hostile.echo", {}))["roots"]["out"]["path"]
-    with mnb.ModuleHost(home=home, policy=policy, runs_dir=tmp_path / "link-runs") as host:
+    with mnb.ModuleHost(home=facet_home, policy=policy, runs_dir=tmp_path / "link-runs") as host:
         mapped = _received(host.invoke("hostile.echo", {}))["roots"]["out"]["path"]
     assert fresh == os.path.realpath(fresh) and fresh.startswith(str(real.resolve()) + "/")
     assert mapped == str((tmp_path / "real-out").resolve())
@@ -212,9 +210,9 @@ def test_bounds_outside_the_policy_are_refused(
     assert host.audit()["outcome"].iloc[-1] == "invalid_input"
 
 
-def test_bounds_within_the_policy_reach_the_module(home: Path) -> None:
+def test_bounds_within_the_policy_reach_the_module(facet_home: Path) -> None:
     policy = mnb.Policy(deadline_ms_limit=90_000, max_output_bytes_limit=1 << 25)
-    with mnb.ModuleHost(home=home, policy=policy) as host:
+    with mnb.ModuleHost(home=facet_home, policy=policy) as host:
         got = _received(host.invoke("hostile.echo", {}, deadline_ms=90_000,
                                     max_output_bytes=1 << 25))
         with pytest.raises(mnb.InvalidInput, match="above this host's bound of 90000"):
@@ -251,15 +249,15 @@ def test_non_ascii_input_that_is_valid_reaches_the_module_intact(host: mnb.Modul
 
 
 @pytest.mark.parametrize("depth", [64, 900, 200_000])
-def test_deep_describe_output_refuses_that_module_only(home: Path, depth: int) -> None:
-    install(home, "plain-one", "plain")
-    deep = install(home, "deep", "hostile")
+def test_deep_describe_output_refuses_that_module_only(facet_home: Path, depth: int) -> None:
+    install(facet_home, "plain-one", "plain")
+    deep = install(facet_home, "deep", "hostile_output")
     # depth counts the envelope itself: 1 + depth brackets in "result"
     nested = "[" * depth + "]" * depth
     envelope = json.dumps({"protocol": "modproto.v1", "module": "deep", "operation": "describe",
                            "request_id": "", "ok": True, "result": 0, "warnings": []})
     (deep / "describe.raw").write_text(envelope.replace('"result": 0', f'"result": {nested}'))
-    with mnb.ModuleHost(home=home) as host:
+    with mnb.ModuleHost(home=facet_home) as host:
         infos = {info.id: info for info in host.modules()}
         assert infos["plain-one"].ok and infos["hostile"].ok
         (error,) = infos["deep"].errors
