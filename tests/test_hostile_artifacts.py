@@ -102,19 +102,26 @@ def test_staging_a_sparse_file_keeps_its_holes(host: mnb.ModuleHost) -> None:
 
 
 def test_a_hard_link_to_a_file_outside_the_root_is_refused(
-    host: mnb.ModuleHost, tmp_path: Path
+    facet_home: Path, tmp_path: Path
 ) -> None:
+    """Inside the sandbox the module cannot even see the file; the host's own check is the
+    second line, so it is tried with the sandbox off (a machine without one, opted out)."""
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP SECRET host file")
-    inv = _make(host, [{"name": "innocent.txt", "hardlink_to": str(secret)}],
-                [{"path": "innocent.txt"}])
+    files = [{"name": "innocent.txt", "hardlink_to": str(secret)}]
+    with mnb.ModuleHost(home=facet_home) as confined, pytest.raises(mnb.ProtocolViolation):
+        _make(confined, files, [{"path": "innocent.txt"}])  # os.link fails: no such file
+    assert secret.stat().st_nlink == 1
+    with mnb.ModuleHost(home=facet_home, policy=mnb.Policy(sandbox="off")) as host:
+        inv = _make(host, files, [{"path": "innocent.txt"}])
+        assert secret.stat().st_nlink == 2  # the module really linked it into its root
     (rejected,) = inv.rejected_artifacts
     assert rejected.code == "confinement_violation"
     assert "2 hard links" in rejected.message and "copy it" in rejected.message
     assert inv.artifacts == []
     shown = mnb.render(inv)
     assert "TOP SECRET" not in shown.html and "TOP SECRET" not in shown.text
-    assert secret.read_text() == "TOP SECRET host file" and secret.stat().st_nlink == 2
+    assert secret.read_text() == "TOP SECRET host file"
 
 
 def test_a_symlinked_conversation_record_is_unavailable(
