@@ -45,6 +45,7 @@ from murmur_nb._exceptions import (
     SizeMismatch,
 )
 from murmur_nb._hooks.build import build_demo_hook, build_python_hook
+from murmur_nb._hooks.config import HookConfig
 from murmur_nb._hooks.host import HookHost, HookInfo, HookResult
 from murmur_nb._modules.agent_listing import AgentListing, CapabilityLine
 from murmur_nb._modules.artifacts import (
@@ -55,8 +56,9 @@ from murmur_nb._modules.artifacts import (
 )
 from murmur_nb._modules.check import check_module
 from murmur_nb._modules.check_report import CheckReport, CheckResult
-from murmur_nb._modules.descriptor import DescriptorError
-from murmur_nb._modules.host import Invocation, ModuleHost, ModuleInfo
+from murmur_nb._modules.descriptor import DescriptorError, DescriptorProblem
+from murmur_nb._modules.host import ModuleHost
+from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.knowledge import (
     KnowledgeDocument,
     KnowledgeWarning,
@@ -99,7 +101,9 @@ __all__ = [
     "DeadlineExceeded",
     "DemoHome",
     "DescriptorError",
+    "DescriptorProblem",
     "DigestMismatch",
+    "HookConfig",
     "HookConfigError",
     "HookError",
     "HookHost",

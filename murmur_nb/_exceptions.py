@@ -26,7 +26,7 @@ Where a caller would naturally catch a builtin, the error inherits it as well
     ├── InvalidContextId              invalid_context_id    (ValueError)
     ├── HookError
     │   └── HookConfigError           invalid_config        (ValueError)
-    ├── RenderError                   render_failed
+    ├── RenderError                   render_failed         (never raised; kept for compatibility)
     └── MissingDependency             missing_dependency    (ImportError)
 
 The conversation errors keep the WIT seed's own spelling (``not-granted``,
@@ -37,7 +37,12 @@ verbatim; ``str(err)`` is exactly the string a guest receives.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # annotations only: every module imports this one first, so it imports none of them
+    from murmur_nb._modules.descriptor import DescriptorProblem
+    from murmur_nb._modules.invocation import Invocation
 
 __all__ = [
     "ApprovalRequired",
@@ -90,7 +95,7 @@ class ModuleHostError(MurmurError):
     """
 
     code = "module_host_error"
-    invocation: Any = None
+    invocation: Invocation | None = None
 
 
 class ModuleNotFound(ModuleHostError, LookupError):
@@ -102,9 +107,9 @@ class InvalidDescriptor(ModuleHostError):
 
     code = "invalid_descriptor"
 
-    def __init__(self, message: str, *, errors: Sequence[Any] = ()) -> None:
+    def __init__(self, message: str, *, errors: Sequence[DescriptorProblem] = ()) -> None:
         super().__init__(message)
-        self.errors: list[Any] = list(errors)
+        self.errors: list[DescriptorProblem] = list(errors)
 
 
 class InvalidInput(ModuleHostError, ValueError):
@@ -168,8 +173,11 @@ class OutputTooLarge(ProtocolViolation):
 class ArtifactRejected(ModuleHostError):
     """A produced artifact failed re-validation and was neither rendered nor staged.
 
-    Its confinement and digest subclasses also refuse a module's skill or agent overlay at
-    load time (nothing of it is returned); ``artifact_id`` then names that document.
+    The one name of a failed artifact check: the host raises it when an invocation returns
+    (and records it on ``Invocation.rejected_artifacts`` as a
+    :class:`~murmur_nb.RejectedArtifact`, its public record) and when staging. Its
+    confinement and digest subclasses also refuse a module's skill or agent overlay at load
+    time (nothing of it is returned); ``artifact_id`` then names that document.
     """
 
     code = "artifact_rejected"
@@ -221,6 +229,11 @@ class HookConfigError(HookError, ValueError):
 
 
 class RenderError(MurmurError):
+    """Not raised by murmur-nb: a rendering failure is an error card (``Rendering`` with
+    ``error_code``), and a file that changed since it was verified is an
+    :class:`ArtifactRejected`. Kept, as a public name, so existing ``except RenderError``
+    clauses still import; it will be removed in a future major version."""
+
     code = "render_failed"
 
 

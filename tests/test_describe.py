@@ -245,6 +245,33 @@ def test_refused_module_cannot_be_invoked(facet_home: Path, base: Desc) -> None:
     assert host.audit()["outcome"].tolist() == ["invalid_descriptor"]
 
 
+def test_capability_lookup_describes_the_module_now(facet_home: Path, base: Desc) -> None:
+    with _host(facet_home) as host:
+        descriptor, cap = host.capability("good.echo")
+        assert (descriptor.module, cap.id) == ("good", "good.echo")
+        assert cap.request_schema in (descriptor.request_schemas or {})
+        base["capabilities"][0]["title"] = "Echo, renamed"
+        write_descriptor(facet_home / "modules" / "good", base)
+        assert host.capability("good.echo")[1].title == "Echo, renamed"
+        with pytest.raises(mnb.ModuleNotFound, match=r"it offers: good\.echo"):
+            host.capability("good.nope")
+        with pytest.raises(mnb.ModuleNotFound, match="no installed module offers"):
+            host.capability("absent.echo")
+        base["protocol_versions"] = ["modproto.v2"]
+        write_descriptor(facet_home / "modules" / "good", base)
+        with pytest.raises(mnb.InvalidDescriptor):
+            host.capability("good.echo")
+
+
+def test_descriptor_problems_are_records_under_both_names(facet_home: Path, base: Desc) -> None:
+    base["protocol_versions"] = ["modproto.v2"]
+    (problem,) = _errors(facet_home, base)
+    assert isinstance(problem, mnb.DescriptorProblem)
+    assert mnb.DescriptorError is mnb.DescriptorProblem
+    assert not isinstance(problem, BaseException)
+    assert str(problem) == f"protocol_versions: {problem.detail}"
+
+
 def test_module_that_is_not_executable(facet_home: Path) -> None:
     (facet_home / "modules" / "good" / "module").chmod(0o644)
     (facet_home / "modules" / "empty").mkdir()

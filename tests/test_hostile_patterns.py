@@ -11,7 +11,7 @@ import pytest
 from _modules import write_descriptor
 
 import murmur_nb as mnb
-from murmur_nb._modules.descriptor import schema_validator_class
+from murmur_nb._modules.schemas import validator_class as schema_validator_class
 from murmur_nb.widgets import CapabilityForm
 
 EVIL = "^(a+)+$"  # exponential for a backtracking engine on "aaa...a!"

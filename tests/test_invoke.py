@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
-from murmur_nb._modules.envelope import _check_envelope
+from murmur_nb._modules.envelope import check_envelope
 from murmur_nb.protocol import PROTOCOL_ID
 
 FACET_MODULES = [("good",), ("liar", "liar"), ("runaway", "runaway")]  # in facet_home
@@ -509,7 +509,7 @@ def test_property_accepted_envelopes_obey_every_rule(
     req = mnb.protocol.Request(capability="good.echo", request_id="rid")
     inv = mnb.Invocation(module="good", capability="good.echo", request=req)
     try:
-        out = _check_envelope(json.dumps(env).encode(), "good", "rid", inv)
+        out = check_envelope(json.dumps(env).encode(), "good", "rid", inv)
     except mnb.ProtocolViolation as exc:
         assert exc.rule
         return

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import operator
 import os
-import re
 import stat
 import threading
 from dataclasses import dataclass
@@ -43,6 +42,8 @@ from murmur_nb._conversations.index import (
 )
 from murmur_nb._conversations.messages import Message, MessagePage, messages_of, read_rows
 from murmur_nb._exceptions import ConversationReadError, InvalidContextId
+from murmur_nb._rules import PLAIN_ID_RE
+from murmur_nb._rules import murmur_home as default_home
 
 __all__ = [
     "CONTEXT_ID_PATTERN",
@@ -56,7 +57,7 @@ __all__ = [
     "walk_record",
 ]
 
-CONTEXT_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+CONTEXT_ID_PATTERN = PLAIN_ID_RE
 """What a context id must match in full (SPEC §3); it is a plain name, never a path."""
 
 MAX_PAGE = 100
@@ -89,12 +90,6 @@ def check_context_id(context_id: object) -> str:
             "Pass the context_id the runtime reported for the task."
         )
     return context_id
-
-
-def default_home() -> Path:
-    """The murmur home: ``$MURMUR_HOME`` when set and non-empty, else ``~/.murmur``."""
-    env = os.environ.get("MURMUR_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".murmur"
 
 
 class ConversationStore:

@@ -31,7 +31,7 @@ import os
 import random
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -247,25 +247,49 @@ def _tool_result(rng: random.Random, tool: str, topic: str) -> tuple[Any, bool]:
     if rng.random() < 0.12:
         code = rng.choice(["timeout", "not_found", "permission_denied", "rate_limited"])
         return {"error": code, "message": f"{tool} failed: {code.replace('_', ' ')}"}, True
-    if tool == "search_files":
-        hits = [
-            {"path": f"src/{rng.choice(_PACKAGES)}/{w}.py", "line": rng.randint(1, 400)}
-            for w in rng.sample(_FILES, rng.randint(1, 5))
-        ]
-        return {"query": topic, "matches": hits}, False
-    if tool == "read_file":
-        lines = [f"{n:4d}  # {topic}: step {n}" for n in range(1, rng.randint(6, 60))]
-        return "\n".join(lines), False
-    if tool == "run_tests":
-        passed = rng.randint(40, 220)
-        failed = rng.choice([0, 0, 0, 1, 2])
-        return {"passed": passed, "failed": failed, "seconds": round(rng.uniform(2, 90), 1)}, False
-    if tool == "query_db":
-        rows = [[f"2026-03-{d:02d}", rng.randint(100, 900)] for d in range(1, rng.randint(3, 12))]
-        return {"columns": ["day", "orders"], "rows": rows}, False
-    if tool == "render_chart":
-        return [f"chart-{rng.randint(1000, 9999)}.png"], False
-    return f"<html><title>{topic}</title>{'lorem ipsum ' * rng.randint(5, 120)}</html>", False
+    body = _TOOL_BODIES.get(tool, _web_page)
+    return body(rng, topic), False
+
+
+def _search_files(rng: random.Random, topic: str) -> Any:
+    hits = [
+        {"path": f"src/{rng.choice(_PACKAGES)}/{w}.py", "line": rng.randint(1, 400)}
+        for w in rng.sample(_FILES, rng.randint(1, 5))
+    ]
+    return {"query": topic, "matches": hits}
+
+
+def _read_file(rng: random.Random, topic: str) -> Any:
+    lines = [f"{n:4d}  # {topic}: step {n}" for n in range(1, rng.randint(6, 60))]
+    return "\n".join(lines)
+
+
+def _run_tests(rng: random.Random, topic: str) -> Any:
+    passed = rng.randint(40, 220)
+    failed = rng.choice([0, 0, 0, 1, 2])
+    return {"passed": passed, "failed": failed, "seconds": round(rng.uniform(2, 90), 1)}
+
+
+def _query_db(rng: random.Random, topic: str) -> Any:
+    rows = [[f"2026-03-{d:02d}", rng.randint(100, 900)] for d in range(1, rng.randint(3, 12))]
+    return {"columns": ["day", "orders"], "rows": rows}
+
+
+def _render_chart(rng: random.Random, topic: str) -> Any:
+    return [f"chart-{rng.randint(1000, 9999)}.png"]
+
+
+def _web_page(rng: random.Random, topic: str) -> Any:
+    return f"<html><title>{topic}</title>{'lorem ipsum ' * rng.randint(5, 120)}</html>"
+
+
+_TOOL_BODIES: dict[str, Callable[[random.Random, str], Any]] = {
+    "search_files": _search_files,
+    "read_file": _read_file,
+    "run_tests": _run_tests,
+    "query_db": _query_db,
+    "render_chart": _render_chart,
+}
 
 
 def demo_conversation(messages: int = 320, seed: int = 2026) -> list[dict[str, Any]]:

@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from murmur_nb._rules import facet_studio_home, sha256_file
+
 if TYPE_CHECKING:
     from wasmtime import Engine
     from wasmtime.component import Component
@@ -89,8 +91,7 @@ def key_dir() -> Path:
 
 
 def _forbidden_homes() -> list[Path]:
-    facet = os.environ.get("FACET_STUDIO_HOME")
-    return [cache_dir(), Path(facet) if facet else Path.home() / ".facet-studio"]
+    return [cache_dir(), facet_studio_home()]
 
 
 def _private(st: os.stat_result, mode: int) -> bool:
@@ -137,15 +138,6 @@ def cache_key(directory: Path | None = None) -> bytes:
         handle.write(key)
     Path(tmp).replace(path)
     return key
-
-
-def sha256_file(path: Path) -> str:
-    """Lowercase hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _wasmtime_version() -> str:

@@ -213,10 +213,7 @@ class PageLowering:
             byte_vec_new(at, len(raw), raw)
             raw = message.role.encode("utf-8")
             byte_vec_new(at + entry_size, len(raw), raw)
-            content = message.content
-            if type(content) is not str:
-                content = _wire_content(message)
-            raw = content.encode("utf-8")
+            raw = message.content.encode("utf-8")
             byte_vec_new(at + 2 * entry_size, len(raw), raw)
             name = message.name
             if name is not None:
@@ -251,19 +248,11 @@ def message_record(message: Any) -> Any:
     record: Any = Record()
     record.id = message.id
     record.role = message.role
-    content = message.content
-    record.content = content if isinstance(content, str) else _wire_content(message)
+    record.content = message.content
     record.name = message.name
     created = message.created_at
     setattr(record, "created-at", None if created is None else _timestamp(created))
     return record
-
-
-def _wire_content(message: Any) -> str:
-    wire = getattr(message, "wire_content", None)
-    if callable(wire):
-        return str(wire())
-    raise TypeError(f"message {message.id!r} has non-string content and no wire form")
 
 
 def _timestamp(value: Any) -> str:

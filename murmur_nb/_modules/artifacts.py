@@ -49,8 +49,8 @@ from murmur_nb._exceptions import (
     SizeMismatch,
 )
 from murmur_nb._modules.beneath import BudgetSpent, copy_sparse, hash_fd, open_beneath
-from murmur_nb._modules.descriptor import DIGEST_RE
 from murmur_nb._render.presentation import PRIMITIVES
+from murmur_nb._rules import DIGEST_RE
 from murmur_nb.protocol import Artifact, Root
 
 __all__ = [
@@ -80,7 +80,8 @@ class VerifiedArtifact(Artifact):
 
 @dataclass(frozen=True)
 class RejectedArtifact:
-    """An artifact that failed re-validation: never rendered, never staged."""
+    """The record of an :class:`~murmur_nb.ArtifactRejected`: the artifact that failed
+    re-validation, with the error's ``code`` and ``message``. Never rendered, never staged."""
 
     artifact: Artifact
     code: str
@@ -118,20 +119,19 @@ def hash_file(fd: int) -> str:
 
 
 def _relative_path_problem(path: str) -> str | None:
-    if not path:
-        return "the path is empty"
-    if "\x00" in path:
-        return "the path contains a NUL byte"
-    if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
-        return "the path is absolute; artifact paths are relative to their root"
-    if path.endswith("/"):
-        return "the path ends with '/'; an artifact names a file"
     parts = path.split("/")
-    if ".." in parts:
-        return "the path climbs out with '..'"
-    if "" in parts:
-        return "the path has an empty component ('//')"
-    return None
+    checks = (
+        (not path, "the path is empty"),
+        ("\x00" in path, "the path contains a NUL byte"),
+        (
+            path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path) is not None,
+            "the path is absolute; artifact paths are relative to their root",
+        ),
+        (path.endswith("/"), "the path ends with '/'; an artifact names a file"),
+        (".." in parts, "the path climbs out with '..'"),
+        ("" in parts, "the path has an empty component ('//')"),
+    )
+    return next((why for broken, why in checks if broken), None)
 
 
 def _inside(base: str, real: str) -> bool:

@@ -2,10 +2,10 @@
 
 Design notes
 ------------
-* **A row per invocation, refused and failed ones too.** A row is opened before anything
-  runs and filled as the call gets further, so a refusal still records what was known
-  (module, approval) and a host failure keeps the partial :class:`~murmur_nb.Invocation`'s
-  facts.
+* **A row per invocation, refused and failed ones too.** An :class:`AuditRow` is opened
+  before anything runs and filled as the call gets further, so a refusal still records what
+  was known (module, approval) and a host failure keeps the partial
+  :class:`~murmur_nb.Invocation`'s facts.
 * **Unknown is not free.** Costs are nullable ``Float64`` columns: ``<NA>`` is *unknown*,
   ``0`` is free.
 * **Knowledge loads have their own frame** (:func:`knowledge_frame`, one row per skill or
@@ -16,71 +16,81 @@ Design notes
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from murmur_nb._modules.invocation import Invocation
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from murmur_nb._modules.host import Invocation
+__all__ = ["KNOWLEDGE_COLUMNS", "AuditRow", "audit_frame", "knowledge_frame"]
 
 
-def _new_row(capability: str, request_id: str, started: datetime) -> dict[str, Any]:
-    return {
-        "time": started,
-        "module": None,
-        "capability": capability,
-        "request_id": request_id,
-        "grants": None,
-        "approval": "not evaluated",
-        "duration_ms": None,
-        "outcome": None,
-        "ok": False,
-        "estimated_cost": None,
-        "actual_cost": None,
-        "artifacts": [],
-        "rejected_artifacts": [],
-        "warnings": 0,
-        "message": "",
-        "confinement": "",
-    }
+@dataclass
+class AuditRow:
+    """One invocation's audit facts; the field order is the DataFrame's column order."""
+
+    time: datetime
+    module: str | None
+    capability: str
+    request_id: str
+    grants: dict[str, Any] | None = None
+    approval: str = "not evaluated"
+    duration_ms: float | None = None
+    outcome: str | None = None
+    ok: bool = False
+    estimated_cost: float | None = None
+    actual_cost: float | None = None
+    artifacts: list[str] = field(default_factory=list)
+    rejected_artifacts: list[str] = field(default_factory=list)
+    warnings: int = 0
+    message: str = ""
+    confinement: str = ""
+
+    @classmethod
+    def open(cls, capability: str, request_id: str, started: datetime) -> AuditRow:
+        """The row of a call that has not started yet: only what the caller asked."""
+        return cls(time=started, module=None, capability=capability, request_id=request_id)
+
+    def fill(self, inv: Invocation) -> None:
+        """Copy what ``inv`` knows (module, grants, approval, costs, artifacts, sandbox)."""
+        self.module = inv.module
+        self.grants = inv.request.grants.model_dump(mode="json")
+        self.approval = inv.approval
+        self.ok = inv.ok
+        self.estimated_cost = inv.execution.estimated_cost
+        self.actual_cost = inv.execution.actual_cost
+        self.artifacts = [a.digest for a in inv.artifacts]
+        self.rejected_artifacts = [f"{r.id}:{r.code}" for r in inv.rejected_artifacts]
+        self.warnings = len(inv.warnings)
+        self.confinement = inv.confinement
+
+    @staticmethod
+    def outcome_of(inv: Invocation) -> tuple[str, str]:
+        """``(outcome, message)`` of a call that returned: ``ok`` or the module's error."""
+        if inv.ok:
+            return "ok", ""
+        if inv.error is None:
+            return "error", ""
+        return inv.error.code, inv.error.message
+
+    def as_dict(self) -> dict[str, Any]:
+        """A copy as plain data (lists and the grants dict copied too)."""
+        return dataclasses.asdict(self)
 
 
-def _fill_row(row: dict[str, Any], inv: Invocation) -> None:
-    row["module"] = inv.module
-    row["grants"] = inv.request.grants.model_dump(mode="json")
-    row["approval"] = inv.approval
-    row["ok"] = inv.ok
-    row["estimated_cost"] = inv.execution.estimated_cost
-    row["actual_cost"] = inv.execution.actual_cost
-    row["artifacts"] = [a.digest for a in inv.artifacts]
-    row["rejected_artifacts"] = [f"{r.id}:{r.code}" for r in inv.rejected_artifacts]
-    row["warnings"] = len(inv.warnings)
-    row["confinement"] = inv.confinement
+COLUMNS = tuple(f.name for f in dataclasses.fields(AuditRow))
 
 
-def _audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def audit_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Rows (:meth:`AuditRow.as_dict`) as a DataFrame: nullable costs, a UTC ``time``."""
     import pandas as pd  # noqa: PLC0415 - heavy; imported on first use
 
-    columns = [
-        "time",
-        "module",
-        "capability",
-        "request_id",
-        "grants",
-        "approval",
-        "duration_ms",
-        "outcome",
-        "ok",
-        "estimated_cost",
-        "actual_cost",
-        "artifacts",
-        "rejected_artifacts",
-        "warnings",
-        "message",
-        "confinement",
-    ]
-    frame = pd.DataFrame(rows, columns=columns)
+    frame = pd.DataFrame(list(rows), columns=list(COLUMNS))
     for col in ("estimated_cost", "actual_cost"):
         frame[col] = pd.array(
             [pd.NA if v is None else float(v) for v in frame[col]], dtype="Float64"

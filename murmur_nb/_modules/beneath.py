@@ -18,20 +18,17 @@ Design notes
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import time
 from pathlib import Path
+
+from murmur_nb._rules import BudgetSpent
+from murmur_nb._rules import sha256_fd as hash_fd
 
 __all__ = ["BudgetSpent", "copy_sparse", "hash_fd", "open_beneath", "proc_path"]
 
 _BUF = 1 << 20
 _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class BudgetSpent(Exception):
-    """The time budget ran out before the work was done."""
 
 
 def open_beneath(base: str | os.PathLike[str], rel: str) -> int:
@@ -51,25 +48,6 @@ def open_beneath(base: str | os.PathLike[str], rel: str) -> int:
         return os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
     finally:
         os.close(fd)
-
-
-def hash_fd(fd: int, *, deadline: float | None = None) -> str:
-    """Lowercase hex SHA-256 of ``fd`` from offset 0 (``pread``: the offset is untouched).
-
-    ``deadline`` is a :func:`time.monotonic` instant; past it :class:`BudgetSpent` is raised.
-    """
-    digest = hashlib.sha256()
-    buf = bytearray(_BUF)
-    view = memoryview(buf)
-    offset = 0
-    while True:
-        n = os.preadv(fd, [buf], offset)
-        if not n:
-            return digest.hexdigest()
-        digest.update(view[:n])
-        offset += n
-        if deadline is not None and time.monotonic() > deadline:
-            raise BudgetSpent(f"stopped after {offset} bytes")
 
 
 def _extents(fd: int, size: int) -> list[tuple[int, int]]:

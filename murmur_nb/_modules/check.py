@@ -6,7 +6,7 @@ Design notes
   policy (sandbox included) in a temporary facet-studio home holding a copy of the module, so
   what passes here passes in a notebook, and the checked folder is never written.
 * **Rules are not re-implemented.** Describe-time problems are the host's own
-  ``DescriptorError`` records, sorted into rules by their path; envelope breaches are the
+  ``DescriptorProblem`` records, sorted into rules by their path; envelope breaches are the
   host's ``ProtocolViolation`` and its ``rule``; artifact checks are the host's verification.
   The checker adds only what the host does not do on every call: describe twice for
   stability, hash skills and overlays, generate inputs, send broken inputs, poll.
@@ -40,9 +40,11 @@ from murmur_nb._modules.check_inputs import invalid_examples, valid_examples
 from murmur_nb._modules.check_report import CheckReport, CheckResult, Status
 from murmur_nb._modules.check_rules import RULES, describe_rule_for_path, envelope_rule
 from murmur_nb._modules.descriptor import descriptor_digest
-from murmur_nb._modules.host import Invocation, ModuleHost, default_home
+from murmur_nb._modules.host import ModuleHost
+from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
 from murmur_nb._render.presentation import PRIMITIVES
+from murmur_nb._rules import facet_studio_home
 from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
 
 __all__ = ["check_module"]
@@ -158,7 +160,7 @@ def _module_folder(module: str | Path, home: str | Path | None) -> Path:
         return as_path.resolve()
     text = str(module)
     if "/" not in text and text not in {".", ".."}:
-        installed = Path(home).expanduser() if home else default_home()
+        installed = Path(home).expanduser() if home else facet_studio_home()
         folder = installed / "modules" / text
         if (folder / "module").exists():
             return folder.resolve()

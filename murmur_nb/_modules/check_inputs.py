@@ -81,19 +81,21 @@ def invalid_examples(schema: Any, valid: Any) -> list[tuple[str, Any]]:
     return out
 
 
+_WRONG_TYPE: dict[str, Any] = {
+    "string": {"not": "a string"},
+    "integer": "not a number",
+    "number": "not a number",
+    "boolean": "not a boolean",
+    "object": "not an object",
+    "array": "not an array",
+}
+
+
 def _wrong_type_value(prop: Any) -> tuple[Any] | None:
     """A one-tuple holding a value ``prop``'s ``type`` refuses, or ``None`` if none is sure."""
     if not isinstance(prop, dict):
         return None
     kind = prop.get("type")
-    if kind in {"string"}:
-        return ({"not": "a string"},)
-    if kind in {"integer", "number"}:
-        return ("not a number",)
-    if kind == "boolean":
-        return ("not a boolean",)
-    if kind in {"object"}:
-        return ("not an object",)
-    if kind == "array":
-        return ("not an array",)
+    if kind in _WRONG_TYPE:
+        return (_WRONG_TYPE[kind],)
     return None

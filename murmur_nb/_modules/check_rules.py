@@ -201,17 +201,23 @@ def describe_rule_for_path(path: str, detail: str = "") -> str:
         return "describe.runs"  # no envelope at all, or no executable to run
     if path.startswith("capabilities["):
         tail = path.split("]", 1)[1] if "]" in path else ""
-        if tail.startswith(".id"):
-            return "descriptor.capability_ids"
-        if tail.startswith((".request_schema", ".result_schema")):
-            return "descriptor.schema_ids"
-        if tail.startswith(".artifact_schemas"):
-            return "descriptor.artifact_schemas"
-        if tail.startswith(".poll_capability"):
-            return "descriptor.poll_capability"
-        return "describe.shape"
+        found = (rule for prefix, rule in _CAPABILITY_FIELDS if tail.startswith(prefix))
+        return next(found, "describe.shape")
     if path.startswith(("agent_overlays", "skills")) and ".digest" in path:
         return "descriptor.documents_confined"
+    return _prefix_rule(path)
+
+
+_CAPABILITY_FIELDS: tuple[tuple[str | tuple[str, ...], str], ...] = (
+    (".id", "descriptor.capability_ids"),
+    ((".request_schema", ".result_schema"), "descriptor.schema_ids"),
+    (".artifact_schemas", "descriptor.artifact_schemas"),
+    (".poll_capability", "descriptor.poll_capability"),
+)
+
+
+def _prefix_rule(path: str) -> str:
+    """The rule of a top-level descriptor field (``protocol_versions``, ``requirements``...)."""
     for prefix, rule in _DESCRIBE_PREFIXES:
         if path == prefix or path.startswith((prefix + ".", prefix + "[")):
             if prefix == "requirements" and not path.endswith(".kind"):

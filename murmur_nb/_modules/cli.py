@@ -24,12 +24,12 @@ from murmur_nb._exceptions import (
     ProtocolViolation,
 )
 from murmur_nb._modules.check_cli import add_check_parser, run_check
-from murmur_nb._modules.host import Invocation, ModuleHost, default_home
-from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.host import ModuleHost
+from murmur_nb._modules.invocation import Invocation
+from murmur_nb._modules.policy import GRANT_KINDS, Policy
+from murmur_nb._rules import facet_studio_home
 
 __all__ = ["main"]
-
-_GRANT_KINDS = ("network", "credentials", "paid_providers", "subprocess")
 
 
 def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
@@ -65,10 +65,10 @@ def _load_policy(args: argparse.Namespace) -> Policy:
         if kind == "publish":
             data["publish"] = name.lower() in {"1", "true", "yes"}
             continue
-        if kind not in _GRANT_KINDS or not name:
+        if kind not in GRANT_KINDS or not name:
             raise SystemExit(
                 f"murmur-nb: --grant takes KIND=NAME with KIND one of "
-                f"{', '.join((*_GRANT_KINDS, 'publish'))}; got {kind}={name}"
+                f"{', '.join((*GRANT_KINDS, 'publish'))}; got {kind}={name}"
             )
         data[kind] = [*list(data.get(kind) or []), name]
     data["approved"] = [*list(data.get("approved") or []), *args.allow]
@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "check":
         return run_check(args, policy)
-    home = Path(args.home) if args.home else default_home()
+    home = Path(args.home) if args.home else facet_studio_home()
     runs = Path(args.runs_dir) if args.runs_dir else home / "runs"
     output: Any
     status = 0

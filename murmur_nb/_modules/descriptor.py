@@ -1,9 +1,10 @@
 """Describe-time validation of a modproto v1 module (SPEC §1, "What the host checks on describe").
 
-Every breach becomes a :class:`DescriptorError` with a JSON-ish ``path`` (such as
-``capabilities[2].request_schema``) and a ``detail`` saying what is wrong and what the
-module author should do. Validation never stops at the first breach: a refused module is
-still listed, with *all* its errors, so its author can fix them in one pass.
+Every breach becomes a :class:`DescriptorProblem` (a record, never raised) with a JSON-ish
+``path`` (such as ``capabilities[2].request_schema``) and a ``detail`` saying what is wrong
+and what the module author should do. Validation never stops at the first breach: a
+refused module is still listed, with *all* its errors, so its author can fix them in one
+pass.
 
 ``protocol_versions`` is a membership test against :data:`~murmur_nb.protocol.PROTOCOL_ID`
 and nothing more: other entries are neither rejected nor honoured, there is no ordering and
@@ -21,46 +22,48 @@ import hashlib
 import json
 import os
 import posixpath
-import re
 import stat
-import sys
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
 
-if TYPE_CHECKING:
-    from jsonschema.protocols import Validator
-
 from murmur_nb._modules.nesting import TooDeep, decode_bounded
-from murmur_nb._modules.patterns import linear_time_validator, pattern_problems
-from murmur_nb.protocol import OPERATION_DESCRIBE, PROTOCOL_ID, Descriptor, Overlay, Skill
+from murmur_nb._modules.schemas import schema_problem
+from murmur_nb._rules import DIGEST_RE
+from murmur_nb.protocol import (
+    OPERATION_DESCRIBE,
+    PROTOCOL_ID,
+    Capability,
+    Descriptor,
+    Overlay,
+    Skill,
+)
 
 __all__ = [
     "code_digest",
-    "DIGEST_RE",
     "REQUIREMENT_KINDS",
     "DescriptorError",
+    "DescriptorProblem",
     "canonical_json",
     "descriptor_digest",
     "describe_changes",
     "parse_describe_output",
-    "schema_validator_class",
     "validate_descriptor",
 ]
 
-#: ``sha256:`` followed by exactly 64 lowercase hex digits.
-DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 REQUIREMENT_KINDS = frozenset({"binary", "version", "config", "env"})
 
 
 @dataclass(frozen=True, slots=True)
-class DescriptorError:
-    """One describe-time breach: where (``path``) and what is wrong (``detail``)."""
+class DescriptorProblem:
+    """One describe-time breach: where (``path``) and what is wrong (``detail``).
+
+    A plain record, listed on :attr:`ModuleInfo.errors <murmur_nb.ModuleInfo.errors>` and
+    :attr:`InvalidDescriptor.errors <murmur_nb.InvalidDescriptor.errors>`; never raised.
+    """
 
     path: str
     detail: str
@@ -69,74 +72,14 @@ class DescriptorError:
         return f"{self.path}: {self.detail}"
 
 
-def jsonschema_module() -> ModuleType:
-    """``jsonschema``, imported on first use and without ``rfc3987_syntax``.
-
-    ``jsonschema`` imports ``rfc3987_syntax`` when it is installed only to offer an ``iri``
-    format checker, and that package builds a parser grammar at import time (over two
-    seconds here). The host never asserts formats, so the import is skipped for the
-    duration of the ``jsonschema`` import; anyone importing ``rfc3987_syntax`` later gets it.
-    """
-    if "jsonschema" in sys.modules:
-        return sys.modules["jsonschema"]
-    blocked = "rfc3987_syntax" not in sys.modules
-    if blocked:
-        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
-    try:
-        import jsonschema  # noqa: PLC0415 - lazy: about 0.2 s
-
-        return jsonschema
-    finally:
-        if blocked and sys.modules.get("rfc3987_syntax", 0) is None:
-            del sys.modules["rfc3987_syntax"]
-
-
-def schema_validator_class(schema: Any) -> type[Validator]:
-    """The jsonschema validator class for ``schema``, chosen by its ``$schema``.
-
-    The one validator factory: the request check, the result check and the form all use
-    it. ``pattern``/``patternProperties`` match in linear time (see :mod:`.patterns`).
-    Draft 2020-12 when ``$schema`` is absent. An unknown ``$schema`` URI raises
-    :class:`jsonschema.exceptions.SchemaError` instead of silently falling back.
-    """
-    jsonschema = jsonschema_module()
-    if isinstance(schema, dict) and "$schema" in schema:
-        uri = schema["$schema"]
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", DeprecationWarning)
-            try:
-                cls = jsonschema.validators.validator_for(schema, default=_SENTINEL)
-            except DeprecationWarning:
-                cls = _SENTINEL
-        if cls is _SENTINEL:
-            raise jsonschema.SchemaError(f"unknown $schema {uri!r}; use a JSON Schema draft URI")
-        return linear_time_validator(cls)
-    return linear_time_validator(jsonschema.Draft202012Validator)
-
-
-_SENTINEL: Any = object()
-
-
-def _check_schema(schema: Any) -> str | None:
-    """``None`` when ``schema`` is a valid JSON Schema document, else why not."""
-    if not isinstance(schema, dict | bool):
-        return f"a JSON Schema is an object or a boolean, not {type(schema).__name__}"
-    schema_error = jsonschema_module().SchemaError
-    try:
-        cls = schema_validator_class(schema)
-        cls.check_schema(schema)  # type: ignore[arg-type]  # booleans are valid schemas
-    except schema_error as exc:
-        where = "/".join(str(p) for p in exc.path)
-        return f"not a valid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
-    problems = pattern_problems(schema)
-    if problems:
-        return "; ".join(problems)
-    return None
+#: Deprecated name of :class:`DescriptorProblem` (it is a record, not an exception); kept so
+#: existing imports and ``isinstance`` checks keep working.
+DescriptorError = DescriptorProblem
 
 
 def parse_describe_output(
     stdout: bytes, module_id: str, module_dir: Path
-) -> tuple[Descriptor | None, list[DescriptorError]]:
+) -> tuple[Descriptor | None, list[DescriptorProblem]]:
     """Check a ``module describe`` envelope and the descriptor inside it.
 
     Returns the descriptor (``None`` when it could not even be read) and every breach found.
@@ -144,56 +87,54 @@ def parse_describe_output(
     """
     try:
         raw = decode_describe(stdout)
-    except TooDeep as exc:
-        return None, [DescriptorError("envelope", f"describe output is refused: {exc}")]
-    except ValueError as exc:
-        return None, [
-            DescriptorError(
-                "envelope",
-                f"describe output is not one JSON document ({exc}); print exactly one envelope "
-                "on standard output and send diagnostics to standard error",
-            )
-        ]
+    except (TooDeep, ValueError) as exc:
+        detail = (
+            f"describe output is refused: {exc}"
+            if isinstance(exc, TooDeep)
+            else f"describe output is not one JSON document ({exc}); print exactly one "
+            "envelope on standard output and send diagnostics to standard error"
+        )
+        return None, [DescriptorProblem("envelope", detail)]
     if not isinstance(raw, dict):
-        return None, [DescriptorError("envelope", "the describe envelope must be a JSON object")]
-    errors: list[DescriptorError] = []
+        return None, [DescriptorProblem("envelope", "the describe envelope must be a JSON object")]
+    errors: list[DescriptorProblem] = []
     if raw.get("protocol") != PROTOCOL_ID:
         errors.append(
-            DescriptorError(
+            DescriptorProblem(
                 "envelope.protocol", f"is {raw.get('protocol')!r}, must be {PROTOCOL_ID!r}"
             )
         )
     if raw.get("module") != module_id:
         errors.append(
-            DescriptorError(
+            DescriptorProblem(
                 "envelope.module",
                 f"is {raw.get('module')!r}, must equal the module folder name {module_id!r}",
             )
         )
     if raw.get("operation") != OPERATION_DESCRIBE:
         errors.append(
-            DescriptorError(
+            DescriptorProblem(
                 "envelope.operation", f"is {raw.get('operation')!r}, must be 'describe'"
             )
         )
     if raw.get("request_id", "") != "":
-        errors.append(DescriptorError("envelope.request_id", "must be empty for describe"))
+        errors.append(DescriptorProblem("envelope.request_id", "must be empty for describe"))
     if raw.get("ok") is not True:
         err = raw.get("error")
         why = f": {err.get('code')}: {err.get('message')}" if isinstance(err, dict) else ""
-        errors.append(DescriptorError("envelope.ok", f"describe did not succeed{why}"))
+        errors.append(DescriptorProblem("envelope.ok", f"describe did not succeed{why}"))
         return None, errors
     result = raw.get("result")
     if not isinstance(result, dict):
         errors.append(
-            DescriptorError("envelope.result", "must hold the descriptor as a JSON object")
+            DescriptorProblem("envelope.result", "must hold the descriptor as a JSON object")
         )
         return None, errors
     try:
         descriptor = Descriptor.model_validate(result)
     except PydanticValidationError as exc:
         for item in exc.errors():
-            errors.append(DescriptorError(_loc_path(item["loc"]), item["msg"]))
+            errors.append(DescriptorProblem(_loc_path(item["loc"]), item["msg"]))
         return None, errors
     errors.extend(validate_descriptor(descriptor, module_id, module_dir))
     return descriptor, errors
@@ -220,94 +161,131 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
 
 def validate_descriptor(
     descriptor: Descriptor, module_id: str, module_dir: Path
-) -> list[DescriptorError]:
+) -> list[DescriptorProblem]:
     """Every SPEC §1 describe rule applied to ``descriptor``; empty when it is accepted."""
-    errors: list[DescriptorError] = []
+    errors: list[DescriptorProblem] = []
     add = errors.append
     if descriptor.module != module_id:
         add(
-            DescriptorError(
+            DescriptorProblem(
                 "module", f"is {descriptor.module!r}, must equal the folder name {module_id!r}"
             )
         )
     versions = descriptor.protocol_versions or []
     if PROTOCOL_ID not in versions:
         add(
-            DescriptorError(
+            DescriptorProblem(
                 "protocol_versions",
                 f"{versions!r} does not contain {PROTOCOL_ID!r}; the host speaks only "
                 f"{PROTOCOL_ID} (a membership test, not a negotiation)",
             )
         )
-    request_schemas = descriptor.request_schemas or {}
-    result_schemas = descriptor.result_schemas or {}
-    artifact_schemas = descriptor.artifact_schemas or {}
-    for kind, schemas in (("request_schemas", request_schemas), ("result_schemas", result_schemas)):
+    errors += _schema_problems(descriptor)
+    errors += _capability_problems(descriptor, module_id)
+    errors += _document_problems(descriptor, module_dir)
+    for i, req in enumerate(descriptor.requirements or []):
+        if req.kind not in REQUIREMENT_KINDS:
+            add(
+                DescriptorProblem(
+                    f"requirements[{i}].kind",
+                    f"{req.kind!r} is not one of {sorted(REQUIREMENT_KINDS)!r}",
+                )
+            )
+    return errors
+
+
+def _schema_problems(descriptor: Descriptor) -> list[DescriptorProblem]:
+    """Every request and result schema must be a valid JSON Schema document."""
+    problems = []
+    for kind, schemas in (
+        ("request_schemas", descriptor.request_schemas or {}),
+        ("result_schemas", descriptor.result_schemas or {}),
+    ):
         for schema_id, schema in schemas.items():
-            problem = _check_schema(schema)
+            problem = schema_problem(schema)
             if problem:
-                add(DescriptorError(f"{kind}.{schema_id}", problem))
+                problems.append(DescriptorProblem(f"{kind}.{schema_id}", problem))
+    return problems
+
+
+def _capability_problems(descriptor: Descriptor, module_id: str) -> list[DescriptorProblem]:
+    """Ids namespaced and unique; schema ids declared; long-running ones name a poll."""
+    problems: list[DescriptorProblem] = []
+    add = problems.append
     caps = descriptor.capabilities or []
-    cap_ids = {cap.id for cap in caps}
     seen: dict[str, int] = {}
     prefix = f"{module_id}."
     for i, cap in enumerate(caps):
         where = f"capabilities[{i}]"
         if not cap.id.startswith(prefix) or len(cap.id) == len(prefix):
             add(
-                DescriptorError(
+                DescriptorProblem(
                     f"{where}.id",
                     f"{cap.id!r} is not namespaced by the module; name it '{prefix}<name>'",
                 )
             )
         if cap.id in seen:
             add(
-                DescriptorError(
+                DescriptorProblem(
                     f"{where}.id",
                     f"duplicate capability id {cap.id!r} (also capabilities[{seen[cap.id]}])",
                 )
             )
         else:
             seen[cap.id] = i
-        for field, mapping, map_name in (
-            ("request_schema", request_schemas, "request_schemas"),
-            ("result_schema", result_schemas, "result_schemas"),
-        ):
-            ref = getattr(cap, field)
-            if ref not in mapping:
-                add(
-                    DescriptorError(
-                        f"{where}.{field}",
-                        f"schema id {ref!r} is not a key of {map_name} "
-                        f"(known: {sorted(mapping)!r})",
-                    )
+        problems += _schema_ref_problems(descriptor, cap, where)
+        poll = _poll_problem(cap, {c.id for c in caps})
+        if poll:
+            add(DescriptorProblem(f"{where}.poll_capability", poll))
+    return problems
+
+
+def _schema_ref_problems(
+    descriptor: Descriptor, cap: Capability, where: str
+) -> list[DescriptorProblem]:
+    """The schema ids a capability names must be declared by the descriptor."""
+    problems = []
+    for field, mapping, map_name in (
+        ("request_schema", descriptor.request_schemas or {}, "request_schemas"),
+        ("result_schema", descriptor.result_schemas or {}, "result_schemas"),
+    ):
+        ref = getattr(cap, field)
+        if ref not in mapping:
+            problems.append(
+                DescriptorProblem(
+                    f"{where}.{field}",
+                    f"schema id {ref!r} is not a key of {map_name} (known: {sorted(mapping)!r})",
                 )
-        for j, art_id in enumerate(cap.artifact_schemas or []):
-            if art_id not in artifact_schemas:
-                add(
-                    DescriptorError(
-                        f"{where}.artifact_schemas[{j}]",
-                        f"artifact schema id {art_id!r} is not declared in artifact_schemas "
-                        f"(known: {sorted(artifact_schemas)!r})",
-                    )
+            )
+    artifact_schemas = descriptor.artifact_schemas or {}
+    for j, art_id in enumerate(cap.artifact_schemas or []):
+        if art_id not in artifact_schemas:
+            problems.append(
+                DescriptorProblem(
+                    f"{where}.artifact_schemas[{j}]",
+                    f"artifact schema id {art_id!r} is not declared in artifact_schemas "
+                    f"(known: {sorted(artifact_schemas)!r})",
                 )
-        if cap.long_running:
-            if not cap.poll_capability:
-                add(
-                    DescriptorError(
-                        f"{where}.poll_capability",
-                        "a long_running capability must name its poll_capability",
-                    )
-                )
-            elif cap.poll_capability not in cap_ids:
-                add(
-                    DescriptorError(
-                        f"{where}.poll_capability",
-                        f"{cap.poll_capability!r} is not a capability of this module",
-                    )
-                )
-            elif cap.poll_capability == cap.id:
-                add(DescriptorError(f"{where}.poll_capability", "a capability cannot poll itself"))
+            )
+    return problems
+
+
+def _poll_problem(cap: Capability, cap_ids: set[str]) -> str | None:
+    """Why a long-running capability's ``poll_capability`` is unusable, or ``None``."""
+    if not cap.long_running:
+        return None
+    if not cap.poll_capability:
+        return "a long_running capability must name its poll_capability"
+    if cap.poll_capability not in cap_ids:
+        return f"{cap.poll_capability!r} is not a capability of this module"
+    if cap.poll_capability == cap.id:
+        return "a capability cannot poll itself"
+    return None
+
+
+def _document_problems(descriptor: Descriptor, module_dir: Path) -> list[DescriptorProblem]:
+    """Overlays and skills stay inside the module folder and carry a well-formed digest."""
+    problems = []
     documents: list[tuple[str, Sequence[Overlay | Skill]]] = [
         ("agent_overlays", descriptor.agent_overlays or []),
         ("skills", descriptor.skills or []),
@@ -317,23 +295,15 @@ def validate_descriptor(
             where = f"{list_name}[{i}]"
             problem = _confined_path_problem(item.path, module_dir)
             if problem:
-                add(DescriptorError(f"{where}.path", problem))
+                problems.append(DescriptorProblem(f"{where}.path", problem))
             if not DIGEST_RE.fullmatch(item.digest):
-                add(
-                    DescriptorError(
+                problems.append(
+                    DescriptorProblem(
                         f"{where}.digest",
                         f"{item.digest!r} is not 'sha256:' followed by 64 lowercase hex digits",
                     )
                 )
-    for i, req in enumerate(descriptor.requirements or []):
-        if req.kind not in REQUIREMENT_KINDS:
-            add(
-                DescriptorError(
-                    f"requirements[{i}].kind",
-                    f"{req.kind!r} is not one of {sorted(REQUIREMENT_KINDS)!r}",
-                )
-            )
-    return errors
+    return problems
 
 
 def _confined_path_problem(path: str, module_dir: Path) -> str | None:

@@ -55,9 +55,10 @@ from murmur_nb._exceptions import (
     ProtocolViolation,
 )
 from murmur_nb._modules.confined import Outside, open_beneath, read_at_most
-from murmur_nb._modules.descriptor import DIGEST_RE, DescriptorError
+from murmur_nb._modules.descriptor import DescriptorProblem
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
 from murmur_nb._render.text import markdown_block
+from murmur_nb._rules import DIGEST_RE
 from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
 
 if TYPE_CHECKING:
@@ -442,9 +443,9 @@ def _unknown(capability: Capability, skill_id: str) -> str:
 # -- describe-time warnings ------------------------------------------------------------
 
 
-def knowledge_warnings(descriptor: Descriptor) -> list[DescriptorError]:
+def knowledge_warnings(descriptor: Descriptor) -> list[DescriptorProblem]:
     """What the host works around in a module's skills and overlays (never a refusal)."""
-    problems: list[DescriptorError] = []
+    problems: list[DescriptorProblem] = []
     lists: list[tuple[str, Sequence[Skill | Overlay]]] = [
         ("agent_overlays", descriptor.agent_overlays or []),
         ("skills", descriptor.skills or []),
@@ -455,7 +456,7 @@ def knowledge_warnings(descriptor: Descriptor) -> list[DescriptorError]:
             where = f"{list_name}[{i}]"
             if entry.id in seen:
                 problems.append(
-                    DescriptorError(
+                    DescriptorProblem(
                         f"{where}.id",
                         f"duplicate id {entry.id!r} (also {list_name}[{seen[entry.id]}]); "
                         "the first is used",
@@ -464,7 +465,7 @@ def knowledge_warnings(descriptor: Descriptor) -> list[DescriptorError]:
             seen.setdefault(entry.id, i)
             if entry.tokens <= 0:
                 problems.append(
-                    DescriptorError(
+                    DescriptorProblem(
                         f"{where}.tokens",
                         f"is {entry.tokens}; give a positive estimate of its context cost, "
                         "or it is left out whenever a token budget applies",
@@ -475,12 +476,12 @@ def knowledge_warnings(descriptor: Descriptor) -> list[DescriptorError]:
         for j, skill_id in enumerate(cap.skills or []):
             if skill_id not in skill_ids:
                 problems.append(
-                    DescriptorError(f"capabilities[{i}].skills[{j}]", _unknown(cap, skill_id))
+                    DescriptorProblem(f"capabilities[{i}].skills[{j}]", _unknown(cap, skill_id))
                 )
     return problems
 
 
-def warn_about(module_id: str, problems: Iterable[DescriptorError]) -> None:
+def warn_about(module_id: str, problems: Iterable[DescriptorProblem]) -> None:
     """Issue one :class:`KnowledgeWarning` per problem, attributed to the caller's caller."""
     for problem in problems:
         warnings.warn(

@@ -31,9 +31,10 @@ from typing import Any
 from murmur_nb._modules.sandbox import MECHANISMS, SANDBOX_MODES
 from murmur_nb.protocol import Capability, Descriptor, Grants
 
-__all__ = ["Policy"]
+__all__ = ["GRANT_KINDS", "Policy"]
 
-_GRANT_KINDS = ("network", "credentials", "paid_providers", "subprocess")
+#: The grant kinds a policy allows by name (``publish`` is a separate boolean).
+GRANT_KINDS = ("network", "credentials", "paid_providers", "subprocess")
 
 
 def _names(value: Iterable[str] | str | None) -> frozenset[str]:
@@ -115,7 +116,7 @@ class Policy:
     verify_budget_ms: int = 60_000
 
     def __post_init__(self) -> None:
-        for kind in (*_GRANT_KINDS, "approved"):
+        for kind in (*GRANT_KINDS, "approved"):
             object.__setattr__(self, kind, _names(getattr(self, kind)))
         object.__setattr__(self, "roots", dict(self.roots))
         object.__setattr__(self, "binaries", dict(self.binaries))
@@ -174,7 +175,7 @@ class Policy:
         """Declared ∩ allowed, per kind. The module must assume nothing else."""
         perms = descriptor.permissions
         values: dict[str, Any] = {}
-        for kind in _GRANT_KINDS:
+        for kind in GRANT_KINDS:
             declared = getattr(perms, kind) or []
             if kind == "subprocess":
                 granted = [n for n in declared if self.allows(kind, n) or n in self.binaries]

@@ -276,7 +276,6 @@ def run_process(
     ``preexec`` runs in the child between ``fork`` and ``exec`` (the Landlock sandbox).
     """
     start = time.monotonic()
-    deadline = start + deadline_s
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.PIPE,
@@ -290,136 +289,195 @@ def run_process(
         # taken and nothing imported, so it is safe in the child of a threaded host
         preexec_fn=preexec,  # noqa: PLW1509
     )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    tracker = _Tracker(proc.pid)
-    out_fd = proc.stdout.fileno()
-    err_fd = proc.stderr.fileno()
-    in_fd = proc.stdin.fileno()
-    pipe_inodes: set[str] = set()
-    for fd in (out_fd, err_fd):
-        with contextlib.suppress(OSError):
-            pipe_inodes.add(f"pipe:[{os.fstat(fd).st_ino}]")
-    out = bytearray()
-    err = bytearray()
-    timed_out = exceeded = False
-    killed: list[int] = []
-    sel = selectors.DefaultSelector()
-    pidfd: int | None = None
+    run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes)
     try:
-        try:
-            pidfd = os.pidfd_open(proc.pid)
-        except (AttributeError, OSError):
-            pidfd = None
-        os.set_blocking(in_fd, False)
-        pending = memoryview(stdin)
-        if pending:
-            sel.register(in_fd, selectors.EVENT_WRITE)
-        else:
-            proc.stdin.close()
-        sel.register(out_fd, selectors.EVENT_READ)
-        sel.register(err_fd, selectors.EVENT_READ)
-        if pidfd is not None:
-            sel.register(pidfd, selectors.EVENT_READ)
-        open_pipes = 2
-        exited_at: float | None = None
-        gap = _SCAN_FIRST
-        next_scan = start + gap
-        while open_pipes:
-            now = time.monotonic()
-            if now >= deadline:
-                timed_out = True
-                break
-            if exited_at is not None and now - exited_at >= _EXIT_GRACE:
-                break  # the child is gone; a descendant keeps the pipes open
-            if exited_at is None and now >= next_scan:
-                tracker.scan()
-                gap = min(gap * 2, _SCAN_INTERVAL)
-                next_scan = now + gap
-            wake = min(deadline, next_scan if exited_at is None else exited_at + _EXIT_GRACE)
-            for key, _ in sel.select(max(0.0, wake - now)):
-                fd = key.fd
-                if fd == in_fd:
-                    try:
-                        n = os.write(in_fd, pending[:_CHUNK])
-                    except BrokenPipeError:
-                        n = len(pending)
-                    except BlockingIOError:
-                        continue
-                    pending = pending[n:]
-                    if not pending:
-                        sel.unregister(in_fd)
-                        with contextlib.suppress(BrokenPipeError):
-                            proc.stdin.close()
-                elif fd == out_fd:
-                    room = max_output_bytes + 1 - len(out)
-                    data = os.read(out_fd, min(_CHUNK, max(room, 1)))
-                    if not data:
-                        sel.unregister(out_fd)
-                        open_pipes -= 1
-                        continue
-                    out += data
-                    if len(out) > max_output_bytes:
-                        exceeded = True
-                        del out[max_output_bytes:]
-                        break
-                elif fd == err_fd:
-                    data = os.read(err_fd, _CHUNK)
-                    if not data:
-                        sel.unregister(err_fd)
-                        open_pipes -= 1
-                        continue
-                    err += data
-                    if len(err) > 2 * stderr_tail_bytes:
-                        del err[: len(err) - stderr_tail_bytes]
-                elif fd == pidfd:
-                    sel.unregister(pidfd)
-                    exited_at = time.monotonic()
-            if exceeded:
-                break
-        if timed_out or exceeded or open_pipes:
-            # deadline, output bound, or the child exited while a descendant still holds
-            # its output: end the whole tree
-            killed = _kill_tree(tracker, pipe_inodes, str(cwd), thorough=True)
-        returncode: int | None = None
-        if not (timed_out or exceeded or open_pipes):
-            # normal end: let the child finish exiting (unreaped, so its group id cannot be
-            # recycled), then whatever is left in its group, or was seen in its tree, goes
-            grace = max(0.0, min(deadline - time.monotonic(), 1.0))
-            if pidfd is not None:
-                exited = exited_at is not None or bool(select.select([pidfd], [], [], grace)[0])
-            else:
-                exited = _wait_exit(proc.pid, grace)
-            with contextlib.suppress(OSError):
-                os.killpg(tracker.sid, signal.SIGKILL)
-            if not exited:
-                timed_out = time.monotonic() >= deadline
-                killed = _kill_tree(tracker, pipe_inodes, str(cwd), thorough=True)
-            elif tracker.known:
-                killed = _kill_tree(tracker, pipe_inodes, None, thorough=False)
-        returncode = proc.wait()
+        run.pump(stdin, start)
+        returncode = run.finish(str(cwd))
     except BaseException:
-        with contextlib.suppress(Exception):
-            _kill_tree(tracker, pipe_inodes, str(cwd), thorough=True)
-        with contextlib.suppress(Exception):
-            proc.kill()
-            proc.wait()
+        run.abort(str(cwd))
         raise
     finally:
-        sel.close()
-        if pidfd is not None:
+        run.close()
+    return run.result(returncode, start)
+
+
+class _Run:
+    """One module process while it runs: its pipes, what it printed, and what ended it."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        deadline: float,
+        max_output_bytes: int,
+        stderr_tail_bytes: int,
+    ) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self.proc = proc
+        self.stdin, self.stdout, self.stderr = proc.stdin, proc.stdout, proc.stderr
+        self.deadline = deadline
+        self.bound = max_output_bytes
+        self.tail = stderr_tail_bytes
+        self.tracker = _Tracker(proc.pid)
+        self.out_fd = self.stdout.fileno()
+        self.err_fd = self.stderr.fileno()
+        self.in_fd = self.stdin.fileno()
+        self.pipe_inodes: set[str] = set()
+        for fd in (self.out_fd, self.err_fd):
             with contextlib.suppress(OSError):
-                os.close(pidfd)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
+                self.pipe_inodes.add(f"pipe:[{os.fstat(fd).st_ino}]")
+        self.out = bytearray()
+        self.err = bytearray()
+        self.timed_out = self.exceeded = False
+        self.killed: list[int] = []
+        self.sel = selectors.DefaultSelector()
+        self.pidfd: int | None = None
+        self.pending = memoryview(b"")
+        self.open_pipes = 2
+        self.exited_at: float | None = None
+
+    def _register(self, stdin: bytes) -> None:
+        try:
+            self.pidfd = os.pidfd_open(self.proc.pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+        os.set_blocking(self.in_fd, False)
+        self.pending = memoryview(stdin)
+        if self.pending:
+            self.sel.register(self.in_fd, selectors.EVENT_WRITE)
+        else:
+            self.stdin.close()
+        self.sel.register(self.out_fd, selectors.EVENT_READ)
+        self.sel.register(self.err_fd, selectors.EVENT_READ)
+        if self.pidfd is not None:
+            self.sel.register(self.pidfd, selectors.EVENT_READ)
+
+    def pump(self, stdin: bytes, start: float) -> None:
+        """Feed the request, drain both outputs and walk the tree until the output pipes
+        close, the deadline passes, the output bound is crossed, or the child has been gone
+        for ``_EXIT_GRACE`` while a descendant keeps its pipes open."""
+        self._register(stdin)
+        gap = _SCAN_FIRST
+        next_scan = start + gap
+        while self.open_pipes:
+            now = time.monotonic()
+            if now >= self.deadline:
+                self.timed_out = True
+                return
+            exited_at = self.exited_at
+            if exited_at is not None and now - exited_at >= _EXIT_GRACE:
+                return  # the child is gone; a descendant keeps the pipes open
+            if exited_at is None and now >= next_scan:
+                self.tracker.scan()
+                gap = min(gap * 2, _SCAN_INTERVAL)
+                next_scan = now + gap
+            wake = min(self.deadline, next_scan if exited_at is None else exited_at + _EXIT_GRACE)
+            for key, _ in self.sel.select(max(0.0, wake - now)):
+                if self._ready(key.fd):
+                    return
+
+    def _ready(self, fd: int) -> bool:
+        """Serve one ready descriptor; ``True`` once standard output crossed the bound."""
+        if fd == self.in_fd:
+            self._feed()
+        elif fd == self.out_fd:
+            return self._read_out()
+        elif fd == self.err_fd:
+            self._read_err()
+        elif fd == self.pidfd:
+            self.sel.unregister(fd)
+            self.exited_at = time.monotonic()
+        return False
+
+    def _feed(self) -> None:
+        try:
+            n = os.write(self.in_fd, self.pending[:_CHUNK])
+        except BrokenPipeError:
+            n = len(self.pending)
+        except BlockingIOError:
+            return
+        self.pending = self.pending[n:]
+        if not self.pending:
+            self.sel.unregister(self.in_fd)
+            with contextlib.suppress(BrokenPipeError):
+                self.stdin.close()
+
+    def _read_out(self) -> bool:
+        room = self.bound + 1 - len(self.out)
+        data = os.read(self.out_fd, min(_CHUNK, max(room, 1)))
+        if not data:
+            self.sel.unregister(self.out_fd)
+            self.open_pipes -= 1
+            return False
+        self.out += data
+        if len(self.out) > self.bound:
+            self.exceeded = True
+            del self.out[self.bound :]
+            return True
+        return False
+
+    def _read_err(self) -> None:
+        data = os.read(self.err_fd, _CHUNK)
+        if not data:
+            self.sel.unregister(self.err_fd)
+            self.open_pipes -= 1
+            return
+        self.err += data
+        if len(self.err) > 2 * self.tail:
+            del self.err[: len(self.err) - self.tail]
+
+    def finish(self, cwd: str) -> int:
+        """End whatever is left of the tree and reap the child; return its exit status."""
+        if self.timed_out or self.exceeded or self.open_pipes:
+            # deadline, output bound, or the child exited while a descendant still holds
+            # its output: end the whole tree
+            self.killed = _kill_tree(self.tracker, self.pipe_inodes, cwd, thorough=True)
+        else:
+            self._end_normally(cwd)
+        return self.proc.wait()
+
+    def _end_normally(self, cwd: str) -> None:
+        """Let the child finish exiting (unreaped, so its group id cannot be recycled), then
+        whatever is left in its group, or was seen in its tree, goes."""
+        grace = max(0.0, min(self.deadline - time.monotonic(), 1.0))
+        if self.pidfd is not None:
+            ready = self.exited_at is not None or select.select([self.pidfd], [], [], grace)[0]
+            exited = bool(ready)
+        else:
+            exited = _wait_exit(self.proc.pid, grace)
+        with contextlib.suppress(OSError):
+            os.killpg(self.tracker.sid, signal.SIGKILL)
+        if not exited:
+            self.timed_out = time.monotonic() >= self.deadline
+            self.killed = _kill_tree(self.tracker, self.pipe_inodes, cwd, thorough=True)
+        elif self.tracker.known:
+            self.killed = _kill_tree(self.tracker, self.pipe_inodes, None, thorough=False)
+
+    def abort(self, cwd: str) -> None:
+        """An exception (``KeyboardInterrupt`` too) is propagating: kill the whole tree."""
+        with contextlib.suppress(Exception):
+            _kill_tree(self.tracker, self.pipe_inodes, cwd, thorough=True)
+        with contextlib.suppress(Exception):
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self) -> None:
+        self.sel.close()
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+        for stream in (self.stdin, self.stdout, self.stderr):
             with contextlib.suppress(OSError):
                 stream.close()
-    if len(err) > stderr_tail_bytes:
-        del err[: len(err) - stderr_tail_bytes]
-    return RunResult(
-        stdout=bytes(out),
-        stderr_tail=bytes(err),
-        returncode=returncode,
-        duration_ms=(time.monotonic() - start) * 1000.0,
-        timed_out=timed_out,
-        output_exceeded=exceeded,
-        killed=killed,
-    )
+
+    def result(self, returncode: int, start: float) -> RunResult:
+        if len(self.err) > self.tail:
+            del self.err[: len(self.err) - self.tail]
+        return RunResult(
+            stdout=bytes(self.out),
+            stderr_tail=bytes(self.err),
+            returncode=returncode,
+            duration_ms=(time.monotonic() - start) * 1000.0,
+            timed_out=self.timed_out,
+            output_exceeded=self.exceeded,
+            killed=self.killed,
+        )

@@ -20,7 +20,6 @@ check changes nothing that is shown.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +27,10 @@ from pathlib import Path
 from murmur_nb._exceptions import ArtifactRejected, ConfinementViolation
 from murmur_nb._modules.artifacts import hash_file, open_verified
 from murmur_nb._modules.beneath import open_beneath, proc_path
+from murmur_nb._rules import DIGEST_RE
 from murmur_nb.protocol import Artifact, Root
 
 __all__ = ["Verified", "VerificationFailure", "file_digest", "recheck", "verify_file"]
-
-_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -115,7 +113,7 @@ def _check_fd(
             f"{label}: the file has {st.st_size} bytes but the artifact declares "
             f"{declared_bytes}; it changed after it was produced. Re-run the invocation.",
         )
-    if not _DIGEST_RE.fullmatch(declared_digest):
+    if not DIGEST_RE.fullmatch(declared_digest):
         return VerificationFailure(
             "digest_mismatch",
             f"{label}: declared digest {declared_digest!r} is not 'sha256:' followed by "

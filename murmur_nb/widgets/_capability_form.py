@@ -23,7 +23,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from murmur_nb._exceptions import ApprovalRequired, ModuleHostError, ModuleNotFound
+from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
+from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.schema_form import UNSET, FieldSpec, SchemaForm
 from murmur_nb.widgets._html import TextView, badge, bundle_of, effect_badges, esc
 from murmur_nb.widgets._invocation_view import InvocationView
@@ -35,29 +36,6 @@ _NOT_SET = "— not set —"
 
 def _option_label(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
-
-
-def find_capability(host: Any, capability_id: str) -> tuple[Any, Any]:
-    """``(descriptor, capability)`` for a namespaced capability id, via ``host.describe``."""
-    parts = capability_id.split(".")
-    for n in range(len(parts) - 1, 0, -1):
-        module_id = ".".join(parts[:n])
-        try:
-            descriptor = host.describe(module_id)
-        except ModuleNotFound:
-            continue
-        cap = descriptor.capability(capability_id)
-        if cap is not None:
-            return descriptor, cap
-        known = ", ".join(c.id for c in descriptor.capabilities or ()) or "none"
-        raise ModuleNotFound(
-            f"module {module_id!r} has no capability {capability_id!r} "
-            f"(it offers: {known}); check the id in ModuleBrowser(host)"
-        )
-    raise ModuleNotFound(
-        f"no module offers capability {capability_id!r}: a capability id is "
-        "'<module-id>.<name>'; list modules with host.modules()"
-    )
 
 
 def _flatten(
@@ -204,7 +182,7 @@ class CapabilityForm(TextView):
 
     def __init__(
         self,
-        host: Any,
+        host: ModuleHost,
         capability_id: str,
         *,
         values: Mapping[str, Any] | None = None,
@@ -213,7 +191,7 @@ class CapabilityForm(TextView):
         self.host = host
         self.capability_id = capability_id
         self.staged = list(staged)
-        self.descriptor, self.capability = find_capability(host, capability_id)
+        self.descriptor, self.capability = host.capability(capability_id)
         schemas = self.descriptor.request_schemas or {}
         schema = schemas.get(self.capability.request_schema, {})
         self.form = SchemaForm(schema if isinstance(schema, dict | bool) else {})

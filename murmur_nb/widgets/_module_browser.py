@@ -22,6 +22,9 @@ import ipywidgets as w
 
 from murmur_nb._exceptions import ModuleHostError
 from murmur_nb._modules.agent_listing import AgentListing, agent_listing
+from murmur_nb._modules.host import ModuleHost
+from murmur_nb._modules.invocation import ModuleInfo
+from murmur_nb.protocol import Capability, Descriptor
 from murmur_nb.widgets._capability_form import CapabilityForm
 from murmur_nb.widgets._html import TextView, badge, effect_badges, effect_words, esc
 
@@ -37,16 +40,10 @@ def format_validation_error(error: Any) -> str:
     return str(error)
 
 
-def _unmet(info: Any) -> list[Any]:
-    unmet = getattr(info, "unmet_requirements", None)
-    if unmet is not None:
-        return list(unmet)
-    return [r for r in (info.descriptor.requirements or ()) if not r.available]
-
-
-def _documents(info: Any) -> list[tuple[str, tuple[str, str, str]]]:
+def _documents(info: ModuleInfo) -> list[tuple[str, tuple[str, str, str]]]:
     """Knowledge-list options of one module: its overlays, then its skills with their users."""
     d = info.descriptor
+    assert d is not None
     users: dict[str, list[str]] = {}
     for cap in d.capabilities or ():
         for skill_id in cap.skills or ():
@@ -62,7 +59,7 @@ def _documents(info: Any) -> list[tuple[str, tuple[str, str, str]]]:
     return out
 
 
-def _skills_html(descriptor: Any, capability: Any) -> str:
+def _skills_html(descriptor: Descriptor, capability: Capability) -> str:
     """The skills a capability lists, with their token estimates (unknown ids marked)."""
     declared = {s.id: s for s in descriptor.skills or ()}
     items = []
@@ -99,9 +96,9 @@ class ModuleBrowser(TextView):
         The document shown in ``document_view``; ``document_error`` when its load was refused.
     """
 
-    def __init__(self, host: Any) -> None:
+    def __init__(self, host: ModuleHost) -> None:
         self.host = host
-        self.modules: list[Any] = []
+        self.modules: list[ModuleInfo] = []
         self.form: CapabilityForm | None = None
         self.refresh_button = w.Button(description="Refresh", icon="refresh")
         self.summary = w.HTML()
@@ -140,16 +137,13 @@ class ModuleBrowser(TextView):
                 w.HTML(f"<div>{badge(exc.code, 'error')}{esc(exc.message)}</div>"),
             )
 
-    def _gate(self, descriptor: Any, capability: Any) -> list[str]:
+    def _gate(self, descriptor: Descriptor, capability: Capability) -> list[str]:
         """Why the host's policy asks approval for ``capability`` (no module is run).
 
         This is the policy's standing rule; whether an operator already approved the
         current descriptor is asked of the host when the capability is run.
         """
-        policy = getattr(self.host, "policy", None)
-        if policy is None or not hasattr(policy, "approval_reasons"):
-            return []
-        return list(policy.approval_reasons(descriptor, capability))
+        return list(self.host.policy.approval_reasons(descriptor, capability))
 
     def refresh(self, *, rescan: bool = True) -> None:
         """Ask the host again: modules added, fixed or changed show up.
@@ -217,9 +211,7 @@ class ModuleBrowser(TextView):
 
     def _sandbox_badge(self) -> str:
         """How module processes are confined on this machine (``host.sandbox``)."""
-        report = getattr(self.host, "sandbox", None)
-        if report is None:
-            return ""
+        report = self.host.sandbox
         kind = "ok" if report.complete else ("error" if report.mode == "required" else "warn")
         return badge(f"sandbox: {report.confinement}", kind, title=str(report))
 
@@ -233,7 +225,7 @@ class ModuleBrowser(TextView):
             self.capability_picker.value = capability_id
         return self.form
 
-    def _card(self, info: Any) -> str:
+    def _card(self, info: ModuleInfo) -> str:
         style = "border:1px solid #dadce0;border-radius:6px;padding:6px 10px;margin:4px 0"
         d = info.descriptor
         if d is None:
@@ -251,7 +243,7 @@ class ModuleBrowser(TextView):
         if info.needs_setup:
             needs = "".join(
                 f"<li><b>{esc(r.kind)} {esc(r.name)}</b>: {esc(r.detail or 'not available')}</li>"
-                for r in _unmet(info)
+                for r in info.unmet_requirements
             )
             parts.append(f"{badge('Needs setup', 'warn')}<ul>{needs}</ul>")
         rows = []
@@ -270,9 +262,10 @@ class ModuleBrowser(TextView):
         parts.append(self._knowledge_html(info))
         return f'<div style="{style}">' + "".join(parts) + "</div>"
 
-    def _knowledge_html(self, info: Any) -> str:
+    def _knowledge_html(self, info: ModuleInfo) -> str:
         """The module's overlays, its context cost, and what the host works around."""
         d = info.descriptor
+        assert d is not None  # only accepted modules are drawn with their knowledge
         out = []
         overlays = ", ".join(
             f"<code>{esc(o.id)}</code> {esc(o.title)} · {o.tokens} tokens"
@@ -286,7 +279,7 @@ class ModuleBrowser(TextView):
                 f"{self.listing.module_tokens(info.id)} tokens always (capability lines and "
                 "overlays), plus the skills of the capability in play</small></div>"
             )
-        for warning in getattr(info, "warnings", None) or ():
+        for warning in info.warnings:
             out.append(
                 f"<div>{badge('warning', 'warn')}<code>"
                 f"{esc(format_validation_error(warning))}</code></div>"
@@ -307,7 +300,7 @@ class ModuleBrowser(TextView):
             if info.needs_setup:
                 lines.extend(
                     f"    needs {r.kind} {r.name}: {r.detail or 'not available'}"
-                    for r in _unmet(info)
+                    for r in info.unmet_requirements
                 )
             for cap in d.capabilities or ():
                 words = effect_words(cap.effects)
@@ -327,9 +320,7 @@ class ModuleBrowser(TextView):
 
     def _portable(self, text: str) -> str:
         """Name the host's home ``$FACET_STUDIO_HOME`` so the text is the same anywhere."""
-        home = getattr(self.host, "home", None)
-        if home is None:
-            return text
+        home = self.host.home
         for spelling in sorted({os.fspath(home), os.path.realpath(home)}, key=len, reverse=True):
             text = text.replace(spelling, "$FACET_STUDIO_HOME")
         return text

@@ -253,6 +253,31 @@ def _emit(envelope: Mapping[str, Any]) -> None:
     out.flush()
 
 
+def _handle(
+    ctx: Context, cap: Mapping[str, Any] | None, handlers: Mapping[str, Handler]
+) -> tuple[Outcome | None, Failure | None]:
+    """Run the handler of the requested capability: its outcome, or why it failed."""
+    request, module = ctx.request, ctx.module
+    capability_id = request.get("capability")
+    if request.get("protocol") != PROTOCOL_ID:
+        return None, Failure(
+            "unsupported_protocol",
+            f"request protocol {request.get('protocol')!r} is not {PROTOCOL_ID!r}",
+        )
+    if cap is None or not isinstance(capability_id, str) or capability_id not in handlers:
+        return None, Failure(
+            "unknown_capability",
+            f"{module} has no capability {capability_id!r}; it offers {sorted(handlers)}",
+        )
+    try:
+        return handlers[capability_id](ctx), None
+    except Failure as exc:
+        return None, exc
+    except Exception as exc:  # a bug in the module: report it, never crash silently
+        traceback.print_exc(file=sys.stderr)
+        return None, Failure("internal_error", f"{type(exc).__name__}: {exc}")
+
+
 def run(descriptor: Mapping[str, Any], handlers: Mapping[str, Handler], argv: list[str]) -> int:
     """Serve one verb (``describe`` or ``invoke``) and print exactly one envelope."""
     module = str(descriptor["module"])
@@ -295,24 +320,7 @@ def run(descriptor: Mapping[str, Any], handlers: Mapping[str, Handler], argv: li
     ctx = Context(module=module, request=request)
     outcome: Outcome | None = None
     if failure is None:
-        if request.get("protocol") != PROTOCOL_ID:
-            failure = Failure(
-                "unsupported_protocol",
-                f"request protocol {request.get('protocol')!r} is not {PROTOCOL_ID!r}",
-            )
-        elif cap is None or not isinstance(capability_id, str) or capability_id not in handlers:
-            failure = Failure(
-                "unknown_capability",
-                f"{module} has no capability {capability_id!r}; it offers {sorted(handlers)}",
-            )
-        else:
-            try:
-                outcome = handlers[capability_id](ctx)
-            except Failure as exc:
-                failure = exc
-            except Exception as exc:  # a bug in the module: report it, never crash silently
-                traceback.print_exc(file=sys.stderr)
-                failure = Failure("internal_error", f"{type(exc).__name__}: {exc}")
+        outcome, failure = _handle(ctx, cap, handlers)
     envelope: dict[str, Any] = {
         "protocol": PROTOCOL_ID,
         "module": module,

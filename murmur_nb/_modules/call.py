@@ -1,0 +1,240 @@
+"""Building the request a module receives: everything in it is decided here, by the host.
+
+Design notes
+------------
+* **Checked before anything runs.** ``input`` must be strict JSON and match the
+  capability's ``request_schema``; the bounds must be positive integers within the
+  policy's limits; a refusal raises :class:`~murmur_nb.InvalidInput` and nothing is
+  started. The rules themselves are in :mod:`.request`.
+* **Host fields win.** ``extra`` is inlined at the request root but can never shadow a
+  host field, also not through a key a Go decoder folds onto one: such a key is dropped
+  with a warning.
+* **Roots, grants and binaries come from the policy** (see :mod:`.policy`), intersected
+  with what the module declared; a write root the policy does not map is a fresh folder
+  under the invocation's run folder.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from murmur_nb._exceptions import InvalidInput, NotGranted
+from murmur_nb._modules.artifacts import STAGED_ROOT, ArtifactStore, StagedArtifact
+from murmur_nb._modules.audit import AuditRow
+from murmur_nb._modules.catalog import Target
+from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.request import canonical_path, check_bounds, shadowing_keys, strict_json
+from murmur_nb._modules.schemas import ValidatorCache
+from murmur_nb._modules.workspace import Workspace
+from murmur_nb.protocol import PROTOCOL_ID, Descriptor, Grants, Request, Root
+
+__all__ = ["HOST_FIELDS", "Call", "build_request"]
+
+HOST_FIELDS = frozenset(Request.model_fields) - {"extra"}
+
+#: Makes the consumer's ``staged`` root under a run folder: exactly the staged files.
+StagedView = Callable[[Path, Sequence[StagedArtifact]], Path]
+
+
+@dataclass(frozen=True)
+class Call:
+    """What the caller of ``invoke`` asked for, as given."""
+
+    capability: str
+    input: Any
+    request_id: str
+    approve: bool = False
+    deadline_ms: int | None = None
+    max_output_bytes: int | None = None
+    extra: dict[str, Any] | None = None
+    staged: Sequence[StagedArtifact] = ()
+    validate_input: bool = True
+
+
+@dataclass
+class Built:
+    """A request ready to send, and the host's warnings about how it was built."""
+
+    request: Request
+    warnings: list[str] = field(default_factory=list)
+
+
+def build_request(
+    call: Call,
+    target: Target,
+    *,
+    policy: Policy,
+    store: Callable[[], ArtifactStore],
+    staged_view: StagedView,
+    validators: ValidatorCache,
+    workspace: Workspace,
+    row: AuditRow,
+) -> Built:
+    """Check the caller's input, bounds and extra fields, then build the :class:`Request`.
+
+    ``row`` records the grants as soon as they are known, so a later refusal keeps them.
+    ``store`` is called only when staged artifacts are involved (it creates the store);
+    ``staged_view`` makes the consumer's ``staged`` root (exactly the staged files).
+    """
+    input_value = checked_input(call, target, validators)
+    deadline, bound = _bounds(call, policy)
+    warnings: list[str] = []
+    extra = _extra_fields(call.extra, call.capability, warnings)
+    grants = policy.grants_for(target.descriptor)
+    row.grants = grants.model_dump(mode="json")
+    binaries = _binaries(policy, grants)
+    _check_staged(call, target, store)
+    run_dir = workspace.runs_dir() / call.request_id
+    roots = build_roots(
+        target.descriptor,
+        run_dir,
+        policy=policy,
+        staged_view=staged_view,
+        staged=call.staged,
+        warnings=warnings,
+    )
+    request = Request(
+        protocol=PROTOCOL_ID,
+        capability=call.capability,
+        request_id=call.request_id,
+        input=input_value,
+        roots=roots,
+        grants=grants,
+        binaries=binaries,
+        deadline_ms=deadline,
+        max_output_bytes=bound,
+        extra=extra,
+    )
+    return Built(request, warnings)
+
+
+def checked_input(call: Call, target: Target, validators: ValidatorCache) -> Any:
+    """The caller's input as plain JSON, checked against the capability's request schema."""
+    capability, cap = call.capability, target.cap
+    value = strict_json({} if call.input is None else call.input, "input", capability)
+    schema = (target.descriptor.request_schemas or {})[cap.request_schema]
+    validator = validators.get(target.digest, "request", cap.request_schema, schema)
+    problems = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+    if problems and call.validate_input:
+        first = problems[0]
+        where = "input" + "".join(
+            f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in first.path
+        )
+        raise InvalidInput(
+            f"input for {capability} does not match its request_schema "
+            f"{cap.request_schema!r}: at {where}: {first.message}"
+            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
+            + "; nothing was run. Fix the input and invoke again"
+        )
+    return value
+
+
+def _bounds(call: Call, policy: Policy) -> tuple[int, int]:
+    """``(deadline_ms, max_output_bytes)``: the call's own, else the policy's."""
+    deadline = policy.deadline_ms if call.deadline_ms is None else call.deadline_ms
+    bound = policy.max_output_bytes if call.max_output_bytes is None else call.max_output_bytes
+    check_bounds(
+        {"deadline_ms": deadline, "max_output_bytes": bound},
+        {
+            "deadline_ms": policy.deadline_ms_limit,
+            "max_output_bytes": policy.max_output_bytes_limit,
+        },
+    )
+    return deadline, bound
+
+
+def _extra_fields(
+    extra: dict[str, Any] | None, capability: str, warnings: list[str]
+) -> dict[str, Any]:
+    """``extra`` as strict JSON, without any key a Go decoder would take for a host field."""
+    if not extra:
+        return {}
+    if not isinstance(extra, dict):
+        raise InvalidInput(
+            f"extra for {capability} must be a dict of root-level request fields, got "
+            f"{type(extra).__name__}; nothing was run"
+        )
+    fields: dict[str, Any] = strict_json(dict(extra), "extra", capability)
+    shadowed = shadowing_keys(fields, HOST_FIELDS)
+    if shadowed:
+        warnings.append(
+            f"extra fields {shadowed!r} name host-owned request fields (matched as a Go "
+            "decoder matches keys: case-insensitively, with Unicode simple folding) and "
+            "were ignored: the host fills them"
+        )
+        for key in shadowed:
+            del fields[key]
+    return fields
+
+
+def _binaries(policy: Policy, grants: Grants) -> dict[str, str]:
+    """Absolute paths of the granted subprocess binaries that resolve now."""
+    binaries: dict[str, str] = {}
+    for name in grants.subprocess or []:
+        # resolved per invocation: a binary installed (or removed) since the last
+        # call is supplied (or absent) now, never a stale path
+        path = policy.resolve_binary(name)
+        if path is not None:
+            binaries[name] = path
+    return binaries
+
+
+def _check_staged(call: Call, target: Target, store: Callable[[], ArtifactStore]) -> None:
+    """Staged inputs need the ``staged`` read root, and each must still hash as staged."""
+    if not call.staged:
+        return
+    if STAGED_ROOT not in (target.descriptor.permissions.filesystem_read or []):
+        raise NotGranted(
+            f"module {target.module_id!r} was handed staged artifacts but does not declare "
+            f"the read root {STAGED_ROOT!r} in permissions.filesystem_read; nothing "
+            "was run. Add that root to the module's descriptor, or invoke it "
+            "without staged="
+        )
+    for item in call.staged:
+        store().verify(item)
+
+
+def build_roots(
+    descriptor: Descriptor,
+    run_dir: Path,
+    *,
+    policy: Policy,
+    staged_view: StagedView,
+    staged: Sequence[StagedArtifact],
+    warnings: list[str],
+) -> dict[str, Root]:
+    """The declared roots the policy supplies: read roots ``ro``, write roots ``rw``."""
+    perms = descriptor.permissions
+    roots: dict[str, Root] = {}
+    for name in perms.filesystem_read or []:
+        if name == STAGED_ROOT and staged:
+            roots[name] = Root(path=canonical_path(staged_view(run_dir, staged)), mode="ro")
+            continue
+        path = policy.root_path(name)
+        if path is not None and path.is_dir():
+            roots[name] = Root(path=canonical_path(path), mode="ro")
+        elif path is not None:
+            warnings.append(
+                f"policy maps read root {name!r} to {path}, which is not a "
+                "folder; it was not supplied"
+            )
+    fresh = 0
+    for name in perms.filesystem_write or []:
+        path = policy.root_path(name)
+        if path is None:
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64] or "root"
+            path = run_dir / f"w{fresh}-{safe}"
+            fresh += 1
+            path.mkdir(parents=True)
+        elif not path.is_dir():
+            warnings.append(
+                f"policy maps write root {name!r} to {path}, which is not a "
+                "folder; it was not supplied"
+            )
+            continue
+        roots[name] = Root(path=canonical_path(path), mode="rw")
+    return roots

@@ -1,0 +1,335 @@
+"""What is installed: module folders, running ``describe``, and the descriptor cache key.
+
+Design notes
+------------
+* **A module is a folder.** ``<home>/modules/<id>/module`` is the executable; the folder
+  name is the module id and must be a plain name (:data:`MODULE_ID_RE`), never a path.
+* **Descriptors are cached by ``stat``.** :func:`stat_key` fingerprints the whole folder
+  (a launcher usually runs code beside it), so any file added, removed, replaced or
+  edited makes the host describe again.
+* **A refusal is data.** :func:`run_describe` never raises for a broken module: it returns
+  a :class:`Described` whose ``errors`` say what is wrong, so a refused module still lists.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from murmur_nb._exceptions import InvalidDescriptor, ModuleNotFound, SandboxUnavailable
+from murmur_nb._modules.descriptor import (
+    DescriptorProblem,
+    code_digest,
+    descriptor_digest,
+    parse_describe_output,
+)
+from murmur_nb._modules.gate import SandboxGate, run_launched
+from murmur_nb._modules.invocation import ModuleInfo
+from murmur_nb._modules.knowledge import knowledge_warnings
+from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.runner import RunResult
+from murmur_nb._modules.workspace import Workspace
+from murmur_nb._rules import PLAIN_ID_RE
+from murmur_nb.protocol import Capability, Descriptor
+
+__all__ = [
+    "MODULE_ID_RE",
+    "Catalog",
+    "Described",
+    "Target",
+    "is_module_id",
+    "run_describe",
+    "stat_key",
+]
+
+#: A module id: a plain name, the same rule as every other id murmur-nb accepts.
+MODULE_ID_RE = PLAIN_ID_RE
+
+STAT_KEY_MAX_ENTRIES = 512
+
+
+def is_module_id(name: str) -> bool:
+    """Whether ``name`` may name a module folder."""
+    return MODULE_ID_RE.fullmatch(name) is not None and name not in {".", ".."}
+
+
+@dataclass
+class Described:
+    """The outcome of one ``describe``: the descriptor, or the errors that refused it.
+
+    ``code`` is the :func:`~murmur_nb._modules.descriptor.code_digest` of the module folder
+    when it was described; approvals are pinned to it as well as to ``digest``.
+    """
+
+    key: tuple[int, ...]
+    descriptor: Descriptor | None
+    errors: list[DescriptorProblem]
+    digest: str | None
+    code: str = ""
+
+    @classmethod
+    def refused(cls, key: tuple[int, ...], where: str, detail: str) -> Described:
+        return cls(key, None, [DescriptorProblem(where, detail)], None)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A capability resolved against its module's accepted descriptor (and its code)."""
+
+    module_id: str
+    descriptor: Descriptor
+    digest: str
+    cap: Capability
+    code: str = ""
+
+
+def stat_key(module_dir: Path, module_file: Path) -> tuple[int, ...]:
+    """A cheap fingerprint of a module's installed files, to tell when to describe again.
+
+    A module is often a launcher beside its real code (``module`` runs ``main.py``), so the
+    whole folder counts, not just the launcher: any file added, removed, replaced or edited
+    changes the key. Past ``STAT_KEY_MAX_ENTRIES`` entries the key cannot be trusted and
+    becomes unique, so a huge folder is simply described on every call.
+    """
+    fs = module_file.stat()
+    key = [fs.st_ino, fs.st_size, fs.st_mtime_ns, fs.st_ctime_ns]
+    pending = [str(module_dir)]
+    seen = 0
+    while pending:
+        with os.scandir(pending.pop()) as it:
+            entries = sorted((e for e in it if e.name != "__pycache__"), key=lambda e: e.name)
+        for entry in entries:
+            seen += 1
+            if seen > STAT_KEY_MAX_ENTRIES:
+                return (*key, time.monotonic_ns())
+            st = entry.stat(follow_symlinks=False)
+            key += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+    return tuple(key)
+
+
+def run_describe(
+    module_id: str,
+    folder: Path,
+    policy: Policy,
+    *,
+    workspace: Workspace,
+    gate: SandboxGate,
+    previous: Described | None,
+) -> Described:
+    """Run ``<folder>/module describe`` confined, within the policy's describe bounds."""
+    exe = folder / "module"
+    ready = _prepare(folder, exe, previous)
+    if isinstance(ready, Described):
+        return ready
+    key, code = ready
+    cwd = workspace.take_cwd()
+    try:
+        run = _run_confined(exe, cwd, policy, gate)
+    except SandboxUnavailable as exc:
+        return Described.refused(key, "sandbox", exc.message)
+    except OSError as exc:
+        return Described.refused(key, "module", f"{exe} cannot be executed: {exc}")
+    finally:
+        workspace.give_back_cwd(cwd)
+    failure = _run_failure(run, policy)
+    if failure is not None:
+        return Described.refused(key, *failure)
+    descriptor, errors = parse_describe_output(run.stdout, module_id, folder)
+    digest = descriptor_digest(descriptor) if descriptor is not None else None
+    return Described(key, descriptor, errors, digest, code)
+
+
+def _prepare(
+    folder: Path, exe: Path, previous: Described | None
+) -> tuple[tuple[int, ...], str] | Described:
+    """``(stat key, code digest)`` of an installed, executable module, or why it is refused."""
+    try:
+        key = stat_key(folder, exe)
+    except OSError:
+        return Described.refused(
+            (), "module", f"{exe} is missing; install the module executable there"
+        )
+    if not stat.S_ISREG(exe.stat().st_mode) or not os.access(exe, os.X_OK):
+        return Described.refused(key, "module", f"{exe} is not an executable file; chmod +x it")
+    try:
+        # the stat key includes every file's ctime, which any write updates: an
+        # unchanged key means unchanged bytes, so a large folder is not hashed again
+        same = previous is not None and previous.key == key and previous.code
+        code = previous.code if same and previous is not None else code_digest(folder)
+    except OSError as exc:
+        return Described.refused(key, "module", f"{folder} cannot be read: {exc}")
+    return key, code
+
+
+def _run_confined(exe: Path, cwd: Path, policy: Policy, gate: SandboxGate) -> RunResult:
+    return run_launched(
+        gate.launch([str(exe), "describe"], cwd, exe.parent, {}),
+        b"",
+        cwd=cwd,
+        deadline_s=policy.describe_deadline_ms / 1000.0,
+        max_output_bytes=policy.describe_max_output_bytes,
+    )
+
+
+def _run_failure(run: RunResult, policy: Policy) -> tuple[str, str] | None:
+    """``(where, detail)`` when the describe run itself failed, before its output is read."""
+    tail = run.stderr_text.strip()[-500:]
+    hint = ""
+    if run.returncode or tail:
+        hint = f" (exit status {run.returncode}" + (f"; stderr: {tail!r})" if tail else ")")
+    if run.timed_out:
+        return "describe", f"did not finish within {policy.describe_deadline_ms} ms{hint}"
+    if run.output_exceeded:
+        return "describe", f"printed more than {policy.describe_max_output_bytes} bytes{hint}"
+    if not run.stdout.strip():
+        return "envelope", f"describe printed nothing{hint}"
+    return None
+
+
+class Catalog:
+    """The modules installed under one ``modules`` folder, and their cached descriptors.
+
+    ``modules_dir`` and ``policy`` are read through callables, so the host's current
+    ``home`` and ``policy`` are always the ones used.
+    """
+
+    def __init__(
+        self,
+        modules_dir: Callable[[], Path],
+        policy: Callable[[], Policy],
+        workspace: Workspace,
+        gate: SandboxGate,
+    ) -> None:
+        self._modules_dir = modules_dir
+        self._policy = policy
+        self._workspace = workspace
+        self._gate = gate
+        self._described: dict[str, Described] = {}
+        self._lock = threading.Lock()
+
+    def folder(self, module_id: str) -> Path:
+        """The folder of an installed module, or :class:`~murmur_nb.ModuleNotFound`."""
+        if not is_module_id(module_id):
+            raise ModuleNotFound(
+                f"{module_id!r} is not a valid module id (letters, digits, '.', '_', '-'); "
+                "check the spelling: host.modules() lists the installed modules"
+            )
+        folder = self._modules_dir() / module_id
+        if not folder.is_dir():
+            raise ModuleNotFound(
+                f"no module {module_id!r}: {folder} does not exist; install it there with an "
+                "executable file named 'module'"
+            )
+        return folder
+
+    def described(self, module_id: str, *, refresh: bool = False) -> Described:
+        """The module's describe outcome: cached while its files are unchanged."""
+        folder = self.folder(module_id)
+        if not refresh:
+            cached = self._described.get(module_id)
+            if cached is not None:
+                try:
+                    if cached.key == stat_key(folder, folder / "module"):
+                        return cached
+                except OSError:
+                    pass
+        described = run_describe(
+            module_id,
+            folder,
+            self._policy(),
+            workspace=self._workspace,
+            gate=self._gate,
+            previous=self._described.get(module_id),
+        )
+        with self._lock:
+            self._described[module_id] = described
+        return described
+
+    def accepted(
+        self, module_id: str, described: Described | None = None, *, refresh: bool = False
+    ) -> Descriptor:
+        """The accepted descriptor, or :class:`~murmur_nb.InvalidDescriptor` with every error."""
+        if described is None:
+            described = self.described(module_id, refresh=refresh)
+        if described.descriptor is None or described.errors:
+            listed = "; ".join(str(e) for e in described.errors[:5])
+            more = f" (+{len(described.errors) - 5} more)" if len(described.errors) > 5 else ""
+            raise InvalidDescriptor(
+                f"module {module_id!r} was refused: {listed}{more}. Fix the module's describe "
+                "output; host.modules() lists every error",
+                errors=described.errors,
+            )
+        return described.descriptor
+
+    def infos(self) -> list[ModuleInfo]:
+        """Every module folder, sorted by id, refused ones included."""
+        modules_dir = self._modules_dir()
+        if not modules_dir.is_dir():
+            return []
+        infos = []
+        for entry in sorted(modules_dir.iterdir()):
+            if not entry.is_dir() or not is_module_id(entry.name):
+                continue
+            described = self.described(entry.name)
+            desc = described.descriptor
+            unmet = [r for r in (desc.requirements or []) if not r.available] if desc else []
+            infos.append(
+                ModuleInfo(
+                    id=entry.name,
+                    path=entry,
+                    descriptor=desc if not described.errors else None,
+                    errors=list(described.errors),
+                    unmet_requirements=unmet,
+                    digest=described.digest if not described.errors else None,
+                    warnings=knowledge_warnings(desc) if desc and not described.errors else [],
+                )
+            )
+        return infos
+
+    def owner(self, capability: str) -> str:
+        """The module id owning ``capability``: its longest prefix that is a module folder."""
+        modules_dir = self._modules_dir()
+        candidates = [capability[:i] for i, ch in enumerate(capability) if ch == "."]
+        for module_id in reversed(candidates):
+            if is_module_id(module_id) and (modules_dir / module_id).is_dir():
+                return module_id
+        raise ModuleNotFound(
+            f"no installed module offers {capability!r}: capability ids are "
+            f"'<module-id>.<name>' and no matching folder exists under {modules_dir}"
+        )
+
+    def target(self, capability: str, *, refresh: bool = False) -> Target:
+        """``capability`` resolved against its module's accepted (``refresh``: fresh) descriptor."""
+        module_id = self.owner(capability)
+        described = self.described(module_id)
+        if refresh:
+            described = self.described(module_id, refresh=True)
+        descriptor = self.accepted(module_id, described)
+        cap = descriptor.capability(capability)
+        if cap is None:
+            known = ", ".join(c.id for c in descriptor.capabilities or []) or "none"
+            raise ModuleNotFound(
+                f"module {module_id!r} has no capability {capability!r} (it offers: {known})"
+            )
+        assert described.digest is not None
+        return Target(module_id, descriptor, described.digest, cap, described.code)
+
+    def held(self, module_id: str) -> tuple[Path, Descriptor]:
+        """The module folder and the descriptor held from the last describe (once if never).
+
+        Knowledge is verified against the host's last describe, not a fresh one: a file
+        changed since is caught at load time, whatever a new describe would now declare.
+        """
+        folder = self.folder(module_id)
+        with self._lock:
+            described = self._described.get(module_id)
+        if described is None:
+            described = self.described(module_id)
+        return folder, self.accepted(module_id, described)

@@ -1,0 +1,302 @@
+"""A request schema as a tree of form fields (:class:`FieldSpec`), without any UI library.
+
+Strings, numbers, integers, booleans, enums, arrays of those and nested objects each get a
+field of their own kind; anything else (``anyOf``, tuples, free objects) is edited as JSON
+text. ``$ref`` is followed inside the schema (to a bounded depth), ``null`` in a type
+union or ``anyOf`` makes a field nullable, and a recursive object is cut at its first
+repetition. :mod:`.schema_form` keeps the values and the errors of such a tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+__all__ = ["SCALARS", "UNSET", "FieldKind", "FieldSpec", "build_fields"]
+
+FieldKind = Literal["string", "number", "integer", "boolean", "enum", "array", "object", "json"]
+
+SCALARS: Final = frozenset({"string", "number", "integer", "boolean"})
+_MAX_REF_DEPTH: Final = 32
+
+
+class _Unset:
+    """The single "no value" marker; falsy, and stable in reprs."""
+
+    _instance: _Unset | None = None
+
+    def __new__(cls) -> _Unset:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET: Final = _Unset()
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One field of a generated form.
+
+    Attributes
+    ----------
+    path : tuple of str
+        Property names from the root object; ``()`` is the root itself.
+    kind : str
+        ``string``, ``number``, ``integer``, ``boolean``, ``enum``, ``array`` (of
+        ``item_kind``), ``object`` (with ``children``) or ``json`` (free JSON text).
+    title, description : str
+        The label and the help text (the schema's ``description``).
+    required : bool
+        Whether the parent object lists this property in ``required``.
+    default : Any
+        The schema default, or ``UNSET``.
+    options : tuple
+        Enum members, for ``enum`` fields and arrays of enums.
+    item_kind : str or None
+        For arrays: the kind of each item (a scalar kind or ``enum``).
+    nullable : bool
+        The schema also allows ``null``.
+    children : tuple of FieldSpec
+        For objects: one field per property, in schema order.
+    schema : Mapping
+        The resolved sub-schema.
+    """
+
+    path: tuple[str, ...]
+    kind: FieldKind
+    title: str
+    description: str = ""
+    required: bool = False
+    default: Any = UNSET
+    options: tuple[Any, ...] = ()
+    item_kind: FieldKind | None = None
+    nullable: bool = False
+    children: tuple[FieldSpec, ...] = ()
+    schema: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        """The dotted path, ``""`` for the root."""
+        return ".".join(self.path)
+
+    @property
+    def label(self) -> str:
+        """The title with a ``*`` when the field is required."""
+        return f"{self.title} *" if self.required else self.title
+
+    @property
+    def hint(self) -> str:
+        """The schema's constraints in words (``≥ 1, ≤ 10``), for the help line."""
+        s = self.schema
+        parts = _value_words(s, "")
+        if self.kind == "array":
+            raw_items = s.get("items")
+            parts += _value_words(raw_items if isinstance(raw_items, Mapping) else {}, "each ")
+            if isinstance(s.get("minItems"), int):
+                parts.append(f"at least {s['minItems']} items")
+            if isinstance(s.get("maxItems"), int):
+                parts.append(f"at most {s['maxItems']} items")
+            if s.get("uniqueItems") is True:
+                parts.append("no duplicates")
+        return ", ".join(parts)
+
+    def walk(self) -> Iterator[FieldSpec]:
+        """This field, then every descendant, depth first in schema order."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+# --- schema -> fields ---------------------------------------------------------------
+
+
+def _resolve(schema: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str, Any] | None:
+    """Follow local ``$ref`` pointers (``#/...``); ``None`` when one cannot be followed."""
+    if not isinstance(schema, Mapping):
+        return {} if schema is True else None
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    if depth >= _MAX_REF_DEPTH or not isinstance(ref, str) or not ref.startswith("#"):
+        return None
+    target: Any = root
+    for raw_part in ref[1:].split("/")[1:] if ref != "#" else []:
+        part = raw_part.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, Mapping) and part in target:
+            target = target[part]
+        elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            target = target[int(part)]
+        else:
+            return None
+    resolved = _resolve(target, root, depth + 1)
+    if resolved is None:
+        return None
+    siblings = {k: v for k, v in schema.items() if k != "$ref"}
+    return {**resolved, **siblings} if siblings else resolved
+
+
+def _unwrap_nullable(schema: Mapping[str, Any], root: Mapping[str, Any]) -> tuple[Any, bool]:
+    """``anyOf``/``oneOf`` of one schema and ``{"type": "null"}`` -> (that schema, True)."""
+    for word in ("anyOf", "oneOf"):
+        alts = schema.get(word)
+        if isinstance(alts, list) and len(alts) == 2:
+            resolved = [_resolve(a, root) for a in alts]
+            nulls = [r for r in resolved if r is not None and r.get("type") == "null"]
+            others = [r for r in resolved if r is not None and r.get("type") != "null"]
+            if len(nulls) == 1 and len(others) == 1:
+                rest = {k: v for k, v in schema.items() if k != word}
+                return {**others[0], **rest}, True
+    return schema, False
+
+
+def _type_of(schema: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """The single non-null JSON type and whether ``null`` is allowed too."""
+    t = schema.get("type")
+    if isinstance(t, str):
+        return t, t == "null"
+    if isinstance(t, list):
+        kinds = [x for x in t if x != "null"]
+        return (kinds[0] if len(kinds) == 1 else None), "null" in t
+    if "properties" in schema:
+        return "object", False
+    return None, False
+
+
+def _value_words(src: Mapping[str, Any], prefix: str) -> list[str]:
+    """A value schema's constraints in words (bounds, lengths, pattern, format)."""
+    parts: list[str] = []
+    for word, sym in (
+        ("minimum", "≥"),
+        ("exclusiveMinimum", ">"),
+        ("maximum", "≤"),
+        ("exclusiveMaximum", "<"),
+    ):
+        bound = src.get(word)
+        if isinstance(bound, int | float) and not isinstance(bound, bool):
+            parts.append(f"{prefix}{sym} {bound}")
+    if isinstance(src.get("multipleOf"), int | float):
+        parts.append(f"{prefix}multiple of {src['multipleOf']}")
+    if isinstance(src.get("minLength"), int):
+        parts.append(f"{prefix}at least {src['minLength']} characters")
+    if isinstance(src.get("maxLength"), int):
+        parts.append(f"{prefix}at most {src['maxLength']} characters")
+    if isinstance(src.get("pattern"), str):
+        parts.append(f"{prefix}matches {src['pattern']}")
+    if isinstance(src.get("format"), str):
+        parts.append(f"{prefix}format {src['format']}")
+    return parts
+
+
+def _enum_of(schema: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return tuple(schema["enum"])
+    if "const" in schema:
+        return (schema["const"],)
+    return None
+
+
+def _spec(
+    schema: Any,
+    root: Mapping[str, Any],
+    path: tuple[str, ...],
+    required: bool,
+    seen: frozenset[int],
+) -> FieldSpec:
+    name = path[-1] if path else "input"
+    resolved = _resolve(schema, root)
+    if resolved is None:
+        return FieldSpec(path, "json", name, required=required, schema={})
+    resolved, nullable = _unwrap_nullable(resolved, root)
+    title = str(resolved.get("title") or name)
+    description = str(resolved.get("description") or "")
+    default = resolved.get("default", UNSET)
+    base = {"title": title, "description": description, "required": required, "default": default}
+
+    options = _enum_of(resolved)
+    if options is not None:
+        return FieldSpec(path, "enum", options=options, nullable=nullable, schema=resolved, **base)
+
+    kind, null_too = _type_of(resolved)
+    nullable = nullable or null_too
+    if kind in SCALARS and not any(k in resolved for k in ("anyOf", "oneOf", "allOf", "not")):
+        return FieldSpec(path, kind, nullable=nullable, schema=resolved, **base)  # type: ignore[arg-type]
+
+    spec: FieldSpec | None = None
+    if kind == "array":
+        spec = _array_spec(path, resolved, root, nullable, base)
+    elif kind == "object":
+        spec = _object_spec(path, resolved, root, nullable, base, seen=seen)
+    return spec or FieldSpec(path, "json", nullable=nullable, schema=resolved, **base)
+
+
+def _array_spec(
+    path: tuple[str, ...],
+    resolved: Mapping[str, Any],
+    root: Mapping[str, Any],
+    nullable: bool,
+    base: dict[str, Any],
+) -> FieldSpec | None:
+    """An array of enum members or of scalars; ``None`` for any other array (JSON text)."""
+    if not isinstance(resolved.get("items"), Mapping | bool):
+        return None
+    items = _resolve(resolved["items"], root)
+    if items is None:
+        return None
+    items, _ = _unwrap_nullable(items, root)
+    item_options = _enum_of(items)
+    item_kind, _ = _type_of(items)
+    if item_options is not None:
+        item_kind = "enum"
+    elif item_kind not in SCALARS:
+        return None
+    return FieldSpec(
+        path,
+        "array",
+        item_kind=item_kind,  # type: ignore[arg-type]
+        options=item_options or (),
+        nullable=nullable,
+        schema=resolved,
+        **base,
+    )
+
+
+def _object_spec(
+    path: tuple[str, ...],
+    resolved: Mapping[str, Any],
+    root: Mapping[str, Any],
+    nullable: bool,
+    base: dict[str, Any],
+    *,
+    seen: frozenset[int],
+) -> FieldSpec | None:
+    """An object with properties (one child each); ``None`` when it has none or recurses."""
+    props = resolved.get("properties")
+    if not (isinstance(props, Mapping) and props and id(resolved) not in seen):
+        return None
+    req = resolved.get("required")
+    required_names = set(req) if isinstance(req, list) else set()
+    children = tuple(
+        _spec(sub, root, (*path, str(pname)), pname in required_names, seen | {id(resolved)})
+        for pname, sub in props.items()
+    )
+    return FieldSpec(path, "object", children=children, nullable=nullable, schema=resolved, **base)
+
+
+def build_fields(schema: Mapping[str, Any] | bool) -> FieldSpec:
+    """The field tree for a request schema; the root is always required.
+
+    >>> root = build_fields({"type": "object", "required": ["n"],
+    ...                      "properties": {"n": {"type": "integer", "default": 3}}})
+    >>> [(f.key, f.kind, f.required, f.default) for f in root.children]
+    [('n', 'integer', True, 3)]
+    """
+    root_schema: Mapping[str, Any] = schema if isinstance(schema, Mapping) else {}
+    return _spec(root_schema, root_schema, (), True, frozenset())

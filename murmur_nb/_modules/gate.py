@@ -1,0 +1,111 @@
+"""The host's side of the module sandbox: one report per host, refusal or one warning, launch.
+
+Design notes
+------------
+* **Asked once.** Which confinement guarantees hold is probed on first use from the policy
+  the host has then (:func:`~murmur_nb._modules.sandbox.sandbox_report`) and kept.
+* **The policy decides what a gap means.** ``sandbox="required"`` refuses to run anything
+  (:class:`~murmur_nb.SandboxUnavailable`), ``"best-effort"`` warns once per host
+  (:class:`~murmur_nb.SandboxWarning`) and notes it on every invocation, ``"off"`` says
+  nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from murmur_nb._exceptions import SandboxUnavailable, SandboxWarning
+from murmur_nb._modules.artifacts import StagedArtifact, staged_view
+from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.runner import RunResult, run_process
+from murmur_nb._modules.sandbox import Launch, SandboxReport, launch, sandbox_report
+from murmur_nb.protocol import Root
+
+__all__ = ["SandboxGate", "run_launched"]
+
+
+def run_launched(
+    how: Launch, stdin: bytes, *, cwd: Path, deadline_s: float, max_output_bytes: int
+) -> RunResult:
+    """Run a launch plan (:meth:`SandboxGate.launch`) to the end, then release it."""
+    try:
+        return run_process(
+            how.argv,
+            stdin,
+            cwd=cwd,
+            deadline_s=deadline_s,
+            max_output_bytes=max_output_bytes,
+            preexec=how.preexec,
+        )
+    finally:
+        how.close()
+
+
+class SandboxGate:
+    """The sandbox report of one host and what it allows."""
+
+    def __init__(self, policy: Callable[[], Policy]) -> None:
+        self._policy = policy
+        self._report: SandboxReport | None = None
+        self._warned = False
+
+    @property
+    def report(self) -> SandboxReport:
+        if self._report is None:
+            policy = self._policy()
+            self._report = sandbox_report(policy.sandbox, policy.sandbox_mechanisms)
+        return self._report
+
+    def check(self) -> None:
+        """Refuse (``sandbox="required"``) or warn once (``"best-effort"``) when incomplete."""
+        report = self.report
+        if report.complete or report.mode == "off":
+            return
+        if report.mode == "required":
+            raise SandboxUnavailable(
+                f"no module was run: {report.problem()}", missing=report.missing
+            )
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"modules run only partly confined: {report.problem()}",
+                SandboxWarning,
+                stacklevel=5,
+            )
+
+    def launch(
+        self,
+        argv: list[str],
+        cwd: Path,
+        module_dir: Path,
+        roots: dict[str, Root],
+        binaries: Sequence[str] = (),
+        *,
+        network: bool = False,
+    ) -> Launch:
+        """How to start ``argv`` confined (checked first, see :meth:`check`)."""
+        self.check()
+        return launch(
+            self.report,
+            argv,
+            cwd=cwd,
+            module_dir=module_dir,
+            roots=roots,
+            binaries=binaries,
+            network=network,
+        )
+
+    def warning(self) -> list[str]:
+        """The invocation warning of a best-effort sandbox with a guarantee missing."""
+        report = self.report
+        if report.complete or report.mode != "best-effort":
+            return []
+        return [f"sandbox (best-effort): {report.confinement}"]
+
+    def staged_view(self, run_dir: Path, staged: Sequence[StagedArtifact]) -> Path:
+        """The consumer's ``staged`` root: exactly the staged files, never the whole store."""
+        # hard links only when the sandbox keeps ro roots read-only (no write reaches the store)
+        link = self.report.guarantees.get("read_only_roots") is not None
+        return staged_view(run_dir / "staged-view", staged, link=link)

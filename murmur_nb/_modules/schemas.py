@@ -1,0 +1,133 @@
+"""The one JSON Schema validator factory: descriptors, the host and the form all use it.
+
+Design notes
+------------
+* **One choice of draft.** A schema's ``$schema`` picks the validator class; without one it
+  is Draft 2020-12. An unknown ``$schema`` is an error (:class:`jsonschema.SchemaError`),
+  never a silent fallback, so describe refuses it and nothing later has to guess.
+* **Patterns run in linear time.** ``pattern``, ``patternProperties`` and
+  ``additionalProperties`` match with RE2 (:mod:`.patterns`); a pattern RE2 cannot run
+  refuses the schema at describe.
+* **Formats are annotations.** No format checker is attached: ``format`` never refuses a
+  value, in the form or in the host, so both give the same verdict.
+* **jsonschema is imported on first use** (about 0.2 s), never by ``import murmur_nb``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from collections.abc import Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._modules.patterns import linear_time_validator, pattern_problems
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+__all__ = [
+    "ValidatorCache",
+    "form_validator",
+    "jsonschema_module",
+    "schema_problem",
+    "validator_class",
+    "validator_for",
+]
+
+_UNKNOWN: Any = object()
+
+
+def jsonschema_module() -> ModuleType:
+    """``jsonschema``, imported on first use and without ``rfc3987_syntax``.
+
+    ``jsonschema`` imports ``rfc3987_syntax`` when it is installed only to offer an ``iri``
+    format checker, and that package builds a parser grammar at import time (over two
+    seconds here). No format is ever asserted, so the import is skipped for the duration
+    of the ``jsonschema`` import; anyone importing ``rfc3987_syntax`` later gets it.
+    """
+    if "jsonschema" in sys.modules:
+        return sys.modules["jsonschema"]
+    blocked = "rfc3987_syntax" not in sys.modules
+    if blocked:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+    try:
+        import jsonschema  # noqa: PLC0415 - lazy: about 0.2 s
+
+        return jsonschema
+    finally:
+        if blocked and sys.modules.get("rfc3987_syntax", 0) is None:
+            del sys.modules["rfc3987_syntax"]
+
+
+def validator_class(schema: Any) -> type[Validator]:
+    """The jsonschema validator class for ``schema``, chosen by its ``$schema``.
+
+    Draft 2020-12 when ``$schema`` is absent (or ``schema`` is a boolean). An unknown
+    ``$schema`` URI raises :class:`jsonschema.SchemaError` instead of silently falling back.
+    """
+    jsonschema = jsonschema_module()
+    if isinstance(schema, Mapping) and "$schema" in schema:
+        uri = schema["$schema"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            try:
+                cls = jsonschema.validators.validator_for(schema, default=_UNKNOWN)
+            except DeprecationWarning:
+                cls = _UNKNOWN
+        if cls is _UNKNOWN:
+            raise jsonschema.SchemaError(f"unknown $schema {uri!r}; use a JSON Schema draft URI")
+        return linear_time_validator(cls)
+    return linear_time_validator(jsonschema.Draft202012Validator)
+
+
+def validator_for(schema: Any) -> Validator:
+    """A validator of ``schema`` (see :func:`validator_class`); the schema is not re-checked."""
+    return validator_class(schema)(schema)
+
+
+def form_validator(schema: Any) -> Validator:
+    """:func:`validator_for` for a form: an unknown ``$schema`` falls back to the default
+    draft, so a form still helps (describe has refused such a module anyway)."""
+    try:
+        return validator_for(schema)
+    except jsonschema_module().SchemaError:
+        return validator_class({})(schema)
+
+
+def schema_problem(schema: Any) -> str | None:
+    """``None`` when ``schema`` is a valid JSON Schema document, else why not."""
+    if not isinstance(schema, dict | bool):
+        return f"a JSON Schema is an object or a boolean, not {type(schema).__name__}"
+    schema_error = jsonschema_module().SchemaError
+    try:
+        cls = validator_class(schema)
+        cls.check_schema(schema)  # type: ignore[arg-type]  # booleans are valid schemas
+    except schema_error as exc:
+        where = "/".join(str(p) for p in exc.path)
+        return f"not a valid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
+    problems = pattern_problems(schema)
+    if problems:
+        return "; ".join(problems)
+    return None
+
+
+class ValidatorCache:
+    """Validators kept per ``(descriptor digest, kind, schema id)``: a pinned schema never
+    changes under its digest, so building each validator once is safe."""
+
+    def __init__(self) -> None:
+        self._validators: dict[tuple[str, str, str], Validator] = {}
+        self._lock = threading.Lock()
+
+    def get(self, digest: str, kind: str, schema_id: str, schema: Any) -> Validator:
+        """The validator of ``schema``, known to the descriptor ``digest`` as ``schema_id``."""
+        key = (digest, kind, schema_id)
+        with self._lock:
+            validator = self._validators.get(key)
+        if validator is None:
+            validator = validator_for(schema)
+            with self._lock:
+                self._validators[key] = validator
+        return validator
