@@ -36,7 +36,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict
@@ -236,82 +236,13 @@ def parse_hook_config(data: object, *, base_dir: Path, source: Path | None = Non
             f"got {type(data).__name__}"
         )
     problems: list[str] = []
-
-    transport: Literal["api", "process"] = "api"
-    inference = data.get("inference")
-    if inference is not None:
-        if not isinstance(inference, dict):
-            problems.append("inference: expected a mapping such as {transport: api}")
-        else:
-            value = inference.get("transport", "api")
-            if value in ("api", "process"):
-                transport = value
-            else:
-                problems.append(f"inference.transport: expected `api` or `process`, got {value!r}")
-
+    transport = _transport(data.get("inference"), problems)
     defaults = _limits(data.get("hook_limits"), "hook_limits", HookLimits(), problems)
-
-    raw_hooks = data.get("hooks")
     entries: list[HookEntry] = []
-    if raw_hooks is None:
-        raw_hooks = {}
-    if not isinstance(raw_hooks, dict):
-        problems.append(
-            "hooks: expected a mapping of hook id to entry, e.g. "
-            "`hooks: {summarize: {component: hooks/summarize.wasm}}`"
-        )
-        raw_hooks = {}
-    for hook_id, raw in raw_hooks.items():
-        at = f"hooks.{hook_id}"
-        if not isinstance(hook_id, str) or not _HOOK_ID.match(hook_id):
-            problems.append(
-                f"{at}: a hook id is letters, digits, '.', '_' or '-' "
-                "(at most 64, starting with a letter or digit); rename the entry"
-            )
-            continue
-        if not isinstance(raw, dict):
-            problems.append(f"{at}: expected a mapping with at least `component: <path to .wasm>`")
-            continue
-        for key in raw:
-            if key not in _HOOK_KEYS:
-                problems.append(f"{at}.{key}: unknown key; {_suggest(str(key), _HOOK_KEYS)}")
-        component = raw.get("component")
-        if not isinstance(component, str) or not component.strip():
-            problems.append(
-                f"{at}.component: required, the path of the hook's .wasm component "
-                "relative to this file, e.g. `component: hooks/summarize.wasm`"
-            )
-            continue
-        events_raw = raw.get("events", list(EVENTS))
-        if isinstance(events_raw, str):
-            events_raw = [events_raw]
-        events: list[str] = []
-        if not isinstance(events_raw, list):
-            problems.append(f"{at}.events: expected a list such as [task-start, compact]")
-        else:
-            for i, event in enumerate(events_raw):
-                if event not in EVENTS:
-                    problems.append(
-                        f"{at}.events[{i}]: unknown event {event!r}; use one of {', '.join(EVENTS)}"
-                    )
-                elif event not in events:
-                    events.append(event)
-        notes: list[str] = []
-        granted = _grant(raw.get("capabilities"), f"{at}.capabilities", notes)
-        limits = _limits(raw.get("limits"), f"{at}.limits", defaults, problems)
-        path = Path(component)
-        if not path.is_absolute():
-            path = base_dir / path
-        entries.append(
-            HookEntry(
-                id=hook_id,
-                component=path,
-                events=tuple(e for e in EVENTS if e in events),
-                read_granted=granted,
-                limits=limits,
-                notes=tuple(notes),
-            )
-        )
+    for hook_id, raw in _hooks_mapping(data.get("hooks"), problems).items():
+        entry = _hook_entry(hook_id, raw, base_dir, defaults, problems)
+        if entry is not None:
+            entries.append(entry)
     if problems:
         raise HookConfigError(
             f"{where} has {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems)
@@ -319,6 +250,92 @@ def parse_hook_config(data: object, *, base_dir: Path, source: Path | None = Non
     return HookConfig(
         path=source, transport=transport, default_limits=defaults, hooks=tuple(entries)
     )
+
+
+def _transport(inference: object, problems: list[str]) -> Literal["api", "process"]:
+    """The ``inference.transport`` setting, ``api`` when absent or unusable."""
+    if inference is None:
+        return "api"
+    if not isinstance(inference, dict):
+        problems.append("inference: expected a mapping such as {transport: api}")
+        return "api"
+    value = inference.get("transport", "api")
+    if value in ("api", "process"):
+        return cast(Literal["api", "process"], value)
+    problems.append(f"inference.transport: expected `api` or `process`, got {value!r}")
+    return "api"
+
+
+def _hooks_mapping(raw_hooks: object, problems: list[str]) -> dict[Any, Any]:
+    """The ``hooks:`` mapping, empty when absent or not a mapping."""
+    if raw_hooks is None:
+        return {}
+    if not isinstance(raw_hooks, dict):
+        problems.append(
+            "hooks: expected a mapping of hook id to entry, e.g. "
+            "`hooks: {summarize: {component: hooks/summarize.wasm}}`"
+        )
+        return {}
+    return raw_hooks
+
+
+def _hook_entry(
+    hook_id: object, raw: object, base_dir: Path, defaults: HookLimits, problems: list[str]
+) -> HookEntry | None:
+    """One ``hooks.<id>`` entry, or ``None`` (with problems noted) when it cannot be used."""
+    at = f"hooks.{hook_id}"
+    if not isinstance(hook_id, str) or not _HOOK_ID.match(hook_id):
+        problems.append(
+            f"{at}: a hook id is letters, digits, '.', '_' or '-' "
+            "(at most 64, starting with a letter or digit); rename the entry"
+        )
+        return None
+    if not isinstance(raw, dict):
+        problems.append(f"{at}: expected a mapping with at least `component: <path to .wasm>`")
+        return None
+    for key in raw:
+        if key not in _HOOK_KEYS:
+            problems.append(f"{at}.{key}: unknown key; {_suggest(str(key), _HOOK_KEYS)}")
+    component = raw.get("component")
+    if not isinstance(component, str) or not component.strip():
+        problems.append(
+            f"{at}.component: required, the path of the hook's .wasm component "
+            "relative to this file, e.g. `component: hooks/summarize.wasm`"
+        )
+        return None
+    events = _events(raw.get("events", list(EVENTS)), at, problems)
+    notes: list[str] = []
+    granted = _grant(raw.get("capabilities"), f"{at}.capabilities", notes)
+    limits = _limits(raw.get("limits"), f"{at}.limits", defaults, problems)
+    path = Path(component)
+    if not path.is_absolute():
+        path = base_dir / path
+    return HookEntry(
+        id=hook_id,
+        component=path,
+        events=events,
+        read_granted=granted,
+        limits=limits,
+        notes=tuple(notes),
+    )
+
+
+def _events(events_raw: object, at: str, problems: list[str]) -> tuple[str, ...]:
+    """The entry's known events, in the order of :data:`EVENTS`, without repeats."""
+    if isinstance(events_raw, str):
+        events_raw = [events_raw]
+    if not isinstance(events_raw, list):
+        problems.append(f"{at}.events: expected a list such as [task-start, compact]")
+        return ()
+    events: list[str] = []
+    for i, event in enumerate(events_raw):
+        if event not in EVENTS:
+            problems.append(
+                f"{at}.events[{i}]: unknown event {event!r}; use one of {', '.join(EVENTS)}"
+            )
+        elif event not in events:
+            events.append(event)
+    return tuple(e for e in EVENTS if e in events)
 
 
 def load_hook_config(path: str | Path) -> HookConfig:

@@ -21,6 +21,7 @@ Design notes
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from murmur_nb._hooks.config import HookLimits
 
@@ -88,36 +89,59 @@ def reason(text: str) -> str:
     return ": ".join([lines[0], *causes])
 
 
+def _deadline_advice(limits: HookLimits, head: str) -> str:
+    return (
+        f"stopped at its time limit of {limits.time_ms} ms; raise `limits.time_ms` for "
+        "this hook in murmur.yaml if it needs longer"
+    )
+
+
+def _fuel_advice(limits: HookLimits, head: str) -> str:
+    return (
+        f"stopped after using its fuel limit of {limits.fuel}; raise `limits.fuel` for "
+        "this hook in murmur.yaml if it needs more"
+    )
+
+
+def _memory_advice(limits: HookLimits, head: str) -> str:
+    return (
+        f"needs more memory than its limit of {limits.memory_mib} MiB in "
+        f"{limits.memories} memor{'y' if limits.memories == 1 else 'ies'} ({head}); raise "
+        "`limits.memory_mib` (or `limits.memories`) for this hook in murmur.yaml"
+    )
+
+
+def _table_advice(limits: HookLimits, head: str) -> str:
+    return (
+        f"needs more tables or table elements than its limits of {limits.tables} tables "
+        f"of {limits.table_elements} elements ({head}); raise `limits.tables` or "
+        "`limits.table_elements` for this hook in murmur.yaml"
+    )
+
+
+def _instance_advice(limits: HookLimits, head: str) -> str:
+    return (
+        f"needs more core instances than its limit of {limits.instances} ({head}); raise "
+        "`limits.instances` for this hook in murmur.yaml"
+    )
+
+
+# What to change for each limit a call can run into, keyed by the stop code.
+_LIMIT_ADVICE: dict[str, Callable[[HookLimits, str], str]] = {
+    "deadline_exceeded": _deadline_advice,
+    "fuel_exhausted": _fuel_advice,
+    "memory_limit": _memory_advice,
+    "table_limit": _table_advice,
+    "instance_limit": _instance_advice,
+}
+
+
 def explain(code: str, failure: str, limits: HookLimits, stderr: str = "") -> str:
     """The message for a stopped call: what stopped it, and what to change."""
     head = reason(failure)
-    if code == "deadline_exceeded":
-        return (
-            f"stopped at its time limit of {limits.time_ms} ms; raise `limits.time_ms` for "
-            "this hook in murmur.yaml if it needs longer"
-        )
-    if code == "fuel_exhausted":
-        return (
-            f"stopped after using its fuel limit of {limits.fuel}; raise `limits.fuel` for "
-            "this hook in murmur.yaml if it needs more"
-        )
-    if code == "memory_limit":
-        return (
-            f"needs more memory than its limit of {limits.memory_mib} MiB in "
-            f"{limits.memories} memor{'y' if limits.memories == 1 else 'ies'} ({head}); raise "
-            "`limits.memory_mib` (or `limits.memories`) for this hook in murmur.yaml"
-        )
-    if code == "table_limit":
-        return (
-            f"needs more tables or table elements than its limits of {limits.tables} tables "
-            f"of {limits.table_elements} elements ({head}); raise `limits.tables` or "
-            "`limits.table_elements` for this hook in murmur.yaml"
-        )
-    if code == "instance_limit":
-        return (
-            f"needs more core instances than its limit of {limits.instances} ({head}); raise "
-            "`limits.instances` for this hook in murmur.yaml"
-        )
+    advice = _LIMIT_ADVICE.get(code)
+    if advice is not None:
+        return advice(limits, head)
     if code == "trap":
         cause = stderr_cause(stderr)
         said = f"; its stderr ends with: {cause}" if cause else ""

@@ -86,6 +86,13 @@ def signature(ty: Any) -> str:
             f"result<{'_' if ok is None else signature(ok)}, "
             f"{'_' if err is None else signature(err)}>"
         )
+    return _aggregate_signature(ty)
+
+
+def _aggregate_signature(ty: Any) -> str:
+    """The rendering of records, tuples and resource handles (the rest of :func:`signature`)."""
+    from wasmtime import component as c  # noqa: PLC0415 - wasmtime loads on first use
+
     if isinstance(ty, c.RecordType):
         return "record{" + ", ".join(f"{n}: {signature(t)}" for n, t in ty.fields) + "}"
     if isinstance(ty, c.TupleType):
