@@ -48,12 +48,7 @@ from murmur_nb._hooks.build import build_demo_hook, build_python_hook
 from murmur_nb._hooks.config import HookConfig
 from murmur_nb._hooks.host import HookHost, HookInfo, HookResult
 from murmur_nb._modules.agent_listing import AgentListing, CapabilityLine
-from murmur_nb._modules.artifacts import (
-    ArtifactStore,
-    RejectedArtifact,
-    StagedArtifact,
-    VerifiedArtifact,
-)
+from murmur_nb._modules.artifacts import RejectedArtifact, VerifiedArtifact
 from murmur_nb._modules.check import check_module
 from murmur_nb._modules.check_report import CheckReport, CheckResult
 from murmur_nb._modules.descriptor import DescriptorError, DescriptorProblem
@@ -67,6 +62,7 @@ from murmur_nb._modules.knowledge import (
 )
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.sandbox import SandboxReport
+from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
 from murmur_nb._render.presentation import PRIMITIVES, PresentationWarning, resolve_presentation
 from murmur_nb._render.render import render, render_file

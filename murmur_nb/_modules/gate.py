@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable, SandboxWarning
-from murmur_nb._modules.artifacts import StagedArtifact, staged_view
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.runner import RunResult, run_process
 from murmur_nb._modules.sandbox import Launch, SandboxReport, launch, sandbox_report
+from murmur_nb._modules.staging import StagedArtifact, staged_view
 from murmur_nb.protocol import Root
 
 __all__ = ["SandboxGate", "run_launched"]

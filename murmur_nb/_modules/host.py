@@ -54,13 +54,7 @@ from murmur_nb._exceptions import (
     ProtocolViolation,
 )
 from murmur_nb._modules.approval import Approvals
-from murmur_nb._modules.artifacts import (
-    ArtifactStore,
-    StagedArtifact,
-    VerifiedArtifact,
-    rejection,
-    verify_artifact,
-)
+from murmur_nb._modules.artifacts import VerifiedArtifact, rejection, verify_artifact
 from murmur_nb._modules.audit import AuditRow, audit_frame
 from murmur_nb._modules.call import Call, build_request
 from murmur_nb._modules.catalog import Catalog, Target
@@ -77,6 +71,7 @@ from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.runner import RunResult
 from murmur_nb._modules.sandbox import SandboxReport
 from murmur_nb._modules.schemas import ValidatorCache
+from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import facet_studio_home
 from murmur_nb.protocol import Capability, Descriptor

@@ -1,0 +1,286 @@
+"""The content-addressed staging store, and the per-invocation view a consumer receives.
+
+Staging copies a verified file into a content-addressed store (``<store>/sha256/<hex><ext>``,
+read-only), from a descriptor opened without following links, data extents only (a sparse
+file stays sparse), and re-hashes the copy, so what is stored is what was verified. The
+store is offered to a consumer module as a read-only root, and every staged file is
+re-hashed before each use: a mutation is detected, not trusted. Nothing in the store is
+opened, changed or removed through a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from murmur_nb._exceptions import (
+    ArtifactRejected,
+    ConfinementViolation,
+    DigestMismatch,
+    SizeMismatch,
+)
+from murmur_nb._modules.artifacts import VerifiedArtifact, check_opened
+from murmur_nb._modules.beneath import copy_sparse, hash_fd, open_beneath
+from murmur_nb.protocol import Artifact
+
+__all__ = ["STAGED_ROOT", "ArtifactStore", "StagedArtifact", "staged_view"]
+
+#: The root name under which a consumer module receives the staging store.
+STAGED_ROOT = "staged"
+
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class StagedArtifact:
+    """A verified artifact copied into the host's content-addressed store.
+
+    ``root`` and ``path`` are how a consumer module names it (the store is supplied to the
+    consumer as the read-only root :data:`STAGED_ROOT`); ``file`` is the absolute path.
+    """
+
+    digest: str
+    bytes: int
+    media_type: str
+    path: str
+    file: Path
+    artifact: Artifact
+    root: str = STAGED_ROOT
+
+    def ref(self) -> dict[str, str]:
+        """``{"root": ..., "path": ...}``: a reference to put in the consumer's input."""
+        return {"root": self.root, "path": self.path}
+
+
+class ArtifactStore:
+    """A content-addressed, read-only store of staged artifacts under ``root``.
+
+    Nothing in the store is ever opened, changed or removed through a link: entries are
+    opened beneath the store's ``sha256`` folder with ``O_NOFOLLOW``, and created, renamed
+    and removed relative to that folder's descriptor.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
+        self.root = Path(os.path.realpath(os.fspath(root)))
+        self.max_bytes = max_bytes
+        (self.root / "sha256").mkdir(parents=True, exist_ok=True)
+
+    def _name(self, artifact: Artifact) -> str:
+        hexdigest = artifact.digest.removeprefix("sha256:")
+        suffix = Path(artifact.path).suffix
+        if not re.fullmatch(r"\.[A-Za-z0-9]{1,12}", suffix):
+            suffix = ""
+        return f"sha256/{hexdigest}{suffix}"
+
+    def _folder(self) -> int:
+        """The descriptor of ``<store>/sha256``, refused if it (or the store) is a link."""
+        try:
+            root = os.open(self.root, _DIR_FLAGS)
+            try:
+                return os.open("sha256", _DIR_FLAGS, dir_fd=root)
+            finally:
+                os.close(root)
+        except OSError as exc:
+            raise ConfinementViolation(
+                f"the artifact store {self.root} cannot be used ({exc.strerror or exc}); its "
+                "sha256 folder must be a real folder, not a link"
+            ) from exc
+
+    def stage(self, artifact: VerifiedArtifact) -> StagedArtifact:
+        """Copy a verified artifact into the store (once per content) and re-hash the copy.
+
+        The source is opened beneath ``/`` along its canonical path without following any
+        link, ``fstat``-checked, and copied from that descriptor (holes stay holes).
+        """
+        name = self._name(artifact)
+        staged = StagedArtifact(
+            digest=artifact.digest,
+            bytes=artifact.bytes,
+            media_type=artifact.media_type,
+            path=name,
+            file=self.root / name,
+            artifact=Artifact(**artifact.model_dump()),
+        )
+        entry = name.removeprefix("sha256/")
+        folder = self._folder()
+        try:
+            if self._reuse(staged, folder, entry):
+                return staged
+            src = self._open_source(artifact)
+            try:
+                self._write(artifact, src, folder, entry)
+            finally:
+                os.close(src)
+        finally:
+            os.close(folder)
+        return staged
+
+    def _reuse(self, staged: StagedArtifact, folder: int, entry: str) -> bool:
+        """Whether a good copy is already stored; anything else at the name is removed."""
+        try:
+            st = os.stat(entry, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISREG(st.st_mode):
+            try:
+                self.verify(staged)
+                return True
+            except ArtifactRejected:
+                pass
+        # never chmod or follow: unlinking the name removes the entry (or the planted link)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(entry, dir_fd=folder)
+        return False
+
+    def _open_source(self, artifact: VerifiedArtifact) -> int:
+        label = f"artifact {artifact.id!r}"
+        if self.max_bytes is not None and artifact.bytes > self.max_bytes:
+            raise ArtifactRejected(
+                f"{label} has {artifact.bytes} bytes, above this host's artifact limit of "
+                f"{self.max_bytes}; it is not staged",
+                artifact_id=artifact.id,
+                code="artifact_too_large",
+            )
+        try:
+            fd = open_beneath("/", str(artifact.file).lstrip("/"))
+        except OSError as exc:
+            raise ConfinementViolation(
+                f"{label} cannot be opened for staging without following a link "
+                f"({exc.strerror or exc}); invoke the producer again",
+                artifact_id=artifact.id,
+            ) from exc
+        try:
+            check_opened(os.fstat(fd), label, artifact.id, artifact.bytes)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _write(self, artifact: VerifiedArtifact, src: int, folder: int, entry: str) -> None:
+        tmp = f".staging-{secrets.token_hex(8)}"
+        out = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=folder,
+        )
+        try:
+            try:
+                copy_sparse(src, out, artifact.bytes)
+                os.fchmod(out, 0o444)
+                size = os.fstat(out).st_size
+            finally:
+                os.close(out)
+            copy = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            try:
+                actual = "sha256:" + hash_fd(copy)
+            finally:
+                os.close(copy)
+            if size != artifact.bytes or actual != artifact.digest:
+                raise DigestMismatch(
+                    f"artifact {artifact.id!r} changed while being staged ({artifact.bytes} "
+                    f"bytes, {artifact.digest} -> {size} bytes, {actual}); invoke the "
+                    "producer again",
+                    artifact_id=artifact.id,
+                )
+            os.rename(tmp, entry, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+
+    def open_staged(self, staged: StagedArtifact) -> int:
+        """A descriptor of the staged file, re-hashed: read the bytes from it (caller closes)."""
+        label = f"staged artifact {staged.path}"
+        aid = staged.artifact.id
+        try:
+            fd = open_beneath(self.root, staged.path)
+        except OSError as exc:
+            raise ConfinementViolation(
+                f"{label} cannot be opened without following a link ({exc.strerror or exc}); "
+                "stage the artifact again",
+                artifact_id=aid,
+            ) from exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ConfinementViolation(
+                    f"{label} is not a regular file; stage the artifact again", artifact_id=aid
+                )
+            if st.st_size != staged.bytes:
+                raise SizeMismatch(
+                    f"{label} has {st.st_size} bytes, expected {staged.bytes}: it was modified "
+                    "after staging; stage the artifact again",
+                    artifact_id=aid,
+                )
+            actual = "sha256:" + hash_fd(fd)
+            if actual != staged.digest:
+                raise DigestMismatch(
+                    f"{label} hashes to {actual}, expected {staged.digest}: it was modified "
+                    "after staging and is not used; stage the artifact again",
+                    artifact_id=aid,
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def verify(self, staged: StagedArtifact) -> None:
+        """Re-hash a staged file; raise if it was mutated, replaced or removed."""
+        os.close(self.open_staged(staged))
+
+
+def staged_view(view: Path, staged: Sequence[StagedArtifact], *, link: bool) -> Path:
+    """A per-invocation folder ``view`` holding exactly ``staged``, at their store paths.
+
+    The consumer's ``staged`` root is this view, never the whole store. Files are hard-linked
+    when ``link`` (the sandbox keeps the root read-only, so no write reaches the store
+    through the link), copied and made read-only otherwise: copied from a descriptor opened
+    without following links and ``fstat``-checked, holes kept.
+    """
+    view.mkdir(parents=True, exist_ok=True)
+    for item in staged:
+        dest = view / item.path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists():
+            continue
+        if link:
+            try:
+                os.link(item.file, dest)  # linkat without AT_SYMLINK_FOLLOW: never a target
+                continue
+            except OSError:
+                pass  # another file system: copy
+        _copy_staged(item, dest)
+    return view
+
+
+def _copy_staged(item: StagedArtifact, dest: Path) -> None:
+    label = f"staged artifact {item.path}"
+    try:
+        src = open_beneath("/", str(item.file).lstrip("/"))
+    except OSError as exc:
+        raise ConfinementViolation(
+            f"{label} cannot be opened without following a link ({exc.strerror or exc}); "
+            "stage the artifact again",
+            artifact_id=item.artifact.id,
+        ) from exc
+    try:
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != item.bytes:
+            raise SizeMismatch(
+                f"{label} changed after it was verified; stage the artifact again",
+                artifact_id=item.artifact.id,
+            )
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        try:
+            copy_sparse(src, out, item.bytes)
+        finally:
+            os.close(out)
+    finally:
+        os.close(src)
