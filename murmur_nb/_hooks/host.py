@@ -42,7 +42,7 @@ from murmur_nb._exceptions import HookError
 from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hook, wit_dir
 from murmur_nb._hooks.calls import Call, Reader, ReaderSource
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits, load_hook_config
-from murmur_nb._hooks.diagnostics import classify, explain, guest_reports_oom, reason
+from murmur_nb._hooks.diagnostics import classify, explain, reason
 from murmur_nb._hooks.linking import HostFunctions, make_linker
 from murmur_nb._hooks.lowering import (
     FAST_PATH_ERRORS,
@@ -50,7 +50,7 @@ from murmur_nb._hooks.lowering import (
     fast_path_supported,
     message_record,
 )
-from murmur_nb._hooks.results import Capture, HookInfo, HookResult
+from murmur_nb._hooks.results import Capture, HookInfo, HookResult, outcome
 from murmur_nb._hooks.runtime import TICK_S, Runtime
 from murmur_nb._hooks.signatures import (
     EXPECTED_EXPORTS,
@@ -466,43 +466,6 @@ class HookHost:
             return start - store.get_fuel()
         except self.runtime.WasmtimeError:
             return 0
-
-
-def outcome(
-    make: Callable[..., HookResult],
-    ran: tuple[Any, str | None, str | None],
-    limits: HookLimits,
-    lift: Callable[[Any], Any],
-    stderr: str,
-) -> HookResult:
-    """The result of a call that ran: ``ran`` is ``(raw value, failure text, code)``."""
-    raw, failure, code = ran
-    if code is not None:
-        if code == "trap" and guest_reports_oom(failure or "", stderr):
-            code = "memory_limit"
-        return make(ok=False, error=explain(code, failure or "", limits, stderr), code=code)
-    ok, value = unwrap_result(raw)
-    if not ok:
-        if guest_reports_oom(str(value)):
-            error = explain("memory_limit", str(value), limits)
-            return make(ok=False, error=error, code="memory_limit")
-        return make(ok=False, error=str(value), code="guest_error")
-    try:
-        lifted = lift(value)
-    except (TypeError, ValueError) as exc:
-        error = f"the hook returned a value the host cannot use: {exc}"
-        return make(ok=False, error=error, code="invalid_output")
-    return make(ok=True, value=lifted)
-
-
-def unwrap_result(raw: Any) -> tuple[bool, Any]:
-    """``result<T, string>``: a ``Variant`` when T is string, else a bare value or bare str."""
-    tag = getattr(raw, "tag", None)
-    if tag in ("ok", "err"):
-        return tag == "ok", raw.payload
-    if isinstance(raw, str):
-        return False, raw
-    return True, raw
 
 
 def lift_note(value: Any) -> str:

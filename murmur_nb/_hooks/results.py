@@ -1,14 +1,17 @@
-"""What a hook call returns, what a configured hook looks like, and the guest's captured output."""
+"""What a hook call returns (and how a call's raw outcome becomes it), what a configured hook
+looks like, and the guest's captured output."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from murmur_nb._hooks.config import HookLimits
+from murmur_nb._hooks.diagnostics import explain, guest_reports_oom
 
-__all__ = ["CAPTURE_LIMIT", "Capture", "HookInfo", "HookResult"]
+__all__ = ["CAPTURE_LIMIT", "Capture", "HookInfo", "HookResult", "outcome", "unwrap_result"]
 
 #: Bytes kept of each guest stream (stdout, stderr) per call.
 CAPTURE_LIMIT = 64 * 1024
@@ -103,3 +106,40 @@ class Capture:
         if self.dropped:
             out += f"\n[murmur-nb: {self.dropped} more bytes not captured]"
         return out
+
+
+def outcome(
+    make: Callable[..., HookResult],
+    ran: tuple[Any, str | None, str | None],
+    limits: HookLimits,
+    lift: Callable[[Any], Any],
+    stderr: str,
+) -> HookResult:
+    """The result of a call that ran: ``ran`` is ``(raw value, failure text, code)``."""
+    raw, failure, code = ran
+    if code is not None:
+        if code == "trap" and guest_reports_oom(failure or "", stderr):
+            code = "memory_limit"
+        return make(ok=False, error=explain(code, failure or "", limits, stderr), code=code)
+    ok, value = unwrap_result(raw)
+    if not ok:
+        if guest_reports_oom(str(value)):
+            error = explain("memory_limit", str(value), limits)
+            return make(ok=False, error=error, code="memory_limit")
+        return make(ok=False, error=str(value), code="guest_error")
+    try:
+        lifted = lift(value)
+    except (TypeError, ValueError) as exc:
+        error = f"the hook returned a value the host cannot use: {exc}"
+        return make(ok=False, error=error, code="invalid_output")
+    return make(ok=True, value=lifted)
+
+
+def unwrap_result(raw: Any) -> tuple[bool, Any]:
+    """``result<T, string>``: a ``Variant`` when T is string, else a bare value or bare str."""
+    tag = getattr(raw, "tag", None)
+    if tag in ("ok", "err"):
+        return tag == "ok", raw.payload
+    if isinstance(raw, str):
+        return False, raw
+    return True, raw
