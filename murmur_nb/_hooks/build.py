@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from murmur_nb._exceptions import HookError, MissingDependency
@@ -128,55 +129,79 @@ def build_python_hook(
     HookError
         The source is missing or componentize-py failed (its output is in the message).
     """
-    source = Path(path).expanduser().resolve()
-    if not source.is_file() or source.suffix != ".py":
-        raise HookError(
-            f"{source} is not a Python source file; pass the .py file that defines the "
-            "hook's Handlers class",
-            code="hook_build_failed",
-        )
+    source = _hook_source(
+        path,
+        (".py",),
+        "is not a Python source file; pass the .py file that defines the hook's Handlers class",
+    )
     _precheck(source)
     if not _componentize_available():
         raise MissingDependency("componentize-py", "hooks", "Building a Python hook")
+    files = [f for f in sorted(source.parent.rglob("*.py")) if "__pycache__" not in f.parts]
+    key = _build_key(f"componentize-py={_tool_version()};wit={_wit_digest()};", source, files)
+    built = cache_dir() / "builds" / f"{source.stem}-{key}.wasm"
+    _build_once(built, lambda tmp: _componentize_py(source, tmp))
+    return _place(built, output)
+
+
+def _componentize_py(source: Path, tmp: Path) -> None:
+    """Run componentize-py on ``source``, writing the component to ``tmp``."""
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from componentize_py import script; "
+        "sys.argv[0] = 'componentize-py'; sys.exit(script())",
+        "-d",
+        str(wit_dir()),
+        "-w",
+        HOOK_WORLD,
+        "componentize",
+        source.stem,
+        "-p",
+        str(source.parent),
+        "-o",
+        str(tmp),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not tmp.is_file():
+        output = (done.stderr or done.stdout).split("Stack backtrace:")[0].strip()
+        raise HookError(
+            f"componentize-py could not build {source} (exit {done.returncode}):\n"
+            f"{output[-3000:]}",
+            code="hook_build_failed",
+        )
+
+
+def _hook_source(path: str | os.PathLike[str], suffixes: tuple[str, ...], refusal: str) -> Path:
+    """The resolved hook source file, refused (``hook_build_failed``) unless it has a suffix."""
+    source = Path(path).expanduser().resolve()
+    if not source.is_file() or source.suffix not in suffixes:
+        raise HookError(f"{source} {refusal}", code="hook_build_failed")
+    return source
+
+
+def _build_key(tools: str, source: Path, files: list[Path]) -> str:
+    """The cache key of a build: the tool versions, every source file in the folder, the entry."""
     key = hashlib.sha256()
-    key.update(f"componentize-py={_tool_version()};wit={_wit_digest()};".encode())
-    for file in sorted(source.parent.rglob("*.py")):
-        if "__pycache__" in file.parts:
-            continue
+    key.update(tools.encode())
+    for file in files:
         key.update(file.relative_to(source.parent).as_posix().encode() + b"\0")
         key.update(file.read_bytes() + b"\0")
     key.update(source.name.encode())
-    built = cache_dir() / "builds" / f"{source.stem}-{key.hexdigest()[:24]}.wasm"
-    if not built.is_file():
-        built.parent.mkdir(parents=True, exist_ok=True)
-        tmp = built.with_name(f".tmp-{os.getpid()}-{built.name}")
-        command = [
-            sys.executable,
-            "-c",
-            "import sys; from componentize_py import script; "
-            "sys.argv[0] = 'componentize-py'; sys.exit(script())",
-            "-d",
-            str(wit_dir()),
-            "-w",
-            HOOK_WORLD,
-            "componentize",
-            source.stem,
-            "-p",
-            str(source.parent),
-            "-o",
-            str(tmp),
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not tmp.is_file():
-            tmp.unlink(missing_ok=True)
-            output = (done.stderr or done.stdout).split("Stack backtrace:")[0].strip()
-            raise HookError(
-                f"componentize-py could not build {source} (exit {done.returncode}):\n"
-                f"{output[-3000:]}",
-                code="hook_build_failed",
-            )
+    return key.hexdigest()[:24]
+
+
+def _build_once(built: Path, produce: Callable[[Path], None]) -> None:
+    """Unless ``built`` exists, ``produce`` it under a temporary name and rename it into place."""
+    if built.is_file():
+        return
+    built.parent.mkdir(parents=True, exist_ok=True)
+    tmp = built.with_name(f".tmp-{os.getpid()}-{built.name}")
+    try:
+        produce(tmp)
         tmp.replace(built)
-    return _place(built, output)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def build_demo_hook(dest_dir: str | os.PathLike[str]) -> Path:
@@ -279,57 +304,50 @@ def build_js_hook(
         The source is missing, Node.js/npm are missing, or the install or build failed (the
         tool's output is in the message).
     """
-    source = Path(path).expanduser().resolve()
-    if not source.is_file() or source.suffix not in (".js", ".mjs"):
-        raise HookError(
-            f"{source} is not a JavaScript source file; pass the .js module that exports "
-            "the hook's handlers",
-            code="hook_build_failed",
-        )
+    source = _hook_source(
+        path,
+        (".js", ".mjs"),
+        "is not a JavaScript source file; pass the .js module that exports the hook's handlers",
+    )
     node = _node_tool("node")
     node_version = subprocess.run(
         [node, "--version"], capture_output=True, text=True, check=False
     ).stdout.strip()
-    key = hashlib.sha256()
-    key.update(
+    tools = (
         f"componentize-js={COMPONENTIZE_JS};preview2-shim={PREVIEW2_SHIM};node={node_version};"
-        f"wit={_wit_digest()};".encode()
+        f"wit={_wit_digest()};"
     )
-    for file in sorted(source.parent.glob("*.*js")):
-        key.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
-    key.update(source.name.encode())
-    built = cache_dir() / "builds" / f"{source.stem}-js-{key.hexdigest()[:24]}.wasm"
-    if not built.is_file():
-        cli = componentize_js_toolchain() / "node_modules" / _CJS_PACKAGE / "src" / "cli.js"
-        built.parent.mkdir(parents=True, exist_ok=True)
-        tmp = built.with_name(f".tmp-{os.getpid()}-{built.name}")
-        try:
-            _run_tool(
-                [
-                    node,
-                    str(cli),
-                    str(source),
-                    "-w",
-                    str(wit_dir()),
-                    "-n",
-                    HOOK_WORLD,
-                    "-d",
-                    "http",
-                    "fetch-event",
-                    "-o",
-                    str(tmp),
-                ],
-                f"componentize-js could not build {source}",
-            )
-            if not tmp.is_file():
-                raise HookError(
-                    f"componentize-js could not build {source}: it wrote no component",
-                    code="hook_build_failed",
-                )
-            tmp.replace(built)
-        finally:
-            tmp.unlink(missing_ok=True)
+    key = _build_key(tools, source, sorted(source.parent.glob("*.*js")))
+    built = cache_dir() / "builds" / f"{source.stem}-js-{key}.wasm"
+    _build_once(built, lambda tmp: _componentize_js(node, source, tmp))
     return _place(built, output)
+
+
+def _componentize_js(node: str, source: Path, tmp: Path) -> None:
+    """Run componentize-js (installed on first use) on ``source``, writing to ``tmp``."""
+    cli = componentize_js_toolchain() / "node_modules" / _CJS_PACKAGE / "src" / "cli.js"
+    _run_tool(
+        [
+            node,
+            str(cli),
+            str(source),
+            "-w",
+            str(wit_dir()),
+            "-n",
+            HOOK_WORLD,
+            "-d",
+            "http",
+            "fetch-event",
+            "-o",
+            str(tmp),
+        ],
+        f"componentize-js could not build {source}",
+    )
+    if not tmp.is_file():
+        raise HookError(
+            f"componentize-js could not build {source}: it wrote no component",
+            code="hook_build_failed",
+        )
 
 
 def _place(built: Path, output: str | os.PathLike[str] | None) -> Path:
