@@ -97,6 +97,30 @@ def parse_describe_output(
         return None, [DescriptorProblem("envelope", detail)]
     if not isinstance(raw, dict):
         return None, [DescriptorProblem("envelope", "the describe envelope must be a JSON object")]
+    errors = _header_problems(raw, module_id)
+    if raw.get("ok") is not True:
+        err = raw.get("error")
+        why = f": {err.get('code')}: {err.get('message')}" if isinstance(err, dict) else ""
+        errors.append(DescriptorProblem("envelope.ok", f"describe did not succeed{why}"))
+        return None, errors
+    result = raw.get("result")
+    if not isinstance(result, dict):
+        errors.append(
+            DescriptorProblem("envelope.result", "must hold the descriptor as a JSON object")
+        )
+        return None, errors
+    try:
+        descriptor = Descriptor.model_validate(result)
+    except PydanticValidationError as exc:
+        for item in exc.errors():
+            errors.append(DescriptorProblem(_loc_path(item["loc"]), item["msg"]))
+        return None, errors
+    errors.extend(validate_descriptor(descriptor, module_id, module_dir))
+    return descriptor, errors
+
+
+def _header_problems(raw: dict[str, Any], module_id: str) -> list[DescriptorProblem]:
+    """The breaches of the describe envelope's fixed fields (protocol, module, operation, id)."""
     errors: list[DescriptorProblem] = []
     if raw.get("protocol") != PROTOCOL_ID:
         errors.append(
@@ -119,25 +143,7 @@ def parse_describe_output(
         )
     if raw.get("request_id", "") != "":
         errors.append(DescriptorProblem("envelope.request_id", "must be empty for describe"))
-    if raw.get("ok") is not True:
-        err = raw.get("error")
-        why = f": {err.get('code')}: {err.get('message')}" if isinstance(err, dict) else ""
-        errors.append(DescriptorProblem("envelope.ok", f"describe did not succeed{why}"))
-        return None, errors
-    result = raw.get("result")
-    if not isinstance(result, dict):
-        errors.append(
-            DescriptorProblem("envelope.result", "must hold the descriptor as a JSON object")
-        )
-        return None, errors
-    try:
-        descriptor = Descriptor.model_validate(result)
-    except PydanticValidationError as exc:
-        for item in exc.errors():
-            errors.append(DescriptorProblem(_loc_path(item["loc"]), item["msg"]))
-        return None, errors
-    errors.extend(validate_descriptor(descriptor, module_id, module_dir))
-    return descriptor, errors
+    return errors
 
 
 def decode_describe(stdout: bytes) -> Any:

@@ -295,6 +295,12 @@ class ModuleHost(KnowledgeMethods):
             Refused before anything ran.
         DeadlineExceeded, OutputTooLarge, ProtocolViolation
             The module ran and its tree was killed, or it broke an envelope rule.
+
+        Notes
+        -----
+        Longer than one screen only because of this docstring: the body (about 35 lines)
+        opens the audit row, runs :meth:`_invoke`'s named steps and closes the row however
+        the call ended.
         """
         call = Call(
             capability,
