@@ -300,17 +300,27 @@ def run(descriptor: Mapping[str, Any], handlers: Mapping[str, Handler], argv: li
         print(f"usage: module describe | module invoke < request.json (got {argv!r})",
               file=sys.stderr)
         return 2
+    _emit(_invoke(descriptor, handlers, module))
+    return 0
 
+
+def _read_request() -> tuple[dict[str, Any], Failure | None]:
+    """The request on stdin, or ``{}`` and why it is not one."""
     raw = sys.stdin.buffer.read()
     try:
         request = json.loads(raw)
         if not isinstance(request, dict):
             raise ValueError("the request is not a JSON object")
     except ValueError as exc:
-        request = {}
-        failure: Failure | None = Failure("invalid_request", f"stdin is not a request: {exc}")
-    else:
-        failure = None
+        return {}, Failure("invalid_request", f"stdin is not a request: {exc}")
+    return request, None
+
+
+def _invoke(
+    descriptor: Mapping[str, Any], handlers: Mapping[str, Handler], module: str
+) -> dict[str, Any]:
+    """Read the request, run its capability, and build the ``invoke`` envelope."""
+    request, failure = _read_request()
     request_id = request.get("request_id", "")
     request_id = request_id if isinstance(request_id, str) else ""
     capability_id = request.get("capability")
@@ -340,5 +350,4 @@ def run(descriptor: Mapping[str, Any], handlers: Mapping[str, Handler], argv: li
     envelope["warnings"] = list(ctx.warnings)
     # A failed call reports what was really written too: the host decides what to keep.
     envelope["execution"] = _execution(effects, outcome, ctx.artifacts)
-    _emit(envelope)
-    return 0
+    return envelope

@@ -237,31 +237,12 @@ def report(ctx: kit.Context) -> kit.Outcome:
     rows = _dataset(days, seed)
     totals = _totals(rows)
     grand = round(sum(t["revenue"] for t in totals.values()), 2)
-
-    text_csv = io.StringIO()
-    writer = csv.writer(text_csv, lineterminator="\n")
-    writer.writerow(["day", "region", "orders", "revenue"])
-    writer.writerows(rows)
-    csv_bytes = text_csv.getvalue().encode()
-
-    md = [f"# {title}\n", f"{len(rows)} rows over {days} days; total revenue **{grand:,.2f}**.\n",
-          "| region | orders | revenue |", "| --- | ---: | ---: |"]
-    md += [f"| {r} | {int(totals[r]['orders']):,} | {totals[r]['revenue']:,.2f} |"
-           for r in REGIONS]
-    best = max(REGIONS, key=lambda r: totals[r]["revenue"])
-    md.append(f"\nThe strongest region is **{best}**. Weekends run at about 60% of weekdays.\n")
-    md_bytes = "\n".join(md).encode()
-
-    sheet = [f"{title}", "=" * len(title), f"{'region':<8}{'orders':>10}{'revenue':>14}"]
-    sheet += [f"{r:<8}{int(totals[r]['orders']):>10}{totals[r]['revenue']:>14.2f}"
-              for r in REGIONS]
-    sheet.append(f"{'total':<8}{sum(int(t['orders']) for t in totals.values()):>10}{grand:>14.2f}")
-    txt_bytes = ("\n".join(sheet) + "\n").encode()
-
+    csv_bytes = _csv(rows)
+    md_bytes = _markdown(title, days, rows, totals, grand)
+    txt_bytes = _sheet(title, totals, grand)
     summary = {"title": title, "days": days, "seed": seed, "rows": len(rows),
                "total_revenue": grand, "regions": totals}
     json_bytes = (json.dumps(summary, indent=2) + "\n").encode()
-
     pages = _pages(title, rows, totals)
     pdf_bytes = _pdf(pages, title)
     parquet_bytes = _parquet(rows)
@@ -286,16 +267,10 @@ def report(ctx: kit.Context) -> kit.Outcome:
     ctx.write("report/summary.json", json_bytes, kind="docs.summary",
               media_type="application/json", presentation="json", title="Summary (JSON)",
               artifact_id="summary-json")
-    bundle = io.BytesIO()
-    with zipfile.ZipFile(bundle, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, data in (("report.pdf", pdf_bytes), ("orders.csv", csv_bytes),
-                           ("summary.md", md_bytes), ("totals.txt", txt_bytes),
-                           ("summary.json", json_bytes)):
-            info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, data)
-    ctx.write("report/report-bundle.zip", bundle.getvalue(), kind="docs.bundle",
+    bundle = _bundle((("report.pdf", pdf_bytes), ("orders.csv", csv_bytes),
+                      ("summary.md", md_bytes), ("totals.txt", txt_bytes),
+                      ("summary.json", json_bytes)))
+    ctx.write("report/report-bundle.zip", bundle, kind="docs.bundle",
               media_type="application/zip", presentation="download",
               title="Everything as one zip")
     return kit.Outcome(
@@ -304,6 +279,45 @@ def report(ctx: kit.Context) -> kit.Outcome:
         estimated_cost=0.0,
         actual_cost=0.0,
     )
+
+
+def _csv(rows: list[Row]) -> bytes:
+    text_csv = io.StringIO()
+    writer = csv.writer(text_csv, lineterminator="\n")
+    writer.writerow(["day", "region", "orders", "revenue"])
+    writer.writerows(rows)
+    return text_csv.getvalue().encode()
+
+
+def _markdown(title: str, days: int, rows: list[Row],
+              totals: dict[str, dict[str, float]], grand: float) -> bytes:
+    md = [f"# {title}\n", f"{len(rows)} rows over {days} days; total revenue **{grand:,.2f}**.\n",
+          "| region | orders | revenue |", "| --- | ---: | ---: |"]
+    md += [f"| {r} | {int(totals[r]['orders']):,} | {totals[r]['revenue']:,.2f} |"
+           for r in REGIONS]
+    best = max(REGIONS, key=lambda r: totals[r]["revenue"])
+    md.append(f"\nThe strongest region is **{best}**. Weekends run at about 60% of weekdays.\n")
+    return "\n".join(md).encode()
+
+
+def _sheet(title: str, totals: dict[str, dict[str, float]], grand: float) -> bytes:
+    sheet = [f"{title}", "=" * len(title), f"{'region':<8}{'orders':>10}{'revenue':>14}"]
+    sheet += [f"{r:<8}{int(totals[r]['orders']):>10}{totals[r]['revenue']:>14.2f}"
+              for r in REGIONS]
+    sheet.append(f"{'total':<8}{sum(int(t['orders']) for t in totals.values()):>10}{grand:>14.2f}")
+    return ("\n".join(sheet) + "\n").encode()
+
+
+def _bundle(files: tuple[tuple[str, bytes], ...]) -> bytes:
+    """One zip of ``files``, with fixed times and modes so the same report gives the same bytes."""
+    bundle = io.BytesIO()
+    with zipfile.ZipFile(bundle, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files:
+            info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+    return bundle.getvalue()
 
 
 HANDLERS: dict[str, kit.Handler] = {"docs.report": report}

@@ -417,20 +417,17 @@ def storyboard_status(ctx: kit.Context) -> kit.Outcome:
     if done < len(scenes):
         return _free(result)
     result["state"] = "done"
+    _write_storyboard(ctx, folder, spec)
+    return _free(result)
+
+
+def _write_storyboard(ctx: kit.Context, folder: Path, spec: dict[str, Any]) -> None:
+    """The finished job's artifacts: its timeline, its slides and a contact sheet of panels."""
+    scenes: list[str] = spec["scenes"]
     seconds = float(spec["seconds_per_scene"])
-    events: list[dict[str, Any]] = []
-    for i, scene in enumerate(scenes):
-        start = i * seconds
-        events.append({"start": start, "end": start + seconds, "label": scene, "lane": "picture"})
-        events.append(
-            {"start": start + 0.5, "end": start + seconds - 0.5, "label": f"Caption: {scene}",
-             "lane": "captions"}
-        )
-    events.append({"start": 0, "end": len(scenes) * seconds, "label": "Music bed", "lane": "sound"})
-    events.append({"start": len(scenes) * seconds - 1, "label": "Sting", "lane": "sound"})
     ctx.write(
         "storyboard/timeline.json",
-        (json.dumps({"events": events}, indent=2) + "\n").encode(),
+        (json.dumps({"events": _timeline(scenes, seconds)}, indent=2) + "\n").encode(),
         kind="studio.timeline",
         media_type="application/json",
         presentation="timeline",
@@ -449,21 +446,40 @@ def storyboard_status(ctx: kit.Context) -> kit.Outcome:
         presentation="slides",
         title=f"{spec['title']}: slides",
     )
-    panels = [Image.open(folder / f"panel-{i + 1:02d}.png") for i in range(len(scenes))]
-    columns = min(4, len(panels))
-    rows = math.ceil(len(panels) / columns)
-    sheet = Image.new("RGB", (columns * 320, rows * 180), "white")
-    for i, panel in enumerate(panels):
-        sheet.paste(panel, ((i % columns) * 320, (i // columns) * 180))
     ctx.write(
         "storyboard/contact-sheet.png",
-        _png(sheet),
+        _contact_sheet(folder, len(scenes)),
         kind="studio.png",
         media_type="image/png",
         presentation="image",
         title=f"{spec['title']}: contact sheet",
     )
-    return _free(result)
+
+
+def _timeline(scenes: list[str], seconds: float) -> list[dict[str, Any]]:
+    """Picture and caption lanes, one event per scene, under a music bed and a closing sting."""
+    events: list[dict[str, Any]] = []
+    for i, scene in enumerate(scenes):
+        start = i * seconds
+        events.append({"start": start, "end": start + seconds, "label": scene, "lane": "picture"})
+        events.append(
+            {"start": start + 0.5, "end": start + seconds - 0.5, "label": f"Caption: {scene}",
+             "lane": "captions"}
+        )
+    events.append({"start": 0, "end": len(scenes) * seconds, "label": "Music bed", "lane": "sound"})
+    events.append({"start": len(scenes) * seconds - 1, "label": "Sting", "lane": "sound"})
+    return events
+
+
+def _contact_sheet(folder: Path, count: int) -> bytes:
+    """The job's ``count`` rendered panels, four to a row, as one PNG."""
+    panels = [Image.open(folder / f"panel-{i + 1:02d}.png") for i in range(count)]
+    columns = min(4, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    sheet = Image.new("RGB", (columns * 320, rows * 180), "white")
+    for i, panel in enumerate(panels):
+        sheet.paste(panel, ((i % columns) * 320, (i // columns) * 180))
+    return _png(sheet)
 
 
 HANDLERS: dict[str, kit.Handler] = {
