@@ -16,6 +16,7 @@ Where a caller would naturally catch a builtin, the error inherits it as well
     │   ├── NotGranted                not_granted           (PermissionError)
     │   ├── MissingRequirement        missing_requirement
     │   ├── DeadlineExceeded          deadline_exceeded     (TimeoutError)
+    │   ├── InvocationCancelled       cancelled
     │   ├── ProtocolViolation         protocol_violation    (.rule)
     │   │   └── OutputTooLarge        output_too_large
     │   └── ArtifactRejected          artifact_too_large, verification_budget_exceeded
@@ -56,6 +57,7 @@ __all__ = [
     "InvalidContextId",
     "InvalidDescriptor",
     "InvalidInput",
+    "InvocationCancelled",
     "MissingDependency",
     "MissingRequirement",
     "ModuleHostError",
@@ -154,6 +156,12 @@ class SandboxWarning(UserWarning):
 
 class DeadlineExceeded(ModuleHostError, TimeoutError):
     code = "deadline_exceeded"
+
+
+class InvocationCancelled(ModuleHostError):
+    """The caller cancelled a running invocation; the module's process tree was killed."""
+
+    code = "cancelled"
 
 
 class ProtocolViolation(ModuleHostError):

@@ -138,3 +138,71 @@ def chromium(profile: Path) -> Iterator[Any]:
             yield context
         finally:
             context.close()
+
+
+def quiet_lab_settings(env: dict[str, str]) -> None:
+    """Every cell stays in the DOM (no virtual scrolling), and no news toast covers the page."""
+    tracker = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab" / "notebook-extension"
+    tracker.mkdir(parents=True, exist_ok=True)
+    (tracker / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
+    news = tracker.parent / "apputils-extension"
+    news.mkdir(exist_ok=True)
+    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+
+
+def lab_command(port: int, token: str, root: Path) -> list[str]:
+    """``jupyter lab`` on loopback with a token, serving ``root``."""
+    cmd = [
+        str(BIN / "jupyter"), "lab", "--no-browser",
+        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd
+
+
+#: Run every cell of the open notebook with a fresh kernel state.
+RUN_ALL_JS = """async () => {
+    const app = window.jupyterapp;
+    const panel = app.shell.currentWidget;
+    await panel.context.ready;
+    await panel.sessionContext.ready;
+    await app.commands.execute('notebook:clear-all-cell-outputs');
+    await app.commands.execute('notebook:run-all-cells');
+}"""
+
+#: Contrast ratio (WCAG 2) of each element matching a selector against the background it is
+#: drawn on: the colour is blended over the first opaque-enough background of its ancestors.
+CONTRAST_JS = """sel => {
+    const parse = c => (c.match(/[\\d.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => {
+        const f = v => {
+            v /= 255;
+            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+        };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const background = el => {
+        const layers = [];
+        for (let n = el; n; n = n.parentElement) {
+            const [r, g, b, a = 1] = parse(getComputedStyle(n).backgroundColor);
+            if (a > 0) { layers.push([r, g, b, a]); if (a >= 1) break; }
+        }
+        let out = [255, 255, 255];
+        for (const [r, g, b, a] of layers.reverse()) {
+            out = [r * a + out[0] * (1 - a), g * a + out[1] * (1 - a), b * a + out[2] * (1 - a)];
+        }
+        return out;
+    };
+    return [...document.querySelectorAll(sel)].filter(el => el.offsetParent !== null
+        && el.textContent.trim()).map(el => {
+        const bg = background(el);
+        const [r, g, b, a = 1] = parse(getComputedStyle(el).color);
+        const fg = [r * a + bg[0] * (1 - a), g * a + bg[1] * (1 - a), b * a + bg[2] * (1 - a)];
+        const [l1, l2] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+        return [el.textContent.trim().slice(0, 40), (l1 + 0.05) / (l2 + 0.05)];
+    });
+}"""

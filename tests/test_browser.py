@@ -10,14 +10,22 @@ saved under ``test-artifacts/`` (or ``$MURMUR_NB_TEST_ARTIFACTS``).
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _jupyter import BIN, artifacts_dir, chromium, free_port, jupyter_env, serving, tour_copy
+from _jupyter import (
+    RUN_ALL_JS,
+    artifacts_dir,
+    chromium,
+    free_port,
+    jupyter_env,
+    lab_command,
+    quiet_lab_settings,
+    serving,
+    tour_copy,
+)
 
 import murmur_nb as mnb
 
@@ -49,27 +57,13 @@ def _loaded_images(page: Any, selector: str) -> int:
 def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: Path) -> None:
     demo = mnb.prepare_demo_home(tmp_path / "demo")
     env = jupyter_env(tmp_path, demo.path)
-    # Cells stay in the DOM (no virtual scrolling), so every output can be queried.
-    tracker = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab" / "notebook-extension"
-    tracker.mkdir(parents=True)
-    (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    news = tracker.parent / "apputils-extension"  # no "get Jupyter news?" toast over the page
-    news.mkdir()
-    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    quiet_lab_settings(env)
     root = tmp_path / "root"
     tour_copy(root)
     token = secrets.token_hex(16)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    cmd = [
-        str(BIN / "jupyter"), "lab", "--no-browser",
-        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]  # fmt: skip
-    if os.geteuid() == 0:
-        cmd.append("--allow-root")
+    cmd = lab_command(port, token, root)
     ready = f"{base}/api/status?token={token}"
     with serving(cmd, env, ready, tmp_path / "lab.log"), chromium(tmp_path / "profile") as ctx:
         page = ctx.new_page()
@@ -78,16 +72,7 @@ def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: P
         page.goto(f"{base}/lab/tree/01-tour.ipynb?token={token}", timeout=SHOW_TIMEOUT_MS)
         page.wait_for_function("() => window.jupyterapp !== undefined", timeout=SHOW_TIMEOUT_MS)
         page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=SHOW_TIMEOUT_MS)
-        page.evaluate(
-            """async () => {
-                const app = window.jupyterapp;
-                const panel = app.shell.currentWidget;
-                await panel.context.ready;
-                await panel.sessionContext.ready;
-                await app.commands.execute('notebook:clear-all-cell-outputs');
-                await app.commands.execute('notebook:run-all-cells');
-            }"""
-        )
+        page.evaluate(RUN_ALL_JS)
         _all_cells_ran(page)
         out = ".jp-OutputArea-output"
 

@@ -41,44 +41,88 @@ def store(murmur_home: Path) -> ConversationStore:
     return ConversationStore(murmur_home)
 
 
-def test_pages_are_newest_first_with_older_and_newer(store: ConversationStore) -> None:
+def test_pages_go_newest_to_oldest_and_read_oldest_first(store: ConversationStore) -> None:
     ex = ConversationExplorer(store, "ctx-1", page_size=20)
-    assert ex.page_number == 1
+    assert ex.page_number == 1 and ex.page_total == 3
     assert ex.total == 45
-    assert [m.id for m in ex.page.messages][:2] == ["m0044", "m0043"]
-    assert ex.newer_button.disabled
+    # within a page: oldest first, the DataFrame's order
+    assert [m.id for m in ex.visible_messages()][-2:] == ["m0043", "m0044"]
+    assert ex.newer_button.disabled and ex.newest_button.disabled
     assert not ex.older_button.disabled
     ex.older_button.click()
-    assert ex.page_number == 2
-    assert ex.page.messages[0].id == "m0024"
+    assert ex.page_number == 2 and ex.page_input.value == 2
+    assert ex.visible_messages()[0].id == "m0005"
     ex.older_button.click()
     assert ex.page_number == 3
-    assert [m.id for m in ex.page.messages] == [f"m{i:04d}" for i in range(4, -1, -1)]
-    assert ex.older_button.disabled
+    assert [m.id for m in ex.visible_messages()] == [f"m{i:04d}" for i in range(5)]
+    assert ex.older_button.disabled and ex.oldest_button.disabled
     assert "oldest page" in ex.text().splitlines()[0]
     ex.older_button.click()  # nothing older: stays
     assert ex.page_number == 3
     ex.newer_button.click()
     ex.newer_button.click()
     assert ex.page_number == 1
-    assert ex.page.messages[0].id == "m0044"
+    assert ex.visible_messages()[-1].id == "m0044"
     assert ex.newer_button.disabled
+
+
+def test_first_last_and_page_numbers_jump(store: ConversationStore) -> None:
+    ex = ConversationExplorer(store, "ctx-1", page_size=10)
+    assert ex.page_count.value == "of 5"
+    ex.oldest_button.click()  # one click to the oldest page, not four
+    assert ex.page_number == 5 and ex.visible_messages()[0].id == "m0000"
+    ex.newest_button.click()
+    assert ex.page_number == 1 and ex.visible_messages()[-1].id == "m0044"
+    ex.page_input.value = 3  # typing a page number goes there
+    assert ex.page_number == 3
+    assert [m.id for m in ex.visible_messages()] == [f"m{i:04d}" for i in range(15, 25)]
+    assert "page 3 of 5" in ex.status.value
+
+
+def test_find_a_message_id_and_filter_by_text(store: ConversationStore) -> None:
+    ex = ConversationExplorer(store, "ctx-1", page_size=10)
+    ex.find_input.value = "m0007"
+    ex.find_button.click()
+    assert ex.page_number == 4 and ex.opened == "m0007"
+    assert 'data-id="m0007" open' in ex.messages.value
+    assert not ex.find("nope")
+    assert "no message &#x27;nope&#x27;" in ex.status.value
+    ex.newest_button.click()
+    ex.text_filter.value = "ANSWER"
+    assert [m.id for m in ex.visible_messages()] == ["m0036", "m0041"]
+    assert "containing 'ANSWER' (2 shown)" in ex.text().splitlines()[0]
+    assert "8 hidden by the filters" in ex.status.value
+
+
+def test_rows_are_compact_with_separate_fields_and_multiline_bodies(tmp_path: Path) -> None:
+    with RecordWriter(tmp_path, "ml") as writer:
+        writer.append("user", "line one\nline two", id="u1", created_at=STAMP)
+        writer.append("tool", "out 1\nout 2", id="t1", tool_call_id="call_0113", is_error=False)
+    ex = ConversationExplorer(ConversationStore(tmp_path), "ml")
+    page = ex.messages.value
+    assert page.count("<details") == 2 and page.count("<summary>") == 2  # both multi-line
+    tool_row = page[page.index('data-id="t1"') :]
+    # the header fields are separate elements, never run together
+    assert f"{STAMP}</span>" in page and "tool_call_id <code>call_0113</code>" in tool_row
+    assert "out 1\nout 2</pre>" in tool_row  # a string body keeps its line breaks
+    assert "\\n" not in page
+    assert "line one\nline two</pre>" in page
 
 
 def test_tool_envelopes_are_expanded(store: ConversationStore) -> None:
     """Also decodes the envelope directly: the codec is internal, and this checks that
     what the explorer shows is what the one decoder reads back."""
     ex = ConversationExplorer(store, "ctx-1", page_size=5)
-    # newest five: m0044 (tool, null), m0043 (tool, error), m0042 (tool, ok), m0041, m0040
+    # newest five, oldest first: m0040, m0041, m0042 (tool, ok), m0043 (error), m0044 (null)
     lines = ex.text().splitlines()
-    assert lines[0] == "ConversationExplorer ctx-1: page 1, 5 of 45 messages, role all"
-    assert lines[1] == (
+    assert lines[0] == "ConversationExplorer ctx-1: page 1 of 9, 5 of 45 messages, role all"
+    assert lines[5] == (
         '  tool tool_call_id=call-44 is_error=null body={"step": 44, "rows": [44, 45]}'
     )
-    assert lines[2].startswith("  tool tool_call_id=call-43 is_error=true")
+    assert lines[4].startswith("  tool tool_call_id=call-43 is_error=true")
     assert lines[3].startswith("  tool tool_call_id=call-42 is_error=false")
-    assert lines[4] == "  assistant: answer 41"
-    assert lines[5] == "  user: question 40"
+    assert lines[2] == "  assistant: answer 41"
+    assert lines[1] == "  user: question 40"
     page_html = html.unescape(ex.messages.value)
     assert "tool_call_id" in page_html and "call-43" in page_html
     assert '"rows": [\n    43,' in page_html  # the body, pretty-printed
@@ -96,9 +140,9 @@ def test_role_filter_hides_other_roles_on_the_page(store: ConversationStore) -> 
     ex = ConversationExplorer(store, "ctx-1", page_size=10)
     assert set(ex.role_filter.options) == {"all", "assistant", "tool", "user"}
     ex.role_filter.value = "user"
-    assert [m.id for m in ex.visible_messages()] == ["m0040", "m0035"]
+    assert [m.id for m in ex.visible_messages()] == ["m0035", "m0040"]
     assert ex.text().splitlines()[0].endswith("role user (2 shown)")
-    assert "8 hidden by the role filter" in ex.status.value
+    assert "8 hidden by the filters" in ex.status.value
     assert ex.messages.value.count("question") == 2
     ex.older_button.click()
     assert [m.role for m in ex.visible_messages()] == ["user", "user"]
@@ -120,7 +164,7 @@ def test_total_is_live_and_older_pages_stay_put(
     assert [m.id for m in ex.page.messages] == page_two  # anchored at the oldest message
     assert "47" in ex.status.value
     ex.newer_button.click()
-    assert [m.id for m in ex.page.messages][:2] == ["late-2", "late-1"]
+    assert [m.id for m in ex.visible_messages()][-2:] == ["late-1", "late-2"]
     assert "  assistant: still here" in ex.text()
 
 
@@ -138,7 +182,7 @@ def test_a_missing_record_is_an_empty_page(tmp_path: Path) -> None:
     assert ex.total == 0
     assert ex.visible_messages() == []
     assert ex.text() == (
-        "ConversationExplorer nothing-yet: page 1, 0 of 0 messages, role all, oldest page"
+        "ConversationExplorer nothing-yet: page 1 of 1, 0 of 0 messages, role all, oldest page"
     )
 
 

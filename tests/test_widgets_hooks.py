@@ -138,3 +138,21 @@ def test_the_console_finds_the_hook_hosts_own_store(hooks: HookHost) -> None:
     assert console.context_picker.options == ("demo-session",)
     console.compact_button.click()
     assert len(console.compact_input) == 20
+
+
+def test_an_unknown_context_is_warned_about(hooks: HookHost, store: ConversationStore) -> None:
+    console = HookConsole(hooks, store)
+    assert console.context_warning.value == "" and console.unknown_context is None
+    console.context_picker.value = "no-such-session"
+    assert "unknown context" in console.context_warning.value
+    console.task_start_button.click()
+    warning = "context 'no-such-session' has no record in the store (it has: demo-session)"
+    assert console.unknown_context == warning
+    assert f"    warning: {warning}" in console.text()
+    assert html.escape(warning) in console.result_view.value
+    # stdout and stderr are shown open, with duration and fuel beside each hook
+    console.context_picker.value = "demo-session"
+    console.task_start_button.click()
+    shown = console.result_view.value
+    assert "<details open><summary>stdout</summary>" in shown
+    assert "warning" not in console.text()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,14 +131,48 @@ def test_module_browser_shows_versions_effects_setup_and_refusals(host: ModuleHo
     for error in refused.errors:
         assert f"    ✗ {error.path}: {error.detail}" in text
     assert any(e.path.startswith("capabilities[0]") for e in refused.errors)
-    # the HTML carries the same facts as badges
-    cards = browser.cards.value
+    # the HTML (live cards and the static fallback alike) carries the same facts as badges
+    cards = browser.static_html()
+    assert str(host.home) not in cards
     labels = ("cost unknown", "provider: demo-oracle", "Needs setup", "refused", "v0.3.0")
     for label in (*labels, "needs approval"):
         assert label in cards
     assert "whisper-cli" in cards
-    assert browser._repr_mimebundle_()["text/plain"] == text
+    assert "<code>gallery.thumbs</code>" in cards  # every capability, as in the cards
+    bundle = browser._repr_mimebundle_()
+    assert bundle["text/plain"] == text and bundle["text/html"] == cards
     assert repr(browser) == text
+
+
+def test_clicking_a_capability_in_its_card_opens_its_form(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    assert browser.capability_picker.value == browser.capability_picker.options[0][1]
+    assert not browser.open_button.disabled  # never a blank selection behind an open button
+    button = browser.capability_buttons["gallery.thumbs"]
+    assert button.description == "gallery.thumbs"  # the whole id, never cut
+    assert button.layout.min_width == "max-content"
+    button.click()
+    assert isinstance(browser.form, CapabilityForm)
+    assert browser.form.capability_id == "gallery.thumbs"
+    assert browser.capability_picker.value == "gallery.thumbs"
+    assert browser.form_box.children == (browser.form,)
+
+
+def test_a_capability_that_needs_setup_shows_its_steps_before_any_form(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    cap = next(c.id for c in host.describe("transcribe").capabilities)
+    browser.capability_buttons[cap].click()
+    assert browser.form is None
+    (panel,) = browser.form_box.children
+    steps = panel.children[0].value
+    assert "Needs setup" in steps and "whisper-cli" in steps and "<ol>" in steps
+    info = next(m for m in host.modules() if m.id == "transcribe")
+    assert browser.setup_steps == info.setup_instructions != []
+    assert str(host.home) not in steps
+    anyway = panel.children[1]
+    assert anyway.description == "Show the form anyway"
+    anyway.click()
+    assert isinstance(browser.form, CapabilityForm) and browser.form.capability_id == cap
 
 
 def test_module_browser_opens_a_form_for_the_chosen_capability(host: ModuleHost) -> None:
@@ -175,10 +210,10 @@ def test_form_is_generated_from_the_request_schema(host: ModuleHost) -> None:
         '  palette (enum) = "dusk"',
     ]
     nested = CapabilityForm(host, "critic.review")
-    assert list(nested.inputs) == ["image.root", "image.path"]
-    assert nested.inputs["image.root"].value == "staged"
-    assert "  image *:" in nested.text()
-    assert "    path * (string) = " in nested.text()
+    assert list(nested.inputs) == ["image"]  # a file input: picked, never typed
+    assert nested.inputs["image"].value == -1  # nothing chosen yet
+    assert "  image * (file) = " in nested.text().splitlines()
+    assert "path" not in nested.text()
 
 
 def test_invalid_values_show_beside_the_field_and_nothing_runs(host: ModuleHost) -> None:
@@ -194,6 +229,7 @@ def test_invalid_values_show_beside_the_field_and_nothing_runs(host: ModuleHost)
         "size": "'big' is not a number",
     }
     form.run_button.click()
+    form.wait()
     assert form.state == "invalid"
     assert form.invocation is None
     assert "2 field(s) need attention" in form.status.value
@@ -203,15 +239,21 @@ def test_invalid_values_show_beside_the_field_and_nothing_runs(host: ModuleHost)
 
 
 def test_required_marks_turn_into_errors_once_a_run_is_attempted(host: ModuleHost) -> None:
-    form = CapabilityForm(host, "critic.review")
-    assert form._fields["image.path"].error.value == ""
-    assert "*" in form._fields["image.path"].box.children[0].children[0].value
+    form = CapabilityForm(host, "kitchen.echo")
+    assert form._fields["name"].error.value == ""
+    assert "*" in form._fields["name"].box.children[0].children[0].value
     form.run_button.click()
+    form.wait()
     assert form.state == "invalid"
-    assert "required" in form._fields["image.path"].error.value
-    form.set_value("image.path", "thumbs/x.png")
-    assert form._fields["image.path"].error.value == ""
+    assert "required" in form._fields["name"].error.value
+    form.set_value("name", "Ada")
+    assert form._fields["name"].error.value == ""
     assert form.state == "editing"
+    # a file input says it in words: choose one
+    files = CapabilityForm(host, "critic.review")
+    assert files.files["image"].error_view.value == ""
+    files.run_button.click()
+    assert "choose a file or upload one" in files.files["image"].error_view.value
 
 
 def test_a_valid_form_runs_and_shows_the_invocation(host: ModuleHost) -> None:
@@ -219,13 +261,16 @@ def test_a_valid_form_runs_and_shows_the_invocation(host: ModuleHost) -> None:
     form.set_value("count", "2")
     form.set_value("palette", "mono")
     form.run_button.click()
+    form.wait()
     assert form.state == "ran"
     inv = form.invocation
     assert inv is not None and inv.ok
     assert inv.request.input == {"count": 2, "size": 160, "seed": 7, "palette": "mono"}
     view = form.result
     assert isinstance(view, InvocationView)
-    assert form.result_box.children == (view,)
+    assert form.result_box.children == (form.live,)
+    assert form.live is not None and form.live.result_box.children == (view,)
+    assert not re.search(r"\d s\b| ms\b", form.text())  # no elapsed time, no duration
     assert len(inv.artifacts) == 2
     (output,) = view.artifacts.outputs
     assert output["output_type"] == "display_data"
@@ -253,6 +298,7 @@ def test_approval_panel_lists_reasons_and_cancel_runs_nothing(host: ModuleHost) 
     assert form.form.value() == {"image": staged.ref()}
     before = _runs(host)
     form.run_button.click()
+    form.wait()
     assert form.state == "needs_approval"
     assert form.approval_reasons == host.approval_reasons("oracle.critique")
     assert any("declares no numeric cost" in r for r in form.approval_reasons)
@@ -274,8 +320,10 @@ def test_approve_runs_and_unknown_cost_is_never_free(host: ModuleHost) -> None:
     staged = _staged_thumb(host)
     form = CapabilityForm(host, "oracle.critique", values={"image": staged.ref()}, staged=[staged])
     form.run_button.click()
+    form.wait()
     assert form.state == "needs_approval"
     form.approve_button.click()
+    form.wait()
     assert form.state == "ran"
     inv = form.invocation
     assert inv is not None and inv.ok
@@ -287,6 +335,7 @@ def test_approve_runs_and_unknown_cost_is_never_free(host: ModuleHost) -> None:
     assert "estimated cost: unknown" in form.result.details.value
     # the approval is pinned: the next run goes straight through
     form.run_button.click()
+    form.wait()
     assert form.state == "ran"
     host.revoke("oracle.critique")
 
@@ -297,13 +346,16 @@ def test_a_changed_descriptor_brings_the_approval_panel_back(
     staged = _staged_thumb(host)
     form = CapabilityForm(host, "oracle.critique", values={"image": staged.ref()}, staged=[staged])
     form.run_button.click()
+    form.wait()
     form.approve_button.click()
+    form.wait()
     assert form.state == "ran"
     main = demo_home.facet_home / "modules" / "oracle" / "main.py"
     original = main.read_text()
     try:
         main.write_text(original.replace('"version": "1.0.0"', '"version": "1.0.1"'))
         form.run_button.click()
+        form.wait()
         assert form.state == "needs_approval"
         assert any("no longer counts" in r for r in form.approval_reasons)
     finally:
@@ -314,6 +366,7 @@ def test_a_changed_descriptor_brings_the_approval_panel_back(
 def test_host_refusals_are_shown_with_their_code(host: ModuleHost) -> None:
     form = CapabilityForm(host, "transcribe.audio", values={"audio": {"root": "x", "path": "a"}})
     form.run_button.click()
+    form.wait()
     assert form.state == "refused"
     assert form.error is not None
     assert form.error.code == "missing_requirement"
@@ -377,6 +430,7 @@ def test_text_forms_are_stable_across_runs(host: ModuleHost, demo_home: DemoHome
     def texts() -> list[str]:
         form = CapabilityForm(host, "gallery.thumbs", values={"count": 2})
         form.run_button.click()
+        form.wait()
         inv = host.invoke("studio.storyboard_status", {"job": "0123456789abcdef"})
         return [ModuleBrowser(host).text(), form.text(), InvocationView(inv).text()]
 
@@ -388,32 +442,38 @@ def test_text_forms_are_stable_across_runs(host: ModuleHost, demo_home: DemoHome
     assert json.dumps(first)  # plain strings
 
 
-def test_a_long_running_capability_offers_its_poll_form(host: ModuleHost) -> None:
+def test_a_long_running_capability_polls_by_itself_with_progress(host: ModuleHost) -> None:
     form = CapabilityForm(
-        host, "studio.storyboard", values={"title": "T", "scenes": ["Open", "Close"]}
+        host, "studio.storyboard", values={"title": "T", "scenes": ["Open", "Mid", "Close"]}
     )
-    assert form.inputs["scenes"].value == "Open\nClose"
+    assert form.inputs["scenes"].value == "Open\nMid\nClose"
     form.run_button.click()
-    assert form.state == "ran"
-    assert form.poll_button in form.result_box.children
-    assert form.poll_button.description == "Poll studio.storyboard_status"
-    form.poll_button.click()
-    poll = form.poll_form
-    assert poll is not None and poll.capability_id == "studio.storyboard_status"
-    job = form.invocation.result["job"]
-    assert poll.inputs["job"].value == job
-    for _ in range(5):
-        poll.run_button.click()
-        assert poll.state == "ran"
-        if poll.invocation.result["state"] == "done":
-            break
-    assert poll.invocation.result["state"] == "done"
-    assert poll.result is not None and len(poll.result.steppers) == 1
-    assert f'    job * (string) = "{job}"' in form.text()
-    # a capability that is not long-running offers no poll
+    live = form.live
+    assert live is not None and form.result_box.children == (live,)
+    live.interval_input.value = 0.1  # the interval is an input the user can change
+    form.wait()
+    assert live.state == "ok" and form.state == "ran"
+    job = live.invocation.result["job"]
+    assert live.invocation.capability == "studio.storyboard"
+    # every poll was a real call of the poll capability with the job from the first result
+    polls = [i for i in host.audit().itertuples() if i.capability == "studio.storyboard_status"]
+    assert live.polls == 3 and len(polls) >= 3
+    assert form.invocation is live.last and live.last.request.input == {"job": job}
+    assert live.last.result["state"] == "done"
+    assert (live.progress.value, live.progress.max) == (3, 3)
+    assert live.progress_row.layout.display is None
+    assert live.progress_label.value == "3 of 3 done"
+    assert form.result is live.view and len(live.view.steppers) == 1
+    text = form.text()
+    assert "  LiveRun studio.storyboard: ok" in text
+    assert "    progress: 3 of 3 done" in text
+    assert "<progress" not in live.view.details.value  # drawn once, live, by the run
+    assert "<progress value=\"3\" max=\"3\">" in InvocationView(live.last).details.value
+    # a capability that is not long-running is not polled
     quick = CapabilityForm(host, "docs.report")
     quick.run_button.click()
-    assert quick.poll_button not in quick.result_box.children
+    quick.wait()
+    assert quick.live is not None and quick.live.polls == 0 and quick.live.state == "ok"
 
 
 def test_every_field_kind_round_trips_through_a_real_module(host: ModuleHost) -> None:
@@ -452,6 +512,7 @@ def test_every_field_kind_round_trips_through_a_real_module(host: ModuleHost) ->
     form.set_value("pan.size", "12")
     assert form.visible_errors() == {}
     form.run_button.click()
+    form.wait()
     assert form.state == "ran"
     inv = form.invocation
     assert inv.result == {
@@ -531,7 +592,7 @@ def test_module_browser_lists_skills_and_overlays_and_renders_one(host: ModuleHo
         in labels
     )
     assert len(labels) == 4  # three skills, one overlay; none from the refused module
-    cards = browser.cards.value
+    cards = browser.static_html()
     assert "skills: <code>critic.reviewing</code> 110 tokens" in cards
     assert "overlays: <code>gallery.overview</code> When to use the gallery · 90 tokens" in cards
     listing = browser.listing
@@ -596,3 +657,63 @@ def test_capability_form_shows_and_loads_the_skills_of_its_capability(host: Modu
     plain = CapabilityForm(host, "docs.report")
     assert plain.skills_button not in plain.children
     assert "skills" not in plain.text()
+def test_file_inputs_are_picked_from_the_session_or_uploaded(host: ModuleHost) -> None:
+    thumbs = host.invoke("gallery.thumbs", {"count": 2})
+    session = list(thumbs.artifacts)
+    form = CapabilityForm(host, "critic.review", artifacts=session)
+    picker = form.files["image"]
+    assert "image" not in form.inputs or form.inputs["image"] is picker.choice
+    labels = [label for label, _ in picker.choice.options]
+    assert labels[0] == "— choose a file —" and len(labels) == 3
+    assert all("image/png" in label and "verified" in label for label in labels[1:])
+    html = form.static_html()
+    assert "root" not in [s.strip() for s in html.replace("<", ">").split(">")]
+    assert "characters" not in html
+    form.run_button.click()
+    form.wait()
+    assert form.state == "invalid" and "choose a file" in picker.error_view.value
+    picker.choice.value = 1  # the person picks the second thumbnail
+    assert picker.staged is not None and picker.staged.digest == session[1].digest
+    assert form.form.value() == {"image": picker.staged.ref()}
+    assert '<img class="murmur-thumb"' in picker.preview.value
+    assert "data:image/png;base64," in picker.preview.value
+    form.run_button.click()
+    form.wait()
+    assert form.state == "ran" and form.invocation.ok, form.text()
+    assert form.invocation.request.input == {"image": picker.staged.ref()}
+    # what the run produced is offered to the next form sharing the session
+    assert len(session) > 2
+    again = CapabilityForm(host, "critic.review", artifacts=session)
+    assert len(again.files["image"].choice.options) == len(session) + 1
+
+
+def test_an_uploaded_file_is_staged_and_chosen(host: ModuleHost, tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from PIL import Image
+
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(tmp_path / "red.png")
+    content = (tmp_path / "red.png").read_bytes()
+    form = CapabilityForm(host, "critic.review")
+    picker = form.files["image"]
+    picker.upload.value = (
+        {"name": "red dot.png", "type": "image/png", "size": len(content),
+         "content": memoryview(content), "last_modified": datetime.fromtimestamp(0, UTC)},
+    )  # fmt: skip
+    assert picker.staged is not None and picker.staged.file.read_bytes() == content
+    assert picker.choice.label.startswith("red_dot.png · image/png")
+    form.run_button.click()
+    form.wait()
+    assert form.invocation is not None and form.invocation.ok, form.text()
+    assert form.invocation.result["width"] == 64 and form.invocation.result["height"] == 48
+
+
+def test_every_input_problem_is_listed(host: ModuleHost) -> None:
+    from murmur_nb import InvalidInput
+
+    with pytest.raises(InvalidInput) as err:
+        host.invoke("gallery.thumbs", {"count": 99, "size": "big", "palette": "neon"})
+    message = str(err.value)
+    for where in ("input['count']", "input['size']", "input['palette']"):
+        assert f"at {where}: " in message
+    assert "more)" not in message

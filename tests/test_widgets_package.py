@@ -24,6 +24,7 @@ def test_all_is_sorted_and_names_every_public_widget() -> None:
             "ConversationExplorer",
             "HookConsole",
             "InvocationView",
+            "LiveRun",
             "ModuleBrowser",
         }
     )

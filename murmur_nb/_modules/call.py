@@ -17,6 +17,7 @@ Design notes
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ class Call:
     extra: dict[str, Any] | None = None
     staged: Sequence[StagedArtifact] = ()
     validate_input: bool = True
+    cancel: threading.Event | None = None
 
 
 @dataclass
@@ -120,15 +122,16 @@ def checked_input(call: Call, target: Target, validators: ValidatorCache) -> Any
     validator = validators.get(target.digest, "request", cap.request_schema, schema)
     problems = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
     if problems and call.validate_input:
-        first = problems[0]
-        where = "input" + "".join(
-            f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in first.path
+        listed = "; ".join(
+            "at input"
+            + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in e.path)
+            + f": {e.message}"
+            for e in problems
         )
         raise InvalidInput(
             f"input for {capability} does not match its request_schema "
-            f"{cap.request_schema!r}: at {where}: {first.message}"
-            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
-            + "; nothing was run. Fix the input and invoke again"
+            f"{cap.request_schema!r}: {listed}; nothing was run. Fix the input and "
+            "invoke again"
         )
     return value
 

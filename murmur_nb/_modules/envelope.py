@@ -22,6 +22,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from murmur_nb._exceptions import (
     DeadlineExceeded,
+    InvocationCancelled,
     ModuleHostError,
     OutputTooLarge,
     ProtocolViolation,
@@ -67,6 +68,11 @@ def check_run(run: RunResult, inv: Invocation, deadline: int, bound: int) -> Non
             f"standard output; its process tree was killed.{hint} Large results belong "
             "in an artifact, not in the envelope",
             rule="max_output_bytes",
+        )
+    if run.cancelled:
+        raise InvocationCancelled(
+            f"{inv.capability} was cancelled while it ran; its whole process tree was "
+            "killed. Run it again when you want its result"
         )
     if run.timed_out:
         raise DeadlineExceeded(

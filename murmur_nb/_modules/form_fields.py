@@ -170,6 +170,13 @@ def _type_of(schema: Mapping[str, Any]) -> tuple[str | None, bool]:
     return None, False
 
 
+def _count_words(prefix: str, bound: str, n: int) -> str:
+    """``at least 1`` character reads "not empty"; other counts say how many characters."""
+    if bound == "at least" and n == 1:
+        return "no empty items" if prefix else "not empty"
+    return f"{prefix}{bound} {n} character{'' if n == 1 else 's'}"
+
+
 def _value_words(src: Mapping[str, Any], prefix: str) -> list[str]:
     """A value schema's constraints in words (bounds, lengths, pattern, format)."""
     parts: list[str] = []
@@ -184,10 +191,10 @@ def _value_words(src: Mapping[str, Any], prefix: str) -> list[str]:
             parts.append(f"{prefix}{sym} {bound}")
     if isinstance(src.get("multipleOf"), int | float):
         parts.append(f"{prefix}multiple of {src['multipleOf']}")
-    if isinstance(src.get("minLength"), int):
-        parts.append(f"{prefix}at least {src['minLength']} characters")
+    if isinstance(src.get("minLength"), int) and src["minLength"] > 0:
+        parts.append(_count_words(prefix, "at least", src["minLength"]))
     if isinstance(src.get("maxLength"), int):
-        parts.append(f"{prefix}at most {src['maxLength']} characters")
+        parts.append(_count_words(prefix, "at most", src["maxLength"]))
     if isinstance(src.get("pattern"), str):
         parts.append(f"{prefix}matches {src['pattern']}")
     if isinstance(src.get("format"), str):

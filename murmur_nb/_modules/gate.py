@@ -12,6 +12,7 @@ Design notes
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,9 +28,16 @@ __all__ = ["SandboxGate", "run_launched"]
 
 
 def run_launched(
-    how: Launch, stdin: bytes, *, cwd: Path, deadline_s: float, max_output_bytes: int
+    how: Launch,
+    stdin: bytes,
+    *,
+    cwd: Path,
+    deadline_s: float,
+    max_output_bytes: int,
+    cancel: threading.Event | None = None,
 ) -> RunResult:
-    """Run a launch plan (:meth:`SandboxGate.launch`) to the end, then release it."""
+    """Run a launch plan (:meth:`SandboxGate.launch`) to the end (or to ``cancel``), then
+    release it."""
     try:
         return run_process(
             how.argv,
@@ -38,6 +46,7 @@ def run_launched(
             deadline_s=deadline_s,
             max_output_bytes=max_output_bytes,
             preexec=how.preexec,
+            cancel=cancel,
         )
     finally:
         how.close()

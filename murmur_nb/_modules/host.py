@@ -264,6 +264,8 @@ class ModuleHost(KnowledgeMethods):
         extra: dict[str, Any] | None = None,
         staged: Sequence[StagedArtifact] = (),
         validate_input: bool = True,
+        cancel: threading.Event | None = None,
+        progress: bool = False,
     ) -> Invocation:
         """Invoke ``capability`` with ``input`` and return the checked :class:`Invocation`.
 
@@ -287,13 +289,20 @@ class ModuleHost(KnowledgeMethods):
             ``False`` sends ``input`` without checking it against the ``request_schema``
             (it must still be JSON). The module checker uses it to see how a module answers
             input it cannot use; a module must survive any input, so this grants nothing.
+        cancel
+            Setting this event (from another thread: a Cancel button) stops the run: the
+            module's whole process tree is killed and :class:`InvocationCancelled` raised.
+        progress
+            Show the run live below the cell while it runs (elapsed time, then the outcome
+            and a progress bar when the result carries ``done``/``total``; needs
+            ``murmur-nb[widgets]``). Interrupting the kernel cancels the run.
 
         Raises
         ------
         ModuleNotFound, InvalidDescriptor, MissingRequirement, InvalidInput,
         ApprovalRequired, NotGranted, DigestMismatch
             Refused before anything ran.
-        DeadlineExceeded, OutputTooLarge, ProtocolViolation
+        DeadlineExceeded, OutputTooLarge, ProtocolViolation, InvocationCancelled
             The module ran and its tree was killed, or it broke an envelope rule.
 
         Notes
@@ -302,6 +311,15 @@ class ModuleHost(KnowledgeMethods):
         opens the audit row, runs :meth:`_invoke`'s named steps and closes the row however
         the call ended.
         """
+        if progress:
+            from murmur_nb.widgets import LiveRun  # noqa: PLC0415 - ipywidgets only when asked
+
+            shown: Invocation = LiveRun.in_cell(
+                self, capability, input, approve=approve, deadline_ms=deadline_ms,
+                max_output_bytes=max_output_bytes, extra=extra, staged=staged, cancel=cancel,
+                validate_input=validate_input,
+            )  # fmt: skip
+            return shown
         call = Call(
             capability,
             input,
@@ -312,6 +330,7 @@ class ModuleHost(KnowledgeMethods):
             extra=extra,
             staged=staged,
             validate_input=validate_input,
+            cancel=cancel,
         )
         row = AuditRow.open(capability, call.request_id, datetime.now(UTC))
         t0 = time.perf_counter()
@@ -367,7 +386,7 @@ class ModuleHost(KnowledgeMethods):
             approval=approval,
             warnings=list(built.warnings),
         )
-        run = self._run(inv)
+        run = self._run(inv, call.cancel)
         read_envelope(run, inv)
         self._verify_artifacts(inv, target.cap)
         self._check_result(inv, target)
@@ -410,7 +429,7 @@ class ModuleHost(KnowledgeMethods):
         row.approval = label
         return target, label
 
-    def _run(self, inv: Invocation) -> RunResult:
+    def _run(self, inv: Invocation, cancel: threading.Event | None = None) -> RunResult:
         """Run ``module invoke`` on the request, confined, in a private working folder."""
         request = inv.request
         exe = self.modules_dir / inv.module / "module"
@@ -435,6 +454,7 @@ class ModuleHost(KnowledgeMethods):
                 cwd=cwd,
                 deadline_s=request.deadline_ms / 1000.0,
                 max_output_bytes=request.max_output_bytes,
+                cancel=cancel,
             )
         except OSError as exc:
             raise ProtocolViolation(

@@ -18,7 +18,10 @@ Design notes
   it; once its parent dies it is reparented away, which is why it is remembered. A walk
   costs a few reads per descendant, and a module that finishes before the first interval
   costs none at all.
-* Killing the tree (deadline, output bound, ``KeyboardInterrupt``, stragglers after exit)
+* A caller may pass ``cancel`` (a :class:`threading.Event`): the wait loop wakes at least
+  every ``_CANCEL_CHECK`` seconds to look at it, and a set event ends the run the way a
+  deadline does (``cancelled``), so a Cancel button never needs a pid.
+* Killing the tree (deadline, output bound, cancel, ``KeyboardInterrupt``, stragglers after exit)
   stops every process found by: the child's live tree, the remembered descendants, the
   child's session and process group, and any process still holding the module's standard
   output/error pipes or sitting in its private working folder (a ``/proc`` scan, done only
@@ -37,6 +40,7 @@ import select
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +56,8 @@ _SCAN_FIRST = 0.002
 _SCAN_INTERVAL = 0.04
 #: after the child exits, how long descendants may keep the pipes open before being killed
 _EXIT_GRACE = 0.25
+#: how often a run with a cancel event looks at it
+_CANCEL_CHECK = 0.05
 
 
 @dataclass
@@ -65,6 +71,7 @@ class RunResult:
     timed_out: bool = False
     output_exceeded: bool = False
     killed: list[int] = field(default_factory=list)
+    cancelled: bool = False
 
     @property
     def stderr_text(self) -> str:
@@ -267,13 +274,15 @@ def run_process(
     max_output_bytes: int,
     stderr_tail_bytes: int = 64 * 1024,
     preexec: Callable[[], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> RunResult:
     """Run ``argv`` as a module process and return what it printed.
 
     The process tree is killed at ``deadline_s`` (``timed_out``) or as soon as standard
     output exceeds ``max_output_bytes`` (``output_exceeded``; ``stdout`` is then cut at the
-    bound). A ``KeyboardInterrupt`` (or any other exception) kills the tree and propagates.
-    ``preexec`` runs in the child between ``fork`` and ``exec`` (the Landlock sandbox).
+    bound). Setting ``cancel`` kills the tree too (``cancelled``). A ``KeyboardInterrupt``
+    (or any other exception) kills the tree and propagates. ``preexec`` runs in the child
+    between ``fork`` and ``exec`` (the Landlock sandbox).
     """
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -289,7 +298,7 @@ def run_process(
         # taken and nothing imported, so it is safe in the child of a threaded host
         preexec_fn=preexec,  # noqa: PLW1509
     )
-    run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes)
+    run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes, cancel)
     try:
         run.pump(stdin, start)
         returncode = run.finish(str(cwd))
@@ -310,6 +319,7 @@ class _Run:
         deadline: float,
         max_output_bytes: int,
         stderr_tail_bytes: int,
+        cancel: threading.Event | None = None,
     ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.proc = proc
@@ -327,7 +337,8 @@ class _Run:
                 self.pipe_inodes.add(f"pipe:[{os.fstat(fd).st_ino}]")
         self.out = bytearray()
         self.err = bytearray()
-        self.timed_out = self.exceeded = False
+        self.timed_out = self.exceeded = self.cancelled = False
+        self.cancel = cancel
         self.killed: list[int] = []
         self.sel = selectors.DefaultSelector()
         self.pidfd: int | None = None
@@ -363,6 +374,9 @@ class _Run:
             if now >= self.deadline:
                 self.timed_out = True
                 return
+            if self.cancel is not None and self.cancel.is_set():
+                self.cancelled = True
+                return
             exited_at = self.exited_at
             if exited_at is not None and now - exited_at >= _EXIT_GRACE:
                 return  # the child is gone; a descendant keeps the pipes open
@@ -371,6 +385,8 @@ class _Run:
                 gap = min(gap * 2, _SCAN_INTERVAL)
                 next_scan = now + gap
             wake = min(self.deadline, next_scan if exited_at is None else exited_at + _EXIT_GRACE)
+            if self.cancel is not None:
+                wake = min(wake, now + _CANCEL_CHECK)
             for key, _ in self.sel.select(max(0.0, wake - now)):
                 if self._ready(key.fd):
                     return
@@ -427,8 +443,8 @@ class _Run:
 
     def finish(self, cwd: str) -> int:
         """End whatever is left of the tree and reap the child; return its exit status."""
-        if self.timed_out or self.exceeded or self.open_pipes:
-            # deadline, output bound, or the child exited while a descendant still holds
+        if self.timed_out or self.exceeded or self.cancelled or self.open_pipes:
+            # deadline, output bound, cancel, or the child exited while a descendant still holds
             # its output: end the whole tree
             self.killed = _kill_tree(self.tracker, self.pipe_inodes, cwd, thorough=True)
         else:
@@ -480,4 +496,5 @@ class _Run:
             timed_out=self.timed_out,
             output_exceeded=self.exceeded,
             killed=self.killed,
+            cancelled=self.cancelled,
         )

@@ -284,7 +284,7 @@ _CARD = (
     "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:14px;"
     "max-width:100%;overflow:auto"
 )
-_HEAD = "font-size:12px;color:#57606a;margin-bottom:6px"
+_HEAD = "font-size:12px;color:var(--jp-content-font-color2, #57606a);margin-bottom:6px"
 _NOTE = (
     "font-size:12px;background:#fff8c5;border:1px solid #d4a72c;border-radius:4px;"
     "padding:2px 6px;margin:4px 0"
@@ -302,7 +302,8 @@ def card(
 ) -> str:
     """The framed card: a header line (primitive, title, type, size, digest), notes, body."""
     head = [
-        f'<span style="background:#ddf4ff;border-radius:3px;padding:0 4px">{esc(primitive)}</span>'
+        f'<span style="background:#ddf4ff;color:#0a3069;border-radius:3px;padding:0 4px">'
+        f"{esc(primitive)}</span>"
         f" <b>{esc(title)}</b>"
     ]
     if media_type:

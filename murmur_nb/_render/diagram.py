@@ -21,7 +21,8 @@ __all__ = ["draw_source", "render_diagram"]
 
 _TIMEOUT_S = 30
 _PRE = (
-    "white-space:pre-wrap;font-size:12px;background:#f6f8fa;padding:6px;border-radius:4px;"
+    "white-space:pre-wrap;font-size:12px;padding:6px;border-radius:4px;"
+    "background:var(--jp-layout-color2, #f6f8fa);color:var(--jp-content-font-color1, #1f2328);"
     "margin:0;max-height:480px;overflow:auto"
 )
 

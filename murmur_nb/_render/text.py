@@ -24,8 +24,15 @@ __all__ = [
     "render_text",
 ]
 
+# JupyterLab's own editor colours (tuned for each theme), GitHub's light ones as fallbacks
+_STRING = "var(--jp-mirror-editor-string-color, #0a3069)"
+_NUMBER = "var(--jp-mirror-editor-number-color, #953800)"
+_KEY = "var(--jp-mirror-editor-property-color, #8250df)"
+_MUTED = "var(--jp-content-font-color2, #57606a)"
+
 _PRE = (
-    "white-space:pre-wrap;word-break:break-word;font-size:12px;background:#f6f8fa;"
+    "white-space:pre-wrap;word-break:break-word;font-size:12px;"
+    "background:var(--jp-layout-color2, #f6f8fa);color:var(--jp-content-font-color1, #1f2328);"
     "padding:6px;border-radius:4px;margin:0;max-height:480px;overflow:auto"
 )
 
@@ -120,12 +127,12 @@ class _Tree:
         text = json.dumps(value, ensure_ascii=False)
         if len(text) > _SCALAR_CHARS:
             text = text[:_SCALAR_CHARS] + "…"
-        colour = "#0a3069" if isinstance(value, str) else "#953800"
+        colour = _STRING if isinstance(value, str) else _NUMBER
         return f'<span style="color:{colour}">{esc(text)}</span>'
 
     def node(self, key: str | None, value: Any, depth: int) -> str:
         self.nodes += 1
-        label = f'<span style="color:#8250df">{esc(key)}</span>: ' if key is not None else ""
+        label = f'<span style="color:{_KEY}">{esc(key)}</span>: ' if key is not None else ""
         if not isinstance(value, dict | list) or not value:
             return f"<div>{label}{self.scalar(value)}</div>"
         if self.nodes > _TREE_NODES:
@@ -139,7 +146,7 @@ class _Tree:
             children = [self.node(str(i), v, depth + 1) for i, v in enumerate(value)]
         opened = " open" if depth < 2 else ""
         return (
-            f'<details{opened}><summary>{label}<span style="color:#57606a">{esc(kind)}'
+            f'<details{opened}><summary>{label}<span style="color:{_MUTED}">{esc(kind)}'
             f'</span></summary><div style="padding-left:14px">{"".join(children)}</div></details>'
         )
 

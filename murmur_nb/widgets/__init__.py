@@ -17,7 +17,9 @@ Examples
 ...                       artifact_store=demo.artifact_store)      # doctest: +SKIP
 >>> ModuleBrowser(host)                     # modules, effects, setup, refusals  # doctest: +SKIP
 >>> form = CapabilityForm(host, "gallery.thumbs", values={"count": 3})  # doctest: +SKIP
->>> form.run_button.click(); form.result    # an InvocationView      # doctest: +SKIP
+>>> form.run_button.click(); form.wait()    # a LiveRun: Cancel, polls  # doctest: +SKIP
+>>> form.result                              # an InvocationView      # doctest: +SKIP
+>>> host.invoke("docs.report", {}, progress=True)  # shown live in the cell  # doctest: +SKIP
 >>> InvocationView(host.invoke("docs.report", {}))                 # doctest: +SKIP
 >>> store = mnb.ConversationStore(demo.murmur_home)                # doctest: +SKIP
 >>> hooks = mnb.HookHost.from_config(demo.murmur_yaml, conversations=store)  # doctest: +SKIP
@@ -26,13 +28,17 @@ Examples
 
 Driving a widget from code (tests, scripts, a notebook cell that should run unattended)
 uses the same attributes a person clicks: set an input's ``.value`` (or
-``CapabilityForm.set_value``), then ``some_button.click()``.
+``CapabilityForm.set_value``), then ``some_button.click()``. Run buttons start the call in
+the background (a :class:`LiveRun`); ``form.wait()`` waits for it. Every widget's
+mimebundle also carries a static ``text/html`` of its content, shown where no widget
+manager runs (nbconvert, GitHub, nbviewer, the headless report).
 """
 
 from murmur_nb.widgets._capability_form import CapabilityForm
 from murmur_nb.widgets._conversation_explorer import ConversationExplorer
 from murmur_nb.widgets._hook_console import HookConsole
 from murmur_nb.widgets._invocation_view import InvocationView
+from murmur_nb.widgets._live_run import LiveRun
 from murmur_nb.widgets._module_browser import ModuleBrowser
 
 __all__ = [
@@ -40,5 +46,6 @@ __all__ = [
     "ConversationExplorer",
     "HookConsole",
     "InvocationView",
+    "LiveRun",
     "ModuleBrowser",
 ]

@@ -5,10 +5,13 @@ each input widget into it and shows its verdict beside the field. A field's "req
 mark turns into an error only once the field was touched or a run was attempted, so a
 fresh form is not a wall of red.
 
-Running is three plain calls on the host: :meth:`ModuleHost.approval_reasons` (empty: go),
-:meth:`ModuleHost.approve` when the operator clicks Approve, and :meth:`ModuleHost.invoke`.
-An :class:`~murmur_nb.ApprovalRequired` raised by ``invoke`` (the descriptor changed between
-the check and the run) brings the approval panel back with the host's reasons.
+The Run button starts a :class:`LiveRun` (the notebook stays usable: elapsed time, Cancel,
+automatic polling of a long-running job); :meth:`CapabilityForm.run` is the same as one
+blocking plain call. Running is three plain calls on the host:
+:meth:`ModuleHost.approval_reasons` (empty: go), :meth:`ModuleHost.approve` when the
+operator clicks Approve, and :meth:`ModuleHost.invoke`. An
+:class:`~murmur_nb.ApprovalRequired` raised by ``invoke`` (the descriptor changed between the
+check and the run) brings the approval panel back with the host's reasons.
 
 The header lists the skills the capability names, with their declared token estimates;
 "Show skills" is one call, :meth:`ModuleHost.skills_for`, and shows what it loaded (verified,
@@ -26,8 +29,18 @@ import ipywidgets as w
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.schema_form import UNSET, FieldSpec, SchemaForm
-from murmur_nb.widgets._html import TextView, badge, bundle_of, effect_badges, esc
+from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
+from murmur_nb.widgets._html import (
+    FG_MUTED,
+    TextView,
+    badge,
+    bundle_of,
+    effect_badges,
+    esc,
+    tone_colour,
+)
 from murmur_nb.widgets._invocation_view import InvocationView
+from murmur_nb.widgets._live_run import LiveRun
 
 __all__ = ["CapabilityForm"]
 
@@ -45,10 +58,16 @@ def _flatten(
     for name, raw in values.items():
         key = f"{prefix}{name}"
         spec = form.field(key)
-        if spec.kind == "object" and isinstance(raw, Mapping):
+        if spec.kind == "object" and isinstance(raw, Mapping) and not is_file_ref(spec):
             yield from _flatten(raw, form, f"{key}.")
         else:
             yield key, raw
+
+
+def _error_html(message: str | None) -> str:
+    if not message:
+        return ""
+    return f'<span style="color:{tone_colour("error")}">✗ {esc(message)}</span>'
 
 
 class _Field:
@@ -83,12 +102,12 @@ class _Field:
         help_text = " — ".join(x for x in (spec.description, spec.hint) if x)
         label = w.HTML(
             f"<b>{esc(spec.title)}</b>"
-            + (' <span style="color:#a50e0e">*</span>' if spec.required else "")
+            + (f' <span style="color:{tone_colour("error")}">*</span>' if spec.required else "")
         )
         label.layout.width = "160px"
         row = w.HBox([label, self.widget, self.error])
         self.box = w.VBox(
-            [row, w.HTML(f'<small style="color:#5f6368">{esc(help_text)}</small>')]
+            [row, w.HTML(f'<small style="color:{FG_MUTED}">{esc(help_text)}</small>')]
             if help_text
             else [row]
         )
@@ -154,6 +173,11 @@ class CapabilityForm(TextView):
         key (``{"image.path": "..."}``); fields not named keep their schema default.
     staged : sequence of StagedArtifact, optional
         Artifacts staged with ``host.stage`` to hand to the module (``invoke(staged=...)``).
+        They are also the first choices of every file input.
+    artifacts : list of VerifiedArtifact, optional
+        The session's verified artifacts, offered by file inputs (staged when chosen); the
+        artifacts this form's runs produce are appended to it, so forms sharing the list
+        (as a ModuleBrowser's do) offer each other's results.
 
     Attributes
     ----------
@@ -162,22 +186,22 @@ class CapabilityForm(TextView):
     inputs : dict
         Field key -> the input widget (set ``.value`` to fill it).
     run_button, approve_button, cancel_button : ipywidgets.Button
+        Run and Approve start a :class:`LiveRun` (see :attr:`live`); :meth:`wait` joins it.
     state : str
-        ``editing``, ``invalid``, ``needs_approval``, ``cancelled``, ``ran`` or ``refused``.
+        ``editing``, ``invalid``, ``needs_approval``, ``cancelled``, ``running``, ``ran``
+        or ``refused``.
     approval_reasons : list of str
         The reasons shown in the approval panel (empty when it is hidden).
     invocation
         The last invocation, or ``None``.
     result : InvocationView or None
         The view of the last invocation.
-    poll_button : ipywidgets.Button
-        Shown after a long-running capability ran: opens :attr:`poll_form`.
-    poll_form : CapabilityForm or None
-        The form of the poll capability, filled from the result where names match.
     skills_button : ipywidgets.Button
         Shown when the capability lists skills: loads them with ``host.skills_for``.
     skills : SkillSelection or None
         What "Show skills" loaded, shown in ``skills_box``.
+    live : LiveRun or None
+        The run started by the last click (it polls a long-running job by itself).
     """
 
     def __init__(
@@ -187,10 +211,13 @@ class CapabilityForm(TextView):
         *,
         values: Mapping[str, Any] | None = None,
         staged: Sequence[Any] = (),
+        artifacts: list[Any] | None = None,
     ) -> None:
         self.host = host
         self.capability_id = capability_id
         self.staged = list(staged)
+        self.artifacts: list[Any] = artifacts if artifacts is not None else []
+        self.files: dict[str, FilePicker] = {}
         self.descriptor, self.capability = host.capability(capability_id)
         schemas = self.descriptor.request_schemas or {}
         schema = schemas.get(self.capability.request_schema, {})
@@ -206,6 +233,7 @@ class CapabilityForm(TextView):
         self._fields: dict[str, _Field] = {}
         body = self._build(self.form.root)
         self.inputs: dict[str, w.Widget] = {k: f.widget for k, f in self._fields.items()}
+        self.inputs.update({k: picker.choice for k, picker in self.files.items()})
 
         cap = self.capability
         effects = cap.effects
@@ -226,13 +254,10 @@ class CapabilityForm(TextView):
         self.approval_text = w.HTML()
         self.approval_panel = w.VBox()
         self.result_box = w.VBox()
-        self.poll_form: CapabilityForm | None = None
-        self.poll_button = w.Button(description="Poll", icon="refresh")
-        self.poll_box = w.VBox()
-        self.poll_button.on_click(lambda _b: self.open_poll())
-        self.run_button.on_click(lambda _b: self.run())
+        self.live: LiveRun | None = None
+        self.run_button.on_click(lambda _b: self.run(live=True))
         self.reset_button.on_click(lambda _b: self.reset())
-        self.approve_button.on_click(lambda _b: self.approve())
+        self.approve_button.on_click(lambda _b: self.approve(live=True))
         self.cancel_button.on_click(lambda _b: self.cancel())
         super().__init__(
             [
@@ -283,11 +308,13 @@ class CapabilityForm(TextView):
         return selection
 
     def _build(self, spec: FieldSpec) -> w.Widget:
+        if spec.path and is_file_ref(spec):
+            return self._build_file(spec)
         if spec.kind == "object":
             kids = [self._build(child) for child in spec.children]
             if not spec.path:
                 return w.VBox(kids)
-            mark = ' <span style="color:#a50e0e">*</span>' if spec.required else ""
+            mark = f' <span style="color:{tone_colour("error")}">*</span>' if spec.required else ""
             desc = f" <small>{esc(spec.description)}</small>" if spec.description else ""
             box = w.VBox(kids)
             box.layout.margin = "0 0 0 16px"
@@ -305,10 +332,34 @@ class CapabilityForm(TextView):
         field.widget.observe(changed, names="value")
         return field.box
 
+    def _build_file(self, spec: FieldSpec) -> w.Widget:
+        """A ``{root, path}`` field: a picker over the session's files, never typed."""
+
+        def changed(picker: FilePicker, key: str = spec.key) -> None:
+            ref = picker.ref() or {}
+            for part in ("root", "path"):
+                self.form.set(f"{key}.{part}", ref.get(part, ""))
+            if picker.staged is not None and picker.staged not in self.staged:
+                self.staged.append(picker.staged)
+            self._touched.update({key, f"{key}.root", f"{key}.path"})
+            self._refresh()
+
+        picker = FilePicker(self.host, [*self.staged, *self.artifacts], changed)
+        self.files[spec.key] = picker
+        mark = ' <span style="color:{tone_colour("error")}">*</span>' if spec.required else ""
+        text = spec.description or "a file staged or produced in this session, or upload one"
+        label = w.HTML(f"<b>{esc(spec.title)}</b>{mark}")
+        label.layout.width = "160px"
+        help_line = w.HTML(f'<small style="color:{FG_MUTED}">{esc(text)}</small>')
+        return w.VBox([w.HBox([label, picker.box, picker.error_view]), help_line])
+
     # plain calls
 
     def set_value(self, key: str, raw: Any) -> None:
         """Fill field ``key`` as a person would (text for numbers, the option for enums)."""
+        if key in self.files:
+            self.files[key].select_ref(raw)
+            return
         try:
             field = self._fields[key]
         except KeyError:
@@ -337,10 +388,19 @@ class CapabilityForm(TextView):
         self.result_box.children = ()
         self.invocation = None
         self.result = None
+        if self.live is not None:
+            self.live.cancel()
+            self.live = None
         self._refresh()
 
-    def run(self) -> Any:
-        """Validate, ask for approval when needed, else invoke; returns the invocation or None."""
+    def run(self, *, live: bool = False) -> Any:
+        """Validate, ask for approval when needed, else invoke; returns the invocation or None.
+
+        With ``live`` (the Run button) the call is started in the background as
+        :attr:`live` and ``None`` is returned; :meth:`wait` waits for it.
+        """
+        if self.live is not None and self.live.running:
+            return None  # one run at a time: the first click's run is still out
         self._attempted = True
         self.error = None
         errors = self.form.errors()
@@ -352,9 +412,15 @@ class CapabilityForm(TextView):
         if reasons:
             self._ask_approval(reasons)
             return None
-        return self._invoke()
+        return self._start() if live else self._invoke()
 
-    def approve(self) -> Any:
+    def wait(self, timeout: float | None = 120.0) -> Any:
+        """Wait for the live run (and its polling) to end; returns the invocation or None."""
+        if self.live is not None and not self.live.wait(timeout):
+            raise TimeoutError(f"{self.capability_id} still running after {timeout} s")
+        return self.invocation
+
+    def approve(self, *, live: bool = False) -> Any:
         """The operator approves: record it with the host and run."""
         if self.state != "needs_approval":
             return None
@@ -364,7 +430,7 @@ class CapabilityForm(TextView):
         except ModuleHostError as exc:
             self._refused(exc)
             return None
-        return self._invoke()
+        return self._start() if live else self._invoke()
 
     def cancel(self) -> None:
         """The operator declines: nothing runs."""
@@ -390,46 +456,63 @@ class CapabilityForm(TextView):
         finally:
             self.run_button.disabled = False
         self.invocation = inv
+        self._remember(inv)
+        self.live = None
         self.result = InvocationView(inv)
-        self.poll_form = None
-        self.result_box.children = (self.result, *self._poll_controls(inv))
+        self.result_box.children = (self.result,)
         self.state = "ran"
         tone = "ok" if inv.ok else "error"
         self._set_status(badge("ran", tone) + ("" if inv.ok else esc(self.result.status)))
         return inv
 
+    def _start(self) -> None:
+        """Start a :class:`LiveRun` below the form; :meth:`_finished` takes its outcome."""
+        self.run_button.disabled = True
+        self.state = "running"
+        self._set_status("")  # the run below shows its own state and time
+        self.invocation = None
+        self.result = None
+        self.live = LiveRun(
+            self.host, self.capability_id, self.form.value(), staged=self.staged,
+            start=False, on_done=self._finished,
+        )  # fmt: skip
+        self.result_box.children = (self.live,)
+        self.live.start()
+
+    def _finished(self, live: LiveRun) -> None:
+        if live is not self.live:
+            return  # reset while it ran: that run is no longer this form's
+        self.run_button.disabled = False
+        error = live.error
+        if isinstance(error, ApprovalRequired):
+            self._ask_approval(error.reasons or [error.message])
+            return
+        if live.invocation is None:
+            self.state = "cancelled" if live.state == "cancelled" else "refused"
+            self.error = error if self.state == "refused" else None  # the run says cancelled
+            code = error.code if error is not None else live.state
+            self._set_status(badge(f"{self.state}: {code}", "error" if error else "muted"))
+            return
+        self.invocation = live.last
+        self._remember(live.invocation, live.last)
+        self.result = live.view
+        self.state = "ran"
+        tone = "ok" if live.last.ok else "error"
+        self._set_status(badge("ran", tone) + esc(live.state))
+
+    def _remember(self, *invocations: Any) -> None:
+        """Add what the runs produced (verified) to the session's artifacts."""
+        known = {a.digest for a in self.artifacts}
+        for inv in invocations:
+            for artifact in getattr(inv, "artifacts", None) or ():
+                if artifact.digest not in known:
+                    known.add(artifact.digest)
+                    self.artifacts.append(artifact)
+
     def _refused(self, exc: ModuleHostError) -> None:
         self.error = exc
         self.state = "refused"
         self._set_status(badge(f"refused: {exc.code}", "error") + esc(exc.message))
-
-    def _poll_controls(self, inv: Any) -> list[w.Widget]:
-        """For a long-running capability: a button opening its poll capability's form."""
-        poll = self.capability.poll_capability
-        if not (self.capability.long_running and poll and inv.ok):
-            return []
-        self.poll_button.description = f"Poll {poll}"
-        return [self.poll_button, self.poll_box]
-
-    def open_poll(self) -> CapabilityForm | None:
-        """Open the poll capability's form, filled from this run's result where names match.
-
-        A long-running capability returns something that identifies the job (a job id,
-        say); whichever of the result's keys the poll capability's request schema also
-        has are carried over.
-        """
-        poll = self.capability.poll_capability
-        if self.invocation is None or not poll:
-            return None
-        result = self.invocation.result if isinstance(self.invocation.result, dict) else {}
-        form = CapabilityForm(self.host, poll)
-        names = {c.path[-1] for c in form.form.root.children}
-        for key in names & set(result):
-            form.set_value(key, result[key])
-        form._touched.clear()
-        self.poll_form = form
-        self.poll_box.children = (form,)
-        return form
 
     def _ask_approval(self, reasons: list[str]) -> None:
         self.approval_reasons = list(reasons)
@@ -455,9 +538,11 @@ class CapabilityForm(TextView):
         shown = self.visible_errors()
         for key, field in self._fields.items():
             message = shown.get(key)
-            field.error.value = (
-                f'<span style="color:#a50e0e">✗ {esc(message)}</span>' if message else ""
-            )
+            field.error.value = _error_html(message)
+        for key, picker in self.files.items():
+            found = [shown[k] for k in (key, f"{key}.root", f"{key}.path") if k in shown]
+            message = picker.error or ("choose a file or upload one" if found else None)
+            picker.error_view.value = _error_html(message)
         whole = shown.get("")
         if self.state == "invalid":
             count = len(shown)
@@ -465,6 +550,28 @@ class CapabilityForm(TextView):
             self._set_status(badge("not run", "error") + f"{count} field(s) need attention{extra}")
         elif self.state == "editing":
             self._set_status(badge("input error", "error") + esc(whole) if whole else "")
+
+    def _field_line(self, spec: FieldSpec, value: Any, shown: Mapping[str, str]) -> str:
+        """One field of :meth:`text`: label, kind, current value, error; ``""`` to skip."""
+        indent = "  " * len(spec.path)
+        error = f"  ✗ {shown[spec.key]}" if spec.key in shown else ""
+        if spec.path[:-1] and ".".join(spec.path[:-1]) in self.files:
+            return ""  # root and path of a file input: the file line says it
+        if spec.key in self.files:
+            staged = self.files[spec.key].staged
+            chosen = json.dumps(staged.ref()) if staged is not None else ""
+            return f"{indent}{spec.label} (file) = {chosen}{error}"
+        if spec.kind == "object":
+            return f"{indent}{spec.label}:"
+        current = value
+        for part in spec.path:
+            current = current.get(part, UNSET) if isinstance(current, dict) else UNSET
+        if current is not UNSET:
+            shown_value = json.dumps(current)
+        else:  # unset, or typed but unreadable: show what was typed
+            raw = self.form.raw(spec.key)
+            shown_value = raw if isinstance(raw, str) else ""
+        return f"{indent}{spec.label} ({spec.kind}) = {shown_value}{error}"
 
     def text(self) -> str:
         lines = [f"CapabilityForm {self.capability_id}: {self.state}"]
@@ -474,21 +581,9 @@ class CapabilityForm(TextView):
             lines.extend(f"  {line}" for line in self.skills.summary().splitlines())
         shown = self.visible_errors()
         value = self.form.value()
-        for spec in self.form.fields:
-            indent = "  " * len(spec.path)
-            if spec.kind == "object":
-                lines.append(f"{indent}{spec.label}:")
-                continue
-            current = value
-            for part in spec.path:
-                current = current.get(part, UNSET) if isinstance(current, dict) else UNSET
-            if current is not UNSET:
-                shown_value = json.dumps(current)
-            else:  # unset, or typed but unreadable: show what was typed
-                raw = self.form.raw(spec.key)
-                shown_value = raw if isinstance(raw, str) else ""
-            error = f"  ✗ {shown[spec.key]}" if spec.key in shown else ""
-            lines.append(f"{indent}{spec.label} ({spec.kind}) = {shown_value}{error}")
+        lines.extend(
+            line for spec in self.form.fields if (line := self._field_line(spec, value, shown))
+        )
         if "" in shown:
             lines.append(f"  ✗ {shown['']}")
         if self.approval_reasons:
@@ -496,8 +591,8 @@ class CapabilityForm(TextView):
             lines.extend(f"    - {r}" for r in self.approval_reasons)
         if self.error is not None:
             lines.append(f"  refused {self.error.code}: {self.error.message}")
-        if self.result is not None:
+        if self.live is not None:
+            lines.extend(f"  {line}" for line in self.live.text().splitlines())
+        elif self.result is not None:
             lines.extend(f"  {line}" for line in self.result.text().splitlines())
-        if self.poll_form is not None:
-            lines.extend(f"  {line}" for line in self.poll_form.text().splitlines())
         return "\n".join(lines)

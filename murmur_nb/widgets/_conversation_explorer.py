@@ -1,10 +1,16 @@
-"""Page through one conversation record, newest first, the way a hook reads it.
+"""Page through one conversation record the way a hook reads it, shown like a DataFrame.
 
-The explorer is a cursor stack over :meth:`ConversationReader.read_messages`: ``Older``
-pushes the page's ``next_cursor``, ``Newer`` pops back. Pages are anchored at the oldest
-message, so a cursor stays valid while the runtime appends; the *newest* page (cursor
-``None``) is the only one that moves, and ``Refresh`` re-reads the current page, updating
-the live ``total``.
+The explorer walks :meth:`ConversationReader.read_messages` page by page, newest page
+first, and remembers each page's cursor, so ``Newest``/``Oldest``, ``Newer``/``Older`` and a
+page number all land on the same pages (the pages it has not seen yet are walked to).
+Pages are anchored at the oldest message, so a cursor stays valid while the runtime
+appends; the *newest* page (cursor ``None``) is the only one that moves, and ``Refresh``
+re-reads the current page, updating the live ``total``.
+
+Within a page the messages are shown oldest first, the DataFrame's order: one compact row
+each (role, id, time, name, tool call, a preview) that expands to the whole body, with
+line breaks kept. A role and a text filter narrow the page; "Find id" walks to the page
+holding a message id and opens it.
 
 "to DataFrame" is :func:`murmur_nb.read_conversation` run inside the explorer's output
 area, so the library's own progress bar (``tqdm.auto``: a widget in a kernel, text
@@ -24,12 +30,22 @@ import ipywidgets as w
 from murmur_nb._conversations import tool_envelope
 from murmur_nb._conversations.frames import read_conversation
 from murmur_nb._exceptions import ConversationReadError, MurmurError
-from murmur_nb.widgets._html import TextView, badge, esc, set_output
+from murmur_nb.widgets._html import (
+    FG,
+    FG_MUTED,
+    TextView,
+    badge,
+    esc,
+    set_output,
+    tone_colour,
+)
 
 __all__ = ["ConversationExplorer"]
 
 _ALL = "all"
 _SHORT = 120
+#: a body this short and on one line is shown whole in its row, with nothing to expand
+_ONE_LINE = 90
 
 
 class _Note:
@@ -40,6 +56,22 @@ class _Note:
 
     def __repr__(self) -> str:
         return self.text
+
+
+def _fit() -> w.Layout:
+    """A button as wide as its label: never cut."""
+    return w.Layout(width="auto", min_width="max-content")
+
+
+def _searchable(m: Any) -> str:
+    """What the text filter looks in: the body as shown (a tool body decoded), name, id."""
+    envelope = tool_envelope.decode(m.content) if m.role == "tool" else None
+    if envelope is None:
+        body = str(m.content)
+    else:
+        raw = envelope["body"]
+        body = f"{envelope['tool_call_id']} " + (raw if isinstance(raw, str) else json.dumps(raw))
+    return f"{m.id} {m.name or ''} {body}".lower()
 
 
 def _short(text: str, n: int = _SHORT) -> str:
@@ -65,8 +97,15 @@ class ConversationExplorer(TextView):
         The last page read (``.messages``, ``.next_cursor``, ``.total``), or ``None``.
     error
         The :class:`~murmur_nb.ConversationReadError` of the last read, or ``None``.
-    older_button, newer_button, refresh_button, dataframe_button : ipywidgets.Button
+    newest_button, older_button, newer_button, oldest_button : ipywidgets.Button
+    refresh_button, dataframe_button, find_button : ipywidgets.Button
+    page_input : ipywidgets.BoundedIntText
+        The page shown (1 is the newest); type a number to go there.
     role_filter : ipywidgets.Dropdown
+    text_filter : ipywidgets.Text
+        Only messages whose content holds this text (case-insensitive).
+    find_input : ipywidgets.Text
+        A message id for ``find_button``.
     frame_out : ipywidgets.Output
         Where "to DataFrame" shows its progress bar, then the frame.
     dataframe
@@ -83,26 +122,43 @@ class ConversationExplorer(TextView):
         self.page: Any = None
         self.error: Any = None
         self.dataframe: Any = None
-        self._stack: list[str | None] = [None]
-        self.older_button = w.Button(description="◀ Older")
-        self.newer_button = w.Button(description="Newer ▶")
-        self.refresh_button = w.Button(description="Refresh", icon="refresh")
+        self._cursors: list[str | None] = [None]  # page n's cursor at index n - 1
+        self._index = 0
+        self.opened: str | None = None
+        self.newest_button = w.Button(description="« Newest", layout=_fit())
+        self.newer_button = w.Button(description="◀ Newer", layout=_fit())
+        self.page_input = w.BoundedIntText(
+            value=1, min=1, max=1, description="Page", layout=w.Layout(width="130px")
+        )
+        self.page_count = w.Label()
+        self.older_button = w.Button(description="Older ▶", layout=_fit())
+        self.oldest_button = w.Button(description="Oldest »", layout=_fit())
+        self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=_fit())
         self.role_filter = w.Dropdown(description="Role", options=[_ALL], value=_ALL)
+        self.text_filter = w.Text(description="Contains", placeholder="text in the message")
+        self.find_input = w.Text(description="Find id", placeholder="message id")
+        self.find_button = w.Button(description="Go", layout=_fit())
         self.status = w.HTML()
         self.messages = w.HTML()
         self.dataframe_button = w.Button(description="to DataFrame", icon="table")
         self.frame_out = w.Output()
-        self.older_button.on_click(lambda _b: self.older())
+        self.newest_button.on_click(lambda _b: self.go_to_page(1))
         self.newer_button.on_click(lambda _b: self.newer())
+        self.older_button.on_click(lambda _b: self.older())
+        self.oldest_button.on_click(lambda _b: self.oldest())
         self.refresh_button.on_click(lambda _b: self.refresh())
+        self.find_button.on_click(lambda _b: self.find(self.find_input.value.strip()))
         self.dataframe_button.on_click(lambda _b: self._dataframe_clicked())
+        self.page_input.observe(self._page_typed, names="value")
         self.role_filter.observe(lambda _c: self._draw(), names="value")
+        self.text_filter.observe(lambda _c: self._draw(), names="value")
+        nav = [self.newest_button, self.newer_button, self.page_input, self.page_count]
+        nav += [self.older_button, self.oldest_button, self.refresh_button]
         super().__init__(
             [
                 w.HTML(f"<b>Conversation</b> <code>{esc(context_id)}</code>"),
-                w.HBox(
-                    [self.older_button, self.newer_button, self.refresh_button, self.role_filter]
-                ),
+                w.HBox(nav),
+                w.HBox([self.role_filter, self.text_filter, self.find_input, self.find_button]),
                 self.status,
                 self.messages,
                 self.dataframe_button,
@@ -116,7 +172,12 @@ class ConversationExplorer(TextView):
     @property
     def page_number(self) -> int:
         """1 for the newest page, counting up towards older ones."""
-        return len(self._stack)
+        return self._index + 1
+
+    @property
+    def page_total(self) -> int:
+        """How many pages the record has now."""
+        return max(1, -(-self.total // max(1, min(self.page_size, 100))))
 
     @property
     def total(self) -> int:
@@ -125,29 +186,71 @@ class ConversationExplorer(TextView):
 
     def refresh(self) -> None:
         """Read the current page again (new messages, new total)."""
-        self._read(self._stack[-1])
+        self._read(self._cursors[self._index])
 
     def older(self) -> None:
         """The next page towards the oldest message."""
-        if self.page is None or self.page.next_cursor is None:
-            return
-        self._stack.append(self.page.next_cursor)
-        if not self._read(self._stack[-1]):
-            self._stack.pop()
+        self.go_to_page(self.page_number + 1)
 
     def newer(self) -> None:
         """Back towards the newest message."""
-        if len(self._stack) <= 1:
-            return
-        self._stack.pop()
-        self._read(self._stack[-1])
+        self.go_to_page(self.page_number - 1)
+
+    def oldest(self) -> None:
+        """The page holding the oldest message."""
+        self.go_to_page(self.page_total)
+
+    def go_to_page(self, number: int) -> bool:
+        """Show page ``number`` (1 is the newest), walking to it; ``False`` if it has none."""
+        number = max(1, number)
+        while len(self._cursors) < number:
+            last = self._cursors[-1]
+            try:
+                page = self.reader.read_messages(last, self.page_size)
+            except ConversationReadError as exc:
+                self.error = exc
+                self._draw()
+                return False
+            if page.next_cursor is None:
+                number = len(self._cursors)  # that page reached the oldest message
+                break
+            self._cursors.append(page.next_cursor)
+        previous = self._index
+        self._index = number - 1
+        if not self._read(self._cursors[self._index]):
+            self._index = previous
+            return False
+        return True
+
+    def find(self, message_id: str) -> bool:
+        """Walk to the page holding ``message_id`` and open it; ``False`` if no page has it."""
+        number = 1
+        while message_id:
+            if not self.go_to_page(number):
+                return False
+            if any(m.id == message_id for m in self.page.messages):
+                self.opened = message_id
+                self.role_filter.value = _ALL
+                self.text_filter.value = ""
+                self._draw()
+                return True
+            if self.page.next_cursor is None:
+                break
+            number += 1
+        self.status.value += " · " + badge(f"no message {message_id!r} in this record", "warn")
+        return False
 
     def visible_messages(self) -> list[Any]:
-        """The current page's messages that pass the role filter, newest first."""
+        """The current page's messages that pass the filters, oldest first."""
         if self.page is None:
             return []
         role = self.role_filter.value
-        return [m for m in self.page.messages if role in (_ALL, m.role)]
+        needle = self.text_filter.value.strip().lower()
+        return [
+            m
+            for m in reversed(self.page.messages)
+            if role in (_ALL, m.role) and (not needle or needle in _searchable(m))
+        ]
 
     def to_dataframe(self, *, progress: bool = True) -> Any:
         """The whole record as a DataFrame, oldest first: :func:`murmur_nb.read_conversation`.
@@ -173,6 +276,10 @@ class ConversationExplorer(TextView):
             self.frame_out.outputs = ()
             set_output(self.frame_out, _Note(f"to DataFrame failed: {exc.code}: {exc}"))
 
+    def _page_typed(self, change: Any) -> None:
+        if change["new"] != self.page_number:
+            self.go_to_page(int(change["new"]))
+
     def _read(self, cursor: str | None) -> bool:
         try:
             self.page = self.reader.read_messages(cursor, self.page_size)
@@ -181,6 +288,8 @@ class ConversationExplorer(TextView):
             self.error = exc
             self._draw()
             return False
+        if self._index == len(self._cursors) - 1 and self.page.next_cursor is not None:
+            self._cursors.append(self.page.next_cursor)
         roles = sorted({m.role for m in self.page.messages} | set(self.role_filter.options))
         roles = [_ALL] + [r for r in roles if r != _ALL]
         if list(self.role_filter.options) != roles:
@@ -192,8 +301,13 @@ class ConversationExplorer(TextView):
 
     def _draw(self) -> None:
         at_oldest = self.page is None or self.page.next_cursor is None
-        self.older_button.disabled = at_oldest
-        self.newer_button.disabled = len(self._stack) <= 1
+        for button in (self.older_button, self.oldest_button):
+            button.disabled = at_oldest or self.error is not None
+        for button in (self.newer_button, self.newest_button):
+            button.disabled = self._index == 0
+        self.page_input.max = max(self.page_total, self.page_number)
+        self.page_input.value = self.page_number
+        self.page_count.value = f"of {self.page_total}"
         if self.error is not None:
             self.status.value = badge(str(self.error), "error")
             return
@@ -202,20 +316,26 @@ class ConversationExplorer(TextView):
         hidden = count - len(shown)
         where = "newest" if self.page_number == 1 else ("oldest" if at_oldest else "")
         self.status.value = (
-            f"page {self.page_number}{f' ({where})' if where else ''} · "
-            f"{count} messages · total {badge(str(self.total), 'info')}"
-            + (f" · {hidden} hidden by the role filter" if hidden else "")
+            f"page {self.page_number} of {self.page_total}{f' ({where})' if where else ''} · "
+            f"{count} messages, oldest first · total {badge(str(self.total), 'info')}"
+            + (f" · {hidden} hidden by the filters" if hidden else "")
         )
-        self.messages.value = "".join(self._message_html(m) for m in shown)
+        self.messages.value = (
+            f'<div class="murmur-messages" style="color:{FG}">'
+            + "".join(self._message_html(m, opened=m.id == self.opened) for m in shown)
+            + "</div>"
+        )
 
     @staticmethod
-    def _message_html(m: Any) -> str:
+    def _message_html(m: Any, *, opened: bool = False) -> str:
         tone = {"user": "info", "assistant": "ok", "tool": "warn", "system": "muted"}.get(
             m.role, "muted"
         )
-        head = badge(m.role, tone) + (f" <code>{esc(m.name)}</code>" if m.name else "")
-        head += f' <small style="color:#5f6368">{esc(m.id)}'
-        head += f" · {esc(m.created_at)}</small>" if m.created_at else "</small>"
+        fields = [f"<code>{esc(m.id)}</code>"]
+        if m.created_at:
+            fields.append(f'<span class="murmur-field">{esc(m.created_at)}</span>')
+        if m.name:
+            fields.append(f'<span class="murmur-field">name <code>{esc(m.name)}</code></span>')
         envelope = tool_envelope.decode(m.content) if m.role == "tool" else None
         if envelope is not None:
             flag = (
@@ -225,16 +345,26 @@ class ConversationExplorer(TextView):
                 if envelope["is_error"] is False
                 else badge("is_error: null", "muted")
             )
-            body = json.dumps(envelope["body"], indent=2, ensure_ascii=False)
-            text = (
-                f"tool_call_id <code>{esc(envelope['tool_call_id'])}</code> {flag}"
-                f"<pre style='margin:2px 0;max-height:12em;overflow:auto'>{esc(body)}</pre>"
+            fields.append(
+                f'<span class="murmur-field">tool_call_id '
+                f"<code>{esc(envelope['tool_call_id'])}</code></span>{flag}"
             )
+            raw = envelope["body"]
+            body = raw if isinstance(raw, str) else json.dumps(raw, indent=2, ensure_ascii=False)
         else:
-            text = f"<div style='white-space:pre-wrap'>{esc(m.content)}</div>"
+            body = str(m.content)
+        sep = f'<span style="color:{FG_MUTED}"> · </span>'
+        style = f"border-left:3px solid {tone_colour(tone)};padding:1px 8px;margin:2px 0"
+        if "\n" not in body and len(body) <= _ONE_LINE:  # all of it fits the row
+            row = badge(m.role, tone) + sep.join([*fields, esc(body)])
+            return f'<div class="murmur-message" data-id="{esc(m.id)}" style="{style}">{row}</div>'
+        preview = f'<span style="color:{FG_MUTED}">{esc(_short(body, _ONE_LINE))}</span>'
+        summary = badge(m.role, tone) + sep.join(fields) + sep + preview
         return (
-            "<div style='border-left:3px solid #dadce0;padding:2px 8px;margin:4px 0'>"
-            f"{head}{text}</div>"
+            f'<details class="murmur-message" data-id="{esc(m.id)}"{" open" if opened else ""} '
+            f'style="{style}"><summary>{summary}</summary>'
+            f"<pre style='margin:2px 0;white-space:pre-wrap;max-height:24em;overflow:auto;"
+            f"color:{FG}'>{esc(body)}</pre></details>"
         )
 
     def text(self) -> str:
@@ -244,9 +374,10 @@ class ConversationExplorer(TextView):
         shown = self.visible_messages()
         count = len(self.page.messages) if self.page is not None else 0
         lines = [
-            head + f"page {self.page_number}, {count} of {self.total} messages, "
-            f"role {self.role_filter.value}"
-            + (f" ({len(shown)} shown)" if self.role_filter.value != _ALL else "")
+            head + f"page {self.page_number} of {self.page_total}, {count} of {self.total} "
+            f"messages, role {self.role_filter.value}"
+            + (f", containing {self.text_filter.value!r}" if self.text_filter.value else "")
+            + (f" ({len(shown)} shown)" if len(shown) != count else "")
             + (", oldest page" if self.page is not None and self.page.next_cursor is None else "")
         ]
         for m in shown:

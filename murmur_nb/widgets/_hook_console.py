@@ -6,7 +6,10 @@ page of the chosen context, read through the same :class:`ConversationStore`, so
 hook keeps can be compared with what it was given.
 
 ``text/plain`` shows each result's outcome, value and output but not its time or fuel,
-which vary from run to run; the HTML shows both.
+which vary from run to run; the live HTML shows both, with stdout and stderr open. A context
+the store has no record of is warned about beside the picker and above the results: the
+hooks still run (a runtime may fire before anything was written), but "0 messages" then
+does not look like a quiet success.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import MurmurError
-from murmur_nb.widgets._html import TextView, badge, esc
+from murmur_nb.widgets._html import TextView, badge, esc, volatile
 
 __all__ = ["HookConsole"]
 
@@ -129,18 +132,40 @@ class HookConsole(TextView):
         )
         self.hook_list = w.HTML(self._hooks_html())
         self.result_view = w.HTML()
+        self.context_warning = w.HTML()
+        self.context_picker.observe(lambda _c: self._check_context(), names="value")
         self.task_start_button.on_click(lambda _b: self.fire_task_start())
         self.compact_button.on_click(lambda _b: self.fire_compact())
         super().__init__(
             [
                 self.hook_list,
-                w.HBox([self.context_picker, self.task_id]),
+                w.HBox([self.context_picker, self.task_id, self.context_warning]),
                 w.HBox([self.task_start_button, self.compact_button, self.compact_limit]),
                 self.result_view,
             ]
         )
+        self._check_context()
 
     # plain calls
+
+    @property
+    def unknown_context(self) -> str | None:
+        """A warning when the chosen context has no record in the store, else ``None``."""
+        if self.conversations is None:
+            return None
+        chosen = self.context_picker.value
+        known = list(self.conversations.contexts())
+        if chosen in known:
+            return None
+        if not chosen:
+            return "no context chosen: pick one of the store's contexts"
+        listed = ", ".join(known[:5]) or "none"
+        return f"context {chosen!r} has no record in the store (it has: {listed})"
+
+    def _check_context(self) -> None:
+        warning = self.unknown_context
+        shown = badge("unknown context", "warn", title=warning or "") if warning else ""
+        self.context_warning.value = shown
 
     def fire_task_start(self) -> dict[str, Any]:
         """``hooks.task_start`` with the chosen task id and context."""
@@ -201,6 +226,9 @@ class HookConsole(TextView):
         if self.event is None:
             return ""
         rows = []
+        warning = self.unknown_context
+        if warning:
+            rows.append(f"<li>{badge('warning', 'warn')}{esc(warning)}</li>")
         for hook_id, r in self.results.items():
             outcome = (
                 badge("ok", "ok") + f"<pre>{esc(_value_text(r.value))}</pre>"
@@ -208,9 +236,10 @@ class HookConsole(TextView):
                 else badge(f"error: {r.code}", "error") + f"<pre>{esc(r.error)}</pre>"
             )
             fuel = f" · fuel {r.fuel_used}" if getattr(r, "fuel_used", None) is not None else ""
-            meta = f"<small>{getattr(r, 'duration_ms', 0):.1f} ms{fuel}</small>"
+            took = f"{getattr(r, 'duration_ms', 0):.1f} ms"
+            meta = f"<small>{volatile(esc(took + fuel))}</small>"
             streams = "".join(
-                f"<details><summary>{name}</summary><pre>{esc(text)}</pre></details>"
+                f"<details open><summary>{name}</summary><pre>{esc(text)}</pre></details>"
                 for name, text in (("stdout", r.stdout), ("stderr", r.stderr))
                 if text
             )
@@ -230,6 +259,8 @@ class HookConsole(TextView):
                 lines.append(f"    load error: {error}")
         if self.event is not None:
             lines.append(f"  fired {self.event} on {self.context_picker.value}:")
+            if self.unknown_context:
+                lines.append(f"    warning: {self.unknown_context}")
             if self.error is not None:
                 lines.append(f"    error {getattr(self.error, 'code', '')}: {self.error}")
             for hook_id, r in self.results.items():

@@ -7,11 +7,19 @@ Design notes:
   scripts, and the saved notebook holds exactly the mimebundle we put there.
 * ``text/plain`` of a widget is its own summary, never ipywidgets' trait dump: nbval
   compares it, so it holds no model id, memory address, wall-clock time or duration.
+* Colours are JupyterLab's CSS variables (``--jp-content-font-color1`` on
+  ``--jp-layout-color2`` for every badge, the tone only in the border), each with a light
+  fallback for pages without JupyterLab's theme (nbconvert, GitHub). Text never sits on a
+  tinted background, so it keeps the theme's own contrast in light and dark.
+* Every widget's mimebundle also carries ``text/html``: the widget's content as static
+  HTML, which is what nbconvert, GitHub, nbviewer and a page without a widget manager show.
 """
 
 from __future__ import annotations
 
 import html
+import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -24,17 +32,34 @@ __all__ = [
     "effect_badges",
     "effect_words",
     "esc",
+    "json_tree",
     "lines_html",
+    "progress_html",
+    "progress_of",
     "set_output",
+    "tone_colour",
+    "volatile",
 ]
 
+#: tone -> (JupyterLab variable, fallback) for a badge's border and a mark's colour
 _TONES: Mapping[str, tuple[str, str]] = {
-    "ok": ("#e6f4ea", "#137333"),
-    "error": ("#fce8e6", "#a50e0e"),
-    "warn": ("#fef7e0", "#8a5300"),
-    "info": ("#e8f0fe", "#174ea6"),
-    "muted": ("#f1f3f4", "#3c4043"),
+    "ok": ("--jp-success-color1", "#2e7d32"),
+    "error": ("--jp-error-color1", "#c62828"),
+    "warn": ("--jp-warn-color1", "#b26a00"),
+    "info": ("--jp-brand-color1", "#1976d2"),
+    "muted": ("--jp-border-color1", "#9e9e9e"),
 }
+#: the text colours: main text, secondary text (both AA on the layout colours)
+FG = "var(--jp-content-font-color1, #1f1f1f)"
+FG_MUTED = "var(--jp-content-font-color2, #4d4d4d)"
+BG_SOFT = "var(--jp-layout-color2, #eeeeee)"
+BORDER = "var(--jp-border-color2, #dadada)"
+
+
+def tone_colour(tone: str) -> str:
+    """The CSS colour of ``tone`` (a JupyterLab variable with a fallback)."""
+    var, fallback = _TONES.get(tone, _TONES["muted"])
+    return f"var({var}, {fallback})"
 
 
 def esc(text: object) -> str:
@@ -44,12 +69,65 @@ def esc(text: object) -> str:
 
 def badge(text: str, tone: str = "muted", title: str = "") -> str:
     """A small inline label; ``tone`` is ok, error, warn, info or muted."""
-    bg, fg = _TONES.get(tone, _TONES["muted"])
     tip = f' title="{esc(title)}"' if title else ""
     return (
         f'<span class="murmur-badge murmur-{esc(tone)}"{tip} style="display:inline-block;'
         f"padding:0 6px;margin:0 4px 2px 0;border-radius:8px;font-size:85%;"
-        f'background:{bg};color:{fg}">{esc(text)}</span>'
+        f"background:{BG_SOFT};color:{FG};border:1px solid {tone_colour(tone)};"
+        f'border-left-width:4px">{esc(text)}</span>'
+    )
+
+
+def volatile(html_text: str) -> str:
+    """Mark a run-to-run fact (a duration, an elapsed time): live views show it, the static
+    HTML saved in the notebook (which nbval compares) leaves it out."""
+    return f'<span class="murmur-volatile">{html_text}</span>'
+
+
+_VOLATILE = re.compile(
+    r'<span class="murmur-volatile">(?:[^<]|<(?!/?span\b)|<span\b[^>]*>[^<]*</span>)*</span>'
+)
+
+
+def json_tree(value: Any, *, open_depth: int = 1, key: str | None = None, depth: int = 0) -> str:
+    """``value`` as nested ``<details>``: collapsible without any script, so static too."""
+    label = f'<span class="murmur-json-key">{esc(key)}</span>: ' if key is not None else ""
+    if isinstance(value, dict | list) and value:
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        kind = f"{{{len(value)}}}" if isinstance(value, dict) else f"[{len(value)}]"
+        inner = "".join(
+            json_tree(v, open_depth=open_depth, key=str(k), depth=depth + 1) for k, v in items
+        )
+        opened = " open" if depth < open_depth else ""
+        return (
+            f'<details class="murmur-json"{opened} style="margin-left:{12 if depth else 0}px">'
+            f'<summary>{label}<span style="color:{FG_MUTED}">{esc(kind)}</span></summary>'
+            f"{inner}</details>"
+        )
+    text = json.dumps(value, ensure_ascii=False)
+    return (
+        f'<div class="murmur-json-leaf" style="margin-left:{12 if depth else 0}px;color:{FG}">'
+        f"{label}<code>{esc(text)}</code></div>"
+    )
+
+
+def progress_of(result: Any) -> tuple[int, int] | None:
+    """``(done, total)`` when a result reports progress that way, else ``None``."""
+    if not isinstance(result, Mapping):
+        return None
+    done, total = result.get("done"), result.get("total")
+    if not (isinstance(done, int) and isinstance(total, int)) or bool in (type(done), type(total)):
+        return None
+    if total <= 0 or not 0 <= done <= total:
+        return None
+    return done, total
+
+
+def progress_html(done: int, total: int) -> str:
+    """A static progress bar (``<progress>``) with its numbers in words."""
+    return (
+        f'<div class="murmur-progress"><progress value="{done}" max="{total}"></progress> '
+        f"<span>{done} of {total} done</span></div>"
     )
 
 
@@ -124,7 +202,61 @@ class TextView(w.VBox):  # type: ignore[misc]
     def __repr__(self) -> str:
         return self.text()
 
+    def static_html(self) -> str:
+        """The widget's content as plain HTML: every HTML child and every output, in order."""
+        return f'<div class="murmur-static">{static_html_of(self)}</div>'
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle: dict[str, Any] = dict(super()._repr_mimebundle_(**kwargs) or {})
         bundle["text/plain"] = self.text()
+        bundle["text/html"] = self.static_html()
         return bundle
+
+
+def static_html_of(widget: Any) -> str:
+    """What a widget tree shows, as HTML: HTML values, labels, buttons, outputs' HTML."""
+    layout = getattr(widget, "layout", None)
+    if getattr(layout, "display", None) == "none":
+        return ""
+    if isinstance(widget, w.Box):
+        return _box_html(widget)
+    if isinstance(widget, w.Output):
+        return "".join(_output_html(out) for out in widget.outputs)
+    return _leaf_html(widget)
+
+
+def _box_html(box: Any) -> str:
+    inner = "".join(static_html_of(child) for child in box.children)
+    if not inner:
+        return ""
+    if "murmur-card" in box._dom_classes:
+        style = f"border:1px solid {BORDER};padding:2px 8px;margin:2px 0"
+    elif isinstance(box, w.HBox):
+        style = "display:flex;flex-wrap:wrap;gap:6px;align-items:baseline"
+    else:
+        return inner
+    return f'<div style="{style}">{inner}</div>'
+
+
+def _output_html(out: Mapping[str, Any]) -> str:
+    data = out.get("data", {})
+    html_part = data.get("text/html")
+    if html_part is None:
+        return f"<pre>{esc(data.get('text/plain', ''))}</pre>"
+    return html_part if isinstance(html_part, str) else "".join(html_part)
+
+
+def _leaf_html(widget: Any) -> str:
+    if isinstance(widget, w.HTML):
+        return _VOLATILE.sub("", str(widget.value))
+    if isinstance(widget, w.Label):
+        return f"<div>{esc(widget.value)}</div>"
+    if isinstance(widget, w.Button):  # a capability is content; other buttons are controls
+        cap = "murmur-cap" in widget._dom_classes
+        return f"<code>{esc(widget.description)}</code>" if cap else ""
+    if isinstance(widget, w.IntProgress | w.FloatProgress):
+        return progress_html(int(widget.value), int(widget.max))
+    value = getattr(widget, "value", None)
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return f"<div>{esc(getattr(widget, 'description', ''))} {esc(value)}</div>"
+    return ""

@@ -1,19 +1,34 @@
-"""One invocation at a glance: outcome, warnings, execution, cost, artifacts inline.
+"""One invocation at a glance: outcome, result, warnings, execution, cost, artifacts inline.
+
+The result is a collapsible JSON tree (``<details>``, so it folds without a kernel too) with a
+progress bar above it when it reports ``done``/``total``. A ``slides`` artifact is shown once,
+by its :class:`SlideStepper`, not also as a static strip.
 
 Cost follows the protocol to the letter: ``None`` is *unknown* and is never shown as free;
-``0`` is *free*. The duration is shown in the HTML but kept out of ``text/plain``, which
-nbval compares and which therefore must not change from run to run.
+``0`` is *free*. The duration is shown live but kept out of ``text/plain`` and the static
+HTML, which nbval compares and which therefore must not change from run to run.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import ipywidgets as w
 
 from murmur_nb._exceptions import MurmurError
 from murmur_nb._render.render import render as render_invocation
-from murmur_nb.widgets._html import TextView, badge, esc, lines_html, set_output
+from murmur_nb.widgets._html import (
+    TextView,
+    badge,
+    esc,
+    json_tree,
+    lines_html,
+    progress_html,
+    progress_of,
+    set_output,
+    volatile,
+)
 from murmur_nb.widgets._slides import SlideStepper
 
 __all__ = ["InvocationView", "format_cost"]
@@ -26,6 +41,11 @@ def format_cost(cost: float | None) -> str:
     if cost == 0:
         return "free"
     return f"{cost:g}"
+
+
+def _short_json(value: object, limit: int = 300) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _capability_of(inv: Any) -> str:
@@ -64,6 +84,9 @@ class InvocationView(TextView):
         The invocation returned by ``host.invoke``.
     render : bool
         Render the verified artifacts inline with :func:`murmur_nb.render` (default).
+    progress : bool
+        Draw a ``done``/``total`` result as a progress bar (a :class:`LiveRun` draws its
+        own, live, and passes ``False``).
 
     Attributes
     ----------
@@ -77,8 +100,9 @@ class InvocationView(TextView):
         The rendered artifacts.
     """
 
-    def __init__(self, inv: Any, *, render: bool = True) -> None:
+    def __init__(self, inv: Any, *, render: bool = True, progress: bool = True) -> None:
         self.invocation = inv
+        self.show_progress = progress
         self.rendering: Any = None
         self.steppers: list[SlideStepper] = []
         self.header = w.HTML(self._header_html())
@@ -98,8 +122,10 @@ class InvocationView(TextView):
                     f"<div>{badge(f'not rendered: {exc.code}', 'error')}{esc(exc)}</div>"
                 )
         if self.rendering is not None:
-            set_output(self.artifacts, self.rendering)
-            for part in self._parts(self.rendering):
+            parts = self._parts(self.rendering)
+            stills = [p for p in parts if not getattr(p, "slides", ())]
+            set_output(self.artifacts, *(stills if len(stills) < len(parts) else [self.rendering]))
+            for part in parts:
                 if getattr(part, "slides", ()):
                     title = part.text.splitlines()[0] if part.text else ""
                     self.steppers.append(SlideStepper(part.slides, title=title))
@@ -128,7 +154,7 @@ class InvocationView(TextView):
         cap = _capability_of(inv)
         state = badge("ok", "ok") if inv.ok else badge(f"error: {self.status}", "error")
         duration = getattr(inv, "duration_ms", None)
-        took = f" {badge(f'{duration:.0f} ms', 'muted')}" if duration is not None else ""
+        took = f" {volatile(badge(f'{duration:.0f} ms', 'muted'))}" if duration is not None else ""
         return f"<div><b>{esc(cap)}</b> {state}{took}</div>"
 
     def _details_html(self) -> str:
@@ -140,6 +166,12 @@ class InvocationView(TextView):
             lines.append(
                 f"<b>{esc(error.code)}</b>{esc(retry)}: {esc(getattr(error, 'message', ''))}"
             )
+        result = getattr(inv, "result", None)
+        if inv.ok:
+            progress = progress_of(result)
+            if progress is not None and self.show_progress:
+                lines.append(progress_html(*progress))
+            lines.append('<div class="murmur-result"><b>result</b>' + json_tree(result) + "</div>")
         for warning in getattr(inv, "warnings", None) or ():
             lines.append(badge("warning", "warn") + esc(warning))
         execution = getattr(inv, "execution", None)
@@ -165,6 +197,11 @@ class InvocationView(TextView):
         error = getattr(inv, "error", None)
         if error is not None:
             out.append(f"  error {error.code}: {getattr(error, 'message', '')}")
+        if inv.ok:
+            progress = progress_of(getattr(inv, "result", None))
+            if progress is not None:
+                out.append(f"  progress: {progress[0]} of {progress[1]} done")
+            out.append(f"  result: {_short_json(getattr(inv, 'result', None))}")
         for warning in getattr(inv, "warnings", None) or ():
             out.append(f"  warning: {warning}")
         out.extend(f"  {x}" for x in _execution_words(getattr(inv, "execution", None)))

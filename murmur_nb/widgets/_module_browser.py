@@ -1,8 +1,11 @@
 """Every module the host sees: version, capabilities, effects, setup needs, refusals.
 
-The browser is :meth:`ModuleHost.modules` drawn as cards. Selecting a capability opens a
-:class:`CapabilityForm` for it below the list, so the whole loop — find, fill, approve,
-run, look at the artifacts — happens in one place.
+The browser is :meth:`ModuleHost.modules` drawn as compact cards, inspector style: each
+capability is a button in its module's card, and clicking it opens its
+:class:`CapabilityForm` below the list, so the whole loop — find, fill, approve, run, look
+at the artifacts — happens in one place. A capability of a module that needs setup opens
+its setup steps first; the form follows only when asked for. The picker offers the same
+capabilities for the keyboard and always has one chosen.
 
 Each card also lists the module's knowledge: every capability's skills and the module's
 agent overlays with their declared token estimates, and what the module costs an agent's
@@ -26,7 +29,15 @@ from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import ModuleInfo
 from murmur_nb.protocol import Capability, Descriptor
 from murmur_nb.widgets._capability_form import CapabilityForm
-from murmur_nb.widgets._html import TextView, badge, effect_badges, effect_words, esc
+from murmur_nb.widgets._html import (
+    BORDER,
+    FG_MUTED,
+    TextView,
+    badge,
+    effect_badges,
+    effect_words,
+    esc,
+)
 
 __all__ = ["ModuleBrowser", "format_validation_error"]
 
@@ -85,8 +96,10 @@ class ModuleBrowser(TextView):
     ----------
     modules : list
         ``host.modules()`` as of the last refresh.
+    capability_buttons : dict
+        Capability id -> its button in the module's card (click to open the form).
     capability_picker : ipywidgets.Dropdown
-        Every capability of the usable modules; choose one and click ``open_button``.
+        Every capability of the usable modules (the first chosen); ``open_button`` opens it.
     form : CapabilityForm or None
         The form opened last.
     knowledge_picker : ipywidgets.Select
@@ -94,16 +107,25 @@ class ModuleBrowser(TextView):
         opens it (values are ``(module id, "skill" or "overlay", document id)``).
     document : KnowledgeDocument or None
         The document shown in ``document_view``; ``document_error`` when its load was refused.
+    setup_steps : list of str
+        The setup steps shown for the capability opened last (empty when it needs none).
+    artifacts : list
+        Verified artifacts the browser's forms produced; file inputs offer them.
     """
 
     def __init__(self, host: ModuleHost) -> None:
         self.host = host
         self.modules: list[ModuleInfo] = []
         self.form: CapabilityForm | None = None
+        self.setup_steps: list[str] = []
+        self.artifacts: list[Any] = []  # the session's verified artifacts, shared by its forms
+        self.capability_buttons: dict[str, w.Button] = {}
         self.refresh_button = w.Button(description="Refresh", icon="refresh")
         self.summary = w.HTML()
-        self.cards = w.HTML()
-        self.capability_picker = w.Dropdown(description="Capability", options=[])
+        self.cards = w.VBox()
+        self.capability_picker = w.Dropdown(
+            description="Capability", options=[], layout=w.Layout(width="auto")
+        )
         self.open_button = w.Button(description="Open form", button_style="primary")
         self.form_box = w.VBox()
         self.listing: AgentListing | None = None
@@ -128,9 +150,9 @@ class ModuleBrowser(TextView):
         )
         self.refresh(rescan=False)
 
-    def _open_clicked(self) -> None:
+    def _open_clicked(self, capability_id: str | None = None) -> None:
         try:
-            self.open_form(self.capability_picker.value)
+            self.open_form(capability_id or self.capability_picker.value)
         except ModuleHostError as exc:  # e.g. the module was changed and is now refused
             self.form = None
             self.form_box.children = (
@@ -160,7 +182,8 @@ class ModuleBrowser(TextView):
                     self.host.describe(info.id)
         self.modules = sorted(self.host.modules(), key=lambda m: m.id)
         self.listing = agent_listing(self.modules)
-        self.cards.value = "".join(self._card(m) for m in self.modules)
+        self.capability_buttons = {}
+        self.cards.children = tuple(self._card_widget(m) for m in self.modules)
         refused = sum(1 for m in self.modules if m.descriptor is None)
         setup = sum(1 for m in self.modules if m.descriptor is not None and m.needs_setup)
         self.summary.value = (
@@ -175,7 +198,11 @@ class ModuleBrowser(TextView):
             if m.descriptor is not None
             for cap in m.descriptor.capabilities or ()
         ]
+        chosen = self.capability_picker.value
         self.capability_picker.options = options
+        values = [v for _, v in options]
+        if values:
+            self.capability_picker.value = chosen if chosen in values else values[0]
         self.open_button.disabled = not options
         chosen = self.knowledge_picker.value
         documents = [doc for m in self.modules if m.descriptor is not None for doc in _documents(m)]
@@ -215,52 +242,103 @@ class ModuleBrowser(TextView):
         kind = "ok" if report.complete else ("error" if report.mode == "required" else "warn")
         return badge(f"sandbox: {report.confinement}", kind, title=str(report))
 
-    def open_form(self, capability_id: str | None) -> CapabilityForm | None:
-        """Open the form for ``capability_id`` below the list."""
+    def _module_of(self, capability_id: str) -> Any:
+        for info in self.modules:
+            d = info.descriptor
+            if d is not None and any(c.id == capability_id for c in d.capabilities or ()):
+                return info
+        return None
+
+    def open_form(self, capability_id: str | None, *, setup_first: bool = True) -> Any:
+        """Open ``capability_id`` below the list: its setup steps if its module needs setup
+        (then ``None`` is returned; ``setup_first=False`` opens the form anyway), else its
+        :class:`CapabilityForm`."""
         if not capability_id:
             return None
-        self.form = CapabilityForm(self.host, capability_id)
-        self.form_box.children = (self.form,)
         if self.capability_picker.value != capability_id:
             self.capability_picker.value = capability_id
+        info = self._module_of(capability_id)
+        self.setup_steps = list(info.setup_instructions) if info is not None else []
+        if self.setup_steps and setup_first:
+            self.form = None
+            self.form_box.children = (self._setup_panel(capability_id, info),)
+            return None
+        self.form = CapabilityForm(self.host, capability_id, artifacts=self.artifacts)
+        self.form_box.children = (self.form,)
         return self.form
 
-    def _card(self, info: ModuleInfo) -> str:
-        style = "border:1px solid #dadce0;border-radius:6px;padding:6px 10px;margin:4px 0"
+    def _setup_panel(self, capability_id: str, info: Any) -> w.Widget:
+        steps = "".join(
+            f"<li><b>{esc(r.kind)} {esc(r.name)}</b>: {esc(self._detail(r))}</li>"
+            for r in info.unmet_requirements
+        )
+        note = w.HTML(
+            f'<div class="murmur-setup"><b>{esc(capability_id)}</b> '
+            f"{badge('Needs setup', 'warn')} module <code>{esc(info.id)}</code> needs this "
+            f"before it can run:<ol>{steps}</ol>Then click Refresh.</div>"
+        )
+        anyway = w.Button(description="Show the form anyway", tooltip="it will fail until set up")
+        anyway.on_click(lambda _b: self.open_form(capability_id, setup_first=False))
+        return w.VBox([note, anyway])
+
+    def _card_widget(self, info: Any) -> w.Widget:
+        """One module: a header line, then one row per capability (button, badges, summary)."""
+        card = w.VBox([w.HTML(self._card_head(info))])
+        card.add_class("murmur-card")
+        card.layout = w.Layout(border=f"1px solid {BORDER}", padding="2px 8px", margin="2px 0")
+        d = info.descriptor
+        if d is None:
+            return card
+        rows = []
+        for cap in d.capabilities or ():
+            button = w.Button(
+                description=cap.id, tooltip=f"open {cap.id}: {cap.title or cap.summary}",
+                layout=w.Layout(width="auto", min_width="max-content"),
+            )  # fmt: skip
+            button.add_class("murmur-cap")
+            button.on_click(lambda _b, cid=cap.id: self._open_clicked(cid))
+            self.capability_buttons[cap.id] = button
+            rows.append(w.HBox([button, w.HTML(self._cap_line(info, d, cap))]))
+        knowledge = self._knowledge_html(info)
+        if knowledge:
+            rows.append(w.HTML(knowledge))
+        card.children = (*card.children, *rows)
+        return card
+
+    def _card_head(self, info: Any) -> str:
         d = info.descriptor
         if d is None:
             errors = "".join(
                 f"<li><code>{esc(format_validation_error(e))}</code></li>"
                 for e in info.errors or ()
             )
-            return (
-                f'<div style="{style}"><b>{esc(info.id)}</b> {badge("refused", "error")}'
-                f"<ul>{errors}</ul></div>"
-            )
+            return f"<b>{esc(info.id)}</b> {badge('refused', 'error')}<ul>{errors}</ul>"
         head = f"<b>{esc(d.name or info.id)}</b> <code>{esc(info.id)}</code>"
         head += f" {badge('v' + d.version, 'muted')}" if d.version else ""
-        parts = [head]
         if info.needs_setup:
-            needs = "".join(
-                f"<li><b>{esc(r.kind)} {esc(r.name)}</b>: {esc(r.detail or 'not available')}</li>"
+            needs = "; ".join(
+                f"{esc(r.kind)} {esc(r.name)}: {esc(self._detail(r))}"
                 for r in info.unmet_requirements
             )
-            parts.append(f"{badge('Needs setup', 'warn')}<ul>{needs}</ul>")
-        rows = []
-        for cap in d.capabilities or ():
-            title = f" — {esc(cap.title)}" if cap.title else ""
-            summary = f"<br><small>{esc(cap.summary)}</small>" if cap.summary else ""
-            extra = badge("long-running", "info") if cap.long_running else ""
-            reasons = self._gate(d, cap)
-            if reasons:
-                extra += badge("needs approval", "warn", title="; ".join(reasons))
-            rows.append(
-                f"<li><code>{esc(cap.id)}</code>{title} {extra}{effect_badges(cap.effects)}"
-                f"{summary}{_skills_html(d, cap)}</li>"
-            )
-        parts.append(f"<ul>{''.join(rows)}</ul>")
-        parts.append(self._knowledge_html(info))
-        return f'<div style="{style}">' + "".join(parts) + "</div>"
+            small = f"<small style='color:{FG_MUTED}'>{needs}</small>"
+            head += f" {badge('Needs setup', 'warn')}{small}"
+        return f'<div class="murmur-card-head">{head}</div>'
+
+    def _detail(self, requirement: Any) -> str:
+        return self._portable(requirement.detail or "not available")
+
+    def _cap_line(self, info: Any, d: Any, cap: Any) -> str:
+        extra = badge("long-running", "info") if cap.long_running else ""
+        reasons = self._gate(d, cap)
+        if reasons:
+            extra += badge("needs approval", "warn", title="; ".join(reasons))
+        if info.needs_setup:
+            extra += badge("needs setup", "warn")
+        title = f"<b>{esc(cap.title)}</b> " if cap.title else ""
+        summary = f'<span style="color:{FG_MUTED}">{esc(cap.summary)}</span>' if cap.summary else ""
+        badges = effect_badges(cap.effects).removeprefix("<div>").removesuffix("</div>")
+        skills = _skills_html(d, cap)
+        return f'<div class="murmur-cap-line">{title}{extra}{badges} {summary}{skills}</div>'
 
     def _knowledge_html(self, info: ModuleInfo) -> str:
         """The module's overlays, its context cost, and what the host works around."""

@@ -1,0 +1,162 @@
+"""A staged-file input: pick one of the session's files, or upload one; never type a path.
+
+A request property that is an object of exactly ``root`` and ``path`` strings names a file
+the host hands the module (``StagedArtifact.ref()``). The picker offers the artifacts staged
+or produced (verified) in this session, with a thumbnail for images, and a ``FileUpload``.
+Choosing a verified artifact stages it with ``host.stage``; an upload is hashed and staged
+the same way. The chosen staged artifact is what the form hands to ``invoke(staged=...)``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import mimetypes
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as w
+
+from murmur_nb._exceptions import ModuleHostError
+from murmur_nb._modules.artifacts import StagedArtifact, VerifiedArtifact
+from murmur_nb._render.core import format_size
+from murmur_nb.widgets._html import FG_MUTED, esc
+
+__all__ = ["FilePicker", "is_file_ref"]
+
+_NONE = "— choose a file —"
+_THUMB_MAX_BYTES = 2 << 20
+
+
+def is_file_ref(spec: Any) -> bool:
+    """Whether a form field is a ``{root, path}`` file reference."""
+    names = {c.path[-1] for c in getattr(spec, "children", ())}
+    return (
+        spec.kind == "object"
+        and names == {"root", "path"}
+        and all(c.kind == "string" for c in spec.children)
+    )
+
+
+def _label(item: Any) -> str:
+    if isinstance(item, dict):
+        return f"{item.get('root')}:{item.get('path')} · given in code"
+    art = item.artifact if isinstance(item, StagedArtifact) else item
+    name = art.title or Path(art.path).name
+    where = "staged" if isinstance(item, StagedArtifact) else "verified"
+    return f"{name} · {art.media_type} · {format_size(art.bytes)} · {where}"
+
+
+def thumbnail(item: Any) -> str:
+    """An ``<img>`` of an image file (a data URI, so it shows offline too), else ``""``."""
+    file = Path(item.file)
+    if not item.media_type.startswith("image/") or item.bytes > _THUMB_MAX_BYTES:
+        return ""
+    data = base64.b64encode(file.read_bytes()).decode()
+    return (
+        f'<img class="murmur-thumb" alt="{esc(_label(item))}" '
+        f'src="data:{esc(item.media_type)};base64,{data}" style="max-height:64px;max-width:96px">'
+    )
+
+
+class FilePicker:
+    """One file input of a :class:`CapabilityForm`.
+
+    Attributes
+    ----------
+    choice : ipywidgets.Dropdown
+        The session's files (staged and verified); ``-1`` is none.
+    upload : ipywidgets.FileUpload
+    preview : ipywidgets.HTML
+        The chosen file: thumbnail for an image, its name, type and size.
+    staged : StagedArtifact or None
+        The chosen file, staged.
+    """
+
+    def __init__(
+        self, host: Any, candidates: Sequence[Any], on_change: Callable[[FilePicker], None]
+    ) -> None:
+        self.host = host
+        self.candidates: list[Any] = []
+        self.staged: StagedArtifact | None = None
+        self.error = ""
+        self._on_change = on_change
+        self.choice = w.Dropdown(options=[(_NONE, -1)], value=-1, layout=w.Layout(width="auto"))
+        self.upload = w.FileUpload(description="Upload", multiple=False, accept="")
+        self.preview = w.HTML()
+        self.error_view = w.HTML()
+        self.widget = self.choice
+        for item in candidates:
+            self.add(item)
+        self.choice.observe(lambda _c: self._chosen(), names="value")
+        self.upload.observe(lambda _c: self._uploaded(), names="value")
+        self.box = w.VBox([w.HBox([self.choice, self.upload]), self.preview])
+
+    def add(self, item: Any) -> int:
+        """Offer a staged or verified artifact (once per content); returns its option."""
+        for i, known in enumerate(self.candidates):
+            if getattr(known, "digest", None) == item.digest:
+                return i
+        self.candidates.append(item)
+        self.choice.options = [*self.choice.options, (_label(item), len(self.candidates) - 1)]
+        return len(self.candidates) - 1
+
+    def select_ref(self, ref: Any) -> None:
+        """Choose the offered file whose ``ref()`` is ``ref`` (as ``values=`` gives it)."""
+        for i, item in enumerate(self.candidates):
+            if isinstance(item, StagedArtifact) and item.ref() == ref:
+                self.choice.value = i
+                return
+        # a reference the session does not know (a file in another root): offered as given
+        self.candidates.append(dict(ref))
+        self.choice.options = [*self.choice.options, (_label(ref), len(self.candidates) - 1)]
+        self.choice.value = len(self.candidates) - 1
+
+    def _chosen(self) -> None:
+        index = self.choice.value
+        self.error = ""
+        if index == -1 or isinstance(self.candidates[index], dict):
+            self.staged = None
+            self.preview.value = ""
+        else:
+            item = self.candidates[index]
+            try:
+                self.staged = item if isinstance(item, StagedArtifact) else self.host.stage(item)
+            except (ModuleHostError, OSError) as exc:  # changed since: say so beside it
+                self.staged = None
+                self.error = f"could not stage it: {exc}"
+            self.preview.value = (
+                f'<div style="display:flex;gap:8px;align-items:center">{thumbnail(item)}'
+                f'<small style="color:{FG_MUTED}">{esc(_label(item))}</small></div>'
+            )
+        self._on_change(self)
+
+    def _uploaded(self) -> None:
+        files = list(self.upload.value or ())
+        if not files:
+            return
+        got = files[0]
+        content = bytes(got["content"])
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", str(got.get("name") or "upload")) or "upload"
+        media = str(got.get("type") or "") or mimetypes.guess_type(name)[0]
+        with tempfile.TemporaryDirectory(prefix="murmur-upload-") as folder:
+            file = Path(folder) / name
+            file.write_bytes(content)
+            artifact = VerifiedArtifact(
+                id=f"upload-{name}", kind="upload", path=name, root="upload",
+                media_type=media or "application/octet-stream", bytes=len(content),
+                digest="sha256:" + hashlib.sha256(content).hexdigest(), title=name, file=file,
+            )  # fmt: skip
+            staged = self.host.stage(artifact)
+        self.upload.value = ()
+        self.choice.value = self.add(staged)
+
+    def ref(self) -> dict[str, Any] | None:
+        """The chosen file as ``{root, path}``, or ``None``."""
+        index = self.choice.value
+        if index != -1 and isinstance(self.candidates[index], dict):
+            return dict(self.candidates[index])
+        return self.staged.ref() if self.staged is not None else None

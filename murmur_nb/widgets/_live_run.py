@@ -1,0 +1,370 @@
+"""A run that does not freeze the notebook: elapsed time, Cancel, then the result; auto-poll.
+
+Design notes:
+
+* The invocation runs in a worker thread; the kernel stays free to handle the Cancel and
+  Stop clicks. Cancel sets a :class:`threading.Event` handed to ``host.invoke(cancel=...)``;
+  the runner's wait loop sees it and kills the module's whole process tree, exactly as at a
+  deadline. The widget never knows a pid.
+* A second thread ticks the elapsed time (every ``_TICK`` seconds) while a call is out.
+* A long-running capability's result identifies its job; the poll capability is called with
+  whichever result keys its request schema also names, every ``interval`` seconds (an input
+  the user can change while polling) until the result says it is finished, a call fails,
+  or Stop is clicked. ``done``/``total`` in a result drive the progress bar.
+* :meth:`wait` joins the worker: tests and scripts click, then wait.
+* ``text/plain`` holds the state, progress and the last invocation's view, never a time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import ipywidgets as w
+from IPython.display import display
+
+from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
+from murmur_nb.widgets._html import TextView, badge, esc, progress_of, volatile
+from murmur_nb.widgets._invocation_view import InvocationView
+
+__all__ = ["LiveRun"]
+
+_TICK = 0.25
+#: result states that end polling
+_FINISHED = frozenset({"done", "finished", "complete", "completed", "failed", "error", "cancelled"})
+
+
+def poll_input(host: Any, poll_id: str, result: Any) -> dict[str, Any]:
+    """The poll capability's request: the result's keys its request schema names."""
+    descriptor, cap = host.capability(poll_id)
+    schema = (descriptor.request_schemas or {}).get(cap.request_schema, {})
+    names = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+    if not isinstance(result, Mapping):
+        return {}
+    return {k: result[k] for k in names if k in result}
+
+
+def finished(result: Any) -> bool:
+    """Whether a poll result says the job is over (a final state, or done == total)."""
+    if not isinstance(result, Mapping):
+        return True
+    state = result.get("state", result.get("status"))
+    if isinstance(state, str):
+        return state.lower() in _FINISHED
+    progress = progress_of(result)
+    return progress is None or progress[0] >= progress[1]
+
+
+def _elapsed(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return f"{int(seconds // 60)} min {seconds % 60:04.1f} s"
+
+
+class LiveRun(TextView):
+    """Run one capability in the background and show it live.
+
+    Parameters
+    ----------
+    host : ModuleHost
+    capability_id : str
+    input : Any
+        The request input.
+    staged : sequence of StagedArtifact
+    approve : bool
+        Operator approval for this call (``host.invoke(approve=...)``).
+    poll : bool
+        Poll a long-running capability's job automatically (default).
+    interval : float
+        Seconds between polls; the ``interval_input`` shows it and can change it.
+    start : bool
+        Start at once (default); otherwise call :meth:`start`.
+    on_done : callable, optional
+        Called with this object in the worker thread when everything ended.
+
+    Attributes
+    ----------
+    state : str
+        ``ready``, ``running``, ``polling``, ``ok``, ``failed`` (the module said not ok),
+        ``refused`` (the host raised), ``cancelled`` or ``stopped``.
+    invocation
+        The first invocation (the run itself), or ``None``.
+    last
+        The last invocation (the last poll, or the run).
+    polls : int
+        Poll calls made.
+    error : ModuleHostError or None
+    cancel_button, stop_button : ipywidgets.Button
+    interval_input : ipywidgets.BoundedFloatText
+    progress : ipywidgets.IntProgress
+        Shown when a result carries ``done``/``total``.
+    view : InvocationView or None
+        The view of :attr:`last`.
+    """
+
+    def __init__(
+        self,
+        host: Any,
+        capability_id: str,
+        input: Any = None,
+        *,
+        staged: Sequence[Any] = (),
+        approve: bool = False,
+        poll: bool = True,
+        interval: float = 1.0,
+        start: bool = True,
+        on_done: Callable[[LiveRun], None] | None = None,
+    ) -> None:
+        self.host = host
+        self.capability_id = capability_id
+        self.input = input
+        self.staged = list(staged)
+        self.approve = approve
+        self.auto_poll = poll
+        self.on_done = on_done
+        self.state = "ready"
+        self.invocation: Any = None
+        self.last: Any = None
+        self.polls = 0
+        self.error: ModuleHostError | None = None
+        self.view: InvocationView | None = None
+        self._cancel = threading.Event()
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._started = 0.0
+        self.status = w.HTML()
+        self.cancel_button = w.Button(
+            description="Cancel", icon="stop", button_style="danger",
+            tooltip="stop this run: the module's processes are killed",
+        )  # fmt: skip
+        self.stop_button = w.Button(
+            description="Stop polling", icon="pause", tooltip="stop asking the job for news"
+        )
+        self.interval_input = w.BoundedFloatText(
+            value=interval, min=0.1, max=3600.0, step=0.5, description="Poll every (s)",
+            style={"description_width": "initial"}, layout=w.Layout(width="190px"),
+        )  # fmt: skip
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="Progress")
+        self.progress_label = w.Label()
+        self.progress_row = w.HBox([self.progress, self.progress_label])
+        self.poll_row = w.HBox([self.interval_input, self.stop_button])
+        self.result_box = w.VBox()
+        self.cancel_button.on_click(lambda _b: self.cancel())
+        self.stop_button.on_click(lambda _b: self.stop())
+        for row in (self.progress_row, self.poll_row, self.cancel_button):
+            row.layout.display = "none"
+        super().__init__(
+            [
+                w.HBox([self.status, self.cancel_button]),
+                self.progress_row,
+                self.poll_row,
+                self.result_box,
+            ]
+        )
+        self._show_status()
+        if start:
+            self.start()
+
+    # plain calls
+
+    def start(self) -> None:
+        """Start the run in a worker thread (once)."""
+        if self._worker is not None:
+            raise RuntimeError(f"{self.capability_id} was already started; make a new LiveRun")
+        self._started = time.monotonic()
+        self.state = "running"
+        self.cancel_button.layout.display = None
+        self._show_status()
+        self._worker = threading.Thread(
+            target=self._work, name=f"murmur-run-{self.capability_id}", daemon=True
+        )
+        self._worker.start()
+        threading.Thread(target=self._tick, name="murmur-run-clock", daemon=True).start()
+
+    def cancel(self) -> None:
+        """Kill the running call's process tree and stop polling."""
+        self._stop.set()
+        self._cancel.set()
+
+    def stop(self) -> None:
+        """Stop polling after the call now out (the job itself is left alone)."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run (and its polling) ended; ``False`` when ``timeout`` passed."""
+        return self._done.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._worker is not None and not self._done.is_set()
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._started if self._started else 0.0
+
+    # the worker
+
+    def _work(self) -> None:
+        try:
+            inv = self._call(self.capability_id, self.input, staged=self.staged)
+            if inv is None:
+                return
+            self.invocation = inv
+            cap = self._capability()
+            poll_id = getattr(cap, "poll_capability", None) if cap is not None else None
+            if inv.ok and self.auto_poll and poll_id and getattr(cap, "long_running", False):
+                self._poll(poll_id, inv.result)
+            elif self.state == "running":
+                self.state = "ok" if inv.ok else "failed"
+        finally:
+            self.cancel_button.layout.display = "none"
+            self.poll_row.layout.display = "none"
+            self._done.set()
+            self._show_status()
+            if self.on_done is not None:
+                self.on_done(self)
+
+    def _capability(self) -> Any:
+        try:
+            return self.host.capability(self.capability_id)[1]
+        except ModuleHostError:
+            return None
+
+    def _call(self, capability: str, value: Any, *, staged: Sequence[Any] = ()) -> Any:
+        """One ``host.invoke``; the outcome is shown, a host refusal ends the run."""
+        try:
+            inv = self.host.invoke(
+                capability, value, approve=self.approve, staged=staged, cancel=self._cancel
+            )
+        except InvocationCancelled as exc:
+            self.error = exc
+            self.state = "cancelled"
+            return None
+        except ModuleHostError as exc:
+            self.error = exc
+            self.state = "refused"
+            return None
+        self.last = inv
+        self._show(inv)
+        return inv
+
+    def _poll(self, poll_id: str, result: Any) -> None:
+        ask = poll_input(self.host, poll_id, result)
+        self.state = "polling"
+        self.poll_row.layout.display = None
+        while not finished(result):
+            self._show_status()
+            if self._stop.wait(max(0.1, float(self.interval_input.value))):
+                self.state = "cancelled" if self._cancel.is_set() else "stopped"
+                return
+            inv = self._call(poll_id, ask)
+            if inv is None:
+                return
+            self.polls += 1
+            if not inv.ok:
+                self.state = "failed"
+                return
+            result = inv.result
+        self.state = "ok"
+
+    def _tick(self) -> None:
+        while not self._done.wait(_TICK):
+            self._show_status()
+
+    # drawing
+
+    def _show(self, inv: Any) -> None:
+        self.view = InvocationView(inv, progress=False)
+        self.result_box.children = (self.view,)
+        progress = progress_of(getattr(inv, "result", None))
+        if progress is not None:
+            done, total = progress
+            self.progress.max = total
+            self.progress.value = done
+            self.progress_label.value = f"{done} of {total} done"
+            self.progress_row.layout.display = None
+
+    def _show_status(self) -> None:
+        tone = {
+            "running": "info", "polling": "info", "ok": "ok", "failed": "error",
+            "refused": "error", "cancelled": "warn", "stopped": "warn",
+        }.get(self.state, "muted")  # fmt: skip
+        took = f" · {_elapsed(self.elapsed_s)}" if self._started else ""
+        polls = f" · {self.polls} polls" if self.polls else ""
+        if self.state == "polling":
+            polls += f" · every {float(self.interval_input.value):g} s"
+        detail = ""
+        if self.error is not None:
+            detail = f"<div>{badge(self.error.code, 'error')}{esc(self.error.message)}</div>"
+        self.status.value = (
+            f'<div class="murmur-live" data-state="{esc(self.state)}">'
+            f"{badge(self.state, tone)}<b>{esc(self.capability_id)}</b>"
+            f'<span class="murmur-elapsed">{volatile(esc(took + polls))}</span>{detail}</div>'
+        )
+
+    @classmethod
+    def in_cell(cls, host: Any, capability: str, input: Any = None, **kwargs: Any) -> Any:
+        """``host.invoke(..., progress=True)``: the call in a cell, shown live below it.
+
+        The call runs in a worker thread while the cell's own thread refreshes a
+        :class:`LiveRun` display (elapsed time, then the outcome and progress); the kernel
+        is busy with the cell, so interrupting the kernel is the cancel: the run's process
+        tree is killed and ``KeyboardInterrupt`` re-raised. Returns the invocation; a host
+        error is raised as ``invoke`` raises it.
+        """
+        cancel = kwargs.pop("cancel", None) or threading.Event()
+        run = cls(host, capability, input, poll=False, start=False)
+        run._cancel = cancel
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["inv"] = host.invoke(capability, input, cancel=cancel, **kwargs)
+            except BaseException as exc:  # handed over to the cell's thread below
+                outcome["exc"] = exc
+
+        run._started = time.monotonic()
+        run.state = "running"
+        run._show_status()
+        handle = display(run, display_id=True)  # type: ignore[no-untyped-call]
+        worker = threading.Thread(target=call, name=f"murmur-invoke-{capability}", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                run._show_status()
+                worker.join(_TICK)
+        except KeyboardInterrupt:
+            cancel.set()
+            worker.join()
+            raise
+        finally:
+            run._done.set()
+        exc = outcome.get("exc")
+        if exc is None:
+            inv = outcome["inv"]
+            run.invocation = run.last = inv
+            run.state = "ok" if inv.ok else "failed"
+            run._show(inv)
+        else:
+            run.error = exc if isinstance(exc, ModuleHostError) else None
+            run.state = "cancelled" if isinstance(exc, InvocationCancelled) else "refused"
+        run._show_status()
+        if handle is not None:  # the saved output (text, static HTML) is the final state
+            handle.update(run)
+        if exc is not None:
+            raise exc
+        return inv
+
+    def text(self) -> str:
+        lines = [f"LiveRun {self.capability_id}: {self.state}"]
+        progress = progress_of(getattr(self.last, "result", None))
+        if progress is not None:
+            lines.append(f"  progress: {progress[0]} of {progress[1]} done")
+        if self.error is not None:
+            lines.append(f"  {self.error.code}: {self.error.message}")
+        if self.view is not None:
+            lines.extend(f"  {line}" for line in self.view.text().splitlines())
+        return "\n".join(lines)

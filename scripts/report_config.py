@@ -1,0 +1,21 @@
+"""nbconvert settings for a report that shows every widget's content offline.
+
+Used by ``scripts/demo --headless`` (``jupyter nbconvert --config scripts/report_config.py``).
+murmur-nb widgets carry a static ``text/html`` fallback beside their widget view; preferring
+it, and storing no widget state, makes the report a plain page: nothing is fetched from a
+CDN to draw a widget, so it reads the same with the network off.
+"""
+
+c = get_config()  # type: ignore[name-defined]  # noqa: F821 - provided by traitlets
+
+c.NbConvertBase.display_data_priority = [
+    "text/html",
+    "text/markdown",
+    "image/svg+xml",
+    "text/latex",
+    "image/png",
+    "image/jpeg",
+    "application/vnd.jupyter.widget-view+json",
+    "text/plain",
+]
+c.ExecutePreprocessor.store_widget_state = False
