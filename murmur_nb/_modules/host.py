@@ -307,9 +307,9 @@ class ModuleHost(KnowledgeMethods):
 
         Notes
         -----
-        Longer than one screen only because of this docstring: the body (about 35 lines)
-        opens the audit row, runs :meth:`_invoke`'s named steps and closes the row however
-        the call ended.
+        Longer than one screen only because of this docstring: the body (about 20 lines)
+        hands the call to :meth:`_audited`, which opens the audit row, runs
+        :meth:`_invoke`'s named steps and closes the row however the call ended.
         """
         if progress:
             from murmur_nb.widgets import LiveRun  # noqa: PLC0415 - ipywidgets only when asked
@@ -332,7 +332,11 @@ class ModuleHost(KnowledgeMethods):
             validate_input=validate_input,
             cancel=cancel,
         )
-        row = AuditRow.open(capability, call.request_id, datetime.now(UTC))
+        return self._audited(call)
+
+    def _audited(self, call: Call) -> Invocation:
+        """Run :meth:`_invoke` inside one audit row, recorded however the call ends."""
+        row = AuditRow.open(call.capability, call.request_id, datetime.now(UTC))
         t0 = time.perf_counter()
         try:
             self._gate.check()

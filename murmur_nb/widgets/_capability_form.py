@@ -21,7 +21,7 @@ through the Markdown primitive) and what it left out.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
@@ -30,6 +30,7 @@ from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.schema_form import UNSET, FieldSpec, SchemaForm
 from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
+from murmur_nb.widgets._form_fields import Field, error_html, flatten
 from murmur_nb.widgets._html import (
     FG_MUTED,
     TextView,
@@ -43,121 +44,6 @@ from murmur_nb.widgets._invocation_view import InvocationView
 from murmur_nb.widgets._live_run import LiveRun
 
 __all__ = ["CapabilityForm"]
-
-_NOT_SET = "— not set —"
-
-
-def _option_label(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _flatten(
-    values: Mapping[str, Any], form: SchemaForm, prefix: str = ""
-) -> Iterator[tuple[str, Any]]:
-    """``(dotted key, raw)`` pairs; a mapping given for an object field is descended into."""
-    for name, raw in values.items():
-        key = f"{prefix}{name}"
-        spec = form.field(key)
-        if spec.kind == "object" and isinstance(raw, Mapping) and not is_file_ref(spec):
-            yield from _flatten(raw, form, f"{key}.")
-        else:
-            yield key, raw
-
-
-def _error_html(message: str | None) -> str:
-    if not message:
-        return ""
-    return f'<span style="color:{tone_colour("error")}">✗ {esc(message)}</span>'
-
-
-class _Field:
-    """One input widget bound to one field of the schema form."""
-
-    def __init__(self, spec: FieldSpec, form: SchemaForm) -> None:
-        self.spec = spec
-        raw = form.raw(spec.key)
-        desc = w.Layout(width="auto")
-        self.widget: w.Widget
-        if spec.kind == "boolean" and isinstance(raw, bool):  # a default: a checkbox
-            self.widget = w.Checkbox(value=bool(raw), indent=False, layout=desc)
-        elif spec.kind == "boolean":
-            self.widget = w.Dropdown(options=[(_NOT_SET, -1), ("true", 1), ("false", 0)], value=-1)
-        elif spec.kind == "enum":
-            options = [(_NOT_SET, -1)] + [(_option_label(v), i) for i, v in enumerate(spec.options)]
-            index = self._index_of(raw)
-            self.widget = w.Dropdown(options=options, value=index)
-        elif spec.kind == "array" and spec.item_kind == "enum":
-            options = [(_option_label(v), i) for i, v in enumerate(spec.options)]
-            chosen = tuple(i for i, v in enumerate(spec.options) if v in tuple(raw))
-            self.widget = w.SelectMultiple(options=options, value=chosen, rows=min(6, len(options)))
-        elif spec.kind in ("array", "json"):
-            hint = "one item per line" if spec.kind == "array" else "JSON"
-            self.widget = w.Textarea(value=str(raw), placeholder=hint, rows=3)
-        elif spec.kind == "string" and int(spec.schema.get("maxLength", 0) or 0) > 200:
-            self.widget = w.Textarea(value=str(raw), rows=3)
-        else:
-            placeholder = {"number": "number", "integer": "whole number"}.get(spec.kind, "")
-            self.widget = w.Text(value=str(raw), placeholder=placeholder)
-        self.error = w.HTML()
-        help_text = " — ".join(x for x in (spec.description, spec.hint) if x)
-        label = w.HTML(
-            f"<b>{esc(spec.title)}</b>"
-            + (f' <span style="color:{tone_colour("error")}">*</span>' if spec.required else "")
-        )
-        label.layout.width = "160px"
-        row = w.HBox([label, self.widget, self.error])
-        self.box = w.VBox(
-            [row, w.HTML(f'<small style="color:{FG_MUTED}">{esc(help_text)}</small>')]
-            if help_text
-            else [row]
-        )
-
-    def _index_of(self, raw: Any) -> int:
-        for i, v in enumerate(self.spec.options):
-            if raw is not UNSET and v == raw and type(v) is type(raw):
-                return i
-        return -1
-
-    def raw(self) -> Any:
-        """The widget's value in the form's raw vocabulary."""
-        value = self.widget.value
-        spec = self.spec
-        if spec.kind == "boolean":
-            if isinstance(self.widget, w.Checkbox):
-                return bool(value)
-            return UNSET if value == -1 else bool(value)
-        if spec.kind == "enum":
-            return UNSET if value == -1 else spec.options[value]
-        if spec.kind == "array" and spec.item_kind == "enum":
-            return tuple(spec.options[i] for i in value)
-        return value
-
-    def show(self, raw: Any) -> None:
-        """Put a raw value into the widget (the inverse of :meth:`raw`)."""
-        spec = self.spec
-        if spec.kind == "boolean":
-            if isinstance(self.widget, w.Checkbox):
-                self.widget.value = bool(raw)
-            else:
-                self.widget.value = -1 if raw is UNSET or raw is None else int(bool(raw))
-        elif spec.kind == "enum":
-            index = self._index_of(raw)
-            if index == -1 and raw is not UNSET:
-                raise ValueError(f"{raw!r} is not one of the choices for {spec.key!r}")
-            self.widget.value = index
-        elif spec.kind == "array" and spec.item_kind == "enum":
-            values = list(raw)
-            bad = [v for v in values if v not in spec.options]
-            if bad:
-                raise ValueError(f"{bad[0]!r} is not one of the choices for {spec.key!r}")
-            self.widget.value = tuple(i for i, v in enumerate(spec.options) if v in values)
-        elif isinstance(raw, list | tuple) and spec.kind == "array":
-            self.widget.value = "\n".join(x if isinstance(x, str) else json.dumps(x) for x in raw)
-        elif spec.kind == "json" and not isinstance(raw, str):
-            self.widget.value = json.dumps(raw)
-        else:
-            self.widget.value = "" if raw is UNSET or raw is None else str(raw)
-
 
 class CapabilityForm(TextView):
     """Fill a capability's request from its JSON Schema, approve if needed, run, show.
@@ -230,13 +116,35 @@ class CapabilityForm(TextView):
         self._touched: set[str] = set()
         self._attempted = False
 
-        self._fields: dict[str, _Field] = {}
+        self._fields: dict[str, Field] = {}
         body = self._build(self.form.root)
         self.inputs: dict[str, w.Widget] = {k: f.widget for k, f in self._fields.items()}
         self.inputs.update({k: picker.choice for k, picker in self.files.items()})
 
         cap = self.capability
-        effects = cap.effects
+        self._build_header()
+        self._build_controls()
+        super().__init__(
+            [
+                self.header,
+                *([self.skills_button, self.skills_box] if cap.skills else []),
+                body,
+                w.HBox([self.run_button, self.reset_button]),
+                self.approval_panel,
+                self.status,
+                self.result_box,
+            ]
+        )
+        for key, raw in flatten(values or {}, self.form):
+            self.set_value(key, raw)
+        self._touched.clear()
+        self._refresh()
+
+    # layout
+
+    def _build_header(self) -> None:
+        """The title, summary, effect badges and skills line, and the "Show skills" button."""
+        cap = self.capability
         heading = (
             f"<h4 style='margin:4px 0'>{esc(cap.title or cap.id)} <code>{esc(cap.id)}</code></h4>"
         )
@@ -245,7 +153,10 @@ class CapabilityForm(TextView):
         self.skills_button = w.Button(description="Show skills", icon="book")
         self.skills_box = w.VBox()
         self.skills_button.on_click(lambda _b: self.show_skills())
-        self.header = w.HTML(heading + summary + effect_badges(effects) + self._skills_html())
+        self.header = w.HTML(heading + summary + effect_badges(cap.effects) + self._skills_html())
+
+    def _build_controls(self) -> None:
+        """Run, Reset, the approval panel's buttons, the status line and the result box."""
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.reset_button = w.Button(description="Reset", tooltip="back to the defaults")
         self.approve_button = w.Button(description="Approve", button_style="warning")
@@ -259,23 +170,6 @@ class CapabilityForm(TextView):
         self.reset_button.on_click(lambda _b: self.reset())
         self.approve_button.on_click(lambda _b: self.approve(live=True))
         self.cancel_button.on_click(lambda _b: self.cancel())
-        super().__init__(
-            [
-                self.header,
-                *([self.skills_button, self.skills_box] if cap.skills else []),
-                body,
-                w.HBox([self.run_button, self.reset_button]),
-                self.approval_panel,
-                self.status,
-                self.result_box,
-            ]
-        )
-        for key, raw in _flatten(values or {}, self.form):
-            self.set_value(key, raw)
-        self._touched.clear()
-        self._refresh()
-
-    # layout
 
     def _skill_labels(self) -> list[str]:
         """``"<id> (<tokens> tokens)"`` per skill the capability lists (unknown ids marked)."""
@@ -319,7 +213,7 @@ class CapabilityForm(TextView):
             box = w.VBox(kids)
             box.layout.margin = "0 0 0 16px"
             return w.VBox([w.HTML(f"<b>{esc(spec.title)}</b>{mark}{desc}"), box])
-        field = _Field(spec, self.form)
+        field = Field(spec, self.form)
         self._fields[spec.key] = field
 
         def changed(_change: Any, key: str = spec.key) -> None:
@@ -538,11 +432,11 @@ class CapabilityForm(TextView):
         shown = self.visible_errors()
         for key, field in self._fields.items():
             message = shown.get(key)
-            field.error.value = _error_html(message)
+            field.error.value = error_html(message)
         for key, picker in self.files.items():
             found = [shown[k] for k in (key, f"{key}.root", f"{key}.path") if k in shown]
             message = picker.error or ("choose a file or upload one" if found else None)
-            picker.error_view.value = _error_html(message)
+            picker.error_view.value = error_html(message)
         whole = shown.get("")
         if self.state == "invalid":
             count = len(shown)
