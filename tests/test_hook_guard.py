@@ -549,3 +549,27 @@ def test_a_table_grown_past_its_limit_is_refused(tmp_path: Path, store: Conversa
         result = hooks.task_start(task_id="t", context_id="ctx-1")["hog"]
     assert result.ok  # table.grow returned -1 to the guest, which ignored it
     assert rss.peak - rss.baseline < 100 * MIB, (rss.peak - rss.baseline) / MIB
+
+
+def test_a_slow_hook_cannot_hold_another_hook_past_its_own_limit(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """Two hosts in one process share the engine; a 10 s sleeper with a 2 s limit runs on a
+    thread while another hook with a 300 ms limit is called: that call ends within its own
+    limit (it spent it waiting), and runs normally once the engine is free."""
+    slow = host(tmp_path / "a", store, SLEEPERS.replace("time_ms: 300}", "time_ms: 2000}", 1),
+                sleeper=sleeper())
+    quick = host(tmp_path / "b", store, "hooks:\n  guest:\n    component: hooks/guest.wasm\n"
+                 "    limits: {time_ms: 300}\n")
+    running = threading.Thread(target=slow.task_start, kwargs={"task_id": "poll",
+                                                                "context_id": "ctx-1"})
+    running.start()
+    time.sleep(0.2)  # the sleeper is inside its call now
+    started = time.monotonic()
+    held = quick.task_start(task_id="t", context_id="ctx-1")["guest"]
+    elapsed_ms = (time.monotonic() - started) * 1000
+    assert held.code == "deadline_exceeded", held
+    assert "waited its whole time limit (300 ms)" in (held.error or "")
+    assert 300 <= elapsed_ms < 300 + 250
+    running.join()
+    assert quick.task_start(task_id="free", context_id="ctx-1")["guest"].value == "free"

@@ -395,8 +395,41 @@ class HookHost:
     def _call(
         self, loaded: Loaded, event: str, args: tuple[Any, ...], lift: Callable[[Any], Any]
     ) -> HookResult:
+        """One call within its time limit, counted from now: waiting for the engine included.
+
+        Calls share one engine and run one at a time (see the runtime's design notes). A call
+        that waits for another hook's call spends its own time limit waiting, so no hook can
+        hold another past that hook's limit: a call that could not start in time ends with
+        ``deadline_exceeded`` and nothing of it ran.
+        """
+        queued = time.monotonic()
+        if not self.runtime.call_lock.acquire(timeout=loaded.info.limits.time_ms / 1000):
+            waited = (time.monotonic() - queued) * 1000
+            return HookResult(
+                loaded.info.id, event, False,
+                error=f"hook {loaded.info.id!r} waited its whole time limit "
+                f"({loaded.info.limits.time_ms} ms) for another hook's call to end; it did not "
+                "run. Raise limits.time_ms for this hook in murmur.yaml, or lower the other's",
+                code="deadline_exceeded", duration_ms=waited,
+            )  # fmt: skip
+        try:
+            return self._call_started(loaded, event, args, lift, queued)
+        finally:
+            self.runtime.call_lock.release()
+
+    def _call_started(
+        self,
+        loaded: Loaded,
+        event: str,
+        args: tuple[Any, ...],
+        lift: Callable[[Any], Any],
+        queued: float,
+    ) -> HookResult:
         info = loaded.info
+        waited_ms = (time.monotonic() - queued) * 1000
         limits = info.limits
+        if waited_ms >= 1:  # what is left of this call's limit after waiting for the engine
+            limits = limits.model_copy(update={"time_ms": max(1, int(limits.time_ms - waited_ms))})
         out, err = Capture(), Capture()
         with self.runtime.call_lock:
             started = time.monotonic()
@@ -407,7 +440,7 @@ class HookHost:
                 raw, failure, code = self._run(store, ticks, loaded, event, args=args, call=call)
             finally:
                 self.current_call = None
-                duration = (time.monotonic() - started) * 1000
+                duration = (time.monotonic() - started) * 1000 + waited_ms
             interrupted = self.runtime.ticker.interrupted
             fuel_used = self._fuel_used(store, limits)
             store.close()  # here, on this thread: see "Teardown" in the runtime module
@@ -429,7 +462,7 @@ class HookHost:
             duration_ms=duration,
             fuel_used=fuel_used,
         )
-        return outcome(make, (raw, failure, code), limits, lift, err.text())
+        return outcome(make, (raw, failure, code), info.limits, lift, err.text())
 
     def _run(
         self,

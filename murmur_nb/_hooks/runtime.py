@@ -7,7 +7,9 @@ Design notes
   instantiation, and both are part of the compiled-component cache key). One daemon thread
   advances the engine's epoch by wall time while hooks run and sleeps once they have been idle
   for a second; each call's store gets its own deadline in ticks. Calls are serialized by a
-  process-wide lock, so the ticker always knows which call it is timing.
+  process-wide lock, so the ticker always knows which call it is timing; a call that waits
+  for the lock spends its own time limit waiting (``HookHost._call``), so one slow hook
+  cannot hold another past that hook's limit.
 * **Interrupts.** A hook call can run inside wasm for a long time, where Python's own SIGINT
   handler cannot run. While a call runs on the main thread, a flag-setting SIGINT handler and
   a wakeup fd are installed; the ticker thread sees the signal byte, advances the epoch past
