@@ -425,25 +425,25 @@ class HookHost:
         lift: Callable[[Any], Any],
         queued: float,
     ) -> HookResult:
+        """The call itself, with the engine's call lock held (taken by :meth:`_call`)."""
         info = loaded.info
         waited_ms = (time.monotonic() - queued) * 1000
         limits = info.limits
         if waited_ms >= 1:  # what is left of this call's limit after waiting for the engine
             limits = limits.model_copy(update={"time_ms": max(1, int(limits.time_ms - waited_ms))})
         out, err = Capture(), Capture()
-        with self.runtime.call_lock:
-            started = time.monotonic()
-            call = Call(self._reader_for(info), deadline=started + limits.time_ms / 1000)
-            self.current_call = call
-            store, ticks = self._new_store(limits, out, err, started)
-            try:
-                raw, failure, code = self._run(store, ticks, loaded, event, args=args, call=call)
-            finally:
-                self.current_call = None
-                duration = (time.monotonic() - started) * 1000 + waited_ms
-            interrupted = self.runtime.ticker.interrupted
-            fuel_used = self._fuel_used(store, limits)
-            store.close()  # here, on this thread: see "Teardown" in the runtime module
+        started = time.monotonic()
+        call = Call(self._reader_for(info), deadline=started + limits.time_ms / 1000)
+        self.current_call = call
+        store, ticks = self._new_store(limits, out, err, started)
+        try:
+            raw, failure, code = self._run(store, ticks, loaded, event, args=args, call=call)
+        finally:
+            self.current_call = None
+            duration = (time.monotonic() - started) * 1000 + waited_ms
+        interrupted = self.runtime.ticker.interrupted
+        fuel_used = self._fuel_used(store, limits)
+        store.close()  # here, on this thread: see "Teardown" in the runtime module
         if interrupted or isinstance(call.host_failure, KeyboardInterrupt):
             raise KeyboardInterrupt(f"hook {info.id!r} interrupted during {event}")
         if call.host_failure is not None:

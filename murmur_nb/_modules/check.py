@@ -16,7 +16,6 @@ Design notes
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -45,7 +44,7 @@ from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
 from murmur_nb._render.presentation import PRIMITIVES
 from murmur_nb._rules import facet_studio_home
-from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
+from murmur_nb.protocol import Capability, Descriptor
 
 __all__ = ["check_module"]
 
@@ -228,26 +227,24 @@ class _Checker:
         return second
 
     def check_documents(self, descriptor: Descriptor) -> None:
-        documents: list[tuple[str, Overlay | Skill]] = [
-            ("agent_overlays", d) for d in descriptor.agent_overlays or []
-        ]
-        documents += [("skills", d) for d in descriptor.skills or []]
-        if not documents:
+        """Load every overlay and skill the way the host does (beneath the module folder,
+        no link out of it, SHA-256 against the declared digest) and report each refusal."""
+        host = self.host
+        declared = descriptor.agent_overlays or []
+        overlays = [(i, d, host.load_overlay) for i, d in enumerate(declared)]
+        skills = [(i, d, host.load_skill) for i, d in enumerate(descriptor.skills or [])]
+        if not overlays and not skills:
             self.add("descriptor.document_digests", "pass", detail="no skills or overlays")
-        for i, (kind, doc) in enumerate(documents):
-            index = i if kind == "agent_overlays" else i - len(descriptor.agent_overlays or [])
-            where = f"{kind}[{index}].digest"
-            target = self.folder / doc.path
-            try:
-                actual = "sha256:" + hashlib.sha256(target.read_bytes()).hexdigest()
-            except OSError as exc:
-                self.add("descriptor.document_digests", "fail", path=where, detail=str(exc))
-                continue
-            if actual == doc.digest:
-                self.add("descriptor.document_digests", "pass", path=where, detail=doc.path)
-            else:
-                detail = f"{doc.path} declares {doc.digest} but hashes to {actual}"
-                self.add("descriptor.document_digests", "fail", path=where, detail=detail)
+        for kind, documents in (("agent_overlays", overlays), ("skills", skills)):
+            for index, doc, load in documents:
+                where = f"{kind}[{index}].digest"
+                try:
+                    load(self.module_id, doc.id)
+                except ModuleHostError as exc:
+                    self.add("descriptor.document_digests", "fail", path=where,
+                             detail=f"{exc.code}: {exc.message}")  # fmt: skip
+                else:
+                    self.add("descriptor.document_digests", "pass", path=where, detail=doc.path)
 
     def scratch_policy(self, descriptor: Descriptor, *, persistent_writes: bool) -> Policy:
         """The policy with unmapped declared roots mapped to one scratch folder per name.

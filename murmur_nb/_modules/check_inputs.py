@@ -96,6 +96,6 @@ def _wrong_type_value(prop: Any) -> tuple[Any] | None:
     if not isinstance(prop, dict):
         return None
     kind = prop.get("type")
-    if kind in _WRONG_TYPE:
+    if isinstance(kind, str) and kind in _WRONG_TYPE:  # a list of types refuses nothing surely
         return (_WRONG_TYPE[kind],)
     return None
