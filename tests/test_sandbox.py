@@ -238,6 +238,108 @@ def test_it_cannot_reach_the_network_without_a_grant(world: World) -> None:
     assert listener.received == [b"exfiltrated"]  # only the granted call
 
 
+class _Inbox:
+    """Real listeners on every other way out -- UDP on loopback, an abstract Unix socket and a
+    Unix socket file inside the module's ``out`` root -- recording what reaches them."""
+
+    def __init__(self, folder: Path) -> None:
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.abstract_name = f"@murmur-test-{uuid.uuid4().hex}"
+        self.abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.abstract.bind("\0" + self.abstract_name[1:])
+        self.path = folder / "notebook.sock"
+        self.named = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.named.bind(str(self.path))
+        self.received: dict[str, list[bytes]] = {"udp": [], "abstract": [], "path": []}
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._serve, args=(name, sock), daemon=True)
+            for name, sock in (("udp", self.udp), ("abstract", self.abstract),
+                               ("path", self.named))
+        ]
+        for sock in (self.abstract, self.named):
+            sock.listen()
+        for sock in (self.udp, self.abstract, self.named):
+            sock.settimeout(0.2)
+        for thread in self._threads:
+            thread.start()
+
+    def _serve(self, name: str, sock: socket.socket) -> None:
+        while not self._stop.is_set():
+            try:
+                if sock.type == socket.SOCK_DGRAM:
+                    self.received[name].append(sock.recv(100))
+                    continue
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    self.received[name].append(conn.recv(100))
+                except OSError:
+                    self.received[name].append(b"")
+
+    def attack(self) -> dict[str, Any]:
+        return {"udp": self.udp.getsockname()[1], "abstract": self.abstract_name,
+                "path": "root:out/notebook.sock"}
+
+    def close(self) -> None:
+        time.sleep(0.2)
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        for sock in (self.udp, self.abstract, self.named):
+            sock.close()
+
+
+def test_it_cannot_open_any_socket_without_a_grant_udp_and_unix_included(world: World) -> None:
+    """No socket at all: UDP to loopback, an abstract Unix socket (reachable from any
+    process in the host's network namespace), a Unix socket file sitting in one of the
+    module's own roots (which a network namespace alone would leave reachable), and no
+    io_uring (which can open sockets without the ``socket`` call)."""
+    inbox = _Inbox(world.out)
+    try:
+        with world.host() as host:
+            assert host.sandbox.guarantees["network"] == "seccomp (no socket can be opened)"
+            tried = _attempts(host.invoke("hostile.sockets", inbox.attack()))
+            assert not any(t["ok"] for t in tried.values()), tried
+            assert "not implemented" in tried.pop("io_uring")["error"].lower()
+            assert all("Permission denied" in t["error"] for t in tried.values()), tried
+        with world.host(network=["*"]) as host:  # with a grant, every listener is reachable
+            granted = _attempts(host.invoke("hostile.sockets", inbox.attack()))
+            assert all(t["ok"] for t in granted.values()), granted
+    finally:
+        inbox.close()
+    assert inbox.received == {"udp": [b"exfiltrated"], "abstract": [b"exfiltrated"],
+                              "path": [b"exfiltrated"]}  # only the granted call
+
+
+def test_without_libseccomp_policy_a_network_namespace_still_keeps_it_offline(
+    world: World,
+) -> None:
+    """With the socket filter disabled, bwrap falls back to a network namespace: TCP, UDP
+    and abstract sockets of the host stay out of reach (a Unix socket file in a root would
+    not, which is why the filter is preferred)."""
+    listener = _Listener()
+    inbox = _Inbox(world.out)
+    try:
+        with world.host(sandbox_mechanisms=["bwrap", "landlock"]) as host:
+            assert host.sandbox.complete
+            assert host.sandbox.guarantees["network"] == "bwrap network namespace"
+            assert host.sandbox.mechanisms["seccomp"] == "disabled by policy"
+            tcp = _attempts(host.invoke("hostile.connect", {"port": listener.port}))
+            tried = _attempts(host.invoke("hostile.sockets", inbox.attack()))
+            # a datagram "sent" to the namespace's own loopback goes nowhere: see below
+            assert not tcp["ok"] and not tried["abstract"]["ok"]
+    finally:
+        listener.close()
+        inbox.close()
+    assert listener.received == []
+    assert inbox.received["udp"] == [] and inbox.received["abstract"] == []
+
+
 # -- it cannot: see or signal processes outside its tree, read the kernel's /proc ---------------
 
 
@@ -426,6 +528,29 @@ def test_landlock_alone_still_blocks_files_network_and_proc_in_best_effort(
         listener.close()
     assert listener.received == []
     assert (world.src / "input.txt").read_text() == "source data"
+
+
+@pytest.mark.parametrize("mechanisms", [["landlock", "seccomp"], ["seccomp"]])
+def test_without_bwrap_the_socket_filter_still_keeps_it_offline(
+    world: World, mechanisms: list[str]
+) -> None:
+    """Where bubblewrap cannot run, the child loads the same filter itself (after Landlock
+    when there is Landlock): every way out tried by the hostile module stays shut."""
+    listener = _Listener()
+    inbox = _Inbox(world.out)
+    try:
+        with world.host(sandbox="best-effort", sandbox_mechanisms=mechanisms) as host:
+            assert host.sandbox.guarantees["network"] == "seccomp (no socket can be opened)"
+            assert "seccomp: no sockets" in host.sandbox.confinement
+            with pytest.warns(mnb.SandboxWarning, match="process_tree"):
+                tcp = _attempts(host.invoke("hostile.connect", {"port": listener.port}))
+            tried = _attempts(host.invoke("hostile.sockets", inbox.attack()))
+    finally:
+        listener.close()
+        inbox.close()
+    assert not tcp["ok"] and not any(t["ok"] for t in tried.values()), (tcp, tried)
+    assert listener.received == []
+    assert inbox.received == {"udp": [], "abstract": [], "path": []}
 
 
 def test_the_widgets_show_the_confinement(host: mnb.ModuleHost, world: World) -> None:

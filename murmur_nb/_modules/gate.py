@@ -47,6 +47,8 @@ def run_launched(
             max_output_bytes=max_output_bytes,
             preexec=how.preexec,
             cancel=cancel,
+            pass_fds=how.pass_fds,
+            walk_tree=not how.owns_pid_namespace,
         )
     finally:
         how.close()

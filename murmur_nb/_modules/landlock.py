@@ -34,6 +34,8 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from murmur_nb._modules import seccomp
+
 __all__ = ["Ruleset", "abi_version", "build_ruleset"]
 
 _SYS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
@@ -104,11 +106,13 @@ def _fs_mask(abi: int) -> int:
 
 @dataclass
 class Ruleset:
-    """A Landlock ruleset built in the host; ``preexec`` applies it in the child."""
+    """A Landlock ruleset built in the host; ``preexec`` applies it in the child, then the
+    seccomp program, if one is given (built in the host too: the child only makes calls)."""
 
     fd: int
     abi: int
     restrict: int  # the landlock_restrict_self syscall number, looked up before fork
+    seccomp: seccomp.Filter | None = None
 
     def preexec(self) -> None:
         """Run in the child between ``fork`` and ``exec`` (``subprocess`` ``preexec_fn``)."""
@@ -117,6 +121,8 @@ class Ruleset:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         if _LIBC.syscall(self.restrict, self.fd, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+        if self.seccomp is not None:
+            self.seccomp.apply()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -124,12 +130,18 @@ class Ruleset:
 
 
 def build_ruleset(
-    abi: int, read: Iterable[str], write: Iterable[str], *, network: bool
+    abi: int,
+    read: Iterable[str],
+    write: Iterable[str],
+    *,
+    network: bool,
+    socket_filter: seccomp.Filter | None = None,
 ) -> Ruleset:
     """A ruleset allowing reads beneath ``read``, reads and writes beneath ``write``.
 
     Missing paths are skipped. TCP is denied unless ``network``; signals and abstract UNIX
-    sockets are scoped to the sandbox when the ABI knows scopes.
+    sockets are scoped to the sandbox when the ABI knows scopes. ``socket_filter`` is loaded
+    after the ruleset.
     """
     assert _LIBC is not None
     create, add, restrict = _SYS[platform.machine()]
@@ -146,7 +158,7 @@ def build_ruleset(
     fd = int(_LIBC.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), 0))
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-    ruleset = Ruleset(fd, abi, restrict)
+    ruleset = Ruleset(fd, abi, restrict, socket_filter)
     try:
         for paths, rights in ((read, _READ), (write, _READ | _WRITE)):
             for path in paths:

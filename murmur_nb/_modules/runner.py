@@ -275,6 +275,8 @@ def run_process(
     stderr_tail_bytes: int = 64 * 1024,
     preexec: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
+    pass_fds: Sequence[int] = (),
+    walk_tree: bool = True,
 ) -> RunResult:
     """Run ``argv`` as a module process and return what it printed.
 
@@ -282,7 +284,10 @@ def run_process(
     output exceeds ``max_output_bytes`` (``output_exceeded``; ``stdout`` is then cut at the
     bound). Setting ``cancel`` kills the tree too (``cancelled``). A ``KeyboardInterrupt``
     (or any other exception) kills the tree and propagates. ``preexec`` runs in the child
-    between ``fork`` and ``exec`` (the Landlock sandbox).
+    between ``fork`` and ``exec`` (the Landlock sandbox); ``pass_fds`` are inherited.
+    ``walk_tree=False`` skips the periodic walks of the running tree, for a process that
+    leads its own PID namespace (nothing it starts survives it); the tree is still walked
+    when it has to be killed.
     """
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -294,13 +299,14 @@ def run_process(
         env={},
         start_new_session=True,
         close_fds=True,
+        pass_fds=tuple(pass_fds),
         # the Landlock sandbox: two system calls through prebuilt ctypes functions, no lock
         # taken and nothing imported, so it is safe in the child of a threaded host
         preexec_fn=preexec,  # noqa: PLW1509
     )
     run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes, cancel)
     try:
-        run.pump(stdin, start)
+        run.pump(stdin, start if walk_tree else None)
         returncode = run.finish(str(cwd))
     except BaseException:
         run.abort(str(cwd))
@@ -362,13 +368,14 @@ class _Run:
         if self.pidfd is not None:
             self.sel.register(self.pidfd, selectors.EVENT_READ)
 
-    def pump(self, stdin: bytes, start: float) -> None:
-        """Feed the request, drain both outputs and walk the tree until the output pipes
-        close, the deadline passes, the output bound is crossed, or the child has been gone
-        for ``_EXIT_GRACE`` while a descendant keeps its pipes open."""
+    def pump(self, stdin: bytes, start: float | None) -> None:
+        """Feed the request, drain both outputs and walk the tree (from ``start``; never when
+        ``None``) until the output pipes close, the deadline passes, the output bound is
+        crossed, or the child has been gone for ``_EXIT_GRACE`` while a descendant keeps
+        its pipes open."""
         self._register(stdin)
         gap = _SCAN_FIRST
-        next_scan = start + gap
+        next_scan = start + gap if start is not None else float("inf")
         while self.open_pipes:
             now = time.monotonic()
             if now >= self.deadline:

@@ -8,11 +8,13 @@ Design notes
   granted binaries, each root ``ro`` or ``rw``, its working folder, a private ``/tmp``), a
   PID namespace with its own ``/proc`` (it sees and signals only its own tree, and when the
   namespace's first process ends the kernel kills every process left in it, double-forked
-  daemons included), private IPC, a network namespace with no interface but loopback unless
-  ``grants.network`` is non-empty, and no capabilities. A non-root user gets these through an
-  unprivileged user namespace. Cost, measured on a shared 2-core machine (kernel 6.18,
-  bubblewrap 0.8): about 5 ms per call at best, 15-20 ms at the median under load; most
-  of it is the kernel creating (and lazily tearing down) the network and IPC namespaces.
+  daemons included), private IPC, no capabilities, and, unless ``grants.network`` is
+  non-empty, a seccomp filter under which no socket can be opened (:mod:`.seccomp`; where
+  libseccomp is missing, a network namespace with only loopback instead). A non-root user
+  gets these through an unprivileged user namespace. Cost, measured side by side by
+  ``benchmarks/bench_invoke.py`` on a shared 2-core machine (kernel 6.18, bubblewrap 0.8):
+  about 4 ms per call; a network namespace would add about 1 ms (the kernel sets one up
+  per call), the seccomp filter adds microseconds.
 * **Landlock is the fallback** for machines where bubblewrap is missing or user namespaces
   are forbidden (some Binder nodes): the same path rules, TCP denied without a network
   grant (ABI 4), signals and abstract sockets scoped (ABI 6), no ``ptrace`` of outside
@@ -45,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from murmur_nb._modules import landlock
+from murmur_nb._modules import landlock, seccomp
 from murmur_nb.protocol import Root
 
 __all__ = [
@@ -59,7 +61,7 @@ __all__ = [
 ]
 
 SANDBOX_MODES = ("required", "best-effort", "off")
-MECHANISMS = ("bwrap", "landlock")
+MECHANISMS = ("bwrap", "landlock", "seccomp")
 #: guarantee -> what it promises
 GUARANTEES: dict[str, str] = {
     "filesystem": "reads only system files, its module folder, granted binaries and its "
@@ -77,6 +79,8 @@ _HOW_TO_GET = {
     "bwrap": "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow "
     "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
     "landlock": "a Linux kernel >= 5.13 with Landlock enabled (lsm=...,landlock)",
+    "seccomp": "libseccomp (Debian/Ubuntu: apt-get install libseccomp2) and the pyseccomp "
+    "package",
 }
 
 
@@ -86,6 +90,8 @@ class _Probe:
     bwrap_status: str
     landlock_abi: int
     landlock_status: str
+    seccomp: bytes | None  # the compiled filter, when bwrap can load it
+    seccomp_status: str
 
 
 def _probe_bwrap() -> tuple[str | None, str]:
@@ -95,8 +101,8 @@ def _probe_bwrap() -> tuple[str | None, str]:
     true = shutil.which("true") or "/bin/true"
     # the same namespaces and a fresh /proc, as each run will need (some containers allow
     # the namespaces but not the proc mount)
-    argv = [found, *_namespace_flags(network=False), "--ro-bind", "/", "/", "--proc", "/proc",
-            true]
+    argv = [found, *_namespace_flags(network=False, seccomp=False), "--ro-bind", "/", "/",
+            "--proc", "/proc", true]
     try:
         out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -108,15 +114,39 @@ def _probe_bwrap() -> tuple[str | None, str]:
     return found, version.stdout.decode().strip() or "bubblewrap"
 
 
+def _probe_seccomp(bwrap: str | None) -> tuple[bytes | None, str]:
+    """The socket filter, if libseccomp builds it and ``bwrap`` loads it (refusing a socket)."""
+    bpf, status = seccomp.program()
+    if bpf is None or bwrap is None:
+        return bpf, status  # without bwrap, the child loads it itself (prctl)
+    python = os.path.realpath(sys.executable)
+    check = "import socket\ntry:\n socket.socket()\nexcept PermissionError:\n print('refused')"
+    fd = seccomp.program_fd(bpf)
+    argv = [bwrap, *_namespace_flags(network=True, seccomp=True), "--ro-bind", "/", "/",
+            "--seccomp", str(fd), python, "-I", "-S", "-c", check]
+    try:
+        out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False,
+                             pass_fds=(fd,))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"bwrap cannot load a seccomp filter: {exc}"
+    finally:
+        os.close(fd)
+    if out.stdout.strip() != b"refused":
+        why = out.stderr.decode("utf-8", "replace").strip()[-300:]
+        return None, f"bwrap did not apply the seccomp filter ({why or out.returncode})"
+    return bpf, status
+
+
 @functools.cache
 def _probe() -> _Probe:
     bwrap, bwrap_status = _probe_bwrap()
     abi, why = landlock.abi_version()
     status = f"Landlock ABI {abi}" if abi else why
-    return _Probe(bwrap, bwrap_status, abi, status)
+    bpf, seccomp_status = _probe_seccomp(bwrap)
+    return _Probe(bwrap, bwrap_status, abi, status, bpf, seccomp_status)
 
 
-def _namespace_flags(*, network: bool) -> list[str]:
+def _namespace_flags(*, network: bool, seccomp: bool) -> list[str]:
     # the module is the namespace's first process: when it ends, the kernel kills every
     # process left in the namespace (and it leads its own session there)
     flags = ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--die-with-parent", "--new-session"]
@@ -124,8 +154,8 @@ def _namespace_flags(*, network: bool) -> list[str]:
         flags.append("--unshare-user")
     else:
         flags += ["--cap-drop", "ALL"]
-    if not network:
-        flags.append("--unshare-net")
+    if not network and not seccomp:
+        flags.append("--unshare-net")  # no socket filter: only loopback, in a namespace
     return flags
 
 
@@ -145,6 +175,7 @@ class SandboxReport:
     detail: str = ""
     _bwrap: str | None = field(default=None, repr=False)
     _landlock_abi: int = field(default=0, repr=False)
+    _seccomp: bytes | None = field(default=None, repr=False)
 
     @property
     def missing(self) -> list[str]:
@@ -215,16 +246,13 @@ class SandboxReport:
         )
 
 
-def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
-    """What the sandbox guarantees on this machine with the mechanisms ``allowed``."""
-    allowed = set(allowed)
-    probe = _probe()
+def _statuses(
+    probe: _Probe, allowed: set[str], bwrap: str | None, abi: int, bpf: bytes | None
+) -> dict[str, str]:
+    """For each mechanism: used, not needed, disabled by policy, or why it is unavailable."""
     status: dict[str, str] = {}
-    bwrap = probe.bwrap if "bwrap" in allowed and mode != "off" else None
-    abi = probe.landlock_abi if "landlock" in allowed and mode != "off" else 0
     if bwrap:
         status["bwrap"] = f"used: {probe.bwrap_status}"
-        abi = 0
         status["landlock"] = f"not needed ({probe.landlock_status})"
     else:
         status["bwrap"] = probe.bwrap_status if "bwrap" in allowed else "disabled by policy"
@@ -234,7 +262,25 @@ def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
             status["landlock"] = (
                 probe.landlock_status if "landlock" in allowed else "disabled by policy"
             )
-    if mode == "off":
+    if bpf is not None:
+        status["seccomp"] = f"used: {probe.seccomp_status}"
+    elif "seccomp" not in allowed:
+        status["seccomp"] = "disabled by policy"
+    else:
+        status["seccomp"] = probe.seccomp_status
+    return status
+
+
+def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
+    """What the sandbox guarantees on this machine with the mechanisms ``allowed``."""
+    allowed = set(allowed)
+    probe = _probe()
+    on = mode != "off"
+    bwrap = probe.bwrap if "bwrap" in allowed and on else None
+    abi = probe.landlock_abi if "landlock" in allowed and on and not bwrap else 0
+    bpf = probe.seccomp if "seccomp" in allowed and on else None
+    status = _statuses(probe, allowed, bwrap, abi, bpf)
+    if not on:
         status = dict.fromkeys(MECHANISMS, "not used (sandbox off)")
     guarantees: dict[str, str | None] = dict.fromkeys(GUARANTEES)
     mechanism: str | None = None
@@ -242,25 +288,32 @@ def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
     if bwrap:
         mechanism = "bwrap"
         userns = "user, " if os.geteuid() != 0 else ""
-        detail = f"bwrap ({userns}mount, pid, ipc, net namespaces; no capabilities)"
+        spaces = "mount, pid, ipc" if bpf else "mount, pid, ipc, net"
+        socket_rule = "seccomp: no sockets; " if bpf else ""
+        detail = f"bwrap ({userns}{spaces} namespaces; {socket_rule}no capabilities)"
         guarantees = {
             "filesystem": "bwrap mount namespace",
             "read_only_roots": "bwrap read-only bind mounts",
-            "network": "bwrap network namespace",
+            "network": "seccomp (no socket can be opened)" if bpf else "bwrap network namespace",
             "process_tree": "bwrap pid namespace",
             "process_isolation": "bwrap pid namespace",
         }
     elif abi:
         mechanism = "landlock"
-        detail = f"landlock ABI {abi}"
+        detail = f"landlock ABI {abi}" + ("; seccomp: no sockets" if bpf else "")
         guarantees["filesystem"] = guarantees["read_only_roots"] = f"landlock ABI {abi}"
-        if abi >= 4:
+        if bpf:
+            guarantees["network"] = "seccomp (no socket can be opened)"
+        elif abi >= 4:
             guarantees["network"] = f"landlock ABI {abi} (TCP only)"
         if abi >= 6:
             guarantees["process_isolation"] = (
                 f"landlock ABI {abi} (ptrace and signal scopes, no /proc)"
             )
-    return SandboxReport(mode, mechanism, guarantees, status, detail, bwrap, abi)
+    elif bpf:
+        mechanism, detail = "seccomp", "seccomp: no sockets"
+        guarantees["network"] = "seccomp (no socket can be opened)"
+    return SandboxReport(mode, mechanism, guarantees, status, detail, bwrap, abi, bpf)
 
 
 @dataclass
@@ -271,6 +324,11 @@ class Launch:
     preexec: Callable[[], None] | None
     confinement: str
     close: Callable[[], None]
+    #: descriptors the process must inherit (the seccomp program for bwrap)
+    pass_fds: tuple[int, ...] = ()
+    #: the process leads its own PID namespace: nothing it starts can outlive it, so the
+    #: runner need not walk its tree while it runs
+    owns_pid_namespace: bool = False
 
 
 def _pair(path: str | os.PathLike[str]) -> tuple[str, str]:
@@ -284,8 +342,10 @@ def _interpreter_trees() -> tuple[tuple[str, str], ...]:
     trees: list[tuple[str, str]] = []
     for value in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
         real, given = _pair(value)
-        if real in ("/", home):
-            continue
+        if real in ("/", home) or any(
+            real == tree or real.startswith(tree + "/") for tree in _SYSTEM_TREES
+        ):
+            continue  # never / or the home folder; a system tree is bound already
         for pair in ((real, real), (real, given)):
             if pair not in trees:
                 trees.append(pair)
@@ -311,12 +371,19 @@ def launch(
     ro = [_pair(r.path) for r in roots.values() if r.mode != "rw"]
     rw = [_pair(r.path) for r in roots.values() if r.mode == "rw"]
     if report._bwrap is not None:
+        bpf = None if network else report._seccomp
+        fd = seccomp.program_fd(bpf) if bpf is not None else None
+        filtered = ["--seccomp", str(fd)] if fd is not None else []
         return Launch(
-            _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw, network=network),
+            _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw, network=network,
+                        filtered=filtered),
             None,
             report.confinement + ("; network granted" if network else ""),
-            lambda: None,
+            (lambda: os.close(fd)) if fd is not None else (lambda: None),
+            pass_fds=(fd,) if fd is not None else (),
+            owns_pid_namespace=True,
         )
+    socket_filter = None if network or report._seccomp is None else _filter(report._seccomp)
     if report._landlock_abi:
         ruleset = landlock.build_ruleset(
             report._landlock_abi,
@@ -325,9 +392,17 @@ def launch(
             [*_SYSTEM_TREES, *_DEVICES, *(real for real, _ in [*reads, *ro])],
             ["/dev/null", *(real for real, _ in rw), str(cwd)],
             network=network,
+            socket_filter=socket_filter,
         )
         return Launch(list(argv), ruleset.preexec, report.confinement, ruleset.close)
+    if socket_filter is not None:
+        return Launch(list(argv), socket_filter.apply, report.confinement, lambda: None)
     return Launch(list(argv), None, report.confinement, lambda: None)
+
+
+@functools.cache
+def _filter(bpf: bytes) -> seccomp.Filter:
+    return seccomp.Filter(bpf)
 
 
 @functools.cache
@@ -356,8 +431,10 @@ def _bwrap_argv(
     ro: list[tuple[str, str]],
     rw: list[tuple[str, str]],
     network: bool,
+    filtered: list[str],
 ) -> list[str]:
-    out = [bwrap, *_namespace_flags(network=network), *_system_args()]
+    out = [bwrap, *_namespace_flags(network=network, seccomp=bool(filtered)), *filtered,
+           *_system_args()]
     if network:
         # name resolution: /etc/resolv.conf may point into /run (systemd-resolved)
         resolv = os.path.realpath("/etc/resolv.conf")

@@ -5,7 +5,9 @@ processes); what the module reports is only a second witness. Targets come in th
 if the attacker had guessed them.
 """
 
+import ctypes
 import os
+import platform
 import signal
 import socket
 import sys
@@ -17,8 +19,8 @@ from _proto import capability, descriptor, envelope, main
 
 def default():
     return descriptor(
-        [capability(n) for n in ("read", "write", "connect", "spy", "signal", "daemons",
-                                 "listdir")],
+        [capability(n) for n in ("read", "write", "connect", "sockets", "spy", "signal",
+                                 "daemons", "listdir")],
         permissions={"filesystem_read": ["src", "staged"], "filesystem_write": ["out"],
                      "network": ["api.example"]},
     )
@@ -51,6 +53,36 @@ def connect(host, port):
     with socket.create_connection((host, port), timeout=2) as sock:
         sock.sendall(b"exfiltrated")
     return "sent"
+
+
+def send_udp(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendto(b"exfiltrated", ("127.0.0.1", port))
+    return "sent"
+
+
+def send_unix(address):
+    """Connect to a Unix socket (``@name``: the abstract namespace) and send."""
+    where = "\0" + address[1:] if address.startswith("@") else address
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2)
+        sock.connect(where)
+        sock.sendall(b"exfiltrated")
+    return "sent"
+
+
+def io_uring():
+    """Set up an io_uring (whose IORING_OP_SOCKET makes sockets without ``socket``)."""
+    if platform.machine() not in ("x86_64", "aarch64"):
+        return "not tried on this architecture"
+    libc = ctypes.CDLL(None, use_errno=True)
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
+    fd = libc.syscall(425, 4, params)  # io_uring_setup has the same number on both
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    os.close(fd)
+    return "ring created"
 
 
 def heartbeat(out, i):
@@ -98,6 +130,13 @@ def handle(name, request):
             p: attempt(write_into(r)) for p, r in inp["paths"].items()})
     if name == "connect":
         return envelope("invoke", rid, result=attempt(lambda: connect("127.0.0.1", inp["port"])))
+    if name == "sockets":  # every other way out: UDP, abstract and path-named Unix sockets
+        return envelope("invoke", rid, result={
+            "udp": attempt(lambda: send_udp(inp["udp"])),
+            "abstract": attempt(lambda: send_unix(inp["abstract"])),
+            "path": attempt(lambda: send_unix(resolve(request, inp["path"]))),
+            "io_uring": attempt(io_uring),
+        })
     if name == "spy":
         pid = inp["pid"]
         found = {}
