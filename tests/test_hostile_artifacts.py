@@ -232,7 +232,7 @@ def stat_mode(path: Path) -> int:
 
 # --------------------------------------------------------------------------- point 9
 
-_SWAPPER = r"""
+SWAPPER = r"""
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD, RENAME_EXCHANGE = -100, 2
@@ -256,7 +256,7 @@ def test_swapping_the_path_after_verification_never_shows_outside_bytes(
                 [{"path": "a.txt", "media_type": "text/plain", "presentation": "text"}])
     (art,) = inv.artifacts
     root = art.file.parent
-    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(root / "a.txt"),
+    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(root / "a.txt"),
                                 str(root / "swap")], stdout=subprocess.PIPE, text=True)
     shown = refused = staged_ok = 0
     try:
