@@ -142,6 +142,64 @@ def test_a_symlinked_conversation_record_is_unavailable(
     )
 
 
+def _outside_file(tmp_path: Path) -> tuple[Path, bytes]:
+    outside = tmp_path / "outside" / "victim.jsonl"
+    outside.parent.mkdir()
+    original = b'{"id":"v1","role":"user","content":"VICTIM, not a record of this store"}\n'
+    outside.write_bytes(original)
+    outside.chmod(0o600)
+    return outside, original
+
+
+def test_a_record_that_is_a_symlink_is_never_appended_through(
+    murmur_home: Path, tmp_path: Path
+) -> None:
+    outside, original = _outside_file(tmp_path)
+    folder = murmur_home / "conversations"
+    folder.mkdir()
+    (folder / "ctx.jsonl").symlink_to(outside)
+    (folder / "dangling.jsonl").symlink_to(tmp_path / "outside" / "created-through-link")
+    with pytest.raises(mnb.MurmurError) as info, mnb.RecordWriter(murmur_home, "ctx") as writer:
+        writer.append("user", "INJECTED line", id="x1")
+    assert info.value.code == "unavailable"
+    assert "record of context 'ctx'" in str(info.value)
+    assert "ctx.jsonl) is a symbolic link" in str(info.value)
+    assert "Nothing was written" in str(info.value)
+    with pytest.raises(mnb.MurmurError, match="is a symbolic link"):
+        mnb.RecordWriter(murmur_home, "dangling")
+    assert outside.read_bytes() == original  # byte for byte
+    assert stat_mode(outside) == 0o600
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["victim.jsonl"]
+    # the conversations folder itself a link out of the home: refused the same way
+    folder.rename(murmur_home / "moved")
+    folder.symlink_to(outside.parent)
+    with pytest.raises(mnb.MurmurError, match="in a folder that is a symbolic link"):
+        mnb.RecordWriter(murmur_home, "fresh")
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["victim.jsonl"]
+
+
+def test_a_hard_linked_record_is_never_appended_through(
+    murmur_home: Path, tmp_path: Path
+) -> None:
+    outside, original = _outside_file(tmp_path)
+    folder = murmur_home / "conversations"
+    folder.mkdir()
+    (folder / "ctx.jsonl").hardlink_to(outside)
+    with pytest.raises(mnb.MurmurError) as info:
+        mnb.RecordWriter(murmur_home, "ctx", stamp=False).append("user", "INJECTED", id="x1")
+    assert info.value.code == "unavailable"
+    assert str(info.value).startswith(
+        f"unavailable: the record of context 'ctx' ({folder / 'ctx.jsonl'}) has 2 hard links"
+    )
+    assert outside.read_bytes() == original and outside.stat().st_nlink == 2
+    # a plain record is still written, once the extra link is gone
+    (folder / "ctx.jsonl").unlink()
+    with mnb.RecordWriter(murmur_home, "ctx", stamp=False) as writer:
+        writer.append("user", "fine", id="m1")
+    assert (folder / "ctx.jsonl").read_bytes() == b'{"id":"m1","role":"user","content":"fine"}\n'
+    assert outside.read_bytes() == original
+
+
 def test_stage_never_changes_anything_through_a_planted_link(
     host: mnb.ModuleHost, tmp_path: Path
 ) -> None:
@@ -174,7 +232,7 @@ def stat_mode(path: Path) -> int:
 
 # --------------------------------------------------------------------------- point 9
 
-_SWAPPER = r"""
+SWAPPER = r"""
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD, RENAME_EXCHANGE = -100, 2
@@ -198,7 +256,7 @@ def test_swapping_the_path_after_verification_never_shows_outside_bytes(
                 [{"path": "a.txt", "media_type": "text/plain", "presentation": "text"}])
     (art,) = inv.artifacts
     root = art.file.parent
-    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(root / "a.txt"),
+    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(root / "a.txt"),
                                 str(root / "swap")], stdout=subprocess.PIPE, text=True)
     shown = refused = staged_ok = 0
     try:

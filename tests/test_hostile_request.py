@@ -15,7 +15,7 @@ from _modules import install
 
 import murmur_nb as mnb
 from murmur_nb._modules.request import go_fold, shadowing_keys
-from murmur_nb.protocol import Request
+from murmur_nb.protocol import Request, Root
 
 HOST_FIELDS = sorted(set(Request.model_fields) - {"extra"})
 
@@ -279,3 +279,110 @@ def test_deep_envelope_is_a_protocol_violation(host: mnb.ModuleHost, depth: int,
     assert (err.value.code, err.value.rule) == ("protocol_violation", "depth")
     assert host.audit()["outcome"].iloc[-1] == "protocol_violation"
     assert host.invoke("hostile.echo", {}).ok  # the host goes on
+
+
+_GO_DECODER = r"""
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+type Root struct {
+	Path string `json:"path"`
+	Mode string `json:"mode"`
+}
+
+type Grants struct {
+	Network       []string `json:"network"`
+	Credentials   []string `json:"credentials"`
+	PaidProviders []string `json:"paid_providers"`
+	Publish       bool     `json:"publish"`
+	Subprocess    []string `json:"subprocess"`
+}
+
+type Request struct {
+	Protocol       string            `json:"protocol"`
+	Capability     string            `json:"capability"`
+	RequestID      string            `json:"request_id"`
+	Input          json.RawMessage   `json:"input"`
+	Roots          map[string]Root   `json:"roots"`
+	Grants         Grants            `json:"grants"`
+	Binaries       map[string]string `json:"binaries"`
+	DeadlineMS     int               `json:"deadline_ms"`
+	MaxOutputBytes int               `json:"max_output_bytes"`
+}
+
+func main() {
+	var texts []string
+	json.NewDecoder(os.Stdin).Decode(&texts)
+	for _, text := range texts {
+		var r Request
+		if err := json.Unmarshal([]byte(text), &r); err != nil {
+			fmt.Println("error:", err)
+			continue
+		}
+		out, _ := json.Marshal(r)
+		fmt.Println(string(out))
+	}
+}
+"""
+
+# every spelling a Go decoder takes for a host field; none of them is an exact host name
+FOLDED_EXTRA: dict[str, Any] = {
+    "Roots": {"evil": {"path": "/", "mode": "rw"}},
+    "root\u017f": {"evil2": {"path": "/", "mode": "rw"}},
+    "ROOTS": {"evil3": {"path": "/", "mode": "rw"}},
+    "Binarie\u017f": {"sh": "/bin/sh"},
+    "GRANTS": {"publish": True, "network": ["*"]},
+    "deadline_MS": 1,
+    "Max_Output_Bytes": 2,
+    "Input": {"evil": True},
+    "Protocol": "evil.v0",
+    "Capability": "other.capability",
+    "REQUEST_ID": "forged",
+    "tool": "ffmpeg",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the Go toolchain (golang-go)")
+def test_no_request_serializer_emits_a_folded_host_field(tmp_path: Path) -> None:
+    """The wire model itself, used without the host (a checker, a protocol user): every way
+    it becomes JSON text, decoded by Go's encoding/json into the seed's types, carries
+    exactly the host fields the model holds, whatever ``extra`` says."""
+    roots = {"out": Root(path="/runs/r1/out", mode="rw")}
+    fields: dict[str, Any] = {
+        "capability": "m.c", "request_id": "r1", "input": {"a": 1}, "roots": roots,
+        "binaries": {"convert": "/usr/bin/convert"}, "deadline_ms": 5000,
+        "max_output_bytes": 4096,
+    }
+    plain = Request(**fields)
+    hostile = Request(**fields, extra=FOLDED_EXTRA)
+    texts = [
+        plain.to_json(),
+        hostile.to_json(),
+        hostile.model_dump_json(),
+        json.dumps(hostile.model_dump(mode="json")),
+        json.dumps(hostile.model_dump()),
+        Request.from_json(json.dumps({**FOLDED_EXTRA, **plain.model_dump(mode="json")})).to_json(),
+    ]
+    for text in texts[1:]:
+        sent = json.loads(text)
+        assert sent["tool"] == "ffmpeg"
+        assert shadowing_keys(sent, HOST_FIELDS) == sorted(HOST_FIELDS)  # only exact names
+    (tmp_path / "main.go").write_text(_GO_DECODER)
+    env = {**os.environ, "GOPATH": str(tmp_path / "gp"), "GO111MODULE": "off", "GOFLAGS": ""}
+    out = subprocess.run(
+        ["go", "run", str(tmp_path / "main.go")], input=json.dumps(texts), text=True,
+        capture_output=True, env=env, check=True, timeout=600,
+    ).stdout.splitlines()
+    decoded = [json.loads(line) for line in out]
+    assert len(decoded) == len(texts)
+    reference = decoded[0]
+    assert set(reference["roots"]) == {"out"} and reference["deadline_ms"] == 5000
+    assert reference["grants"]["publish"] is False
+    for seen in decoded[1:]:
+        assert seen == reference  # Go sees the model's own host fields, nothing folded in

@@ -25,6 +25,7 @@ from murmur_nb.protocol import (
     Root,
     Skill,
 )
+from murmur_nb.protocol._fold import shadowing_keys
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
@@ -137,13 +138,15 @@ def test_extra_is_inline_and_host_fields_win() -> None:
     req = Request(
         capability="m.c", request_id="r", input={"a": 1}, deadline_ms=5, max_output_bytes=6,
         extra={"tool": "convert", "args": ["-x"], "protocol": "evil", "roots": {}, "input": 0,
-               "deadline_ms": 10**9},
+               "deadline_ms": 10**9, "Roots": {"x": {"path": "/", "mode": "rw"}},
+               "root\u017f": {}, "INPUT": 1, "Deadline_MS": 1},
     )
     out = json.loads(req.to_json())
     assert out["tool"] == "convert" and out["args"] == ["-x"]
     assert out["protocol"] == PROTOCOL_ID and out["input"] == {"a": 1}
     assert out["deadline_ms"] == 5 and out["roots"] is None
     assert "extra" not in out
+    assert sorted(out) == sorted([*(set(Request.model_fields) - {"extra"}), "tool", "args"])
     back = Request.from_json(req.to_json())
     assert back.extra == {"tool": "convert", "args": ["-x"]}
     assert back.to_json() == req.to_json()
@@ -165,6 +168,7 @@ _JSON = st.recursive(
 def test_property_request_and_envelope_round_trip(
     extra: dict[str, Any], warnings: list[str], result: Any
 ) -> None:
+    """Uses the internal fold rule (``shadowing_keys``) as the oracle of host-owned keys."""
     req = Request(capability="m.c", request_id="r", input=result, extra=extra)
     text = req.to_json()
     back = Request.from_json(text)
@@ -172,7 +176,9 @@ def test_property_request_and_envelope_round_trip(
     host_fields = set(Request.model_fields) - {"extra"}
     assert json.loads(text)["input"] == result
     for key, value in extra.items():
-        if key not in host_fields:
+        # a key Go would decode into a host field (exact or folded, "Input") never goes out
+        assert (key in json.loads(text)) is not shadowing_keys([key], host_fields)
+        if key in json.loads(text):
             assert json.loads(text)[key] == value
     env = Envelope(protocol=PROTOCOL_ID, module="m", operation="invoke", request_id="r",
                    ok=True, result=result if result is not None else {}, warnings=warnings)

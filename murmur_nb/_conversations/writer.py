@@ -7,11 +7,18 @@ and its newline, written with a single ``write`` on a descriptor opened with
 without its newline (which readers skip until it is complete). :meth:`RecordWriter.append_raw`
 writes arbitrary bytes, which is how tests land a partial line or a line that is not
 a message.
+
+*Never through a link.* The record is opened beneath ``<home>/conversations`` (itself opened
+without following a link) with ``O_NOFOLLOW``, then ``fstat``-checked: a record that is a
+symbolic link, has several hard links or is not a regular file is refused before a byte is
+written (code ``unavailable``), so nothing outside the store is ever changed through it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 import uuid
 from collections.abc import Mapping
@@ -23,10 +30,16 @@ from typing import Any
 import orjson
 
 from murmur_nb._conversations.store import ConversationStore, check_context_id
+from murmur_nb._exceptions import MurmurError
 
 __all__ = ["RecordWriter"]
 
 _FLUSH_AT = 1 << 20
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+# O_NONBLOCK: a FIFO planted as the record fails or is refused instead of blocking the open
+_RECORD_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK
 
 
 def _timestamp(value: datetime | str) -> str:
@@ -58,6 +71,13 @@ class RecordWriter:
     stamp
         Fill ``created_at`` with the current UTC time when a message gives none.
 
+    Raises
+    ------
+    MurmurError
+        Code ``unavailable`` when the record (or the ``conversations`` folder) is a symbolic
+        link, the record has more than one hard link or is not a regular file: nothing is
+        written through it, and the message names the record and the reason.
+
     Examples
     --------
     >>> import tempfile
@@ -79,8 +99,7 @@ class RecordWriter:
         self.context_id = context_id
         self.path: Path = store.record_path(context_id)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        self._fd: int | None = os.open(self.path, flags, 0o644)
+        self._fd: int | None = _open_record(self.path, context_id)
         self._buffered = buffered
         self._stamp = stamp
         self._pending = bytearray()
@@ -217,6 +236,47 @@ class RecordWriter:
         if self._pending:
             _write_all(fd, bytes(self._pending))
             self._pending.clear()
+
+
+def _refused(path: Path, context_id: str, reason: str) -> MurmurError:
+    return MurmurError(
+        f"unavailable: the record of context {context_id!r} ({path}) {reason}; records are "
+        "appended to only as regular files with one link, never through a link. Nothing "
+        "was written: remove or rename it, or write under another context id",
+        code="unavailable",
+    )
+
+
+def _open_record(path: Path, context_id: str) -> int:
+    """``path`` opened for appending, no link followed, checked to be a lone regular file."""
+    try:
+        folder = os.open(path.parent, _DIR_FLAGS)
+    except OSError as exc:
+        linked = exc.errno in {errno.ELOOP, errno.ENOTDIR}
+        reason = "a symbolic link" if linked else f"not readable ({exc.strerror})"
+        raise _refused(path, context_id, f"is in a folder that is {reason}") from exc
+    try:
+        fd = os.open(path.name, _RECORD_FLAGS, 0o644, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refused(path, context_id, "is a symbolic link") from exc
+        if exc.errno == errno.EISDIR:
+            raise _refused(path, context_id, "is a folder") from exc
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise _refused(path, context_id, "is not a regular file") from exc
+        raise
+    finally:
+        os.close(folder)
+    st = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(st.st_mode):
+        problem = "is not a regular file"
+    elif st.st_nlink != 1:
+        problem = f"has {st.st_nlink} hard links (it is also a file elsewhere)"
+    if problem is not None:
+        os.close(fd)
+        raise _refused(path, context_id, problem)
+    return fd
 
 
 def _write_all(fd: int, data: bytes) -> None:

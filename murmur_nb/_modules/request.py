@@ -2,16 +2,13 @@
 
 Design notes
 ------------
-* **Go decides what a key means.** SPEC §1 says ``extra`` is inlined at the request root and
-  can never shadow a host field. A module decoding the request with the seed's own Go types
-  (``encoding/json``) matches an object key to a struct field first exactly, then
-  *case-insensitively under Unicode simple case folding*: ``Roots``, ``ROOTS`` and
-  ``roots`` spelled with U+017F LATIN SMALL LETTER LONG S (which folds to ``s``) all land
-  in ``Request.Roots``, and a Go map field is decoded *into* the map already there, so a
-  folded twin adds entries beside the host's. :func:`go_fold` is Go's rule (``foldName``
-  in ``encoding/json``, the same equivalence as ``strings.EqualFold``): every rune is
-  replaced by the smallest rune of its simple-fold orbit. An ``extra`` key whose fold
-  equals a host field's fold is dropped with a warning, exactly like the exact name.
+* **Go decides what a key means.** SPEC §1 says ``extra`` is inlined at the request root
+  and can never shadow a host field; a Go module matches keys to fields case-insensitively
+  under Unicode simple case folding (``Roots``; ``roots`` with U+017F, a long s). The rule
+  is :func:`go_fold` / :func:`shadowing_keys`, defined once in
+  :mod:`murmur_nb.protocol._fold` and used by the ``Request`` serializer too: an ``extra``
+  key whose fold equals a host field's fold is dropped here with a warning, exactly like
+  the exact name, and could not reach the wire through any other path either.
 * **Strict JSON text.** The request is UTF-8 JSON (RFC 8259): a lone surrogate cannot be
   encoded and ``NaN``/``Infinity`` are not JSON. Both are refused as ``invalid_input``
   before anything runs, never discovered later as a host crash.
@@ -23,61 +20,15 @@ Design notes
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from murmur_nb._exceptions import InvalidInput
+from murmur_nb.protocol._fold import go_fold, shadowing_keys
 
 __all__ = ["canonical_path", "check_bounds", "go_fold", "shadowing_keys", "strict_json"]
-
-# Go lists these two explicitly as their own orbit (Turkish dotted/dotless i): neither
-# folds to ASCII although Python upper-cases U+0131 to ``"I"``.
-_OWN_ORBIT = frozenset({"\u0130", "\u0131"})
-
-
-@functools.lru_cache(maxsize=4096)
-def _orbit_min(ch: str) -> str:
-    """The smallest character of ``ch``'s simple-fold orbit (Go's ``foldRune``).
-
-    The orbit is the closure of ``ch`` under single-character lower/upper mappings, which
-    is how Go's ``unicode.SimpleFold`` falls back when its orbit table has no entry; the
-    characters Go pins to themselves are kept alone.
-    """
-    if ch in _OWN_ORBIT:
-        return ch
-    seen = {ch}
-    pending = [ch]
-    while pending:
-        current = pending.pop()
-        for mapped in (current.lower(), current.upper()):
-            if len(mapped) == 1 and mapped not in seen and mapped not in _OWN_ORBIT:
-                seen.add(mapped)
-                pending.append(mapped)
-    return min(seen)
-
-
-def go_fold(name: str) -> str:
-    """``name`` folded as Go's ``encoding/json`` folds object keys to match struct fields.
-
-    Two keys name the same Go field exactly when their folds are equal.
-
-    Examples
-    --------
-    >>> go_fold("root\u017f") == go_fold("roots") == go_fold("ROOTS")
-    True
-    >>> go_fold("deadline_MS") == go_fold("deadline_ms")
-    True
-    """
-    return "".join(c.upper() if c < "\x80" else _orbit_min(c) for c in name)
-
-
-def shadowing_keys(keys: Iterable[str], host_fields: Iterable[str]) -> list[str]:
-    """The keys of ``keys`` a Go decoder would take for one of ``host_fields``, sorted."""
-    folded = {go_fold(f) for f in host_fields}
-    return sorted(k for k in keys if go_fold(k) in folded)
 
 
 def strict_json(value: Any, what: str, capability: str) -> Any:

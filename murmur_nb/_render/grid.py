@@ -2,12 +2,15 @@
 
 The images of one invocation that carry the ``image_grid`` hint render together, in order,
 placed where the first of them was (see :mod:`.render`); a JSON artifact with the hint may
-instead list image paths relative to its root. Thumbnails and the byte budget live in
-:func:`~.media.grid_html`; this module builds the card and the ``text/plain`` listing.
+instead list image paths relative to its root, each opened beneath the root without
+following a link and read from the checked descriptor (:mod:`.listed`). Thumbnails and the
+byte budget live in :func:`~.media.grid_html`; this module builds the card and the
+``text/plain`` listing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import resource
 from pathlib import Path
 
@@ -21,9 +24,8 @@ from murmur_nb._render.core import (
     short_digest,
     source_rendering,
 )
-from murmur_nb._render.inputs import guess_media_type
+from murmur_nb._render.listed import TOO_MANY, listed_paths, open_listed
 from murmur_nb._render.media import GridItem, grid_html
-from murmur_nb._render.slides import image_list
 from murmur_nb._render.text import load_json
 
 __all__ = ["NOT_HELD", "grid_rendering", "json_grid_rendering", "max_held"]
@@ -47,7 +49,7 @@ def grid_rendering(sources: list[Source], budget: RenderBudget, notes: list[str]
     items = [
         GridItem(s.title, s.file, s.media_type)
         if s.file != NOT_HELD
-        else GridItem(s.title, None, s.media_type, "not drawn: too many images open at once")
+        else GridItem(s.title, None, s.media_type, TOO_MANY)
         for s in sources
     ]
     body_html, grid_notes = grid_html(items, budget)
@@ -76,18 +78,21 @@ def _capped(listing: list[str], keep: int = 50) -> list[str]:
 
 
 def json_grid_rendering(source: Source, budget: RenderBudget, notes: list[str]) -> Rendering:
-    entries = image_list(load_json(source, budget), source.root_dir)
-    items = [
-        GridItem(label, path, guess_media_type(path) if path else "", problem)
-        for label, path, problem in entries
-    ]
-    body_html, grid_notes = grid_html(items, budget)
+    """A grid of the images a JSON artifact lists, each opened and checked beneath its root
+    (:mod:`.listed`) and read through that descriptor; a refused one is a tile saying why."""
+    entries = listed_paths(load_json(source, budget))
+    with contextlib.ExitStack() as held:
+        images = open_listed(
+            entries, source.root_dir, max_bytes=budget.parse_bytes, keep=max_held(), held=held
+        )
+        items = [GridItem(i.label, i.file, i.media_type, i.problem) for i in images]
+        body_html, grid_notes = grid_html(items, budget)
     body = Body(html=body_html, notes=[*notes, *grid_notes])
     body.details = _capped(
         [
-            f"{n}. {label}" + (f" ({problem})" if problem else "")
-            for n, (label, _, problem) in enumerate(entries, 1)
+            f"{n}. {i.label}" + (f" ({i.problem})" if i.problem else "")
+            for n, i in enumerate(images, 1)
         ]
     )
-    body.details.insert(0, f"{len(entries)} images listed")
+    body.details.insert(0, f"{len(images)} images listed")
     return source_rendering("image_grid", source, body)

@@ -156,7 +156,8 @@ def render_file(
     Parameters
     ----------
     path
-        The file. JSON lists of image paths (grids, slides) are resolved against its folder.
+        The file. JSON lists of image paths (grids, slides) are resolved against its folder;
+        each listed image is opened beneath it without following a link (a link is refused).
     media_type
         Its media type; guessed from the file name when ``None``.
     presentation

@@ -1,5 +1,8 @@
 """Slides: a PDF (one slide a page), a JSON list of image paths, or Markdown split on ``---``.
 
+Listed images are opened beneath the artifact's root without following a link and read
+from the checked descriptor, as a grid's are (:mod:`.listed`).
+
 The card is a static, horizontally scrolling strip: every viewer shows it without script.
 The same pages are returned as :class:`~murmur_nb._render.core.Slide` objects
 (``Rendering.slides``) for a stepping widget. Slide images share one byte budget
@@ -8,9 +11,8 @@ The same pages are returned as :class:`~murmur_nb._render.core.Slide` objects
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.core import (
@@ -23,11 +25,13 @@ from murmur_nb._render.core import (
     esc,
     format_size,
 )
+from murmur_nb._render.grid import max_held
+from murmur_nb._render.listed import listed_paths, open_listed
 from murmur_nb._render.media import thumbnail
 from murmur_nb._render.pdf import pdf_pages
 from murmur_nb._render.text import load_json, markdown_block, read_text
 
-__all__ = ["image_list", "render_slides", "split_markdown"]
+__all__ = ["render_slides", "split_markdown"]
 
 
 def split_markdown(text: str) -> list[str]:
@@ -40,43 +44,6 @@ def split_markdown(text: str) -> list[str]:
             pages[-1].append(line)
     out = ["\n".join(p).strip("\n") for p in pages]
     return [p for p in out if p.strip()]
-
-
-def image_list(value: Any, root: Path | None) -> list[tuple[str, Path | None, str | None]]:
-    """``[(label, path or None, problem or None)]`` for a JSON list of image paths in ``root``.
-
-    Entries are strings or objects with ``path`` (and optional ``title``). A path must be
-    relative and stay inside ``root`` once links are followed; otherwise it is reported, not
-    opened.
-    """
-    if isinstance(value, dict) and isinstance(value.get("images"), list):
-        value = value["images"]
-    if not isinstance(value, list) or not value:
-        raise CannotRender("not a JSON list of image paths")
-    out: list[tuple[str, Path | None, str | None]] = []
-    real_root = root.resolve() if root is not None else None
-    for i, item in enumerate(value):
-        if isinstance(item, str):
-            rel, label = item, item
-        elif isinstance(item, dict) and isinstance(item.get("path"), str):
-            rel = item["path"]
-            label = str(item.get("title") or rel)
-        else:
-            raise CannotRender(f"entry {i} is neither a path string nor an object with 'path'")
-        if real_root is None:
-            out.append((label, None, "root unknown"))
-            continue
-        if Path(rel).is_absolute() or rel.startswith(("/", "\\")):
-            out.append((label, None, "absolute path refused"))
-            continue
-        target = (real_root / rel).resolve()
-        if not target.is_relative_to(real_root):
-            out.append((label, None, "outside the root"))
-        elif not target.is_file():
-            out.append((label, None, "missing"))
-        else:
-            out.append((label, target, None))
-    return out
 
 
 def _frame(index: int, inner: str, width: int) -> str:
@@ -128,6 +95,31 @@ def _image_slides(
     return body
 
 
+def _listed_slides(
+    entries: list[tuple[str, str]],
+    source: Source,
+    width: int,
+    budget: RenderBudget,
+    held: contextlib.ExitStack,
+) -> list[tuple[str, bytes | None, str]]:
+    """Listed images as slides, each opened and checked beneath the root (:mod:`.listed`)."""
+    images = open_listed(
+        entries, source.root_dir, max_bytes=budget.parse_bytes, keep=max_held(), held=held
+    )
+    encoded: list[tuple[str, bytes | None, str]] = []
+    for image in images:
+        if image.file is None:
+            encoded.append((f"{image.label}: {image.problem}", None, ""))
+            continue
+        try:
+            data, thumb_mt = thumbnail(image.file, width)
+        except (OSError, ValueError, Warning) as exc:
+            encoded.append((f"{image.label}: unreadable ({exc.__class__.__name__})", None, ""))
+            continue
+        encoded.append((image.label, data, thumb_mt))
+    return encoded
+
+
 def render_slides(source: Source, budget: RenderBudget) -> Body:
     width = budget.slide_px
     mt = source.media_type
@@ -139,19 +131,9 @@ def render_slides(source: Source, budget: RenderBudget) -> Body:
         images = [(f"page {i}", png, "image/png") for i, png in enumerate(pngs, 1)]
         return _image_slides(images, width, budget, count)
     if mt == "application/json":
-        entries = image_list(load_json(source, budget), source.root_dir)
-        shown = entries[: budget.max_slides]
-        encoded: list[tuple[str, bytes | None, str]] = []
-        for label, path, problem in shown:
-            if path is None:
-                encoded.append((f"{label}: {problem}", None, ""))
-                continue
-            try:
-                data, thumb_mt = thumbnail(path, width)
-            except (OSError, ValueError, Warning) as exc:
-                encoded.append((f"{label}: unreadable ({exc.__class__.__name__})", None, ""))
-                continue
-            encoded.append((label, data, thumb_mt))
+        entries = listed_paths(load_json(source, budget))
+        with contextlib.ExitStack() as held:
+            encoded = _listed_slides(entries[: budget.max_slides], source, width, budget, held)
         return _image_slides(encoded, width, budget, len(entries))
     text, cut = read_text(source.file, budget.text_bytes)
     pages = split_markdown(text)

@@ -9,7 +9,10 @@ The models follow the Go seed field for field, by its ``json:`` tags:
 * ``estimated_cost`` / ``actual_cost`` are ``float | None``: ``null`` is *unknown*, ``0``
   is *free*, and the two never collapse;
 * ``Request.extra`` is marshalled inline at the request root, and host-owned fields always
-  win over an extra of the same name;
+  win over an extra of the same name, "same" as a Go decoder matches keys: case-insensitively
+  under Unicode simple folding (``Roots``; ``roots`` with U+017F for its s; see
+  :mod:`._fold`). No serialization of a ``Request`` carries a key Go would decode into a
+  host field;
 * ``json.RawMessage`` fields (``input``, ``result``, the schema maps) hold any JSON value.
 
 Unknown keys are ignored on input, as Go's ``encoding/json`` does.
@@ -22,6 +25,8 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_serializer
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
+
+from murmur_nb.protocol._fold import shadowing_keys
 
 __all__ = [
     "OPERATION_DESCRIBE",
@@ -265,7 +270,7 @@ class Request(_Wire):
         if not isinstance(data, dict):
             return data
         data.pop("extra", None)
-        merged = {k: v for k, v in self.extra.items() if k not in _REQUEST_HOST_FIELDS}
+        merged = _own_extra(self.extra)
         merged.update(data)
         return merged
 
@@ -274,5 +279,10 @@ class Request(_Wire):
         raw = json.loads(text)
         if not isinstance(raw, dict):
             raise ValueError("a modproto request is a JSON object")
-        extra = {k: v for k, v in raw.items() if k not in _REQUEST_HOST_FIELDS}
-        return cls.model_validate({**raw, "extra": extra})
+        return cls.model_validate({**raw, "extra": _own_extra(raw)})
+
+
+def _own_extra(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` without every key a Go decoder would take for a host field (exact or folded)."""
+    taken = set(shadowing_keys(fields, _REQUEST_HOST_FIELDS))
+    return {k: v for k, v in fields.items() if k not in taken}
