@@ -11,6 +11,7 @@ import pytest
 from _modules import write_descriptor
 
 import murmur_nb as mnb
+from murmur_nb._modules.bounded import check
 from murmur_nb._modules.schemas import validator_class as schema_validator_class
 from murmur_nb.widgets import CapabilityForm
 
@@ -144,3 +145,98 @@ def test_ecma_unicode_escapes_still_match() -> None:
     schema = {"type": "string", "pattern": "^\\u00e9+$"}
     validator = schema_validator_class(schema)(schema)
     assert validator.is_valid("éé") and not validator.is_valid("e")
+
+
+# -- bounded work: the pattern budget and a linear uniqueItems ------------------------------
+
+DFA_HOSTILE = "[ab]*a[ab]{20}$"  # about 2**21 DFA states: RE2 runs it at its slowest
+MIB = 1 << 20
+
+
+def _result_home(facet_home: Path, result: dict[str, Any]) -> Path:
+    write_descriptor(facet_home / "modules" / "hostile", _descriptor(REQUEST, result))
+    return facet_home
+
+
+def test_a_result_at_the_output_bound_under_a_dfa_hostile_pattern_is_not_scanned(
+    facet_home: Path,
+) -> None:
+    """The module prints a 15 MiB string under a pattern built to defeat RE2's DFA: the
+    result check refuses to scan past the budget and says why; nothing stalls."""
+    home = _result_home(facet_home, {"properties": {"text": {"pattern": DFA_HOSTILE}}})
+    policy = mnb.Policy(max_output_bytes=32 * MIB)
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        inv = host.invoke("hostile.result", {"generate": {"alphabet": "ab", "length": 15 * MIB}})
+    assert inv.ok and len(inv.result["text"]) == 15 * MIB
+    (warning,) = [w for w in inv.warnings if "result_schema" in w]
+    assert "over its budget of 4,194,304" in warning and "max_pattern_work" in warning
+    roomy = mnb.Policy(max_output_bytes=32 * MIB, max_pattern_work=64 * MIB)
+    with mnb.ModuleHost(home=home, policy=roomy) as host:  # trusted: checked in full
+        inv = host.invoke("hostile.result", {"generate": {"alphabet": "ab", "length": 15 * MIB}})
+    assert inv.ok and not [w for w in inv.warnings if "result_schema" in w]
+
+
+def test_many_patterns_share_one_budget_in_the_request_check(host: mnb.ModuleHost) -> None:
+    """200 patterns over one 100 kB name: the budget is per check, not per pattern."""
+    schema = {"allOf": [{"properties": {"name": {"pattern": f"^a*{i}?a$"}}} for i in range(200)]}
+    validator = schema_validator_class(schema)(schema)
+    errors = check(validator, {"name": "a" * 100_000})
+    assert len(errors) < 200 and "over its budget" in errors[-1].message  # stopped early
+    started = time.perf_counter()
+    with pytest.raises(mnb.InvalidInput, match="over its budget"):
+        host.invoke("hostile.echo", {"name": "a" * 5 * MIB})
+    assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize("pattern", [EVIL, DFA_HOSTILE])
+@pytest.mark.parametrize("size", [1 << 10, MIB, 16 * MIB])
+def test_a_check_with_hostile_patterns_stays_under_50_ms_up_to_the_output_bound(
+    pattern: str, size: int
+) -> None:
+    """The 50 ms goal on :func:`check` (internal: the one place every schema check goes
+    through), best of three since the machine is shared."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}},
+              "patternProperties": {pattern: {}, "^(a|aa)+$": {}}, "additionalProperties": False}
+    validator = schema_validator_class(schema)(schema)
+    instance = {"s": "ab" * (size // 2) + "!", "a" * 64 + "!": 1}
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        errors = check(validator, instance)
+        best = min(best, time.perf_counter() - started)
+    assert errors
+    assert best < 0.050, f"{best * 1000:.1f} ms"
+
+
+@pytest.mark.parametrize(
+    ("items", "unique"),
+    [
+        ([1, 1.0], False),
+        ([1, True], True),
+        ([0, False, None, ""], True),
+        ([{"a": 1, "b": [1, 2]}, {"b": [1.0, 2], "a": 1}], False),
+        ([[1, 2], [2, 1]], True),
+        ([{"a": None}, {"a": None}], False),
+        (["x", "x "], True),
+    ],
+)
+def test_unique_items_keeps_json_equality(items: list[Any], unique: bool) -> None:
+    validator = schema_validator_class({})({"uniqueItems": True})
+    assert (check(validator, items) == []) is unique
+
+
+def test_unique_items_over_a_large_result_is_linear(facet_home: Path) -> None:
+    """100,000 distinct objects under ``uniqueItems`` (``jsonschema`` alone compares every
+    pair: 4,000 took 26 s), then the same with the first object repeated at the end."""
+    home = _result_home(facet_home, {"properties": {"items": {"uniqueItems": True}}})
+    with mnb.ModuleHost(home=home) as host:
+        started = time.perf_counter()
+        fine = host.invoke("hostile.result", {"generate": {"objects": 100_000}})
+        elapsed = time.perf_counter() - started
+        repeated = host.invoke(
+            "hostile.result", {"generate": {"objects": 100_000, "repeat_first": True}}
+        )
+    assert fine.ok and not [w for w in fine.warnings if "result_schema" in w]
+    assert elapsed < 20, f"{elapsed:.1f} s"
+    (warning,) = [w for w in repeated.warnings if "result_schema" in w]
+    assert "items 0 and 100000 are equal" in warning

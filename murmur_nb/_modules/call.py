@@ -25,6 +25,7 @@ from typing import Any
 
 from murmur_nb._exceptions import InvalidInput, NotGranted
 from murmur_nb._modules.audit import AuditRow
+from murmur_nb._modules.bounded import check
 from murmur_nb._modules.catalog import Target
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.request import canonical_path, check_bounds, shadowing_keys, strict_json
@@ -82,7 +83,7 @@ def build_request(
     ``store`` is called only when staged artifacts are involved (it creates the store);
     ``staged_view`` makes the consumer's ``staged`` root (exactly the staged files).
     """
-    input_value = checked_input(call, target, validators)
+    input_value = checked_input(call, target, validators, policy)
     deadline, bound = _bounds(call, policy)
     warnings: list[str] = []
     extra = _extra_fields(call.extra, call.capability, warnings)
@@ -114,13 +115,17 @@ def build_request(
     return Built(request, warnings)
 
 
-def checked_input(call: Call, target: Target, validators: ValidatorCache) -> Any:
-    """The caller's input as plain JSON, checked against the capability's request schema."""
+def checked_input(
+    call: Call, target: Target, validators: ValidatorCache, policy: Policy
+) -> Any:
+    """The caller's input as plain JSON, checked against the capability's request schema
+    (within the policy's pattern budget)."""
     capability, cap = call.capability, target.cap
     value = strict_json({} if call.input is None else call.input, "input", capability)
     schema = (target.descriptor.request_schemas or {})[cap.request_schema]
     validator = validators.get(target.digest, "request", cap.request_schema, schema)
-    problems = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+    found = check(validator, value, budget=policy.max_pattern_work)
+    problems = sorted(found, key=lambda e: list(e.path))
     if problems and call.validate_input:
         listed = "; ".join(
             "at input"

@@ -56,6 +56,7 @@ from murmur_nb._exceptions import (
 from murmur_nb._modules.approval import Approvals
 from murmur_nb._modules.artifacts import VerifiedArtifact, rejection, verify_artifact
 from murmur_nb._modules.audit import AuditRow, audit_frame
+from murmur_nb._modules.bounded import check
 from murmur_nb._modules.call import Call, build_request
 from murmur_nb._modules.catalog import Catalog, Target
 from murmur_nb._modules.envelope import read_envelope
@@ -498,7 +499,8 @@ class ModuleHost(KnowledgeMethods):
             return
         schema = (target.descriptor.result_schemas or {})[cap.result_schema]
         validator = self._validators.get(target.digest, "result", cap.result_schema, schema)
-        problem = next(iter(validator.iter_errors(inv.result)), None)
+        found = check(validator, inv.result, budget=self.policy.max_pattern_work, limit=1)
+        problem = found[0] if found else None
         if problem is not None:
             inv.warnings.append(
                 f"result does not match result_schema {cap.result_schema!r}: {problem.message}"

@@ -26,6 +26,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._modules.bounded import charge, unique_items
+
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
@@ -61,7 +63,9 @@ def compile_pattern(pattern: str) -> Any:
 
 
 def _search(pattern: str, text: str) -> bool:
-    return compile_pattern(pattern).search(text) is not None
+    compiled = compile_pattern(pattern)
+    charge(text, pattern)
+    return compiled.search(text) is not None
 
 
 def _schemas(schema: Any) -> Iterator[Mapping[str, Any]]:
@@ -136,6 +140,7 @@ def _pattern_properties(
             yield ValidationError(str(exc))
             continue
         for key, value in instance.items():
+            charge(key, pattern)
             if compiled.search(key) is not None:
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
@@ -148,14 +153,12 @@ def _additional(validator: Any, aP: Any, instance: Any, schema: Any) -> Iterator
     properties = schema.get("properties", {})
     patterns = schema.get("patternProperties", {})
     try:
-        compiled = [compile_pattern(p) for p in patterns]
+        compiled = [(p, compile_pattern(p)) for p in patterns]
     except PatternRefused as exc:
         yield ValidationError(str(exc))
         return
     extras = [
-        key
-        for key in instance
-        if key not in properties and not any(c.search(key) is not None for c in compiled)
+        key for key in instance if key not in properties and not _any_match(compiled, key)
     ]
     if validator.is_type(aP, "object"):
         for key in extras:
@@ -173,15 +176,26 @@ def _additional(validator: Any, aP: Any, instance: Any, schema: Any) -> Iterator
             )
 
 
+def _any_match(compiled: list[tuple[str, Any]], key: str) -> bool:
+    for pattern, regex in compiled:
+        charge(key, pattern)
+        if regex.search(key) is not None:
+            return True
+    return False
+
+
 @functools.cache
 def linear_time_validator(cls: type[Validator]) -> type[Validator]:
-    """``cls`` with ``pattern``, ``patternProperties`` and ``additionalProperties`` on RE2."""
+    """``cls`` with ``pattern``, ``patternProperties`` and ``additionalProperties`` on RE2
+    (each search charged to the validation's budget, :mod:`.bounded`), and ``uniqueItems``
+    in linear time."""
     from jsonschema import validators  # noqa: PLC0415
 
     keywords: dict[str, Any] = {
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional,
+        "uniqueItems": unique_items,
     }
     extended: type[Validator] = validators.extend(cls, keywords)  # type: ignore[no-untyped-call]
     return extended

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._modules.bounded import DEFAULT_BUDGET
 from murmur_nb._modules.sandbox import MECHANISMS, SANDBOX_MODES
 from murmur_nb.protocol import Capability, Descriptor, Grants
 
@@ -74,8 +75,9 @@ class Policy:
         write must not silently get the run of your account because a package is missing;
         the refusal says exactly what to install, and opting out is one word.
     sandbox_mechanisms
-        The mechanisms the host may use, out of ``("bwrap", "landlock")`` (leave out one to
-        force the other, e.g. to test the fallback).
+        The mechanisms the host may use, out of ``("bwrap", "landlock", "seccomp")`` (leave
+        out one to force another, e.g. to test a fallback; without ``"seccomp"`` bwrap keeps
+        the module offline with a network namespace instead of the socket filter).
     deadline_ms_limit, max_output_bytes_limit
         The largest ``deadline_ms`` / ``max_output_bytes`` an invocation may ask for; above
         them ``invoke`` refuses with ``invalid_input``. Defaults: a day, and 1 GiB (a Go
@@ -88,6 +90,11 @@ class Policy:
         when it is spent the remaining artifacts are rejected with
         ``verification_budget_exceeded``. Default 60 s: SHA-256 of 1 GiB takes a few
         seconds on a laptop disk.
+    max_pattern_work
+        Pattern matching one schema check may do (the request check, the result check),
+        in bytes scanned plus 64 per search; past it the value is not accepted and the
+        message says so. Default 4 MiB: about 40 ms in the worst case, and far more than
+        patterns over names, identifiers and dates need (:mod:`murmur_nb._modules.bounded`).
 
     Examples
     --------
@@ -114,6 +121,7 @@ class Policy:
     max_output_bytes_limit: int = 1 << 30
     max_artifact_bytes: int = 1 << 30
     verify_budget_ms: int = 60_000
+    max_pattern_work: int = DEFAULT_BUDGET
 
     def __post_init__(self) -> None:
         for kind in (*GRANT_KINDS, "approved"):
@@ -140,6 +148,7 @@ class Policy:
             ("max_output_bytes_limit", self.max_output_bytes_limit),
             ("max_artifact_bytes", self.max_artifact_bytes),
             ("verify_budget_ms", self.verify_budget_ms),
+            ("max_pattern_work", self.max_pattern_work),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"Policy.{name} must be a positive integer, got {value!r}")

@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from murmur_nb._modules.bounded import check
 from murmur_nb._modules.form_fields import UNSET, FieldKind, FieldSpec, build_fields
 from murmur_nb._modules.schemas import form_validator
 
@@ -273,7 +274,7 @@ class SchemaForm:
         unreadable = set(errors)
         if value is UNSET:
             value = {} if self.root.kind == "object" else None
-        found = self._validator.iter_errors(value)
+        found = check(self._validator, value)
         for err in sorted(found, key=lambda e: [str(p) for p in e.absolute_path]):
             for key, message in self._locate(err):
                 if key in unreadable:

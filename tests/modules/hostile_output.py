@@ -2,7 +2,8 @@
 
 ``echo``      answers with the request exactly as it arrived (raw keys, raw text).
 ``deep``      prints an envelope whose result is nested ``input.depth`` levels.
-``result``    answers with ``input.result`` (the descriptor picks the result_schema).
+``result``    answers with ``input.result`` (the descriptor picks the result_schema), or
+              with a large value it generates (``input.generate``).
 ``make``      writes files under the ``out`` root as ``input.files`` says (sparse files,
               hard links, symlinks), then claims ``input.claims``, where a claim without a
               digest gets the file's real one and ``"bytes": null`` its real size.
@@ -10,6 +11,7 @@
 
 import hashlib
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -20,6 +22,22 @@ def default():
     caps = [capability(n) for n in ("echo", "deep", "result", "make")]
     return descriptor(caps, permissions={"filesystem_write": ["out"],
                                          "filesystem_read": ["staged"]})
+
+
+def _generated(spec, data):
+    """``input.result``, or a large value made here (``input.generate``): a random string
+    over ``alphabet`` under key ``text``, or ``objects`` distinct objects (the last one
+    repeating the first, with its keys reordered and an int written as a float)."""
+    if spec is None:
+        return data["result"]
+    if "objects" in spec:
+        items = [{"id": i, "name": f"item {i}", "tags": ["a", "b"]} for i in range(spec["objects"])]
+        if spec.get("repeat_first"):
+            items.append({"tags": ["a", "b"], "name": "item 0", "id": 0.0})
+        return {"items": items}
+    rng = random.Random(spec.get("seed", 1))
+    block = "".join(rng.choice(spec["alphabet"]) for _ in range(1 << 16))
+    return {"text": (block * (spec["length"] // len(block) + 1))[: spec["length"]]}
 
 
 def _make(root, spec):
@@ -63,7 +81,7 @@ def handle(name, request, raw):
         sys.stdout.flush()
         sys.exit(0)
     if name == "result":
-        return envelope("invoke", rid, result=data["result"])
+        return envelope("invoke", rid, result=_generated(data.get("generate"), data))
     root = request["roots"]["out"]["path"]
     for spec in data.get("files", []):
         _make(root, spec)

@@ -1,0 +1,142 @@
+"""Schema validation whose cost a module cannot blow up: a work budget and linear keywords.
+
+Design notes
+------------
+* **Why.** A module writes both a schema and the data checked against it (its result, up to
+  the output bound; a form's or a caller's input). Two keywords let it stall the kernel:
+  ``pattern``-like keywords cost time per character matched (RE2 is linear, but a pattern
+  built to defeat its DFA runs at about 10 ns per byte, and a schema may name many patterns),
+  and ``uniqueItems``, which ``jsonschema`` decides by comparing every pair of items
+  (measured: 4,000 distinct objects took 26 s).
+* **The budget.** :func:`check` runs one validation with a budget of *match units*: each
+  pattern search costs the bytes it scans plus :data:`CALL_UNITS` for the call itself.
+  When a validation would go past it, the check stops and says so (which pattern, how much
+  it needed, and how to allow more); nothing is matched beyond it. The default,
+  :data:`DEFAULT_BUDGET` (4 MiB), keeps the worst case near 40 ms and is far above what
+  patterns over names, identifiers and dates ever need. The budget counts work, not time,
+  so a verdict never depends on how loaded the machine is.
+* **uniqueItems in linear time.** Each item is reduced to a hashable canonical form that is
+  equal exactly when the items are equal as JSON values (``1 == 1.0``, ``true != 1``,
+  objects regardless of key order), and duplicates are found with a set.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+
+__all__ = [
+    "CALL_UNITS",
+    "DEFAULT_BUDGET",
+    "BudgetSpent",
+    "charge",
+    "check",
+    "unique_items",
+]
+
+#: Match units one validation may spend on patterns (bytes scanned + per-call units).
+DEFAULT_BUDGET = 4 << 20
+#: What one pattern search costs besides the bytes it scans (about a microsecond of calls).
+CALL_UNITS = 64
+
+
+class BudgetSpent(Exception):
+    """A validation's pattern budget is spent; the message says where and how to allow more."""
+
+
+@dataclass
+class _Budget:
+    limit: int
+    spent: int = 0
+
+
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar(
+    "murmur_nb_validation_budget", default=None
+)
+
+
+def charge(text: str, pattern: str) -> None:
+    """Count one search of ``pattern`` over ``text``; raise :class:`BudgetSpent` first if it
+    would not fit. Outside :func:`check` nothing is counted."""
+    budget = _BUDGET.get()
+    if budget is None:
+        return
+    cost = (len(text) if text.isascii() else 4 * len(text)) + CALL_UNITS
+    if budget.spent + cost > budget.limit:
+        raise BudgetSpent(
+            f"checking pattern {pattern!r} against a {len(text):,}-character string would take "
+            f"the validation's pattern work to {budget.spent + cost:,} units, over its budget "
+            f"of {budget.limit:,} (bytes scanned plus {CALL_UNITS} per search); the value is "
+            "not accepted. If the module is trusted to send such values, raise "
+            "Policy(max_pattern_work=...)"
+        )
+    budget.spent += cost
+
+
+def check(
+    validator: Validator, instance: Any, *, budget: int = DEFAULT_BUDGET, limit: int | None = None
+) -> list[ValidationError]:
+    """The errors of ``instance`` (at most ``limit``), found within ``budget`` match units.
+
+    A spent budget ends the list with one error saying so: the value is refused, never
+    half-checked and accepted.
+    """
+    from jsonschema.exceptions import ValidationError  # noqa: PLC0415 - lazy, like jsonschema
+
+    token = _BUDGET.set(_Budget(budget))
+    found: list[ValidationError] = []
+    try:
+        for error in validator.iter_errors(instance):
+            found.append(error)
+            if limit is not None and len(found) >= limit:
+                break
+    except BudgetSpent as exc:
+        found.append(ValidationError(str(exc), validator="pattern"))
+    finally:
+        _BUDGET.reset(token)
+    return found
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable form of a JSON value, equal exactly when the values are equal as JSON."""
+    if isinstance(value, bool) or value is None:
+        key: Any = value
+    elif isinstance(value, int | float):
+        integral = isinstance(value, float) and value.is_integer()
+        key = ("n", int(value) if integral else value)
+    elif isinstance(value, str):
+        key = ("s", value)
+    elif isinstance(value, list | tuple):
+        key = ("a", tuple(_canonical(v) for v in value))
+    elif isinstance(value, dict):
+        key = ("o", frozenset((k, _canonical(v)) for k, v in value.items()))
+    else:
+        key = ("?", repr(value))
+    return key
+
+
+def unique_items(
+    validator: Validator, unique: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    """``uniqueItems`` in time linear in the array (the first repeated item is named)."""
+    from jsonschema.exceptions import ValidationError  # noqa: PLC0415
+
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: dict[Any, int] = {}
+    for index, item in enumerate(instance):
+        key = _canonical(item)
+        first = seen.setdefault(key, index)
+        if first != index:
+            shown = repr(item) if len(repr(item)) <= 80 else f"{repr(item)[:80]}..."
+            yield ValidationError(
+                f"items {first} and {index} are equal ({shown}): the array has non-unique "
+                "elements"
+            )
+            return
