@@ -12,6 +12,7 @@ import hashlib
 import os
 from pathlib import Path
 
+import pytest
 from bs4 import BeautifulSoup
 from test_render_kit import artifact, make_pdf
 
@@ -96,3 +97,8 @@ def test_an_unwritable_folder_is_an_error_card_that_says_what_to_do(tmp_path: Pa
     assert r.error_code == "render_failed"
     assert "writing" in r.text and "taken" in r.text and "RenderBudget.download_dir" in r.text
     assert (tmp_path / "taken").read_text() == "a file where the folder should be"
+
+
+def test_an_empty_folder_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="download_dir"):
+        mnb.RenderBudget(download_dir=" ")

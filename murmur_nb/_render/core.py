@@ -122,6 +122,10 @@ class RenderBudget:
                 raise ValueError(
                     f"RenderBudget.{name} must be at least 1, got {getattr(self, name)}"
                 )
+        if self.download_dir is not None and not str(self.download_dir).strip():
+            raise ValueError(
+                "RenderBudget.download_dir must name a folder (or be None to embed downloads)"
+            )
         for name in ("embed_bytes", "grid_bytes", "text_bytes", "parse_bytes"):
             if getattr(self, name) < 0:
                 raise ValueError(

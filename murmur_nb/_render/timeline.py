@@ -86,6 +86,8 @@ def parse_events(value: Any) -> tuple[list[Event], bool]:
 
 def _nice_step(span: float, target: int = 8) -> float:
     raw = span / target
+    if not (math.isfinite(raw) and raw > 0):  # a span of a few subnormals underflows to 0
+        return span if math.isfinite(span) and span > 0 else 1.0
     magnitude = 10.0 ** math.floor(math.log10(raw))
     for m in (1, 2, 5, 10):
         if raw <= m * magnitude:
