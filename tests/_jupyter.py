@@ -176,6 +176,8 @@ RUN_ALL_JS = """async () => {
 
 #: Contrast ratio (WCAG 2) of each element matching a selector against the background it is
 #: drawn on: the colour is blended over the first opaque-enough background of its ancestors.
+#: SVG text is measured by its fill, against the shapes painted under its centre (a bar, a
+#: shaded lane) over the page, or against its own halo when it is drawn with one.
 CONTRAST_JS = """sel => {
     const parse = c => (c.match(/[\\d.]+/g) || []).map(Number);
     const lum = ([r, g, b]) => {
@@ -185,6 +187,8 @@ CONTRAST_JS = """sel => {
         };
         return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
     };
+    const over = ([r, g, b, a = 1], under) =>
+        [r * a + under[0] * (1 - a), g * a + under[1] * (1 - a), b * a + under[2] * (1 - a)];
     const background = el => {
         const layers = [];
         for (let n = el; n; n = n.parentElement) {
@@ -192,16 +196,47 @@ CONTRAST_JS = """sel => {
             if (a > 0) { layers.push([r, g, b, a]); if (a >= 1) break; }
         }
         let out = [255, 255, 255];
-        for (const [r, g, b, a] of layers.reverse()) {
-            out = [r * a + out[0] * (1 - a), g * a + out[1] * (1 - a), b * a + out[2] * (1 - a)];
-        }
+        for (const layer of layers.reverse()) out = over(layer, out);
         return out;
+    };
+    const shapesBehind = el => {
+        const svg = el.ownerSVGElement;
+        el.scrollIntoView({block: 'center'});
+        const box = el.getBoundingClientRect();
+        const [x, y] = [box.left + box.width / 2, box.top + box.height / 2];
+        const stack = document.elementsFromPoint(x, y);
+        const layers = [];
+        for (const n of stack) {
+            if (n === svg) break;
+            if (!svg.contains(n) || !['rect', 'path', 'circle', 'ellipse'].includes(n.localName)) {
+                continue;
+            }
+            const st = getComputedStyle(n);
+            if (!st.fill.startsWith('rgb')) continue;
+            const [r, g, b, a = 1] = parse(st.fill);
+            const alpha = a * Number(st.fillOpacity) * Number(st.opacity);
+            layers.push([r, g, b, alpha]);
+            if (alpha >= 1) break;
+        }
+        let out = background(svg);
+        for (const layer of layers.reverse()) out = over(layer, out);
+        return out;
+    };
+    const colours = el => {
+        const st = getComputedStyle(el);
+        if (!(el instanceof SVGElement)) {
+            const bg = background(el);
+            return [over(parse(st.color), bg), bg];
+        }
+        let bg = shapesBehind(el);
+        const halo = st.stroke.startsWith('rgb') && st.paintOrder.startsWith('stroke')
+            && parseFloat(st.strokeWidth) >= 2;
+        if (halo) bg = over(parse(st.stroke), bg);
+        return [over(parse(st.fill), bg), bg];
     };
     return [...document.querySelectorAll(sel)].filter(el => el.offsetParent !== null
         && el.textContent.trim()).map(el => {
-        const bg = background(el);
-        const [r, g, b, a = 1] = parse(getComputedStyle(el).color);
-        const fg = [r * a + bg[0] * (1 - a), g * a + bg[1] * (1 - a), b * a + bg[2] * (1 - a)];
+        const [fg, bg] = colours(el);
         const [l1, l2] = [lum(fg), lum(bg)].sort((x, y) => y - x);
         return [el.textContent.trim().slice(0, 40), (l1 + 0.05) / (l2 + 0.05)];
     });

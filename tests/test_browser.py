@@ -137,6 +137,19 @@ def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: P
         page.screenshot(path=str(shots / "browser-tour-skill.png"))
         show(f"{out} .murmur-badge:has-text('Needs setup')").scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "browser-tour.png"))
+        page.evaluate(
+            "async () => window.jupyterapp.commands.execute("
+            "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
+        )
+        page.wait_for_function(
+            "() => document.body.dataset.jpThemeLight === 'false'", timeout=SHOW_TIMEOUT_MS
+        )
+        for name, selector in [
+            ("browser-tour-grid-dark", grid), ("browser-tour-skill-dark", skill),
+            ("browser-tour-dark", f"{out} .murmur-badge:has-text('Needs setup')"),
+        ]:  # fmt: skip
+            show(selector).scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / f"{name}.png"))
 
     assert errors == 0, "an output shows an error or a widget failed to display"
     assert widgets >= 5, f"only {widgets} widget views in the page"

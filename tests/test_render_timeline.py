@@ -45,3 +45,10 @@ def test_a_span_below_float_resolution_still_draws() -> None:
     parsed, _ = parse_events([{"start": 1e6}, {"start": 1e6 + 1e-9, "label": "x"}])
     svg_text, _ = timeline_svg(parsed, False)
     assert svg_text.count("<g>") == 2
+
+
+def test_a_subnormal_span_still_draws() -> None:
+    """Found by Hypothesis: a span of one subnormal made the tick step underflow to zero."""
+    parsed, _ = parse_events([{"start": 5e-324, "label": "tiny"}])
+    svg_text, _ = timeline_svg(parsed, False)
+    assert svg_text.count("<g>") == 1 and "tiny" in svg_text

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from murmur_nb._render.theme import BG_SOFT, BORDER, ERROR, FG, FG_MUTED, WARN
+
 __all__ = [
     "Body",
     "CannotRender",
@@ -83,6 +85,13 @@ class RenderBudget:
     link_base
         Folder that linked media paths are made relative to; the working directory when
         ``None``.
+    download_dir
+        Opt-in: a folder (relative to ``link_base``, i.e. beside the notebook) that download
+        files up to ``embed_bytes`` are copied into, named by digest, and linked by a relative
+        address instead of a data URI. JupyterLab strips ``data:`` links from notebooks it
+        does not trust, but keeps relative ones, so a committed notebook rendered with it
+        offers its downloads to every reader; commit the folder beside the notebook.
+        ``None`` (the default) embeds them.
     """
 
     embed_bytes: int = 4 * _MIB
@@ -97,6 +106,7 @@ class RenderBudget:
     max_slides: int = 60
     timeline_events: int = 2000
     link_base: Path | None = None
+    download_dir: Path | str | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -112,6 +122,10 @@ class RenderBudget:
                 raise ValueError(
                     f"RenderBudget.{name} must be at least 1, got {getattr(self, name)}"
                 )
+        if self.download_dir is not None and not str(self.download_dir).strip():
+            raise ValueError(
+                "RenderBudget.download_dir must name a folder (or be None to embed downloads)"
+            )
         for name in ("embed_bytes", "grid_bytes", "text_bytes", "parse_bytes"):
             if getattr(self, name) < 0:
                 raise ValueError(
@@ -279,15 +293,17 @@ def summary_line(primitive: str, source: Source) -> str:
     )
 
 
+# A border is written as width and style, then its colour apart: a sanitizer that drops the
+# ``var()`` colour keeps the border (in the text colour) instead of losing it whole.
 _CARD = (
-    "border:1px solid #d0d7de;border-radius:6px;padding:8px 10px;margin:6px 0;"
+    f"border:1px solid;border-color:{BORDER};border-radius:6px;padding:8px 10px;margin:6px 0;"
     "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:14px;"
     "max-width:100%;overflow:auto"
 )
-_HEAD = "font-size:12px;color:var(--jp-content-font-color2, #57606a);margin-bottom:6px"
+_HEAD = f"font-size:12px;color:{FG_MUTED};margin-bottom:6px"
 _NOTE = (
-    "font-size:12px;background:#fff8c5;border:1px solid #d4a72c;border-radius:4px;"
-    "padding:2px 6px;margin:4px 0"
+    f"font-size:12px;color:{FG};background:{BG_SOFT};border:1px solid;border-color:{WARN};"
+    "border-left-width:4px;border-radius:4px;padding:2px 6px;margin:4px 0"
 )
 
 
@@ -302,7 +318,7 @@ def card(
 ) -> str:
     """The framed card: a header line (primitive, title, type, size, digest), notes, body."""
     head = [
-        f'<span style="background:#ddf4ff;color:#0a3069;border-radius:3px;padding:0 4px">'
+        f'<span style="background:{BG_SOFT};color:{FG};border-radius:3px;padding:0 4px">'
         f"{esc(primitive)}</span>"
         f" <b>{esc(title)}</b>"
     ]
@@ -312,7 +328,7 @@ def card(
         head.append(esc(format_size(size)))
     if digest:
         head.append(f'<code title="{esc(digest)}">{esc(short_digest(digest))}</code>')
-    notes = "".join(f'<div style="{_NOTE}">{esc(n)}</div>' for n in body.notes)
+    notes = "".join(f'<div class="murmur-note" style="{_NOTE}">{esc(n)}</div>' for n in body.notes)
     return (
         f'<div class="murmur-artifact" data-primitive="{esc(primitive)}" style="{_CARD}">'
         f'<div style="{_HEAD}">{" · ".join(head)}</div>{notes}{body.html}</div>'
@@ -351,7 +367,7 @@ def error_card(title: str, code: str, message: str, extra: Mapping[str, str] | N
     )
     return (
         f'<div class="murmur-artifact murmur-error" data-error-code="{esc(code)}" '
-        f'style="{_CARD};border-color:#cf222e;background:#ffebe9">'
-        f'<div style="color:#cf222e;font-weight:600">Not rendered: {esc(title)} '
+        f'style="{_CARD};border-color:{ERROR};border-left-width:4px;color:{FG}">'
+        f'<div style="font-weight:600">Not rendered: {esc(title)} '
         f"(<code>{esc(code)}</code>)</div><div>{esc(message)}</div>{rows}</div>"
     )

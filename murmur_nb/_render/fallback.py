@@ -31,6 +31,7 @@ from murmur_nb._render.core import (
     source_rendering,
 )
 from murmur_nb._render.diagram import render_diagram
+from murmur_nb._render.downloads import DownloadDirError
 from murmur_nb._render.grid import grid_rendering, json_grid_rendering
 from murmur_nb._render.media import render_audio, render_download, render_image, render_video
 from murmur_nb._render.pdf import render_document
@@ -181,6 +182,8 @@ def render_one(source: Source, presentation: str, budget: RenderBudget, verify: 
 def _render_guarded(source: Source, presentation: str, budget: RenderBudget) -> Rendering:
     try:
         return _render_verified(source, presentation, budget)
+    except DownloadDirError as exc:
+        return error_rendering(source.title, "render_failed", f"{_label(source)}: {exc}", source)
     except OSError as exc:
         return error_rendering(
             source.title,

@@ -28,6 +28,8 @@ from murmur_nb._render.core import (
     esc,
     format_size,
 )
+from murmur_nb._render.downloads import offer
+from murmur_nb._render.theme import BG_SOFT, ERROR, FG, FG_MUTED
 
 __all__ = [
     "GridItem",
@@ -41,6 +43,8 @@ __all__ = [
 ]
 
 _LINK = "font-size:12px"
+#: a grid cell that could not be shown: theme text on a neutral box, framed in the error tone
+_PROBLEM = f"background:{BG_SOFT};color:{FG};border:1px solid;border-color:{ERROR}"
 
 
 def _placement(source: Source, budget: RenderBudget, embedded: bool) -> str:
@@ -57,14 +61,23 @@ def download_link(url: str, name: str, label: str | None = None) -> str:
 
 
 def _player(tag: str, source: Source, budget: RenderBudget, style: str) -> Body:
+    """An HTML5 player whose ``src`` is on the element itself.
+
+    JupyterLab's sanitizer (a notebook it does not trust) keeps ``src`` on ``<video>`` and
+    ``<audio>`` but not on ``<source>``; the media type travels in the data URI (a linked file
+    is sniffed by the browser) and in the title. The text inside the player is shown only by
+    a browser without HTML5 media; it links a linked file, but never repeats a data URI.
+    """
     url, embedded = embed_or_link(source, budget)
-    fallback = download_link(url, source.name)
+    inside = f"Your browser cannot play {esc(source.media_type)}"
+    inside += "." if embedded else f": {download_link(url, source.name)}"
     player = (
-        f'<{tag} controls preload="metadata" style="{style}" title="{esc(source.title)}">'
-        f'<source src="{esc(url)}" type="{esc(source.media_type)}">'
-        f"Your browser cannot play {esc(source.media_type)}: {fallback}</{tag}>"
+        f'<{tag} src="{esc(url)}" controls preload="metadata" style="{style}" '
+        f'title="{esc(source.title)} ({esc(source.media_type)})">{inside}</{tag}>'
     )
-    link = "" if embedded else f'<div style="{_LINK}">Linked file: {fallback}</div>'
+    link = ""
+    if not embedded:
+        link = f'<div style="{_LINK}">Linked file: {download_link(url, source.name)}</div>'
     return Body(html=player + link, details=[_placement(source, budget, embedded)])
 
 
@@ -87,13 +100,12 @@ def render_image(source: Source, budget: RenderBudget) -> Body:
 
 
 def render_download(source: Source, budget: RenderBudget) -> Body:
-    url, embedded = embed_or_link(source, budget)
+    got = offer(source, budget)
     html = (
-        f"<div>⬇ {download_link(url, source.name)} "
-        f'<span style="color:#57606a">({esc(format_size(source.bytes))})</span></div>'
+        f"<div>⬇ {download_link(got.url, source.name)} "
+        f'<span style="color:{FG_MUTED}">({esc(format_size(source.bytes))})</span></div>'
     )
-    placement = _placement(source, budget, embedded)
-    return Body(html=html, details=[f"download {source.name} ({placement})"])
+    return Body(html=html, details=[f"download {source.name} ({got.how})"])
 
 
 def thumbnail(path: Path, px: int) -> tuple[bytes, str]:
@@ -189,7 +201,10 @@ class _GridFill:
 
     @property
     def muted(self) -> str:
-        return f'<div style="{self.box};background:#f6f8fa;font-size:11px">not embedded</div>'
+        return (
+            f'<div style="{self.box};background:{BG_SOFT};color:{FG};font-size:11px">'
+            "not embedded</div>"
+        )
 
     def inner(self, item: GridItem, uris: Generator[str | Exception | None, None, None]) -> str:
         """The cell body for ``item``, pulling its thumbnail from ``uris`` when one is due."""
@@ -198,7 +213,7 @@ class _GridFill:
             if self.spent < self.limit:
                 next(uris)  # keep the thumbnail stream aligned with the items
             return (
-                f'<div style="{self.box};background:#ffebe9;color:#cf222e;font-size:11px;'
+                f'<div style="{self.box};{_PROBLEM};font-size:11px;'
                 f'text-align:center">{esc(item.problem or "missing")}</div>'
             )
         if self.spent >= self.limit:
@@ -217,8 +232,7 @@ class _GridFill:
             else:
                 reason = uri.__class__.__name__
             return (
-                f'<div style="{self.box};background:#ffebe9;color:#cf222e;font-size:11px">'
-                f"not shown: {esc(reason)}</div>"
+                f'<div style="{self.box};{_PROBLEM};font-size:11px">not shown: {esc(reason)}</div>'
             )
         if self.spent + len(uri) > self.limit:
             self.over_budget += 1
@@ -242,7 +256,7 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
     try:
         for n, item in enumerate(items, 1):
             caption = (
-                f'<figcaption style="font-size:11px;color:#57606a;overflow:hidden;'
+                f'<figcaption style="font-size:11px;color:{FG_MUTED};overflow:hidden;'
                 f'text-overflow:ellipsis;white-space:nowrap" title="{esc(item.label)}">'
                 f"{n}. {esc(item.label)}</figcaption>"
             )

@@ -17,9 +17,10 @@ from murmur_nb._render.core import (
     RenderBudget,
     Source,
     data_uri,
-    embed_or_link,
 )
+from murmur_nb._render.downloads import offer
 from murmur_nb._render.media import download_link
+from murmur_nb._render.theme import BORDER, FG_MUTED
 
 __all__ = ["pdf_pages", "render_document"]
 
@@ -68,15 +69,16 @@ def pdf_pages(path: Path, width_px: int, max_pages: int) -> tuple[int, list[byte
 def page_images_html(pngs: list[bytes], width_px: int, first: int = 1) -> list[str]:
     return [
         f'<figure style="margin:0;flex:0 0 auto"><img src="{data_uri("image/png", png)}" '
-        f'alt="page {n}" style="width:{width_px}px;max-width:100%;border:1px solid #d0d7de">'
-        f'<figcaption style="font-size:11px;color:#57606a">page {n}</figcaption></figure>'
+        f'alt="page {n}" style="width:{width_px}px;max-width:100%;border:1px solid;'
+        f'border-color:{BORDER}"><figcaption style="font-size:11px;color:{FG_MUTED}">'
+        f"page {n}</figcaption></figure>"
         for n, png in enumerate(pngs, first)
     ]
 
 
 def render_document(source: Source, budget: RenderBudget) -> Body:
-    url, embedded = embed_or_link(source, budget)
-    link = f"<div>⬇ {download_link(url, source.name)}</div>"
+    got = offer(source, budget)
+    link = f"<div>⬇ {download_link(got.url, source.name)}</div>"
     try:
         count, pngs = pdf_pages(source.file, budget.preview_px, budget.preview_pages)
     except MissingDependency as exc:
@@ -95,5 +97,5 @@ def render_document(source: Source, budget: RenderBudget) -> Body:
         f"<div><b>{count}</b> {pages}</div>"
         f'<div style="display:flex;gap:8px;overflow-x:auto">{figures}</div>{link}'
     )
-    placement = "embedded" if embedded else "linked"
+    placement = "linked" if got.how.startswith("linked") else got.how
     return Body(html=html, details=[f"{count} {pages}{shown}; download {placement}"])

@@ -30,6 +30,7 @@ from murmur_nb._render.listed import listed_paths, open_listed
 from murmur_nb._render.media import thumbnail
 from murmur_nb._render.pdf import pdf_pages
 from murmur_nb._render.text import load_json, markdown_block, read_text
+from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED
 
 __all__ = ["render_slides", "split_markdown"]
 
@@ -48,8 +49,9 @@ def split_markdown(text: str) -> list[str]:
 
 def _frame(index: int, inner: str, width: int) -> str:
     return (
-        f'<div style="flex:0 0 auto;width:{width}px;border:1px solid #d0d7de;border-radius:4px;'
-        f'padding:4px;overflow:hidden"><div style="font-size:11px;color:#57606a">'
+        f'<div style="flex:0 0 auto;width:{width}px;border:1px solid;border-color:{BORDER};'
+        f'border-radius:4px;padding:4px;overflow:hidden">'
+        f'<div style="font-size:11px;color:{FG_MUTED}">'
         f"slide {index}</div>{inner}</div>"
     )
 
@@ -69,7 +71,10 @@ def _image_slides(
     skipped = 0
     for n, (label, data, mt) in enumerate(images, 1):
         if data is None:
-            inner = f'<div style="color:#cf222e;font-size:12px">{esc(label)}</div>'
+            inner = (
+                f'<div style="color:{FG};border-left:3px solid;border-color:{ERROR};'
+                f'padding-left:4px;font-size:12px">{esc(label)}</div>'
+            )
             text = f"slide {n}: {label}"
         else:
             uri = data_uri(mt, data)

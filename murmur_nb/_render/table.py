@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc
 from murmur_nb._render.text import load_json
+from murmur_nb._render.theme import FG_MUTED
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -144,7 +145,7 @@ def render_table(source: Source, budget: RenderBudget) -> Body:
         shown = f"first {len(head)} and last {len(tail)} of {total:,} rows"
     table = frame.to_html(border=0, escape=True, na_rep="", max_cols=50)
     html = (
-        f'<div style="font-size:12px;color:#57606a">{total:,} rows x {columns} columns; '
+        f'<div style="font-size:12px;color:{FG_MUTED}">{total:,} rows x {columns} columns; '
         f"{esc(shown)}</div>"
         f'<div style="overflow:auto;max-height:560px;font-size:12px">{table}</div>'
     )

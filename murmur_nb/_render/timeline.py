@@ -16,11 +16,21 @@ from typing import Any
 
 from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc
 from murmur_nb._render.text import load_json
+from murmur_nb._render.theme import BG, BG_SOFT, BORDER, FG, FG_MUTED
 
 __all__ = ["Event", "parse_events", "render_timeline", "timeline_svg"]
 
 _MAX_TICKS = 20
+#: Lane colours. Fixed, not themed: each carries white labels at a contrast of at least 4.8
+#: (WCAG AA), and stands out against light and dark pages alike (>= 3.5).
 _PALETTE = ("#0969da", "#1a7f37", "#9a6700", "#8250df", "#cf222e", "#bf3989", "#1b7c83")
+_ON_PALETTE = "#ffffff"
+# SVG presentation attributes take no var(): the themed colours go in style attributes.
+_GRID = f"stroke:{BORDER}"
+_TICK = f"fill:{FG_MUTED}"
+_LANE = f"fill:{FG}"
+_BAND = f"fill:{BG_SOFT}"
+_HALO = f"fill:{FG};stroke:{BG}"
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,8 @@ def parse_events(value: Any) -> tuple[list[Event], bool]:
 
 def _nice_step(span: float, target: int = 8) -> float:
     raw = span / target
+    if not (math.isfinite(raw) and raw > 0):  # a span of a few subnormals underflows to 0
+        return span if math.isfinite(span) and span > 0 else 1.0
     magnitude = 10.0 ** math.floor(math.log10(raw))
     for m in (1, 2, 5, 10):
         if raw <= m * magnitude:
@@ -137,8 +149,9 @@ def _axis(c: _Chart) -> list[str]:
         tx = c.x(tick)
         parts.append(
             f'<line x1="{tx:.1f}" y1="{c.axis_h - 4}" x2="{tx:.1f}" y2="{c.height - c.pad}" '
-            'stroke="#d0d7de" stroke-width="1"/>'
-            f'<text x="{tx:.1f}" y="{c.axis_h - 8}" text-anchor="middle" fill="#57606a">'
+            f'style="{_GRID}" stroke-width="1"/>'
+            f'<text class="murmur-tick" x="{tx:.1f}" y="{c.axis_h - 8}" text-anchor="middle" '
+            f'style="{_TICK}">'
             f"{esc(_tick_label(tick, c.origin, c.timestamps, step))}</text>"
         )
     return parts
@@ -149,11 +162,14 @@ def _lane_bands(c: _Chart, lanes: list[str]) -> list[str]:
     parts: list[str] = []
     for li, lane in enumerate(lanes):
         y0 = c.axis_h + li * c.lane_h
-        fill = "#f6f8fa" if li % 2 == 0 else "#ffffff"
+        if li % 2 == 0:  # every other lane shaded
+            parts.append(
+                f'<rect x="0" y="{y0}" width="{c.width}" height="{c.lane_h}" '
+                f'style="{_BAND}" opacity="0.6"/>'
+            )
         parts.append(
-            f'<rect x="0" y="{y0}" width="{c.width}" height="{c.lane_h}" fill="{fill}" '
-            'opacity="0.6"/>'
-            f'<text x="6" y="{y0 + c.lane_h / 2 + 4:.1f}" fill="#24292f" font-weight="bold">'
+            f'<text class="murmur-lane" x="6" y="{y0 + c.lane_h / 2 + 4:.1f}" '
+            f'style="{_LANE}" font-weight="bold">'
             f"{esc((lane or 'events')[:20])}</text>"
         )
     return parts
@@ -171,14 +187,14 @@ def _bar(c: _Chart, e: Event, end: float, y0: int, colour: str) -> list[str]:
     x0, x1 = c.x(e.start - c.origin), c.x(en)
     parts = [
         f'<g><title>{esc(tip)}</title><rect x="{x0:.1f}" y="{y0 + 6}" '
-        f'width="{max(x1 - x0, 2):.1f}" height="{c.lane_h - 12}" rx="3" fill="{colour}" '
-        'fill-opacity="0.8"/>'
+        f'width="{max(x1 - x0, 2):.1f}" height="{c.lane_h - 12}" rx="3" fill="{colour}"/>'
     ]
     if e.label and x1 - x0 > 30:
         chars = max(int((x1 - x0 - 6) / 6), 1)
         text = e.label if len(e.label) <= chars else e.label[: chars - 1] + "…"
         parts.append(
-            f'<text x="{x0 + 3:.1f}" y="{y0 + c.lane_h / 2 + 4:.1f}" fill="#ffffff">'
+            f'<text class="murmur-event" x="{x0 + 3:.1f}" y="{y0 + c.lane_h / 2 + 4:.1f}" '
+            f'fill="{_ON_PALETTE}">'
             f"{esc(text)}</text>"
         )
     parts.append("</g>")
@@ -195,8 +211,8 @@ def _marker(c: _Chart, e: Event, y0: int, colour: str) -> list[str]:
     ]
     if e.label:
         parts.append(
-            f'<text x="{cx + 9:.1f}" y="{cy + 4:.1f}" fill="#24292f" '
-            'stroke="#ffffff" stroke-width="3" paint-order="stroke">'
+            f'<text class="murmur-event" x="{cx + 9:.1f}" y="{cy + 4:.1f}" style="{_HALO}" '
+            'stroke-width="3" paint-order="stroke">'
             f"{esc(e.label[:24])}</text>"
         )
     parts.append("</g>")

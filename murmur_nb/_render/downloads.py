@@ -1,0 +1,126 @@
+"""Where a download link points: a data URI, a file written beside the notebook, or the file.
+
+JupyterLab sanitizes the HTML of a notebook it does not trust (one opened, not run, by this
+reader): ``href="data:..."`` is removed, a relative ``href`` is kept and resolved against the
+notebook's folder. So by default a small download is embedded as a data URI (a notebook
+someone ran reads it anywhere), and with :attr:`RenderBudget.download_dir` it is copied into
+that folder under a name made from its digest and linked relatively: a committed notebook and
+its folder then offer the download to anyone, trusted or not, in nbconvert HTML too.
+
+A file larger than :attr:`RenderBudget.embed_bytes` is never read: it is linked where it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from murmur_nb._render.core import RenderBudget, Source, embed_or_link, format_size, link_to
+
+__all__ = ["DownloadDirError", "Offer", "file_name", "offer"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_CHUNK = 1024 * 1024
+
+
+class DownloadDirError(OSError):
+    """The download could not be written into :attr:`RenderBudget.download_dir`."""
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A download's address and, for the plain-text summary, how it is offered."""
+
+    url: str
+    #: ``embedded``, ``written to <folder>`` or ``linked``
+    how: str
+
+    @property
+    def embedded(self) -> bool:
+        return self.how == "embedded"
+
+
+def _folder(budget: RenderBudget) -> Path:
+    assert budget.download_dir is not None
+    folder = Path(budget.download_dir).expanduser()
+    if not folder.is_absolute():
+        folder = (budget.link_base if budget.link_base is not None else Path.cwd()) / folder
+    return folder
+
+
+def file_name(source: Source) -> str:
+    """``<16 hex digits of the digest>-<name>``: one file per content, a readable name."""
+    hexpart = source.digest.partition(":")[2] or source.digest
+    name = _UNSAFE.sub("_", source.name).strip("._")[:80] or "download"
+    return f"{hexpart[:16]}-{name}"
+
+
+def _same(path: Path, size: int, digest: str) -> bool:
+    """Whether ``path`` already holds exactly this content (so it is not written again)."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size != size:
+            return False
+        return f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}" == digest
+    except OSError:
+        return False
+
+
+def _write(source: Source, src: BinaryIO, target: Path) -> None:
+    """Copy the declared bytes of ``src`` to ``target`` atomically, checking the digest."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=".part-", dir=target.parent)
+    tmp = Path(name)
+    try:
+        hasher = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out:
+            left = source.bytes
+            while left > 0 and (chunk := src.read(min(_CHUNK, left))):
+                hasher.update(chunk)
+                out.write(chunk)
+                left -= len(chunk)
+        if f"sha256:{hasher.hexdigest()}" != source.digest:
+            raise DownloadDirError(
+                f"{source.rel_path} changed since it was verified; not written to {target.parent}"
+            )
+        tmp.chmod(0o644)
+        tmp.replace(target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def offer(source: Source, budget: RenderBudget) -> Offer:
+    """How to offer ``source`` for download under ``budget``.
+
+    Raises ``OSError`` when the file cannot be read or ``download_dir`` cannot be written.
+    """
+    if budget.download_dir is None or source.bytes > budget.embed_bytes:
+        url, embedded = embed_or_link(source, budget)
+        if embedded:
+            return Offer(url, "embedded")
+        return Offer(
+            url,
+            f"linked, not embedded ({format_size(source.bytes)} > "
+            f"{format_size(budget.embed_bytes)} embed budget)",
+        )
+    target = _folder(budget) / file_name(source)
+    if not _same(target, source.bytes, source.digest):
+        with source.file.open("rb") as src:  # failing to read is not the folder's fault
+            try:
+                _write(source, src, target)
+            except DownloadDirError:
+                raise
+            except OSError as exc:
+                raise DownloadDirError(
+                    f"writing {target.name} into {target.parent} failed "
+                    f"({exc.strerror or exc}); set RenderBudget.download_dir to a writable "
+                    "folder, or to None to embed downloads"
+                ) from exc
+    return Offer(link_to(target, budget), f"written to {Path(budget.download_dir).as_posix()}/")
