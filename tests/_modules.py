@@ -7,10 +7,13 @@ skips ``site``: the fixtures use the standard library only, and start faster).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +106,32 @@ def read_pids(folder: Path, roles: list[str], timeout: float = 5.0) -> dict[str,
             present = sorted(p.name for p in folder.iterdir())
             raise AssertionError(f"pid files never appeared: {missing} in {present}")
         time.sleep(0.01)
+
+
+_SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+a, b = (p.encode() for p in sys.argv[1:3])
+print("ready", flush=True)
+while True:
+    if libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0:
+        sys.exit(ctypes.get_errno())
+"""
+
+
+@contextlib.contextmanager
+def swapping(a: Path, b: Path) -> Iterator[None]:
+    """A real process exchanging ``a`` and ``b`` (``renameat2(RENAME_EXCHANGE)``) as fast as
+    it can while the block runs; the block fails if the swapper stopped before its end."""
+    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(a), str(b)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+        yield
+        assert swapper.poll() is None, "the swapper stopped during the test"
+    finally:
+        swapper.kill()
+        swapper.wait()
+        if swapper.stdout is not None:
+            swapper.stdout.close()

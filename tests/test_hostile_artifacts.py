@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _modules import swapping
 
 import murmur_nb as mnb
 
@@ -232,16 +231,6 @@ def stat_mode(path: Path) -> int:
 
 # --------------------------------------------------------------------------- point 9
 
-SWAPPER = r"""
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-AT_FDCWD, RENAME_EXCHANGE = -100, 2
-a, b = (p.encode() for p in sys.argv[1:3])
-print("ready", flush=True)
-while True:
-    if libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0:
-        sys.exit(ctypes.get_errno())
-"""
 
 
 @pytest.mark.slow
@@ -256,11 +245,8 @@ def test_swapping_the_path_after_verification_never_shows_outside_bytes(
                 [{"path": "a.txt", "media_type": "text/plain", "presentation": "text"}])
     (art,) = inv.artifacts
     root = art.file.parent
-    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(root / "a.txt"),
-                                str(root / "swap")], stdout=subprocess.PIPE, text=True)
     shown = refused = staged_ok = 0
-    try:
-        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+    with swapping(root / "a.txt", root / "swap"):
         for i in range(1500):
             rendering = mnb.render(inv)
             assert "OUTSIDE" not in rendering.html and "OUTSIDE" not in rendering.text
@@ -277,12 +263,6 @@ def test_swapping_the_path_after_verification_never_shows_outside_bytes(
                 assert staged.file.read_text() == genuine
                 staged.file.unlink()
                 staged_ok += 1
-        assert swapper.poll() is None  # the swapper ran the whole time
-    finally:
-        swapper.kill()
-        swapper.wait()
-        if swapper.stdout is not None:
-            swapper.stdout.close()
     # the race was real: some renders saw the link (refused), some the file (shown)
     assert shown > 0 and refused > 0, (shown, refused)
     assert staged_ok > 0

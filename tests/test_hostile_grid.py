@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _modules import swapping
 from bs4 import BeautifulSoup
-from test_hostile_artifacts import SWAPPER
 
 import murmur_nb as mnb
 
@@ -144,22 +142,13 @@ def test_swapping_a_listed_image_for_a_link_never_shows_the_secret(
                                     {"name": "swap", "symlink_to": str(secret)}])
     (art,) = inv.artifacts
     root = art.file.parent
-    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(root / "pic.svg"),
-                                str(root / "swap")], stdout=subprocess.PIPE, text=True)
     outcomes: dict[str, int] = {}
-    try:
-        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+    with swapping(root / "pic.svg", root / "swap"):
         for _ in range(1500):
             rendering = mnb.render(inv)
             assert not _leaks(rendering)
             (tile,) = _tiles(rendering.parts[0])
             outcomes[tile] = outcomes.get(tile, 0) + 1
-        assert swapper.poll() is None  # the swapper ran the whole time
-    finally:
-        swapper.kill()
-        swapper.wait()
-        if swapper.stdout is not None:
-            swapper.stdout.close()
     # the race was real: some renders saw the genuine file, some the link (refused)
     link = "refused: a symbolic link (links are not followed)"
     assert set(outcomes) == {"genuine", link}, outcomes
