@@ -11,7 +11,7 @@ import pytest
 from _modules import write_descriptor
 
 import murmur_nb as mnb
-from murmur_nb._modules.bounded import check
+from murmur_nb._modules.bounded import check, fast_validator
 from murmur_nb._modules.schemas import validator_class as schema_validator_class
 from murmur_nb.widgets import CapabilityForm
 
@@ -240,3 +240,67 @@ def test_unique_items_over_a_large_result_is_linear(facet_home: Path) -> None:
     assert elapsed < 20, f"{elapsed:.1f} s"
     (warning,) = [w for w in repeated.warnings if "result_schema" in w]
     assert "items 0 and 100000 are equal" in warning
+
+
+# -- the fast accept: same verdicts, bulk results in milliseconds ------------------------------
+
+VERDICT_TABLE: list[tuple[dict[str, Any], list[Any]]] = [
+    ({"multipleOf": 0.01}, [0.07, 1.1, 19.99, 3]),  # jsonschema divides floats: not eligible
+    ({"type": "integer"}, [1.0, 2**70, -(2**70), 1.5, True]),
+    ({"maximum": 2**64}, [2**65, 2**63]),
+    ({"enum": [1, "a", {"x": 1}]}, [1.0, True, {"x": 1.0}, "a"]),
+    ({"const": [1, {"a": 1}]}, [[1.0, {"a": 1.0}], [True, {"a": 1}]]),
+    ({"uniqueItems": True}, [[1, 1.0], [1, True], [{"a": 1, "b": 2}, {"b": 2, "a": 1}]]),
+    ({"minLength": 2, "maxLength": 2}, ["\U0001f600\U0001f600", "\U0001f600", "ab"]),
+    ({"format": "email"}, ["not an address"]),
+    ({"dependentRequired": {"a": ["b"]}}, [{"a": 1}, {"a": 1, "b": 2}]),
+    ({"unevaluatedProperties": False, "properties": {"a": {}}}, [{"a": 1}, {"b": 1}]),
+    ({"$defs": {"n": {"type": "number"}}, "items": {"$ref": "#/$defs/n"}}, [[1, "x"], [1, 2]]),
+    ({"if": {"type": "string"}, "then": {"minLength": 3}, "else": {"type": "number"}},
+     ["ab", "abc", None, 1]),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "string"}],
+      "additionalItems": False}, [["a"], ["a", 1]]),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "maximum": 5,
+      "exclusiveMaximum": True}, [5, 4]),
+    ({"contains": {"type": "string"}, "minContains": 2}, [["a", 1], ["a", "b"]]),
+    ({"properties": {"s": {"pattern": "^a+$"}}}, [{"s": "aa"}, {"s": "ab"}]),  # not eligible
+    ({"$ref": "http://example.invalid/schema.json"}, [1]),  # never fetched
+]
+
+
+@pytest.mark.parametrize(("schema", "instances"), VERDICT_TABLE)
+def test_the_fast_accept_never_changes_a_verdict(
+    schema: dict[str, Any], instances: list[Any]
+) -> None:
+    """Internal (:mod:`murmur_nb._modules.bounded`): with and without the fast accept, the
+    same values are refused, with the same messages."""
+    validator = schema_validator_class(schema)(schema)
+    fast = fast_validator(schema)
+    for value in instances:
+        try:
+            plain = [e.message for e in check(validator, value)]
+        except Exception as exc:
+            with pytest.raises(type(exc)):
+                check(validator, value, fast=fast)
+            continue
+        assert [e.message for e in check(validator, value, fast=fast)] == plain, value
+
+
+def test_a_bulk_result_is_checked_in_milliseconds() -> None:
+    """300,000 small objects (15 MiB of JSON): ``jsonschema`` alone takes seconds."""
+    schema = {"type": "array", "items": {"type": "object", "required": ["id"], "properties": {
+        "id": {"type": "integer"}, "name": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}}
+    items = [{"id": i, "name": f"item {i}", "tags": ["a", "b"]} for i in range(300_000)]
+    validator = schema_validator_class(schema)(schema)
+    fast = fast_validator(schema)
+    assert fast is not None
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        assert check(validator, items, fast=fast) == []
+        best = min(best, time.perf_counter() - started)
+    assert best < 0.5, f"{best * 1000:.0f} ms"
+    items[-1]["tags"] = ["a", "a"]  # a refusal is still jsonschema's, with its message
+    (error,) = check(validator, items, fast=fast, limit=1)
+    assert "items 0 and 1 are equal" in error.message and list(error.path) == [299_999, "tags"]

@@ -18,6 +18,16 @@ Design notes
 * **uniqueItems in linear time.** Each item is reduced to a hashable canonical form that is
   equal exactly when the items are equal as JSON values (``1 == 1.0``, ``true != 1``,
   objects regardless of key order), and duplicates are found with a set.
+* **A fast accept for bulk data.** ``jsonschema`` spends about 10 us per value it visits, so
+  a result of 300,000 small objects (15 MiB) took 7-13 s to check. :func:`fast_validator`
+  compiles the same schema with ``jsonschema-rs`` (offline: no ``$ref`` is ever fetched;
+  formats not asserted, as here), which checks that result in about 30 ms; when it says
+  *valid*, the check is done. Every *invalid* verdict, and every message, still comes from
+  the one ``jsonschema`` validator, so the host, the result check and the form never
+  disagree about a refusal. Schemas where the two engines could judge differently are
+  never given the fast path: any ``pattern``/``patternProperties`` (the regex dialects
+  differ; RE2 is the reference) and a non-integer ``multipleOf`` (``jsonschema`` divides
+  floats, so ``0.07`` is not a multiple of ``0.01`` there).
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ __all__ = [
     "BudgetSpent",
     "charge",
     "check",
+    "fast_validator",
     "unique_items",
 ]
 
@@ -79,15 +90,60 @@ def charge(text: str, pattern: str) -> None:
     budget.spent += cost
 
 
+def _fast_eligible(schema: Any) -> bool:
+    """No keyword on which ``jsonschema-rs`` and ``jsonschema`` could judge differently."""
+    pending = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            if "pattern" in node or "patternProperties" in node:
+                return False
+            step = node.get("multipleOf")
+            if isinstance(step, float) and not step.is_integer():
+                return False
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return True
+
+
+def fast_validator(schema: Any) -> Any | None:
+    """A ``jsonschema-rs`` validator of ``schema`` for :func:`check`'s fast accept, or
+    ``None`` when the schema is not eligible or the engine cannot compile it offline."""
+    if not isinstance(schema, dict | bool) or not _fast_eligible(schema):
+        return None
+    try:
+        import jsonschema_rs  # noqa: PLC0415 - optional accelerator
+    except ImportError:  # pragma: no cover - a dependency, but the checks work without it
+        return None
+    try:
+        return jsonschema_rs.validator_for(schema, validate_formats=False, offline=True)
+    except Exception:  # any refusal (unknown draft, a remote $ref): no fast path
+        return None
+
+
 def check(
-    validator: Validator, instance: Any, *, budget: int = DEFAULT_BUDGET, limit: int | None = None
+    validator: Validator,
+    instance: Any,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    limit: int | None = None,
+    fast: Any | None = None,
 ) -> list[ValidationError]:
     """The errors of ``instance`` (at most ``limit``), found within ``budget`` match units.
 
     A spent budget ends the list with one error saying so: the value is refused, never
-    half-checked and accepted.
+    half-checked and accepted. ``fast`` (from :func:`fast_validator`) may accept the value
+    first; a refusal is always ``validator``'s.
     """
     from jsonschema.exceptions import ValidationError  # noqa: PLC0415 - lazy, like jsonschema
+
+    if fast is not None:
+        try:
+            if fast.is_valid(instance):
+                return []
+        except (ValueError, TypeError, OverflowError):
+            pass  # a value the engine cannot take (an integer past 64 bits): check it here
 
     token = _BUDGET.set(_Budget(budget))
     found: list[ValidationError] = []

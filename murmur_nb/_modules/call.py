@@ -124,7 +124,8 @@ def checked_input(
     value = strict_json({} if call.input is None else call.input, "input", capability)
     schema = (target.descriptor.request_schemas or {})[cap.request_schema]
     validator = validators.get(target.digest, "request", cap.request_schema, schema)
-    found = check(validator, value, budget=policy.max_pattern_work)
+    fast = validators.fast(target.digest, "request", cap.request_schema, schema)
+    found = check(validator, value, budget=policy.max_pattern_work, fast=fast)
     problems = sorted(found, key=lambda e: list(e.path))
     if problems and call.validate_input:
         listed = "; ".join(

@@ -499,7 +499,9 @@ class ModuleHost(KnowledgeMethods):
             return
         schema = (target.descriptor.result_schemas or {})[cap.result_schema]
         validator = self._validators.get(target.digest, "result", cap.result_schema, schema)
-        found = check(validator, inv.result, budget=self.policy.max_pattern_work, limit=1)
+        fast = self._validators.fast(target.digest, "result", cap.result_schema, schema)
+        budget = self.policy.max_pattern_work
+        found = check(validator, inv.result, budget=budget, limit=1, fast=fast)
         problem = found[0] if found else None
         if problem is not None:
             inv.warnings.append(

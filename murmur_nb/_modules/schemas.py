@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._modules.bounded import fast_validator
 from murmur_nb._modules.patterns import linear_time_validator, pattern_problems
 
 if TYPE_CHECKING:
@@ -119,7 +120,19 @@ class ValidatorCache:
 
     def __init__(self) -> None:
         self._validators: dict[tuple[str, str, str], Validator] = {}
+        self._fast: dict[tuple[str, str, str], Any] = {}
         self._lock = threading.Lock()
+
+    def fast(self, digest: str, kind: str, schema_id: str, schema: Any) -> Any | None:
+        """The fast accept of ``schema`` (:func:`~murmur_nb._modules.bounded.fast_validator`)."""
+        key = (digest, kind, schema_id)
+        with self._lock:
+            if key in self._fast:
+                return self._fast[key]
+        found = fast_validator(schema)
+        with self._lock:
+            self._fast[key] = found
+        return found
 
     def get(self, digest: str, kind: str, schema_id: str, schema: Any) -> Validator:
         """The validator of ``schema``, known to the descriptor ``digest`` as ``schema_id``."""
