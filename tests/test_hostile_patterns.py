@@ -239,7 +239,61 @@ def test_unique_items_over_a_large_result_is_linear(facet_home: Path) -> None:
     assert fine.ok and not [w for w in fine.warnings if "result_schema" in w]
     assert elapsed < 20, f"{elapsed:.1f} s"
     (warning,) = [w for w in repeated.warnings if "result_schema" in w]
+    assert "non-unique" in warning and len(warning) < 500
+
+
+def test_unique_items_with_a_pattern_in_the_schema_is_linear_too(facet_home: Path) -> None:
+    """A pattern in the schema keeps the fast engine out: ``jsonschema`` itself, with the
+    linear ``uniqueItems``, checks 100,000 objects and names the repeated pair."""
+    home = _result_home(facet_home, {"properties": {
+        "items": {"uniqueItems": True, "items": {"properties": {"name": {"pattern": "^item"}}}}}})
+    with mnb.ModuleHost(home=home) as host:
+        started = time.perf_counter()
+        repeated = host.invoke(
+            "hostile.result", {"generate": {"objects": 100_000, "repeat_first": True}}
+        )
+        elapsed = time.perf_counter() - started
+    (warning,) = [w for w in repeated.warnings if "result_schema" in w]
     assert "items 0 and 100000 are equal" in warning
+    assert elapsed < 60, f"{elapsed:.1f} s"
+
+
+#: ``anyOf`` whose first branch recurses all the way down, then fails: every level checks
+#: everything below it twice, 2**depth work for ``jsonschema`` without a budget.
+EXPONENTIAL = {
+    "$defs": {"n": {"anyOf": [
+        {"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}, "required": ["never"]},
+        {"type": "object", "properties": {"x": {"$ref": "#/$defs/n"},
+                                          "tag": {"pattern": "^t"}}},
+    ]}},
+    "$ref": "#/$defs/n",
+}
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"x": value}
+    return value
+
+
+def test_a_schema_that_multiplies_the_work_stops_at_the_step_budget(facet_home: Path) -> None:
+    """40 levels: 2**40 keyword evaluations unbounded; the check stops at the policy's step
+    budget and says so, in the result check of a real module's output."""
+    validator = schema_validator_class(EXPONENTIAL)(EXPONENTIAL)
+    assert check(validator, _nested(6)) == []  # small values check as usual
+    started = time.perf_counter()
+    (error,) = check(validator, _nested(40), steps=200_000)
+    assert time.perf_counter() - started < 10
+    assert "more than 200,000 keyword evaluations" in error.message
+    home = _result_home(facet_home, EXPONENTIAL)
+    with mnb.ModuleHost(home=home, policy=mnb.Policy(max_schema_steps=200_000)) as host:
+        started = time.perf_counter()
+        inv = host.invoke("hostile.result", {"result": _nested(40)})
+        elapsed = time.perf_counter() - started
+    (warning,) = [w for w in inv.warnings if "result_schema" in w]
+    assert "keyword evaluations" in warning and "max_schema_steps" in warning
+    assert elapsed < 20, f"{elapsed:.1f} s"
 
 
 # -- the fast accept: same verdicts, bulk results in milliseconds ------------------------------
@@ -304,3 +358,14 @@ def test_a_bulk_result_is_checked_in_milliseconds() -> None:
     items[-1]["tags"] = ["a", "a"]  # a refusal is still jsonschema's, with its message
     (error,) = check(validator, items, fast=fast, limit=1)
     assert "items 0 and 1 are equal" in error.message and list(error.path) == [299_999, "tags"]
+    # the result check lets the fast engine name the problem: no walk through 300,000 items
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        (error,) = check(validator, items, fast=fast, limit=1, fast_refusal=True)
+        best = min(best, time.perf_counter() - started)
+    assert "non-unique" in error.message and list(error.path) == [299_999, "tags"]
+    assert best < 0.5, f"{best * 1000:.0f} ms"
+    items[0] = {"id": "x" * 1_000_000}  # a huge bad value is not copied into the message
+    (error,) = check(validator, items, fast=fast, limit=1, fast_refusal=True)
+    assert len(error.message) < 400 and list(error.path) == [0, "id"]

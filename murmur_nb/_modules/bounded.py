@@ -3,18 +3,22 @@
 Design notes
 ------------
 * **Why.** A module writes both a schema and the data checked against it (its result, up to
-  the output bound; a form's or a caller's input). Two keywords let it stall the kernel:
+  the output bound; a form's or a caller's input). Three things let it stall the kernel:
   ``pattern``-like keywords cost time per character matched (RE2 is linear, but a pattern
-  built to defeat its DFA runs at about 10 ns per byte, and a schema may name many patterns),
-  and ``uniqueItems``, which ``jsonschema`` decides by comparing every pair of items
-  (measured: 4,000 distinct objects took 26 s).
-* **The budget.** :func:`check` runs one validation with a budget of *match units*: each
-  pattern search costs the bytes it scans plus :data:`CALL_UNITS` for the call itself.
-  When a validation would go past it, the check stops and says so (which pattern, how much
-  it needed, and how to allow more); nothing is matched beyond it. The default,
-  :data:`DEFAULT_BUDGET` (4 MiB), keeps the worst case near 40 ms and is far above what
-  patterns over names, identifiers and dates ever need. The budget counts work, not time,
-  so a verdict never depends on how loaded the machine is.
+  built to defeat its DFA runs at about 10 ns per byte), ``uniqueItems``, which
+  ``jsonschema`` decides by comparing every pair of items (measured: 4,000 distinct objects
+  took 26 s), and a schema whose size multiplies the work (``allOf`` of a thousand
+  subschemas, a thousand ``patternProperties``, ``anyOf`` nested so that every level
+  re-checks the levels below: exponential).
+* **Two budgets per check** (:func:`check`), both counting work, not time, so a verdict
+  never depends on how loaded the machine is. *Pattern bytes*: each search costs the bytes
+  it scans past the first :data:`FREE_BYTES` (a short name, id or date costs nothing; a
+  megabyte string costs a megabyte); default :data:`DEFAULT_BUDGET`, 4 MiB, about 40 ms at
+  the worst. *Schema steps*: each keyword evaluated is one step; default
+  :data:`DEFAULT_STEPS`, 10 million, several times what checking a result at the output
+  bound with an ordinary schema takes, and a few seconds of work. Past either, the check
+  stops and says which budget, how much was needed and how to allow more; nothing is
+  evaluated beyond it and the value is not accepted.
 * **uniqueItems in linear time.** Each item is reduced to a hashable canonical form that is
   equal exactly when the items are equal as JSON values (``1 == 1.0``, ``true != 1``,
   objects regardless of key order), and duplicates are found with a set.
@@ -42,29 +46,35 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
 __all__ = [
-    "CALL_UNITS",
     "DEFAULT_BUDGET",
+    "DEFAULT_STEPS",
+    "FREE_BYTES",
     "BudgetSpent",
     "charge",
     "check",
+    "counted_keywords",
     "fast_validator",
     "unique_items",
 ]
 
-#: Match units one validation may spend on patterns (bytes scanned + per-call units).
+#: Bytes one check may scan with patterns (past each search's first ``FREE_BYTES``).
 DEFAULT_BUDGET = 4 << 20
-#: What one pattern search costs besides the bytes it scans (about a microsecond of calls).
-CALL_UNITS = 64
+#: Keyword evaluations one check may make.
+DEFAULT_STEPS = 10_000_000
+#: Bytes of each search that are not counted: its cost is the call's, not the scan's.
+FREE_BYTES = 256
 
 
 class BudgetSpent(Exception):
-    """A validation's pattern budget is spent; the message says where and how to allow more."""
+    """A check's budget is spent; the message says which, where, and how to allow more."""
 
 
 @dataclass
 class _Budget:
     limit: int
+    max_steps: int
     spent: int = 0
+    steps: int = 0
 
 
 _BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar(
@@ -78,16 +88,40 @@ def charge(text: str, pattern: str) -> None:
     budget = _BUDGET.get()
     if budget is None:
         return
-    cost = (len(text) if text.isascii() else 4 * len(text)) + CALL_UNITS
+    cost = max(0, (len(text) if text.isascii() else 4 * len(text)) - FREE_BYTES)
     if budget.spent + cost > budget.limit:
         raise BudgetSpent(
             f"checking pattern {pattern!r} against a {len(text):,}-character string would take "
-            f"the validation's pattern work to {budget.spent + cost:,} units, over its budget "
-            f"of {budget.limit:,} (bytes scanned plus {CALL_UNITS} per search); the value is "
-            "not accepted. If the module is trusted to send such values, raise "
+            f"the check's pattern work to {budget.spent + cost:,} bytes, over its budget of "
+            f"{budget.limit:,} (bytes scanned past the first {FREE_BYTES} of each string); the "
+            "value is not accepted. If the module is trusted to send such values, raise "
             "Policy(max_pattern_work=...)"
         )
     budget.spent += cost
+
+
+def _counted(keyword: str, function: Any) -> Any:
+    """``function`` (a keyword's implementation) counting one step per evaluation."""
+
+    def step(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.steps += 1
+            if budget.steps > budget.max_steps:
+                raise BudgetSpent(
+                    f"the schema needed more than {budget.max_steps:,} keyword evaluations "
+                    f"(stopped at {keyword!r}): it multiplies the work on this value (a large "
+                    "allOf, many patternProperties, or nested anyOf/oneOf); the value is not "
+                    "accepted. If the module is trusted, raise Policy(max_schema_steps=...)"
+                )
+        return function(validator, value, instance, schema)
+
+    return step
+
+
+def counted_keywords(keywords: dict[str, Any]) -> dict[str, Any]:
+    """Every keyword of ``keywords`` counting its evaluations against the check's budget."""
+    return {name: _counted(name, function) for name, function in keywords.items()}
 
 
 def _fast_eligible(schema: Any) -> bool:
@@ -127,14 +161,19 @@ def check(
     instance: Any,
     *,
     budget: int = DEFAULT_BUDGET,
+    steps: int = DEFAULT_STEPS,
     limit: int | None = None,
     fast: Any | None = None,
+    fast_refusal: bool = False,
 ) -> list[ValidationError]:
-    """The errors of ``instance`` (at most ``limit``), found within ``budget`` match units.
+    """The errors of ``instance`` (at most ``limit``), found within ``budget`` pattern bytes
+    and ``steps`` keyword evaluations.
 
     A spent budget ends the list with one error saying so: the value is refused, never
     half-checked and accepted. ``fast`` (from :func:`fast_validator`) may accept the value
-    first; a refusal is always ``validator``'s.
+    first; a refusal is ``validator``'s, unless ``fast_refusal`` (the result check, which
+    reports one problem as a warning) lets the fast engine name the first problem too, so
+    a bulk result with one bad item at its end costs milliseconds, not seconds.
     """
     from jsonschema.exceptions import ValidationError  # noqa: PLC0415 - lazy, like jsonschema
 
@@ -142,10 +181,16 @@ def check(
         try:
             if fast.is_valid(instance):
                 return []
+            first = next(iter(fast.iter_errors(instance)), None) if fast_refusal else None
         except (ValueError, TypeError, OverflowError):
-            pass  # a value the engine cannot take (an integer past 64 bits): check it here
+            first = None  # a value the engine cannot take (an integer past 64 bits)
+        if first is not None:
+            message = first.message
+            if len(message) > 300:  # the engine quotes the value: keep its head and its verdict
+                message = f"{message[:150]} ... {message[-120:]}"
+            return [ValidationError(message, path=list(first.instance_path))]
 
-    token = _BUDGET.set(_Budget(budget))
+    token = _BUDGET.set(_Budget(budget, steps))
     found: list[ValidationError] = []
     try:
         for error in validator.iter_errors(instance):
@@ -153,7 +198,7 @@ def check(
             if limit is not None and len(found) >= limit:
                 break
     except BudgetSpent as exc:
-        found.append(ValidationError(str(exc), validator="pattern"))
+        found.append(ValidationError(str(exc)))
     finally:
         _BUDGET.reset(token)
     return found

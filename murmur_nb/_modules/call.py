@@ -125,7 +125,9 @@ def checked_input(
     schema = (target.descriptor.request_schemas or {})[cap.request_schema]
     validator = validators.get(target.digest, "request", cap.request_schema, schema)
     fast = validators.fast(target.digest, "request", cap.request_schema, schema)
-    found = check(validator, value, budget=policy.max_pattern_work, fast=fast)
+    found = check(
+        validator, value, budget=policy.max_pattern_work, steps=policy.max_schema_steps, fast=fast
+    )
     problems = sorted(found, key=lambda e: list(e.path))
     if problems and call.validate_input:
         listed = "; ".join(

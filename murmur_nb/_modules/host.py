@@ -500,8 +500,9 @@ class ModuleHost(KnowledgeMethods):
         schema = (target.descriptor.result_schemas or {})[cap.result_schema]
         validator = self._validators.get(target.digest, "result", cap.result_schema, schema)
         fast = self._validators.fast(target.digest, "result", cap.result_schema, schema)
-        budget = self.policy.max_pattern_work
-        found = check(validator, inv.result, budget=budget, limit=1, fast=fast)
+        policy = self.policy
+        found = check(validator, inv.result, budget=policy.max_pattern_work,
+                      steps=policy.max_schema_steps, limit=1, fast=fast, fast_refusal=True)
         problem = found[0] if found else None
         if problem is not None:
             inv.warnings.append(

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._modules.bounded import charge, unique_items
+from murmur_nb._modules.bounded import charge, counted_keywords, unique_items
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -197,5 +197,6 @@ def linear_time_validator(cls: type[Validator]) -> type[Validator]:
         "additionalProperties": _additional,
         "uniqueItems": unique_items,
     }
-    extended: type[Validator] = validators.extend(cls, keywords)  # type: ignore[no-untyped-call]
+    counted = counted_keywords({**cls.VALIDATORS, **keywords})
+    extended: type[Validator] = validators.extend(cls, counted)  # type: ignore[no-untyped-call]
     return extended

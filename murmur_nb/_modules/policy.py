@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._modules.bounded import DEFAULT_BUDGET
+from murmur_nb._modules.bounded import DEFAULT_BUDGET, DEFAULT_STEPS
 from murmur_nb._modules.sandbox import MECHANISMS, SANDBOX_MODES
 from murmur_nb.protocol import Capability, Descriptor, Grants
 
@@ -90,11 +90,13 @@ class Policy:
         when it is spent the remaining artifacts are rejected with
         ``verification_budget_exceeded``. Default 60 s: SHA-256 of 1 GiB takes a few
         seconds on a laptop disk.
-    max_pattern_work
-        Pattern matching one schema check may do (the request check, the result check),
-        in bytes scanned plus 64 per search; past it the value is not accepted and the
-        message says so. Default 4 MiB: about 40 ms in the worst case, and far more than
-        patterns over names, identifiers and dates need (:mod:`murmur_nb._modules.bounded`).
+    max_pattern_work, max_schema_steps
+        What one schema check (the request check, the result check) may do: bytes scanned
+        by patterns past the first 256 of each string (default 4 MiB: about 40 ms at the
+        worst, and nothing at all for names, identifiers and dates), and keywords evaluated
+        (default 10 million: a few seconds, several times what an ordinary schema needs at
+        the output bound). Past either, the value is not accepted and the message says which
+        budget was spent (:mod:`murmur_nb._modules.bounded`).
 
     Examples
     --------
@@ -122,6 +124,7 @@ class Policy:
     max_artifact_bytes: int = 1 << 30
     verify_budget_ms: int = 60_000
     max_pattern_work: int = DEFAULT_BUDGET
+    max_schema_steps: int = DEFAULT_STEPS
 
     def __post_init__(self) -> None:
         for kind in (*GRANT_KINDS, "approved"):
@@ -149,6 +152,7 @@ class Policy:
             ("max_artifact_bytes", self.max_artifact_bytes),
             ("verify_budget_ms", self.verify_budget_ms),
             ("max_pattern_work", self.max_pattern_work),
+            ("max_schema_steps", self.max_schema_steps),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"Policy.{name} must be a positive integer, got {value!r}")
