@@ -19,12 +19,24 @@ Three different folders are called "home" in murmur-nb, so no fixture is called 
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
 from _modules import install
 
 import murmur_nb as mnb
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C means KeyboardInterrupt here, however the suite was started.
+
+    A shell starts a background command (``cmd &``, ``nohup``) with SIGINT ignored, and
+    Python then never installs its KeyboardInterrupt handler; the tests that press Ctrl-C
+    (on a module's process tree, a hook guest, a host function) need it.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -392,6 +392,9 @@ class _Run:
                 gap = min(gap * 2, _SCAN_INTERVAL)
                 next_scan = now + gap
             wake = min(self.deadline, next_scan if exited_at is None else exited_at + _EXIT_GRACE)
+            # wake now and then even without walks: an interrupt raised by another thread
+            # (``_thread.interrupt_main``, a kernel's) is only seen between two waits
+            wake = min(wake, now + _SCAN_INTERVAL)
             if self.cancel is not None:
                 wake = min(wake, now + _CANCEL_CHECK)
             for key, _ in self.sel.select(max(0.0, wake - now)):
