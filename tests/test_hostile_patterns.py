@@ -189,23 +189,21 @@ def test_many_patterns_share_one_budget_in_the_request_check(host: mnb.ModuleHos
 
 
 @pytest.mark.parametrize("pattern", [EVIL, DFA_HOSTILE])
-@pytest.mark.parametrize("size", [1 << 10, MIB, 16 * MIB])
-def test_a_check_with_hostile_patterns_stays_under_50_ms_up_to_the_output_bound(
-    pattern: str, size: int
-) -> None:
-    """The 50 ms goal on :func:`check` (internal: the one place every schema check goes
-    through), best of three since the machine is shared."""
+@pytest.mark.parametrize("size", [1 << 10, MIB, 4 * MIB - 1024, 16 * MIB])
+def test_a_check_with_hostile_patterns_scans_at_most_its_budget(pattern: str, size: int) -> None:
+    """Up to the budget the string is matched (RE2, linear); past it, nothing is scanned and
+    the check says so. Its speed (under 50 ms at the worst) is measured by
+    ``benchmarks/bench_checks.py``; here only a regression to seconds would fail."""
     schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}},
               "patternProperties": {pattern: {}, "^(a|aa)+$": {}}, "additionalProperties": False}
     validator = schema_validator_class(schema)(schema)
-    instance = {"s": "ab" * (size // 2) + "!", "a" * 64 + "!": 1}
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        errors = check(validator, instance)
-        best = min(best, time.perf_counter() - started)
-    assert errors
-    assert best < 0.050, f"{best * 1000:.1f} ms"
+    text = "a" * size + "!" if pattern == EVIL else ("ab" * size)[:size]
+    instance = {"s": text, "a" * 64 + "!": 1}
+    started = time.perf_counter()
+    errors = check(validator, instance)
+    assert time.perf_counter() - started < 1.0
+    spent = [e for e in errors if "over its budget" in e.message]
+    assert bool(spent) is (size > 4 * MIB), [e.message[:80] for e in errors]
 
 
 @pytest.mark.parametrize(
@@ -356,7 +354,7 @@ def test_a_bulk_result_is_checked_in_milliseconds() -> None:
         best = min(best, time.perf_counter() - started)
     assert best < 0.5, f"{best * 1000:.0f} ms"
     items[-1]["tags"] = ["a", "a"]  # a refusal is still jsonschema's, with its message
-    (error,) = check(validator, items, fast=fast, limit=1)
+    (error,) = check(validator, items, fast=fast, limit=1, steps=10_000_000)
     assert "items 0 and 1 are equal" in error.message and list(error.path) == [299_999, "tags"]
     # the result check lets the fast engine name the problem: no walk through 300,000 items
     best = float("inf")
@@ -366,6 +364,10 @@ def test_a_bulk_result_is_checked_in_milliseconds() -> None:
         best = min(best, time.perf_counter() - started)
     assert "non-unique" in error.message and list(error.path) == [299_999, "tags"]
     assert best < 0.5, f"{best * 1000:.0f} ms"
+    # without the fast engine's help the default step budget ends the walk, and says so
+    (error,) = check(validator, items, fast=fast, limit=1)
+    assert "more than 1,000,000 keyword evaluations" in error.message
     items[0] = {"id": "x" * 1_000_000}  # a huge bad value is not copied into the message
-    (error,) = check(validator, items, fast=fast, limit=1, fast_refusal=True)
-    assert len(error.message) < 400 and list(error.path) == [0, "id"]
+    for refusal in (True, False):
+        (error,) = check(validator, items, fast=fast, limit=1, fast_refusal=refusal)
+        assert len(error.message) < 400 and list(error.path) == [0, "id"]
