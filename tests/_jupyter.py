@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -17,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,26 @@ def lab_command(port: int, token: str, root: Path) -> list[str]:
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd
+
+
+@contextlib.contextmanager
+def lab_in_chromium(
+    root: Path, env: dict[str, str], tmp_path: Path
+) -> Iterator[tuple[Callable[[str], str], Any]]:
+    """JupyterLab serving ``root`` (token on loopback) and a Chromium context.
+
+    Yields the address of a notebook under ``root`` (``url("01-tour.ipynb")``) and the
+    browser context; both are stopped afterwards.
+    """
+    token = secrets.token_hex(16)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    ready = f"{base}/api/status?token={token}"
+    with (
+        serving(lab_command(port, token, root), env, ready, tmp_path / "lab.log"),
+        chromium(tmp_path / "profile") as ctx,
+    ):
+        yield (lambda notebook: f"{base}/lab/tree/{notebook}?token={token}"), ctx
 
 
 #: Run every cell of the open notebook with a fresh kernel state.

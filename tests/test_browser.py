@@ -10,7 +10,6 @@ saved under ``test-artifacts/`` (or ``$MURMUR_NB_TEST_ARTIFACTS``).
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,9 @@ import pytest
 from _jupyter import (
     RUN_ALL_JS,
     artifacts_dir,
-    chromium,
-    free_port,
     jupyter_env,
-    lab_command,
+    lab_in_chromium,
     quiet_lab_settings,
-    serving,
     tour_copy,
 )
 
@@ -60,16 +56,11 @@ def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: P
     quiet_lab_settings(env)
     root = tmp_path / "root"
     tour_copy(root)
-    token = secrets.token_hex(16)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    cmd = lab_command(port, token, root)
-    ready = f"{base}/api/status?token={token}"
-    with serving(cmd, env, ready, tmp_path / "lab.log"), chromium(tmp_path / "profile") as ctx:
+    with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page = ctx.new_page()
         problems: list[str] = []
         page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.goto(f"{base}/lab/tree/01-tour.ipynb?token={token}", timeout=SHOW_TIMEOUT_MS)
+        page.goto(url("01-tour.ipynb"), timeout=SHOW_TIMEOUT_MS)
         page.wait_for_function("() => window.jupyterapp !== undefined", timeout=SHOW_TIMEOUT_MS)
         page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=SHOW_TIMEOUT_MS)
         page.evaluate(RUN_ALL_JS)

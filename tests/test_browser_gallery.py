@@ -12,7 +12,6 @@ dark, go to ``test-artifacts/`` (``gallery-*.png``).
 from __future__ import annotations
 
 import hashlib
-import secrets
 import shutil
 from pathlib import Path
 from typing import Any
@@ -23,12 +22,9 @@ from _jupyter import (
     REPO,
     RUN_ALL_JS,
     artifacts_dir,
-    chromium,
-    free_port,
     jupyter_env,
-    lab_command,
+    lab_in_chromium,
     quiet_lab_settings,
-    serving,
 )
 
 import murmur_nb as mnb
@@ -193,16 +189,11 @@ def test_the_committed_gallery_plays_and_downloads_untrusted_then_reads_in_both_
     quiet_lab_settings(env)
     root = tmp_path / "root"
     _served_copy(root)
-    token = secrets.token_hex(16)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    ready = f"{base}/api/status?token={token}"
-    cmd = lab_command(port, token, root)
-    with serving(cmd, env, ready, tmp_path / "lab.log"), chromium(tmp_path / "profile") as ctx:
+    with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page = ctx.new_page()
         problems: list[str] = []
         page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}", timeout=WAIT_MS)
+        page.goto(url(NOTEBOOK), timeout=WAIT_MS)
         page.wait_for_function("() => window.jupyterapp !== undefined", timeout=WAIT_MS)
         page.wait_for_selector(f"{OUT} .murmur-artifact", timeout=WAIT_MS)
         page.set_viewport_size({"width": 1280, "height": 1400})

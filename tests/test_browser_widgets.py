@@ -13,7 +13,6 @@ every widget's content must be in the page, its key text readable.
 
 from __future__ import annotations
 
-import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -28,11 +27,9 @@ from _jupyter import (
     RUN_ALL_JS,
     artifacts_dir,
     chromium,
-    free_port,
     jupyter_env,
-    lab_command,
+    lab_in_chromium,
     quiet_lab_settings,
-    serving,
 )
 
 import murmur_nb as mnb
@@ -247,16 +244,11 @@ def test_widgets_clicked_typed_run_cancelled_polled_and_paged_in_both_themes(
     root = tmp_path / "root"
     root.mkdir()
     _notebook(root / "widgets.ipynb")
-    token = secrets.token_hex(16)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    ready = f"{base}/api/status?token={token}"
-    cmd = lab_command(port, token, root)
-    with serving(cmd, env, ready, tmp_path / "lab.log"), chromium(tmp_path / "profile") as ctx:
+    with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page = ctx.new_page()
         problems: list[str] = []
         page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.goto(f"{base}/lab/tree/widgets.ipynb?token={token}", timeout=WAIT_MS)
+        page.goto(url("widgets.ipynb"), timeout=WAIT_MS)
         page.wait_for_function("() => window.jupyterapp !== undefined", timeout=WAIT_MS)
         page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=WAIT_MS)
         page.evaluate(RUN_ALL_JS)

@@ -243,7 +243,8 @@ def unique_items(
         key = _canonical(item)
         first = seen.setdefault(key, index)
         if first != index:
-            shown = repr(item) if len(repr(item)) <= 80 else f"{repr(item)[:80]}..."
+            shown = repr(item)
+            shown = shown if len(shown) <= 80 else f"{shown[:80]}..."
             yield ValidationError(
                 f"items {first} and {index} are equal ({shown}): the array has non-unique "
                 "elements"
