@@ -49,6 +49,7 @@ def run_launched(
             cancel=cancel,
             pass_fds=how.pass_fds,
             walk_tree=not how.owns_pid_namespace,
+            user=how.user,
         )
     finally:
         how.close()

@@ -277,6 +277,7 @@ def run_process(
     cancel: threading.Event | None = None,
     pass_fds: Sequence[int] = (),
     walk_tree: bool = True,
+    user: int | None = None,
 ) -> RunResult:
     """Run ``argv`` as a module process and return what it printed.
 
@@ -284,7 +285,8 @@ def run_process(
     output exceeds ``max_output_bytes`` (``output_exceeded``; ``stdout`` is then cut at the
     bound). Setting ``cancel`` kills the tree too (``cancelled``). A ``KeyboardInterrupt``
     (or any other exception) kills the tree and propagates. ``preexec`` runs in the child
-    between ``fork`` and ``exec`` (the Landlock sandbox); ``pass_fds`` are inherited.
+    between ``fork`` and ``exec`` (the Landlock sandbox), after the switch to ``user`` (uid
+    and gid, no supplementary group) when one is given; ``pass_fds`` are inherited.
     ``walk_tree=False`` skips the periodic walks of the running tree, for a process that
     leads its own PID namespace (nothing it starts survives it); the tree is still walked
     when it has to be killed.
@@ -300,6 +302,9 @@ def run_process(
         start_new_session=True,
         close_fds=True,
         pass_fds=tuple(pass_fds),
+        user=user,
+        group=user,
+        extra_groups=[] if user is not None else None,
         # the Landlock sandbox: two system calls through prebuilt ctypes functions, no lock
         # taken and nothing imported, so it is safe in the child of a threaded host
         preexec_fn=preexec,  # noqa: PLW1509

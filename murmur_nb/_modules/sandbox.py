@@ -47,7 +47,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from murmur_nb._modules import landlock, seccomp
+from murmur_nb._exceptions import SandboxUnavailable
+from murmur_nb._modules import identity, landlock, seccomp
 from murmur_nb.protocol import Root
 
 __all__ = [
@@ -71,6 +72,10 @@ GUARANTEES: dict[str, str] = {
     "process_tree": "no process outlives the call",
     "process_isolation": "cannot see or signal processes outside its tree, nor read their "
     "/proc entries",
+    "identity": "runs as an unprivileged uid with no capabilities, even when the kernel is "
+    "root; cannot write /proc/sys or /sys, nor change the hostname",
+    "kernel_objects": "shares no keyring with the kernel or another call, and cannot set a "
+    "setuid or setgid bit on a file",
 }
 _SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _ENV = shutil.which("env", path="/usr/bin:/bin") or "/usr/bin/env"
@@ -101,10 +106,12 @@ def _probe_bwrap() -> tuple[str | None, str]:
     true = shutil.which("true") or "/bin/true"
     # the same namespaces and a fresh /proc, as each run will need (some containers allow
     # the namespaces but not the proc mount)
-    argv = [found, *_namespace_flags(network=False, seccomp=False), "--ro-bind", "/", "/",
-            "--proc", "/proc", true]
     try:
-        out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False)
+        flags, fds = _namespace_flags(network=False, seccomp=False)
+        argv = [found, *flags, "--ro-bind", "/", "/", "--proc", "/proc",
+                *_identity_prefix(), true]
+        out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False,
+                             pass_fds=fds)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"{found} cannot run: {exc}"
     if out.returncode != 0:
@@ -122,11 +129,12 @@ def _probe_seccomp(bwrap: str | None) -> tuple[bytes | None, str]:
     python = os.path.realpath(sys.executable)
     check = "import socket\ntry:\n socket.socket()\nexcept PermissionError:\n print('refused')"
     fd = seccomp.program_fd(bpf)
-    argv = [bwrap, *_namespace_flags(network=True, seccomp=True), "--ro-bind", "/", "/",
-            "--seccomp", str(fd), python, "-I", "-S", "-c", check]
+    flags, fds = _namespace_flags(network=True, seccomp=True)
+    argv = [bwrap, *flags, "--ro-bind", "/", "/", "--seccomp", str(fd), *_identity_prefix(),
+            python, "-I", "-S", "-c", check]
     try:
         out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False,
-                             pass_fds=(fd,))
+                             pass_fds=(fd, *fds))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"bwrap cannot load a seccomp filter: {exc}"
     finally:
@@ -146,17 +154,29 @@ def _probe() -> _Probe:
     return _Probe(bwrap, bwrap_status, abi, status, bpf, seccomp_status)
 
 
-def _namespace_flags(*, network: bool, seccomp: bool) -> list[str]:
+def _namespace_flags(*, network: bool, seccomp: bool) -> tuple[list[str], tuple[int, ...]]:
+    """bwrap's namespace flags, and the descriptors they name (the user namespace as root)."""
     # the module is the namespace's first process: when it ends, the kernel kills every
     # process left in the namespace (and it leads its own session there)
-    flags = ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--die-with-parent", "--new-session"]
-    if os.geteuid() != 0:
-        flags.append("--unshare-user")
+    flags = ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts",
+             "--die-with-parent", "--new-session"]
+    fds: tuple[int, ...] = ()
+    if identity.is_root():
+        # root in a namespace of its own (bind mounts of root-owned folders still work),
+        # keeping only what setpriv needs to leave root for the sandbox id (identity.py)
+        fd = identity.userns_fd()
+        flags += ["--userns", str(fd), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        fds = (fd,)
     else:
-        flags += ["--cap-drop", "ALL"]
+        flags.append("--unshare-user")
     if not network and not seccomp:
         flags.append("--unshare-net")  # no socket filter: only loopback, in a namespace
-    return flags
+    return flags, fds
+
+
+def _identity_prefix() -> list[str]:
+    """What runs the module as the sandbox id inside bwrap (nothing for an ordinary user)."""
+    return identity.setpriv_argv() if identity.is_root() else []
 
 
 @dataclass(frozen=True)
@@ -176,6 +196,8 @@ class SandboxReport:
     _bwrap: str | None = field(default=None, repr=False)
     _landlock_abi: int = field(default=0, repr=False)
     _seccomp: bytes | None = field(default=None, repr=False)
+    #: the filter of a module with a network grant: every rule but the socket ones
+    _seccomp_net: bytes | None = field(default=None, repr=False)
 
     @property
     def missing(self) -> list[str]:
@@ -282,25 +304,51 @@ def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
     status = _statuses(probe, allowed, bwrap, abi, bpf)
     if not on:
         status = dict.fromkeys(MECHANISMS, "not used (sandbox off)")
-    guarantees: dict[str, str | None] = dict.fromkeys(GUARANTEES)
-    mechanism: str | None = None
-    detail = ""
+    mechanism, detail, guarantees = _mechanism(bwrap, abi, bpf)
+    if not on:
+        guarantees = dict.fromkeys(GUARANTEES)
+    net = seccomp.program(sockets=True)[0] if bpf is not None else None
+    return SandboxReport(mode, mechanism, guarantees, status, detail, bwrap, abi, bpf, net)
+
+
+def _identity(bwrap: str | None, confined: bool) -> str | None:
+    """How the module's identity is kept unprivileged, or ``None`` when it is not."""
+    if identity.is_root():
+        if not confined:
+            return None
+        how = "a user namespace and setpriv" if bwrap else "setuid before exec"
+        return f"uid {identity.sandbox_id()} ({how}), no capabilities"
     if bwrap:
-        mechanism = "bwrap"
-        userns = "user, " if os.geteuid() != 0 else ""
-        spaces = "mount, pid, ipc" if bpf else "mount, pid, ipc, net"
-        socket_rule = "seccomp: no sockets; " if bpf else ""
-        detail = f"bwrap ({userns}{spaces} namespaces; {socket_rule}no capabilities)"
-        guarantees = {
+        return "the user's own uid in a user namespace, no capabilities"
+    return "the user's own uid (not root), no capabilities"
+
+
+def _mechanism(
+    bwrap: str | None, abi: int, bpf: bytes | None
+) -> tuple[str | None, str, dict[str, str | None]]:
+    """``(mechanism, detail, guarantees)`` of the mechanisms in use."""
+    guarantees: dict[str, str | None] = dict.fromkeys(GUARANTEES)
+    rules = "seccomp: no sockets, keyring or setuid bits"
+    if bpf:
+        guarantees["kernel_objects"] = "seccomp (keyctl and setuid/setgid modes refused)"
+    guarantees["identity"] = _identity(bwrap, bool(bwrap or abi or bpf))
+    if bwrap:
+        userns = "user, " if not identity.is_root() else "user (uid mapped), "
+        spaces = "mount, pid, ipc, uts" if bpf else "mount, pid, ipc, uts, net"
+        socket_rule = f"{rules}; " if bpf else ""
+        ident = f"uid {identity.sandbox_id()}, " if identity.is_root() else ""
+        detail = f"bwrap ({userns}{spaces} namespaces; {socket_rule}{ident}no capabilities)"
+        guarantees |= {
             "filesystem": "bwrap mount namespace",
             "read_only_roots": "bwrap read-only bind mounts",
             "network": "seccomp (no socket can be opened)" if bpf else "bwrap network namespace",
             "process_tree": "bwrap pid namespace",
             "process_isolation": "bwrap pid namespace",
         }
-    elif abi:
-        mechanism = "landlock"
-        detail = f"landlock ABI {abi}" + ("; seccomp: no sockets" if bpf else "")
+        return "bwrap", detail, guarantees
+    if abi:
+        ident = f"; uid {identity.sandbox_id()}" if identity.is_root() else ""
+        detail = f"landlock ABI {abi}" + (f"; {rules}" if bpf else "") + ident
         guarantees["filesystem"] = guarantees["read_only_roots"] = f"landlock ABI {abi}"
         if bpf:
             guarantees["network"] = "seccomp (no socket can be opened)"
@@ -310,10 +358,11 @@ def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
             guarantees["process_isolation"] = (
                 f"landlock ABI {abi} (ptrace and signal scopes, no /proc)"
             )
-    elif bpf:
-        mechanism, detail = "seccomp", "seccomp: no sockets"
+        return "landlock", detail, guarantees
+    if bpf:
         guarantees["network"] = "seccomp (no socket can be opened)"
-    return SandboxReport(mode, mechanism, guarantees, status, detail, bwrap, abi, bpf)
+        return "seccomp", rules, guarantees
+    return None, "", guarantees
 
 
 @dataclass
@@ -329,6 +378,8 @@ class Launch:
     #: the process leads its own PID namespace: nothing it starts can outlive it, so the
     #: runner need not walk its tree while it runs
     owns_pid_namespace: bool = False
+    #: the uid and gid the child switches to before ``preexec`` (a root host without bwrap)
+    user: int | None = None
 
 
 def _pair(path: str | os.PathLike[str]) -> tuple[str, str]:
@@ -366,24 +417,36 @@ def launch(
     binaries: Iterable[str] = (),
     network: bool = False,
 ) -> Launch:
-    """The argv, ``preexec_fn`` and label that run ``argv`` as confined as ``report`` allows."""
+    """The argv, ``preexec_fn`` and label that run ``argv`` as confined as ``report`` allows.
+
+    On a root host the working folder is handed to the sandbox id and each root is made
+    reachable for it (:mod:`.identity`); a root it cannot be given is refused with
+    :class:`~murmur_nb.SandboxUnavailable`.
+    """
     reads = [*_interpreter_trees(), _pair(module_dir), *(_pair(b) for b in binaries)]
     ro = [_pair(r.path) for r in roots.values() if r.mode != "rw"]
     rw = [_pair(r.path) for r in roots.values() if r.mode == "rw"]
+    if report.mode != "off" and report.guarantees.get("identity"):
+        _reachable_for_the_sandbox_id(cwd, ro, rw)
+        if report._bwrap is None:  # real paths, no mount namespace: pass through parents
+            for real, _ in [*reads, *ro, *rw, _pair(cwd)]:
+                identity.grant_passage(real)
+    bpf = report._seccomp_net if network else report._seccomp
     if report._bwrap is not None:
-        bpf = None if network else report._seccomp
         fd = seccomp.program_fd(bpf) if bpf is not None else None
         filtered = ["--seccomp", str(fd)] if fd is not None else []
+        argv, fds = _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw,
+                                network=network, filtered=filtered)
         return Launch(
-            _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw, network=network,
-                        filtered=filtered),
+            argv,
             None,
             report.confinement + ("; network granted" if network else ""),
             (lambda: os.close(fd)) if fd is not None else (lambda: None),
-            pass_fds=(fd,) if fd is not None else (),
+            pass_fds=(*fds, fd) if fd is not None else fds,
             owns_pid_namespace=True,
         )
-    socket_filter = None if network or report._seccomp is None else _filter(report._seccomp)
+    user = identity.sandbox_id() if identity.is_root() and report.mode != "off" else None
+    rules = _filter(bpf) if bpf is not None else None
     if report._landlock_abi:
         ruleset = landlock.build_ruleset(
             report._landlock_abi,
@@ -392,12 +455,28 @@ def launch(
             [*_SYSTEM_TREES, *_DEVICES, *(real for real, _ in [*reads, *ro])],
             ["/dev/null", *(real for real, _ in rw), str(cwd)],
             network=network,
-            socket_filter=socket_filter,
+            socket_filter=rules,
         )
-        return Launch(list(argv), ruleset.preexec, report.confinement, ruleset.close)
-    if socket_filter is not None:
-        return Launch(list(argv), socket_filter.apply, report.confinement, lambda: None)
+        return Launch(list(argv), ruleset.preexec, report.confinement, ruleset.close,
+                      user=user)
+    if rules is not None:
+        return Launch(list(argv), rules.apply, report.confinement, lambda: None, user=user)
     return Launch(list(argv), None, report.confinement, lambda: None)
+
+
+def _reachable_for_the_sandbox_id(
+    cwd: Path, ro: list[tuple[str, str]], rw: list[tuple[str, str]]
+) -> None:
+    """Root hosts: the working folder becomes the sandbox id's, each root reachable for it."""
+    if not identity.is_root():
+        return
+    identity.hand_over(cwd)
+    for paths, write in ((rw, True), (ro, False)):
+        for real, given in paths:
+            problem = identity.grant_root(real, write=write)
+            if problem:
+                raise SandboxUnavailable(f"no module was run: root {given}: {problem}",
+                                         missing=["identity"])
 
 
 @functools.cache
@@ -422,6 +501,26 @@ def _system_args() -> tuple[str, ...]:
     return tuple(out)
 
 
+def _parent_dirs(dests: Iterable[str]) -> list[str]:
+    """``--dir`` (mode 0755) for each folder above a mount point.
+
+    bwrap would otherwise create them with the mode of the host folder (a pytest or
+    ``mkdtemp`` folder is ``0700``), which the sandbox id, not their owner, cannot pass.
+    """
+    parents: set[str] = set()
+    for dest in dests:
+        for parent in Path(dest).parents:
+            text = str(parent)
+            if text != "/" and not any(
+                text == tree or text.startswith(tree + "/") for tree in _SYSTEM_TREES
+            ):
+                parents.add(text)
+    out: list[str] = []
+    for parent in sorted(parents, key=lambda p: (_depth(p), p)):
+        out += ["--dir", parent]
+    return out
+
+
 def _bwrap_argv(
     bwrap: str,
     argv: Sequence[str],
@@ -432,9 +531,11 @@ def _bwrap_argv(
     rw: list[tuple[str, str]],
     network: bool,
     filtered: list[str],
-) -> list[str]:
-    out = [bwrap, *_namespace_flags(network=network, seccomp=bool(filtered)), *filtered,
-           *_system_args()]
+) -> tuple[list[str], tuple[int, ...]]:
+    flags, fds = _namespace_flags(network=network, seccomp=bool(filtered))
+    real_cwd = os.path.realpath(cwd)
+    parents = _parent_dirs([given for _, given in [*reads, *ro, *rw]] + [real_cwd, *_DEVICES])
+    out = [bwrap, *flags, *filtered, *parents, *_system_args()]
     if network:
         # name resolution: /etc/resolv.conf may point into /run (systemd-resolved)
         resolv = os.path.realpath("/etc/resolv.conf")
@@ -447,7 +548,7 @@ def _bwrap_argv(
                     key=lambda m: _depth(m[0][1]))
     for (real, given), how in mounts:
         out += [how, real, given]
-    real_cwd = os.path.realpath(cwd)
     # bwrap always sets PWD; ``env -i`` clears it so the module's environment stays empty
-    out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd, "--", _ENV, "-i", *argv]
-    return out
+    out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd, "--", _ENV, "-i",
+            *_identity_prefix(), *argv]
+    return out, fds

@@ -5,9 +5,13 @@ Design notes
 * **Private by default.** Without a ``runs_dir`` the host gets a private temporary folder
   that :meth:`Workspace.close` removes, and an ``atexit`` hook removes too when a notebook
   kernel shuts down with the host still open.
-* **Working folders are recycled.** ``mkdir``/``rmdir`` are slow next to a short module
-  run, so a working folder the module left empty and untouched (mode ``0700``) goes back to
-  a small pool; any other is removed.
+* **A working folder is never recycled.** Each run gets a new one and it is removed after
+  the run, whatever the module left in it: an emptied folder still carries extended
+  attributes and timestamps a module can set, which would reach the next module (another
+  one, perhaps with a network grant).
+* **Reachable by the sandbox id.** On a root host the module runs as an unprivileged uid
+  (:mod:`.identity`): the private runs folder is made traversable (``0711``: nothing in it
+  can be listed) and each working folder is handed to that uid.
 """
 
 from __future__ import annotations
@@ -16,16 +20,13 @@ import atexit
 import functools
 import os
 import shutil
-import stat
 import tempfile
-import threading
 from pathlib import Path
 
 from murmur_nb._exceptions import ModuleHostError
+from murmur_nb._modules import identity
 
 __all__ = ["Workspace"]
-
-_POOL_SIZE = 8
 
 
 class Workspace:
@@ -34,8 +35,6 @@ class Workspace:
     def __init__(self, runs_dir: str | os.PathLike[str] | None) -> None:
         self._given = runs_dir is not None
         self._runs: Path | None = Path(runs_dir) if runs_dir is not None else None
-        self._lock = threading.Lock()
-        self._pool: list[Path] = []
         self._ready = False
         self._closed = False
         self._exit_cleanup: functools.partial[None] | None = None
@@ -48,6 +47,8 @@ class Workspace:
             )
         if self._runs is None:
             self._runs = Path(tempfile.mkdtemp(prefix="murmur-nb-runs-"))
+            if identity.is_root():
+                self._runs.chmod(0o711)  # the sandbox id passes through, lists nothing
             # a host left open (a notebook kernel shut down mid-session) still leaves no
             # private folder behind when the interpreter exits; close() removes it sooner
             self._exit_cleanup = functools.partial(shutil.rmtree, self._runs, ignore_errors=True)
@@ -58,25 +59,13 @@ class Workspace:
         return self._runs
 
     def take_cwd(self) -> Path:
-        """A private, empty working folder for one run (recycled: mkdir/rmdir are slow)."""
-        with self._lock:
-            if self._pool:
-                return self._pool.pop()
-        return Path(tempfile.mkdtemp(prefix="cwd-", dir=self.runs_dir()))
+        """A new, private, empty working folder for one run (never a recycled one)."""
+        cwd = Path(tempfile.mkdtemp(prefix="cwd-", dir=self.runs_dir()))
+        identity.hand_over(cwd)
+        return cwd
 
     def give_back_cwd(self, cwd: Path) -> None:
-        """Recycle a working folder the module left empty and untouched; remove any other."""
-        try:
-            st = cwd.lstat()
-            with os.scandir(cwd) as entries:
-                empty = next(entries, None) is None
-            clean = empty and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
-        except OSError:
-            clean = False
-        with self._lock:
-            if clean and not self._closed and len(self._pool) < _POOL_SIZE:
-                self._pool.append(cwd)
-                return
+        """Remove a working folder after its run, whatever the module left in it."""
         shutil.rmtree(cwd, ignore_errors=True)
 
     def close(self) -> None:
@@ -84,9 +73,6 @@ class Workspace:
         if self._closed:
             return
         self._closed = True
-        for cwd in self._pool:
-            shutil.rmtree(cwd, ignore_errors=True)
-        self._pool.clear()
         if self._runs is not None and not self._given:
             shutil.rmtree(self._runs, ignore_errors=True)
         if self._exit_cleanup is not None:

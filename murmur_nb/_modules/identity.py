@@ -1,0 +1,251 @@
+"""Who a module process runs as: never the kernel's root, whoever runs the kernel.
+
+Design notes
+------------
+* **One unprivileged identity on a root host.** When the kernel runs as root (Colab, most
+  Docker images, CI), every module process runs as :func:`sandbox_id`, a uid and gid that
+  no account on the machine uses, with no supplementary group and no capability. As an
+  ordinary user, the module keeps that user's uid inside an unprivileged user namespace
+  (bubblewrap's own mapping), which already holds no privilege outside.
+* **How bubblewrap gets there as root.** bwrap run by root keeps the real uid 0 for the
+  module. Instead the host makes one user namespace per kernel process that maps uid 0 to
+  0 (so bwrap, root *in that namespace*, can still bind root-owned folders) and the sandbox
+  id to itself, hands it to bwrap (``--userns``), and the module is started through
+  ``setpriv``, which leaves root for the sandbox id before it execs: from then on the
+  process holds no capability in any namespace, and what it creates belongs to the sandbox
+  id (a setuid bit on such a file gives nothing, and the socket filter refuses it anyway).
+* **Access it needs.** A folder the host makes for one call (the working folder, a fresh
+  ``rw`` root) is handed to the sandbox id with ``chown``. A folder the policy maps as a
+  root keeps its owner; the sandbox id gets a POSIX ACL entry (``u:<id>:rwx`` on an ``rw``
+  root and the folders in it, with a default entry so what is created later stays
+  reachable; ``r-x`` on an ``ro`` root that others cannot read), written through the
+  ``system.posix_acl_*`` extended attributes, never through a chmod of the user's files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import functools
+import grp
+import os
+import pwd
+import shutil
+import stat
+import struct
+import subprocess
+import threading
+from pathlib import Path
+
+__all__ = [
+    "ACL_BUDGET",
+    "SETPRIV",
+    "grant_passage",
+    "grant_root",
+    "hand_over",
+    "is_root",
+    "sandbox_id",
+    "setpriv_argv",
+    "userns_fd",
+]
+
+#: entries an ``rw`` root may hold for the host to extend its ACL (beyond it: top level only)
+ACL_BUDGET = 20_000
+SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin") or "/usr/bin/setpriv"
+_FIRST_ID = 0x6D6E0000  # "mn": far above any distribution's account ranges
+_CLONE_NEWUSER = 0x10000000
+
+
+def is_root() -> bool:
+    """Whether the kernel runs as root (its module processes then change identity)."""
+    return os.geteuid() == 0
+
+
+@functools.cache
+def sandbox_id() -> int:
+    """A uid (and gid, the same number) that no account or group on this machine uses."""
+    candidate = _FIRST_ID
+    while True:
+        try:
+            pwd.getpwuid(candidate)
+        except KeyError:
+            try:
+                grp.getgrgid(candidate)
+            except KeyError:
+                return candidate
+        candidate += 1
+
+
+def setpriv_argv() -> list[str]:
+    """The prefix that leaves root for :func:`sandbox_id` (in bwrap, right before the module)."""
+    uid = str(sandbox_id())
+    return [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+_USERNS: list[int] = []
+_USERNS_LOCK = threading.Lock()
+
+
+def userns_fd() -> int:
+    """A user namespace mapping 0 to 0 and :func:`sandbox_id` to itself (made once, root only).
+
+    Kept open for the life of the kernel process and passed to every bwrap (``--userns``).
+    """
+    with _USERNS_LOCK:
+        if not _USERNS:
+            _USERNS.append(_make_userns())
+        return _USERNS[0]
+
+
+def _make_userns() -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    unshare = libc.unshare
+
+    def enter() -> None:  # in the child, before exec: one system call, nothing imported
+        if unshare(_CLONE_NEWUSER) != 0:
+            os._exit(127)
+
+    holder = subprocess.Popen(
+        ["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env={},
+        preexec_fn=enter,  # noqa: PLW1509 - one prebuilt ctypes call, safe after fork
+    )
+    try:
+        ident = sandbox_id()
+        mapping = f"0 0 1\n{ident} {ident} 1\n"
+        for name in ("uid_map", "gid_map"):
+            Path(f"/proc/{holder.pid}/{name}").write_text(mapping)
+        return os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait()
+
+
+def hand_over(folder: Path) -> None:
+    """Give a folder the host made for one call to the sandbox id (root hosts only)."""
+    if is_root():
+        os.chown(folder, sandbox_id(), sandbox_id())
+
+
+# POSIX ACL extended attributes (linux/posix_acl_xattr.h): a version, then tag/perm/id
+_ACL_VERSION = 2
+_USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+_ACCESS, _DEFAULT = "system.posix_acl_access", "system.posix_acl_default"
+
+
+def _read_acl(fd: int, name: str, mode: int) -> dict[tuple[int, int], int]:
+    try:
+        raw = os.getxattr(fd, name)
+    except OSError as exc:
+        if exc.errno not in (errno.ENODATA, errno.EOPNOTSUPP):
+            raise
+        raw = b""
+    entries: dict[tuple[int, int], int] = {}
+    for tag, perm, ident in struct.iter_unpack("<HHI", raw[4:]):
+        entries[(tag, ident if tag in (_USER, _GROUP) else 0xFFFFFFFF)] = perm
+    if not entries and name == _ACCESS:
+        entries = {(_USER_OBJ, 0xFFFFFFFF): (mode >> 6) & 7,
+                   (_GROUP_OBJ, 0xFFFFFFFF): (mode >> 3) & 7, (_OTHER, 0xFFFFFFFF): mode & 7}
+    return entries
+
+
+def _with_user(entries: dict[tuple[int, int], int], uid: int, perm: int,
+               base: dict[tuple[int, int], int]) -> bytes:
+    out = dict(base) | entries
+    out[(_USER, uid)] = perm
+    group_class = [p for (tag, _), p in out.items() if tag in (_USER, _GROUP, _GROUP_OBJ)]
+    out[(_MASK, 0xFFFFFFFF)] = functools.reduce(lambda a, b: a | b, group_class, 0)
+    body = b"".join(struct.pack("<HHI", tag, perm_, ident)
+                    for (tag, ident), perm_ in sorted(out.items()))
+    return struct.pack("<I", _ACL_VERSION) + body
+
+
+def _grant_fd(fd: int, st: os.stat_result, uid: int, perm: int, default: bool) -> None:
+    access = _read_acl(fd, _ACCESS, st.st_mode)
+    if access.get((_USER, uid), 0) & perm != perm:
+        os.setxattr(fd, _ACCESS, _with_user(access, uid, perm, {}))
+    if default and stat.S_ISDIR(st.st_mode):
+        current = _read_acl(fd, _DEFAULT, st.st_mode)
+        if current.get((_USER, uid), 0) & perm != perm:
+            os.setxattr(fd, _DEFAULT, _with_user(current, uid, perm, access))
+
+
+def _reachable(st: os.stat_result, uid: int, write: bool) -> bool:
+    if st.st_uid == uid:
+        return True
+    need = (stat.S_IROTH | stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else stat.S_IROTH)
+    return not write and st.st_mode & need == need
+
+
+def grant_root(path: str, *, write: bool) -> str:
+    """Let the sandbox id use a policy-mapped root (root hosts only); a problem, or ``""``.
+
+    An ``rw`` root and every folder and file in it (up to :data:`ACL_BUDGET` entries) get
+    ``rwx``/``rw-`` for the sandbox id, folders also as their default; an ``ro`` root that
+    others cannot read gets ``r-x``/``r--`` the same way. Links are never followed.
+    """
+    if not is_root():
+        return ""
+    uid = sandbox_id()
+    seen = 0
+    pending = [path]
+    try:
+        while pending:
+            current = pending.pop()
+            kind = stat.S_IFMT(os.lstat(current).st_mode)
+            if kind not in (stat.S_IFDIR, stat.S_IFREG):
+                continue  # a socket, fifo, device or link: never opened
+            fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+            try:
+                st = os.fstat(fd)
+                is_dir = stat.S_ISDIR(st.st_mode)
+                if not _reachable(st, uid, write):
+                    perm = (7 if is_dir else 6) if write else (5 if is_dir else 4)
+                    _grant_fd(fd, st, uid, perm, default=write)
+            finally:
+                os.close(fd)
+            if is_dir and seen < ACL_BUDGET:
+                with os.scandir(current) as it:
+                    for entry in it:
+                        seen += 1
+                        if not entry.is_symlink():
+                            pending.append(entry.path)
+    except OSError as exc:
+        return (
+            f"the sandbox uid {uid} cannot be given access to {path} ({exc.strerror}); as "
+            f"root, modules run as uid {uid}: make the root {'writable' if write else 'readable'}"
+            f" for it (chown {uid} or setfacl -m u:{uid}:{'rwx' if write else 'rx'})"
+        )
+    return ""
+
+
+def grant_passage(path: str) -> None:
+    """Let the sandbox id pass through each folder above ``path`` (``--x``, root hosts only).
+
+    Only for confinement without a mount namespace (Landlock), where the module reaches its
+    files by their real paths: passing through a folder lists nothing, and Landlock still
+    refuses every path it was not given.
+    """
+    if not is_root():
+        return
+    uid = sandbox_id()
+    for parent in reversed(Path(path).parents):
+        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != uid and not st.st_mode & stat.S_IXOTH:
+                access = _read_acl(fd, _ACCESS, st.st_mode)
+                if not access.get((_USER, uid), 0) & 1:
+                    os.setxattr(fd, _ACCESS, _with_user(access, uid, 1, {}))
+        finally:
+            os.close(fd)
+
+
+def close_userns() -> None:
+    """Close the kept user namespace (tests that probe a fresh one)."""
+    with _USERNS_LOCK:
+        while _USERNS:
+            with contextlib.suppress(OSError):
+                os.close(_USERNS.pop())
