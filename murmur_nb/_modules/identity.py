@@ -151,6 +151,11 @@ def _read_acl(fd: int, name: str, mode: int) -> dict[tuple[int, int], int]:
     return entries
 
 
+def _effective(entries: dict[tuple[int, int], int], uid: int) -> int:
+    """What a named-user entry grants once the mask (which a later chmod sets) applies."""
+    return entries.get((_USER, uid), 0) & entries.get((_MASK, 0xFFFFFFFF), 7)
+
+
 def _with_user(entries: dict[tuple[int, int], int], uid: int, perm: int,
                base: dict[tuple[int, int], int]) -> bytes:
     out = dict(base) | entries
@@ -164,11 +169,11 @@ def _with_user(entries: dict[tuple[int, int], int], uid: int, perm: int,
 
 def _grant_fd(fd: int, st: os.stat_result, uid: int, perm: int, default: bool) -> None:
     access = _read_acl(fd, _ACCESS, st.st_mode)
-    if access.get((_USER, uid), 0) & perm != perm:
+    if _effective(access, uid) & perm != perm:
         os.setxattr(fd, _ACCESS, _with_user(access, uid, perm, {}))
     if default and stat.S_ISDIR(st.st_mode):
         current = _read_acl(fd, _DEFAULT, st.st_mode)
-        if current.get((_USER, uid), 0) & perm != perm:
+        if _effective(current, uid) & perm != perm:
             os.setxattr(fd, _DEFAULT, _with_user(current, uid, perm, access))
 
 
@@ -221,8 +226,8 @@ def grant_root(path: str, *, write: bool) -> str:
     return ""
 
 
-def grant_passage(path: str) -> None:
-    """Let the sandbox id pass through each folder above ``path`` (``--x``, root hosts only).
+def grant_passage(path: str, *, uid: int | None = None) -> None:
+    """Let the sandbox id (or ``uid``) pass through each folder above ``path`` (``--x``).
 
     Only for confinement without a mount namespace (Landlock), where the module reaches its
     files by their real paths: passing through a folder lists nothing, and Landlock still
@@ -230,14 +235,14 @@ def grant_passage(path: str) -> None:
     """
     if not is_root():
         return
-    uid = sandbox_id()
+    uid = sandbox_id() if uid is None else uid
     for parent in reversed(Path(path).parents):
         fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             st = os.fstat(fd)
             if st.st_uid != uid and not st.st_mode & stat.S_IXOTH:
                 access = _read_acl(fd, _ACCESS, st.st_mode)
-                if not access.get((_USER, uid), 0) & 1:
+                if not _effective(access, uid) & 1:
                     os.setxattr(fd, _ACCESS, _with_user(access, uid, 1, {}))
         finally:
             os.close(fd)

@@ -313,9 +313,9 @@ def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
 
 def _identity(bwrap: str | None, confined: bool) -> str | None:
     """How the module's identity is kept unprivileged, or ``None`` when it is not."""
+    if not confined:
+        return None
     if identity.is_root():
-        if not confined:
-            return None
         how = "a user namespace and setpriv" if bwrap else "setuid before exec"
         return f"uid {identity.sandbox_id()} ({how}), no capabilities"
     if bwrap:

@@ -1,0 +1,258 @@
+"""The sandbox holds on a root host too (issue 22, points 1-5), tried by a hostile module.
+
+CI runs as root, so this file runs there as root; the last test runs it (and the sandbox
+suite) again as an unprivileged user it creates. Every test runs under bubblewrap and under
+the Landlock fallback (``sandbox_mechanisms=["landlock", "seccomp"]``), and checks the world
+afterwards: the kernel's sysctls and hostname, the files in the ``rw`` root, the kernel's
+session keyring, the working folders on disk. What a test changes on the host it puts back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pwd
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _modules import install
+
+import murmur_nb as mnb
+
+SECRET = "notebook-keyring-secret-4711"
+REPO = Path(__file__).resolve().parent.parent
+SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin") or "setpriv"
+MECHANISMS = {"bwrap": ["bwrap", "landlock", "seccomp"], "landlock": ["landlock", "seccomp"]}
+
+
+@dataclass
+class Confined:
+    home: Path
+    out: Path
+    mechanisms: list[str]
+
+    @contextlib.contextmanager
+    def host(self, **policy: Any) -> Iterator[mnb.ModuleHost]:
+        """A host confining with these mechanisms (the Landlock fallback is best-effort:
+        it cannot keep a daemon from outliving the call, which is not what is tried here)."""
+        mode = "required" if "bwrap" in self.mechanisms else "best-effort"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mnb.SandboxWarning)
+            with mnb.ModuleHost(home=self.home, policy=mnb.Policy(
+                roots={"out": self.out}, deadline_ms=20_000, sandbox=mode,
+                sandbox_mechanisms=self.mechanisms, **policy,
+            )) as host:
+                yield host
+
+
+@pytest.fixture(params=sorted(MECHANISMS))
+def confined(request: pytest.FixtureRequest, tmp_path: Path) -> Confined:
+    home = tmp_path / "home"
+    install(home, "escape", "escape")
+    install(home, "escape2", "escape")
+    out = tmp_path / "out"
+    out.mkdir()
+    return Confined(home, out, MECHANISMS[request.param])
+
+
+def _result(inv: mnb.Invocation) -> dict[str, Any]:
+    assert inv.ok, inv.error
+    result: dict[str, Any] = inv.result
+    return result
+
+
+def test_a_module_runs_unprivileged_and_cannot_change_the_hostname(confined: Confined) -> None:
+    before = socket.gethostname()
+    try:
+        with confined.host() as host:
+            seen = _result(host.invoke("escape.identity", {"hostname": "pwned-by-module"}))
+            assert "uid" in host.sandbox.guarantees["identity"]  # type: ignore[operator]
+    finally:
+        after = socket.gethostname()
+        if after != before and os.geteuid() == 0:
+            socket.sethostname(before)  # put back what the attack changed, then fail
+    assert after == before
+    assert seen["uid"] != 0 and seen["euid"] != 0 and seen["gid"] != 0, seen
+    if os.geteuid() != 0:
+        assert seen["uid"] == os.getuid()  # an ordinary user's modules keep its uid
+    assert 0 not in seen["groups"]
+    assert seen["capabilities"] == {"ok": True, "value": 0}
+    for tried in ("sethostname", "proc_sys_hostname", "sys_uevent_helper"):
+        assert not seen[tried]["ok"], (tried, seen[tried])
+
+
+def test_core_pattern_stays_the_kernels_and_no_crash_runs_a_script_outside(
+    confined: Confined,
+) -> None:
+    pattern = Path("/proc/sys/kernel/core_pattern")
+    before = pattern.read_text()
+    try:
+        with confined.host() as host:
+            seen = _result(host.invoke("escape.core_pattern", {}))
+        assert not seen["core_pattern"]["ok"], seen
+    finally:
+        after = pattern.read_text()
+        if after != before and os.geteuid() == 0:
+            pattern.write_text(before)  # put back what the attack changed, then fail
+    assert after == before
+    assert not (confined.out / "escaped").exists()
+
+
+def test_no_setuid_or_setgid_file_is_left_in_the_rw_root(confined: Confined) -> None:
+    with confined.host() as host:
+        seen = _result(host.invoke("escape.setuid", {}))
+    tried = {k: v for k, v in seen.items() if k != "mode_now"}
+    assert not any(t["ok"] for t in tried.values()), seen
+    assert all("Operation not permitted" in t["error"] for t in tried.values()), seen
+    left = list(confined.out.rglob("*"))
+    assert left, "the module wrote nothing: the attack did not run"
+    for path in left:
+        st = path.lstat()
+        assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID), (path, oct(st.st_mode))
+        assert st.st_uid != 0 or os.geteuid() != 0, (path, st.st_uid)
+
+
+# the kernel's session keyring, through the raw system calls (x86_64 numbers)
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_ADD_KEY, _KEYCTL = 248, 250
+_KEYCTL_UNLINK, _KEYCTL_SEARCH = 9, 10
+_SESSION = -3
+
+
+def _search(description: str) -> int:
+    """The serial of a ``user`` key in this process's session keyring, or -errno."""
+    serial = _LIBC.syscall(_KEYCTL, _KEYCTL_SEARCH, ctypes.c_long(_SESSION), b"user",
+                           description.encode(), ctypes.c_long(0))
+    return int(serial) if serial >= 0 else -ctypes.get_errno()
+
+
+@contextlib.contextmanager
+def _notebook_key(description: str) -> Iterator[int]:
+    """A secret the notebook keeps in its session keyring (the key's serial, or -errno where
+    this machine has no keyrings: the module's attempts must fail all the same)."""
+    payload = SECRET.encode()
+    serial = _LIBC.syscall(_ADD_KEY, b"user", description.encode(), payload,
+                           ctypes.c_size_t(len(payload)), ctypes.c_long(_SESSION))
+    serial = int(serial) if serial >= 0 else -ctypes.get_errno()
+    try:
+        yield serial
+    finally:
+        if serial > 0:
+            _LIBC.syscall(_KEYCTL, _KEYCTL_UNLINK, ctypes.c_long(serial),
+                          ctypes.c_long(_SESSION))
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="raw x86_64 system call numbers")
+def test_the_kernels_keyring_is_out_of_reach_with_and_without_a_network_grant(
+    confined: Confined,
+) -> None:
+    description = f"murmur-nb-secret-{uuid.uuid4().hex}"
+    planted = f"murmur-nb-planted-{uuid.uuid4().hex}"
+    ask = {"description": description, "plant": planted}
+    with _notebook_key(description) as serial:
+        if serial > 0:
+            assert _search(description) == serial  # the secret really is there to steal
+        with confined.host() as host:
+            offline = _result(host.invoke("escape.keyring", ask | {"serial": serial}))
+        with confined.host(network=["*"]) as host:
+            online = _result(host.invoke("escape.keyring", ask | {"serial": serial}))
+        for seen in (offline, online):
+            assert not any(t["ok"] for t in seen.values()), seen
+            assert all("Operation not permitted" in t["error"] for t in seen.values()), seen
+        assert SECRET not in repr((offline, online))
+        assert _search(planted) < 0  # nothing was planted for another module to pick up
+
+
+def test_every_call_gets_a_new_working_folder_with_nothing_of_the_last(
+    confined: Confined,
+) -> None:
+    secret, stamp = f"workdir-{uuid.uuid4().hex}", 1_000_000_000
+    with confined.host() as host:
+        marked = _result(host.invoke("escape.mark_workdir", {"secret": secret, "stamp": stamp}))
+        assert all(marked[k]["ok"] for k in ("xattr", "utime", "file", "emptied")), marked
+        peeks = [_result(host.invoke(f"{m}.peek_workdir", {})) for m in ("escape2", "escape")]
+    assert not Path(marked["cwd"]).exists()  # removed from the disk after its call
+    for peek in peeks:
+        assert peek["cwd"] != marked["cwd"]
+        assert peek["xattrs"] == {"ok": True, "value": {}}
+        assert peek["mtime"] != stamp and peek["entries"] == []
+        assert secret not in repr(peek)
+
+
+# -- the same suites as an unprivileged user ---------------------------------------------------
+# (the user is created with useradd; setpriv, which the sandbox itself uses, switches to it)
+
+_USER = "murmur-nb-test"
+_ACL = "system.posix_acl_access"
+
+
+@contextlib.contextmanager
+def _passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
+    """Let ``uid`` pass through the folders above ``paths`` (root's home holds the
+    interpreter here); every ACL touched is put back afterwards."""
+    from murmur_nb._modules import identity  # the ACL writer has no public path
+
+    saved: dict[Path, bytes | None] = {}
+    for path in paths:
+        for parent in [*reversed(path.parents), path]:
+            if parent not in saved:
+                try:
+                    saved[parent] = os.getxattr(parent, _ACL)
+                except OSError:
+                    saved[parent] = None
+        identity.grant_passage(str(path / "x"), uid=uid)
+    try:
+        yield
+    finally:
+        for folder, value in saved.items():
+            with contextlib.suppress(OSError):
+                if value is None:
+                    os.removexattr(folder, _ACL)
+                else:
+                    os.setxattr(folder, _ACL, value)
+
+
+def _test_user() -> int:
+    try:
+        return pwd.getpwnam(_USER).pw_uid
+    except KeyError:
+        useradd = shutil.which("useradd", path="/usr/sbin:/sbin:/usr/bin:/bin") or "useradd"
+        subprocess.run([useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        _USER], check=True, capture_output=True)
+        return pwd.getpwnam(_USER).pw_uid
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="already unprivileged: this run is the user run")
+def test_the_sandbox_suites_also_hold_as_an_unprivileged_user() -> None:
+    uid = _test_user()
+    # short (Unix socket paths are short) and outside root's 0700 pytest folder
+    scratch = Path(tempfile.mkdtemp(prefix="mnb-user-"))
+    os.chown(scratch, uid, uid)
+    python = Path(sys.executable)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1",
+           "MURMUR_NB_CACHE": str(scratch / "cache"), "LANG": "C.UTF-8"}
+    with _passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]):
+        run = subprocess.run(
+            [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+             str(python), "-m", "pytest", "-q",
+             "-p", "no:cacheprovider", f"--basetemp={scratch / 'tmp'}",
+             "tests/test_sandbox.py", "tests/test_root_host.py"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
+        )
+    shutil.rmtree(scratch, ignore_errors=True)
+    tail = (run.stdout + run.stderr)[-3000:]
+    assert run.returncode == 0, tail
+    assert " passed" in tail and "failed" not in tail, tail
