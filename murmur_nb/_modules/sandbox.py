@@ -516,8 +516,8 @@ def _parent_dirs(dests: Iterable[str]) -> list[str]:
             ):
                 parents.add(text)
     out: list[str] = []
-    for parent in sorted(parents, key=lambda p: (_depth(p), p)):
-        out += ["--dir", parent]
+    for folder in sorted(parents, key=lambda p: (_depth(p), p)):
+        out += ["--dir", folder]
     return out
 
 
