@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ from murmur_nb._hooks.lowering import (
     message_record,
 )
 from murmur_nb._hooks.results import Capture, HookInfo, HookResult, outcome
-from murmur_nb._hooks.runtime import TICK_S, Runtime
+from murmur_nb._hooks.runtime import NO_GC_HINT, TICK_S, Runtime
 from murmur_nb._hooks.signatures import (
     EXPECTED_EXPORTS,
     HANDLERS,
@@ -76,6 +77,8 @@ __all__ = [
 ]
 
 FUNCS = {"task-start": "on-task-start", "compact": "on-compact"}
+#: wasmtime's words for a proposal the engine has switched off (see :data:`NO_GC_HINT`).
+NEEDS_OFF_FEATURE = re.compile(r"not supported without the [a-z ]+ feature|proposal not enabled")
 FUEL_UNLIMITED = (1 << 63) - 1
 
 
@@ -182,9 +185,10 @@ class HookHost:
         try:
             loaded = self.runtime.cache.load(entry.component)
         except (OSError, WasmtimeError) as exc:
+            why = reason(str(exc))
+            hint = f"; {NO_GC_HINT}" if NEEDS_OFF_FEATURE.search(why) else ""
             return failed(
-                info,
-                f"{entry.component} is not a loadable WebAssembly component: {reason(str(exc))}",
+                info, f"{entry.component} is not a loadable WebAssembly component: {why}{hint}"
             )
         info = dataclasses.replace(info, digest=loaded.digest, loaded_from=loaded.source)
         component = loaded.component
