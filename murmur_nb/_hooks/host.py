@@ -22,7 +22,10 @@ Design notes
 Result codes (``HookResult.code``): ``guest_error`` (the hook returned ``err``), ``trap``,
 ``deadline_exceeded``, ``fuel_exhausted``, ``memory_limit``, ``table_limit``,
 ``instance_limit``, ``host_error``, ``load_failed`` / ``link_error`` (the hook did not load),
-``invalid_output`` (a returned value the host cannot turn into its Python form).
+``invalid_output`` (a returned value the host cannot turn into its Python form),
+``result_too_large`` (a result past ``limits.result_messages`` or ``limits.result_mib``,
+refused before it is turned into Python objects; lifting counts against the time limit and
+Ctrl-C too: :mod:`murmur_nb._hooks.lifting`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hoo
 from murmur_nb._hooks.calls import Call, Reader, ReaderSource
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.diagnostics import classify, explain, reason
+from murmur_nb._hooks.lifting import Budget, LiftStopped, call_and_lift, public_lift
 from murmur_nb._hooks.linking import HostFunctions, make_linker
 from murmur_nb._hooks.lowering import (
     FAST_PATH_ERRORS,
@@ -89,13 +93,14 @@ class Loaded:
     funcs: dict[str, ExportIndex] = field(default_factory=dict)
 
 
-def record_message(record: Any) -> Message:
+def record_message(record: dict[str, Any]) -> Message:
+    """A lifted ``message`` record (keys are the WIT field names) as a :class:`Message`."""
     return Message(
-        id=record.id,
-        role=record.role,
-        content=record.content,
-        name=record.name,
-        created_at=getattr(record, "created-at"),
+        id=record["id"],
+        role=record["role"],
+        content=record["content"],
+        name=record["name"],
+        created_at=record["created-at"],
     )
 
 
@@ -479,18 +484,31 @@ class HookHost:
         call: Call,
     ) -> tuple[Any, str | None, str | None]:
         """Instantiate and call: ``(raw result, failure text, code)``."""
+        ticker = self.runtime.ticker
+        limits = loaded.info.limits
+        budget = Budget(
+            max_messages=limits.result_messages,
+            max_bytes=limits.result_mib << 20,
+            deadline=call.deadline,
+            interrupted=lambda: ticker.interrupted,
+        )
         try:
-            with self.runtime.ticker.running(ticks):
+            with ticker.running(ticks):
                 instance = self._linked.linker.instantiate(store, loaded.component)
                 func = instance.get_func(store, loaded.funcs[event])
                 assert func is not None
-                raw = func(store, *args)
+                if self.lowering is not None:
+                    raw = call_and_lift(func, store, args, budget)
+                else:  # no tested private layer: the binding lifts, the sizes are checked after
+                    raw = public_lift(func(store, *args), budget)
                 func.post_return(store)
         except self.runtime.WasmtimeError as exc:
             # wasmtime-py's enter_wasm holds this error in a frame of its own traceback: cut
             # the cycle so the call's frames go now, not at some later collection.
             exc.__traceback__ = None
             return None, str(exc), "deadline_exceeded" if call.deadline_hit else classify(str(exc))
+        except LiftStopped as exc:
+            return None, str(exc), exc.code
         except Exception as exc:  # raised by the binding after a host-function failure
             if call.host_failure is None:
                 call.host_failure = exc
@@ -509,5 +527,5 @@ def lift_note(value: Any) -> str:
     return str(value)
 
 
-def lift_messages(value: Any) -> list[Any]:
+def lift_messages(value: Any) -> list[Message]:
     return [record_message(r) for r in value]
