@@ -685,7 +685,6 @@ def test_a_result_of_300000_messages_is_refused_before_it_is_lifted(
     # wasmtime's own copy out of guest memory is still made (see _hooks/lifting.py), about
     # 400 MiB here; no Python object of the result is (that took another 100+ MiB and 13 s).
     assert rss.peak - rss.baseline < 480 * MIB, (rss.peak - rss.baseline) / MIB
-    assert psutil.Process().memory_info().rss - rss.baseline < 64 * MIB  # all of it freed
 
 
 def test_a_result_within_the_bounds_is_kept_whole(tmp_path: Path, store: ConversationStore) -> None:
