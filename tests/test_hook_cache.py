@@ -290,3 +290,33 @@ def test_entries_sealed_under_another_key_are_recompiled(tmp_path: Path) -> None
     other = ComponentCache(eng, "fuel;epoch", tmp_path / "cache", key=b"b" * 32)
     assert other.load(path).source == "recompiled"
     assert other.load(path).source == "cache"
+
+
+def patch_in_place(entry: Path, value: int) -> None:
+    """What a cache-folder writer does to a loaded entry: same file, same size, new code
+    (``mov eax, 7`` becomes ``mov eax, value``), written through the existing inode."""
+    data = entry.read_bytes()
+    at = data.find(bytes([0xB8, 7, 0, 0, 0]))
+    assert at > 0
+    inode = entry.stat().st_ino
+    with entry.open("r+b") as handle:
+        handle.seek(at + 1)
+        handle.write(bytes([value]))
+    assert entry.stat().st_ino == inode and entry.stat().st_size == len(data)
+
+
+def test_an_entry_rewritten_in_place_after_load_never_runs(tmp_path: Path) -> None:
+    """The loaded component runs from memory the file cannot reach; the next load refuses the
+    rewritten entry by its MAC. (Deserializing from a mapping of the file ran the 42.)"""
+    eng = engine()
+    ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(component_file(tmp_path))
+    cache = ComponentCache(eng, "fuel;epoch", tmp_path / "cache")
+    loaded = cache.load(tmp_path / "c.wasm")
+    assert loaded.source == "cache"
+    patch_in_place(loaded.entry, 42)
+    assert call_f(eng, loaded.component) == 7
+    again = ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(tmp_path / "c.wasm")
+    assert again.source == "recompiled"
+    assert call_f(eng, again.component) == 7
+    assert call_f(eng, loaded.component) == 7
+

@@ -24,9 +24,14 @@ every entry is sealed with an HMAC-SHA256 under a key only this user can read:
 * **The ``.sum`` sidecar** holds the entry's MAC (over the configuration key, the source
   digest and the entry's bytes), the entry's stat signature (size, inode, mtime, ctime) when
   it was written or last verified, and a MAC over both. A load whose sidecar MAC checks out
-  and whose signature matches deserializes at once (no 40 MB hash on the warm path: the
-  ctime of a replaced file cannot be set back); any other signature re-MACs the entry; an
-  entry without a valid seal is discarded and recompiled.
+  and whose signature matches, before and after the entry is read, deserializes at once (no
+  40 MB hash on the warm path: the ctime of a rewritten file cannot be set back); any other
+  signature re-MACs the bytes read; an entry without a valid seal is discarded and recompiled.
+* **Verified and loaded from the same bytes.** The entry is read into memory once, checked,
+  and deserialized from that memory (``Component.deserialize``), never from the file
+  (``deserialize_file`` maps it, and the kernel would execute whatever is written into the
+  mapping later: an in-place rewrite after load ran planted machine code). Reading costs a
+  copy of the entry per cold process; components kept in memory skip it.
 * The path-to-digest memo that saves hashing the source on a warm load is MACed as well, so
   it cannot redirect a path to another compiled component.
 
@@ -230,15 +235,10 @@ class ComponentCache:
     def _mac(self, *parts: str) -> str:
         return hmac.new(self._key, "|".join(parts).encode(), hashlib.sha256).hexdigest()
 
-    def _entry_mac(self, digest: str, data: bytes | None = None, entry: Path | None = None) -> str:
+    def _entry_mac(self, digest: str, data: bytes) -> str:
         """HMAC of the configuration key, the source digest and the entry's bytes."""
         mac = hmac.new(self._key, f"{self._config_key}|{digest}|".encode(), hashlib.sha256)
-        if data is not None:
-            mac.update(data)
-        elif entry is not None:
-            with entry.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    mac.update(chunk)
+        mac.update(data)
         return mac.hexdigest()
 
     def _seal(self, entry: Path, entry_mac: str, signature: str = "-") -> None:
@@ -251,33 +251,38 @@ class ComponentCache:
         seal = self._mac(entry.name, entry_mac, signature)
         _atomic_write(self._sum_path(entry), f"{entry_mac} {signature} {seal}\n".encode())
 
-    def _intact(self, entry: Path, digest: str, fd: int) -> bool:
-        """Whether ``entry``, open as ``fd``, holds bytes sealed under our key.
+    def _verified_bytes(self, entry: Path, digest: str) -> bytes | None:
+        """``entry``'s bytes, read once, when they are the bytes sealed under our key.
 
-        Everything is checked on the open file, and the caller deserializes that same open
-        file, so swapping the entry after the check changes nothing. Re-MACed only if touched.
+        The caller deserializes exactly these bytes from memory: a file can change after any
+        check (wasmtime's ``deserialize_file`` maps it and runs the mapping), memory cannot.
+        The MAC is skipped only when the open file's stat signature is the sealed one both
+        before and after the read: an in-place write sets the ctime to now, a replacement
+        changes the inode, and neither can be set back, so equal signatures mean the bytes
+        read are the bytes once MACed. Otherwise the MAC is computed over the bytes in memory.
         """
         try:
             fields = self._sum_path(entry).read_text(encoding="ascii").split()
             if len(fields) != 3:
-                return False
+                return None
             entry_mac, signature, seal = fields
             if not hmac.compare_digest(seal, self._mac(entry.name, entry_mac, signature)):
-                return False
-            before = self._signature(fd)
-            if signature == before:
-                return True
-            if not hmac.compare_digest(
-                self._entry_mac(digest, entry=Path(f"/dev/fd/{fd}")), entry_mac
-            ):
-                return False
-            after = self._signature(fd)
+                return None
+            fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as handle:
+                before = self._signature(fd)
+                data = handle.read()
+                after = self._signature(fd)
         except (OSError, UnicodeDecodeError):
-            return False
+            return None
+        if signature == before == after:
+            return data
+        if not hmac.compare_digest(self._entry_mac(digest, data=data), entry_mac):
+            return None
         if before == after:
             with contextlib.suppress(OSError):
                 self._seal(entry, entry_mac, before)
-        return True
+        return data
 
     def _discard(self, entry: Path) -> None:
         entry.unlink(missing_ok=True)
@@ -336,14 +341,10 @@ class ComponentCache:
         source = "compiled"
         if entry.is_file():
             component = None
-            with contextlib.suppress(OSError):
-                fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW)
-                try:
-                    if self._intact(entry, digest, fd):
-                        with contextlib.suppress(WasmtimeError):
-                            component = Component.deserialize_file(self._engine, f"/dev/fd/{fd}")
-                finally:
-                    os.close(fd)
+            data = self._verified_bytes(entry, digest)
+            if data is not None:
+                with contextlib.suppress(WasmtimeError):
+                    component = Component.deserialize(self._engine, data)
             if component is None:
                 self._discard(entry)
                 source = "recompiled"

@@ -29,6 +29,9 @@ Design notes
   ``memory_mib / memories``), and ``instances``, ``tables`` and ``table_elements`` (per table)
   bound everything else a guest could allocate. The defaults fit componentize-py guests
   (one memory, two tables, about twenty core instances).
+* ``result_messages`` (default 10,000) and ``result_mib`` (default 16) bound what the host
+  lifts out of a guest's result, which happens after the guest returns and would otherwise
+  cost the host far more than the guest: a result past either is ``result_too_large``.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ DEFAULT_MEMORIES = 1
 DEFAULT_INSTANCES = 32
 DEFAULT_TABLES = 4
 DEFAULT_TABLE_ELEMENTS = 100_000
+DEFAULT_RESULT_MESSAGES = 10_000
+DEFAULT_RESULT_MIB = 16
 
 
 class HookLimits(BaseModel):
@@ -80,6 +85,9 @@ class HookLimits(BaseModel):
         How many linear memories, tables and core instances the store may hold.
     table_elements : int
         Elements one table may grow to.
+    result_messages, result_mib : int
+        The most messages, and MiB of text (every string counted), one result may hold; a
+        larger result is refused with ``result_too_large`` before it becomes Python objects.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -91,6 +99,8 @@ class HookLimits(BaseModel):
     tables: int = DEFAULT_TABLES
     instances: int = DEFAULT_INSTANCES
     table_elements: int = DEFAULT_TABLE_ELEMENTS
+    result_messages: int = DEFAULT_RESULT_MESSAGES
+    result_mib: int = DEFAULT_RESULT_MIB
 
     @property
     def memory_bytes_each(self) -> int:
@@ -144,6 +154,8 @@ _LIMIT_KEYS = (
     "tables",
     "instances",
     "table_elements",
+    "result_messages",
+    "result_mib",
 )
 _HOOK_KEYS = ("component", "events", "capabilities", "limits")
 

@@ -126,6 +126,14 @@ def _instance_advice(limits: HookLimits, head: str) -> str:
     )
 
 
+def _result_advice(limits: HookLimits, head: str) -> str:
+    return (
+        f"{head} (limits: {limits.result_messages} messages, {limits.result_mib} MiB of text); "
+        "return fewer or shorter messages, or raise `limits.result_messages` / "
+        "`limits.result_mib` for this hook in murmur.yaml"
+    )
+
+
 # What to change for each limit a call can run into, keyed by the stop code.
 _LIMIT_ADVICE: dict[str, Callable[[HookLimits, str], str]] = {
     "deadline_exceeded": _deadline_advice,
@@ -133,6 +141,7 @@ _LIMIT_ADVICE: dict[str, Callable[[HookLimits, str], str]] = {
     "memory_limit": _memory_advice,
     "table_limit": _table_advice,
     "instance_limit": _instance_advice,
+    "result_too_large": _result_advice,
 }
 
 

@@ -22,7 +22,10 @@ Design notes
 Result codes (``HookResult.code``): ``guest_error`` (the hook returned ``err``), ``trap``,
 ``deadline_exceeded``, ``fuel_exhausted``, ``memory_limit``, ``table_limit``,
 ``instance_limit``, ``host_error``, ``load_failed`` / ``link_error`` (the hook did not load),
-``invalid_output`` (a returned value the host cannot turn into its Python form).
+``invalid_output`` (a returned value the host cannot turn into its Python form),
+``result_too_large`` (a result past ``limits.result_messages`` or ``limits.result_mib``,
+refused before it is turned into Python objects; lifting counts against the time limit and
+Ctrl-C too: :mod:`murmur_nb._hooks.lifting`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +47,7 @@ from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hoo
 from murmur_nb._hooks.calls import Call, Reader, ReaderSource
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.diagnostics import classify, explain, reason
+from murmur_nb._hooks.lifting import Budget, LiftStopped, call_and_lift, public_lift
 from murmur_nb._hooks.linking import HostFunctions, make_linker
 from murmur_nb._hooks.lowering import (
     FAST_PATH_ERRORS,
@@ -51,7 +56,7 @@ from murmur_nb._hooks.lowering import (
     message_record,
 )
 from murmur_nb._hooks.results import Capture, HookInfo, HookResult, outcome
-from murmur_nb._hooks.runtime import TICK_S, Runtime
+from murmur_nb._hooks.runtime import NO_GC_HINT, TICK_S, Runtime
 from murmur_nb._hooks.signatures import (
     EXPECTED_EXPORTS,
     HANDLERS,
@@ -76,6 +81,8 @@ __all__ = [
 ]
 
 FUNCS = {"task-start": "on-task-start", "compact": "on-compact"}
+#: wasmtime's words for a proposal the engine has switched off (see :data:`NO_GC_HINT`).
+NEEDS_OFF_FEATURE = re.compile(r"not supported without the [a-z ]+ feature|proposal not enabled")
 FUEL_UNLIMITED = (1 << 63) - 1
 
 
@@ -86,13 +93,14 @@ class Loaded:
     funcs: dict[str, ExportIndex] = field(default_factory=dict)
 
 
-def record_message(record: Any) -> Message:
+def record_message(record: dict[str, Any]) -> Message:
+    """A lifted ``message`` record (keys are the WIT field names) as a :class:`Message`."""
     return Message(
-        id=record.id,
-        role=record.role,
-        content=record.content,
-        name=record.name,
-        created_at=getattr(record, "created-at"),
+        id=record["id"],
+        role=record["role"],
+        content=record["content"],
+        name=record["name"],
+        created_at=record["created-at"],
     )
 
 
@@ -182,9 +190,10 @@ class HookHost:
         try:
             loaded = self.runtime.cache.load(entry.component)
         except (OSError, WasmtimeError) as exc:
+            why = reason(str(exc))
+            hint = f"; {NO_GC_HINT}" if NEEDS_OFF_FEATURE.search(why) else ""
             return failed(
-                info,
-                f"{entry.component} is not a loadable WebAssembly component: {reason(str(exc))}",
+                info, f"{entry.component} is not a loadable WebAssembly component: {why}{hint}"
             )
         info = dataclasses.replace(info, digest=loaded.digest, loaded_from=loaded.source)
         component = loaded.component
@@ -475,18 +484,31 @@ class HookHost:
         call: Call,
     ) -> tuple[Any, str | None, str | None]:
         """Instantiate and call: ``(raw result, failure text, code)``."""
+        ticker = self.runtime.ticker
+        limits = loaded.info.limits
+        budget = Budget(
+            max_messages=limits.result_messages,
+            max_bytes=limits.result_mib << 20,
+            deadline=call.deadline,
+            interrupted=lambda: ticker.interrupted,
+        )
         try:
-            with self.runtime.ticker.running(ticks):
+            with ticker.running(ticks):
                 instance = self._linked.linker.instantiate(store, loaded.component)
                 func = instance.get_func(store, loaded.funcs[event])
                 assert func is not None
-                raw = func(store, *args)
+                if self.lowering is not None:
+                    raw = call_and_lift(func, store, args, budget)
+                else:  # no tested private layer: the binding lifts, the sizes are checked after
+                    raw = public_lift(func(store, *args), budget)
                 func.post_return(store)
         except self.runtime.WasmtimeError as exc:
             # wasmtime-py's enter_wasm holds this error in a frame of its own traceback: cut
             # the cycle so the call's frames go now, not at some later collection.
             exc.__traceback__ = None
             return None, str(exc), "deadline_exceeded" if call.deadline_hit else classify(str(exc))
+        except LiftStopped as exc:
+            return None, str(exc), exc.code
         except Exception as exc:  # raised by the binding after a host-function failure
             if call.host_failure is None:
                 call.host_failure = exc
@@ -505,5 +527,5 @@ def lift_note(value: Any) -> str:
     return str(value)
 
 
-def lift_messages(value: Any) -> list[Any]:
+def lift_messages(value: Any) -> list[Message]:
     return [record_message(r) for r in value]

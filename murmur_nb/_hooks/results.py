@@ -11,7 +11,7 @@ from typing import Any
 from murmur_nb._hooks.config import HookLimits
 from murmur_nb._hooks.diagnostics import explain, guest_reports_oom
 
-__all__ = ["CAPTURE_LIMIT", "Capture", "HookInfo", "HookResult", "outcome", "unwrap_result"]
+__all__ = ["CAPTURE_LIMIT", "Capture", "HookInfo", "HookResult", "outcome"]
 
 #: Bytes kept of each guest stream (stdout, stderr) per call.
 CAPTURE_LIMIT = 64 * 1024
@@ -115,13 +115,13 @@ def outcome(
     lift: Callable[[Any], Any],
     stderr: str,
 ) -> HookResult:
-    """The result of a call that ran: ``ran`` is ``(raw value, failure text, code)``."""
+    """The result of a call that ran: ``ran`` is ``((ok, payload) or None, failure, code)``."""
     raw, failure, code = ran
     if code is not None:
         if code == "trap" and guest_reports_oom(failure or "", stderr):
             code = "memory_limit"
         return make(ok=False, error=explain(code, failure or "", limits, stderr), code=code)
-    ok, value = unwrap_result(raw)
+    ok, value = raw
     if not ok:
         if guest_reports_oom(str(value)):
             error = explain("memory_limit", str(value), limits)
@@ -134,12 +134,3 @@ def outcome(
         return make(ok=False, error=error, code="invalid_output")
     return make(ok=True, value=lifted)
 
-
-def unwrap_result(raw: Any) -> tuple[bool, Any]:
-    """``result<T, string>``: a ``Variant`` when T is string, else a bare value or bare str."""
-    tag = getattr(raw, "tag", None)
-    if tag in ("ok", "err"):
-        return tag == "ok", raw.payload
-    if isinstance(raw, str):
-        return False, raw
-    return True, raw

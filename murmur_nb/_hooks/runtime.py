@@ -10,6 +10,12 @@ Design notes
   process-wide lock, so the ticker always knows which call it is timing; a call that waits
   for the lock spends its own time limit waiting (``HookHost._call``), so one slow hook
   cannot hold another past that hook's limit.
+* **What a guest may allocate.** The store limits count linear memories and tables only;
+  wasmtime's GC heap (wasm GC structs and arrays, and exception objects) is a separate heap
+  they do not reach (a guest kept 45 MiB of GC arrays live under ``memory_mib: 32``). The hook
+  world needs core wasm and the component model alone, so wasm GC, typed function references
+  and exceptions are switched off in the engine: a component that uses them fails validation
+  at load (:data:`NO_GC_HINT`) and never runs.
 * **Interrupts.** A hook call can run inside wasm for a long time, where Python's own SIGINT
   handler cannot run. While a call runs on the main thread, a flag-setting SIGINT handler and
   a wakeup fd are installed; the ticker thread sees the signal byte, advances the epoch past
@@ -57,6 +63,13 @@ from murmur_nb._hooks.cache import ComponentCache
 
 if TYPE_CHECKING:
     from wasmtime import Engine
+
+#: Why a component using a switched-off proposal is refused (added to its load error).
+NO_GC_HINT = (
+    "hooks get core WebAssembly and the component model only: wasm GC, typed function "
+    "references and exceptions are off, because their heap would not count towards "
+    "`limits.memory_mib`; build the hook without them"
+)
 
 TICK_S = 0.005
 IDLE_S = 1.0
@@ -216,7 +229,11 @@ class Runtime:
         config = Config()
         config.epoch_interruption = True
         config.consume_fuel = True
-        self.fingerprint = "component-model;epoch_interruption;consume_fuel"
+        # No GC heap (see "What a guest may allocate"): refused at load, never run.
+        config.wasm_gc = False
+        config.wasm_function_references = False
+        config.wasm_exceptions = False
+        self.fingerprint = "component-model;epoch_interruption;consume_fuel;no-gc;no-exceptions"
         self.engine = Engine(config)
         self.cache = ComponentCache(self.engine, self.fingerprint, keep_in_memory=16)
         self.ticker = Ticker(self.engine)
