@@ -314,13 +314,14 @@ def uri_size(media_type: str, n: int) -> int:
     return len(f"data:{media_type};base64,") + 4 * ((n + 2) // 3)
 
 
-def strip_allowance(budget: RenderBudget) -> tuple[int, str]:
-    """``(bytes, knob)`` a strip of thumbnails (grid, slides, PDF previews) may embed: its own
-    ``grid_bytes``, or less when the rendering's total has less left, and the budget field
-    that then limits it (named in the card's note)."""
-    left = left_of(budget)
+def strip_allowance(budget: RenderBudget, items: int) -> tuple[int, str]:
+    """``(bytes, knob)`` a strip of ``items`` thumbnails (grid, slides) may embed: its own
+    ``grid_bytes``, or less when the rendering's total has less left (keeping room for the
+    card and one caption per item), and the budget field that then limits it (named in the
+    card's note)."""
+    left = left_of(budget) - (16 * 1024 + 1024 * items)
     if left < budget.grid_bytes:
-        return left, "total_bytes"
+        return max(0, left), "total_bytes"
     return budget.grid_bytes, "grid_bytes"
 
 

@@ -258,7 +258,7 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
     (:func:`~.core.strip_allowance`)."""
     px = budget.thumbnail_px
     box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
-    limit, knob = strip_allowance(budget)
+    limit, knob = strip_allowance(budget, len(items))
     fill = _GridFill(px, limit, box)
     cells: list[str] = []
     uris = _thumb_uris(items, px, budget.parse_bytes)

@@ -97,12 +97,11 @@ def _render_invocation_held(
     if n_rej:
         header += f", {n_rej} rejected"
     text = "\n".join([header, *(p.text for p in parts)])
-    html = (
+    head = (
         f'<div class="murmur-invocation"><div style="font-family:system-ui,sans-serif;'
         f'font-size:13px;font-weight:600">{esc(header)}</div>'
-        + "".join(p.html for p in parts)
-        + "</div>"
     )
+    html = "".join([head, *(p.html for p in parts), "</div>"])  # one copy of the parts
     return Rendering(primitive="invocation", text=text, html=html, parts=tuple(parts))
 
 
@@ -169,7 +168,7 @@ def _gallery(items: Iterable[Any], account: Account) -> Rendering:
     if omitted:
         parts.append(omitted_rendering(omitted, account.budget))
     text = "\n".join([f"gallery · {len(parts)} items", *(p.text for p in parts)])
-    html = '<div class="murmur-gallery">' + "".join(p.html for p in parts) + "</div>"
+    html = "".join(['<div class="murmur-gallery">', *(p.html for p in parts), "</div>"])
     return Rendering(primitive="gallery", text=text, html=html, parts=tuple(parts))
 
 

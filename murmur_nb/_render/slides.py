@@ -68,7 +68,7 @@ def _image_slides(
     images: Sequence[tuple[str, bytes | None, str]], width: int, budget: RenderBudget, total: int
 ) -> Body:
     """Slides from encoded images (``(label, data or None, media_type)``)."""
-    limit, knob = strip_allowance(budget)
+    limit, knob = strip_allowance(budget, len(images))
     spent = 0
     slides: list[Slide] = []
     frames: list[str] = []

@@ -16,9 +16,11 @@ Design notes
   short card that refers to the first. It is verified like any other (an error card if it
   changed), except when it is the very claim already verified in this rendering (same root,
   path, size and digest): nothing of it is shown again, so hashing it again proves nothing.
-* **Listed, then summed up.** Past the total, an artifact is a small card linking its file;
-  after :data:`LISTED_PAST` such cards (or references) the rest are counted in one line, so
-  a module claiming a hundred thousand artifacts cannot grow the output either.
+* **Listed, then summed up.** Past the total, an artifact is a small card linking its file
+  (about a kilobyte, on top of the total); after :data:`LISTED_PAST` such cards (or
+  references) the rest are counted in one line, so a module claiming a hundred thousand
+  artifacts cannot grow the output either. The output of one call therefore stays under
+  ``total_bytes`` plus those few hundred cards.
 """
 
 from __future__ import annotations
