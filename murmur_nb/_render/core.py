@@ -13,11 +13,17 @@ Design notes
   which is the notebook's folder in Jupyter).
 * **Budget from the declaration.** ``bytes`` decides, before the file is opened, whether a
   medium is embedded as a data URI or linked by path.
+* **One budget for the whole rendering.** Per-artifact bounds alone let one file listed 150
+  times become 150 data URIs (800 MiB of HTML from one call). So a rendering also has a total
+  (:attr:`RenderBudget.total_bytes`): each renderer is handed the budget narrowed to what is
+  left (:func:`within`) and embeds only what fits; :mod:`.total` keeps the account, shows a
+  content once and turns what comes past the total into a link with a note.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import os
 import urllib.parse
@@ -41,11 +47,17 @@ __all__ = [
     "error_card",
     "esc",
     "format_size",
+    "left_of",
     "link_to",
+    "linked_reason",
+    "strip_allowance",
+    "strip_spent",
     "short_digest",
     "source_card",
     "source_rendering",
     "summary_line",
+    "uri_size",
+    "within",
 ]
 
 _MIB = 1024 * 1024
@@ -92,6 +104,14 @@ class RenderBudget:
         does not trust, but keeps relative ones, so a committed notebook rendered with it
         offers its downloads to every reader; commit the folder beside the notebook.
         ``None`` (the default) embeds them.
+    total_bytes
+        Most output (HTML and plain text) one ``render(...)`` call produces, over all the
+        artifacts of an invocation or a gallery; per-artifact limits still apply inside it.
+        A content shown once (same digest) is not embedded again: later occurrences refer
+        to it. Past the total, artifacts are linked (media, downloads) or listed (grid and
+        slide images) with a note naming this field, and an artifact that no longer fits at
+        all is shown as a link to its file. Default 32 MiB: several embedded media, and a
+        notebook a browser still opens.
     """
 
     embed_bytes: int = 4 * _MIB
@@ -107,6 +127,9 @@ class RenderBudget:
     timeline_events: int = 2000
     link_base: Path | None = None
     download_dir: Path | str | None = None
+    total_bytes: int = 32 * _MIB
+    #: what is left of ``total_bytes`` for the artifact being rendered (see :func:`within`)
+    _left: int | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in (
@@ -126,7 +149,7 @@ class RenderBudget:
             raise ValueError(
                 "RenderBudget.download_dir must name a folder (or be None to embed downloads)"
             )
-        for name in ("embed_bytes", "grid_bytes", "text_bytes", "parse_bytes"):
+        for name in ("embed_bytes", "grid_bytes", "text_bytes", "parse_bytes", "total_bytes"):
             if getattr(self, name) < 0:
                 raise ValueError(
                     f"RenderBudget.{name} must not be negative, got {getattr(self, name)}"
@@ -274,12 +297,68 @@ def link_to(path: Path, budget: RenderBudget) -> str:
     return urllib.parse.quote(PurePosixPath(*Path(rel).parts).as_posix())
 
 
+def within(budget: RenderBudget, left: int) -> RenderBudget:
+    """``budget`` for one artifact of a rendering that may still produce ``left`` bytes."""
+    return dataclasses.replace(budget, _left=max(0, left))
+
+
+def left_of(budget: RenderBudget) -> int:
+    """Bytes the artifact being rendered may still add to the whole rendering."""
+    if budget._left is None:
+        return budget.total_bytes
+    return min(budget._left, budget.total_bytes)
+
+
+def uri_size(media_type: str, n: int) -> int:
+    """Length of the data URI of ``n`` bytes of ``media_type`` (base64: 4 chars per 3 bytes)."""
+    return len(f"data:{media_type};base64,") + 4 * ((n + 2) // 3)
+
+
+def strip_allowance(budget: RenderBudget, items: int) -> tuple[int, str]:
+    """``(bytes, knob)`` a strip of ``items`` thumbnails (grid, slides) may embed: its own
+    ``grid_bytes``, or less when the rendering's total has less left (keeping room for the
+    card and one caption per item), and the budget field that then limits it (named in the
+    card's note)."""
+    left = left_of(budget) - (16 * 1024 + 1024 * items)
+    if left < budget.grid_bytes:
+        return max(0, left), "total_bytes"
+    return budget.grid_bytes, "grid_bytes"
+
+
+def strip_spent(budget: RenderBudget, knob: str, what: str) -> str:
+    """The end of the note of a strip that stopped embedding, naming the field to raise."""
+    if knob == "total_bytes":
+        return (
+            f"the rendering reached its {format_size(budget.total_bytes)} total budget "
+            "(RenderBudget.total_bytes)"
+        )
+    return (
+        f"the {what} reached its {format_size(budget.grid_bytes)} budget "
+        "(RenderBudget.grid_bytes)"
+    )
+
+
+def linked_reason(source: Source, budget: RenderBudget) -> str:
+    """Why ``source`` is linked rather than embedded, naming the budget field to raise."""
+    if source.bytes > budget.embed_bytes:
+        return (
+            f"linked, not embedded ({format_size(source.bytes)} > "
+            f"{format_size(budget.embed_bytes)} embed budget)"
+        )
+    return (
+        f"linked, not embedded: this rendering has {format_size(left_of(budget))} left of its "
+        f"{format_size(budget.total_bytes)} total budget (RenderBudget.total_bytes)"
+    )
+
+
 def embed_or_link(source: Source, budget: RenderBudget) -> tuple[str, bool]:
     """``(url, embedded)``: a data URI when the declared size fits the budget, else a link.
 
-    The decision reads only ``source.bytes``; a linked file is never opened.
+    The decision reads only ``source.bytes``: the file's own limit (``embed_bytes``) and what
+    the rendering has left of its total; a linked file is never opened.
     """
-    if source.bytes <= budget.embed_bytes:
+    fits = uri_size(source.media_type, source.bytes) <= left_of(budget)
+    if source.bytes <= budget.embed_bytes and fits:
         with source.file.open("rb") as fh:
             data = fh.read(source.bytes)  # never more than declared, even if it grew since
         return data_uri(source.media_type, data), True

@@ -7,7 +7,9 @@ someone ran reads it anywhere), and with :attr:`RenderBudget.download_dir` it is
 that folder under a name made from its digest and linked relatively: a committed notebook and
 its folder then offer the download to anyone, trusted or not, in nbconvert HTML too.
 
-A file larger than :attr:`RenderBudget.embed_bytes` is never read: it is linked where it is.
+A file larger than :attr:`RenderBudget.embed_bytes` is never read: it is linked where it is;
+so is one that no longer fits what the rendering has left of :attr:`RenderBudget.total_bytes`
+(with a note naming it).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from murmur_nb._render.core import RenderBudget, Source, embed_or_link, format_size, link_to
+from murmur_nb._render.core import RenderBudget, Source, embed_or_link, link_to, linked_reason
 
 __all__ = ["DownloadDirError", "Offer", "file_name", "offer"]
 
@@ -40,6 +42,8 @@ class Offer:
     url: str
     #: ``embedded``, ``written to <folder>`` or ``linked``
     how: str
+    #: a note for the card when a budget the reader may raise decided (the rendering's total)
+    note: str = ""
 
     @property
     def embedded(self) -> bool:
@@ -105,11 +109,8 @@ def offer(source: Source, budget: RenderBudget) -> Offer:
         url, embedded = embed_or_link(source, budget)
         if embedded:
             return Offer(url, "embedded")
-        return Offer(
-            url,
-            f"linked, not embedded ({format_size(source.bytes)} > "
-            f"{format_size(budget.embed_bytes)} embed budget)",
-        )
+        reason = linked_reason(source, budget)
+        return Offer(url, reason, reason if source.bytes <= budget.embed_bytes else "")
     target = _folder(budget) / file_name(source)
     if not _same(target, source.bytes, source.digest):
         with source.file.open("rb") as src:  # failing to read is not the folder's fault

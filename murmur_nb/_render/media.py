@@ -6,8 +6,10 @@ declared ``bytes`` alone: a linked file is never opened, so a 1 GB video costs a
 bytes of output and no memory.
 
 A grid embeds thumbnails, never originals, and stops embedding once its thumbnails reach
-``RenderBudget.grid_bytes``; the images past that point are still listed, in order, by name.
-That bound is what keeps a 500-image grid under 5 MB of cell output.
+``RenderBudget.grid_bytes`` (or what the whole rendering has left of
+``RenderBudget.total_bytes``, when that is less); the images past that point are still
+listed, in order, by name. That bound is what keeps a 500-image grid under 5 MB of cell
+output, and fifty such grids in one invocation under the total.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from murmur_nb._render.core import (
     embed_or_link,
     esc,
     format_size,
+    linked_reason,
+    strip_allowance,
+    strip_spent,
 )
 from murmur_nb._render.downloads import offer
 from murmur_nb._render.theme import BG_SOFT, ERROR, FG, FG_MUTED
@@ -47,13 +52,14 @@ _LINK = "font-size:12px"
 _PROBLEM = f"background:{BG_SOFT};color:{FG};border:1px solid;border-color:{ERROR}"
 
 
-def _placement(source: Source, budget: RenderBudget, embedded: bool) -> str:
+def _placed(source: Source, budget: RenderBudget, embedded: bool, html: str) -> Body:
+    """The body, with where the medium is (``details``) and, when the rendering's total
+    budget is what kept it out, a visible note naming that budget."""
     if embedded:
-        return "embedded"
-    return (
-        f"linked, not embedded ({format_size(source.bytes)} > "
-        f"{format_size(budget.embed_bytes)} embed budget)"
-    )
+        return Body(html=html, details=["embedded"])
+    reason = linked_reason(source, budget)
+    notes = [reason] if source.bytes <= budget.embed_bytes else []
+    return Body(html=html, details=[reason], notes=notes)
 
 
 def download_link(url: str, name: str, label: str | None = None) -> str:
@@ -78,7 +84,7 @@ def _player(tag: str, source: Source, budget: RenderBudget, style: str) -> Body:
     link = ""
     if not embedded:
         link = f'<div style="{_LINK}">Linked file: {download_link(url, source.name)}</div>'
-    return Body(html=player + link, details=[_placement(source, budget, embedded)])
+    return _placed(source, budget, embedded, player + link)
 
 
 def render_video(source: Source, budget: RenderBudget) -> Body:
@@ -96,7 +102,7 @@ def render_image(source: Source, budget: RenderBudget) -> Body:
         'style="max-width:100%;max-height:640px;height:auto">'
     )
     link = "" if embedded else f'<div style="{_LINK}">{download_link(url, source.name)}</div>'
-    return Body(html=img + link, details=[_placement(source, budget, embedded)])
+    return _placed(source, budget, embedded, img + link)
 
 
 def render_download(source: Source, budget: RenderBudget) -> Body:
@@ -105,7 +111,8 @@ def render_download(source: Source, budget: RenderBudget) -> Body:
         f"<div>⬇ {download_link(got.url, source.name)} "
         f'<span style="color:{FG_MUTED}">({esc(format_size(source.bytes))})</span></div>'
     )
-    return Body(html=html, details=[f"download {source.name} ({got.how})"])
+    notes = [got.note] if got.note else []
+    return Body(html=html, details=[f"download {source.name} ({got.how})"], notes=notes)
 
 
 def thumbnail(path: Path, px: int) -> tuple[bytes, str]:
@@ -247,10 +254,12 @@ class _GridFill:
 
 
 def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[str]]:
-    """The grid's HTML and notes; thumbnails in order until ``budget.grid_bytes`` is spent."""
+    """The grid's HTML and notes; thumbnails in order until the strip's allowance is spent
+    (:func:`~.core.strip_allowance`)."""
     px = budget.thumbnail_px
     box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
-    fill = _GridFill(px, budget.grid_bytes, box)
+    limit, knob = strip_allowance(budget, len(items))
+    fill = _GridFill(px, limit, box)
     cells: list[str] = []
     uris = _thumb_uris(items, px, budget.parse_bytes)
     try:
@@ -267,8 +276,8 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
     notes: list[str] = []
     if fill.over_budget:
         notes.append(
-            f"{fill.over_budget} of {len(items)} thumbnails not embedded: the grid reached its "
-            f"{format_size(budget.grid_bytes)} budget (RenderBudget.grid_bytes)"
+            f"{fill.over_budget} of {len(items)} thumbnails not embedded: "
+            + strip_spent(budget, knob, "grid")
         )
     if fill.unreadable:
         notes.append(f"{fill.unreadable} of {len(items)} images could not be shown")

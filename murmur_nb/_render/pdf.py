@@ -2,7 +2,8 @@
 
 Pages are drawn with pypdfium2 (the ``render`` extra), opened from the path so a large PDF is
 not read into memory. Without pypdfium2 the card still shows the download link and says which
-package to install; nothing fails.
+package to install; nothing fails. Previews are embedded only while they fit what the
+rendering has left of its total budget (many PDFs in one invocation cannot add up past it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from murmur_nb._render.core import (
     RenderBudget,
     Source,
     data_uri,
+    left_of,
+    strip_spent,
+    uri_size,
 )
 from murmur_nb._render.downloads import offer
 from murmur_nb._render.media import download_link
@@ -87,7 +91,13 @@ def render_document(source: Source, budget: RenderBudget) -> Body:
             details=["page preview unavailable: pypdfium2 is not installed"],
             notes=[exc.message],
         )
+    pngs, dropped = _fitting(pngs, left_of(budget) - len(got.url))
     pages = "page" if count == 1 else "pages"
+    notes = [got.note] if got.note else []
+    if dropped:
+        notes.append(
+            f"{dropped} page previews not embedded: {strip_spent(budget, 'total_bytes', '')}"
+        )
     if len(pngs) > 1:
         shown = f"; preview of pages 1-{len(pngs)}"
     else:
@@ -98,4 +108,18 @@ def render_document(source: Source, budget: RenderBudget) -> Body:
         f'<div style="display:flex;gap:8px;overflow-x:auto">{figures}</div>{link}'
     )
     placement = "linked" if got.how.startswith("linked") else got.how
-    return Body(html=html, details=[f"{count} {pages}{shown}; download {placement}"])
+    return Body(
+        html=html,
+        details=[f"{count} {pages}{shown}; download {placement}"],
+        notes=notes,
+    )
+
+
+def _fitting(pngs: list[bytes], limit: int) -> tuple[list[bytes], int]:
+    """The previews whose data URIs fit in ``limit`` bytes, in order, and how many did not."""
+    spent = 0
+    for n, png in enumerate(pngs):
+        spent += uri_size("image/png", len(png))
+        if spent > limit:
+            return pngs[:n], len(pngs) - n
+    return pngs, 0

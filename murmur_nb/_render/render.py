@@ -9,6 +9,9 @@ Design notes
   over artifacts and invocations from several calls.
 * **Grids group.** The ``image_grid`` images of one invocation become one grid, in order,
   placed where the first of them was (:mod:`.grid`).
+* **One total per call.** Everything one ``render(...)`` call shows, a gallery of several
+  invocations included, is drawn against one :class:`~.total.Account`: the whole output is
+  bounded by :attr:`RenderBudget.total_bytes`, and a content is embedded once.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._render.core import RenderBudget, Rendering, Source, error_card, esc
-from murmur_nb._render.fallback import render_one, verify_source
+from murmur_nb._render.core import RenderBudget, Rendering, Source, error_card, esc, within
+from murmur_nb._render.fallback import verify_source
 from murmur_nb._render.grid import NOT_HELD, grid_rendering, max_held
 from murmur_nb._render.inputs import (
     ArtifactLike,
@@ -32,6 +35,7 @@ from murmur_nb._render.inputs import (
     source_of,
 )
 from murmur_nb._render.presentation import normalize_media_type
+from murmur_nb._render.total import Account, omitted_rendering
 from murmur_nb._render.verify import file_digest
 
 __all__ = ["RenderBudget", "Rendering", "render", "render_file"]
@@ -46,15 +50,16 @@ def _rejected(rejected: RejectedLike) -> Rendering:
     )
 
 
-def _render_invocation(inv: InvocationLike, budget: RenderBudget) -> Rendering:
+def _render_invocation(inv: InvocationLike, account: Account) -> Rendering:
     with contextlib.ExitStack() as held:
-        return _render_invocation_held(inv, budget, held)
+        return _render_invocation_held(inv, account, held)
 
 
 def _render_invocation_held(
-    inv: InvocationLike, budget: RenderBudget, held: contextlib.ExitStack
+    inv: InvocationLike, account: Account, held: contextlib.ExitStack
 ) -> Rendering:
     roots = roots_of(inv)
+    omitted_before = account.omitted
     parts: list[Rendering] = []
     grid_sources: list[Source] = []
     grid_at: int | None = None
@@ -70,29 +75,33 @@ def _render_invocation_held(
                 if not isinstance(checked, Rendering):
                     checked = dataclasses.replace(checked, file=NOT_HELD)
             if isinstance(checked, Rendering):
-                parts.append(checked)
+                parts.append(account.count(checked))
                 continue
             if grid_at is None:
                 grid_at = len(parts)
                 parts.append(Rendering(primitive="placeholder", text="", html=""))
             grid_sources.append(checked)
             continue
-        parts.append(render_one(source, artifact.presentation, budget, verify=True))
+        part = account.render(source, artifact.presentation, verify=True)
+        if part is not None:
+            parts.append(part)
     if grid_at is not None:
-        parts[grid_at] = grid_rendering(grid_sources, budget, [])
-    parts.extend(_rejected(rejected) for rejected in inv.rejected_artifacts)
+        grid = grid_rendering(grid_sources, within(account.budget, account.left), [])
+        parts[grid_at] = account.count(grid)
+    parts.extend(account.count(_rejected(rejected)) for rejected in inv.rejected_artifacts)
+    if account.omitted > omitted_before:
+        parts.append(omitted_rendering(account.omitted - omitted_before, account.budget))
     n_ok = len(inv.artifacts)
     n_rej = len(inv.rejected_artifacts)
     header = f"invocation · {inv.capability} · {n_ok} artifact{'s' if n_ok != 1 else ''}"
     if n_rej:
         header += f", {n_rej} rejected"
     text = "\n".join([header, *(p.text for p in parts)])
-    html = (
+    head = (
         f'<div class="murmur-invocation"><div style="font-family:system-ui,sans-serif;'
         f'font-size:13px;font-weight:600">{esc(header)}</div>'
-        + "".join(p.html for p in parts)
-        + "</div>"
     )
+    html = "".join([head, *(p.html for p in parts), "</div>"])  # one copy of the parts
     return Rendering(primitive="invocation", text=text, html=html, parts=tuple(parts))
 
 
@@ -126,22 +135,41 @@ def render(obj: Any, *, budget: RenderBudget | None = None) -> Rendering:
             runs = [host.invoke("gallery.thumbs", {"count": 4}), host.invoke("docs.report")]
         mnb.render(runs)
     """
-    budget = budget or RenderBudget()
+    return _render(obj, Account(budget or RenderBudget()))
+
+
+def _render(obj: Any, account: Account) -> Rendering:
+    """:func:`render` against ``account``, the one budget of the whole call."""
     if isinstance(obj, InvocationLike):
-        return _render_invocation(obj, budget)
+        return _render_invocation(obj, account)
     if isinstance(obj, ArtifactLike):
-        return render_one(source_of(obj, {}), obj.presentation, budget, verify=True)
+        part = account.render(source_of(obj, {}), obj.presentation, verify=True)
+        return part or omitted_rendering(1, account.budget)
     if isinstance(obj, RejectedLike):
-        return _rejected(obj)
+        return account.count(_rejected(obj))
     if isinstance(obj, Iterable) and not isinstance(obj, str | bytes | os.PathLike):
-        parts = [render(item, budget=budget) for item in obj]
-        text = "\n".join([f"gallery · {len(parts)} items", *(p.text for p in parts)])
-        html = '<div class="murmur-gallery">' + "".join(p.html for p in parts) + "</div>"
-        return Rendering(primitive="gallery", text=text, html=html, parts=tuple(parts))
+        return _gallery(obj, account)
     raise TypeError(
         f"render() takes an Invocation, a VerifiedArtifact or a list of them, not "
         f"{type(obj).__name__}; for a plain file use render_file(path)"
     )
+
+
+def _gallery(items: Iterable[Any], account: Account) -> Rendering:
+    parts: list[Rendering] = []
+    omitted = 0
+    for item in items:
+        before = account.omitted
+        part = _render(item, account)
+        if isinstance(item, ArtifactLike) and account.omitted > before:
+            omitted += 1  # counted once, in one line below, not a line per artifact
+            continue
+        parts.append(part)
+    if omitted:
+        parts.append(omitted_rendering(omitted, account.budget))
+    text = "\n".join([f"gallery · {len(parts)} items", *(p.text for p in parts)])
+    html = "".join(['<div class="murmur-gallery">', *(p.html for p in parts), "</div>"])
+    return Rendering(primitive="gallery", text=text, html=html, parts=tuple(parts))
 
 
 def render_file(
@@ -183,4 +211,6 @@ def render_file(
         rel_path=file.name,
         root_dir=file.parent,
     )
-    return render_one(source, presentation or "", budget or RenderBudget(), verify=False)
+    budget = budget or RenderBudget()
+    part = Account(budget).render(source, presentation or "", verify=False)
+    return part or omitted_rendering(1, budget)

@@ -6,7 +6,8 @@ from the checked descriptor, as a grid's are (:mod:`.listed`).
 The card is a static, horizontally scrolling strip: every viewer shows it without script.
 The same pages are returned as :class:`~murmur_nb._render.core.Slide` objects
 (``Rendering.slides``) for a stepping widget. Slide images share one byte budget
-(``RenderBudget.grid_bytes``) like a grid; pages past it are listed, not drawn.
+(``RenderBudget.grid_bytes``, or what the rendering has left of ``total_bytes`` when that is
+less) like a grid; pages past it are listed, not drawn.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from murmur_nb._render.core import (
     data_uri,
     esc,
     format_size,
+    strip_allowance,
+    strip_spent,
 )
 from murmur_nb._render.grid import max_held
 from murmur_nb._render.listed import listed_paths, open_listed
@@ -65,6 +68,7 @@ def _image_slides(
     images: Sequence[tuple[str, bytes | None, str]], width: int, budget: RenderBudget, total: int
 ) -> Body:
     """Slides from encoded images (``(label, data or None, media_type)``)."""
+    limit, knob = strip_allowance(budget, len(images))
     spent = 0
     slides: list[Slide] = []
     frames: list[str] = []
@@ -78,7 +82,7 @@ def _image_slides(
             text = f"slide {n}: {label}"
         else:
             uri = data_uri(mt, data)
-            if spent + len(uri) > budget.grid_bytes:
+            if spent + len(uri) > limit:
                 skipped += 1
                 inner = '<div style="font-size:12px">not embedded (budget)</div>'
             else:
@@ -94,8 +98,7 @@ def _image_slides(
         body.notes.append(f"showing {len(images)} of {total} slides (RenderBudget.max_slides)")
     if skipped:
         body.notes.append(
-            f"{skipped} slide images not embedded: the strip reached its "
-            f"{format_size(budget.grid_bytes)} budget (RenderBudget.grid_bytes)"
+            f"{skipped} slide images not embedded: {strip_spent(budget, knob, 'strip')}"
         )
     return body
 

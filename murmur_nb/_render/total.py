@@ -1,0 +1,181 @@
+"""The whole-rendering budget: one account per ``render(...)`` call, over all its artifacts.
+
+Design notes
+------------
+* **Why a total.** Every renderer bounds its own artifact, but bounds multiply: one 4 MiB
+  file that a module lists as 150 artifacts was embedded 150 times (800 MiB of HTML, 2.5 GiB
+  of memory, from one ``render(inv)``). Embedding on a module's behalf is work the host does
+  for a guest, and is bounded like the guest's own (SPEC, section 1, *Confinement*).
+* **Narrowed, then counted.** Each artifact is rendered with the budget narrowed to what the
+  rendering has left (:func:`~.core.within`), so media, downloads and thumbnail strips embed
+  only what fits, and say so naming :attr:`~.core.RenderBudget.total_bytes`. Its output is
+  then counted; a part that still comes out larger than what was left (a long text, a wide
+  table) is replaced by a link to its file. Nothing past the total is ever built beyond one
+  artifact's own bound, so memory stays bounded too.
+* **Once per content.** A later artifact with the digest of one already shown becomes a
+  short card that refers to the first. It is verified like any other (an error card if it
+  changed), except when it is the very claim already verified in this rendering (same root,
+  path, size and digest): nothing of it is shown again, so hashing it again proves nothing.
+* **Listed, then summed up.** Past the total, an artifact is a small card linking its file
+  (about a kilobyte, on top of the total); after :data:`LISTED_PAST` such cards (or
+  references) the rest are counted in one line, so a module claiming a hundred thousand
+  artifacts cannot grow the output either. The output of one call therefore stays under
+  ``total_bytes`` plus those few hundred cards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from murmur_nb._render.core import (
+    Body,
+    RenderBudget,
+    Rendering,
+    Source,
+    esc,
+    format_size,
+    link_to,
+    short_digest,
+    source_rendering,
+    within,
+)
+from murmur_nb._render.fallback import render_one, verify_source
+from murmur_nb._render.media import download_link
+
+__all__ = ["LISTED_PAST", "Account", "omitted_rendering"]
+
+#: Cards (links past the total, references to a content shown above) listed at most in one
+#: rendering once the total is reached; the artifacts past them are counted in one line.
+LISTED_PAST = 200
+
+#: Below this many bytes left, an artifact is not even tried: it is shown as a link.
+_ROOM = 2048
+
+_Claim = tuple[str, str, str, str, int, str]
+_CardMaker = Callable[[Source], Rendering]
+
+
+def _claim(source: Source) -> _Claim:
+    return (
+        str(source.root_dir),
+        source.root,
+        source.rel_path,
+        str(source.file),
+        source.bytes,
+        source.digest,
+    )
+
+
+def _size(part: Rendering) -> int:
+    return len(part.html) + len(part.text)
+
+
+@dataclass
+class Account:
+    """What one rendering has produced so far, and which contents it has shown.
+
+    Only :meth:`render` and :meth:`count` change it, each for the part it returns.
+    """
+
+    budget: RenderBudget
+    spent: int = 0
+    #: digest -> the label of the artifact that showed it
+    shown: dict[str, str] = field(default_factory=dict)
+    #: claims verified (and shown) in this rendering
+    checked: set[_Claim] = field(default_factory=set)
+    #: cards listed past the total (links and references)
+    listed_past: int = 0
+    #: artifacts neither shown nor listed (past :data:`LISTED_PAST`)
+    omitted: int = 0
+
+    @property
+    def left(self) -> int:
+        return max(0, self.budget.total_bytes - self.spent)
+
+    def count(self, part: Rendering) -> Rendering:
+        """Add ``part`` (an error card, a grid, a header) to what was produced."""
+        self.spent += _size(part)
+        return part
+
+    def render(self, source: Source, presentation: str, *, verify: bool) -> Rendering | None:
+        """``source`` rendered within what is left, a card referring to the same content
+        shown above, a link past the total, or ``None`` once even links are past their cap
+        (counted in :attr:`omitted`)."""
+        first = self.shown.get(source.digest)
+        if first is not None or self.left < _ROOM:
+            if self.listed_past >= LISTED_PAST:
+                self.omitted += 1
+                return None
+            self.listed_past += 1
+            card = _reference if first is not None else _past_total
+            return self.count(self._checked(source, verify, lambda s: card(s, self.budget, first)))
+        left = self.left
+        part = render_one(source, presentation, within(self.budget, left), verify=verify)
+        if _size(part) > left:
+            self.listed_past += 1
+            part = _past_total(source, self.budget, None)
+        if part.ok:
+            self.shown[source.digest] = f"{source.id!r} ({source.rel_path})"
+            self.checked.add(_claim(source))
+        return self.count(part)
+
+    def _checked(self, source: Source, verify: bool, card: _CardMaker) -> Rendering:
+        """``card(source)`` once ``source`` is verified (or was, as this very claim)."""
+        if not verify or _claim(source) in self.checked:
+            return card(source)
+        with contextlib.ExitStack() as held:
+            checked = verify_source(source, held)
+        if isinstance(checked, Rendering):
+            return checked
+        self.checked.add(_claim(source))
+        return card(checked)
+
+
+def _where(source: Source) -> Path:
+    return source.link or source.file
+
+
+def _past_total(source: Source, budget: RenderBudget, _first: str | None) -> Rendering:
+    """A link to the file, and why it is not shown: the rendering's total is spent."""
+    url = link_to(_where(source), budget)
+    body = Body(
+        html=f"<div>{download_link(url, source.name)} ({esc(format_size(source.bytes))})</div>",
+        details=["linked, not shown: the rendering reached its total budget"],
+        notes=[
+            f"not shown: this rendering reached its {format_size(budget.total_bytes)} total "
+            "budget (RenderBudget.total_bytes); raise it, or render this artifact on its own"
+        ],
+    )
+    return source_rendering("download", source, body)
+
+
+def _reference(source: Source, budget: RenderBudget, first: str | None) -> Rendering:
+    """A short card for a content already shown in this rendering."""
+    note = (
+        f"same content ({short_digest(source.digest)}) as artifact {first} shown above; "
+        "not embedded again"
+    )
+    url = link_to(_where(source), budget)
+    body = Body(
+        html=f"<div>{download_link(url, source.name)} ({esc(format_size(source.bytes))})</div>",
+        details=[f"same content as artifact {first}, shown above"],
+        notes=[note],
+    )
+    return source_rendering("download", source, body)
+
+
+def omitted_rendering(count: int, budget: RenderBudget) -> Rendering:
+    """One line for the artifacts past the total that were not even listed."""
+    message = (
+        f"{count} more artifact{'s' if count != 1 else ''} not shown or listed: this "
+        f"rendering reached its {format_size(budget.total_bytes)} total budget "
+        "(RenderBudget.total_bytes)"
+    )
+    return Rendering(
+        primitive="omitted",
+        text=f"omitted · {message}",
+        html=f'<div class="murmur-note" style="font-size:12px">{esc(message)}</div>',
+    )
