@@ -290,9 +290,9 @@ def test_each_run_gets_a_private_empty_working_folder(host: mnb.ModuleHost) -> N
     assert first["cwd_entries"] == [] and second["cwd_entries"] == []
     assert not Path(first["cwd"], "litter.txt").exists()  # a littered folder is not reused
     third = host.invoke("good.echo", {"count": 0}).result
-    assert third["cwd_entries"] == [] and Path(third["cwd"]).is_dir()
-    host.close()
-    assert not Path(third["cwd"]).exists()
+    # never recycled: each run's folder is new, and gone from the disk once it returns
+    assert len({first["cwd"], second["cwd"], third["cwd"]}) == 3
+    assert third["cwd_entries"] == [] and not Path(third["cwd"]).exists()
 
 
 def test_a_host_left_open_leaves_no_runs_folder_behind(facet_home: Path, tmp_path: Path) -> None:
