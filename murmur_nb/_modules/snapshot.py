@@ -17,6 +17,8 @@ Design notes
   reach a root the module writes). A link that stays inside becomes a *relative* link to
   the same place in the snapshot, hashed by that relative target, so it can never reach the
   live folder. Hard links need no rule: the snapshot holds copies.
+* **Only files, folders and links.** A FIFO, socket or device is left out of the listing
+  and the snapshot (reading one may block or never end; it is never code).
 * **Bounded.** Entries and bytes are counted from ``lstat`` before a byte is read, against
   ``Policy.max_module_entries`` / ``Policy.max_module_bytes``; a sparse file (far fewer
   blocks on disk than its size) is refused too. The refusal code is ``module_too_large``.
@@ -133,9 +135,7 @@ def walk(
                                      "max_module_bytes", max_bytes)  # fmt: skip
                 _refuse_sparse(st, folder, rel)
                 out.append(Entry(rel, "F", _sig(st), bool(st.st_mode & 0o111)))
-            else:
-                raise Refused("invalid_descriptor", "module", f"{folder / rel} is neither a "
-                              "file, a folder nor a link (a FIFO, socket or device); remove it")
+            # a FIFO, socket or device is never code and reading one may block: left out
     return out
 
 
@@ -261,10 +261,11 @@ class SnapshotStore:
         if known is None:
             return False
         try:
+            _clean_pycache(snap.path, len(known))
             now = walk(snap.path, max_entries=len(known) + 1, max_bytes=1 << 62, skip="")
         except (OSError, Refused):
             return False
-        return now == known
+        return _same(now, known)
 
     def _predict(self, listing: list[Entry]) -> str | None:
         digest = hashlib.sha256()
@@ -292,9 +293,10 @@ class SnapshotStore:
             return None
         # made by another host process (or changed since): trust only what hashes to its name
         try:
+            _clean_pycache(snap.path, max_entries)
             listing = walk(snap.path, max_entries=max_entries, max_bytes=max_bytes, skip="")
-            if self._hash_copy(snap.path, listing, None, max_bytes) == digest and listing == walk(
-                snap.path, max_entries=max_entries, max_bytes=max_bytes, skip=""
+            if self._hash_copy(snap.path, listing, None, max_bytes) == digest and _same(
+                listing, walk(snap.path, max_entries=max_entries, max_bytes=max_bytes, skip="")
             ):
                 self._verified[snap.path] = listing
                 return snap
@@ -318,11 +320,11 @@ class SnapshotStore:
             try:
                 tmp.rename(top)
             except OSError:  # another host made it first: use theirs once it hashes right
-                remove_tree(tmp)
                 found = self._reusable(digest, folder.name, len(listing) + 1, max_bytes)
-                if found is None:
-                    raise
-                return found
+                if found is not None:
+                    remove_tree(tmp)
+                    return found
+                tmp.rename(top)  # theirs did not hash right and is gone: ours takes its place
             snap = Snapshot(top / folder.name, digest)
             self._verified[snap.path] = walk(snap.path, max_entries=len(listing) + 1,
                                              max_bytes=max_bytes, skip="")  # fmt: skip
@@ -397,6 +399,33 @@ class SnapshotStore:
             if len(self._files) >= 1_000_000:
                 self._files.clear()
             self._files[sig] = hex_digest
+
+
+def _same(now: list[Entry], known: list[Entry]) -> bool:
+    """The same files and links, unchanged, and the same folders (whose own times move
+    whenever an entry is added or removed, which the listing shows anyway)."""
+    return len(now) == len(known) and all(
+        a.rel == b.rel and a.kind == b.kind and (a.kind == "D" or a == b)
+        for a, b in zip(now, known, strict=True)
+    )
+
+
+def _clean_pycache(snapshot: Path, max_entries: int) -> None:
+    """Remove any ``__pycache__`` from a snapshot: the interpreter writes one there when it
+    runs unconfined as root (mode bits do not stop root), and nothing in it was hashed."""
+    listing = walk(snapshot, max_entries=max_entries + 64, max_bytes=1 << 62, skip="")
+    for entry in listing:
+        if Path(entry.rel).name != _PYCACHE or _PYCACHE in Path(entry.rel).parent.parts:
+            continue
+        parent = (snapshot / entry.rel).parent
+        parent.chmod(0o755)
+        try:
+            if entry.kind == "D":
+                remove_tree(snapshot / entry.rel)
+            else:
+                (snapshot / entry.rel).unlink()
+        finally:
+            parent.chmod(0o555)
 
 
 class _Writer:
