@@ -57,7 +57,7 @@ def _install(facet_home: Path, module_id: str, main: str) -> None:
     folder.mkdir(parents=True)
     (folder / "main.py").write_text(main)
     launcher = folder / "module"
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{folder / "main.py"}" "$@"\n')
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "${{0%/*}}/main.py" "$@"\n')
     launcher.chmod(0o755)
 
 

@@ -144,6 +144,8 @@ def run_describe(
     if failure is not None:
         return Described.refused(key, *failure)
     descriptor, errors = parse_describe_output(run.stdout, module_id, snap.path)
+    if descriptor is not None:
+        descriptor = _live_paths(descriptor, snap.path, folder)
     digest = descriptor_digest(descriptor) if descriptor is not None else None
     return Described(key, descriptor, errors, digest, snap.digest, snap)
 
@@ -187,6 +189,22 @@ def _run_confined(exe: Path, cwd: Path, policy: Policy, gate: SandboxGate) -> Ru
         deadline_s=policy.describe_deadline_ms / 1000.0,
         max_output_bytes=policy.describe_max_output_bytes,
     )
+
+
+def _live_paths(descriptor: Descriptor, snapshot: Path, folder: Path) -> Descriptor:
+    """Requirement details name the module folder, not the snapshot it was described from.
+
+    A module that says where to put a missing file (``save it as <its folder>/models/x``)
+    means the folder the operator installed, which is also where the next snapshot is
+    made from; the snapshot's own path would be wrong advice (and would make the
+    descriptor digest change with every code change).
+    """
+    requirements = descriptor.requirements or []
+    if not any(str(snapshot) in r.detail for r in requirements):
+        return descriptor
+    fixed = [r.model_copy(update={"detail": r.detail.replace(str(snapshot), str(folder))})
+             for r in requirements]  # fmt: skip
+    return descriptor.model_copy(update={"requirements": fixed})
 
 
 def _run_failure(run: RunResult, policy: Policy) -> tuple[str, str] | None:
