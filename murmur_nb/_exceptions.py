@@ -11,6 +11,7 @@ Where a caller would naturally catch a builtin, the error inherits it as well
     ├── ModuleHostError
     │   ├── ModuleNotFound            module_not_found      (LookupError)
     │   ├── InvalidDescriptor         invalid_descriptor    (.errors)
+    │   │   └── ModuleTooLarge        module_too_large
     │   ├── InvalidInput              invalid_input         (ValueError)
     │   ├── ApprovalRequired          approval_required     (PermissionError, .reasons)
     │   ├── NotGranted                not_granted           (PermissionError)
@@ -62,6 +63,7 @@ __all__ = [
     "MissingRequirement",
     "ModuleHostError",
     "ModuleNotFound",
+    "ModuleTooLarge",
     "MurmurError",
     "NotGranted",
     "OutputTooLarge",
@@ -112,6 +114,18 @@ class InvalidDescriptor(ModuleHostError):
     def __init__(self, message: str, *, errors: Sequence[DescriptorProblem] = ()) -> None:
         super().__init__(message)
         self.errors: list[DescriptorProblem] = list(errors)
+
+
+class ModuleTooLarge(InvalidDescriptor):
+    """The module folder is past the host's budget for hashing it (``Policy.max_module_entries``
+    / ``max_module_bytes``) or holds a sparse file; it is refused without being read.
+
+    A refusal of the module like any :class:`InvalidDescriptor` (so ``except
+    InvalidDescriptor`` still catches it), with its own code because the fix is not in the
+    descriptor: shrink the folder, or raise the budget.
+    """
+
+    code = "module_too_large"
 
 
 class InvalidInput(ModuleHostError, ValueError):

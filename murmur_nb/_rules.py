@@ -18,6 +18,7 @@ from pathlib import Path
 __all__ = [
     "DIGEST_RE",
     "BudgetSpent",
+    "cache_dir",
     "HASH_BUFFER",
     "PLAIN_ID_RE",
     "facet_studio_home",
@@ -67,6 +68,17 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         return sha256_fd(fd)
     finally:
         os.close(fd)
+
+
+def cache_dir() -> Path:
+    """The per-user cache directory of murmur-nb (created on first use): compiled hook
+    components and, when others can reach it, module snapshots."""
+    explicit = os.environ.get("MURMUR_NB_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "murmur-nb"
 
 
 def facet_studio_home() -> Path:

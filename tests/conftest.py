@@ -19,24 +19,36 @@ Three different folders are called "home" in murmur-nb, so no fixture is called 
 
 from __future__ import annotations
 
+import functools
+import os
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
 from _modules import install
 
 import murmur_nb as mnb
+from murmur_nb._modules.snapshot import remove_tree
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Ctrl-C means KeyboardInterrupt here, however the suite was started.
+    """Ctrl-C means KeyboardInterrupt here, however the suite was started; snapshots of
+    module folders go to a store of this run.
 
     A shell starts a background command (``cmd &``, ``nohup``) with SIGINT ignored, and
     Python then never installs its KeyboardInterrupt handler; the tests that press Ctrl-C
-    (on a module's process tree, a hook guest, a host function) need it.
+    (on a module's process tree, a hook guest, a host function) need it. The snapshot store
+    is persistent by design; the suite's own (``0755``, so a module running as another uid
+    reaches it) is removed when the run ends.
     """
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if "MURMUR_NB_SNAPSHOTS" not in os.environ:
+        store = Path(tempfile.mkdtemp(prefix="murmur-nb-test-snapshots-"))
+        store.chmod(0o755)
+        os.environ["MURMUR_NB_SNAPSHOTS"] = str(store)
+        config.add_cleanup(functools.partial(remove_tree, store))
 
 
 @pytest.fixture

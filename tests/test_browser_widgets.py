@@ -99,7 +99,7 @@ def _install_sleepy(facet_home: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "main.py").write_text(SLEEPY_MAIN)
     launcher = folder / "module"
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{folder / "main.py"}" "$@"\n')
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "${{0%/*}}/main.py" "$@"\n')
     launcher.chmod(0o755)
 
 

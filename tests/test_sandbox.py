@@ -115,8 +115,7 @@ def test_it_can_read_system_files_its_roots_and_its_folder_and_write_rw_roots(
     host: mnb.ModuleHost, world: World
 ) -> None:
     inv = host.invoke("hostile.read", {"paths": [
-        "root:src/input.txt", "/etc/passwd", str(world.home / "modules/hostile/_proto.py"),
-        "/dev/null"]})
+        "root:src/input.txt", "/etc/passwd", "self:_proto.py", "/dev/null"]})
     assert all(a["ok"] for a in _attempts(inv).values()), inv.result
     assert _attempts(inv)["root:src/input.txt"]["value"] == "source data"
     inv = host.invoke("hostile.write", {"paths": ["root:out/fine.txt"]})
@@ -580,8 +579,7 @@ def test_a_home_reached_through_a_symlink_still_runs_confined(world: World) -> N
     link.symlink_to(world.home)
     policy = world.policy()
     with mnb.ModuleHost(home=link, policy=policy, artifact_store=world.store) as host:
-        inv = host.invoke("hostile.read", {"paths": ["root:src/input.txt", str(
-            link / "modules/hostile/_proto.py")]})
+        inv = host.invoke("hostile.read", {"paths": ["root:src/input.txt", "self:_proto.py"]})
         assert all(a["ok"] for a in _attempts(inv).values()), inv.result
         assert inv.confinement.startswith("bwrap")
 

@@ -48,7 +48,8 @@ while True:
 """
 
 
-#: the module's folder name, in every command line of its processes
+#: in every command line of the module's processes (an ``-X`` option: the folder they run
+#: from is the host's snapshot, whose path does not hold the home's name)
 MARKER = f"sleepy-{uuid.uuid4().hex[:8]}"
 
 
@@ -57,7 +58,9 @@ def _install(facet_home: Path, module_id: str, main: str) -> None:
     folder.mkdir(parents=True)
     (folder / "main.py").write_text(main)
     launcher = folder / "module"
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{folder / "main.py"}" "$@"\n')
+    launcher.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" -I -X {MARKER} "${{0%/*}}/main.py" "$@"\n'
+    )
     launcher.chmod(0o755)
 
 

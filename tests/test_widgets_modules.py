@@ -85,7 +85,8 @@ def _install(facet_home: Path, module_id: str, main: str) -> None:
     folder.mkdir()
     (folder / "main.py").write_text(main)
     launcher = folder / "module"
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{folder / "main.py"}" "$@"\n')
+    # main.py beside the launcher, wherever it runs from (the host runs a snapshot)
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "${{0%/*}}/main.py" "$@"\n')
     launcher.chmod(0o755)
 
 

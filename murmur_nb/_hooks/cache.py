@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from murmur_nb._rules import facet_studio_home, sha256_file
+from murmur_nb._rules import cache_dir, facet_studio_home, sha256_file
 
 if TYPE_CHECKING:
     from wasmtime import Engine
@@ -73,16 +73,6 @@ __all__ = [
 
 KEY_FILE = "cache.key"
 KEY_BYTES = 32
-
-
-def cache_dir() -> Path:
-    """The per-user cache directory of murmur-nb (created on first use)."""
-    explicit = os.environ.get("MURMUR_NB_CACHE")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "murmur-nb"
 
 
 def key_dir() -> Path:

@@ -33,7 +33,7 @@ class Pin:
     digest: str
     descriptor: Descriptor
     source: str  # "operator" | "allow-list"
-    code: str = ""  # code_digest() of the module folder when approved
+    code: str = ""  # digest of the module folder's snapshot when approved
 
     @property
     def label(self) -> str:

@@ -6,7 +6,11 @@ Design notes
   name is the module id and must be a plain name (:data:`MODULE_ID_RE`), never a path.
 * **Descriptors are cached by ``stat``.** :func:`stat_key` fingerprints the whole folder
   (a launcher usually runs code beside it), so any file added, removed, replaced or
-  edited makes the host describe again.
+  edited makes the host describe again. Every entry counts, however many (within
+  ``Policy.max_module_entries``): a large folder is walked, not re-described.
+* **What runs is a snapshot.** ``describe`` (and later ``invoke``) runs the verified,
+  read-only copy of the folder (:mod:`.snapshot`) whose digest the approval pins, never
+  the live folder, so a file swapped after the hash is never executed.
 * **A refusal is data.** :func:`run_describe` never raises for a broken module: it returns
   a :class:`Described` whose ``errors`` say what is wrong, so a refused module still lists.
 """
@@ -16,15 +20,18 @@ from __future__ import annotations
 import os
 import stat
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from murmur_nb._exceptions import InvalidDescriptor, ModuleNotFound, SandboxUnavailable
+from murmur_nb._exceptions import (
+    InvalidDescriptor,
+    ModuleNotFound,
+    ModuleTooLarge,
+    SandboxUnavailable,
+)
 from murmur_nb._modules.descriptor import (
     DescriptorProblem,
-    code_digest,
     descriptor_digest,
     parse_describe_output,
 )
@@ -33,6 +40,7 @@ from murmur_nb._modules.invocation import ModuleInfo
 from murmur_nb._modules.knowledge import knowledge_warnings
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.runner import RunResult
+from murmur_nb._modules.snapshot import Entry, Refused, Snapshot, SnapshotStore, walk
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import PLAIN_ID_RE
 from murmur_nb.protocol import Capability, Descriptor
@@ -50,8 +58,6 @@ __all__ = [
 #: A module id: a plain name, the same rule as every other id murmur-nb accepts.
 MODULE_ID_RE = PLAIN_ID_RE
 
-STAT_KEY_MAX_ENTRIES = 512
-
 
 def is_module_id(name: str) -> bool:
     """Whether ``name`` may name a module folder."""
@@ -62,19 +68,25 @@ def is_module_id(name: str) -> bool:
 class Described:
     """The outcome of one ``describe``: the descriptor, or the errors that refused it.
 
-    ``code`` is the :func:`~murmur_nb._modules.descriptor.code_digest` of the module folder
-    when it was described; approvals are pinned to it as well as to ``digest``.
+    ``code`` is the digest of the module folder's snapshot (:mod:`.snapshot`) that was
+    described; approvals are pinned to it as well as to ``digest``, and ``invoke`` runs
+    that ``snapshot``. ``refusal`` is the error code a refused module raises with.
     """
 
-    key: tuple[int, ...]
+    key: tuple[object, ...]
     descriptor: Descriptor | None
     errors: list[DescriptorProblem]
     digest: str | None
     code: str = ""
+    snapshot: Snapshot | None = None
+    refusal: str = InvalidDescriptor.code
 
     @classmethod
-    def refused(cls, key: tuple[int, ...], where: str, detail: str) -> Described:
-        return cls(key, None, [DescriptorProblem(where, detail)], None)
+    def refused(
+        cls, key: tuple[object, ...], where: str, detail: str, *, code: str = ""
+    ) -> Described:
+        return cls(key, None, [DescriptorProblem(where, detail)], None,
+                   refusal=code or InvalidDescriptor.code)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,32 +98,21 @@ class Target:
     digest: str
     cap: Capability
     code: str = ""
+    snapshot: Path = Path()
 
 
-def stat_key(module_dir: Path, module_file: Path) -> tuple[int, ...]:
+def stat_key(module_dir: Path, policy: Policy) -> tuple[Entry, ...]:
     """A cheap fingerprint of a module's installed files, to tell when to describe again.
 
     A module is often a launcher beside its real code (``module`` runs ``main.py``), so the
     whole folder counts, not just the launcher: any file added, removed, replaced or edited
-    changes the key. Past ``STAT_KEY_MAX_ENTRIES`` entries the key cannot be trusted and
-    becomes unique, so a huge folder is simply described on every call.
+    changes the key (name, kind, device, inode, size, mtime and ctime of every entry).
+    Raises :class:`~.snapshot.Refused` past the policy's entry or byte budget.
     """
-    fs = module_file.stat()
-    key = [fs.st_ino, fs.st_size, fs.st_mtime_ns, fs.st_ctime_ns]
-    pending = [str(module_dir)]
-    seen = 0
-    while pending:
-        with os.scandir(pending.pop()) as it:
-            entries = sorted((e for e in it if e.name != "__pycache__"), key=lambda e: e.name)
-        for entry in entries:
-            seen += 1
-            if seen > STAT_KEY_MAX_ENTRIES:
-                return (*key, time.monotonic_ns())
-            st = entry.stat(follow_symlinks=False)
-            key += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            if entry.is_dir(follow_symlinks=False):
-                pending.append(entry.path)
-    return tuple(key)
+    return tuple(
+        walk(module_dir, max_entries=policy.max_module_entries,
+             max_bytes=policy.max_module_bytes)
+    )  # fmt: skip
 
 
 def run_describe(
@@ -122,13 +123,14 @@ def run_describe(
     workspace: Workspace,
     gate: SandboxGate,
     previous: Described | None,
+    store: SnapshotStore,
 ) -> Described:
-    """Run ``<folder>/module describe`` confined, within the policy's describe bounds."""
-    exe = folder / "module"
-    ready = _prepare(folder, exe, previous)
+    """Run ``module describe`` of the folder's snapshot, confined, within the describe bounds."""
+    ready = _prepare(folder, policy, store, previous)
     if isinstance(ready, Described):
         return ready
-    key, code = ready
+    key, snap = ready
+    exe = snap.path / "module"
     cwd = workspace.take_cwd()
     try:
         run = _run_confined(exe, cwd, policy, gate)
@@ -141,31 +143,42 @@ def run_describe(
     failure = _run_failure(run, policy)
     if failure is not None:
         return Described.refused(key, *failure)
-    descriptor, errors = parse_describe_output(run.stdout, module_id, folder)
+    descriptor, errors = parse_describe_output(run.stdout, module_id, snap.path)
+    if descriptor is not None:
+        descriptor = _live_paths(descriptor, snap.path, folder)
     digest = descriptor_digest(descriptor) if descriptor is not None else None
-    return Described(key, descriptor, errors, digest, code)
+    return Described(key, descriptor, errors, digest, snap.digest, snap)
 
 
-def _prepare(
-    folder: Path, exe: Path, previous: Described | None
-) -> tuple[tuple[int, ...], str] | Described:
-    """``(stat key, code digest)`` of an installed, executable module, or why it is refused."""
+def _prepare(  # noqa: PLR0911 - one refusal per rule, each with its own message
+    folder: Path, policy: Policy, store: SnapshotStore, previous: Described | None
+) -> tuple[tuple[object, ...], Snapshot] | Described:
+    """``(stat key, verified snapshot)`` of an installed, executable module, or why it is
+    refused."""
+    exe = folder / "module"
     try:
-        key = stat_key(folder, exe)
-    except OSError:
+        key = stat_key(folder, policy)
+    except Refused as exc:
+        return Described.refused((), exc.where, exc.detail, code=exc.code)
+    except OSError as exc:
+        return Described.refused((), "module", f"{folder} cannot be read: {exc}")
+    if not any(entry.rel == "module" for entry in key):
         return Described.refused(
-            (), "module", f"{exe} is missing; install the module executable there"
+            key, "module", f"{exe} is missing; install the module executable there"
         )
-    if not stat.S_ISREG(exe.stat().st_mode) or not os.access(exe, os.X_OK):
+    run = folder / "module"
+    if not stat.S_ISREG(run.stat().st_mode) or not os.access(run, os.X_OK):
         return Described.refused(key, "module", f"{exe} is not an executable file; chmod +x it")
+    # an unchanged key means unchanged bytes (a write always moves ctime): no hashing
+    old = previous.snapshot if previous is not None and previous.key == key else None
     try:
-        # the stat key includes every file's ctime, which any write updates: an
-        # unchanged key means unchanged bytes, so a large folder is not hashed again
-        same = previous is not None and previous.key == key and previous.code
-        code = previous.code if same and previous is not None else code_digest(folder)
+        snap = old if old is not None and store.intact(old) else store.snapshot(
+            folder, list(key), max_bytes=policy.max_module_bytes)
+    except Refused as exc:
+        return Described.refused(key, exc.where, exc.detail, code=exc.code)
     except OSError as exc:
         return Described.refused(key, "module", f"{folder} cannot be read: {exc}")
-    return key, code
+    return key, snap
 
 
 def _run_confined(exe: Path, cwd: Path, policy: Policy, gate: SandboxGate) -> RunResult:
@@ -176,6 +189,22 @@ def _run_confined(exe: Path, cwd: Path, policy: Policy, gate: SandboxGate) -> Ru
         deadline_s=policy.describe_deadline_ms / 1000.0,
         max_output_bytes=policy.describe_max_output_bytes,
     )
+
+
+def _live_paths(descriptor: Descriptor, snapshot: Path, folder: Path) -> Descriptor:
+    """Requirement details name the module folder, not the snapshot it was described from.
+
+    A module that says where to put a missing file (``save it as <its folder>/models/x``)
+    means the folder the operator installed, which is also where the next snapshot is
+    made from; the snapshot's own path would be wrong advice (and would make the
+    descriptor digest change with every code change).
+    """
+    requirements = descriptor.requirements or []
+    if not any(str(snapshot) in r.detail for r in requirements):
+        return descriptor
+    fixed = [r.model_copy(update={"detail": r.detail.replace(str(snapshot), str(folder))})
+             for r in requirements]  # fmt: skip
+    return descriptor.model_copy(update={"requirements": fixed})
 
 
 def _run_failure(run: RunResult, policy: Policy) -> tuple[str, str] | None:
@@ -213,6 +242,7 @@ class Catalog:
         self._gate = gate
         self._described: dict[str, Described] = {}
         self._lock = threading.Lock()
+        self._store = SnapshotStore()
 
     def folder(self, module_id: str) -> Path:
         """The folder of an installed module, or :class:`~murmur_nb.ModuleNotFound`."""
@@ -236,10 +266,11 @@ class Catalog:
             cached = self._described.get(module_id)
             if cached is not None:
                 try:
-                    if cached.key == stat_key(folder, folder / "module"):
-                        return cached
-                except OSError:
-                    pass
+                    same = cached.key == stat_key(folder, self._policy())
+                except (OSError, Refused):
+                    same = False
+                if same and (cached.snapshot is None or self._store.intact(cached.snapshot)):
+                    return cached
         described = run_describe(
             module_id,
             folder,
@@ -247,6 +278,7 @@ class Catalog:
             workspace=self._workspace,
             gate=self._gate,
             previous=self._described.get(module_id),
+            store=self._store,
         )
         with self._lock:
             self._described[module_id] = described
@@ -261,7 +293,8 @@ class Catalog:
         if described.descriptor is None or described.errors:
             listed = "; ".join(str(e) for e in described.errors[:5])
             more = f" (+{len(described.errors) - 5} more)" if len(described.errors) > 5 else ""
-            raise InvalidDescriptor(
+            too_large = described.refusal == ModuleTooLarge.code
+            raise (ModuleTooLarge if too_large else InvalidDescriptor)(
                 f"module {module_id!r} was refused: {listed}{more}. Fix the module's describe "
                 "output; host.modules() lists every error",
                 errors=described.errors,
@@ -318,14 +351,17 @@ class Catalog:
             raise ModuleNotFound(
                 f"module {module_id!r} has no capability {capability!r} (it offers: {known})"
             )
-        assert described.digest is not None
-        return Target(module_id, descriptor, described.digest, cap, described.code)
+        assert described.digest is not None and described.snapshot is not None
+        return Target(module_id, descriptor, described.digest, cap, described.code,
+                      described.snapshot.path)  # fmt: skip
 
     def held(self, module_id: str) -> tuple[Path, Descriptor]:
         """The module folder and the descriptor held from the last describe (once if never).
 
         Knowledge is verified against the host's last describe, not a fresh one: a file
         changed since is caught at load time, whatever a new describe would now declare.
+        Documents are read from the live folder (they are data, each checked against its
+        declared SHA-256 as it is read), not from the snapshot that runs.
         """
         folder = self.folder(module_id)
         with self._lock:

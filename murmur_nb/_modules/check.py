@@ -3,8 +3,10 @@
 Design notes
 ------------
 * **The same host.** A check runs the module through a :class:`ModuleHost` with the caller's
-  policy (sandbox included) in a temporary facet-studio home holding a copy of the module, so
-  what passes here passes in a notebook, and the checked folder is never written.
+  policy (sandbox included) in a temporary facet-studio home whose module entry links to the
+  checked folder, so what passes here passes in a notebook. The host runs its own budgeted,
+  read-only snapshot of the folder (:mod:`.snapshot`), so the checked folder is never
+  written and never copied whole: an oversized or sparse folder is refused unread.
 * **Rules are not re-implemented.** Describe-time problems are the host's own
   ``DescriptorProblem`` records, sorted into rules by their path; envelope breaches are the
   host's ``ProtocolViolation`` and its ``rule``; artifact checks are the host's verification.
@@ -106,8 +108,8 @@ def check_module(
         under ``home``.
     home
         The facet-studio home to look ``module`` up in when it is an id; default
-        ``$FACET_STUDIO_HOME`` or ``~/.facet-studio``. The check never runs there: it copies
-        the module into a temporary home.
+        ``$FACET_STUDIO_HOME`` or ``~/.facet-studio``. The check never runs there: it links
+        the module into a temporary home, and the host runs its snapshot.
     policy
         The host policy to check under (roots, grants, bounds, sandbox); default
         :class:`~murmur_nb.Policy` with every declared write root mapped to one scratch
@@ -132,7 +134,7 @@ def check_module(
 
     Notes
     -----
-    Longer than one screen only because of this docstring: the body (about 15 lines) copies
+    Longer than one screen only because of this docstring: the body (about 15 lines) links
     the module into a scratch home and hands it to the checker.
 
     Examples
@@ -148,7 +150,8 @@ def check_module(
     report = CheckReport(module=source.name, path=source, examples=examples, seed=seed)
     try:
         facet_home = scratch / "home"
-        shutil.copytree(source, facet_home / "modules" / source.name, symlinks=True)
+        (facet_home / "modules").mkdir(parents=True)
+        (facet_home / "modules" / source.name).symlink_to(source, target_is_directory=True)
         checker = _Checker(facet_home, source.name, policy, scratch / "roots")
         with checker.host, checker.job_host:
             report.results = checker.run(examples=examples, seed=seed, approve=set(approve))

@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import posixpath
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,6 @@ from murmur_nb.protocol import (
 )
 
 __all__ = [
-    "code_digest",
     "REQUIREMENT_KINDS",
     "DescriptorError",
     "DescriptorProblem",
@@ -342,38 +340,6 @@ def canonical_json(descriptor: Descriptor) -> bytes:
 def descriptor_digest(descriptor: Descriptor) -> str:
     """``sha256:<hex>`` of :func:`canonical_json`; approvals are pinned to it."""
     return "sha256:" + hashlib.sha256(canonical_json(descriptor)).hexdigest()
-
-
-def code_digest(module_dir: Path) -> str:
-    """SHA-256 over every file of a module folder: relative path, executable bit, bytes.
-
-    An approval is pinned to it, so rewriting the executable (or any file beside it) voids
-    the approval even when ``describe`` prints the same descriptor. ``__pycache__`` is
-    skipped; a symlink counts by its target text.
-    """
-    digest = hashlib.sha256()
-    pending = [module_dir]
-    while pending:
-        folder = pending.pop()
-        with os.scandir(folder) as it:
-            entries = sorted((e for e in it if e.name != "__pycache__"), key=lambda e: e.name)
-        for entry in entries:
-            rel = os.path.relpath(entry.path, module_dir).encode()
-            st = entry.stat(follow_symlinks=False)
-            if entry.is_symlink():
-                target = str(Path(entry.path).readlink()).encode()
-                digest.update(b"L" + rel + b"\0" + target + b"\0")
-            elif entry.is_dir(follow_symlinks=False):
-                digest.update(b"D" + rel + b"\0")
-                pending.append(Path(entry.path))
-            elif stat.S_ISREG(st.st_mode):
-                mode = b"x" if st.st_mode & 0o111 else b"-"
-                digest.update(b"F" + rel + b"\0" + mode + str(st.st_size).encode() + b"\0")
-                with open(entry.path, "rb") as fh:  # noqa: PTH123 - streamed, bounded reads
-                    for chunk in iter(lambda: fh.read(1 << 20), b""):
-                        digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
-
 
 
 def _fmt(value: Any) -> str:

@@ -9,10 +9,11 @@ Design notes
 * **Descriptors are cached** by the ``stat`` of the module executable and its folder
   (:mod:`.catalog`), so the hot path of :meth:`ModuleHost.invoke` does not re-run
   ``describe``. :meth:`describe` always re-runs it, and so does any call that relies on a
-  standing approval.
+  standing approval. What runs is the verified snapshot of the folder that the approval
+  was checked against (``Target.snapshot``, :mod:`.snapshot`), never the live folder.
 * **Approval pinning.** An approval (``approve()`` or the policy allow-list) is pinned to the
-  SHA-256 of the module's canonical descriptor *and* to the SHA-256 of every file of its
-  folder (:mod:`.approval`). When ``describe`` later returns another descriptor, or the code
+  SHA-256 of the module's canonical descriptor *and* to the digest of its folder's
+  snapshot (:mod:`.approval`). When ``describe`` later returns another descriptor, or the code
   changed behind the same descriptor, the approval no longer counts, and the reasons say
   what changed.
 * **Sandbox.** Every module process runs confined (:mod:`.sandbox`, through :mod:`.gate`);
@@ -391,7 +392,7 @@ class ModuleHost(KnowledgeMethods):
             approval=approval,
             warnings=list(built.warnings),
         )
-        run = self._run(inv, call.cancel)
+        run = self._run(inv, target.snapshot, call.cancel)
         read_envelope(run, inv)
         self._verify_artifacts(inv, target.cap)
         self._check_result(inv, target)
@@ -434,10 +435,13 @@ class ModuleHost(KnowledgeMethods):
         row.approval = label
         return target, label
 
-    def _run(self, inv: Invocation, cancel: threading.Event | None = None) -> RunResult:
-        """Run ``module invoke`` on the request, confined, in a private working folder."""
+    def _run(
+        self, inv: Invocation, snapshot: Path, cancel: threading.Event | None = None
+    ) -> RunResult:
+        """Run ``module invoke`` of the module's verified ``snapshot`` on the request,
+        confined, in a private working folder."""
         request = inv.request
-        exe = self.modules_dir / inv.module / "module"
+        exe = snapshot / "module"
         payload = json.dumps(
             request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
         ).encode()

@@ -98,6 +98,11 @@ class Policy:
         schema without patterns is accepted by ``jsonschema-rs`` first and spends none).
         Past either, the value is not accepted and the message says which budget was spent
         (:mod:`murmur_nb._modules.bounded`).
+    max_module_entries, max_module_bytes
+        What the host hashes and copies of one module folder for its verified snapshot
+        (files, folders and links; bytes of regular files), counted before a byte is read.
+        Past either, or with a sparse file, the module is refused (``module_too_large``).
+        Defaults: 20,000 entries and 512 MiB (about 2 s to hash and copy once on a laptop).
 
     Examples
     --------
@@ -126,6 +131,8 @@ class Policy:
     verify_budget_ms: int = 60_000
     max_pattern_work: int = DEFAULT_BUDGET
     max_schema_steps: int = DEFAULT_STEPS
+    max_module_entries: int = 20_000
+    max_module_bytes: int = 512 * 1024 * 1024
 
     def __post_init__(self) -> None:
         for kind in (*GRANT_KINDS, "approved"):
@@ -154,6 +161,8 @@ class Policy:
             ("verify_budget_ms", self.verify_budget_ms),
             ("max_pattern_work", self.max_pattern_work),
             ("max_schema_steps", self.max_schema_steps),
+            ("max_module_entries", self.max_module_entries),
+            ("max_module_bytes", self.max_module_bytes),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"Policy.{name} must be a positive integer, got {value!r}")

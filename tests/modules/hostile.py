@@ -106,7 +106,10 @@ def heartbeat(out, i):
 
 
 def resolve(request, path):
-    """``root:<name>/<rel>`` names a path under a supplied root; anything else is literal."""
+    """``root:<name>/<rel>`` names a path under a supplied root, ``self:<rel>`` one in the
+    module's own folder (the snapshot it runs from); anything else is literal."""
+    if path.startswith("self:"):
+        return str(Path(__file__).resolve().parent / path[5:])
     if not path.startswith("root:"):
         return path
     name, _, rel = path[5:].partition("/")

@@ -1,0 +1,443 @@
+"""Verified, read-only snapshots of module folders: what was hashed is what runs.
+
+Design notes
+------------
+* **Why a copy.** Hashing the live folder and later executing it leaves a window in which
+  whoever can write the folder swaps the code under an approval pinned to the old hash.
+  So the host copies the folder once, hashing the bytes *as it writes them*, into a folder
+  named by that digest; ``describe`` and ``invoke`` run the copy, and approvals pin its
+  digest. A change made to the live folder afterwards is never executed: the next call sees
+  new ``stat`` signatures, builds another snapshot, and the approval no longer matches.
+* **``__pycache__`` is left out, and cannot be planted.** A folder named ``__pycache__`` is
+  neither hashed nor copied, and the snapshot is read-only (files ``0444``/``0555``,
+  folders ``0555``), so the interpreter cannot write a cache there either: a planted
+  (e.g. unchecked-hash) ``.pyc`` never reaches a module; Python compiles the hashed sources.
+  Every other file, ``.pyc`` files elsewhere included, is hashed.
+* **Links.** A link whose target resolves outside the folder refuses the module (code could
+  reach a root the module writes). A link that stays inside becomes a *relative* link to
+  the same place in the snapshot, hashed by that relative target, so it can never reach the
+  live folder. Hard links need no rule: the snapshot holds copies.
+* **Only files, folders and links.** A FIFO, socket or device is left out of the listing
+  and the snapshot (reading one may block or never end; it is never code).
+* **Bounded.** Entries and bytes are counted from ``lstat`` before a byte is read, against
+  ``Policy.max_module_entries`` / ``Policy.max_module_bytes``; a sparse file (far fewer
+  blocks on disk than its size) is refused too. The refusal code is ``module_too_large``.
+* **Hashed once.** Each file's SHA-256 is remembered by ``(dev, inode, size, mtime_ns,
+  ctime_ns)`` (a write always moves ``ctime``, which nobody can set back), which predicts
+  the folder digest without reading; a snapshot with that digest is reused while its own
+  ``stat`` signature is the one this process verified, and one made by another process is
+  re-hashed once before use. Otherwise it is built in a temporary folder and renamed into
+  place, so racing hosts never see half a snapshot.
+* **Where.** ``$MURMUR_NB_SNAPSHOTS``, else ``<murmur-nb cache>/module-snapshots`` when
+  every folder above it lets others through, else ``<tempdir>/murmur-nb-snapshots-<uid>``:
+  written only by its owner (checked on use: owner, a real folder, no group or other
+  write) and readable and traversable by everyone, because on a root host the module runs
+  as an unprivileged uid and must read its snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from murmur_nb._rules import cache_dir
+
+__all__ = ["Entry", "Refused", "SnapshotStore", "Snapshot", "snapshots_dir", "walk"]
+
+#: Below this size a file is never called sparse (small files may live inside the inode).
+SPARSE_MIN_BYTES = 1 << 20
+#: A file holding fewer than 1/8 of its size on disk is sparse.
+SPARSE_RATIO = 8
+_CHUNK = 1 << 20
+_PYCACHE = "__pycache__"
+
+
+class Refused(Exception):
+    """The host will not snapshot this folder: ``code``, where, and what to do."""
+
+    def __init__(self, code: str, where: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code, self.where, self.detail = code, where, detail
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of a folder listing; ``sig`` is ``(dev, ino, size, mtime_ns, ctime_ns)``."""
+
+    rel: str
+    kind: str  # "D" folder, "F" regular file, "L" link (``target``: relative, inside)
+    sig: tuple[int, int, int, int, int]
+    executable: bool = False
+    target: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A verified read-only copy of a module folder and the digest it was copied under."""
+
+    path: Path
+    digest: str
+
+
+def _sig(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _too_large(what: str, knob: str, limit: int) -> Refused:
+    return Refused(
+        "module_too_large",
+        "module",
+        f"{what}, above the host's budget for hashing a module folder (Policy.{knob}="
+        f"{limit}); shrink the module folder, or raise Policy.{knob} if you trust it",
+    )
+
+
+def walk(
+    folder: Path, *, max_entries: int, max_bytes: int, skip: str = _PYCACHE
+) -> list[Entry]:
+    """Every entry of ``folder`` (entries named ``skip`` left out), sorted, within the budget.
+
+    Reads no file: sizes come from ``lstat``, so an oversized or sparse folder is refused
+    before any work is spent on it. A snapshot is walked with ``skip=""``: a ``__pycache__``
+    planted in one makes it differ from what was verified.
+    """
+    root = os.path.realpath(folder)
+    out: list[Entry] = []
+    total = 0
+    pending = [""]
+    while pending:
+        rel_dir = pending.pop()
+        with os.scandir(os.path.join(root, rel_dir)) as it:  # noqa: PTH118 - a walk of str
+            names = sorted(e.name for e in it if e.name != skip)
+        for name in names:
+            if len(out) >= max_entries:
+                raise _too_large(f"{folder} holds more than {max_entries} entries",
+                                 "max_module_entries", max_entries)  # fmt: skip
+            rel = os.path.join(rel_dir, name)  # noqa: PTH118
+            st = os.lstat(os.path.join(root, rel))  # noqa: PTH118
+            if stat.S_ISDIR(st.st_mode):
+                out.append(Entry(rel, "D", _sig(st)))
+                pending.append(rel)
+            elif stat.S_ISLNK(st.st_mode):
+                out.append(Entry(rel, "L", _sig(st), target=_inner_target(root, rel, folder)))
+            elif stat.S_ISREG(st.st_mode):
+                total += st.st_size
+                if total > max_bytes:
+                    raise _too_large(f"{folder} holds more than {max_bytes} bytes",
+                                     "max_module_bytes", max_bytes)  # fmt: skip
+                _refuse_sparse(st, folder, rel)
+                out.append(Entry(rel, "F", _sig(st), bool(st.st_mode & 0o111)))
+            # a FIFO, socket or device is never code and reading one may block: left out
+    return out
+
+
+def _inner_target(root: str, rel: str, folder: Path) -> str:
+    """The target of link ``rel`` relative to its own folder, or :class:`Refused` if it
+    leaves the module folder."""
+    resolved = os.path.realpath(os.path.join(root, rel))  # noqa: PTH118
+    if resolved != root and not resolved.startswith(root + os.sep):
+        raise Refused(
+            "invalid_descriptor",
+            "module",
+            f"{folder / rel} is a link to {resolved}, outside the module folder; a module "
+            "runs only what was hashed, so replace the link with the file itself",
+        )
+    return os.path.relpath(resolved, Path(root, rel).parent)
+
+
+def _refuse_sparse(st: os.stat_result, folder: Path, rel: str) -> None:
+    on_disk = st.st_blocks * 512
+    if st.st_size >= SPARSE_MIN_BYTES and on_disk * SPARSE_RATIO < st.st_size:
+        raise Refused(
+            "module_too_large",
+            "module",
+            f"{folder / rel} is a sparse file ({st.st_size} bytes, {on_disk} on disk): the "
+            "host would read and copy every byte of it (see Policy.max_module_bytes); "
+            "remove it from the module folder",
+        )
+
+
+def _record(entry: Entry, size: int, executable: bool, hex_digest: str) -> bytes:
+    rel = entry.rel.encode("utf-8", "surrogateescape")
+    if entry.kind == "D":
+        return b"D" + rel + b"\0"
+    if entry.kind == "L":
+        return b"L" + rel + b"\0" + entry.target.encode("utf-8", "surrogateescape") + b"\0"
+    mode = b"x" if executable else b"-"
+    return b"F" + rel + b"\0" + mode + str(size).encode() + b"\0" + hex_digest.encode() + b"\0"
+
+
+def snapshots_dir() -> Path:
+    """``$MURMUR_NB_SNAPSHOTS``, else ``<cache>/module-snapshots`` when every folder above
+    it lets others through, else ``<tempdir>/murmur-nb-snapshots-<uid>``."""
+    explicit = os.environ.get("MURMUR_NB_SNAPSHOTS")
+    if explicit:
+        return Path(explicit).expanduser()
+    cache = cache_dir()
+    if _traversable(cache):
+        return cache / "module-snapshots"
+    return Path(tempfile.gettempdir()) / f"murmur-nb-snapshots-{os.geteuid()}"
+
+
+def _traversable(path: Path) -> bool:
+    """Whether another uid may pass through every existing folder down to ``path``."""
+    for folder in [*reversed(path.absolute().parents), path.absolute()]:
+        try:
+            mode = folder.stat().st_mode
+        except OSError:
+            return True  # not made yet: the store makes it 0755
+        if not mode & stat.S_IXOTH:
+            return False
+    return True
+
+
+def _owned_by_us(path: Path) -> bool:
+    st = path.lstat()
+    return (
+        stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+    )
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a (read-only) snapshot tree: its folders are made writable on the way down."""
+    for folder, _dirs, _files in os.walk(path):
+        with contextlib.suppress(OSError):
+            Path(folder).chmod(0o755)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class SnapshotStore:
+    """The content-addressed snapshots of one process, and the per-file digests it knows."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self._root = root
+        self._ready: Path | None = None
+        self._lock = threading.Lock()
+        #: file stat signature -> SHA-256 hex of its bytes (bounded, see _remember)
+        self._files: dict[tuple[int, int, int, int, int], str] = {}
+        #: snapshot path -> the snapshot's own listing when this process verified it
+        self._verified: dict[Path, list[Entry]] = {}
+
+    def root(self) -> Path:
+        """The store folder, created ``0755`` on first use, or a private one if it is not ours."""
+        if self._ready is not None:
+            return self._ready
+        root = self._root if self._root is not None else snapshots_dir()
+        try:
+            root.mkdir(mode=0o755, parents=True, exist_ok=True)
+            ok = _owned_by_us(root)
+        except OSError:
+            ok = False
+        if not ok:  # squatted or unusable: a fresh folder nobody else can have prepared
+            root = Path(tempfile.mkdtemp(prefix="murmur-nb-snapshots-"))
+        root.chmod(0o755)
+        self._ready = root
+        return root
+
+    def snapshot(self, folder: Path, listing: list[Entry], *, max_bytes: int) -> Snapshot:
+        """The verified snapshot of ``folder`` as ``listing`` (from :func:`walk`) saw it.
+
+        Its path ends in the folder's own name (a module knows its id by it):
+        ``<store>/<digest>-<name>/<name>``.
+        """
+        predicted = self._predict(listing)
+        if predicted is not None:
+            found = self._reusable(predicted, folder.name, len(listing) + 1, max_bytes)
+            if found is not None:
+                return found
+        return self._build(folder, listing, max_bytes)
+
+    def intact(self, snap: Snapshot) -> bool:
+        """Whether ``snap`` is still exactly the folder this process verified (``stat`` only)."""
+        known = self._verified.get(snap.path)
+        if known is None:
+            return False
+        try:
+            _clean_pycache(snap.path, len(known))
+            now = walk(snap.path, max_entries=len(known) + 1, max_bytes=1 << 62, skip="")
+        except (OSError, Refused):
+            return False
+        return _same(now, known)
+
+    def _predict(self, listing: list[Entry]) -> str | None:
+        digest = hashlib.sha256()
+        for entry in listing:
+            hex_digest = ""
+            if entry.kind == "F":
+                known = self._files.get(entry.sig)
+                if known is None:
+                    return None
+                hex_digest = known
+            digest.update(_record(entry, entry.sig[2], entry.executable, hex_digest))
+        return "sha256:" + digest.hexdigest()
+
+    def _top(self, digest: str, name: str) -> Path:
+        return self.root() / f"{digest.removeprefix('sha256:')}-{name}"
+
+    def _reusable(
+        self, digest: str, name: str, max_entries: int, max_bytes: int
+    ) -> Snapshot | None:
+        top = self._top(digest, name)
+        snap = Snapshot(top / name, digest)
+        if self.intact(snap):
+            return snap
+        if not top.exists():
+            return None
+        # made by another host process (or changed since): trust only what hashes to its name
+        try:
+            _clean_pycache(snap.path, max_entries)
+            listing = walk(snap.path, max_entries=max_entries, max_bytes=max_bytes, skip="")
+            if self._hash_copy(snap.path, listing, None, max_bytes) == digest and _same(
+                listing, walk(snap.path, max_entries=max_entries, max_bytes=max_bytes, skip="")
+            ):
+                self._verified[snap.path] = listing
+                return snap
+        except (OSError, Refused):
+            pass
+        remove_tree(top)
+        return None
+
+    def _build(self, folder: Path, listing: list[Entry], max_bytes: int) -> Snapshot:
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=self.root()))
+        inner = tmp / folder.name
+        try:
+            inner.mkdir(mode=0o755)
+            digest = self._hash_copy(Path(os.path.realpath(folder)), listing, inner, max_bytes)
+            for entry in listing:  # every file is written: seal the folders
+                if entry.kind == "D":
+                    (inner / entry.rel).chmod(0o555)
+            inner.chmod(0o555)
+            tmp.chmod(0o555)
+            top = self._top(digest, folder.name)
+            try:
+                tmp.rename(top)
+            except OSError:  # another host made it first: use theirs once it hashes right
+                found = self._reusable(digest, folder.name, len(listing) + 1, max_bytes)
+                if found is not None:
+                    remove_tree(tmp)
+                    return found
+                tmp.rename(top)  # theirs did not hash right and is gone: ours takes its place
+            snap = Snapshot(top / folder.name, digest)
+            self._verified[snap.path] = walk(snap.path, max_entries=len(listing) + 1,
+                                             max_bytes=max_bytes, skip="")  # fmt: skip
+            return snap
+        except BaseException:
+            if tmp.exists():
+                remove_tree(tmp)
+            raise
+
+    def _hash_copy(self, src: Path, listing: list[Entry], dest: Path | None, max_bytes: int
+                   ) -> str:  # fmt: skip
+        """The folder digest of what is read from ``src`` (and written to ``dest`` if given)."""
+        digest = hashlib.sha256()
+        budget = max_bytes
+        for entry in listing:
+            size, executable, hex_digest = 0, False, ""
+            if entry.kind == "D" and dest is not None:
+                (dest / entry.rel).mkdir(mode=0o755)
+            elif entry.kind == "L" and dest is not None:
+                (dest / entry.rel).symlink_to(entry.target)
+            elif entry.kind == "F":
+                size, executable, hex_digest = self._file(src / entry.rel, dest, entry, budget)
+                budget -= size
+            digest.update(_record(entry, size, executable, hex_digest))
+        return "sha256:" + digest.hexdigest()
+
+    def _file(self, src: Path, dest: Path | None, entry: Entry, budget: int
+              ) -> tuple[int, bool, str]:  # fmt: skip
+        """``(size, executable, sha256 hex)`` of the bytes read (and written) for one file."""
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                raise Refused("invalid_descriptor", "module",
+                              f"{src} changed into something other than a file; try again")
+            executable = bool(before.st_mode & 0o111)
+            digest = hashlib.sha256()
+            size = 0
+            with self._target(dest, entry, executable) as out:
+                for chunk in _chunks(fd):
+                    size += len(chunk)
+                    if size > budget:
+                        raise _too_large(f"{src} grew past the bytes left in the budget",
+                                         "max_module_bytes", budget)  # fmt: skip
+                    digest.update(chunk)
+                    if out is not None:
+                        out.write(chunk)
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        hex_digest = digest.hexdigest()
+        if _sig(before) == _sig(after) == entry.sig and size == entry.sig[2]:
+            self._remember(entry.sig, hex_digest)
+        return size, executable, hex_digest
+
+    @contextlib.contextmanager
+    def _target(self, dest: Path | None, entry: Entry, executable: bool
+                ) -> Iterator[_Writer | None]:  # fmt: skip
+        if dest is None:
+            yield None
+            return
+        fd = os.open(dest / entry.rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                     0o600)  # fmt: skip
+        try:
+            yield _Writer(fd)
+            os.fchmod(fd, 0o555 if executable else 0o444)
+        finally:
+            os.close(fd)
+
+    def _remember(self, sig: tuple[int, int, int, int, int], hex_digest: str) -> None:
+        with self._lock:
+            if len(self._files) >= 1_000_000:
+                self._files.clear()
+            self._files[sig] = hex_digest
+
+
+def _same(now: list[Entry], known: list[Entry]) -> bool:
+    """The same files and links, unchanged, and the same folders (whose own times move
+    whenever an entry is added or removed, which the listing shows anyway)."""
+    return len(now) == len(known) and all(
+        a.rel == b.rel and a.kind == b.kind and (a.kind == "D" or a == b)
+        for a, b in zip(now, known, strict=True)
+    )
+
+
+def _clean_pycache(snapshot: Path, max_entries: int) -> None:
+    """Remove any ``__pycache__`` from a snapshot: the interpreter writes one there when it
+    runs unconfined as root (mode bits do not stop root), and nothing in it was hashed."""
+    listing = walk(snapshot, max_entries=max_entries + 64, max_bytes=1 << 62, skip="")
+    for entry in listing:
+        if Path(entry.rel).name != _PYCACHE or _PYCACHE in Path(entry.rel).parent.parts:
+            continue
+        parent = (snapshot / entry.rel).parent
+        parent.chmod(0o755)
+        try:
+            if entry.kind == "D":
+                remove_tree(snapshot / entry.rel)
+            else:
+                (snapshot / entry.rel).unlink()
+        finally:
+            parent.chmod(0o555)
+
+
+class _Writer:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    while chunk := os.read(fd, _CHUNK):
+        yield chunk

@@ -1,0 +1,325 @@
+"""What was approved is what runs: modules run from a verified snapshot of their folder.
+
+Every module here is a real executable folder, and every attack really tries: a process
+swapping the executable while the host hashes and runs it, a planted unchecked-hash
+``.pyc``, a link into a root the module writes, a 4 GiB sparse file, 2,000 files. What is
+observed is the world (a marker file the swapped code would write, bytes this process read,
+blocks on disk), not the host's bookkeeping.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import py_compile
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _modules import FIXTURES, swapping
+
+import murmur_nb as mnb
+
+APPROVED = '''
+from pathlib import Path
+
+from _proto import capability, descriptor, envelope, main
+
+VERSION = "approved"
+
+
+def default():
+    return descriptor([capability("run", cost_known=False)],
+                      permissions={"filesystem_write": ["out"]})
+
+
+def handle(name, request):
+    out = Path(request["roots"]["out"]["path"])
+    inp = request.get("input") or {}
+    if VERSION != "approved":
+        (out / "swapped-ran").write_text(VERSION)
+    if inp.get("rewrite"):  # the approved code rewrites the live folder through its rw root
+        (out / "impl.py").write_text(Path(__file__).read_text().replace(
+            'VERSION = "approved"', 'VERSION = "rewritten"'))
+    return envelope("invoke", request["request_id"], result={"version": VERSION})
+
+
+def run():
+    main(default, handle)
+'''
+
+LAUNCHER = f"#!{sys.executable} -S\nimport impl\nimpl.run()\n"
+EVIL_LAUNCHER = f'#!{sys.executable} -S\nimport impl\nimpl.VERSION = "evil"\nimpl.run()\n'
+
+
+def make_module(home: Path, module_id: str = "app") -> Path:
+    """A launcher that runs ``impl.py`` beside it, needing approval (unknown cost)."""
+    folder = home / "modules" / module_id
+    folder.mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "_proto.py", folder / "_proto.py")
+    (folder / "impl.py").write_text(APPROVED)
+    (folder / "module").write_text(LAUNCHER)
+    (folder / "module").chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def host(home: Path, out: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
+    make_module(home)
+    policy = mnb.Policy(roots={"out": out})
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "store") as h:
+        yield h
+
+
+def read_bytes_so_far() -> int:
+    """Bytes this process has read through read(2) and friends (``/proc/self/io``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+# -- 6: time of check is time of use -------------------------------------------------------
+
+
+def test_an_executable_swapped_while_the_host_hashes_never_runs_approved(
+    host: mnb.ModuleHost, home: Path, out: Path
+) -> None:
+    folder = home / "modules" / "app"
+    (folder / "evil").write_text(EVIL_LAUNCHER)  # approved beside it, never run by name
+    (folder / "evil").chmod(0o755)
+    host.approve("app.run")
+    assert host.invoke("app.run").result == {"version": "approved"}
+    ran, refused = 0, 0
+    with swapping(folder / "module", folder / "evil"):
+        for _ in range(40):
+            try:
+                inv = host.invoke("app.run")
+            except mnb.ApprovalRequired as exc:  # it hashed the swapped launcher
+                assert "the module's code" in exc.message
+                refused += 1
+            else:
+                assert inv.result == {"version": "approved"}
+                ran += 1
+    assert not (out / "swapped-ran").exists()
+    assert ran and refused, (ran, refused)  # both states were seen, so the race was real
+
+
+def test_the_swapped_executable_is_what_would_run_from_the_live_folder(
+    home: Path, out: Path, tmp_path: Path
+) -> None:
+    """The attack above is real: run unsnapshotted, the swapped launcher writes its marker."""
+    folder = make_module(home)
+    (folder / "module").write_text(EVIL_LAUNCHER)
+    request = {"capability": "app.run", "request_id": "r", "input": {},
+               "roots": {"out": {"path": str(out), "mode": "rw"}}}  # fmt: skip
+    subprocess.run([str(folder / "module"), "invoke"], input=json.dumps(request).encode(),
+                   env={}, cwd=tmp_path, capture_output=True, check=True)  # fmt: skip
+    assert (out / "swapped-ran").read_text() == "evil"
+
+
+# -- 7: __pycache__ ------------------------------------------------------------------------
+
+
+def plant_unchecked_pyc(folder: Path, tmp_path: Path) -> Path:
+    """An unchecked-hash ``.pyc`` of other code where Python looks for ``impl``'s cache."""
+    evil = tmp_path / "evil_impl.py"
+    evil.write_text(APPROVED.replace('VERSION = "approved"', 'VERSION = "planted"'))
+    cached = Path(importlib.util.cache_from_source(str(folder / "impl.py")))
+    py_compile.compile(str(evil), cfile=str(cached), dfile=str(folder / "impl.py"),
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+                       doraise=True)  # fmt: skip
+    return cached
+
+
+def test_a_planted_unchecked_pyc_never_runs(
+    host: mnb.ModuleHost, home: Path, out: Path, tmp_path: Path
+) -> None:
+    folder = home / "modules" / "app"
+    host.approve("app.run")
+    source = (folder / "impl.py").read_bytes()
+    cached = plant_unchecked_pyc(folder, tmp_path)
+    # the planted cache is live: Python run on the folder itself takes it over the source
+    request = {"capability": "app.run", "request_id": "r", "input": {},
+               "roots": {"out": {"path": str(out), "mode": "rw"}}}  # fmt: skip
+    direct = subprocess.run([str(folder / "module"), "invoke"], input=json.dumps(request).encode(),
+                            env={}, cwd=tmp_path, capture_output=True, check=True)  # fmt: skip
+    assert json.loads(direct.stdout)["result"] == {"version": "planted"}
+    (out / "swapped-ran").unlink()
+    for _ in range(3):
+        inv = host.invoke("app.run")
+        assert inv.result == {"version": "approved"}, inv.stderr
+    assert not (out / "swapped-ran").exists()
+    assert (folder / "impl.py").read_bytes() == source and cached.exists()
+
+
+# -- 8: links ------------------------------------------------------------------------------
+
+
+def test_a_link_into_a_root_the_module_writes_is_refused(
+    home: Path, out: Path, tmp_path: Path
+) -> None:
+    folder = make_module(home)
+    (out / "impl.py").write_text(APPROVED)
+    (folder / "impl.py").unlink()
+    (folder / "impl.py").symlink_to(out / "impl.py")
+    with mnb.ModuleHost(home=home, policy=mnb.Policy(roots={"out": out}),
+                        artifact_store=tmp_path / "store") as host:  # fmt: skip
+        [info] = host.modules()
+        assert info.descriptor is None
+        assert "outside the module folder" in str(info.errors[0]), info.errors
+        with pytest.raises(mnb.InvalidDescriptor, match="outside the module folder") as err:
+            host.approve("app.run")
+        assert err.value.code == "invalid_descriptor"
+        with pytest.raises(mnb.InvalidDescriptor, match="outside the module folder"):
+            host.invoke("app.run", approve=True)
+    assert sorted(p.name for p in out.iterdir()) == ["impl.py"]  # nothing ran
+
+
+def test_a_module_rewriting_its_own_folder_voids_its_approval(
+    home: Path, out: Path, tmp_path: Path
+) -> None:
+    """Mapped over its own live folder, approved code rewrites ``impl.py``: the rewrite
+    never runs under the approval."""
+    folder = make_module(home)
+    policy = mnb.Policy(roots={"out": folder})
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "store") as host:
+        host.approve("app.run")
+        assert host.invoke("app.run", {"rewrite": True}).result == {"version": "approved"}
+        assert 'VERSION = "rewritten"' in (folder / "impl.py").read_text()  # it really wrote
+        with pytest.raises(mnb.ApprovalRequired, match="the module's code"):
+            host.invoke("app.run")
+        assert host.invoke("app.run", approve=True).result == {"version": "rewritten"}
+
+
+def test_a_link_inside_the_folder_runs_and_stays_inside_the_snapshot(
+    home: Path, out: Path, tmp_path: Path
+) -> None:
+    folder = make_module(home)
+    (folder / "lib").mkdir()
+    (folder / "impl.py").rename(folder / "lib" / "impl.py")
+    (folder / "impl.py").symlink_to(folder / "lib" / "impl.py")  # absolute, into the folder
+    with mnb.ModuleHost(home=home, policy=mnb.Policy(roots={"out": out}),
+                        artifact_store=tmp_path / "store") as host:  # fmt: skip
+        host.approve("app.run")
+        assert host.invoke("app.run").result == {"version": "approved"}
+        (folder / "lib" / "impl.py").write_text(
+            APPROVED.replace('VERSION = "approved"', 'VERSION = "edited"'))
+        with pytest.raises(mnb.ApprovalRequired):
+            host.invoke("app.run")
+    assert not (out / "swapped-ran").exists()
+
+
+# -- 9: bounded hashing ----------------------------------------------------------------------
+
+
+def test_a_4gib_sparse_file_is_refused_fast_with_its_code(
+    host: mnb.ModuleHost, home: Path
+) -> None:
+    blob = home / "modules" / "app" / "weights.bin"
+    with blob.open("wb") as fh:
+        fh.truncate(4 << 30)
+    assert blob.stat().st_blocks * 512 < 1 << 20  # sparse: nothing on disk
+    started = time.perf_counter()
+    [info] = host.modules()
+    assert time.perf_counter() - started < 2.0
+    assert info.descriptor is None and "Policy.max_module_bytes" in str(info.errors[0])
+    with pytest.raises(mnb.ModuleTooLarge, match="max_module_bytes") as err:
+        host.invoke("app.run", approve=True)
+    assert err.value.code == "module_too_large"
+    assert isinstance(err.value, mnb.InvalidDescriptor)
+
+
+def test_a_sparse_file_within_the_byte_budget_is_refused_as_sparse(
+    host: mnb.ModuleHost, home: Path
+) -> None:
+    with (home / "modules" / "app" / "hole.bin").open("wb") as fh:
+        fh.truncate(64 << 20)
+    [info] = host.modules()
+    assert "sparse" in str(info.errors[0])
+    with pytest.raises(mnb.ModuleTooLarge):
+        host.describe("app")
+
+
+def test_the_entry_budget_is_a_policy_knob(home: Path, out: Path, tmp_path: Path) -> None:
+    folder = make_module(home)
+    for i in range(20):
+        (folder / f"f{i}.txt").write_text("x")
+    policy = mnb.Policy(roots={"out": out}, max_module_entries=10)
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "s") as host, \
+            pytest.raises(mnb.ModuleTooLarge, match="max_module_entries=10"):
+        host.describe("app")
+    with mnb.ModuleHost(home=home, policy=mnb.Policy(roots={"out": out}),
+                        artifact_store=tmp_path / "s") as host:  # fmt: skip
+        assert host.describe("app").module == "app"
+
+
+def test_two_thousand_files_are_hashed_once(host: mnb.ModuleHost, home: Path) -> None:
+    data = home / "modules" / "app" / "data"
+    data.mkdir()
+    for i in range(2000):
+        (data / f"{i:04}.txt").write_bytes(os.urandom(4096))
+    before = read_bytes_so_far()
+    [first] = host.modules()
+    hashed = read_bytes_so_far() - before
+    assert first.descriptor is not None and hashed >= 2000 * 4096
+    for _ in range(3):
+        before = read_bytes_so_far()
+        [again] = host.modules()
+        assert read_bytes_so_far() - before < 256 * 1024  # a stat walk, no file read
+        assert again.digest == first.digest
+    (data / "0007.txt").write_bytes(b"changed")
+    before = read_bytes_so_far()
+    host.modules()
+    assert read_bytes_so_far() - before >= 7  # a change is seen at once
+
+
+def test_check_module_refuses_a_sparse_module_without_copying_it(
+    home: Path, tmp_path: Path
+) -> None:
+    folder = make_module(home)
+    with (folder / "weights.bin").open("wb") as fh:
+        fh.truncate(4 << 30)
+    store = Path(os.environ["MURMUR_NB_SNAPSHOTS"])
+    started = time.perf_counter()
+    report = mnb.check_module(folder)
+    assert time.perf_counter() - started < 5.0
+    assert not report.ok
+    assert any("module_too_large" in r.detail or "max_module_bytes" in r.detail
+               for r in report.failures), report.failures  # fmt: skip
+    on_disk = sum(p.lstat().st_blocks * 512 for p in store.rglob("*"))
+    assert on_disk < 64 << 20
+    assert (folder / "weights.bin").stat().st_blocks * 512 < 1 << 20  # never written
+
+
+def test_snapshots_are_read_only_and_reachable_by_another_uid(
+    host: mnb.ModuleHost,
+) -> None:
+    host.describe("app")
+    store = Path(os.environ["MURMUR_NB_SNAPSHOTS"])
+    snaps = [p for p in store.glob("*-app/app") if (p / "impl.py").exists()]
+    assert snaps
+    for path in [snaps[0], *snaps[0].rglob("*")]:
+        mode = path.lstat().st_mode & 0o7777
+        if path.is_symlink():
+            continue
+        assert mode in {0o444, 0o555}, (path, oct(mode))
+    for folder in [*snaps[0].parents][: len(snaps[0].parents) - 1]:
+        assert folder.stat().st_mode & 0o001, folder  # others may pass through
