@@ -14,6 +14,11 @@ Design notes
   ``setpriv``, which leaves root for the sandbox id before it execs: from then on the
   process holds no capability in any namespace, and what it creates belongs to the sandbox
   id (a setuid bit on such a file gives nothing, and the socket filter refuses it anyway).
+* **One exec, not two.** ``env -i`` (bwrap always sets ``PWD``) plus ``setpriv`` cost about
+  1.5 ms per call, measured side by side; ``drop.c`` does both (groups cleared, ids
+  switched, no_new_privs, an empty environment) in one small exec. It is compiled once into
+  the murmur-nb cache with the machine's C compiler; without one, ``env -i`` and
+  ``setpriv`` do the same.
 * **Access it needs.** A folder the host makes for one call (the working folder, a fresh
   ``rw`` root) is handed to the sandbox id with ``chown``. A folder the policy maps as a
   root keeps its owner; the sandbox id gets a POSIX ACL entry (``u:<id>:rwx`` on an ``rw``
@@ -29,6 +34,7 @@ import ctypes
 import errno
 import functools
 import grp
+import hashlib
 import os
 import pwd
 import shutil
@@ -38,9 +44,13 @@ import subprocess
 import threading
 from pathlib import Path
 
+from murmur_nb._rules import cache_dir
+
 __all__ = [
     "ACL_BUDGET",
     "SETPRIV",
+    "drop_argv",
+    "drop_helper",
     "grant_passage",
     "grant_root",
     "hand_over",
@@ -82,6 +92,41 @@ def setpriv_argv() -> list[str]:
     uid = str(sandbox_id())
     return [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+_DROP_SOURCE = Path(__file__).with_name("drop.c")
+_ENV = shutil.which("env", path="/usr/bin:/bin") or "/usr/bin/env"
+
+
+@functools.cache
+def drop_helper() -> str | None:
+    """The compiled ``drop.c`` (built once into the cache), or ``None`` without a compiler."""
+    source = _DROP_SOURCE.read_bytes()
+    target = cache_dir() / "sandbox" / f"drop-{hashlib.sha256(source).hexdigest()[:16]}"
+    if not target.is_file():
+        cc = shutil.which("cc", path="/usr/bin:/bin") or shutil.which("gcc", path="/usr/bin")
+        if cc is None:
+            return None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        built = subprocess.run([cc, "-O2", "-o", str(partial), str(_DROP_SOURCE)],
+                               capture_output=True, check=False, timeout=60)
+        if built.returncode != 0:
+            return None
+        partial.replace(target)
+    ident = str(sandbox_id())
+    probe = subprocess.run([str(target), ident, ident, "/bin/true"], env={},
+                           capture_output=True, check=False, timeout=10)
+    return str(target) if probe.returncode == 0 else None
+
+
+def drop_argv() -> list[str]:
+    """What bwrap runs before the module on a root host: the drop helper, or env + setpriv."""
+    helper = drop_helper()
+    if helper is None:
+        return [_ENV, "-i", *setpriv_argv()]
+    ident = str(sandbox_id())
+    return [helper, ident, ident]
 
 
 _USERNS: list[int] = []

@@ -109,7 +109,7 @@ def _probe_bwrap() -> tuple[str | None, str]:
     try:
         flags, fds = _namespace_flags(network=False, seccomp=False)
         argv = [found, *flags, "--ro-bind", "/", "/", "--proc", "/proc",
-                *_identity_prefix(), true]
+                *_identity_prefix(), true]  # the whole tree: the drop helper is in it
         out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False,
                              pass_fds=fds)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -175,8 +175,9 @@ def _namespace_flags(*, network: bool, seccomp: bool) -> tuple[list[str], tuple[
 
 
 def _identity_prefix() -> list[str]:
-    """What runs the module as the sandbox id inside bwrap (nothing for an ordinary user)."""
-    return identity.setpriv_argv() if identity.is_root() else []
+    """What bwrap runs the module through: an empty environment (bwrap sets ``PWD``) and,
+    on a root host, the switch to the sandbox id (:func:`.identity.drop_argv`)."""
+    return identity.drop_argv() if identity.is_root() else [_ENV, "-i"]
 
 
 @dataclass(frozen=True)
@@ -548,7 +549,8 @@ def _bwrap_argv(
                     key=lambda m: _depth(m[0][1]))
     for (real, given), how in mounts:
         out += [how, real, given]
-    # bwrap always sets PWD; ``env -i`` clears it so the module's environment stays empty
-    out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd, "--", _ENV, "-i",
-            *_identity_prefix(), *argv]
+    prefix = _identity_prefix()
+    if prefix[0] != _ENV:  # the drop helper, bound where it is
+        out += ["--ro-bind", prefix[0], prefix[0]]
+    out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd, "--", *prefix, *argv]
     return out, fds
