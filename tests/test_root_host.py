@@ -1,7 +1,7 @@
 """The sandbox holds on a root host too (issue 22, points 1-5), tried by a hostile module.
 
-CI runs as root, so this file runs there as root; the last test runs it (and the sandbox
-suite) again as an unprivileged user it creates. Every test runs under bubblewrap and under
+CI runs as root, so this file runs there as root; the last test runs it, the sandbox suite,
+the snapshot tests and the sandboxed diagram renderer again as an unprivileged user it creates. Every test runs under bubblewrap and under
 the Landlock fallback (``sandbox_mechanisms=["landlock", "seccomp"]``), and checks the world
 afterwards: the kernel's sysctls and hostname, the files in the ``rw`` root, the kernel's
 session keyring, the working folders on disk. What a test changes on the host it puts back.
@@ -249,7 +249,8 @@ def test_the_sandbox_suites_also_hold_as_an_unprivileged_user() -> None:
             [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
              str(python), "-m", "pytest", "-q",
              "-p", "no:cacheprovider", f"--basetemp={scratch / 'tmp'}",
-             "tests/test_sandbox.py", "tests/test_root_host.py"],
+             "tests/test_sandbox.py", "tests/test_root_host.py", "tests/test_snapshot.py",
+             "tests/test_hostile_diagram.py"],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
         )
     shutil.rmtree(scratch, ignore_errors=True)
