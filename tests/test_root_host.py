@@ -34,7 +34,8 @@ import murmur_nb as mnb
 SECRET = "notebook-keyring-secret-4711"
 REPO = Path(__file__).resolve().parent.parent
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin") or "setpriv"
-MECHANISMS = {"bwrap": ["bwrap", "landlock", "seccomp"], "landlock": ["landlock", "seccomp"]}
+MECHANISMS = {"bwrap": ["bwrap", "landlock", "seccomp"], "landlock": ["landlock", "seccomp"],
+              "bwrap-setpriv": ["bwrap", "landlock", "seccomp"]}
 
 
 @dataclass
@@ -58,7 +59,15 @@ class Confined:
 
 
 @pytest.fixture(params=sorted(MECHANISMS))
-def confined(request: pytest.FixtureRequest, tmp_path: Path) -> Confined:
+def confined(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Confined:
+    """``bwrap-setpriv``: bwrap with the fallback a machine without a C compiler uses
+    (``env -i`` plus ``setpriv`` in place of the compiled drop helper; an internal switch)."""
+    if request.param == "bwrap-setpriv":
+        from murmur_nb._modules import identity
+
+        monkeypatch.setattr(identity, "drop_helper", lambda: None)
     home = tmp_path / "home"
     install(home, "escape", "escape")
     install(home, "escape2", "escape")
