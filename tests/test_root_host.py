@@ -1,8 +1,10 @@
 """The sandbox holds on a root host too (issue 22, points 1-5), tried by a hostile module.
 
 CI runs as root, so this file runs there as root; the last test runs it, the sandbox suite,
-the snapshot tests and the sandboxed diagram renderer again as an unprivileged user it creates. Every test runs under bubblewrap and under
-the Landlock fallback (``sandbox_mechanisms=["landlock", "seccomp"]``), and checks the world
+the snapshot tests and the sandboxed diagram renderer again as an unprivileged user it
+creates. Every test runs under bubblewrap (through the compiled drop helper and through its
+``setpriv`` fallback) and under the Landlock fallback
+(``sandbox_mechanisms=["landlock", "seccomp"]``), and checks the world
 afterwards: the kernel's sysctls and hostname, the files in the ``rw`` root, the kernel's
 session keyring, the working folders on disk. What a test changes on the host it puts back.
 """
