@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     # annotations only: every module imports this one first, so it imports none of them
-    from murmur_nb._modules.descriptor import DescriptorProblem
     from murmur_nb._modules.invocation import Invocation
+    from murmur_nb._schemas.descriptor import DescriptorProblem
 
 __all__ = [
     "ApprovalRequired",

@@ -202,7 +202,7 @@ _ACL = "system.posix_acl_access"
 def _passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
     """Let ``uid`` pass through the folders above ``paths`` (root's home holds the
     interpreter here); every ACL touched is put back afterwards."""
-    from murmur_nb._modules import identity  # the ACL writer has no public path
+    from murmur_nb._sandbox import identity  # the ACL writer has no public path
 
     saved: dict[Path, bytes | None] = {}
     for path in paths:

@@ -28,6 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._checker.check_inputs import invalid_examples, valid_examples
+from murmur_nb._checker.check_report import CheckReport, CheckResult, Status
+from murmur_nb._checker.check_rules import RULES, describe_rule_for_path, envelope_rule
 from murmur_nb._exceptions import (
     ApprovalRequired,
     InvalidDescriptor,
@@ -37,15 +40,12 @@ from murmur_nb._exceptions import (
     ModuleNotFound,
     ProtocolViolation,
 )
-from murmur_nb._modules.check_inputs import invalid_examples, valid_examples
-from murmur_nb._modules.check_report import CheckReport, CheckResult, Status
-from murmur_nb._modules.check_rules import RULES, describe_rule_for_path, envelope_rule
-from murmur_nb._modules.descriptor import descriptor_digest
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
 from murmur_nb._render.presentation import PRIMITIVES
 from murmur_nb._rules import facet_studio_home
+from murmur_nb._schemas.descriptor import descriptor_digest
 from murmur_nb.protocol import Capability, Descriptor
 
 __all__ = ["check_module"]

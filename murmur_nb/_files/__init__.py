@@ -1,1 +1,1 @@
-"""Files beneath a folder: opened without leaving it, fstat-checked, hashed; artifact claims re-validated."""
+"""Files beneath a folder: opened without leaving it, fstat-checked, hashed; claims re-checked."""

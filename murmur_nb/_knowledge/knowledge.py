@@ -54,11 +54,11 @@ from murmur_nb._exceptions import (
     ModuleNotFound,
     ProtocolViolation,
 )
-from murmur_nb._modules.confined import Outside, open_beneath, read_at_most
-from murmur_nb._modules.descriptor import DescriptorProblem
+from murmur_nb._files.confined import Outside, open_beneath, read_at_most
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
 from murmur_nb._render.text import markdown_block
 from murmur_nb._rules import DIGEST_RE
+from murmur_nb._schemas.descriptor import DescriptorProblem
 from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 Design notes
 ------------
 * **Asked once.** Which confinement guarantees hold is probed on first use from the policy
-  the host has then (:func:`~murmur_nb._modules.sandbox.sandbox_report`) and kept.
+  the host has then (:func:`~murmur_nb._sandbox.sandbox.sandbox_report`) and kept.
 * **The policy decides what a gap means.** ``sandbox="required"`` refuses to run anything
   (:class:`~murmur_nb.SandboxUnavailable`), ``"best-effort"`` warns once per host
   (:class:`~murmur_nb.SandboxWarning`) and notes it on every invocation, ``"off"`` says
@@ -19,9 +19,9 @@ from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable, SandboxWarning
 from murmur_nb._modules.policy import Policy
-from murmur_nb._modules.runner import RunResult, run_process
-from murmur_nb._modules.sandbox import Launch, SandboxReport, launch, sandbox_report
 from murmur_nb._modules.staging import StagedArtifact, staged_view
+from murmur_nb._sandbox.runner import RunResult, run_process
+from murmur_nb._sandbox.sandbox import Launch, SandboxReport, launch, sandbox_report
 from murmur_nb.protocol import Root
 
 __all__ = ["SandboxGate", "run_launched"]

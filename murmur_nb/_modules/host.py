@@ -54,28 +54,28 @@ from murmur_nb._exceptions import (
     ModuleHostError,
     ProtocolViolation,
 )
+from murmur_nb._files.artifacts import VerifiedArtifact, rejection, verify_artifact
+from murmur_nb._knowledge.knowledge import (
+    KnowledgeLog,
+    knowledge_warnings,
+    warn_about,
+)
 from murmur_nb._modules.approval import Approvals
-from murmur_nb._modules.artifacts import VerifiedArtifact, rejection, verify_artifact
 from murmur_nb._modules.audit import AuditRow, audit_frame
-from murmur_nb._modules.bounded import check
 from murmur_nb._modules.call import Call, build_request
 from murmur_nb._modules.catalog import Catalog, Target
 from murmur_nb._modules.envelope import read_envelope
 from murmur_nb._modules.gate import SandboxGate, run_launched
 from murmur_nb._modules.host_knowledge import KnowledgeMethods
 from murmur_nb._modules.invocation import Invocation, ModuleInfo
-from murmur_nb._modules.knowledge import (
-    KnowledgeLog,
-    knowledge_warnings,
-    warn_about,
-)
 from murmur_nb._modules.policy import Policy
-from murmur_nb._modules.runner import RunResult
-from murmur_nb._modules.sandbox import SandboxReport
-from murmur_nb._modules.schemas import ValidatorCache
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import facet_studio_home
+from murmur_nb._sandbox.runner import RunResult
+from murmur_nb._sandbox.sandbox import SandboxReport
+from murmur_nb._schemas.bounded import check
+from murmur_nb._schemas.schemas import ValidatorCache
 from murmur_nb.protocol import Capability, Descriptor
 
 if TYPE_CHECKING:

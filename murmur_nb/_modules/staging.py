@@ -25,8 +25,8 @@ from murmur_nb._exceptions import (
     DigestMismatch,
     SizeMismatch,
 )
-from murmur_nb._modules.artifacts import VerifiedArtifact, check_opened
-from murmur_nb._modules.beneath import copy_sparse, hash_fd, open_beneath
+from murmur_nb._files.artifacts import VerifiedArtifact, check_opened
+from murmur_nb._files.beneath import copy_sparse, hash_fd, open_beneath
 from murmur_nb.protocol import Artifact
 
 __all__ = ["STAGED_ROOT", "ArtifactStore", "StagedArtifact", "staged_view"]

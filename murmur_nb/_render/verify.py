@@ -5,7 +5,7 @@ much later, and the file may have been replaced, truncated or deleted since. So 
 starts here.
 
 When the artifact's root folder is known (from the invocation's request, or recovered from
-the verified file's path), the host's own :func:`murmur_nb._modules.artifacts.verify_artifact` runs
+the verified file's path), the host's own :func:`murmur_nb._files.artifacts.verify_artifact` runs
 again: confinement, regular file, size, digest, exactly the rules that admitted it. Where no
 root can be recovered, a plain streaming check of the verified file stands in. Either way the
 hash is streamed in fixed-size chunks, memory stays flat whatever the size, and a size
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._exceptions import ArtifactRejected, ConfinementViolation
-from murmur_nb._modules.artifacts import hash_file, open_verified
-from murmur_nb._modules.beneath import open_beneath, proc_path
+from murmur_nb._files.artifacts import hash_file, open_verified
+from murmur_nb._files.beneath import open_beneath, proc_path
 from murmur_nb._rules import DIGEST_RE
 from murmur_nb.protocol import Artifact, Root
 

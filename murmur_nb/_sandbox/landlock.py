@@ -34,7 +34,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from murmur_nb._modules import seccomp
+from murmur_nb._sandbox import seccomp
 
 __all__ = ["Ruleset", "abi_version", "build_ruleset"]
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
 
-from murmur_nb._modules.nesting import TooDeep, decode_bounded
-from murmur_nb._modules.schemas import schema_problem
 from murmur_nb._rules import DIGEST_RE
+from murmur_nb._schemas.nesting import TooDeep, decode_bounded
+from murmur_nb._schemas.schemas import schema_problem
 from murmur_nb.protocol import (
     OPERATION_DESCRIBE,
     PROTOCOL_ID,

@@ -1,6 +1,6 @@
 """A form generated from a capability's request schema, with approval, then the result.
 
-The checks live in :class:`murmur_nb._modules.schema_form.SchemaForm`; this widget only mirrors
+The checks live in :class:`murmur_nb._forms.form.SchemaForm`; this widget only mirrors
 each input widget into it and shows its verdict beside the field. A field's "required"
 mark turns into an error only once the field was touched or a run was attempted, so a
 fresh form is not a wall of red.
@@ -27,8 +27,8 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
+from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb._modules.host import ModuleHost
-from murmur_nb._modules.schema_form import UNSET, FieldSpec, SchemaForm
 from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
 from murmur_nb.widgets._form_fields import Field, error_html, flatten
 from murmur_nb.widgets._html import (

@@ -13,7 +13,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from murmur_nb._modules.schema_form import UNSET, FieldSpec, SchemaForm
+from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb.widgets._file_picker import is_file_ref
 from murmur_nb.widgets._html import FG_MUTED, esc, tone_colour
 
