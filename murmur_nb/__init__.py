@@ -27,6 +27,7 @@ from murmur_nb._exceptions import (
     ConfinementViolation,
     ConversationReadError,
     DeadlineExceeded,
+    DescriptorProblem,
     DigestMismatch,
     HookConfigError,
     HookError,
@@ -64,10 +65,11 @@ from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
-from murmur_nb._render.presentation import PRIMITIVES, PresentationWarning, resolve_presentation
+from murmur_nb._render.presentation import PresentationWarning, resolve_presentation
 from murmur_nb._render.render import render, render_file
-from murmur_nb._sandbox.sandbox import SandboxReport
-from murmur_nb._schemas.descriptor import DescriptorError, DescriptorProblem
+from murmur_nb._sandbox import SandboxReport
+from murmur_nb._schemas.descriptor import DescriptorError
+from murmur_nb.protocol import PRIMITIVES
 
 
 def __getattr__(name: str) -> object:

@@ -39,14 +39,11 @@ verbatim; ``str(err)`` is exactly the string a guest receives.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    # annotations only: every module imports this one first, so it imports none of them
-    from murmur_nb._modules.invocation import Invocation
-    from murmur_nb._schemas.descriptor import DescriptorProblem
+from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
+    "DescriptorProblem",
     "ApprovalRequired",
     "ArtifactRejected",
     "ConfinementViolation",
@@ -99,11 +96,28 @@ class ModuleHostError(MurmurError):
     """
 
     code = "module_host_error"
-    invocation: Invocation | None = None
+    #: The partial :class:`~murmur_nb.Invocation` (typed loosely: this module sits below the
+    #: host and imports none of it).
+    invocation: Any = None
 
 
 class ModuleNotFound(ModuleHostError, LookupError):
     code = "module_not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class DescriptorProblem:
+    """One describe-time breach: where (``path``) and what is wrong (``detail``).
+
+    A plain record, listed on :attr:`ModuleInfo.errors <murmur_nb.ModuleInfo.errors>` and
+    :attr:`InvalidDescriptor.errors <murmur_nb.InvalidDescriptor.errors>`; never raised.
+    """
+
+    path: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.detail}"
 
 
 class InvalidDescriptor(ModuleHostError):

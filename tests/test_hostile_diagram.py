@@ -23,7 +23,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 import murmur_nb as mnb
-from murmur_nb._sandbox.sandbox import sandbox_report
+from murmur_nb._sandbox import sandbox_report
 
 FACET_MODULES = [("hostile", "hostile_output")]
 

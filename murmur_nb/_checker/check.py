@@ -43,10 +43,9 @@ from murmur_nb._exceptions import (
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
-from murmur_nb._render.presentation import PRIMITIVES
 from murmur_nb._rules import facet_studio_home
 from murmur_nb._schemas.descriptor import descriptor_digest
-from murmur_nb.protocol import Capability, Descriptor
+from murmur_nb.protocol import PRIMITIVES, Capability, Descriptor
 
 __all__ = ["check_module"]
 

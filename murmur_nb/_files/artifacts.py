@@ -42,9 +42,8 @@ from murmur_nb._exceptions import (
     SizeMismatch,
 )
 from murmur_nb._files.beneath import BudgetSpent, hash_fd, open_beneath
-from murmur_nb._render.presentation import PRIMITIVES
 from murmur_nb._rules import DIGEST_RE
-from murmur_nb.protocol import Artifact, Root
+from murmur_nb.protocol import PRIMITIVES, Artifact, Root
 
 __all__ = [
     "RejectedArtifact",

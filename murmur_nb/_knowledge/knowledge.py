@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from murmur_nb._exceptions import (
     ConfinementViolation,
+    DescriptorProblem,
     DigestMismatch,
     InvalidInput,
     ModuleHostError,
@@ -58,7 +59,6 @@ from murmur_nb._files.confined import Outside, open_beneath, read_at_most
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
 from murmur_nb._render.text import markdown_block
 from murmur_nb._rules import DIGEST_RE
-from murmur_nb._schemas.descriptor import DescriptorProblem
 from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
 
 if TYPE_CHECKING:
@@ -265,11 +265,35 @@ class KnowledgeLog:
 
     def frame(self) -> pd.DataFrame:
         """One row per load, oldest first (see :meth:`ModuleHost.knowledge_audit`)."""
-        from murmur_nb._modules.audit import knowledge_frame  # noqa: PLC0415 - pandas, lazily
-
         with self._lock:
             rows = [dict(r) for r in self._rows]
         return knowledge_frame(rows)
+
+
+KNOWLEDGE_COLUMNS = [
+    "time",
+    "module",
+    "kind",
+    "id",
+    "path",
+    "capability",
+    "digest",
+    "tokens",
+    "bytes",
+    "outcome",
+    "message",
+]
+
+
+def knowledge_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The skill and overlay loads as a DataFrame; ``bytes`` is ``<NA>`` for a refused load."""
+    import pandas as pd  # noqa: PLC0415 - heavy; imported on first use
+
+    frame = pd.DataFrame(rows, columns=KNOWLEDGE_COLUMNS)
+    frame["time"] = pd.to_datetime(frame["time"], utc=True)
+    frame["tokens"] = frame["tokens"].astype("int64")
+    frame["bytes"] = pd.array([row["bytes"] for row in rows], dtype="Int64")
+    return frame
 
 
 # -- verified reading -----------------------------------------------------------------

@@ -28,7 +28,7 @@ from murmur_nb._exceptions import (
     ProtocolViolation,
 )
 from murmur_nb._modules.invocation import Invocation
-from murmur_nb._sandbox.runner import RunResult
+from murmur_nb._sandbox import RunResult
 from murmur_nb._schemas.nesting import TooDeep, decode_bounded
 from murmur_nb.protocol import OPERATION_INVOKE, PROTOCOL_ID, Envelope, Execution
 

@@ -41,7 +41,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -65,15 +65,14 @@ from murmur_nb._modules.audit import AuditRow, audit_frame
 from murmur_nb._modules.call import Call, build_request
 from murmur_nb._modules.catalog import Catalog, Target
 from murmur_nb._modules.envelope import read_envelope
-from murmur_nb._modules.gate import SandboxGate, run_launched
+from murmur_nb._modules.gate import SandboxGate
 from murmur_nb._modules.host_knowledge import KnowledgeMethods
 from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import facet_studio_home
-from murmur_nb._sandbox.runner import RunResult
-from murmur_nb._sandbox.sandbox import SandboxReport
+from murmur_nb._sandbox import RunResult, SandboxReport, run_launched
 from murmur_nb._schemas.bounded import check
 from murmur_nb._schemas.schemas import ValidatorCache
 from murmur_nb.protocol import Capability, Descriptor
@@ -267,7 +266,7 @@ class ModuleHost(KnowledgeMethods):
         staged: Sequence[StagedArtifact] = (),
         validate_input: bool = True,
         cancel: threading.Event | None = None,
-        progress: bool = False,
+        progress: Callable[..., Invocation] | None = None,
     ) -> Invocation:
         """Invoke ``capability`` with ``input`` and return the checked :class:`Invocation`.
 
@@ -295,9 +294,11 @@ class ModuleHost(KnowledgeMethods):
             Setting this event (from another thread: a Cancel button) stops the run: the
             module's whole process tree is killed and :class:`InvocationCancelled` raised.
         progress
-            Show the run live below the cell while it runs (elapsed time, then the outcome
-            and a progress bar when the result carries ``done``/``total``; needs
-            ``murmur-nb[widgets]``). Interrupting the kernel cancels the run.
+            A view that shows the run while it runs and returns its invocation, called as
+            ``progress(host, capability, input, **the other arguments)``: pass
+            :meth:`murmur_nb.widgets.LiveRun.in_cell` to see it live below the cell (needs
+            ``murmur-nb[widgets]``; interrupting the kernel cancels the run). The host
+            supplies no view itself: it never imports the widgets.
 
         Raises
         ------
@@ -306,17 +307,14 @@ class ModuleHost(KnowledgeMethods):
             Refused before anything ran.
         DeadlineExceeded, OutputTooLarge, ProtocolViolation, InvocationCancelled
             The module ran and its tree was killed, or it broke an envelope rule.
-
-        Notes
-        -----
-        Longer than one screen only because of this docstring: the body (about 20 lines)
-        hands the call to :meth:`_audited`, which opens the audit row, runs
-        :meth:`_invoke`'s named steps and closes the row however the call ended.
         """
-        if progress:
-            from murmur_nb.widgets import LiveRun  # noqa: PLC0415 - ipywidgets only when asked
-
-            shown: Invocation = LiveRun.in_cell(
+        if progress is not None:
+            if not callable(progress):
+                raise TypeError(
+                    "progress takes a view, not a flag: pass "
+                    "progress=murmur_nb.widgets.LiveRun.in_cell to show the run below the cell"
+                )
+            shown: Invocation = progress(
                 self, capability, input, approve=approve, deadline_ms=deadline_ms,
                 max_output_bytes=max_output_bytes, extra=extra, staged=staged, cancel=cancel,
                 validate_input=validate_input,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._sandbox.sandbox import MECHANISMS, SANDBOX_MODES
+from murmur_nb._sandbox import MECHANISMS, SANDBOX_MODES
 from murmur_nb._schemas.bounded import DEFAULT_BUDGET, DEFAULT_STEPS
 from murmur_nb.protocol import Capability, Descriptor, Grants
 

@@ -307,7 +307,7 @@ class LiveRun(TextView):
 
     @classmethod
     def in_cell(cls, host: Any, capability: str, input: Any = None, **kwargs: Any) -> Any:
-        """``host.invoke(..., progress=True)``: the call in a cell, shown live below it.
+        """``host.invoke(..., progress=LiveRun.in_cell)``: the call, shown live below the cell.
 
         The call runs in a worker thread while the cell's own thread refreshes a
         :class:`LiveRun` display (elapsed time, then the outcome and progress); the kernel
