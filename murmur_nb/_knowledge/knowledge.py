@@ -57,7 +57,7 @@ from murmur_nb._exceptions import (
 )
 from murmur_nb._files.confined import Outside, open_beneath, read_at_most
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
-from murmur_nb._render.text import markdown_block
+from murmur_nb._render.primitives.text import markdown_block
 from murmur_nb._rules import DIGEST_RE
 from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
 

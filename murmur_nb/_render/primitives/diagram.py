@@ -39,7 +39,7 @@ from murmur_nb._render.core import (
     linked_reason,
     uri_size,
 )
-from murmur_nb._render.text import read_text
+from murmur_nb._render.primitives.text import read_text
 
 if TYPE_CHECKING:
     from murmur_nb._sandbox import SandboxReport
