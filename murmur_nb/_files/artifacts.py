@@ -41,15 +41,14 @@ from murmur_nb._exceptions import (
     DigestMismatch,
     SizeMismatch,
 )
-from murmur_nb._files.beneath import BudgetSpent, hash_fd, open_beneath
-from murmur_nb._rules import DIGEST_RE
+from murmur_nb._files.beneath import open_beneath
+from murmur_nb._rules import DIGEST_RE, BudgetSpent, sha256_fd
 from murmur_nb.protocol import PRIMITIVES, Artifact, Root
 
 __all__ = [
     "RejectedArtifact",
     "VerifiedArtifact",
     "check_opened",
-    "hash_file",
     "open_verified",
     "verify_artifact",
 ]
@@ -74,10 +73,6 @@ class RejectedArtifact:
     def id(self) -> str:
         return self.artifact.id
 
-
-def hash_file(fd: int) -> str:
-    """Lowercase hex SHA-256 of everything readable from ``fd`` (streamed, 1 MiB buffer)."""
-    return hash_fd(fd)
 
 
 def _relative_path_problem(path: str) -> str | None:
@@ -269,7 +264,7 @@ def open_verified(
 
 def _hash_within(fd: int, deadline: float | None, label: str, aid: str) -> str:
     try:
-        return hash_fd(fd, deadline=deadline)
+        return sha256_fd(fd, deadline=deadline)
     except BudgetSpent as exc:
         raise ArtifactRejected(
             f"{label} was not verified: the verification budget of this invocation was spent "

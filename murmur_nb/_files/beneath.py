@@ -10,8 +10,8 @@ Design notes
 * **Use what was checked.** The caller ``fstat``-checks the descriptor it got (regular
   file, one hard link, the expected size) and then hashes, copies or reads *that*
   descriptor: swapping the path afterwards changes nothing the host reads.
-* **Bounded work.** :func:`hash_fd` stops with :class:`BudgetSpent` once a monotonic
-  deadline passes; :func:`copy_sparse` copies only the data extents (``SEEK_DATA`` /
+* **Bounded work.** Hashing is :func:`murmur_nb._rules.sha256_fd` (``BudgetSpent`` past a
+  monotonic deadline); :func:`copy_sparse` copies only the data extents (``SEEK_DATA`` /
   ``SEEK_HOLE``), so a sparse file stays sparse.
 """
 
@@ -21,10 +21,7 @@ import errno
 import os
 from pathlib import Path
 
-from murmur_nb._rules import BudgetSpent
-from murmur_nb._rules import sha256_fd as hash_fd
-
-__all__ = ["BudgetSpent", "copy_sparse", "hash_fd", "open_beneath", "proc_path"]
+__all__ = ["copy_sparse", "open_beneath", "proc_path"]
 
 _BUF = 1 << 20
 _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
