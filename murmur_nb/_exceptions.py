@@ -28,7 +28,7 @@ Where a caller would naturally catch a builtin, the error inherits it as well
     ├── InvalidContextId              invalid_context_id    (ValueError)
     ├── HookError
     │   └── HookConfigError           invalid_config        (ValueError)
-    ├── RenderError                   render_failed         (never raised; kept for compatibility)
+    ├── RenderError                   render_failed         (never raised; deprecated)
     └── MissingDependency             missing_dependency    (ImportError)
 
 The conversation errors keep the WIT seed's own spelling (``not-granted``,
@@ -38,6 +38,7 @@ verbatim; ``str(err)`` is exactly the string a guest receives.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -268,9 +269,19 @@ class RenderError(MurmurError):
     """Not raised by murmur-nb: a rendering failure is an error card (``Rendering`` with
     ``error_code``), and a file that changed since it was verified is an
     :class:`ArtifactRejected`. Kept, as a public name, so existing ``except RenderError``
-    clauses still import; it will be removed in a future major version."""
+    clauses still import; making one warns (``DeprecationWarning``), and the name goes in 0.2.
+    """
 
     code = "render_failed"
+
+    def __init__(self, message: str = "", *, code: str | None = None) -> None:
+        warnings.warn(
+            "RenderError is never raised by murmur-nb and goes in 0.2: a failed rendering is "
+            "an error card (Rendering.error_code), a changed file an ArtifactRejected",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(message, code=code)
 
 
 class MissingDependency(MurmurError, ImportError):
