@@ -15,7 +15,7 @@ Design notes
   declared digest. What is hashed is what is returned: there is no second read to race.
 * **Links inside the folder are followed, links out of it are not.** Describe accepts a
   link that stays inside the module folder, so the loader resolves links itself
-  (:mod:`.confined`) and refuses as soon as one would leave the folder.
+  (``open_beneath(..., inner_links=True)``) and refuses as soon as one would leave the folder.
 * **Budget before loading.** :func:`select_skills` walks the capability's skills in its
   order and picks by the *declared* ``tokens`` (the seed's "budget before loading"), first
   fit: a skill that does not fit is left out and later, smaller ones are still tried. Only
@@ -55,7 +55,7 @@ from murmur_nb._exceptions import (
     ModuleNotFound,
     ProtocolViolation,
 )
-from murmur_nb._files.confined import Outside, open_beneath, read_at_most
+from murmur_nb._files.beneath import Outside, open_beneath, read_at_most
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
 from murmur_nb._render.primitives.text import markdown_block
 from murmur_nb._rules import DIGEST_RE
@@ -314,7 +314,7 @@ def read_verified(folder: Path, entry: Skill | Overlay, label: str) -> bytes:
             artifact_id=entry.id,
         )
     try:
-        fd = open_beneath(folder, entry.path)
+        fd = open_beneath(folder, entry.path, inner_links=True)
     except Outside as exc:
         raise ConfinementViolation(
             f"{label} is refused: {exc}; only files inside the module folder are loaded, "
