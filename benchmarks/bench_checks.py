@@ -4,7 +4,7 @@ Run: ``python benchmarks/bench_checks.py [--bound MiB] [--objects N]``
 
 1. *Worst pattern check.* Patterns built against the host's engine (exponential for a
    backtracking engine; a DFA with about two million states) are checked, through the one
-   check every schema check takes (``murmur_nb._modules.bounded.check``), against the input
+   check every schema check takes (``murmur_nb._schemas.bounded.check``), against the input
    each is slowest on, at sizes up to the output bound. The slowest, best of five, is
    ``worst_check_ms``: the longest one check can take a module's patterns to answer.
    Goal: under 50 ms. The same scan done by RE2 directly is printed beside it, so the
@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from murmur_nb._modules.bounded import check, fast_validator
-from murmur_nb._modules.patterns import compile_pattern
-from murmur_nb._modules.schemas import validator_for
+from murmur_nb._schemas.bounded import check, fast_validator
+from murmur_nb._schemas.patterns import compile_pattern
+from murmur_nb._schemas.schemas import validator_for
 
 _MIB = 1 << 20
 

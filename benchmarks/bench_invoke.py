@@ -38,7 +38,7 @@ import warnings
 from pathlib import Path
 
 import murmur_nb as mnb
-from murmur_nb._modules.artifacts import verify_artifact
+from murmur_nb._files.artifacts import verify_artifact
 from murmur_nb.protocol import Artifact, Root
 
 _EXECUTION = (

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import murmur_nb as mnb
-from murmur_nb._modules.artifacts import verify_artifact
+from murmur_nb._files.artifacts import verify_artifact
 from murmur_nb.protocol import Artifact, Request, Root
 
 N_IMAGES = 500

@@ -10,6 +10,8 @@ only when the feature that needs them is first used.
 from importlib.metadata import PackageNotFoundError, version
 
 from murmur_nb import protocol
+from murmur_nb._checker.check import check_module
+from murmur_nb._checker.check_report import CheckReport, CheckResult
 from murmur_nb._conversations.frames import read_conversation, read_conversations
 from murmur_nb._conversations.store import (
     ConversationReader,
@@ -25,6 +27,7 @@ from murmur_nb._exceptions import (
     ConfinementViolation,
     ConversationReadError,
     DeadlineExceeded,
+    DescriptorProblem,
     DigestMismatch,
     HookConfigError,
     HookError,
@@ -46,28 +49,27 @@ from murmur_nb._exceptions import (
     SandboxWarning,
     SizeMismatch,
 )
+from murmur_nb._files.artifacts import RejectedArtifact, VerifiedArtifact
 from murmur_nb._hooks.build import build_demo_hook, build_python_hook
 from murmur_nb._hooks.config import HookConfig
 from murmur_nb._hooks.host import HookHost, HookInfo, HookResult
-from murmur_nb._modules.agent_listing import AgentListing, CapabilityLine
-from murmur_nb._modules.artifacts import RejectedArtifact, VerifiedArtifact
-from murmur_nb._modules.check import check_module
-from murmur_nb._modules.check_report import CheckReport, CheckResult
-from murmur_nb._modules.descriptor import DescriptorError, DescriptorProblem
-from murmur_nb._modules.host import ModuleHost
-from murmur_nb._modules.invocation import Invocation, ModuleInfo
-from murmur_nb._modules.knowledge import (
+from murmur_nb._knowledge.agent_listing import AgentListing, CapabilityLine
+from murmur_nb._knowledge.knowledge import (
     KnowledgeDocument,
     KnowledgeWarning,
     LeftOut,
     SkillSelection,
 )
+from murmur_nb._modules.host import ModuleHost
+from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import Policy
-from murmur_nb._modules.sandbox import SandboxReport
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
-from murmur_nb._render.presentation import PRIMITIVES, PresentationWarning, resolve_presentation
+from murmur_nb._render.presentation import PresentationWarning, resolve_presentation
 from murmur_nb._render.render import render, render_file
+from murmur_nb._sandbox import SandboxReport
+from murmur_nb._schemas.descriptor import DescriptorError
+from murmur_nb.protocol import PRIMITIVES
 
 
 def __getattr__(name: str) -> object:

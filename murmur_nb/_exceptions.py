@@ -28,7 +28,7 @@ Where a caller would naturally catch a builtin, the error inherits it as well
     ├── InvalidContextId              invalid_context_id    (ValueError)
     ├── HookError
     │   └── HookConfigError           invalid_config        (ValueError)
-    ├── RenderError                   render_failed         (never raised; kept for compatibility)
+    ├── RenderError                   render_failed         (never raised; deprecated)
     └── MissingDependency             missing_dependency    (ImportError)
 
 The conversation errors keep the WIT seed's own spelling (``not-granted``,
@@ -38,15 +38,13 @@ verbatim; ``str(err)`` is exactly the string a guest receives.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    # annotations only: every module imports this one first, so it imports none of them
-    from murmur_nb._modules.descriptor import DescriptorProblem
-    from murmur_nb._modules.invocation import Invocation
+from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
+    "DescriptorProblem",
     "ApprovalRequired",
     "ArtifactRejected",
     "ConfinementViolation",
@@ -99,11 +97,28 @@ class ModuleHostError(MurmurError):
     """
 
     code = "module_host_error"
-    invocation: Invocation | None = None
+    #: The partial :class:`~murmur_nb.Invocation` (typed loosely: this module sits below the
+    #: host and imports none of it).
+    invocation: Any = None
 
 
 class ModuleNotFound(ModuleHostError, LookupError):
     code = "module_not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class DescriptorProblem:
+    """One describe-time breach: where (``path``) and what is wrong (``detail``).
+
+    A plain record, listed on :attr:`ModuleInfo.errors <murmur_nb.ModuleInfo.errors>` and
+    :attr:`InvalidDescriptor.errors <murmur_nb.InvalidDescriptor.errors>`; never raised.
+    """
+
+    path: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.detail}"
 
 
 class InvalidDescriptor(ModuleHostError):
@@ -254,9 +269,19 @@ class RenderError(MurmurError):
     """Not raised by murmur-nb: a rendering failure is an error card (``Rendering`` with
     ``error_code``), and a file that changed since it was verified is an
     :class:`ArtifactRejected`. Kept, as a public name, so existing ``except RenderError``
-    clauses still import; it will be removed in a future major version."""
+    clauses still import; making one warns (``DeprecationWarning``), and the name goes in 0.2.
+    """
 
     code = "render_failed"
+
+    def __init__(self, message: str = "", *, code: str | None = None) -> None:
+        warnings.warn(
+            "RenderError is never raised by murmur-nb and goes in 0.2: a failed rendering is "
+            "an error card (Rendering.error_code), a changed file an ArtifactRejected",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(message, code=code)
 
 
 class MissingDependency(MurmurError, ImportError):

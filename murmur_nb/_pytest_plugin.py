@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from murmur_nb._modules.check_report import CheckResult
+    from murmur_nb._checker.check_report import CheckResult
 
 __all__ = ["ModprotoCheck", "ModprotoCheckFailed", "ModprotoModule"]
 
@@ -57,7 +57,7 @@ class ModprotoModule(pytest.Collector):
         self.target = target
 
     def collect(self) -> list[pytest.Item]:
-        from murmur_nb._modules.check import check_module  # noqa: PLC0415 - only when used
+        from murmur_nb._checker.check import check_module  # noqa: PLC0415 - only when used
 
         config = self.config
         report = check_module(

@@ -72,7 +72,8 @@ CELLS = [
     "ConversationExplorer(store, home.context_id)",
     "hooks = mnb.HookHost.from_config(home.murmur_yaml, conversations=store)\n"
     "HookConsole(hooks, store)",
-    'report = host.invoke("docs.report", {}, progress=True)',
+    "from murmur_nb.widgets import LiveRun\n"
+    'report = host.invoke("docs.report", {}, progress=LiveRun.in_cell)',
 ]
 BROWSER, STORY, NAP, REVIEW, EXPLORER, CONSOLE, PROGRESS = range(1, 8)
 

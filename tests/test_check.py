@@ -137,7 +137,7 @@ def test_an_unknown_module_says_how_to_name_one(tmp_path: Path) -> None:
 def test_the_check_command_prints_text_or_json_and_exits_on_failure(tmp_path: Path) -> None:
     good = checked_module(tmp_path / "a")
     bad = checked_module(tmp_path / "b", "result_schema")
-    cli = [sys.executable, "-m", "murmur_nb._modules.cli", "check", "--examples", "2"]
+    cli = [sys.executable, "-m", "murmur_nb._checker.cli", "check", "--examples", "2"]
     ok = subprocess.run([*cli, str(good)], capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("PASS checked")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _modules import default_descriptor, write_descriptor
 
-from murmur_nb._modules.cli import main
+from murmur_nb._checker.cli import main
 
 FACET_MODULES = [("good",), ("broken",)]  # installed into the facet_home fixture
 
@@ -87,7 +87,7 @@ def test_usage_errors(facet_home: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_console_script(facet_home: Path) -> None:
     exe = Path(sys.executable).with_name("murmur-nb")
-    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "murmur_nb._modules.cli"]
+    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "murmur_nb._checker.cli"]
     proc = subprocess.run([*argv, "--home", str(facet_home), "list"], capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 0, proc.stderr

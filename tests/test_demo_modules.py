@@ -36,7 +36,7 @@ from murmur_nb._demo.home import (
     demo_conversation,
     launcher,
 )
-from murmur_nb._modules.descriptor import parse_describe_output
+from murmur_nb._schemas.descriptor import parse_describe_output
 from murmur_nb.protocol import PROTOCOL_ID, Artifact, Descriptor, Envelope, Grants, Request, Root
 
 PRIMITIVES = frozenset(

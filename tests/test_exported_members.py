@@ -37,3 +37,15 @@ def test_import_does_not_load_heavy_packages() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_render_error_is_deprecated_but_still_caught() -> None:
+    """Nothing raises it any more; making one warns, an ``except RenderError`` still works."""
+    import pytest
+
+    with pytest.warns(DeprecationWarning, match="goes in 0.2"):
+        err = murmur_nb.RenderError("old code path")
+    try:
+        raise err
+    except murmur_nb.RenderError as caught:
+        assert caught.code == "render_failed"

@@ -11,8 +11,8 @@ import pytest
 from _modules import write_descriptor
 
 import murmur_nb as mnb
-from murmur_nb._modules.bounded import check, fast_validator
-from murmur_nb._modules.schemas import validator_class as schema_validator_class
+from murmur_nb._schemas.bounded import check, fast_validator
+from murmur_nb._schemas.schemas import validator_class as schema_validator_class
 from murmur_nb.widgets import CapabilityForm
 
 EVIL = "^(a+)+$"  # exponential for a backtracking engine on "aaa...a!"
@@ -324,7 +324,7 @@ VERDICT_TABLE: list[tuple[dict[str, Any], list[Any]]] = [
 def test_the_fast_accept_never_changes_a_verdict(
     schema: dict[str, Any], instances: list[Any]
 ) -> None:
-    """Internal (:mod:`murmur_nb._modules.bounded`): with and without the fast accept, the
+    """Internal (:mod:`murmur_nb._schemas.bounded`): with and without the fast accept, the
     same values are refused, with the same messages."""
     validator = schema_validator_class(schema)(schema)
     fast = fast_validator(schema)

@@ -17,7 +17,12 @@ from test_render_kit import artifact, invocation, make_mp4, make_png
 
 import murmur_nb as mnb
 from murmur_nb._render.core import Source
-from murmur_nb._render.media import render_audio, render_download, render_image, render_video
+from murmur_nb._render.primitives.media import (
+    render_audio,
+    render_download,
+    render_image,
+    render_video,
+)
 
 
 def _bundle_bytes(r: mnb.Rendering) -> int:

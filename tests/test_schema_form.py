@@ -16,7 +16,7 @@ import jsonschema
 from hypothesis import given
 from hypothesis import strategies as st
 
-from murmur_nb._modules.schema_form import UNSET, SchemaForm, build_fields
+from murmur_nb._forms.form import UNSET, SchemaForm, build_fields
 
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -245,7 +245,7 @@ def test_unknown_field_names_say_which_fields_exist() -> None:
 
 
 def test_schema_form_does_not_import_ipywidgets() -> None:
-    code = "import sys, murmur_nb._modules.schema_form; print('ipywidgets' in sys.modules)"
+    code = "import sys, murmur_nb._forms.form; print('ipywidgets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

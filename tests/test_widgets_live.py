@@ -164,9 +164,11 @@ def test_progress_true_in_a_cell_shows_the_run_and_returns_it(
         with ModuleHost(
             home=demo.facet_home, policy=demo.policy(), artifact_store=demo.artifact_store
         ) as h:
-            started = h.invoke("studio.storyboard", {"scenes": ["a", "b"]}, progress=True)
+            started = h.invoke(
+                "studio.storyboard", {"scenes": ["a", "b"]}, progress=LiveRun.in_cell
+            )
             job = {"job": started.result["job"]}
-            polled = h.invoke("studio.storyboard_status", job, progress=True)
+            polled = h.invoke("studio.storyboard_status", job, progress=LiveRun.in_cell)
     finally:
         InteractiveShell.clear_instance()
     assert started.ok and polled.ok

@@ -718,3 +718,26 @@ def test_every_input_problem_is_listed(host: ModuleHost) -> None:
     for where in ("input['count']", "input['size']", "input['palette']"):
         assert f"at {where}: " in message
     assert "more)" not in message
+
+
+def _html_in(widget: Any) -> Iterator[str]:
+    """The HTML of every ``HTML`` widget in ``widget``'s tree."""
+    import ipywidgets as w
+
+    if isinstance(widget, w.HTML):
+        yield widget.value
+    for child in getattr(widget, "children", ()):
+        yield from _html_in(child)
+
+
+def test_every_required_field_carries_the_same_red_mark(host: ModuleHost) -> None:
+    """The ``*`` of a required field, plain or file, is styled with a colour, not template
+    text (the file field's label once lacked its ``f`` prefix)."""
+    styles = [
+        style
+        for capability in ("kitchen.echo", "transcribe.audio")
+        for page in _html_in(CapabilityForm(host, capability))
+        for style in re.findall(r'<span style="([^"]*)">\*</span>', page)
+    ]
+    assert len(styles) == 3  # kitchen: name, ratio; transcribe: the audio file
+    assert set(styles) == {"color:var(--jp-error-color1, #c62828)"}

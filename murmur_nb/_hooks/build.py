@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from murmur_nb._exceptions import HookError, MissingDependency
-from murmur_nb._hooks.cache import cache_dir, sha256_file
+from murmur_nb._rules import cache_dir, sha256_file
 
 __all__ = [
     "COMPONENTIZE_JS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Call", "Reader", "ReaderSource"]
+__all__ = ["HookCall", "Reader", "ReaderSource"]
 
 
 class Reader(Protocol):
@@ -17,7 +17,7 @@ class ReaderSource(Protocol):
 
 
 @dataclass
-class Call:
+class HookCall:
     """One call: whom ``read-messages`` reads for, when it must end, what went wrong inside.
 
     ``deadline`` is ``time.monotonic()`` seconds, the same instant the store's epoch deadline

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from murmur_nb._conversations.store import ConversationStore, Message, check_context_id
 from murmur_nb._exceptions import HookError
 from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hook, wit_dir
-from murmur_nb._hooks.calls import Call, Reader, ReaderSource
+from murmur_nb._hooks.calls import HookCall, Reader, ReaderSource
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.diagnostics import classify, explain, reason
 from murmur_nb._hooks.lifting import Budget, LiftStopped, call_and_lift, public_lift
@@ -142,7 +142,7 @@ class HookHost:
         )
         self.runtime = Runtime.get()
         self._context_id: str | None = None
-        self.current_call: Call | None = None
+        self.current_call: HookCall | None = None
         self._closed = False
         lowering: PageLowering | None = None
         if fast_lowering and fast_path_supported():
@@ -442,7 +442,7 @@ class HookHost:
             limits = limits.model_copy(update={"time_ms": max(1, int(limits.time_ms - waited_ms))})
         out, err = Capture(), Capture()
         started = time.monotonic()
-        call = Call(self._reader_for(info), deadline=started + limits.time_ms / 1000)
+        call = HookCall(self._reader_for(info), deadline=started + limits.time_ms / 1000)
         self.current_call = call
         store, ticks = self._new_store(limits, out, err, started)
         try:
@@ -481,7 +481,7 @@ class HookHost:
         event: str,
         *,
         args: tuple[Any, ...],
-        call: Call,
+        call: HookCall,
     ) -> tuple[Any, str | None, str | None]:
         """Instantiate and call: ``(raw result, failure text, code)``."""
         ticker = self.runtime.ticker

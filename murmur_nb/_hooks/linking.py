@@ -17,7 +17,7 @@ import weakref
 from typing import Any
 
 from murmur_nb._exceptions import ConversationReadError
-from murmur_nb._hooks.calls import Call
+from murmur_nb._hooks.calls import HookCall
 from murmur_nb._hooks.lowering import FAST_PATH_ERRORS, PageLowering, add_fast_read, message_record
 from murmur_nb._hooks.signatures import READ_INTERFACE
 from murmur_nb._hooks.waits import BoundedClock
@@ -31,9 +31,9 @@ class HostFunctions:
     def __init__(self, host: Any) -> None:
         self._host = weakref.ref(host)
 
-    def current(self) -> Call | None:
+    def current(self) -> HookCall | None:
         host = self._host()
-        call: Call | None = None if host is None else host.current_call
+        call: HookCall | None = None if host is None else host.current_call
         return call
 
     def interrupted(self) -> bool:

@@ -35,9 +35,9 @@ Design notes
   Upstream: wasmtime-py's ``WasiConfig.stdout_custom``/``stderr_custom`` over the C API's
   ``wasi_config_set_*_custom`` (wasmtime PR 11965, Nov 2025) up to wasmtime-py 50.0.1, the
   version this was diagnosed on; no upstream report existed when this was written (Nov 2026).
-  Drop the wait in :meth:`_Runtime.shutdown` once the finalizer runs on the deleting thread.
+  Drop the wait in :meth:`Runtime.shutdown` once the finalizer runs on the deleting thread.
   So: every store is closed on the calling thread as its call ends (and a trap's traceback
-  cycle is cut), and :meth:`_Runtime.shutdown` -- an ``atexit`` hook, registered once wasmtime
+  cycle is cut), and :meth:`Runtime.shutdown` -- an ``atexit`` hook, registered once wasmtime
   is imported; exit hooks run before finalization, while other threads may still take the
   GIL -- refuses new hosts, stops a running call, closes every host and any store still
   open, waits for the workers to release every output callback, stops the ticker and only

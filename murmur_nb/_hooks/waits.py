@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from murmur_nb._hooks.calls import Call
+from murmur_nb._hooks.calls import HookCall
 from murmur_nb._hooks.signatures import CLOCK_INTERFACE
 
 __all__ = ["HELPER_WAT", "BoundedClock"]
@@ -74,7 +74,7 @@ class BoundedClock:
     def __init__(
         self,
         engine: Any,
-        current: Callable[[], Call | None],
+        current: Callable[[], HookCall | None],
         interrupted: Callable[[], bool],
     ) -> None:
         self._engine = engine
@@ -115,7 +115,7 @@ class BoundedClock:
             )
         return self._ready_pollable(store, call)
 
-    def _ready_pollable(self, store: Any, call: Call) -> Any:
+    def _ready_pollable(self, store: Any, call: HookCall) -> Any:
         if call.helper is None:
             call.helper = self._helper_instance(store)
         func = call.helper.get_func(store, "ready-pollable")

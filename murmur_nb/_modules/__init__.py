@@ -1,1 +1,1 @@
-"""Module host: modproto v1 modules run as sandboxed subprocesses."""
+"""The module host pipeline: catalog, request, approval, run, envelope, artifacts, audit."""

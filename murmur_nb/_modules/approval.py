@@ -19,8 +19,8 @@ import threading
 from dataclasses import dataclass, field
 
 from murmur_nb._modules.catalog import Target
-from murmur_nb._modules.descriptor import describe_changes
 from murmur_nb._modules.policy import Policy
+from murmur_nb._schemas.descriptor import describe_changes
 from murmur_nb.protocol import Descriptor
 
 __all__ = ["Approvals", "Pin", "Verdict"]

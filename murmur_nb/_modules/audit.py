@@ -8,7 +8,7 @@ Design notes
   :class:`~murmur_nb.Invocation`'s facts.
 * **Unknown is not free.** Costs are nullable ``Float64`` columns: ``<NA>`` is *unknown*,
   ``0`` is free.
-* **Knowledge loads have their own frame** (:func:`knowledge_frame`, one row per skill or
+* **Knowledge loads have their own frame** (``knowledge.knowledge_frame``, a row per skill or
   overlay load, refused ones too): they are not invocations, and mixing them would break
   "one row per invocation".
 * **pandas is imported on first use**, never by ``import murmur_nb``.
@@ -27,7 +27,7 @@ from murmur_nb._modules.invocation import Invocation
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["KNOWLEDGE_COLUMNS", "AuditRow", "audit_frame", "knowledge_frame"]
+__all__ = ["AuditRow", "audit_frame"]
 
 
 @dataclass
@@ -99,30 +99,4 @@ def audit_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     frame["duration_ms"] = frame["duration_ms"].astype("float64")
     frame["ok"] = frame["ok"].astype(bool)
     frame["warnings"] = frame["warnings"].astype("int64")
-    return frame
-
-
-KNOWLEDGE_COLUMNS = [
-    "time",
-    "module",
-    "kind",
-    "id",
-    "path",
-    "capability",
-    "digest",
-    "tokens",
-    "bytes",
-    "outcome",
-    "message",
-]
-
-
-def knowledge_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The skill and overlay loads as a DataFrame; ``bytes`` is ``<NA>`` for a refused load."""
-    import pandas as pd  # noqa: PLC0415 - heavy; imported on first use
-
-    frame = pd.DataFrame(rows, columns=KNOWLEDGE_COLUMNS)
-    frame["time"] = pd.to_datetime(frame["time"], utc=True)
-    frame["tokens"] = frame["tokens"].astype("int64")
-    frame["bytes"] = pd.array([row["bytes"] for row in rows], dtype="Int64")
     return frame

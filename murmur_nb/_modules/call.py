@@ -25,13 +25,13 @@ from typing import Any
 
 from murmur_nb._exceptions import InvalidInput, NotGranted
 from murmur_nb._modules.audit import AuditRow
-from murmur_nb._modules.bounded import check
 from murmur_nb._modules.catalog import Target
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.request import canonical_path, check_bounds, shadowing_keys, strict_json
-from murmur_nb._modules.schemas import ValidatorCache
 from murmur_nb._modules.staging import STAGED_ROOT, ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
+from murmur_nb._schemas.bounded import check
+from murmur_nb._schemas.schemas import ValidatorCache
 from murmur_nb.protocol import PROTOCOL_ID, Descriptor, Grants, Request, Root
 
 __all__ = ["HOST_FIELDS", "Call", "build_request"]

@@ -25,24 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._exceptions import (
+    DescriptorProblem,
     InvalidDescriptor,
     ModuleNotFound,
     ModuleTooLarge,
     SandboxUnavailable,
 )
-from murmur_nb._modules.descriptor import (
-    DescriptorProblem,
-    descriptor_digest,
-    parse_describe_output,
-)
-from murmur_nb._modules.gate import SandboxGate, run_launched
+from murmur_nb._knowledge.knowledge import knowledge_warnings
+from murmur_nb._modules.gate import SandboxGate
 from murmur_nb._modules.invocation import ModuleInfo
-from murmur_nb._modules.knowledge import knowledge_warnings
 from murmur_nb._modules.policy import Policy
-from murmur_nb._modules.runner import RunResult
 from murmur_nb._modules.snapshot import Entry, Refused, Snapshot, SnapshotStore, walk
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import PLAIN_ID_RE
+from murmur_nb._sandbox import RunResult, run_launched
+from murmur_nb._schemas.descriptor import descriptor_digest, parse_describe_output
 from murmur_nb.protocol import Capability, Descriptor
 
 __all__ = [

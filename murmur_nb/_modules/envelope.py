@@ -28,8 +28,8 @@ from murmur_nb._exceptions import (
     ProtocolViolation,
 )
 from murmur_nb._modules.invocation import Invocation
-from murmur_nb._modules.nesting import TooDeep, decode_bounded
-from murmur_nb._modules.runner import RunResult
+from murmur_nb._sandbox import RunResult
+from murmur_nb._schemas.nesting import TooDeep, decode_bounded
 from murmur_nb.protocol import OPERATION_INVOKE, PROTOCOL_ID, Envelope, Execution
 
 __all__ = ["check_envelope", "check_run", "read_envelope"]

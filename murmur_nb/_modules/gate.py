@@ -3,7 +3,7 @@
 Design notes
 ------------
 * **Asked once.** Which confinement guarantees hold is probed on first use from the policy
-  the host has then (:func:`~murmur_nb._modules.sandbox.sandbox_report`) and kept.
+  the host has then (:func:`murmur_nb._sandbox.sandbox_report`) and kept.
 * **The policy decides what a gap means.** ``sandbox="required"`` refuses to run anything
   (:class:`~murmur_nb.SandboxUnavailable`), ``"best-effort"`` warns once per host
   (:class:`~murmur_nb.SandboxWarning`) and notes it on every invocation, ``"off"`` says
@@ -12,47 +12,18 @@ Design notes
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable, SandboxWarning
 from murmur_nb._modules.policy import Policy
-from murmur_nb._modules.runner import RunResult, run_process
-from murmur_nb._modules.sandbox import Launch, SandboxReport, launch, sandbox_report
 from murmur_nb._modules.staging import StagedArtifact, staged_view
+from murmur_nb._sandbox import Launch, SandboxReport, launch, sandbox_report
 from murmur_nb.protocol import Root
 
-__all__ = ["SandboxGate", "run_launched"]
+__all__ = ["SandboxGate"]
 
-
-def run_launched(
-    how: Launch,
-    stdin: bytes,
-    *,
-    cwd: Path,
-    deadline_s: float,
-    max_output_bytes: int,
-    cancel: threading.Event | None = None,
-) -> RunResult:
-    """Run a launch plan (:meth:`SandboxGate.launch`) to the end (or to ``cancel``), then
-    release it."""
-    try:
-        return run_process(
-            how.argv,
-            stdin,
-            cwd=cwd,
-            deadline_s=deadline_s,
-            max_output_bytes=max_output_bytes,
-            preexec=how.preexec,
-            cancel=cancel,
-            pass_fds=how.pass_fds,
-            walk_tree=not how.owns_pid_namespace,
-            user=how.user,
-        )
-    finally:
-        how.close()
 
 
 class SandboxGate:

@@ -41,7 +41,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -54,29 +54,34 @@ from murmur_nb._exceptions import (
     ModuleHostError,
     ProtocolViolation,
 )
-from murmur_nb._modules.approval import Approvals
-from murmur_nb._modules.artifacts import VerifiedArtifact, rejection, verify_artifact
-from murmur_nb._modules.audit import AuditRow, audit_frame
-from murmur_nb._modules.bounded import check
-from murmur_nb._modules.call import Call, build_request
-from murmur_nb._modules.catalog import Catalog, Target
-from murmur_nb._modules.envelope import read_envelope
-from murmur_nb._modules.gate import SandboxGate, run_launched
-from murmur_nb._modules.host_knowledge import KnowledgeMethods
-from murmur_nb._modules.invocation import Invocation, ModuleInfo
-from murmur_nb._modules.knowledge import (
+from murmur_nb._files.artifacts import (
+    RejectedArtifact,
+    VerifiedArtifact,
+    artifact_warnings,
+    rejection,
+    verify_artifact,
+)
+from murmur_nb._knowledge.knowledge import (
     KnowledgeLog,
     knowledge_warnings,
     warn_about,
 )
+from murmur_nb._modules.approval import Approvals
+from murmur_nb._modules.audit import AuditRow, audit_frame
+from murmur_nb._modules.call import Call, build_request
+from murmur_nb._modules.catalog import Catalog, Target
+from murmur_nb._modules.envelope import read_envelope
+from murmur_nb._modules.gate import SandboxGate
+from murmur_nb._modules.host_knowledge import KnowledgeMethods
+from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import Policy
-from murmur_nb._modules.runner import RunResult
-from murmur_nb._modules.sandbox import SandboxReport
-from murmur_nb._modules.schemas import ValidatorCache
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import facet_studio_home
-from murmur_nb.protocol import Capability, Descriptor
+from murmur_nb._sandbox import RunResult, SandboxReport, run_launched
+from murmur_nb._schemas.bounded import check
+from murmur_nb._schemas.schemas import ValidatorCache
+from murmur_nb.protocol import Capability, Descriptor, Request
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -267,7 +272,7 @@ class ModuleHost(KnowledgeMethods):
         staged: Sequence[StagedArtifact] = (),
         validate_input: bool = True,
         cancel: threading.Event | None = None,
-        progress: bool = False,
+        progress: Callable[..., Invocation] | None = None,
     ) -> Invocation:
         """Invoke ``capability`` with ``input`` and return the checked :class:`Invocation`.
 
@@ -295,9 +300,11 @@ class ModuleHost(KnowledgeMethods):
             Setting this event (from another thread: a Cancel button) stops the run: the
             module's whole process tree is killed and :class:`InvocationCancelled` raised.
         progress
-            Show the run live below the cell while it runs (elapsed time, then the outcome
-            and a progress bar when the result carries ``done``/``total``; needs
-            ``murmur-nb[widgets]``). Interrupting the kernel cancels the run.
+            A view that shows the run while it runs and returns its invocation, called as
+            ``progress(host, capability, input, **the other arguments)``: pass
+            :meth:`murmur_nb.widgets.LiveRun.in_cell` to see it live below the cell (needs
+            ``murmur-nb[widgets]``; interrupting the kernel cancels the run). The host
+            supplies no view itself: it never imports the widgets.
 
         Raises
         ------
@@ -306,17 +313,14 @@ class ModuleHost(KnowledgeMethods):
             Refused before anything ran.
         DeadlineExceeded, OutputTooLarge, ProtocolViolation, InvocationCancelled
             The module ran and its tree was killed, or it broke an envelope rule.
-
-        Notes
-        -----
-        Longer than one screen only because of this docstring: the body (about 20 lines)
-        hands the call to :meth:`_audited`, which opens the audit row, runs
-        :meth:`_invoke`'s named steps and closes the row however the call ended.
         """
-        if progress:
-            from murmur_nb.widgets import LiveRun  # noqa: PLC0415 - ipywidgets only when asked
-
-            shown: Invocation = LiveRun.in_cell(
+        if progress is not None:
+            if not callable(progress):
+                raise TypeError(
+                    "progress takes a view, not a flag: pass "
+                    "progress=murmur_nb.widgets.LiveRun.in_cell to show the run below the cell"
+                )
+            shown: Invocation = progress(
                 self, capability, input, approve=approve, deadline_ms=deadline_ms,
                 max_output_bytes=max_output_bytes, extra=extra, staged=staged, cancel=cancel,
                 validate_input=validate_input,
@@ -385,17 +389,22 @@ class ModuleHost(KnowledgeMethods):
             workspace=self._workspace,
             row=row,
         )
+        run, confinement, sandbox_warnings = self._run(
+            target.module_id, built.request, target.snapshot, call.cancel
+        )
         inv = Invocation(
             module=target.module_id,
             capability=call.capability,
             request=built.request,
             approval=approval,
-            warnings=list(built.warnings),
+            warnings=[*built.warnings, *sandbox_warnings],
+            confinement=confinement,
         )
-        run = self._run(inv, target.snapshot, call.cancel)
         read_envelope(run, inv)
-        self._verify_artifacts(inv, target.cap)
-        self._check_result(inv, target)
+        inv.artifacts, inv.rejected_artifacts, artifact_notes = self._verify_artifacts(
+            inv, target.cap
+        )
+        inv.warnings += [*artifact_notes, *self._check_result(inv, target)]
         return inv
 
     def _ready(self, capability: str, row: AuditRow) -> Target:
@@ -436,11 +445,15 @@ class ModuleHost(KnowledgeMethods):
         return target, label
 
     def _run(
-        self, inv: Invocation, snapshot: Path, cancel: threading.Event | None = None
-    ) -> RunResult:
-        """Run ``module invoke`` of the module's verified ``snapshot`` on the request,
-        confined, in a private working folder."""
-        request = inv.request
+        self,
+        module_id: str,
+        request: Request,
+        snapshot: Path,
+        cancel: threading.Event | None = None,
+    ) -> tuple[RunResult, str, list[str]]:
+        """Run ``module invoke`` of the module's verified ``snapshot`` on ``request``,
+        confined, in a private working folder: the run, how it was confined, and the
+        sandbox's warning (best-effort with a guarantee missing)."""
         exe = snapshot / "module"
         payload = json.dumps(
             request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
@@ -455,9 +468,8 @@ class ModuleHost(KnowledgeMethods):
                 list((request.binaries or {}).values()),
                 network=bool(request.grants.network),
             )
-            inv.confinement = how.confinement
-            inv.warnings.extend(self._gate.warning())
-            return run_launched(
+            confinement, warnings = how.confinement, self._gate.warning()
+            run = run_launched(
                 how,
                 payload,
                 cwd=cwd,
@@ -467,51 +479,53 @@ class ModuleHost(KnowledgeMethods):
             )
         except OSError as exc:
             raise ProtocolViolation(
-                f"module {inv.module!r} could not be started ({exc}); {exe} must be an "
+                f"module {module_id!r} could not be started ({exc}); {exe} must be an "
                 "executable with an absolute interpreter path (there is no PATH)",
                 rule="executable",
             ) from exc
         finally:
             self._workspace.give_back_cwd(cwd)
+        return run, confinement, warnings
 
-    def _verify_artifacts(self, inv: Invocation, cap: Capability) -> None:
-        """Re-validate every reported artifact within the policy's size cap and time budget;
-        a failed one is kept aside, with a warning."""
+    def _verify_artifacts(
+        self, inv: Invocation, cap: Capability
+    ) -> tuple[list[VerifiedArtifact], list[RejectedArtifact], list[str]]:
+        """Re-validate every reported artifact within the policy's size cap and time budget:
+        the verified ones, the rejected ones (kept aside), and the warnings about both."""
         declared = set(cap.artifact_schemas or [])
         roots = inv.request.roots or {}
         deadline = time.monotonic() + self.policy.verify_budget_ms / 1000.0
+        verified: list[VerifiedArtifact] = []
+        rejected: list[RejectedArtifact] = []
+        warnings: list[str] = []
         for artifact in inv.execution.artifacts or []:
             try:
-                inv.artifacts.append(
+                verified.append(
                     verify_artifact(
-                        artifact,
-                        roots,
-                        declared_kinds=declared,
-                        warnings=inv.warnings,
-                        max_bytes=self.policy.max_artifact_bytes,
-                        deadline=deadline,
+                        artifact, roots, max_bytes=self.policy.max_artifact_bytes, deadline=deadline
                     )
                 )
             except ArtifactRejected as exc:
-                inv.rejected_artifacts.append(rejection(artifact, exc))
-                inv.warnings.append(f"artifact {artifact.id!r} rejected ({exc.code}): {exc}")
+                rejected.append(rejection(artifact, exc))
+                warnings.append(f"artifact {artifact.id!r} rejected ({exc.code}): {exc}")
+            else:
+                warnings += artifact_warnings(artifact, declared)
+        return verified, rejected, warnings
 
-    def _check_result(self, inv: Invocation, target: Target) -> None:
+    def _check_result(self, inv: Invocation, target: Target) -> list[str]:
         """A successful result that breaks its ``result_schema`` gets a warning, not a refusal."""
         cap = target.cap
         if not (inv.ok and cap.result_schema):
-            return
+            return []
         schema = (target.descriptor.result_schemas or {})[cap.result_schema]
         validator = self._validators.get(target.digest, "result", cap.result_schema, schema)
         fast = self._validators.fast(target.digest, "result", cap.result_schema, schema)
         policy = self.policy
         found = check(validator, inv.result, budget=policy.max_pattern_work,
                       steps=policy.max_schema_steps, limit=1, fast=fast, fast_refusal=True)
-        problem = found[0] if found else None
-        if problem is not None:
-            inv.warnings.append(
-                f"result does not match result_schema {cap.result_schema!r}: {problem.message}"
-            )
+        if not found:
+            return []
+        return [f"result does not match result_schema {cap.result_schema!r}: {found[0].message}"]
 
     # -- audit -------------------------------------------------------------------------
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from murmur_nb._exceptions import ModuleNotFound
-from murmur_nb._modules.agent_listing import AgentListing, agent_listing
-from murmur_nb._modules.catalog import Catalog
-from murmur_nb._modules.invocation import ModuleInfo
-from murmur_nb._modules.knowledge import (
+from murmur_nb._knowledge.agent_listing import AgentListing, agent_listing
+from murmur_nb._knowledge.knowledge import (
     KnowledgeDocument,
     KnowledgeLog,
     SkillSelection,
@@ -22,6 +20,8 @@ from murmur_nb._modules.knowledge import (
     load_document,
     select_skills,
 )
+from murmur_nb._modules.catalog import Catalog
+from murmur_nb._modules.invocation import ModuleInfo
 from murmur_nb.protocol import Overlay, Skill
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._modules.artifacts import RejectedArtifact, VerifiedArtifact
-from murmur_nb._modules.descriptor import DescriptorProblem
+from murmur_nb._exceptions import DescriptorProblem
+from murmur_nb._files.artifacts import RejectedArtifact, VerifiedArtifact
 from murmur_nb.protocol import Descriptor, Envelope, Error, Execution, Request, Requirement
 
 __all__ = ["Invocation", "ModuleInfo"]

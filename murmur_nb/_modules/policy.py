@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._modules.bounded import DEFAULT_BUDGET, DEFAULT_STEPS
-from murmur_nb._modules.sandbox import MECHANISMS, SANDBOX_MODES
+from murmur_nb._sandbox import MECHANISMS, SANDBOX_MODES
+from murmur_nb._schemas.bounded import DEFAULT_BUDGET, DEFAULT_STEPS
 from murmur_nb.protocol import Capability, Descriptor, Grants
 
 __all__ = ["GRANT_KINDS", "Policy"]
@@ -97,7 +97,7 @@ class Policy:
         by ``jsonschema`` (default one million: about 6 s at the worst; a valid value of a
         schema without patterns is accepted by ``jsonschema-rs`` first and spends none).
         Past either, the value is not accepted and the message says which budget was spent
-        (:mod:`murmur_nb._modules.bounded`).
+        (:mod:`murmur_nb._schemas.bounded`).
     max_module_entries, max_module_bytes
         What the host hashes and copies of one module folder for its verified snapshot
         (files, folders and links; bytes of regular files), counted before a byte is read.

@@ -28,7 +28,14 @@ from typing import Any
 from murmur_nb._exceptions import InvalidInput
 from murmur_nb.protocol._fold import go_fold, shadowing_keys
 
-__all__ = ["canonical_path", "check_bounds", "go_fold", "shadowing_keys", "strict_json"]
+__all__ = [
+    "canonical_path",
+    "check_bounds",
+    "go_fold",
+    "poll_request",
+    "shadowing_keys",
+    "strict_json",
+]
 
 
 def strict_json(value: Any, what: str, capability: str) -> Any:
@@ -75,3 +82,12 @@ def check_bounds(values: Mapping[str, int], limits: Mapping[str, int]) -> None:
 def canonical_path(path: str | os.PathLike[str]) -> str:
     """The canonical absolute form of ``path`` (links resolved), as roots are sent."""
     return os.path.realpath(os.fspath(path))
+
+
+def poll_request(schema: Any, started: Any) -> dict[str, Any]:
+    """A long-running call's poll request: the fields of its result (``started``) that the
+    poll capability's request ``schema`` names; ``{}`` when either is not an object."""
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(props, Mapping) or not isinstance(started, Mapping):
+        return {}
+    return {name: started[name] for name in props if name in started}

@@ -25,8 +25,9 @@ from murmur_nb._exceptions import (
     DigestMismatch,
     SizeMismatch,
 )
-from murmur_nb._modules.artifacts import VerifiedArtifact, check_opened
-from murmur_nb._modules.beneath import copy_sparse, hash_fd, open_beneath
+from murmur_nb._files.artifacts import VerifiedArtifact, check_opened
+from murmur_nb._files.beneath import copy_sparse, open_beneath
+from murmur_nb._rules import sha256_fd
 from murmur_nb.protocol import Artifact
 
 __all__ = ["STAGED_ROOT", "ArtifactStore", "StagedArtifact", "staged_view"]
@@ -179,7 +180,7 @@ class ArtifactStore:
                 os.close(out)
             copy = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
             try:
-                actual = "sha256:" + hash_fd(copy)
+                actual = "sha256:" + sha256_fd(copy)
             finally:
                 os.close(copy)
             if size != artifact.bytes or actual != artifact.digest:
@@ -219,7 +220,7 @@ class ArtifactStore:
                     "after staging; stage the artifact again",
                     artifact_id=aid,
                 )
-            actual = "sha256:" + hash_fd(fd)
+            actual = "sha256:" + sha256_fd(fd)
             if actual != staged.digest:
                 raise DigestMismatch(
                     f"{label} hashes to {actual}, expected {staged.digest}: it was modified "

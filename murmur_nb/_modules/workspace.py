@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from murmur_nb._exceptions import ModuleHostError
-from murmur_nb._modules import identity
+from murmur_nb._sandbox import identity
 
 __all__ = ["Workspace"]
 

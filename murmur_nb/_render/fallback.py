@@ -30,21 +30,26 @@ from murmur_nb._render.core import (
     short_digest,
     source_rendering,
 )
-from murmur_nb._render.diagram import render_diagram
 from murmur_nb._render.downloads import DownloadDirError
-from murmur_nb._render.grid import grid_rendering, json_grid_rendering
-from murmur_nb._render.media import render_audio, render_download, render_image, render_video
-from murmur_nb._render.pdf import render_document
 from murmur_nb._render.presentation import (
     PresentationWarning,
     is_textual,
     media_type_primitive,
     resolve,
 )
-from murmur_nb._render.slides import render_slides
-from murmur_nb._render.table import render_table
-from murmur_nb._render.text import render_json, render_markdown, render_text
-from murmur_nb._render.timeline import render_timeline
+from murmur_nb._render.primitives.diagram import render_diagram
+from murmur_nb._render.primitives.grid import grid_rendering, json_grid_rendering
+from murmur_nb._render.primitives.media import (
+    render_audio,
+    render_download,
+    render_image,
+    render_video,
+)
+from murmur_nb._render.primitives.pdf import render_document
+from murmur_nb._render.primitives.slides import render_slides
+from murmur_nb._render.primitives.table import render_table
+from murmur_nb._render.primitives.text import render_json, render_markdown, render_text
+from murmur_nb._render.primitives.timeline import render_timeline
 from murmur_nb._render.verify import VerificationFailure, recheck
 
 __all__ = ["error_rendering", "render_one", "verify_source"]

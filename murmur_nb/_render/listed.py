@@ -6,7 +6,7 @@ module's too, so each listed image is held to the same rules as an artifact's fi
 * **Beneath the root, no link followed.** The path is normalized lexically (``a/./b``,
   ``a/../b``); one that climbs out of the root is refused without touching the file
   system. The rest is opened one component at a time from the root's canonical path with
-  :func:`~murmur_nb._modules.beneath.open_beneath`, so a component that is a link, or
+  :func:`~murmur_nb._files.beneath.open_beneath`, so a component that is a link, or
   becomes one while the walk runs, fails the open instead of leading elsewhere.
 * **Checked, then read from that descriptor.** ``fstat`` must show a regular file with
   one hard link (a second link may be a file outside the root) and at most the decode
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._modules.beneath import open_beneath, proc_path
+from murmur_nb._files.beneath import open_beneath, proc_path
 from murmur_nb._render.core import CannotRender, format_size
 from murmur_nb._render.inputs import guess_media_type
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import warnings
 
+from murmur_nb.protocol import PRIMITIVES
+
 __all__ = [
-    "PRIMITIVES",
     "PresentationWarning",
     "is_json",
     "is_textual",
@@ -27,23 +28,6 @@ __all__ = [
     "resolve",
     "resolve_presentation",
 ]
-
-#: The primitives the host owns, in SPEC order.
-PRIMITIVES: tuple[str, ...] = (
-    "video",
-    "audio",
-    "image",
-    "image_grid",
-    "timeline",
-    "document",
-    "diagram",
-    "slides",
-    "table",
-    "markdown",
-    "text",
-    "json",
-    "download",
-)
 
 _TABLE_TYPES = frozenset(
     {"text/csv", "text/tab-separated-values", "application/vnd.apache.parquet"}

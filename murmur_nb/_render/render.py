@@ -25,7 +25,6 @@ from typing import Any
 
 from murmur_nb._render.core import RenderBudget, Rendering, Source, error_card, esc, within
 from murmur_nb._render.fallback import verify_source
-from murmur_nb._render.grid import NOT_HELD, grid_rendering, max_held
 from murmur_nb._render.inputs import (
     ArtifactLike,
     InvocationLike,
@@ -35,6 +34,7 @@ from murmur_nb._render.inputs import (
     source_of,
 )
 from murmur_nb._render.presentation import normalize_media_type
+from murmur_nb._render.primitives.grid import NOT_HELD, grid_rendering, max_held
 from murmur_nb._render.total import Account, omitted_rendering
 from murmur_nb._render.verify import file_digest
 

@@ -43,7 +43,7 @@ from murmur_nb._render.core import (
     within,
 )
 from murmur_nb._render.fallback import render_one, verify_source
-from murmur_nb._render.media import download_link
+from murmur_nb._render.primitives.media import download_link
 
 __all__ = ["LISTED_PAST", "Account", "omitted_rendering"]
 

@@ -5,7 +5,7 @@ much later, and the file may have been replaced, truncated or deleted since. So 
 starts here.
 
 When the artifact's root folder is known (from the invocation's request, or recovered from
-the verified file's path), the host's own :func:`murmur_nb._modules.artifacts.verify_artifact` runs
+the verified file's path), the host's own :func:`murmur_nb._files.artifacts.verify_artifact` runs
 again: confinement, regular file, size, digest, exactly the rules that admitted it. Where no
 root can be recovered, a plain streaming check of the verified file stands in. Either way the
 hash is streamed in fixed-size chunks, memory stays flat whatever the size, and a size
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._exceptions import ArtifactRejected, ConfinementViolation
-from murmur_nb._modules.artifacts import hash_file, open_verified
-from murmur_nb._modules.beneath import open_beneath, proc_path
-from murmur_nb._rules import DIGEST_RE
+from murmur_nb._files.artifacts import open_verified
+from murmur_nb._files.beneath import open_beneath, proc_path
+from murmur_nb._rules import DIGEST_RE, sha256_fd
 from murmur_nb.protocol import Artifact, Root
 
 __all__ = ["Verified", "VerificationFailure", "file_digest", "recheck", "verify_file"]
@@ -66,7 +66,7 @@ def file_digest(path: Path) -> str:
     """``"sha256:<hex>"`` of the file at ``path``, streamed."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return "sha256:" + hash_file(fd)
+        return "sha256:" + sha256_fd(fd)
     finally:
         os.close(fd)
 
@@ -120,7 +120,7 @@ def _check_fd(
             "64 lowercase hex digits, so the file cannot be verified; fix the producing module.",
         )
     try:
-        actual = "sha256:" + hash_file(fd)
+        actual = "sha256:" + sha256_fd(fd)
     except OSError as exc:
         return VerificationFailure(
             "missing_file", f"{label}: the file cannot be read ({exc.strerror}); check permissions."

@@ -23,10 +23,12 @@ from murmur_nb.protocol._models import (
     Root,
     Skill,
 )
+from murmur_nb.protocol._primitives import PRIMITIVES
 
 __all__ = [
     "OPERATION_DESCRIBE",
     "OPERATION_INVOKE",
+    "PRIMITIVES",
     "PROTOCOL_ID",
     "Artifact",
     "Capability",

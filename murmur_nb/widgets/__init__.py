@@ -19,7 +19,7 @@ Examples
 >>> form = CapabilityForm(host, "gallery.thumbs", values={"count": 3})  # doctest: +SKIP
 >>> form.run_button.click(); form.wait()    # a LiveRun: Cancel, polls  # doctest: +SKIP
 >>> form.result                              # an InvocationView      # doctest: +SKIP
->>> host.invoke("docs.report", {}, progress=True)  # shown live in the cell  # doctest: +SKIP
+>>> host.invoke("docs.report", {}, progress=LiveRun.in_cell)  # live in the cell  # doctest: +SKIP
 >>> InvocationView(host.invoke("docs.report", {}))                 # doctest: +SKIP
 >>> store = mnb.ConversationStore(demo.murmur_home)                # doctest: +SKIP
 >>> hooks = mnb.HookHost.from_config(demo.murmur_yaml, conversations=store)  # doctest: +SKIP

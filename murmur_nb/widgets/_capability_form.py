@@ -1,6 +1,6 @@
 """A form generated from a capability's request schema, with approval, then the result.
 
-The checks live in :class:`murmur_nb._modules.schema_form.SchemaForm`; this widget only mirrors
+The checks live in :class:`murmur_nb._forms.form.SchemaForm`; this widget only mirrors
 each input widget into it and shows its verdict beside the field. A field's "required"
 mark turns into an error only once the field was touched or a run was attempted, so a
 fresh form is not a wall of red.
@@ -27,8 +27,8 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
+from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb._modules.host import ModuleHost
-from murmur_nb._modules.schema_form import UNSET, FieldSpec, SchemaForm
 from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
 from murmur_nb.widgets._form_fields import Field, error_html, flatten
 from murmur_nb.widgets._html import (
@@ -38,7 +38,7 @@ from murmur_nb.widgets._html import (
     bundle_of,
     effect_badges,
     esc,
-    tone_colour,
+    field_label,
 )
 from murmur_nb.widgets._invocation_view import InvocationView
 from murmur_nb.widgets._live_run import LiveRun
@@ -208,11 +208,11 @@ class CapabilityForm(TextView):
             kids = [self._build(child) for child in spec.children]
             if not spec.path:
                 return w.VBox(kids)
-            mark = f' <span style="color:{tone_colour("error")}">*</span>' if spec.required else ""
             desc = f" <small>{esc(spec.description)}</small>" if spec.description else ""
             box = w.VBox(kids)
             box.layout.margin = "0 0 0 16px"
-            return w.VBox([w.HTML(f"<b>{esc(spec.title)}</b>{mark}{desc}"), box])
+            title = field_label(spec.title, required=spec.required)
+            return w.VBox([w.HTML(f"{title}{desc}"), box])
         field = Field(spec, self.form)
         self._fields[spec.key] = field
 
@@ -240,9 +240,8 @@ class CapabilityForm(TextView):
 
         picker = FilePicker(self.host, [*self.staged, *self.artifacts], changed)
         self.files[spec.key] = picker
-        mark = ' <span style="color:{tone_colour("error")}">*</span>' if spec.required else ""
         text = spec.description or "a file staged or produced in this session, or upload one"
-        label = w.HTML(f"<b>{esc(spec.title)}</b>{mark}")
+        label = w.HTML(field_label(spec.title, required=spec.required))
         label.layout.width = "160px"
         help_line = w.HTML(f'<small style="color:{FG_MUTED}">{esc(text)}</small>')
         return w.VBox([w.HBox([label, picker.box, picker.error_view]), help_line])

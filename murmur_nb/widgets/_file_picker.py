@@ -21,7 +21,7 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import ModuleHostError
-from murmur_nb._modules.artifacts import VerifiedArtifact
+from murmur_nb._files.artifacts import VerifiedArtifact
 from murmur_nb._modules.staging import StagedArtifact
 from murmur_nb._render.core import format_size
 from murmur_nb.widgets._html import FG_MUTED, esc

@@ -13,9 +13,9 @@ from typing import Any
 
 import ipywidgets as w
 
-from murmur_nb._modules.schema_form import UNSET, FieldSpec, SchemaForm
+from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb.widgets._file_picker import is_file_ref
-from murmur_nb.widgets._html import FG_MUTED, esc, tone_colour
+from murmur_nb.widgets._html import FG_MUTED, esc, field_label, tone_colour
 
 __all__ = ["NOT_SET", "Field", "error_html", "flatten", "option_label"]
 
@@ -75,10 +75,7 @@ class Field:
             self.widget = w.Text(value=str(raw), placeholder=placeholder)
         self.error = w.HTML()
         help_text = " — ".join(x for x in (spec.description, spec.hint) if x)
-        label = w.HTML(
-            f"<b>{esc(spec.title)}</b>"
-            + (f' <span style="color:{tone_colour("error")}">*</span>' if spec.required else "")
-        )
+        label = w.HTML(field_label(spec.title, required=spec.required))
         label.layout.width = "160px"
         row = w.HBox([label, self.widget, self.error])
         self.box = w.VBox(

@@ -62,6 +62,12 @@ def tone_colour(tone: str) -> str:
     return f"var({var}, {fallback})"
 
 
+def field_label(title: str, *, required: bool) -> str:
+    """A form field's title in bold, with the one red ``*`` of a required field."""
+    mark = f' <span style="color:{tone_colour("error")}">*</span>' if required else ""
+    return f"<b>{esc(title)}</b>{mark}"
+
+
 def esc(text: object) -> str:
     """HTML-escape any value's ``str``."""
     return html.escape(str(text), quote=True)

@@ -26,6 +26,7 @@ import ipywidgets as w
 from IPython.display import display
 
 from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
+from murmur_nb._modules.request import poll_request
 from murmur_nb.widgets._html import TextView, badge, esc, progress_of, volatile
 from murmur_nb.widgets._invocation_view import InvocationView
 
@@ -39,11 +40,7 @@ _FINISHED = frozenset({"done", "finished", "complete", "completed", "failed", "e
 def poll_input(host: Any, poll_id: str, result: Any) -> dict[str, Any]:
     """The poll capability's request: the result's keys its request schema names."""
     descriptor, cap = host.capability(poll_id)
-    schema = (descriptor.request_schemas or {}).get(cap.request_schema, {})
-    names = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
-    if not isinstance(result, Mapping):
-        return {}
-    return {k: result[k] for k in names if k in result}
+    return poll_request((descriptor.request_schemas or {}).get(cap.request_schema), result)
 
 
 def finished(result: Any) -> bool:
@@ -307,7 +304,7 @@ class LiveRun(TextView):
 
     @classmethod
     def in_cell(cls, host: Any, capability: str, input: Any = None, **kwargs: Any) -> Any:
-        """``host.invoke(..., progress=True)``: the call in a cell, shown live below it.
+        """``host.invoke(..., progress=LiveRun.in_cell)``: the call, shown live below the cell.
 
         The call runs in a worker thread while the cell's own thread refreshes a
         :class:`LiveRun` display (elapsed time, then the outcome and progress); the kernel

@@ -24,7 +24,7 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import ModuleHostError
-from murmur_nb._modules.agent_listing import AgentListing, agent_listing
+from murmur_nb._knowledge.agent_listing import AgentListing, agent_listing
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import ModuleInfo
 from murmur_nb.protocol import Capability, Descriptor

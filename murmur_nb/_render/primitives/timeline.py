@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc
-from murmur_nb._render.text import load_json
+from murmur_nb._render.primitives.text import load_json
 from murmur_nb._render.theme import BG, BG_SOFT, BORDER, FG, FG_MUTED
 
 __all__ = ["Event", "parse_events", "render_timeline", "timeline_svg"]

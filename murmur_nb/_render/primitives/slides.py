@@ -28,11 +28,11 @@ from murmur_nb._render.core import (
     strip_allowance,
     strip_spent,
 )
-from murmur_nb._render.grid import max_held
 from murmur_nb._render.listed import listed_paths, open_listed
-from murmur_nb._render.media import thumbnail
-from murmur_nb._render.pdf import pdf_pages
-from murmur_nb._render.text import load_json, markdown_block, read_text
+from murmur_nb._render.primitives.grid import max_held
+from murmur_nb._render.primitives.media import thumbnail
+from murmur_nb._render.primitives.pdf import pdf_pages
+from murmur_nb._render.primitives.text import load_json, markdown_block, read_text
 from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED
 
 __all__ = ["render_slides", "split_markdown"]

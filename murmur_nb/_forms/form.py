@@ -29,9 +29,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from murmur_nb._modules.bounded import check
-from murmur_nb._modules.form_fields import UNSET, FieldKind, FieldSpec, build_fields
-from murmur_nb._modules.schemas import form_validator
+from murmur_nb._forms.fields import UNSET, FieldKind, FieldSpec, build_fields
+from murmur_nb._schemas.bounded import check
+from murmur_nb._schemas.schemas import form_validator
 
 __all__ = ["UNSET", "FieldKind", "FieldSpec", "SchemaForm", "build_fields", "coerce"]
 

@@ -48,7 +48,9 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["RunResult", "run_process"]
+from murmur_nb._sandbox.sandbox import Launch
+
+__all__ = ["RunResult", "run_launched", "run_process"]
 
 _CHUNK = 1 << 16
 #: the first walk of the tree; the gap then doubles up to ``_SCAN_INTERVAL``
@@ -513,3 +515,31 @@ class _Run:
             killed=self.killed,
             cancelled=self.cancelled,
         )
+
+
+def run_launched(
+    how: Launch,
+    stdin: bytes,
+    *,
+    cwd: Path,
+    deadline_s: float,
+    max_output_bytes: int,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Run a launch plan (:func:`~murmur_nb._sandbox.sandbox.launch`) to the end (or to
+    ``cancel``), then release it."""
+    try:
+        return run_process(
+            how.argv,
+            stdin,
+            cwd=cwd,
+            deadline_s=deadline_s,
+            max_output_bytes=max_output_bytes,
+            preexec=how.preexec,
+            cancel=cancel,
+            pass_fds=how.pass_fds,
+            walk_tree=not how.owns_pid_namespace,
+            user=how.user,
+        )
+    finally:
+        how.close()

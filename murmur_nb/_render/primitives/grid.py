@@ -25,8 +25,8 @@ from murmur_nb._render.core import (
     source_rendering,
 )
 from murmur_nb._render.listed import TOO_MANY, listed_paths, open_listed
-from murmur_nb._render.media import GridItem, grid_html
-from murmur_nb._render.text import load_json
+from murmur_nb._render.primitives.media import GridItem, grid_html
+from murmur_nb._render.primitives.text import load_json
 
 __all__ = ["NOT_HELD", "grid_rendering", "json_grid_rendering", "max_held"]
 

@@ -10,8 +10,8 @@ import argparse
 import json
 import sys
 
+from murmur_nb._checker.check import check_module
 from murmur_nb._exceptions import MissingDependency, ModuleNotFound
-from murmur_nb._modules.check import check_module
 from murmur_nb._modules.policy import Policy
 
 __all__ = ["add_check_parser", "run_check"]

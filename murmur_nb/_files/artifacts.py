@@ -41,16 +41,15 @@ from murmur_nb._exceptions import (
     DigestMismatch,
     SizeMismatch,
 )
-from murmur_nb._modules.beneath import BudgetSpent, hash_fd, open_beneath
-from murmur_nb._render.presentation import PRIMITIVES
-from murmur_nb._rules import DIGEST_RE
-from murmur_nb.protocol import Artifact, Root
+from murmur_nb._files.beneath import open_beneath
+from murmur_nb._rules import DIGEST_RE, BudgetSpent, sha256_fd
+from murmur_nb.protocol import PRIMITIVES, Artifact, Root
 
 __all__ = [
     "RejectedArtifact",
     "VerifiedArtifact",
+    "artifact_warnings",
     "check_opened",
-    "hash_file",
     "open_verified",
     "verify_artifact",
 ]
@@ -75,10 +74,6 @@ class RejectedArtifact:
     def id(self) -> str:
         return self.artifact.id
 
-
-def hash_file(fd: int) -> str:
-    """Lowercase hex SHA-256 of everything readable from ``fd`` (streamed, 1 MiB buffer)."""
-    return hash_fd(fd)
 
 
 def _relative_path_problem(path: str) -> str | None:
@@ -105,8 +100,6 @@ def verify_artifact(
     artifact: Artifact,
     roots: Mapping[str, Root],
     *,
-    declared_kinds: Collection[str] | None = None,
-    warnings: list[str] | None = None,
     max_bytes: int | None = None,
     deadline: float | None = None,
 ) -> VerifiedArtifact:
@@ -126,23 +119,29 @@ def verify_artifact(
         ``artifact_too_large`` past ``max_bytes``; ``verification_budget_exceeded`` past
         ``deadline``.
 
-    An undeclared ``kind`` or an unknown ``presentation`` only appends to ``warnings``.
+    What is only odd about an admitted artifact is :func:`artifact_warnings`.
     """
     verified, fd = open_verified(artifact, roots, max_bytes=max_bytes, deadline=deadline)
     os.close(fd)
-    if warnings is not None:
-        aid = artifact.id
-        if declared_kinds is not None and artifact.kind not in declared_kinds:
-            warnings.append(
-                f"artifact {aid!r} has kind {artifact.kind!r}, which the capability does not "
-                f"declare in artifact_schemas ({sorted(declared_kinds)!r})"
-            )
-        if artifact.presentation and artifact.presentation not in PRIMITIVES:
-            warnings.append(
-                f"artifact {aid!r} asks for unknown presentation {artifact.presentation!r}; "
-                "ignored, its media type decides"
-            )
     return verified
+
+
+def artifact_warnings(artifact: Artifact, declared_kinds: Collection[str]) -> list[str]:
+    """What is odd but allowed about an artifact: a ``kind`` its capability does not
+    declare, a ``presentation`` that names no primitive."""
+    aid = artifact.id
+    found: list[str] = []
+    if artifact.kind not in declared_kinds:
+        found.append(
+            f"artifact {aid!r} has kind {artifact.kind!r}, which the capability does not "
+            f"declare in artifact_schemas ({sorted(declared_kinds)!r})"
+        )
+    if artifact.presentation and artifact.presentation not in PRIMITIVES:
+        found.append(
+            f"artifact {aid!r} asks for unknown presentation {artifact.presentation!r}; "
+            "ignored, its media type decides"
+        )
+    return found
 
 
 def _resolve_claim(artifact: Artifact, roots: Mapping[str, Root], label: str) -> tuple[str, str]:
@@ -270,7 +269,7 @@ def open_verified(
 
 def _hash_within(fd: int, deadline: float | None, label: str, aid: str) -> str:
     try:
-        return hash_fd(fd, deadline=deadline)
+        return sha256_fd(fd, deadline=deadline)
     except BudgetSpent as exc:
         raise ArtifactRejected(
             f"{label} was not verified: the verification budget of this invocation was spent "

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc
-from murmur_nb._render.text import load_json
+from murmur_nb._render.primitives.text import load_json
 from murmur_nb._render.theme import FG_MUTED
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ Design notes
   declared digest. What is hashed is what is returned: there is no second read to race.
 * **Links inside the folder are followed, links out of it are not.** Describe accepts a
   link that stays inside the module folder, so the loader resolves links itself
-  (:mod:`.confined`) and refuses as soon as one would leave the folder.
+  (``open_beneath(..., inner_links=True)``) and refuses as soon as one would leave the folder.
 * **Budget before loading.** :func:`select_skills` walks the capability's skills in its
   order and picks by the *declared* ``tokens`` (the seed's "budget before loading"), first
   fit: a skill that does not fit is left out and later, smaller ones are still tried. Only
@@ -48,16 +48,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from murmur_nb._exceptions import (
     ConfinementViolation,
+    DescriptorProblem,
     DigestMismatch,
     InvalidInput,
     ModuleHostError,
     ModuleNotFound,
     ProtocolViolation,
 )
-from murmur_nb._modules.confined import Outside, open_beneath, read_at_most
-from murmur_nb._modules.descriptor import DescriptorProblem
+from murmur_nb._files.beneath import Outside, open_beneath, read_at_most
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
-from murmur_nb._render.text import markdown_block
+from murmur_nb._render.primitives.text import markdown_block
 from murmur_nb._rules import DIGEST_RE
 from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
 
@@ -265,11 +265,35 @@ class KnowledgeLog:
 
     def frame(self) -> pd.DataFrame:
         """One row per load, oldest first (see :meth:`ModuleHost.knowledge_audit`)."""
-        from murmur_nb._modules.audit import knowledge_frame  # noqa: PLC0415 - pandas, lazily
-
         with self._lock:
             rows = [dict(r) for r in self._rows]
         return knowledge_frame(rows)
+
+
+KNOWLEDGE_COLUMNS = [
+    "time",
+    "module",
+    "kind",
+    "id",
+    "path",
+    "capability",
+    "digest",
+    "tokens",
+    "bytes",
+    "outcome",
+    "message",
+]
+
+
+def knowledge_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The skill and overlay loads as a DataFrame; ``bytes`` is ``<NA>`` for a refused load."""
+    import pandas as pd  # noqa: PLC0415 - heavy; imported on first use
+
+    frame = pd.DataFrame(rows, columns=KNOWLEDGE_COLUMNS)
+    frame["time"] = pd.to_datetime(frame["time"], utc=True)
+    frame["tokens"] = frame["tokens"].astype("int64")
+    frame["bytes"] = pd.array([row["bytes"] for row in rows], dtype="Int64")
+    return frame
 
 
 # -- verified reading -----------------------------------------------------------------
@@ -290,7 +314,7 @@ def read_verified(folder: Path, entry: Skill | Overlay, label: str) -> bytes:
             artifact_id=entry.id,
         )
     try:
-        fd = open_beneath(folder, entry.path)
+        fd = open_beneath(folder, entry.path, inner_links=True)
     except Outside as exc:
         raise ConfinementViolation(
             f"{label} is refused: {exc}; only files inside the module folder are loaded, "

@@ -28,6 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._checker.check_inputs import invalid_examples, valid_examples
+from murmur_nb._checker.check_report import CheckReport, CheckResult, Status
+from murmur_nb._checker.check_rules import RULES, describe_rule_for_path, envelope_rule
 from murmur_nb._exceptions import (
     ApprovalRequired,
     InvalidDescriptor,
@@ -37,16 +40,13 @@ from murmur_nb._exceptions import (
     ModuleNotFound,
     ProtocolViolation,
 )
-from murmur_nb._modules.check_inputs import invalid_examples, valid_examples
-from murmur_nb._modules.check_report import CheckReport, CheckResult, Status
-from murmur_nb._modules.check_rules import RULES, describe_rule_for_path, envelope_rule
-from murmur_nb._modules.descriptor import descriptor_digest
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
-from murmur_nb._render.presentation import PRIMITIVES
+from murmur_nb._modules.request import poll_request
 from murmur_nb._rules import facet_studio_home
-from murmur_nb.protocol import Capability, Descriptor
+from murmur_nb._schemas.descriptor import descriptor_digest
+from murmur_nb.protocol import PRIMITIVES, Capability, Descriptor
 
 __all__ = ["check_module"]
 
@@ -337,7 +337,7 @@ class _Checker:
             self.add("invoke.poll", "skipped", capability=cap.id, detail=detail)
             return
         schema = (descriptor.request_schemas or {}).get(poll.request_schema, {})
-        value = _poll_input(schema, started.result)
+        value = poll_request(schema, started.result)
         outcome = self.invoke(self.job_host, poll.id, value, poll.id in approve)
         if isinstance(outcome, Invocation):
             state = "ok" if outcome.ok else f"error {outcome.error.code if outcome.error else ''}"
@@ -362,13 +362,6 @@ def _invalid_input_outcome(
         return (envelope_rule(outcome.rule), "fail", outcome.rule), outcome.message
     return ("invoke.invalid_input", "warn", ""), f"{outcome.code}: {outcome.message}"
 
-
-def _poll_input(schema: Any, started: Any) -> Any:
-    """What the poll capability gets: the started call's result fields its schema names."""
-    props = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(props, dict) or not isinstance(started, dict):
-        return {}
-    return {name: started[name] for name in props if name in started}
 
 
 class CapabilityRuns:

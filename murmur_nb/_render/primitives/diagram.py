@@ -7,7 +7,7 @@ notebook through a "diagram".
 Graphviz DOT is drawn with the ``dot`` binary, Mermaid with ``mmdc`` (mermaid-cli), each
 looked up on ``PATH``. The text they parse is a module's, so a parser bug in either would be
 a way into the kernel's account: they run in the module sandbox
-(:mod:`murmur_nb._modules.sandbox`) with the policy a default ``Policy()`` has
+(:mod:`murmur_nb._sandbox.sandbox`) with the policy a default ``Policy()`` has
 (``sandbox="required"``): no network, the system trees read-only, nothing else. ``dot``
 reads the text on standard input and writes SVG on standard output (it sees no file of
 ours at all); ``mmdc`` needs files, so it gets a fresh private folder as its working folder
@@ -39,10 +39,10 @@ from murmur_nb._render.core import (
     linked_reason,
     uri_size,
 )
-from murmur_nb._render.text import read_text
+from murmur_nb._render.primitives.text import read_text
 
 if TYPE_CHECKING:
-    from murmur_nb._modules.sandbox import SandboxReport
+    from murmur_nb._sandbox import SandboxReport
 
 __all__ = ["TIMEOUT_S", "default_sandbox", "draw_source", "render_diagram"]
 
@@ -68,11 +68,9 @@ def default_sandbox() -> SandboxReport:
 
 @functools.cache
 def _default_sandbox() -> SandboxReport:
-    from murmur_nb._modules.policy import Policy  # noqa: PLC0415 - only when a diagram is drawn
-    from murmur_nb._modules.sandbox import sandbox_report  # noqa: PLC0415
+    from murmur_nb._sandbox import MECHANISMS, sandbox_report  # noqa: PLC0415 - when drawn
 
-    policy = Policy()
-    return sandbox_report(policy.sandbox, policy.sandbox_mechanisms)
+    return sandbox_report("required", MECHANISMS)  # what Policy() asks for
 
 
 def draw_source(
@@ -132,8 +130,7 @@ def _run(
 ) -> tuple[bytes, bytes, str]:
     """``(stdout, stderr tail, status)`` of ``argv`` run confined in ``folder`` (its only
     writable place); status is ``ok``, ``failed``, ``timeout`` or ``too large``."""
-    from murmur_nb._modules.gate import run_launched  # noqa: PLC0415 - only when drawn
-    from murmur_nb._modules.sandbox import launch  # noqa: PLC0415
+    from murmur_nb._sandbox import launch, run_launched  # noqa: PLC0415 - only when drawn
     from murmur_nb.protocol import Root  # noqa: PLC0415
 
     exe = os.path.realpath(argv[0])

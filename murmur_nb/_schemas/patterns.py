@@ -8,7 +8,7 @@ Design notes
   the input whatever the pattern, and bounds the memory a compiled pattern may take.
 * **Where.** :func:`linear_time_validator` turns a ``jsonschema`` validator class into one
   whose ``pattern``, ``patternProperties`` and ``additionalProperties`` keywords match with
-  RE2; the one validator factory (:func:`murmur_nb._modules.descriptor.schema_validator_class`)
+  RE2; the one validator factory (:func:`murmur_nb._schemas.descriptor.schema_validator_class`)
   applies it, so the host's request check, its result check and the form all use it.
 * **What RE2 cannot express is refused, never run by ``re``.** Backreferences and
   lookaround have no linear-time evaluation: :func:`pattern_problems` names every such
@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._modules.bounded import charge, counted_keywords, unique_items
+from murmur_nb._schemas.bounded import charge, counted_keywords, unique_items
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator

@@ -30,7 +30,6 @@ Design notes
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import functools
 import grp
@@ -45,6 +44,7 @@ import threading
 from pathlib import Path
 
 from murmur_nb._rules import cache_dir
+from murmur_nb._sandbox.libc import libc
 
 __all__ = [
     "ACL_BUDGET",
@@ -145,8 +145,7 @@ def userns_fd() -> int:
 
 
 def _make_userns() -> int:
-    libc = ctypes.CDLL(None, use_errno=True)
-    unshare = libc.unshare
+    unshare = libc().unshare
 
     def enter() -> None:  # in the child, before exec: one system call, nothing imported
         if unshare(_CLONE_NEWUSER) != 0:

@@ -44,6 +44,8 @@ import os
 import tempfile
 from typing import Any
 
+from murmur_nb._sandbox.libc import libc
+
 __all__ = ["Filter", "program", "program_fd"]
 
 _PR_SET_NO_NEW_PRIVS = 38
@@ -61,7 +63,7 @@ class Filter:
     """A compiled program, laid out in the host so that the child only makes system calls."""
 
     def __init__(self, bpf: bytes) -> None:
-        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._libc = libc()
         self._buffer = ctypes.create_string_buffer(bpf, len(bpf))
         self._prog = _SockFprog(len(bpf) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
 

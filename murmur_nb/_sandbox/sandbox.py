@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable
-from murmur_nb._modules import identity, landlock, seccomp
+from murmur_nb._sandbox import identity, landlock, seccomp
 from murmur_nb.protocol import Root
 
 __all__ = [

@@ -23,15 +23,15 @@ import json
 import os
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
 
-from murmur_nb._modules.nesting import TooDeep, decode_bounded
-from murmur_nb._modules.schemas import schema_problem
+from murmur_nb._exceptions import DescriptorProblem
 from murmur_nb._rules import DIGEST_RE
+from murmur_nb._schemas.nesting import TooDeep, decode_bounded
+from murmur_nb._schemas.schemas import schema_problem
 from murmur_nb.protocol import (
     OPERATION_DESCRIBE,
     PROTOCOL_ID,
@@ -44,7 +44,6 @@ from murmur_nb.protocol import (
 __all__ = [
     "REQUIREMENT_KINDS",
     "DescriptorError",
-    "DescriptorProblem",
     "canonical_json",
     "descriptor_digest",
     "describe_changes",
@@ -53,21 +52,6 @@ __all__ = [
 ]
 
 REQUIREMENT_KINDS = frozenset({"binary", "version", "config", "env"})
-
-
-@dataclass(frozen=True, slots=True)
-class DescriptorProblem:
-    """One describe-time breach: where (``path``) and what is wrong (``detail``).
-
-    A plain record, listed on :attr:`ModuleInfo.errors <murmur_nb.ModuleInfo.errors>` and
-    :attr:`InvalidDescriptor.errors <murmur_nb.InvalidDescriptor.errors>`; never raised.
-    """
-
-    path: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.detail}"
 
 
 #: Deprecated name of :class:`DescriptorProblem` (it is a record, not an exception); kept so

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._checker.check_cli import add_check_parser, run_check
 from murmur_nb._exceptions import (
     ApprovalRequired,
     InvalidDescriptor,
     ModuleHostError,
     ProtocolViolation,
 )
-from murmur_nb._modules.check_cli import add_check_parser, run_check
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import GRANT_KINDS, Policy
@@ -254,5 +254,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-if __name__ == "__main__":  # pragma: no cover - python -m murmur_nb._modules.cli
+if __name__ == "__main__":  # pragma: no cover - python -m murmur_nb._checker.cli
     sys.exit(main())

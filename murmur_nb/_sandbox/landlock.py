@@ -34,7 +34,8 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from murmur_nb._modules import seccomp
+from murmur_nb._sandbox import seccomp
+from murmur_nb._sandbox.libc import LIBC
 
 __all__ = ["Ruleset", "abi_version", "build_ruleset"]
 
@@ -71,22 +72,14 @@ class _RulesetAttr(ctypes.Structure):
     )
 
 
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
 
 
 def abi_version() -> tuple[int, str]:
     """The kernel's Landlock ABI (0 when unavailable) and, when 0, why."""
     numbers = _SYS.get(platform.machine())
-    if _LIBC is None or numbers is None or platform.system() != "Linux":
+    if LIBC is None or numbers is None or platform.system() != "Linux":
         return 0, f"Landlock is a Linux feature; this is {platform.system()} {platform.machine()}"
-    abi = int(_LIBC.syscall(numbers[0], None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION))
+    abi = int(LIBC.syscall(numbers[0], None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION))
     if abi < 0:
         err = ctypes.get_errno()
         return 0, f"the kernel refuses Landlock ({os.strerror(err)}); boot with lsm=...,landlock"
@@ -116,10 +109,10 @@ class Ruleset:
 
     def preexec(self) -> None:
         """Run in the child between ``fork`` and ``exec`` (``subprocess`` ``preexec_fn``)."""
-        assert _LIBC is not None
-        if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        assert LIBC is not None
+        if LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-        if _LIBC.syscall(self.restrict, self.fd, 0) != 0:
+        if LIBC.syscall(self.restrict, self.fd, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
         if self.seccomp is not None:
             self.seccomp.apply()
@@ -143,7 +136,7 @@ def build_ruleset(
     sockets are scoped to the sandbox when the ABI knows scopes. ``socket_filter`` is loaded
     after the ruleset.
     """
-    assert _LIBC is not None
+    assert LIBC is not None
     create, add, restrict = _SYS[platform.machine()]
     fs = _fs_mask(abi)
     attr = _RulesetAttr(fs, 0, 0)
@@ -155,7 +148,7 @@ def build_ruleset(
     if abi >= 6:
         size = 24
         attr.scoped = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL
-    fd = int(_LIBC.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), 0))
+    fd = int(LIBC.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), 0))
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     ruleset = Ruleset(fd, abi, restrict, socket_filter)
@@ -170,7 +163,7 @@ def build_ruleset(
 
 
 def _add_path(ruleset: Ruleset, add: int, path: str, rights: int) -> None:
-    assert _LIBC is not None
+    assert LIBC is not None
     try:
         pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
@@ -179,7 +172,7 @@ def _add_path(ruleset: Ruleset, add: int, path: str, rights: int) -> None:
         if not stat.S_ISDIR(os.fstat(pfd).st_mode):
             rights &= _FILE_RIGHTS
         rule = _PathBeneath(rights, pfd)
-        if _LIBC.syscall(add, ruleset.fd, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+        if LIBC.syscall(add, ruleset.fd, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
             raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
     finally:
         os.close(pfd)

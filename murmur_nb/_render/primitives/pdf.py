@@ -23,7 +23,7 @@ from murmur_nb._render.core import (
     uri_size,
 )
 from murmur_nb._render.downloads import offer
-from murmur_nb._render.media import download_link
+from murmur_nb._render.primitives.media import download_link
 from murmur_nb._render.theme import BORDER, FG_MUTED
 
 __all__ = ["pdf_pages", "render_document"]

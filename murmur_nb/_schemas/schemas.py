@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._modules.bounded import fast_validator
-from murmur_nb._modules.patterns import linear_time_validator, pattern_problems
+from murmur_nb._schemas.bounded import fast_validator
+from murmur_nb._schemas.patterns import linear_time_validator, pattern_problems
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -124,7 +124,7 @@ class ValidatorCache:
         self._lock = threading.Lock()
 
     def fast(self, digest: str, kind: str, schema_id: str, schema: Any) -> Any | None:
-        """The fast accept of ``schema`` (:func:`~murmur_nb._modules.bounded.fast_validator`)."""
+        """The fast accept of ``schema`` (:func:`~murmur_nb._schemas.bounded.fast_validator`)."""
         key = (digest, kind, schema_id)
         with self._lock:
             if key in self._fast:

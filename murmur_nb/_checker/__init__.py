@@ -1,0 +1,1 @@
+"""The module checker and the ``murmur-nb`` command line."""

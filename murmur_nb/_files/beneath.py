@@ -1,0 +1,181 @@
+"""Files opened beneath a folder, never leaving it; copied and read from the descriptor.
+
+Design notes
+------------
+* **One open, two guarantees.** :func:`open_beneath` follows no link at all (the default:
+  for a canonical path the host resolved and confined itself), or, with
+  ``inner_links=True``, follows links only while they stay inside the folder (for a path a
+  module wrote, such as a skill's): then ``..`` never climbs above the folder, an absolute
+  target must lie inside the folder's real path, at most 40 links are followed, and
+  :class:`Outside` says how a path would leave. Either way a component swapped for a link
+  between the check and the open fails the ``O_NOFOLLOW`` open, and the final file is opened
+  ``O_NONBLOCK`` so a FIFO never blocks the host.
+* **No link is followed by default.** :func:`open_beneath` walks a relative path one component
+  at a time from a folder's descriptor (``openat`` with ``O_NOFOLLOW``; folders with
+  ``O_DIRECTORY``), so a component that is a symbolic link, or becomes one while the walk
+  runs, fails the open instead of leading elsewhere. Callers pass the *canonical* path
+  (links already resolved and confined), so a legitimate file never needs a link here.
+* **Use what was checked.** The caller ``fstat``-checks the descriptor it got (regular
+  file, one hard link, the expected size) and then hashes, copies or reads *that*
+  descriptor: swapping the path afterwards changes nothing the host reads.
+* **Bounded work.** Hashing is :func:`murmur_nb._rules.sha256_fd` (``BudgetSpent`` past a
+  monotonic deadline); :func:`copy_sparse` copies only the data extents (``SEEK_DATA`` /
+  ``SEEK_HOLE``), so a sparse file stays sparse.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections import deque
+from pathlib import Path
+
+__all__ = ["Outside", "copy_sparse", "open_beneath", "proc_path", "read_at_most"]
+
+_BUF = 1 << 20
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class Outside(Exception):
+    """The path would leave the folder (or names no file); the message says how."""
+
+
+def open_beneath(base: str | os.PathLike[str], rel: str, *, inner_links: bool = False) -> int:
+    """A read-only descriptor of ``base/rel`` that never leaves ``base``.
+
+    ``inner_links=False``: ``rel`` is a plain relative path and no component of it (nor
+    ``base``) may be a link. ``inner_links=True``: links inside ``base`` are followed.
+
+    Raises
+    ------
+    Outside
+        (``inner_links=True``) The path leaves the folder or names a folder.
+    OSError
+        A component is missing, not a folder, or a link in the way (``ELOOP``/``ENOTDIR``).
+    """
+    if inner_links:
+        return _open_following_inner_links(Path(base), rel)
+    parts = rel.split("/")
+    if not rel or any(p in {"", ".", ".."} for p in parts):
+        raise OSError(errno.EINVAL, f"not a plain relative path: {rel!r}")
+    fd = os.open(base, _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _extents(fd: int, size: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of every data extent of ``fd`` (the whole file if holes are unknown)."""
+    extents: list[tuple[int, int]] = []
+    offset = 0
+    try:
+        while offset < size:
+            try:
+                start = os.lseek(fd, offset, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # only a hole is left
+                    break
+                raise
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+            extents.append((start, end))
+            offset = end
+    except (OSError, AttributeError):
+        return [(0, size)]
+    return extents
+
+
+def copy_sparse(src: int, dst: int, size: int) -> None:
+    """Copy ``size`` bytes of ``src`` to ``dst``, data extents only; holes stay holes."""
+    for start, end in _extents(src, size):
+        offset = start
+        while offset < end:
+            try:
+                n = os.copy_file_range(src, dst, end - offset, offset, offset)
+            except OSError:
+                n = 0
+            if n == 0:
+                chunk = os.pread(src, min(_BUF, end - offset), offset)
+                if not chunk:
+                    break
+                n = os.pwrite(dst, chunk, offset)
+            offset += n
+    os.ftruncate(dst, size)
+
+
+_FD_DIR = "/proc/self/fd" if Path("/proc/self/fd").is_dir() else "/dev/fd"
+
+
+def proc_path(fd: int) -> str:
+    """A path that opens the very file ``fd`` refers to, whatever its name is now.
+
+    ``/proc/self/fd/N`` on Linux (a fresh open of that file); ``/dev/fd/N`` elsewhere.
+    """
+    return f"{_FD_DIR}/{fd}"
+
+
+_MAX_LINKS = 40
+_INNER_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_following_inner_links(folder: Path, path: str) -> int:
+    """``open_beneath(folder, path, inner_links=True)``: one component at a time, a link
+    read (``readlink``) and spliced into the rest of the path while it stays inside."""
+    root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    stack = [root]
+    try:
+        return _walk(stack, deque(path.split("/")), os.path.realpath(folder))
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def _walk(stack: list[int], parts: deque[str], root_real: str) -> int:
+    links = 0
+    while parts:
+        name = parts.popleft()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            if len(stack) == 1:
+                raise Outside("it climbs above the module folder")
+            os.close(stack.pop())
+            continue
+        st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            links += 1
+            if links > _MAX_LINKS:
+                raise Outside(f"it goes through more than {_MAX_LINKS} links")
+            target = os.readlink(name, dir_fd=stack[-1])
+            if target.startswith("/"):
+                if os.path.commonpath([root_real, target]) != root_real:
+                    raise Outside(f"a link in it points to {target!r}, outside the folder")
+                while len(stack) > 1:
+                    os.close(stack.pop())
+                target = os.path.relpath(target, root_real)
+            parts.extendleft(reversed(target.split("/")))
+            continue
+        if any(p not in ("", ".") for p in parts):
+            stack.append(os.open(name, _INNER_DIR_FLAGS, dir_fd=stack[-1]))
+            continue
+        return os.open(name, _FILE_FLAGS, dir_fd=stack[-1])
+    raise Outside("it names a folder, not a file")
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes of ``fd``: one more than allowed tells the caller it is too big."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        chunk = os.read(fd, min(1 << 16, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)

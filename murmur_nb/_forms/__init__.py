@@ -1,0 +1,1 @@
+"""A headless form built from a request schema (the widgets draw it)."""

@@ -1,0 +1,1 @@
+"""One renderer per presentation primitive; :mod:`..fallback` picks which."""

@@ -1,0 +1,28 @@
+"""The OS sandbox and the process runner: run this argv confined, with these roots and limits.
+
+The entry is two calls: :func:`launch` plans how to start an argv confined (from the
+:func:`sandbox_report` of what this machine can enforce), :func:`run_launched` runs the plan
+to the end within a deadline and an output cap. Everything else here serves those two.
+"""
+
+from murmur_nb._sandbox.runner import RunResult, run_launched, run_process
+from murmur_nb._sandbox.sandbox import (
+    MECHANISMS,
+    SANDBOX_MODES,
+    Launch,
+    SandboxReport,
+    launch,
+    sandbox_report,
+)
+
+__all__ = [
+    "MECHANISMS",
+    "SANDBOX_MODES",
+    "Launch",
+    "RunResult",
+    "SandboxReport",
+    "launch",
+    "run_launched",
+    "run_process",
+    "sandbox_report",
+]

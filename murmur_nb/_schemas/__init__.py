@@ -1,0 +1,1 @@
+"""Bounded JSON Schema checks: schemas, budgets, patterns, nesting, and the describe descriptor."""
