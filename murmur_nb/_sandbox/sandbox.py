@@ -317,7 +317,7 @@ def _identity(bwrap: str | None, confined: bool) -> str | None:
     if not confined:
         return None
     if identity.is_root():
-        how = "a user namespace and setpriv" if bwrap else "setuid before exec"
+        how = "a user namespace, ids switched before exec" if bwrap else "setuid before exec"
         return f"uid {identity.sandbox_id()} ({how}), no capabilities"
     if bwrap:
         return "the user's own uid in a user namespace, no capabilities"
@@ -496,7 +496,7 @@ def _system_args() -> tuple[str, ...]:
         elif system.is_dir():
             out += ["--ro-bind", tree, tree]
     # the sandbox root is already a private tmpfs: /tmp on it is private and thrown away
-    out += ["--proc", "/proc", "--dir", "/tmp"]
+    out += ["--proc", "/proc"]
     for dev in _DEVICES:
         out += ["--dev-bind-try", dev, dev]
     return tuple(out)
@@ -516,7 +516,10 @@ def _parent_dirs(dests: Iterable[str]) -> list[str]:
                 text == tree or text.startswith(tree + "/") for tree in _SYSTEM_TREES
             ):
                 parents.add(text)
-    out: list[str] = []
+    # /tmp first, sticky and world-writable like any /tmp (on a root host the module is not
+    # its owner); the sandbox root is a private tmpfs, so it is private and thrown away
+    out: list[str] = ["--perms", "1777", "--dir", "/tmp"]
+    parents.discard("/tmp")
     for folder in sorted(parents, key=lambda p: (_depth(p), p)):
         out += ["--dir", folder]
     return out

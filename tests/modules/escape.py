@@ -64,6 +64,7 @@ def identity(inp):
         "proc_sys_hostname": attempt(write_text("/proc/sys/kernel/hostname", inp["hostname"])),
         "sys_uevent_helper": attempt(write_text("/sys/kernel/uevent_helper", "/bin/true")),
         "hostname_now": socket.gethostname(),
+        "private_tmp": attempt(write_text("/tmp/scratch.txt", "scratch")),
     }
 
 
