@@ -8,6 +8,11 @@ Design notes
 * **Patterns run in linear time.** ``pattern``, ``patternProperties`` and
   ``additionalProperties`` match with RE2 (:mod:`.patterns`); a pattern RE2 cannot run
   refuses the schema at describe.
+* **Patterns are judged by RE2, not by ``re``.** The metaschema asserts ``format: regex``
+  on ``pattern`` and ``patternProperties`` names, which ``jsonschema`` checks with Python's
+  ``re``: that refuses valid ECMA-262 (``\\p{Letter}``) and accepts what RE2 cannot run
+  (look-around). The metaschema check therefore leaves ``regex`` out, and
+  :func:`~.patterns.pattern_problems` judges every pattern with the engine that runs it.
 * **Formats are annotations.** No format checker is attached: ``format`` never refuses a
   value, in the form or in the host, so both give the same verdict.
 * **jsonschema is imported on first use** (about 0.2 s), never by ``import murmur_nb``.
@@ -15,6 +20,7 @@ Design notes
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import warnings
@@ -104,7 +110,8 @@ def schema_problem(schema: Any) -> str | None:
     schema_error = jsonschema_module().SchemaError
     try:
         cls = validator_class(schema)
-        cls.check_schema(schema)  # type: ignore[arg-type]  # booleans are valid schemas
+        formats = _metaschema_formats(cls)
+        cls.check_schema(schema, format_checker=formats)  # type: ignore[arg-type, call-arg]
     except schema_error as exc:
         where = "/".join(str(p) for p in exc.path)
         return f"not a valid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
@@ -112,6 +119,17 @@ def schema_problem(schema: Any) -> str | None:
     if problems:
         return "; ".join(problems)
     return None
+
+
+@functools.cache
+def _metaschema_formats(cls: type[Validator]) -> Any:
+    """The format checker ``cls.check_schema`` uses, without ``regex`` (see above)."""
+    meta = jsonschema_module().validators.validator_for(cls.META_SCHEMA, default=cls)
+    checker = jsonschema_module().FormatChecker(())
+    checker.checkers = {
+        name: found for name, found in meta.FORMAT_CHECKER.checkers.items() if name != "regex"
+    }
+    return checker
 
 
 class ValidatorCache:
