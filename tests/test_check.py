@@ -151,7 +151,8 @@ def test_one_seeded_fault_per_kind_of_boundary_is_found_at_the_defaults(
     row = report.failures[0]
     kind = row.detail.removeprefix("printed no envelope for the ").split(" input")[0]
     expected = {"minItems": None, "const": None, "empty": None,
-                "required-only": {"required-only", "empty"}}.get(fault, {fault})
+                "required-only": {"required-only", "empty"},
+                "branch": {"branch", "big-integer"}}.get(fault, {fault})  # any int crashes
     assert kind != "random" and (expected is None or kind in expected), row.detail
     assert "Traceback" in row.stderr and row.reproduce.startswith("murmur-nb ")
 
