@@ -134,6 +134,19 @@ def test_a_division_by_the_maximum_fails_at_the_defaults(tmp_path: Path) -> None
     assert again.returncode != 0 and "standard output is empty" in again.stdout + again.stderr
 
 
+def test_boundary_inputs_past_their_time_budget_are_not_sent_and_said_so(
+    tmp_path: Path,
+) -> None:
+    """A budget spent before the first boundary input starts sends none of them; the random
+    examples still run, and every pass row says how many boundary inputs were left."""
+    report = mnb.check_module(boundary_module(tmp_path, "maximum"), examples=2, budget=1e-9)
+    assert report.ok, report.summary()
+    assert set(report.inputs["boundary.run"]) == {"random"}
+    row = next(r for r in report.results if r.check == "invoke.generated_inputs")
+    assert "0 boundary (" in row.detail and "more boundary inputs not sent" in row.detail
+    assert "1e-09 s budget was spent" in row.detail
+
+
 @pytest.mark.parametrize(
     "fault",
     ["minimum", "exclusiveMinimum", "exclusiveMaximum", "maxLength", "minItems", "maxItems",
@@ -231,3 +244,24 @@ def test_pytest_plugin_turns_checks_into_tests(
     result.stdout.fnmatch_lines(
         ["*invoke.artifact_kinds failed for checked.greet*", "*fix:*artifact_schemas*"]
     )
+
+
+def test_pytest_plugin_failure_shows_the_reproduction_and_stderr_tail(
+    tmp_path: Path, pytester: pytest.Pytester
+) -> None:
+    """A boundary crash fails its item with the one-line reproduction and the traceback's
+    last lines; ``--modproto-boundaries 0`` sends none, and random examples alone pass it."""
+    folder = boundary_module(tmp_path, "maximum")
+    result = pytester.runpytest("--modproto", str(folder), "--modproto-examples", "2")
+    assert result.ret == 1
+    assert result.parseoutcomes()["failed"] == 1
+    result.stdout.fnmatch_lines([
+        "*invoke.no_envelope failed for boundary.run*",
+        '*detail: printed no envelope for the maximum input at /value {"value": 10*',
+        "*reproduce: murmur-nb --home * invoke boundary.run '{\"value\":10,\"label\":\"\"}'*",
+        "*stderr (last lines):*",
+        "*ZeroDivisionError*",
+    ])  # fmt: skip
+    quiet = pytester.runpytest("--modproto", str(folder), "--modproto-examples", "2",
+                               "--modproto-boundaries", "0")  # fmt: skip
+    assert quiet.ret == 0, quiet.stdout.str()

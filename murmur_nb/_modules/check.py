@@ -25,6 +25,7 @@ Design notes
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -46,7 +47,12 @@ from murmur_nb._exceptions import (
     ModuleNotFound,
     ProtocolViolation,
 )
-from murmur_nb._modules.check_boundaries import KINDS, MAX_BOUNDARIES, boundary_examples
+from murmur_nb._modules.check_boundaries import (
+    BOUNDARY_BUDGET_S,
+    KINDS,
+    MAX_BOUNDARIES,
+    boundary_examples,
+)
 from murmur_nb._modules.check_inputs import invalid_examples, valid_examples
 from murmur_nb._modules.check_report import CheckReport, CheckResult, Status
 from murmur_nb._modules.check_rules import RULES, describe_rule_for_path, envelope_rule
@@ -130,6 +136,7 @@ def check_module(
     seed: int = 0,
     approve: Iterable[str] = (),
     boundaries: int = MAX_BOUNDARIES,
+    budget: float = BOUNDARY_BUDGET_S,
 ) -> CheckReport:
     """Check a modproto v1 module against every rule the host enforces; return the report.
 
@@ -157,6 +164,11 @@ def check_module(
     boundaries
         At most this many boundary inputs per capability (edge cases derived from its
         ``request_schema``, sent before the random ones); 0 sends none.
+    budget
+        Seconds a capability's boundary inputs may take: one not started by then is not sent,
+        and the report says how many were left (0: no time limit). The budget makes a slow
+        module's check end in bounded time; under it the report depends on the machine's
+        speed, so pass 0 where a check must be reproducible to the input.
 
     Returns
     -------
@@ -190,8 +202,9 @@ def check_module(
         checker = _Checker(facet_home, source, policy, scratch / "roots")
         with checker.host, checker.job_host:
             report.results = checker.run(
-                examples=examples, seed=seed, approve=set(approve), boundaries=boundaries
-            )
+                examples=examples, seed=seed, approve=set(approve),
+                boundaries=boundaries, budget=budget,
+            )  # fmt: skip
         report.inputs = checker.inputs
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -227,14 +240,15 @@ class _Checker:
         self.folder = facet_home / "modules" / module_id
         self.roots = roots
         self.policy = policy or Policy()
-        # Generated inputs run side by side, each with fresh write roots; a long-running
-        # capability and its poll run one after the other on write roots that persist.
+        # Generated inputs run side by side, each with fresh write roots (those of a
+        # long-running capability too); the one start a poll follows, and the poll, run one
+        # after the other on write roots that persist.
         self.host = ModuleHost(facet_home, policy=self.policy)
         self.job_host = ModuleHost(facet_home, policy=self.policy)
         self.rows: list[CheckResult] = []
 
     def run(
-        self, *, examples: int, seed: int, approve: set[str], boundaries: int
+        self, *, examples: int, seed: int, approve: set[str], boundaries: int, budget: float
     ) -> list[CheckResult]:
         descriptor = self.check_describe()
         if descriptor is None:
@@ -245,8 +259,8 @@ class _Checker:
         for cap in descriptor.capabilities or []:
             self.check_capability(
                 descriptor, cap, examples=examples, seed=seed, approve=approve,
-                boundaries=boundaries,
-            )
+                boundaries=boundaries, budget=budget,
+            )  # fmt: skip
         return self.rows
 
     def add(self, check: str, status: Status, **where: str) -> None:
@@ -255,8 +269,11 @@ class _Checker:
     # -- describe -----------------------------------------------------------------------
 
     def check_describe(self) -> Descriptor | None:
+        # two runs side by side, one per host, so both hosts hold the descriptor afterwards
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            one, two = (pool.submit(h.describe, self.module_id) for h in (self.host, self.job_host))
         try:
-            first = self.host.describe(self.module_id)
+            first = one.result()
         except InvalidDescriptor as exc:
             failed = {describe_rule_for_path(e.path, e.detail) for e in exc.errors}
             for error in exc.errors:
@@ -268,12 +285,12 @@ class _Checker:
             return None
         for check in _DESCRIBE_RULES:
             self.add(check, "pass")
-        second = self.host.describe(self.module_id)
-        one, two = descriptor_digest(first), descriptor_digest(second)
-        if one == two:
-            self.add("describe.stable", "pass", detail=one)
+        second = two.result()
+        digests = descriptor_digest(first), descriptor_digest(second)
+        if digests[0] == digests[1]:
+            self.add("describe.stable", "pass", detail=digests[0])
         else:
-            self.add("describe.stable", "fail", detail=f"two runs gave {one} and {two}")
+            self.add("describe.stable", "fail", detail="two runs gave {} and {}".format(*digests))
         return second
 
     def check_documents(self, descriptor: Descriptor) -> None:
@@ -318,7 +335,7 @@ class _Checker:
 
     def check_capability(
         self, descriptor: Descriptor, cap: Capability, *, examples: int, seed: int,
-        approve: set[str], boundaries: int,
+        approve: set[str], boundaries: int, budget: float,
     ) -> None:
         if cap.id in {c.poll_capability for c in descriptor.capabilities or [] if c.long_running}:
             return  # checked through the capability it polls
@@ -334,18 +351,29 @@ class _Checker:
             return
         schema = (descriptor.request_schemas or {}).get(cap.request_schema, {})
         inputs = generated_inputs(schema, examples=examples, seed=seed, boundaries=boundaries)
-        runs = CapabilityRuns(cap, self.reproduction(cap.id, cap.id in approve))
-        host = self.job_host if cap.long_running else self.host
-        workers = 1 if cap.long_running else _WORKERS
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            outcomes = pool.map(
-                lambda g: self.invoke(host, cap.id, g.value, cap.id in approve), inputs
+        broken = invalid_examples(schema, inputs[0].value if inputs else {})
+        approved = cap.id in approve
+        runs = CapabilityRuns(cap, self.reproduction(cap.id, approved), budget)
+        deadline = time.monotonic() + budget if budget > 0 else math.inf
+
+        def send(g: Generated) -> Invocation | ModuleHostError | None:
+            if g.kind != "random" and time.monotonic() > deadline:
+                return None  # the boundary budget is spent
+            return self.invoke(self.host, cap.id, g.value, approved)
+
+        # one pool for both kinds, so the refused inputs fill the generated ones' tail
+        with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+            sent = pool.map(send, inputs)
+            refused = pool.map(
+                lambda v: self.invoke(self.host, cap.id, v, approved, validate=False),
+                [value for _, value in broken],
             )
-            for sent, outcome in zip(inputs, outcomes, strict=True):
-                runs.record(sent, outcome)
+            for generated, outcome in zip(inputs, sent, strict=True):
+                runs.record(generated, outcome)
+            answers = list(refused)
         self.rows.extend(runs.rows())
         self.inputs[cap.id] = dict(runs.kinds)
-        self.check_invalid_inputs(cap, schema, inputs[0].value if inputs else {}, approve)
+        self.rows.extend(self.invalid_input_rows(cap, broken, answers, approved))
         if cap.long_running and cap.poll_capability:
             self.check_poll(descriptor, cap, runs.last_ok, approve)
 
@@ -379,21 +407,18 @@ class _Checker:
 
         return line
 
-    def check_invalid_inputs(
-        self, cap: Capability, schema: Any, valid: Any, approve: set[str]
-    ) -> None:
-        """Send inputs the schema refuses; one row per outcome kind, naming every input."""
-        reproduce = self.reproduction(cap.id, cap.id in approve)
+    def invalid_input_rows(
+        self, cap: Capability, broken: list[tuple[str, Any]],
+        outcomes: list[Invocation | ModuleHostError], approved: bool,
+    ) -> list[CheckResult]:
+        """The module's answers to inputs its schema refuses: one row per outcome kind,
+        naming every input."""
+        reproduce = self.reproduction(cap.id, approved)
         folded: dict[tuple[str, Status, str], list[tuple[str, str, Any, Any]]] = {}
-        broken = invalid_examples(schema, valid)
-        with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
-            outcomes = list(pool.map(
-                lambda v: self.invoke(self.host, cap.id, v, cap.id in approve, validate=False),
-                [value for _, value in broken],
-            ))  # fmt: skip
         for (how, value), outcome in zip(broken, outcomes, strict=True):
             key, note = _invalid_input_outcome(outcome)
             folded.setdefault(key, []).append((how, note, value, outcome))
+        rows = []
         for (check, status, path), notes in folded.items():
             if status == "fail" or check == "invoke.no_envelope":  # one breach, named once
                 hows = ", ".join(how for how, *_ in notes)
@@ -402,27 +427,34 @@ class _Checker:
                 detail = "; ".join(f"{how} -> {note}" for how, note, *_ in notes)
             _, _, first, outcome = notes[0]
             shown = status != "pass"
-            self.rows.append(result(
+            rows.append(result(
                 check, status, capability=cap.id, path=path, detail=detail,
                 reproduce=reproduce(first, False) if shown else "",
                 stderr=stderr_tail(outcome) if shown else "",
             ))  # fmt: skip
+        return rows
 
     def check_poll(
-        self, descriptor: Descriptor, cap: Capability, started: Invocation | None,
-        approve: set[str],
+        self, descriptor: Descriptor, cap: Capability, ok: Generated | None, approve: set[str]
     ) -> None:
+        """Start the long-running capability once more on write roots that persist (its
+        generated inputs ran on fresh ones, side by side), then call its poll capability."""
         poll = descriptor.capability(cap.poll_capability or "")
-        if started is None or poll is None:
+        started = (
+            self.invoke(self.job_host, cap.id, ok.value, cap.id in approve)
+            if ok is not None and poll is not None else None
+        )  # fmt: skip
+        if poll is None or ok is None or not isinstance(started, Invocation) or not started.ok:
             detail = "no successful call of the long-running capability to poll"
+            if ok is not None and started is not None:
+                detail += f"; started again with the {ok.shown()}: {_answer(started)}"
             self.add("invoke.poll", "skipped", capability=cap.id, detail=detail)
             return
         schema = (descriptor.request_schemas or {}).get(poll.request_schema, {})
         value = _poll_input(schema, started.result)
         outcome = self.invoke(self.job_host, poll.id, value, poll.id in approve)
         if isinstance(outcome, Invocation):
-            state = "ok" if outcome.ok else f"error {outcome.error.code if outcome.error else ''}"
-            detail = f"{poll.id} answered ({state}) to {value!r}"
+            detail = f"{poll.id} answered ({_answer(outcome)}) to {value!r}"
             self.add("invoke.poll", "pass", capability=cap.id, detail=detail)
         else:
             detail = f"{poll.id}: {outcome.code}: {outcome.message}"
@@ -474,6 +506,13 @@ def _invalid_input_outcome(
     return ("invoke.invalid_input", "warn", ""), f"{outcome.code}: {outcome.message}"
 
 
+def _answer(outcome: Invocation | ModuleHostError) -> str:
+    """A few words on how a call ended: ``ok``, its error code, or the host's refusal."""
+    if isinstance(outcome, ModuleHostError):
+        return f"{outcome.code}: {outcome.message}"
+    return "ok" if outcome.ok else f"error {outcome.error.code if outcome.error else ''}"
+
+
 def _poll_input(schema: Any, started: Any) -> Any:
     """What the poll capability gets: the started call's result fields its schema names."""
     props = schema.get("properties") if isinstance(schema, dict) else None
@@ -485,15 +524,17 @@ def _poll_input(schema: Any, started: Any) -> Any:
 class CapabilityRuns:
     """The outcomes of one capability's generated inputs, folded into one row per rule."""
 
-    def __init__(self, cap: Capability, reproduce: Reproduce) -> None:
+    def __init__(self, cap: Capability, reproduce: Reproduce, budget: float) -> None:
         self.cap = cap
         self.reproduce = reproduce
+        self.budget = budget
+        self.unsent = 0  # boundary inputs left when the budget was spent
         self.failed: dict[str, CheckResult] = {}
         self.warned: dict[str, str] = {}
         self.kinds: Counter[str] = Counter()
         self.sent = 0
         self.answered = 0
-        self.last_ok: Invocation | None = None
+        self.last_ok: Generated | None = None
 
     def fail(
         self, check: str, path: str, detail: str, sent: Generated,
@@ -506,7 +547,10 @@ class CapabilityRuns:
                 reproduce=self.reproduce(sent.value, True), stderr=stderr_tail(outcome),
             )  # fmt: skip
 
-    def record(self, sent: Generated, outcome: Invocation | ModuleHostError) -> None:
+    def record(self, sent: Generated, outcome: Invocation | ModuleHostError | None) -> None:
+        if outcome is None:
+            self.unsent += 1
+            return
         self.sent += 1
         self.kinds[sent.kind] += 1
         shown = sent.shown()
@@ -533,7 +577,7 @@ class CapabilityRuns:
 
     def record_invocation(self, inv: Invocation, sent: Generated) -> None:
         if inv.ok:
-            self.last_ok = inv
+            self.last_ok = sent
         shown = sent.shown()
         for warning in inv.warnings:
             if warning.startswith("result does not match result_schema"):
@@ -561,7 +605,11 @@ class CapabilityRuns:
         total = sum(n for _, n in edges)
         listed = ", ".join(f"{k} {n}" for k, n in edges)
         boundary = f"{total} boundary ({listed})" if total else "0 boundary"
-        return f"{boundary} then {self.kinds['random']} random"
+        left = (
+            f" ({self.unsent} more boundary inputs not sent: their {self.budget:g} s budget "
+            "was spent)" if self.unsent else ""
+        )  # fmt: skip
+        return f"{boundary}{left} then {self.kinds['random']} random"
 
     def rows(self) -> Sequence[CheckResult]:
         out: list[CheckResult] = []

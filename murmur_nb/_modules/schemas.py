@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 _UNKNOWN: Any = object()
+_IMPORTING = threading.Lock()  # held while jsonschema_module imports jsonschema
 
 
 def jsonschema_module() -> ModuleType:
@@ -53,19 +54,23 @@ def jsonschema_module() -> ModuleType:
     format checker, and that package builds a parser grammar at import time (over two
     seconds here). No format is ever asserted, so the import is skipped for the duration
     of the ``jsonschema`` import; anyone importing ``rfc3987_syntax`` later gets it.
-    """
-    if "jsonschema" in sys.modules:
-        return sys.modules["jsonschema"]
-    blocked = "rfc3987_syntax" not in sys.modules
-    if blocked:
-        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
-    try:
-        import jsonschema  # noqa: PLC0415 - lazy: about 0.2 s
 
-        return jsonschema
-    finally:
-        if blocked and sys.modules.get("rfc3987_syntax", 0) is None:
-            del sys.modules["rfc3987_syntax"]
+    Thread-safe: while one thread imports, ``sys.modules`` already holds the partly
+    initialized module, so a second caller waits on the lock instead of taking it from there.
+    """
+    with _IMPORTING:
+        if "jsonschema" in sys.modules:
+            return sys.modules["jsonschema"]
+        blocked = "rfc3987_syntax" not in sys.modules
+        if blocked:
+            sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+        try:
+            import jsonschema  # noqa: PLC0415 - lazy: about 0.2 s
+
+            return jsonschema
+        finally:
+            if blocked and sys.modules.get("rfc3987_syntax", 0) is None:
+                del sys.modules["rfc3987_syntax"]
 
 
 def validator_class(schema: Any) -> type[Validator]:
