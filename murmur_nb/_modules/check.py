@@ -20,6 +20,12 @@ Design notes
   on one the schema refuses it is a warning, because the host validates input first.
 * **Reproducible.** Inputs come from a fixed seed; write roots the policy does not map get
   one folder for the whole check, so a long-running capability's poll finds its job.
+* **Bounded in time, and says so.** A call costs what the module costs (a second for a
+  module that imports a plotting stack), so the checker spends calls carefully: an
+  inclusive bound is tried at the bound only, every input of a capability (generated and
+  refused ones, long-running ones too) runs in one pool, and boundary inputs not started
+  within the capability's ``budget`` are left out, with their number in the report. The
+  budget is the one thing that depends on the machine; ``budget=0`` turns it off.
 """
 
 from __future__ import annotations
