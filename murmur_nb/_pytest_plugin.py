@@ -6,8 +6,12 @@ report becomes a test item: a failed check fails with the rule, the JSON path an
 skipped check (approval needed, setup missing) is skipped with the reason; a warning passes
 and shows in the item's report sections.
 
+A failure's text also carries the one-line reproduction of the failing input and the tail
+of the module's standard error, when the checker recorded them.
+
 Options: ``--modproto PATH`` (repeatable), ``--modproto-examples N``, ``--modproto-seed S``,
-``--modproto-approve CAPABILITY`` (repeatable).
+``--modproto-boundaries N``, ``--modproto-budget SECONDS``, ``--modproto-approve CAPABILITY``
+(repeatable).
 """
 
 from __future__ import annotations
@@ -29,7 +33,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--modproto", action="append", default=[], metavar="PATH",
                     help="check the modproto v1 module in this folder (repeatable)")
     group.addoption("--modproto-examples", type=int, default=5, metavar="N",
-                    help="inputs generated per capability (default 5)")
+                    help="random inputs generated per capability (default 5)")
+    group.addoption("--modproto-boundaries", type=int, default=None, metavar="N",
+                    help="at most N boundary inputs per capability, sent before the random "
+                    "ones (default: the checker's; 0 for none)")
+    group.addoption("--modproto-budget", type=float, default=None, metavar="SECONDS",
+                    help="time a capability's boundary inputs may take (default: the "
+                    "checker's; 0 for no limit)")
     group.addoption("--modproto-seed", type=int, default=0, metavar="SEED",
                     help="input generator seed (default 0)")
     group.addoption("--modproto-approve", action="append", default=[], metavar="CAPABILITY",
@@ -60,11 +70,18 @@ class ModprotoModule(pytest.Collector):
         from murmur_nb._checker.check import check_module  # noqa: PLC0415 - only when used
 
         config = self.config
+        limits = {
+            name: value
+            for name, option in (("boundaries", "--modproto-boundaries"),
+                                 ("budget", "--modproto-budget"))
+            if (value := config.getoption(option)) is not None
+        }  # fmt: skip
         report = check_module(
             Path(self.target),
             examples=config.getoption("--modproto-examples"),
             seed=config.getoption("--modproto-seed"),
             approve=config.getoption("--modproto-approve") or [],
+            **limits,
         )
         return list(self._items(report.results))
 
@@ -104,6 +121,11 @@ class ModprotoCheck(pytest.Item):
         if row.path:
             lines.append(f"  at:     {row.path}")
         lines += [f"  detail: {row.detail}", f"  rule:   {row.rule}", f"  fix:    {row.fix}"]
+        if row.reproduce:
+            lines.append(f"  reproduce: {row.reproduce}")
+        if row.stderr:
+            lines.append("  stderr (last lines):")
+            lines += [f"    {line}" for line in row.stderr.splitlines()]
         return "\n".join(lines)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

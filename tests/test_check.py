@@ -8,6 +8,7 @@ pytest plugin, each of which runs the module for real in a temporary home.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -93,10 +94,80 @@ def test_a_call_past_its_deadline_fails_the_bounds_check(tmp_path: Path) -> None
 
 
 def test_a_traceback_on_bad_input_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    """No envelope for an input the schema refuses: said plainly, as a warning (the host
+    validates first), with the input, the stderr tail and the reason for the severity."""
     report = mnb.check_module(checked_module(tmp_path, "invalid_input"), examples=2)
     assert report.ok, report.summary()
-    warned = [r for r in report.warnings if r.check == "invoke.invalid_input"]
-    assert warned and "protocol_violation" in warned[0].detail
+    warned = [r for r in report.warnings if r.check == "invoke.no_envelope"]
+    assert warned and "no envelope" in warned[0].detail and "not an object" in warned[0].detail
+    assert "WARNING" in warned[0].fix and "FAILS" in warned[0].fix
+    assert "validate_input=False" in warned[0].reproduce
+    assert "not JSON" in warned[0].detail and "reproduce: python -c" in report.summary()
+
+
+def boundary_module(tmp_path: Path, fault: str) -> Path:
+    """A real module (``tests/modules/boundary.py``) that crashes at one edge of its schema."""
+    folder = install(tmp_path / "src", "boundary", "boundary")
+    (folder / "fault.txt").write_text(fault)
+    return folder
+
+
+def test_a_division_by_the_maximum_fails_at_the_defaults(tmp_path: Path) -> None:
+    """Issue 25: ``100 // (10 - n)`` for ``n`` in 0..10 crashes only at ``n = 10``."""
+    folder = boundary_module(tmp_path, "maximum")
+    assert mnb.check_module(folder, boundaries=0).ok  # random examples alone miss it
+    report = mnb.check_module(folder)
+    assert [(r.check, r.capability) for r in report.failures] == [
+        ("invoke.no_envelope", "boundary.run")
+    ], report.summary()
+    row = report.failures[0]
+    assert 'maximum input at /value {"value": 10, "label": ""}' in row.detail
+    assert "ZeroDivisionError" in row.stderr
+    assert "FAILS" in row.fix
+    assert report.inputs["boundary.run"]["maximum"] >= 1
+    assert "random" in report.inputs["boundary.run"]
+    # the reproduction is one line that really sends the failing input again
+    argv = shlex.split(row.reproduce)
+    assert argv[:3] == ["murmur-nb", "--home", str(folder.parent.parent)]
+    again = subprocess.run([sys.executable, "-m", "murmur_nb._checker.cli", *argv[1:]],
+                           capture_output=True, text=True, check=False)
+    assert again.returncode != 0 and "standard output is empty" in again.stdout + again.stderr
+
+
+def test_boundary_inputs_past_their_time_budget_are_not_sent_and_said_so(
+    tmp_path: Path,
+) -> None:
+    """A budget spent before the first boundary input starts sends none of them; the random
+    examples still run, and every pass row says how many boundary inputs were left."""
+    report = mnb.check_module(boundary_module(tmp_path, "maximum"), examples=2, budget=1e-9)
+    assert report.ok, report.summary()
+    assert set(report.inputs["boundary.run"]) == {"random"}
+    row = next(r for r in report.results if r.check == "invoke.generated_inputs")
+    assert "0 boundary (" in row.detail and "more boundary inputs not sent" in row.detail
+    assert "1e-09 s budget was spent" in row.detail
+
+
+@pytest.mark.parametrize(
+    "fault",
+    ["minimum", "exclusiveMinimum", "exclusiveMaximum", "maxLength", "minItems", "maxItems",
+     "enum", "const", "required-only", "empty", "multipleOf", "branch", "non-ascii", "astral",
+     "big-integer"],
+)
+def test_one_seeded_fault_per_kind_of_boundary_is_found_at_the_defaults(
+    tmp_path: Path, fault: str
+) -> None:
+    """Where the fixture's base value itself sits on the faulty edge (an array at minItems,
+    the const, the empty string), every input crashes, and the first one names its own kind;
+    it is still a boundary input, never a random one."""
+    report = mnb.check_module(boundary_module(tmp_path, fault))
+    assert {r.check for r in report.failures} == {"invoke.no_envelope"}, report.summary()
+    row = report.failures[0]
+    kind = row.detail.removeprefix("printed no envelope for the ").split(" input")[0]
+    expected = {"minItems": None, "const": None, "empty": None,
+                "required-only": {"required-only", "empty"},
+                "branch": {"branch", "big-integer"}}.get(fault, {fault})  # any int crashes
+    assert kind != "random" and (expected is None or kind in expected), row.detail
+    assert "Traceback" in row.stderr and row.reproduce.startswith("murmur-nb ")
 
 
 def test_unknown_presentation_is_a_warning(tmp_path: Path) -> None:
@@ -123,7 +194,8 @@ def test_same_seed_same_report_and_views(tmp_path: Path) -> None:
     two = mnb.check_module(folder, examples=3, seed=7)
     assert one.to_records() == two.to_records()
     frame = one.to_frame()
-    assert list(frame.columns) == ["check", "status", "capability", "path", "detail", "rule", "fix"]
+    assert list(frame.columns) == ["check", "status", "capability", "path", "detail", "rule", "fix",
+                                   "reproduce", "stderr"]
     assert len(frame) == len(one)
     assert "<table>" in one._repr_html_()
     assert str(one).startswith("PASS checked")
@@ -172,3 +244,24 @@ def test_pytest_plugin_turns_checks_into_tests(
     result.stdout.fnmatch_lines(
         ["*invoke.artifact_kinds failed for checked.greet*", "*fix:*artifact_schemas*"]
     )
+
+
+def test_pytest_plugin_failure_shows_the_reproduction_and_stderr_tail(
+    tmp_path: Path, pytester: pytest.Pytester
+) -> None:
+    """A boundary crash fails its item with the one-line reproduction and the traceback's
+    last lines; ``--modproto-boundaries 0`` sends none, and random examples alone pass it."""
+    folder = boundary_module(tmp_path, "maximum")
+    result = pytester.runpytest("--modproto", str(folder), "--modproto-examples", "2")
+    assert result.ret == 1
+    assert result.parseoutcomes()["failed"] == 1
+    result.stdout.fnmatch_lines([
+        "*invoke.no_envelope failed for boundary.run*",
+        '*detail: printed no envelope for the maximum input at /value {"value": 10*',
+        "*reproduce: murmur-nb --home * invoke boundary.run '{\"value\":10,\"label\":\"\"}'*",
+        "*stderr (last lines):*",
+        "*ZeroDivisionError*",
+    ])  # fmt: skip
+    quiet = pytester.runpytest("--modproto", str(folder), "--modproto-examples", "2",
+                               "--modproto-boundaries", "0")  # fmt: skip
+    assert quiet.ret == 0, quiet.stdout.str()

@@ -121,11 +121,11 @@ def test_validation_stays_under_50_ms(size: int) -> None:
 @pytest.mark.parametrize(
     ("schema", "words"),
     [
-        ({"type": "string", "pattern": "(a)\\1"}, "backreferences"),
-        ({"type": "string", "pattern": "^(?=a)a$"}, "lookaround"),
-        ({"patternProperties": {"(?<!x)y": {}}}, "RE2"),
-        ({"patternProperties": {"^a": {}}, "unevaluatedProperties": False},
-         "unevaluatedProperties"),
+        ({"type": "string", "pattern": "(a)\\1"}, "uses a back-reference ('\\\\1'"),
+        ({"type": "string", "pattern": "^(?=a)a$"}, "uses a lookahead ('(?=' at position 1)"),
+        ({"patternProperties": {"(?<!x)y": {}}}, "uses a lookbehind ('(?<!'"),
+        ({"type": "string", "pattern": "^(?!admin$)"}, "not: {pattern: ...}"),
+        ({"type": "string", "pattern": "\\p{Emoji}"}, "not binary properties"),
     ],
 )
 def test_patterns_re2_cannot_run_refuse_the_module(
@@ -371,3 +371,83 @@ def test_a_bulk_result_is_checked_in_milliseconds() -> None:
     for refusal in (True, False):
         (error,) = check(validator, items, fast=fast, limit=1, fast_refusal=refusal)
         assert len(error.message) < 400 and list(error.path) == [0, "id"]
+
+
+# -- issue 25: every valid 2020-12 schema is accepted and judged as jsonschema judges it ---
+
+UNEVALUATED = {
+    "type": "object",
+    "properties": {"id": {"type": "integer"}},
+    "patternProperties": {"^x-": {"type": "string"}, "^n_[0-9]+$": {"type": "number"}},
+    "allOf": [{"patternProperties": {"^meta_": {"type": "boolean"}}}],
+    "unevaluatedProperties": False,
+}
+UNEVALUATED_TABLE = [
+    {}, {"id": 1}, {"id": 1, "x-a": "s"}, {"x-a": 3}, {"n_12": 1.5}, {"n_1a": 1},
+    {"meta_ok": True}, {"meta_ok": "no"}, {"other": 1}, {"id": 1, "x-": "", "n_0": 0},
+    {"X-a": "s"}, [], "text",
+]
+
+
+def test_unevaluated_properties_beside_pattern_properties_is_judged_as_jsonschema_does() -> None:
+    """The host's validator (RE2) and plain jsonschema (``re``, safe on these patterns) agree
+    on every instance of the table; and a module using the idiom is accepted."""
+    import jsonschema
+
+    ours = schema_validator_class(UNEVALUATED)(UNEVALUATED)
+    reference = jsonschema.Draft202012Validator(UNEVALUATED)
+    verdicts = [ours.is_valid(i) for i in UNEVALUATED_TABLE]
+    assert verdicts == [reference.is_valid(i) for i in UNEVALUATED_TABLE]
+    assert True in verdicts and False in verdicts
+
+
+def test_unevaluated_properties_patterns_run_in_linear_time() -> None:
+    schema = {"patternProperties": {EVIL: {}}, "unevaluatedProperties": False}
+    validator = schema_validator_class(schema)(schema)
+    started = time.perf_counter()
+    assert not validator.is_valid({NEAR_MISS: 1})
+    assert validator.is_valid({"a" * 40: 1})
+    assert time.perf_counter() - started < 0.5
+
+
+def _unicode_truth(text: str, categories: tuple[str, ...]) -> bool:
+    import unicodedata
+
+    return bool(text) and all(unicodedata.category(c).startswith(categories) for c in text)
+
+
+PROPERTY_SCHEMAS = [
+    ("^\\p{Letter}+$", ("L",)),
+    ("^\\p{L}+$", ("L",)),
+    ("^\\p{General_Category=Decimal_Number}+$", ("Nd",)),
+    ("^\\p{gc=Lu}+$", ("Lu",)),
+    ("^[\\p{Lowercase_Letter}\\p{Nd}]+$", ("Ll", "Nd")),
+    ("^\\p{Cased_Letter}+$", ("Lu", "Ll", "Lt")),
+]
+TEXTS = ["abc", "ÉCOLE", "日本語", "Ωμέγα", "٣٤٥", "123", "a1", "a b", "", "😀", "Ǆ", "x-y"]
+
+
+@pytest.mark.parametrize(("pattern", "categories"), PROPERTY_SCHEMAS)
+def test_unicode_property_escapes_are_accepted_and_match_unicode(
+    facet_home: Path, pattern: str, categories: tuple[str, ...]
+) -> None:
+    schema = {"type": "string", "pattern": pattern}
+    write_descriptor(facet_home / "modules" / "hostile", _descriptor(
+        {"type": "object", "properties": {"name": schema}}, {}))
+    with mnb.ModuleHost(home=facet_home) as host:
+        (info,) = host.modules()
+        assert info.ok, info.errors
+    validator = schema_validator_class(schema)(schema)
+    assert [validator.is_valid(t) for t in TEXTS] == [
+        _unicode_truth(t, categories) for t in TEXTS
+    ]
+
+
+def test_script_escapes_match_their_script() -> None:
+    for pattern in ("^\\p{Script=Greek}+$", "^\\p{sc=Grek}+$"):
+        schema = {"type": "string", "pattern": pattern}
+        validator = schema_validator_class(schema)(schema)
+        assert validator.is_valid("Ωμέγα") and not validator.is_valid("omega")
+    negated = {"type": "string", "pattern": "^\\P{ASCII}+$"}
+    validator = schema_validator_class(negated)(negated)
+    assert validator.is_valid("日本") and not validator.is_valid("a日")

@@ -12,22 +12,46 @@ Design notes
   host's ``ProtocolViolation`` and its ``rule``; artifact checks are the host's verification.
   The checker adds only what the host does not do on every call: describe twice for
   stability, hash skills and overlays, generate inputs, send broken inputs, poll.
+* **Boundaries first.** Each capability first gets the edge cases of its request schema
+  (:mod:`.check_boundaries`: bounds, lengths, enum and const values, absent properties,
+  branches, astral text, integers past 2**53), then the seeded random examples. A failure
+  names the input's kind and carries a one-line reproduction.
+* **No envelope is said plainly.** A module that prints no envelope (a crash, a traceback
+  on standard output) breaks the protocol's one unbreakable rule; the row names the input
+  and shows the module's stderr tail. On an input the schema allows it fails the check;
+  on one the schema refuses it is a warning, because the host validates input first.
 * **Reproducible.** Inputs come from a fixed seed; write roots the policy does not map get
   one folder for the whole check, so a long-running capability's poll finds its job.
+* **Bounded in time, and says so.** A call costs what the module costs (a second for a
+  module that imports a plotting stack), so the checker spends calls carefully: an
+  inclusive bound is tried at the bound only, every input of a capability (generated and
+  refused ones, long-running ones too) runs in one pool, and boundary inputs not started
+  within the capability's ``budget`` are left out, with their number in the report. The
+  budget is the one thing that depends on the machine; ``budget=0`` turns it off.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._checker.check_boundaries import (
+    BOUNDARY_BUDGET_S,
+    KINDS,
+    MAX_BOUNDARIES,
+    boundary_examples,
+)
 from murmur_nb._checker.check_inputs import invalid_examples, valid_examples
 from murmur_nb._checker.check_report import CheckReport, CheckResult, Status
 from murmur_nb._checker.check_rules import RULES, describe_rule_for_path, envelope_rule
@@ -65,6 +89,7 @@ _DESCRIBE_RULES = (
 )
 _INVOKE_RULES = (
     "invoke.generated_inputs",
+    "invoke.no_envelope",
     "invoke.envelope",
     "invoke.request_id",
     "invoke.execution",
@@ -75,19 +100,39 @@ _INVOKE_RULES = (
     "invoke.presentation",
 )
 
+#: Gives the one-line reproduction of sending a value (``True``: through the host's check).
+Reproduce = Callable[[Any, bool], str]
+
 #: Generated inputs of one capability run this many at a time (each is its own process tree).
-_WORKERS = max(2, min(4, os.cpu_count() or 2))
+#: Twice the CPUs (a call spends part of its time setting up its sandbox), two to four.
+_WORKERS = max(2, min(4, 2 * (os.cpu_count() or 1)))
 #: Envelope rules a module breaks by not answering at all (a crash, a traceback on stdout):
 #: on an input its schema refuses that is a warning, since the host validates first anyway.
 _CRASH_RULES = frozenset({"json", "trailing_data"})
+#: The envelope rule broken when standard output holds no envelope at all.
+_NO_ENVELOPE = "json"
+#: How much of a module's stderr a report row shows.
+_TAIL_LINES, _TAIL_CHARS = 20, 2048
 
 
 def result(
-    check: str, status: Status, *, capability: str = "", path: str = "", detail: str = ""
+    check: str, status: Status, *, capability: str = "", path: str = "", detail: str = "",
+    reproduce: str = "", stderr: str = "",
 ) -> CheckResult:
     """A report row for ``check``, with the rule's text and fix filled in."""
     rule = RULES[check]
-    return CheckResult(check, status, rule.text, capability, path, detail, rule.fix)
+    return CheckResult(
+        check, status, rule.text, capability, path, detail, rule.fix, reproduce, stderr
+    )
+
+
+def stderr_tail(outcome: Invocation | ModuleHostError) -> str:
+    """The last lines of the module's stderr (at most 20 lines, 2 KiB), control characters
+    escaped, so a report shows what the module said without letting it style the report."""
+    inv = outcome if isinstance(outcome, Invocation) else outcome.invocation
+    text = inv.stderr if inv is not None else ""
+    tail = "\n".join(text.rstrip().splitlines()[-_TAIL_LINES:])[-_TAIL_CHARS:]
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in tail)
 
 
 def check_module(
@@ -98,6 +143,8 @@ def check_module(
     examples: int = 5,
     seed: int = 0,
     approve: Iterable[str] = (),
+    boundaries: int = MAX_BOUNDARIES,
+    budget: float = BOUNDARY_BUDGET_S,
 ) -> CheckReport:
     """Check a modproto v1 module against every rule the host enforces; return the report.
 
@@ -115,12 +162,21 @@ def check_module(
         :class:`~murmur_nb.Policy` with every declared write root mapped to one scratch
         folder for the whole check.
     examples
-        Inputs generated per capability from its ``request_schema``.
+        Random inputs generated per capability from its ``request_schema``, after its
+        boundary inputs.
     seed
         The generator's seed; the same seed gives the same inputs.
     approve
         Capability ids to invoke although they need operator approval (they may spend money
         or publish). Others that need approval are reported as skipped.
+    boundaries
+        At most this many boundary inputs per capability (edge cases derived from its
+        ``request_schema``, sent before the random ones); 0 sends none.
+    budget
+        Seconds a capability's boundary inputs may take: one not started by then is not sent,
+        and the report says how many were left (0: no time limit). The budget makes a slow
+        module's check end in bounded time; under it the report depends on the machine's
+        speed, so pass 0 where a check must be reproducible to the input.
 
     Returns
     -------
@@ -152,9 +208,13 @@ def check_module(
         facet_home = scratch / "home"
         (facet_home / "modules").mkdir(parents=True)
         (facet_home / "modules" / source.name).symlink_to(source, target_is_directory=True)
-        checker = _Checker(facet_home, source.name, policy, scratch / "roots")
+        checker = _Checker(facet_home, source, policy, scratch / "roots")
         with checker.host, checker.job_host:
-            report.results = checker.run(examples=examples, seed=seed, approve=set(approve))
+            report.results = checker.run(
+                examples=examples, seed=seed, approve=set(approve),
+                boundaries=boundaries, budget=budget,
+            )  # fmt: skip
+        report.inputs = checker.inputs
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         report.duration_s = time.perf_counter() - started
@@ -180,18 +240,25 @@ def _module_folder(module: str | Path, home: str | Path | None) -> Path:
 class _Checker:
     """The checks of one module, run in order against one host."""
 
-    def __init__(self, facet_home: Path, module_id: str, policy: Policy | None, roots: Path):
+    def __init__(self, facet_home: Path, source: Path, policy: Policy | None, roots: Path):
+        module_id = source.name
         self.module_id = module_id
+        # where a reproduction finds the module: its own home when it is installed in one
+        self.source_home = source.parent.parent if source.parent.name == "modules" else None
+        self.inputs: dict[str, dict[str, int]] = {}
         self.folder = facet_home / "modules" / module_id
         self.roots = roots
         self.policy = policy or Policy()
-        # Generated inputs run side by side, each with fresh write roots; a long-running
-        # capability and its poll run one after the other on write roots that persist.
+        # Generated inputs run side by side, each with fresh write roots (those of a
+        # long-running capability too); the one start a poll follows, and the poll, run one
+        # after the other on write roots that persist.
         self.host = ModuleHost(facet_home, policy=self.policy)
         self.job_host = ModuleHost(facet_home, policy=self.policy)
         self.rows: list[CheckResult] = []
 
-    def run(self, *, examples: int, seed: int, approve: set[str]) -> list[CheckResult]:
+    def run(
+        self, *, examples: int, seed: int, approve: set[str], boundaries: int, budget: float
+    ) -> list[CheckResult]:
         descriptor = self.check_describe()
         if descriptor is None:
             return self.rows
@@ -199,7 +266,10 @@ class _Checker:
         self.host.policy = self.scratch_policy(descriptor, persistent_writes=False)
         self.job_host.policy = self.scratch_policy(descriptor, persistent_writes=True)
         for cap in descriptor.capabilities or []:
-            self.check_capability(descriptor, cap, examples=examples, seed=seed, approve=approve)
+            self.check_capability(
+                descriptor, cap, examples=examples, seed=seed, approve=approve,
+                boundaries=boundaries, budget=budget,
+            )  # fmt: skip
         return self.rows
 
     def add(self, check: str, status: Status, **where: str) -> None:
@@ -208,8 +278,11 @@ class _Checker:
     # -- describe -----------------------------------------------------------------------
 
     def check_describe(self) -> Descriptor | None:
+        # two runs side by side, one per host, so both hosts hold the descriptor afterwards
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            one, two = (pool.submit(h.describe, self.module_id) for h in (self.host, self.job_host))
         try:
-            first = self.host.describe(self.module_id)
+            first = one.result()
         except InvalidDescriptor as exc:
             failed = {describe_rule_for_path(e.path, e.detail) for e in exc.errors}
             for error in exc.errors:
@@ -221,12 +294,12 @@ class _Checker:
             return None
         for check in _DESCRIBE_RULES:
             self.add(check, "pass")
-        second = self.host.describe(self.module_id)
-        one, two = descriptor_digest(first), descriptor_digest(second)
-        if one == two:
-            self.add("describe.stable", "pass", detail=one)
+        second = two.result()
+        digests = descriptor_digest(first), descriptor_digest(second)
+        if digests[0] == digests[1]:
+            self.add("describe.stable", "pass", detail=digests[0])
         else:
-            self.add("describe.stable", "fail", detail=f"two runs gave {one} and {two}")
+            self.add("describe.stable", "fail", detail="two runs gave {} and {}".format(*digests))
         return second
 
     def check_documents(self, descriptor: Descriptor) -> None:
@@ -271,7 +344,7 @@ class _Checker:
 
     def check_capability(
         self, descriptor: Descriptor, cap: Capability, *, examples: int, seed: int,
-        approve: set[str],
+        approve: set[str], boundaries: int, budget: float,
     ) -> None:
         if cap.id in {c.poll_capability for c in descriptor.capabilities or [] if c.long_running}:
             return  # checked through the capability it polls
@@ -286,16 +359,30 @@ class _Checker:
             self.add("invoke.approval", "skipped", capability=cap.id, detail=detail)
             return
         schema = (descriptor.request_schemas or {}).get(cap.request_schema, {})
-        inputs = valid_examples(schema, count=examples, seed=seed)
-        runs = CapabilityRuns(cap)
-        host = self.job_host if cap.long_running else self.host
-        workers = 1 if cap.long_running else _WORKERS
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            outcomes = pool.map(lambda v: self.invoke(host, cap.id, v, cap.id in approve), inputs)
-            for value, outcome in zip(inputs, outcomes, strict=True):
-                runs.record(value, outcome)
+        inputs = generated_inputs(schema, examples=examples, seed=seed, boundaries=boundaries)
+        broken = invalid_examples(schema, inputs[0].value if inputs else {})
+        approved = cap.id in approve
+        runs = CapabilityRuns(cap, self.reproduction(cap.id, approved), budget)
+        deadline = time.monotonic() + budget if budget > 0 else math.inf
+
+        def send(g: Generated) -> Invocation | ModuleHostError | None:
+            if g.kind != "random" and time.monotonic() > deadline:
+                return None  # the boundary budget is spent
+            return self.invoke(self.host, cap.id, g.value, approved)
+
+        # one pool for both kinds, so the refused inputs fill the generated ones' tail
+        with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+            sent = pool.map(send, inputs)
+            refused = pool.map(
+                lambda v: self.invoke(self.host, cap.id, v, approved, validate=False),
+                [value for _, value in broken],
+            )
+            for generated, outcome in zip(inputs, sent, strict=True):
+                runs.record(generated, outcome)
+            answers = list(refused)
         self.rows.extend(runs.rows())
-        self.check_invalid_inputs(cap, schema, inputs[0] if inputs else {}, approve)
+        self.inputs[cap.id] = dict(runs.kinds)
+        self.rows.extend(self.invalid_input_rows(cap, broken, answers, approved))
         if cap.long_running and cap.poll_capability:
             self.check_poll(descriptor, cap, runs.last_ok, approve)
 
@@ -310,48 +397,113 @@ class _Checker:
         except ModuleHostError as exc:
             return exc
 
-    def check_invalid_inputs(
-        self, cap: Capability, schema: Any, valid: Any, approve: set[str]
-    ) -> None:
-        """Send inputs the schema refuses; one row per outcome kind, naming every input."""
-        folded: dict[tuple[str, Status, str], list[tuple[str, str]]] = {}
-        for how, value in invalid_examples(schema, valid):
-            outcome = self.invoke(self.host, cap.id, value, cap.id in approve, validate=False)
+    def reproduction(self, capability: str, approve: bool) -> Reproduce:
+        """A function giving the one-line command that sends one input again."""
+        home = ["--home", str(self.source_home)] if self.source_home else []
+
+        def line(value: Any, validate: bool) -> str:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            if validate:
+                flags = ["--approve"] if approve else []
+                return shlex.join(["murmur-nb", *home, "invoke", capability, text, *flags])
+            where = repr(str(self.source_home)) if self.source_home else "HOME"
+            code = (
+                f"import json, murmur_nb as mnb; print(mnb.ModuleHost({where}).invoke("
+                f"{capability!r}, json.loads({text!r}), approve={approve}, "
+                "validate_input=False))"
+            )
+            return shlex.join(["python", "-c", code])
+
+        return line
+
+    def invalid_input_rows(
+        self, cap: Capability, broken: list[tuple[str, Any]],
+        outcomes: list[Invocation | ModuleHostError], approved: bool,
+    ) -> list[CheckResult]:
+        """The module's answers to inputs its schema refuses: one row per outcome kind,
+        naming every input."""
+        reproduce = self.reproduction(cap.id, approved)
+        folded: dict[tuple[str, Status, str], list[tuple[str, str, Any, Any]]] = {}
+        for (how, value), outcome in zip(broken, outcomes, strict=True):
             key, note = _invalid_input_outcome(outcome)
-            folded.setdefault(key, []).append((how, note))
+            folded.setdefault(key, []).append((how, note, value, outcome))
+        rows = []
         for (check, status, path), notes in folded.items():
-            if status == "fail":  # one breach, however many inputs showed it
-                hows = ", ".join(how for how, _ in notes)
+            if status == "fail" or check == "invoke.no_envelope":  # one breach, named once
+                hows = ", ".join(how for how, *_ in notes)
                 detail = f"answering inputs its schema refuses ({hows}): {notes[0][1]}"
             else:
-                detail = "; ".join(f"{how} -> {note}" for how, note in notes)
-            self.add(check, status, capability=cap.id, path=path, detail=detail)
+                detail = "; ".join(f"{how} -> {note}" for how, note, *_ in notes)
+            _, _, first, outcome = notes[0]
+            shown = status != "pass"
+            rows.append(result(
+                check, status, capability=cap.id, path=path, detail=detail,
+                reproduce=reproduce(first, False) if shown else "",
+                stderr=stderr_tail(outcome) if shown else "",
+            ))  # fmt: skip
+        return rows
 
     def check_poll(
-        self, descriptor: Descriptor, cap: Capability, started: Invocation | None,
-        approve: set[str],
+        self, descriptor: Descriptor, cap: Capability, ok: Generated | None, approve: set[str]
     ) -> None:
+        """Start the long-running capability once more on write roots that persist (its
+        generated inputs ran on fresh ones, side by side), then call its poll capability."""
         poll = descriptor.capability(cap.poll_capability or "")
-        if started is None or poll is None:
+        started = (
+            self.invoke(self.job_host, cap.id, ok.value, cap.id in approve)
+            if ok is not None and poll is not None else None
+        )  # fmt: skip
+        if poll is None or ok is None or not isinstance(started, Invocation) or not started.ok:
             detail = "no successful call of the long-running capability to poll"
+            if ok is not None and started is not None:
+                detail += f"; started again with the {ok.shown()}: {_answer(started)}"
             self.add("invoke.poll", "skipped", capability=cap.id, detail=detail)
             return
         schema = (descriptor.request_schemas or {}).get(poll.request_schema, {})
         value = poll_request(schema, started.result)
         outcome = self.invoke(self.job_host, poll.id, value, poll.id in approve)
         if isinstance(outcome, Invocation):
-            state = "ok" if outcome.ok else f"error {outcome.error.code if outcome.error else ''}"
-            detail = f"{poll.id} answered ({state}) to {value!r}"
+            detail = f"{poll.id} answered ({_answer(outcome)}) to {value!r}"
             self.add("invoke.poll", "pass", capability=cap.id, detail=detail)
         else:
             detail = f"{poll.id}: {outcome.code}: {outcome.message}"
             self.add("invoke.poll", "fail", capability=cap.id, detail=detail)
 
 
+class Generated:
+    """One input the checker sends: the value, its kind (a boundary kind or ``random``) and
+    where in the value the boundary is."""
+
+    __slots__ = ("kind", "value", "where")
+
+    def __init__(self, kind: str, where: str, value: Any) -> None:
+        self.kind, self.where, self.value = kind, where, value
+
+    def shown(self) -> str:
+        text = json.dumps(self.value, ensure_ascii=False)
+        text = text if len(text) <= 120 else f"{text[:120]}... ({len(text)} characters)"
+        at = f" at {self.where}" if self.where else ""
+        return f"{self.kind} input{at} {text}"
+
+
+def generated_inputs(schema: Any, *, examples: int, seed: int, boundaries: int) -> list[Generated]:
+    """The boundary inputs of ``schema`` (at most ``boundaries``), then ``examples`` seeded
+    random ones that are not already among them."""
+    edges = boundary_examples(schema, limit=boundaries)
+    sent = [Generated(b.kind, b.where, b.value) for b in edges]
+    seen = {json.dumps(g.value, sort_keys=True) for g in sent}
+    for value in valid_examples(schema, count=examples, seed=seed):
+        if json.dumps(value, sort_keys=True) not in seen:
+            sent.append(Generated("random", "", value))
+    return sent
+
+
 def _invalid_input_outcome(
     outcome: Invocation | ModuleHostError,
 ) -> tuple[tuple[str, Status, str], str]:
     """(check, status, path) for a module's answer to a refused input, and a note on it."""
+    if isinstance(outcome, ProtocolViolation) and outcome.rule == _NO_ENVELOPE:
+        return ("invoke.no_envelope", "warn", _NO_ENVELOPE), f"no envelope: {outcome.message}"
     if isinstance(outcome, Invocation) and not outcome.ok:
         code = outcome.error.code if outcome.error else ""
         return ("invoke.invalid_input", "pass", ""), f"ok: false, {code}"
@@ -363,77 +515,116 @@ def _invalid_input_outcome(
     return ("invoke.invalid_input", "warn", ""), f"{outcome.code}: {outcome.message}"
 
 
+def _answer(outcome: Invocation | ModuleHostError) -> str:
+    """A few words on how a call ended: ``ok``, its error code, or the host's refusal."""
+    if isinstance(outcome, ModuleHostError):
+        return f"{outcome.code}: {outcome.message}"
+    return "ok" if outcome.ok else f"error {outcome.error.code if outcome.error else ''}"
+
+
 
 class CapabilityRuns:
     """The outcomes of one capability's generated inputs, folded into one row per rule."""
 
-    def __init__(self, cap: Capability) -> None:
+    def __init__(self, cap: Capability, reproduce: Reproduce, budget: float) -> None:
         self.cap = cap
-        self.failed: dict[str, tuple[str, str]] = {}
+        self.reproduce = reproduce
+        self.budget = budget
+        self.unsent = 0  # boundary inputs left when the budget was spent
+        self.failed: dict[str, CheckResult] = {}
         self.warned: dict[str, str] = {}
+        self.kinds: Counter[str] = Counter()
         self.sent = 0
         self.answered = 0
-        self.last_ok: Invocation | None = None
+        self.last_ok: Generated | None = None
 
-    def fail(self, check: str, path: str, detail: str) -> None:
-        self.failed.setdefault(check, (path, detail))
+    def fail(
+        self, check: str, path: str, detail: str, sent: Generated,
+        outcome: Invocation | ModuleHostError,
+    ) -> None:
+        """Keep the first failure of ``check`` (boundary inputs come first)."""
+        if check not in self.failed:
+            self.failed[check] = result(
+                check, "fail", capability=self.cap.id, path=path, detail=detail,
+                reproduce=self.reproduce(sent.value, True), stderr=stderr_tail(outcome),
+            )  # fmt: skip
 
-    def record(self, value: Any, outcome: Invocation | ModuleHostError) -> None:
+    def record(self, sent: Generated, outcome: Invocation | ModuleHostError | None) -> None:
+        if outcome is None:
+            self.unsent += 1
+            return
         self.sent += 1
-        shown = repr(value)[:80]
+        self.kinds[sent.kind] += 1
+        shown = sent.shown()
         if isinstance(outcome, InvalidInput):
             self.warned.setdefault(
                 "invoke.generated_inputs",
                 f"the host refused a generated input ({outcome.message[:160]})",
             )
             return
+        if isinstance(outcome, ProtocolViolation) and outcome.rule == _NO_ENVELOPE:
+            detail = f"printed no envelope for the {shown}: {outcome.message}"
+            self.fail("invoke.no_envelope", outcome.rule, detail, sent, outcome)
+            return
         if isinstance(outcome, ProtocolViolation):
             check = envelope_rule(outcome.rule)
-            self.fail(check, outcome.rule, f"input {shown}: {outcome.message}")
+            self.fail(check, outcome.rule, f"{shown}: {outcome.message}", sent, outcome)
             return
         if isinstance(outcome, ModuleHostError):
             check = "invoke.bounds" if outcome.code == "deadline_exceeded" else "invoke.envelope"
-            self.fail(check, "", f"input {shown}: {outcome.code}: {outcome.message}")
+            self.fail(check, "", f"{shown}: {outcome.code}: {outcome.message}", sent, outcome)
             return
         self.answered += 1
-        self.record_invocation(outcome, shown)
+        self.record_invocation(outcome, sent)
 
-    def record_invocation(self, inv: Invocation, shown: str) -> None:
+    def record_invocation(self, inv: Invocation, sent: Generated) -> None:
         if inv.ok:
-            self.last_ok = inv
+            self.last_ok = sent
+        shown = sent.shown()
         for warning in inv.warnings:
             if warning.startswith("result does not match result_schema"):
-                self.fail("invoke.result_schema", "result", f"input {shown}: {warning}")
+                self.fail("invoke.result_schema", "result", f"{shown}: {warning}", sent, inv)
         for rejected in inv.rejected_artifacts:
             where = f"execution.artifacts[{rejected.artifact.id!r}]"
-            detail = f"input {shown}: {rejected.code}: {rejected.message}"
-            self.fail("invoke.artifacts_verify", where, detail)
+            detail = f"{shown}: {rejected.code}: {rejected.message}"
+            self.fail("invoke.artifacts_verify", where, detail, sent, inv)
         declared = set(self.cap.artifact_schemas or [])
         produced = inv.envelope.execution.artifacts if inv.envelope else None
         for i, artifact in enumerate(produced or []):
             where = f"execution.artifacts[{i}]"
             if artifact.kind not in declared:
                 detail = f"kind {artifact.kind!r} is not in artifact_schemas {sorted(declared)!r}"
-                self.fail("invoke.artifact_kinds", where + ".kind", detail)
+                self.fail("invoke.artifact_kinds", where + ".kind", detail, sent, inv)
             if artifact.presentation and artifact.presentation not in PRIMITIVES:
                 self.warned.setdefault(
                     "invoke.presentation",
                     f"{where}.presentation {artifact.presentation!r} is not a known primitive",
                 )
 
+    def counts(self) -> str:
+        """How many inputs of each kind were sent: boundaries by kind, then random ones."""
+        edges = [(k, self.kinds[k]) for k in KINDS if self.kinds[k]]
+        total = sum(n for _, n in edges)
+        listed = ", ".join(f"{k} {n}" for k, n in edges)
+        boundary = f"{total} boundary ({listed})" if total else "0 boundary"
+        left = (
+            f" ({self.unsent} more boundary inputs not sent: their {self.budget:g} s budget "
+            "was spent)" if self.unsent else ""
+        )  # fmt: skip
+        return f"{boundary}{left} then {self.kinds['random']} random"
+
     def rows(self) -> Sequence[CheckResult]:
         out: list[CheckResult] = []
         cap = self.cap.id
         for check in _INVOKE_RULES:
             if check in self.failed:
-                path, detail = self.failed[check]
-                out.append(result(check, "fail", capability=cap, path=path, detail=detail))
+                out.append(self.failed[check])
             elif check in self.warned:
                 out.append(result(check, "warn", capability=cap, detail=self.warned[check]))
             elif self.answered == 0 and check != "invoke.generated_inputs":
                 detail = "no generated input reached the module"
                 out.append(result(check, "skipped", capability=cap, detail=detail))
             else:
-                detail = f"{self.answered} of {self.sent} generated inputs answered"
+                detail = f"{self.answered} of {self.sent} inputs answered: {self.counts()}"
                 out.append(result(check, "pass", capability=cap, detail=detail))
         return out

@@ -11,6 +11,7 @@ import json
 import sys
 
 from murmur_nb._checker.check import check_module
+from murmur_nb._checker.check_boundaries import BOUNDARY_BUDGET_S, MAX_BOUNDARIES
 from murmur_nb._exceptions import MissingDependency, ModuleNotFound
 from murmur_nb._modules.policy import Policy
 
@@ -28,16 +29,23 @@ def add_check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     check.add_argument("module", help="a module folder, or the id of an installed module")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--examples", type=int, default=5,
-                       help="inputs generated per capability (default 5)")
+                       help="random inputs generated per capability (default 5)")
     check.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    check.add_argument("--boundaries", type=int, default=MAX_BOUNDARIES, metavar="N",
+                       help="at most N boundary inputs per capability, sent before the "
+                       f"random ones (default {MAX_BOUNDARIES}; 0 for none)")
+    check.add_argument("--budget", type=float, default=BOUNDARY_BUDGET_S, metavar="SECONDS",
+                       help="time a capability's boundary inputs may take; the ones left "
+                       f"are not sent (default {BOUNDARY_BUDGET_S:g}; 0 for no limit)")
     check.add_argument("--approve", action="append", default=[], metavar="CAPABILITY",
                        help="also invoke this capability although it needs approval")
 
 
 def run_check(args: argparse.Namespace, policy: Policy) -> int:
     """Run ``murmur-nb check``; return the exit status."""
-    if args.examples < 1:
-        print("murmur-nb check: --examples must be at least 1", file=sys.stderr)
+    if args.examples < 1 or args.boundaries < 0 or not args.budget >= 0:
+        print("murmur-nb check: --examples must be at least 1, --boundaries and --budget at "
+              "least 0", file=sys.stderr)  # fmt: skip
         return 2
     try:
         report = check_module(
@@ -47,6 +55,8 @@ def run_check(args: argparse.Namespace, policy: Policy) -> int:
             examples=args.examples,
             seed=args.seed,
             approve=args.approve,
+            boundaries=args.boundaries,
+            budget=args.budget,
         )
     except (ModuleNotFound, MissingDependency) as exc:
         print(f"murmur-nb check: {exc}", file=sys.stderr)

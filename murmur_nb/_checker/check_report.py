@@ -35,6 +35,8 @@ class CheckResult:
 
     ``path`` is a JSON path into the descriptor or the envelope (like the seed's
     ``ValidationError.Path``), empty when the check is about the module as a whole.
+    ``reproduce`` is a one-line command that sends the failing input again, and ``stderr``
+    the tail of the module's standard error on it (control characters escaped).
     """
 
     check: str
@@ -44,6 +46,8 @@ class CheckResult:
     path: str = ""
     detail: str = ""
     fix: str = ""
+    reproduce: str = ""
+    stderr: str = ""
 
     def line(self) -> str:
         """One readable line: status, check, capability, path and detail."""
@@ -67,6 +71,9 @@ class CheckReport:
     duration_s: float = 0.0
     examples: int = 0
     seed: int = 0
+    #: Inputs sent per capability, by kind: boundary kinds (``maximum``, ``enum`` ...) and
+    #: ``random``.
+    inputs: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[CheckResult]:
         return iter(self.results)
@@ -101,18 +108,32 @@ class CheckReport:
         head = (
             f"{verdict} {self.module} ({self.path}): "
             + ", ".join(f"{n} {s}" for s, n in counts.items())
-            + f" in {self.duration_s:.1f} s ({self.examples} examples per capability, "
-            f"seed {self.seed})"
+            + f" in {self.duration_s:.1f} s ({self.sent()})"
         )
         lines = [head]
         for result in self.results:
             if result.status == "pass":
                 continue
             lines.append("  " + result.line())
-            if result.status == "fail":
+            if result.status == "fail" or result.stderr or result.reproduce:
                 lines.append(f"          rule: {result.rule}")
                 lines.append(f"          fix:  {result.fix}")
+            if result.reproduce:
+                lines.append(f"          reproduce: {result.reproduce}")
+            if result.stderr:
+                tail = result.stderr.replace("\n", "\n          | ")
+                lines.append(f"          stderr tail:\n          | {tail}")
         return "\n".join(lines)
+
+    def sent(self) -> str:
+        """What was sent: boundary and random inputs over all capabilities, and the seed."""
+        boundary = sum(n for kinds in self.inputs.values() for k, n in kinds.items()
+                       if k != "random")  # fmt: skip
+        random = sum(kinds.get("random", 0) for kinds in self.inputs.values())
+        return (
+            f"{boundary} boundary then {random} random inputs over {len(self.inputs)} "
+            f"capabilities; {self.examples} random examples per capability, seed {self.seed}"
+        )
 
     def __str__(self) -> str:
         return self.summary()
@@ -131,14 +152,17 @@ class CheckReport:
             "duration_s": round(self.duration_s, 3),
             "examples": self.examples,
             "seed": self.seed,
+            "inputs": self.inputs,
             "checks": self.to_records(),
         }
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per check; columns check, status, capability, path, detail, rule, fix."""
+        """One row per check; columns check, status, capability, path, detail, rule, fix,
+        reproduce and stderr."""
         import pandas as pd  # noqa: PLC0415 - pandas only when a frame is asked for
 
-        columns = ["check", "status", "capability", "path", "detail", "rule", "fix"]
+        columns = ["check", "status", "capability", "path", "detail", "rule", "fix",
+                   "reproduce", "stderr"]  # fmt: skip
         frame = pd.DataFrame(self.to_records(), columns=columns)
         frame["status"] = pd.Categorical(frame["status"], categories=list(STATUSES))
         return frame
@@ -154,7 +178,7 @@ class CheckReport:
         return (
             f'<div class="murmur-check"><p><b>{html.escape(self.module)}</b> {verdict} the '
             f"modproto v1 checks: {badges} <small>({self.duration_s:.1f} s, "
-            f"{self.examples} examples per capability, seed {self.seed})</small></p>"
+            f"{html.escape(self.sent())})</small></p>"
             '<table><thead><tr><th>status</th><th>check</th><th>capability</th><th>path</th>'
             f"<th>detail</th><th>rule</th><th>fix</th></tr></thead><tbody>{rows}</tbody>"
             "</table></div>"
@@ -171,4 +195,9 @@ def _html_row(result: CheckResult) -> str:
     )
     body = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
     fix = html.escape(result.fix) if result.status != "pass" else ""
-    return f"<tr>{status}{body}<td>{fix}</td></tr>"
+    extra = "".join(
+        f"<br><small>{label}:</small><pre>{html.escape(text)}</pre>"
+        for label, text in (("reproduce", result.reproduce), ("stderr tail", result.stderr))
+        if text
+    )
+    return f"<tr>{status}{body}<td>{fix}{extra}</td></tr>"

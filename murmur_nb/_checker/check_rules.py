@@ -102,6 +102,17 @@ RULES: dict[str, Rule] = _rules(
         "Use one of the four requirement kinds.",
     ),
     Rule(
+        "invoke.no_envelope",
+        "`module invoke` prints one Envelope on standard output, whatever the input: the "
+        "protocol's one unbreakable rule (SPEC §1, Verbs; seed 004, Error). Empty output, a "
+        "traceback or any text that is not JSON is no envelope.",
+        "Catch every exception and print an error envelope (ok: false, an error code such as "
+        "'internal_error' or 'invalid_request', a message, an execution object); send the "
+        "traceback to stderr. Severity: a crash on an input the schema allows FAILS, because "
+        "the host sends such inputs; on an input the schema refuses it is a WARNING, because "
+        "the host validates input before starting the module, so users never reach it.",
+    ),
+    Rule(
         "invoke.envelope",
         "protocol and module match; operation is \"invoke\"; request_id is echoed byte for "
         "byte; exactly one of result (when ok) and error (when not) is present; warnings is "
@@ -152,9 +163,11 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "invoke.generated_inputs",
-        "Inputs generated from the capability's request_schema are accepted by the host "
-        "and answered by the module with a valid envelope.",
-        "Check that request_schema describes the inputs the capability really accepts.",
+        "Inputs derived from the capability's request_schema (its boundary values first, "
+        "then seeded random examples) are accepted by the host and answered by the module "
+        "with a valid envelope.",
+        "Check that request_schema describes the inputs the capability really accepts; a "
+        "failing input is printed with a one-line reproduction.",
     ),
     Rule(
         "invoke.invalid_input",

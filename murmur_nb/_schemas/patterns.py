@@ -10,33 +10,43 @@ Design notes
   whose ``pattern``, ``patternProperties`` and ``additionalProperties`` keywords match with
   RE2; the one validator factory (:func:`murmur_nb._schemas.descriptor.schema_validator_class`)
   applies it, so the host's request check, its result check and the form all use it.
-* **What RE2 cannot express is refused, never run by ``re``.** Backreferences and
-  lookaround have no linear-time evaluation: :func:`pattern_problems` names every such
-  pattern when a module is described (the descriptor is refused with the reason), and a
-  schema that reaches validation anyway (a form built on a hand-written schema) reports the
-  pattern as a validation error instead of evaluating it. ``unevaluatedProperties`` beside
-  ``patternProperties`` is refused the same way, because ``jsonschema`` evaluates that pair
-  with ``re`` internally. ECMA-262's ``\\uXXXX`` escape is rewritten to RE2's ``\\x{XXXX}``.
+* **ECMA-262 in, RE2 out.** JSON Schema patterns are ECMA-262 regexes. :func:`to_re2`
+  rewrites what has an RE2 equivalent: ``\\uXXXX`` and ``\\u{X...}`` become ``\\x{...}``,
+  ``\\cX`` a control character, and Unicode property escapes their RE2 names
+  (``\\p{Letter}`` and ``\\p{General_Category=Letter}`` become ``\\p{L}``,
+  ``\\p{Script=Greek}`` and ``\\p{sc=Grek}`` become ``\\p{Greek}``, ``\\p{ASCII}`` a range).
+* **What RE2 cannot express is refused, never run by ``re``.** Back-references and
+  look-around have no linear-time evaluation: :func:`pattern_problems` names the construct
+  and what to write instead when a module is described (the descriptor is refused with the
+  reason), and a schema that reaches validation anyway (a form built on a hand-written
+  schema) reports the pattern as a validation error instead of evaluating it.
+* **unevaluatedProperties sees patternProperties through RE2.** ``jsonschema`` finds the
+  properties a schema evaluated with ``re``; :func:`_unevaluated_properties` finds them the
+  same way (``properties``, ``patternProperties``, ``additionalProperties``, applicators,
+  ``$ref``) with RE2, each search charged to the same budget.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._schemas.bounded import charge, counted_keywords, unique_items
+from murmur_nb._schemas.ecma_regex import EcmaRefused, to_re2
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-__all__ = ["PatternRefused", "compile_pattern", "linear_time_validator", "pattern_problems"]
+__all__ = [
+    "PatternRefused",
+    "compile_pattern",
+    "linear_time_validator",
+    "pattern_problems",
+]
 
 #: Memory one compiled pattern may take (RE2 refuses larger ones): 8 MiB, RE2's default.
 MAX_PATTERN_MEMORY = 8 << 20
-
-_ECMA_U = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9A-Fa-f]{4})")
 
 
 class PatternRefused(ValueError):
@@ -53,12 +63,17 @@ def compile_pattern(pattern: str) -> Any:
     options.log_errors = False
     options.never_capture = True  # a yes/no answer lets RE2 run its DFA
     try:
-        return re2.compile(_ECMA_U.sub(r"\1\\x{\2}", pattern), options)
+        translated = to_re2(pattern)
+    except EcmaRefused as exc:
+        raise PatternRefused(str(exc)) from None
+    try:
+        return re2.compile(translated, options)
     except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
         raise PatternRefused(
             f"pattern {pattern!r} cannot be evaluated by the host's linear-time regex engine "
-            f"(RE2: {exc}); backreferences and lookaround are not supported, rewrite it "
-            "without them"
+            f"(RE2: {reason}); write it with the ECMA-262 syntax RE2 shares (no "
+            "back-references, no look-around)"
         ) from None
 
 
@@ -93,11 +108,12 @@ def pattern_problems(schema: Any) -> list[str]:
             found.extend(props)
             keyed = True
         unevaluated = unevaluated or "unevaluatedProperties" in node
-    if unevaluated and keyed:
+    draft = schema.get("$schema", "") if isinstance(schema, Mapping) else ""
+    if unevaluated and keyed and "2019-09" in str(draft):
         problems.append(
-            "unevaluatedProperties in a schema that also uses patternProperties is not "
-            "supported: jsonschema would evaluate those patterns with a backtracking regex "
-            "engine; use additionalProperties instead"
+            "unevaluatedProperties beside patternProperties is supported in Draft 2020-12 "
+            "(the default), not in Draft 2019-09, whose evaluation would run those patterns "
+            "with a backtracking regex engine; drop $schema or use the 2020-12 URI"
         )
     for pattern in dict.fromkeys(found):
         try:
@@ -184,11 +200,98 @@ def _any_match(compiled: list[tuple[str, Any]], key: str) -> bool:
     return False
 
 
+def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> set[str]:
+    """The properties of ``instance`` that ``schema`` evaluates, as ``jsonschema`` decides
+    them for ``unevaluatedProperties`` (its ``find_evaluated_property_keys_by_schema``), with
+    ``patternProperties`` matched by RE2 within the check's budget."""
+    if not isinstance(schema, Mapping):
+        return set()
+    keys: set[str] = set()
+    for keyword in ("$ref", "$dynamicRef"):
+        if isinstance(schema.get(keyword), str):
+            resolved = validator._resolver.lookup(schema[keyword])
+            inner = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
+            keys |= _evaluated_keys(inner, instance, resolved.contents)
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        keys |= properties.keys() & instance.keys()
+    for keyword in ("additionalProperties", "unevaluatedProperties"):
+        if (sub := schema.get(keyword)) is not None:
+            keys |= {k for k, v in instance.items() if _valid(validator.descend(v, sub))}
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, Mapping):
+        compiled = [(p, compile_pattern(p)) for p in patterns]
+        keys |= {k for k in instance if _any_match(compiled, k)}
+    return keys | _applied_keys(validator, instance, schema)
+
+
+def _applied_keys(validator: Any, instance: dict[str, Any], schema: Mapping[str, Any]) -> set[str]:
+    """The evaluated properties contributed by ``schema``'s in-place applicators."""
+    keys: set[str] = set()
+    for name, sub in (schema.get("dependentSchemas") or {}).items():
+        if name in instance:
+            keys |= _evaluated_keys(validator, instance, sub)
+    for keyword in ("allOf", "oneOf", "anyOf"):
+        for sub in schema.get(keyword) or []:
+            if _valid(validator.descend(instance, sub)):
+                keys |= _evaluated_keys(validator, instance, sub)
+    if "if" in schema:
+        if validator.evolve(schema=schema["if"]).is_valid(instance):
+            keys |= _evaluated_keys(validator, instance, schema["if"])
+            keys |= _evaluated_keys(validator, instance, schema.get("then"))
+        else:
+            keys |= _evaluated_keys(validator, instance, schema.get("else"))
+    return keys
+
+
+def _valid(errors: Iterator[Any]) -> bool:
+    return next(errors, None) is None
+
+
+def _unevaluated_properties(
+    validator: Any, unevaluated: Any, instance: Any, schema: Any
+) -> Iterator[Any]:
+    """``unevaluatedProperties`` with ``patternProperties`` seen through RE2."""
+    from jsonschema.exceptions import ValidationError  # noqa: PLC0415
+
+    if not validator.is_type(instance, "object"):
+        return
+    try:
+        evaluated = _evaluated_keys(validator, instance, schema)
+    except PatternRefused as exc:
+        yield ValidationError(str(exc))
+        return
+    bad = [
+        key for key in instance if key not in evaluated
+        and not _valid(validator.descend(instance[key], unevaluated, path=key,
+                                         schema_path=key))
+    ]  # fmt: skip
+    if not bad:
+        return
+    shown = ", ".join(repr(k) for k in sorted(bad, key=str)[:20])
+    verb = "was" if len(bad) == 1 else "were"
+    if unevaluated is False:
+        yield ValidationError(f"Unevaluated properties are not allowed ({shown} {verb} unexpected)")
+    else:
+        yield ValidationError(
+            "Unevaluated properties are not valid under the given schema "
+            f"({shown} {verb} unevaluated and invalid)"
+        )
+
+
+def _is_2020_keyword(function: Any) -> bool:
+    """Whether ``function`` is jsonschema's 2020-12 ``unevaluatedProperties`` (the one
+    :func:`_evaluated_keys` reproduces; Draft 2019-09 decides evaluated keys differently)."""
+    from jsonschema import _keywords  # noqa: PLC0415
+
+    return function is getattr(_keywords, "unevaluatedProperties", None)
+
+
 @functools.cache
 def linear_time_validator(cls: type[Validator]) -> type[Validator]:
-    """``cls`` with ``pattern``, ``patternProperties`` and ``additionalProperties`` on RE2
-    (each search charged to the validation's budget, :mod:`.bounded`), and ``uniqueItems``
-    in linear time."""
+    """``cls`` with ``pattern``, ``patternProperties``, ``additionalProperties`` and
+    ``unevaluatedProperties`` on RE2 (each search charged to the validation's budget,
+    :mod:`.bounded`), and ``uniqueItems`` in linear time."""
     from jsonschema import validators  # noqa: PLC0415
 
     keywords: dict[str, Any] = {
@@ -197,6 +300,8 @@ def linear_time_validator(cls: type[Validator]) -> type[Validator]:
         "additionalProperties": _additional,
         "uniqueItems": unique_items,
     }
+    if _is_2020_keyword(cls.VALIDATORS.get("unevaluatedProperties")):
+        keywords["unevaluatedProperties"] = _unevaluated_properties
     counted = counted_keywords({**cls.VALIDATORS, **keywords})
     extended: type[Validator] = validators.extend(cls, counted)  # type: ignore[no-untyped-call]
     return extended

@@ -8,6 +8,11 @@ Design notes
 * **Patterns run in linear time.** ``pattern``, ``patternProperties`` and
   ``additionalProperties`` match with RE2 (:mod:`.patterns`); a pattern RE2 cannot run
   refuses the schema at describe.
+* **Patterns are judged by RE2, not by ``re``.** The metaschema asserts ``format: regex``
+  on ``pattern`` and ``patternProperties`` names, which ``jsonschema`` checks with Python's
+  ``re``: that refuses valid ECMA-262 (``\\p{Letter}``) and accepts what RE2 cannot run
+  (look-around). The metaschema check therefore leaves ``regex`` out, and
+  :func:`~.patterns.pattern_problems` judges every pattern with the engine that runs it.
 * **Formats are annotations.** No format checker is attached: ``format`` never refuses a
   value, in the form or in the host, so both give the same verdict.
 * **jsonschema is imported on first use** (about 0.2 s), never by ``import murmur_nb``.
@@ -15,6 +20,7 @@ Design notes
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import warnings
@@ -38,6 +44,7 @@ __all__ = [
 ]
 
 _UNKNOWN: Any = object()
+_IMPORTING = threading.Lock()  # held while jsonschema_module imports jsonschema
 
 
 def jsonschema_module() -> ModuleType:
@@ -47,19 +54,23 @@ def jsonschema_module() -> ModuleType:
     format checker, and that package builds a parser grammar at import time (over two
     seconds here). No format is ever asserted, so the import is skipped for the duration
     of the ``jsonschema`` import; anyone importing ``rfc3987_syntax`` later gets it.
-    """
-    if "jsonschema" in sys.modules:
-        return sys.modules["jsonschema"]
-    blocked = "rfc3987_syntax" not in sys.modules
-    if blocked:
-        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
-    try:
-        import jsonschema  # noqa: PLC0415 - lazy: about 0.2 s
 
-        return jsonschema
-    finally:
-        if blocked and sys.modules.get("rfc3987_syntax", 0) is None:
-            del sys.modules["rfc3987_syntax"]
+    Thread-safe: while one thread imports, ``sys.modules`` already holds the partly
+    initialized module, so a second caller waits on the lock instead of taking it from there.
+    """
+    with _IMPORTING:
+        if "jsonschema" in sys.modules:
+            return sys.modules["jsonschema"]
+        blocked = "rfc3987_syntax" not in sys.modules
+        if blocked:
+            sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+        try:
+            import jsonschema  # noqa: PLC0415 - lazy: about 0.2 s
+
+            return jsonschema
+        finally:
+            if blocked and sys.modules.get("rfc3987_syntax", 0) is None:
+                del sys.modules["rfc3987_syntax"]
 
 
 def validator_class(schema: Any) -> type[Validator]:
@@ -104,7 +115,8 @@ def schema_problem(schema: Any) -> str | None:
     schema_error = jsonschema_module().SchemaError
     try:
         cls = validator_class(schema)
-        cls.check_schema(schema)  # type: ignore[arg-type]  # booleans are valid schemas
+        formats = _metaschema_formats(cls)
+        cls.check_schema(schema, format_checker=formats)  # type: ignore[arg-type, call-arg]
     except schema_error as exc:
         where = "/".join(str(p) for p in exc.path)
         return f"not a valid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
@@ -112,6 +124,17 @@ def schema_problem(schema: Any) -> str | None:
     if problems:
         return "; ".join(problems)
     return None
+
+
+@functools.cache
+def _metaschema_formats(cls: type[Validator]) -> Any:
+    """The format checker ``cls.check_schema`` uses, without ``regex`` (see above)."""
+    meta = jsonschema_module().validators.validator_for(cls.META_SCHEMA, default=cls)
+    checker = jsonschema_module().FormatChecker(())
+    checker.checkers = {
+        name: found for name, found in meta.FORMAT_CHECKER.checkers.items() if name != "regex"
+    }
+    return checker
 
 
 class ValidatorCache:
