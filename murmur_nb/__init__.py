@@ -10,6 +10,8 @@ only when the feature that needs them is first used.
 from importlib.metadata import PackageNotFoundError, version
 
 from murmur_nb import protocol
+from murmur_nb._batch.batch import Batch
+from murmur_nb._batch.progress import BatchProgress
 from murmur_nb._conversations.frames import read_conversation, read_conversations
 from murmur_nb._conversations.store import (
     ConversationReader,
@@ -89,6 +91,8 @@ __all__ = [
     "ApprovalRequired",
     "ArtifactRejected",
     "ArtifactStore",
+    "Batch",
+    "BatchProgress",
     "CapabilityLine",
     "CheckReport",
     "CheckResult",

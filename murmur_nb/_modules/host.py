@@ -81,6 +81,8 @@ from murmur_nb.protocol import Capability, Descriptor
 if TYPE_CHECKING:
     import pandas as pd
 
+    from murmur_nb._batch.batch import Batch
+
 __all__ = ["Invocation", "ModuleHost", "ModuleInfo"]
 
 
@@ -512,6 +514,24 @@ class ModuleHost(KnowledgeMethods):
             inv.warnings.append(
                 f"result does not match result_schema {cap.result_schema!r}: {problem.message}"
             )
+
+    # -- batches -----------------------------------------------------------------------
+
+    def map(self, capability: str, inputs: Any, **options: Any) -> Batch:
+        """Run ``capability`` over every input; one :class:`~murmur_nb.Batch` of rows.
+
+        Named after ``Executor.map``, ``client.map`` and ``Series.map``: one callable over
+        an iterable, outcomes in input order. Each row is one :meth:`invoke`; an error is a
+        row, never an exception. ``inputs`` is a list or iterable of input dicts, or a
+        pandas DataFrame (each row an input, missing values left out). The options
+        (``concurrency``, ``on_invalid``, ``retries``, ``backoff``, ``approve``,
+        ``max_cost``, ``estimated_cost``, ``journal``, ``progress``, ``background``,
+        ``client``, ``deadline_ms``, ``poll_every``, ``poll_timeout``, ``artifact_bytes``)
+        are described in :mod:`murmur_nb._batch` and the README's "Running over a dataset".
+        """
+        from murmur_nb._batch.batch import Batch  # noqa: PLC0415 - _batch sits above the host
+
+        return Batch.start(self, capability, inputs, **options)
 
     # -- audit -------------------------------------------------------------------------
 
