@@ -7,13 +7,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from _modules import install
 
 import murmur_nb as mnb
 

@@ -8,6 +8,7 @@ method), and it never imports ipywidgets (``murmur_nb.widgets.BatchView`` is the
 * :mod:`.journal`: the SQLite journal that makes a batch resumable;
 * :mod:`.record`: one finished row as JSON, and back to an :class:`~murmur_nb.Invocation`;
 * :mod:`.longrun`: start + poll of a long-running capability, as one row;
-* :mod:`.local`: threads on this machine; :mod:`.dask`: invocations on Dask workers;
+* :mod:`.local`: one row on this machine, run from a thread pool;
+* :mod:`.frame`: the batch as a DataFrame, and its images as one grid;
 * :mod:`.batch`: the :class:`Batch` that ties them together.
 """

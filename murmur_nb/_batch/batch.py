@@ -84,7 +84,7 @@ class Batch:
         self, host: ModuleHost, plan: Plan, inputs: Inputs, texts: list[str], *,
         journal: Journal, options: dict[str, Any], concurrency: int, retries: int,
         backoff: float, max_cost: float | None, estimated_cost: float | None,
-        client: Any = None, artifact_bytes: int = 8 << 20,
+        artifact_bytes: int = 8 << 20,
     ) -> None:  # fmt: skip
         self.host, self.plan, self.inputs = host, plan, inputs
         self.capability = plan.capability
@@ -95,7 +95,7 @@ class Batch:
         self.options = options
         self.concurrency, self.retries, self.backoff = concurrency, retries, backoff
         self.max_cost, self.estimated_cost = max_cost, estimated_cost
-        self.client, self.artifact_bytes = client, artifact_bytes
+        self.artifact_bytes = artifact_bytes
         self._state = [PENDING] * len(texts)
         self._attempts: dict[int, int] = {}
         self._journaled = bytearray(len(texts))
@@ -118,7 +118,7 @@ class Batch:
         concurrency: int | None = None, on_invalid: str = "raise", retries: int = 0,
         backoff: float = 0.5, approve: bool = False, max_cost: float | None = None,
         estimated_cost: float | None = None, journal: Any = _DEFAULT, progress: Any = "auto",
-        background: bool = False, client: Any = None, deadline_ms: int | None = None,
+        background: bool = False, deadline_ms: int | None = None,
         max_output_bytes: int | None = None, extra: dict[str, Any] | None = None,
         poll_every: float = 0.2, poll_timeout: float = 600.0, artifact_bytes: int = 8 << 20,
     ) -> Batch:  # fmt: skip
@@ -136,8 +136,7 @@ class Batch:
             options={"deadline_ms": deadline_ms, "max_output_bytes": max_output_bytes,
                      "extra": extra},
             concurrency=concurrency or usable_cores(), retries=retries, backoff=backoff,
-            max_cost=max_cost, estimated_cost=estimated_cost, client=client,
-            artifact_bytes=artifact_bytes,
+            max_cost=max_cost, estimated_cost=estimated_cost, artifact_bytes=artifact_bytes,
         )  # fmt: skip
         for i, why in invalid.items():
             batch._settle(i, not_run_record("invalid_input", why))
@@ -153,7 +152,8 @@ class Batch:
     def _resume(self) -> list[int]:
         """Mark the rows the journal already holds; the first of each other input is to run."""
         done = self.journal.done(self._jkey, self._keys)
-        todo, first = [], {}
+        todo: list[int] = []
+        first: dict[str, int] = {}
         for i, key in enumerate(self._keys):
             if self._state[i] != PENDING:
                 continue
@@ -199,10 +199,6 @@ class Batch:
             self._run(todo)
 
     def _runner(self) -> Any:
-        if self.client is not None:
-            from murmur_nb._batch.dask import DaskRunner  # noqa: PLC0415 - dask when asked
-
-            return DaskRunner(self)
         return LocalRunner(self)
 
     def _run(self, todo: list[int]) -> None:
@@ -443,8 +439,10 @@ def _checked(
     host: ModuleHost, plan: Plan, rows: Inputs, on_invalid: str
 ) -> tuple[list[str], dict[int, str]]:
     """Each row's canonical text; the invalid rows and why (or one refusal of them all)."""
-    texts, invalid = [], {}
+    texts: list[str] = []
+    invalid: dict[int, str] = {}
     for i, value in enumerate(rows.values):
+        problem: str | None
         try:
             text = canonical(value)
         except (TypeError, ValueError) as exc:

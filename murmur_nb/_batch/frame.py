@@ -96,7 +96,7 @@ def batch_frame(batch: Batch) -> Any:
             frame[column] = frame[column].convert_dtypes()
     for column, dtype in _DTYPES.items():
         if column in frame:
-            frame[column] = frame[column].astype(dtype)
+            frame[column] = frame[column].astype(dtype)  # type: ignore[call-overload]
     return frame
 
 
@@ -104,7 +104,7 @@ def batch_grid(batch: Batch, limit: int) -> Any:
     """The image artifacts of the first ``limit`` rows that have one, as one grid."""
     from murmur_nb import render  # noqa: PLC0415
 
-    images = []
+    images: list[Any] = []
     for i in range(len(batch)):
         if len(images) >= limit:
             break
