@@ -9,6 +9,7 @@ method), and it never imports ipywidgets (``murmur_nb.widgets.BatchView`` is the
 * :mod:`.record`: one finished row as JSON, and back to an :class:`~murmur_nb.Invocation`;
 * :mod:`.longrun`: start + poll of a long-running capability, as one row;
 * :mod:`.local`: one row on this machine, run from a thread pool;
+* :mod:`.payload`, :mod:`.cluster`: rows on Dask workers, each from a shipped, re-hashed snapshot;
 * :mod:`.frame`: the batch as a DataFrame, and its images as one grid;
 * :mod:`.batch`: the :class:`Batch` that ties them together.
 """

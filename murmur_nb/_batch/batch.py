@@ -69,6 +69,15 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _default_concurrency(client: Any) -> int:
+    """The usable cores here; on a cluster, twice its worker threads (so none waits)."""
+    if client is None:
+        return usable_cores()
+    from murmur_nb._batch.cluster import dask_slots  # noqa: PLC0415
+
+    return 2 * dask_slots(client)
+
+
 def _fmt(cost: float | None) -> str:
     return "unknown" if cost is None else f"{cost:g}"
 
@@ -109,6 +118,7 @@ class Batch:
         self._t0, self._run_here, self._status = time.monotonic(), 0, "running"
         self._thread: threading.Thread | None = None
         self.approval = ""
+        self.client: Any = None
 
     # -- building ----------------------------------------------------------------------
 
@@ -121,6 +131,7 @@ class Batch:
         background: bool = False, deadline_ms: int | None = None,
         max_output_bytes: int | None = None, extra: dict[str, Any] | None = None,
         poll_every: float = 0.2, poll_timeout: float = 600.0, artifact_bytes: int = 8 << 20,
+        client: Any = None,
     ) -> Batch:  # fmt: skip
         """Check, approve and run a batch; see :meth:`ModuleHost.map` for the parameters."""
         if on_invalid not in {"raise", "skip"}:
@@ -135,9 +146,11 @@ class Batch:
             host, plan, rows, texts, journal=Journal(path),
             options={"deadline_ms": deadline_ms, "max_output_bytes": max_output_bytes,
                      "extra": extra},
-            concurrency=concurrency or usable_cores(), retries=retries, backoff=backoff,
+            concurrency=concurrency or _default_concurrency(client),
+            retries=retries, backoff=backoff,
             max_cost=max_cost, estimated_cost=estimated_cost, artifact_bytes=artifact_bytes,
         )  # fmt: skip
+        batch.client = client
         for i, why in invalid.items():
             batch._settle(i, not_run_record("invalid_input", why))
         todo = batch._resume()
@@ -199,6 +212,10 @@ class Batch:
             self._run(todo)
 
     def _runner(self) -> Any:
+        if self.client is not None:
+            from murmur_nb._batch.cluster import DaskRunner  # noqa: PLC0415 - distributed lazily
+
+            return DaskRunner(self, self.client)
         return LocalRunner(self)
 
     def _run(self, todo: list[int]) -> None:
@@ -284,8 +301,11 @@ class Batch:
             return not self._running  # one probe at a time until a cost is known
         if self._cost + each * (len(self._running) + 1) > self.max_cost:
             if not self._running:
-                self._stop("max_cost", f"starting this row could pass max_cost={self.max_cost:g} "
-                           f"(spent {self._cost:g}, about {each:g} per row); not started")
+                self._stop(
+                    "max_cost",
+                    f"starting this row could pass max_cost={self.max_cost:g} "
+                    f"(spent {self._cost:g}, about {each:g} per row); not started",
+                )
             return False
         return True
 
@@ -297,8 +317,12 @@ class Batch:
         self._running.pop(row, None)
         record = runner.collect(fut)
         error = record.get("error") or {}
-        if (record["status"] == FAILED and error.get("retryable") and attempt <= self.retries
-                and not self._cancel.is_set()):
+        if (
+            record["status"] == FAILED
+            and error.get("retryable")
+            and attempt <= self.retries
+            and not self._cancel.is_set()
+        ):
             wait = min(_MAX_BACKOFF, self.backoff * 2 ** (attempt - 1))
             heapq.heappush(self._delayed, (time.monotonic() + wait, row, attempt + 1))
             self._state[row] = PENDING

@@ -111,8 +111,11 @@ def batch_grid(batch: Batch, limit: int) -> Any:
         record = batch.record(i)
         if record and any(a.get("file") for a in record.get("artifacts") or []):
             inv = batch[i]
-            images.extend(a.model_copy(update={"presentation": "image_grid"})
-                          for a in inv.artifacts if a.media_type.startswith("image/"))
+            images.extend(
+                a.model_copy(update={"presentation": "image_grid"})
+                for a in inv.artifacts
+                if a.media_type.startswith("image/")
+            )
     first = batch[0] if len(batch) and batch.record(0) else None
     request = first.request if first is not None else None
     grid = Invocation(module=batch.plan.module, capability=batch.capability,
@@ -124,7 +127,8 @@ def batch_grid(batch: Batch, limit: int) -> Any:
         from murmur_nb.protocol import Root  # noqa: PLC0415
 
         grid.request = grid.request.model_copy(
-            update={"roots": {"staged": Root(path=str(batch.host.store.root), mode="ro")}})
+            update={"roots": {"staged": Root(path=str(batch.host.store.root), mode="ro")}}
+        )
     return render(grid)
 
 

@@ -526,7 +526,8 @@ class ModuleHost(KnowledgeMethods):
         pandas DataFrame (each row an input, missing values left out). The options
         (``concurrency``, ``on_invalid``, ``retries``, ``backoff``, ``approve``,
         ``max_cost``, ``estimated_cost``, ``journal``, ``progress``, ``background``,
-        ``deadline_ms``, ``poll_every``, ``poll_timeout``, ``artifact_bytes``)
+        ``deadline_ms``, ``poll_every``, ``poll_timeout``, ``artifact_bytes``, ``client``:
+        a ``dask.distributed.Client`` runs the rows on its workers)
         are described in :mod:`murmur_nb._batch` and the README's "Running over a dataset".
         """
         from murmur_nb._batch.batch import Batch  # noqa: PLC0415 - _batch sits above the host
