@@ -70,12 +70,12 @@ def usable_cores() -> int:
 
 
 def _default_concurrency(client: Any) -> int:
-    """The usable cores here; on a cluster, twice its worker threads (so none waits)."""
+    """The usable cores here; on a cluster, two tasks of rows per worker thread."""
     if client is None:
         return usable_cores()
-    from murmur_nb._batch.cluster import dask_slots  # noqa: PLC0415
+    from murmur_nb._batch.cluster import CHUNK, dask_slots  # noqa: PLC0415
 
-    return 2 * dask_slots(client)
+    return 2 * CHUNK * dask_slots(client)
 
 
 def _fmt(cost: float | None) -> str:
@@ -242,6 +242,7 @@ class Batch:
         self._runner_ref = runner
         while True:
             self._launch(runner)
+            runner.flush()
             if not self._running and (self._stop_reason or not (self._pending or self._delayed)):
                 break
             try:
@@ -503,6 +504,9 @@ class LocalRunner:
     def collect(self, fut: Any) -> dict[str, Any]:
         record: dict[str, Any] = fut.result()
         return record
+
+    def flush(self) -> None:
+        """Rows go to the pool as they are submitted."""
 
     def cancel_running(self) -> None:
         """The batch's cancel event reaches every running ``invoke``."""

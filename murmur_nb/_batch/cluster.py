@@ -9,17 +9,19 @@ Design notes
   :class:`~murmur_nb.ModuleHost` of that home snapshot and describe it, and compares the
   module digest with the one shipped: a mismatch refuses every row (``digest_mismatch``,
   not run). A worker never reads a live module folder.
-* **Each row is one task** running exactly :func:`murmur_nb._batch.local.run_row` there,
-  so a row on a worker is the same ``invoke`` as at home (verified, audited in the worker's
-  host), and retries, ``max_cost`` and cancel stay with the kernel's coordinator.
+* **Each row runs exactly :func:`murmur_nb._batch.local.run_row` there**, so a row on a
+  worker is the same ``invoke`` as at home (verified, audited in the worker's host), and
+  retries, ``max_cost`` and cancel stay with the kernel's coordinator. The rows the
+  coordinator starts together go as tasks of up to :data:`CHUNK` rows: a Dask task costs
+  a few scheduler round trips, which on a small machine cost as much CPU as a row itself.
 * **Artifacts come back as bytes** up to ``artifact_bytes`` (default 8 MiB) each; the kernel
   checks size and SHA-256 and stages them into its own content-addressed store, so the row
   renders as a local one. A larger artifact stays in the worker's store; its record has a
   ``location`` (``{"worker": address, "file": path}``) instead of a ``file``.
 * **The journal stays in the kernel.** A worker that dies costs only the rows it was
-  running: Dask reschedules them, and a row whose task still fails because its worker was
-  lost is submitted again (up to :data:`LOST_WORKER_RETRIES` times) before it becomes a
-  ``worker_lost`` row.
+  running (its task's rows): Dask reschedules them, and a task that still fails because
+  its worker was lost is submitted again (up to :data:`LOST_WORKER_RETRIES` times) before
+  its rows become ``worker_lost`` rows.
 * **Cancel** cancels the rows still queued; rows already running on a worker finish and
   are kept (a worker's process tree is not reachable from the kernel).
 """
@@ -43,8 +45,20 @@ if TYPE_CHECKING:
     from murmur_nb._modules.host import ModuleHost
     from murmur_nb._modules.policy import Policy
 
-__all__ = ["LOST_WORKER_RETRIES", "DaskRunner", "dask_slots", "run_on_worker", "worker_host"]
+__all__ = [
+    "CHUNK",
+    "LOST_WORKER_RETRIES",
+    "DaskRunner",
+    "dask_slots",
+    "run_chunk_on_worker",
+    "run_on_worker",
+    "worker_host",
+]
 
+#: rows per Dask task: a task costs a few scheduler round trips, a row one sandboxed run
+CHUNK = 8
+#: a row on its way: the coordinator's future, the input, the attempt
+_Row = tuple[Future[Any], Any, int]
 #: how often a row whose worker died is submitted again before it is a ``worker_lost`` row
 LOST_WORKER_RETRIES = 3
 
@@ -97,13 +111,21 @@ def run_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positional
     payload: Payload, policy: Policy, value: Any, attempt: int, options: dict[str, Any],
     poll: tuple[float, float], bound: int,
 ) -> tuple[dict[str, Any], list[bytes | None]]:  # fmt: skip
-    """One row on a worker: its record and its artifacts' bytes (a Dask task)."""
+    """One row on a worker: its record and its artifacts' bytes."""
     try:
         host, plan = worker_host(payload, policy, *poll)
     except DigestRefused as exc:
         return not_run_record(DigestRefused.code, str(exc)), []
     record = run_row(host, plan, value, attempt, cancel=threading.Event(), options=options)
     return record, _shipped_artifacts(host, record, bound)
+
+
+def run_chunk_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
+    payload: Payload, policy: Policy, rows: list[tuple[Any, int]], options: dict[str, Any],
+    poll: tuple[float, float], bound: int,
+) -> list[tuple[dict[str, Any], list[bytes | None]]]:  # fmt: skip
+    """A few rows on a worker, one after the other (a Dask task)."""
+    return [run_on_worker(payload, policy, v, a, options, poll, bound) for v, a in rows]
 
 
 # -- in the kernel -------------------------------------------------------------------------
@@ -121,55 +143,66 @@ def _lost(exc: BaseException) -> bool:
 
 
 class DaskRunner:
-    """Rows as Dask tasks; the kernel's coordinator sees plain ``concurrent.futures`` futures."""
+    """Rows as Dask tasks of up to ``chunk`` rows; the kernel's coordinator sees one plain
+    ``concurrent.futures`` future per row."""
 
-    def __init__(self, batch: Batch, client: Any) -> None:
-        self.batch, self.client = batch, client
+    def __init__(self, batch: Batch, client: Any, chunk: int = CHUNK) -> None:
+        self.batch, self.client, self.chunk = batch, client, chunk
         plan = batch.plan
         self.payload = client.scatter(payload_of(plan, batch.host.policy), broadcast=True)
         self.poll = (plan.poll.every, plan.poll.timeout) if plan.poll else (0.2, 600.0)
         self._live: dict[int, Any] = {}
+        self._buffer: list[_Row] = []
         self._lock = threading.Lock()
         self._count = 0
 
     def submit(self, value: Any, attempt: int) -> Future[dict[str, Any]]:
         out: Future[dict[str, Any]] = Future()
-        self._send(out, value, attempt, 0)
+        self._buffer.append((out, value, attempt))
+        if len(self._buffer) >= self.chunk:
+            self.flush()
         return out
 
-    def _send(self, out: Future[dict[str, Any]], value: Any, attempt: int, lost: int) -> None:
+    def flush(self) -> None:
+        """Send the rows submitted since the last task (the coordinator calls this after
+        each round of starts)."""
+        while self._buffer:
+            rows, self._buffer = self._buffer[: self.chunk], self._buffer[self.chunk :]
+            self._send(rows, 0)
+
+    def _send(self, rows: list[_Row], lost: int) -> None:
         b = self.batch
         with self._lock:
             self._count += 1
             n = self._count
         fut = self.client.submit(
-            run_on_worker, self.payload, b.host.policy, value, attempt, b.options, self.poll,
-            b.artifact_bytes, pure=False, key=f"murmur-row-{n}-{os.getpid()}-{id(self)}",
+            run_chunk_on_worker, self.payload, b.host.policy, [(v, a) for _, v, a in rows],
+            b.options, self.poll, b.artifact_bytes, pure=False,
+            key=f"murmur-rows-{n}-{os.getpid()}-{id(self)}",
         )  # fmt: skip
         with self._lock:
             self._live[n] = fut
-        fut.add_done_callback(lambda f: self._done(f, n, out, (value, attempt, lost)))
+        fut.add_done_callback(lambda f: self._done(f, n, rows, lost))
 
-    def _done(
-        self, fut: Any, n: int, out: Future[dict[str, Any]], row: tuple[Any, int, int]
-    ) -> None:
-        value, attempt, lost = row
+    def _done(self, fut: Any, n: int, rows: list[_Row], lost: int) -> None:
         with self._lock:
             self._live.pop(n, None)
         if fut.status == "cancelled":
-            out.set_result(not_run_record("cancelled", "the batch was cancelled before this "
-                                          "row ran on a worker"))  # fmt: skip
+            why = "the batch was cancelled before this row ran on a worker"
+            for out, _, _ in rows:
+                out.set_result(not_run_record("cancelled", why))
             return
         if fut.status == "error":
             exc = fut.exception()
             if _lost(exc) and lost < LOST_WORKER_RETRIES and not self.batch._cancel.is_set():
-                self._send(out, value, attempt, lost + 1)
+                self._send(rows, lost + 1)
                 return
-            out.set_result(not_run_record(
-                "worker_lost" if _lost(exc) else "host_error",
-                f"{type(exc).__name__}: {exc}"))  # fmt: skip
+            code = "worker_lost" if _lost(exc) else "host_error"
+            for out, _, _ in rows:
+                out.set_result(not_run_record(code, f"{type(exc).__name__}: {exc}"))
             return
-        out.set_result(fut.result())
+        for (out, _, _), result in zip(rows, fut.result(), strict=True):
+            out.set_result(result)
 
     def collect(self, fut: Future[dict[str, Any]]) -> dict[str, Any]:
         result = fut.result()
