@@ -60,6 +60,8 @@ from murmur_nb._knowledge.knowledge import (
     LeftOut,
     SkillSelection,
 )
+from murmur_nb._modules.batch.batch import Batch
+from murmur_nb._modules.batch.progress import BatchProgress
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import Policy
@@ -91,6 +93,8 @@ __all__ = [
     "ApprovalRequired",
     "ArtifactRejected",
     "ArtifactStore",
+    "Batch",
+    "BatchProgress",
     "CapabilityLine",
     "CheckReport",
     "CheckResult",

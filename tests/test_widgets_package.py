@@ -20,6 +20,7 @@ def test_all_is_sorted_and_names_every_public_widget() -> None:
         public
         == set(widgets.__all__)
         == {
+            "BatchView",
             "CapabilityForm",
             "ConversationExplorer",
             "HookConsole",

@@ -86,6 +86,8 @@ from murmur_nb.protocol import Capability, Descriptor, Request
 if TYPE_CHECKING:
     import pandas as pd
 
+    from murmur_nb._modules.batch.batch import Batch
+
 __all__ = ["Invocation", "ModuleHost", "ModuleInfo"]
 
 
@@ -526,6 +528,25 @@ class ModuleHost(KnowledgeMethods):
         if not found:
             return []
         return [f"result does not match result_schema {cap.result_schema!r}: {found[0].message}"]
+
+    # -- batches -----------------------------------------------------------------------
+
+    def map(self, capability: str, inputs: Any, **options: Any) -> Batch:
+        """Run ``capability`` over every input; one :class:`~murmur_nb.Batch` of rows.
+
+        Named after ``Executor.map``, ``client.map`` and ``Series.map``: one callable over
+        an iterable, outcomes in input order. Each row is one :meth:`invoke`; an error is a
+        row, never an exception. ``inputs`` is a list or iterable of input dicts, or a
+        pandas DataFrame (each row an input, missing values left out). The options
+        (``concurrency``, ``on_invalid``, ``retries``, ``backoff``, ``approve``,
+        ``max_cost``, ``estimated_cost``, ``journal``, ``progress``, ``background``,
+        ``deadline_ms``, ``poll_every``, ``poll_timeout``, ``artifact_bytes``, ``client``:
+        a ``dask.distributed.Client`` runs the rows on its workers)
+        are described in :mod:`murmur_nb._modules.batch` and the README's "Running over a dataset".
+        """
+        from murmur_nb._modules.batch.batch import Batch  # noqa: PLC0415 - _batch sits above the host
+
+        return Batch.start(self, capability, inputs, **options)
 
     # -- audit -------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ Examples
 >>> store = mnb.ConversationStore(demo.murmur_home)                # doctest: +SKIP
 >>> hooks = mnb.HookHost.from_config(demo.murmur_yaml, conversations=store)  # doctest: +SKIP
 >>> HookConsole(hooks, store)                                      # doctest: +SKIP
+>>> BatchView(host.map("docs.report", [{}] * 3, background=True))  # doctest: +SKIP
 >>> ConversationExplorer(store, demo.context_id)                   # doctest: +SKIP
 
 Driving a widget from code (tests, scripts, a notebook cell that should run unattended)
@@ -34,6 +35,7 @@ mimebundle also carries a static ``text/html`` of its content, shown where no wi
 manager runs (nbconvert, GitHub, nbviewer, the headless report).
 """
 
+from murmur_nb.widgets._batch_view import BatchView
 from murmur_nb.widgets._capability_form import CapabilityForm
 from murmur_nb.widgets._conversation_explorer import ConversationExplorer
 from murmur_nb.widgets._hook_console import HookConsole
@@ -42,6 +44,7 @@ from murmur_nb.widgets._live_run import LiveRun
 from murmur_nb.widgets._module_browser import ModuleBrowser
 
 __all__ = [
+    "BatchView",
     "CapabilityForm",
     "ConversationExplorer",
     "HookConsole",

@@ -1,0 +1,158 @@
+"""Throughput, cluster ratio, resume cost and kernel memory of ``ModuleHost.map``.
+
+Run: ``python benchmarks/bench_batch.py [--rows N] [--rss-rows M]``
+
+Every row is a real sandboxed ``invoke`` of a trivial ``/bin/sh`` module (the same kind of
+module as ``bench_invoke.py``), with the host's default policy.
+
+1. *Batch speedup.* ``--rows`` (1,000) invocations as a sequential loop of ``invoke`` and as
+   one ``map`` (default concurrency: the usable cores), measured back to back.
+   Speedup = loop time / map time. Goal: >= 1.7 on 2 cores.
+2. *Dask ratio.* The same rows by ``map(..., client=)`` on a ``LocalCluster`` of 2 worker
+   processes (1 thread each), against local ``map``. Ratio = local time / cluster time
+   (cluster start-up excluded, the first shipment of the module included). Goal: >= 0.7.
+3. *Resume.* The finished ``--rows`` batch (journaled) run again: every row is skipped.
+   Goal: < 1 s.
+4. *Kernel RSS.* The growth of this process's resident memory (sampled every 50 ms, peak
+   minus the value before) over a batch of ``--rss-rows`` (100,000) rows. Goal: < 200 MiB.
+
+The last line is ``batch_speedup=<x> dask_ratio=<y> resume_s=<z> rss_mb=<w>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import murmur_nb as mnb
+
+_EXECUTION = (
+    '{"local":true,"network":false,"external_writes":false,"provider":"",'
+    '"estimated_cost":0,"actual_cost":0,"artifacts":[]}'
+)
+
+
+def _descriptor() -> str:
+    cap = (
+        '{"id":"benchsh.run","title":"Run","summary":"s","request_schema":"in",'
+        '"result_schema":"out","artifact_schemas":[],"effects":{"local":true,"network":false,'
+        '"external_writes":false,"provider":"","cost_known":true},"skills":[],'
+        '"long_running":false}'
+    )
+    return (
+        '{"module":"benchsh","name":"Bench","version":"1","protocol_versions":["modproto.v1"],'
+        f'"capabilities":[{cap}],'
+        '"request_schemas":{"in":{"type":"object","properties":{"count":{"type":"integer"}}}},'
+        '"result_schemas":{"out":{}},"artifact_schemas":{},"agent_overlays":[],"skills":[],'
+        '"permissions":{"filesystem_read":[],"filesystem_write":[],"network":[],'
+        '"credentials":[],"paid_providers":[],"publish":false,"subprocess":[]},'
+        '"requirements":[]}'
+    )
+
+
+def _envelope(operation: str, result: str) -> str:
+    rid = "" if operation == "describe" else "%s"
+    return (
+        f'{{"protocol":"modproto.v1","module":"benchsh","operation":"{operation}",'
+        f'"request_id":"{rid}","ok":true,"result":{result},"warnings":[],'
+        f'"execution":{_EXECUTION}}}'
+    )
+
+
+def install(home: Path) -> None:
+    folder = home / "modules" / "benchsh"
+    folder.mkdir(parents=True)
+    describe, invoke = _envelope("describe", _descriptor()), _envelope("invoke", '{"n":1}')
+    (folder / "module").write_text(
+        "#!/bin/sh\n"
+        f"if [ \"$1\" = describe ]; then printf '%s' '{describe}'; exit 0; fi\n"
+        "IFS= read -r line\n"
+        'rid=${line#*\\"request_id\\":\\"}\n'
+        'rid=${rid%%\\"*}\n'
+        f"printf '{invoke}' \"$rid\"\n"
+    )
+    (folder / "module").chmod(0o755)
+
+
+def _timed(fn: object) -> float:
+    t = time.perf_counter()
+    fn()  # type: ignore[operator]
+    return time.perf_counter() - t
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def bench_rss(host: mnb.ModuleHost, rows: int, journal: Path) -> float:
+    """Peak RSS growth (MiB) of this process over a ``rows``-row batch."""
+    base = _rss_kib()
+    peak = base
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.wait(0.05):
+            peak = max(peak, _rss_kib())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    batch = host.map("benchsh.run", ({"count": i} for i in range(rows)), progress=False,
+                     journal=journal)  # fmt: skip
+    stop.set()
+    sampler.join()
+    peak = max(peak, _rss_kib())
+    assert batch.progress.ok == rows, batch.progress.line()
+    return (peak - base) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--rss-rows", type=int, default=100_000)
+    args = parser.parse_args()
+    from distributed import Client, LocalCluster
+
+    load = os.getloadavg()
+    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"cores: {len(os.sched_getaffinity(0))}")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp, mnb.ModuleHost(home=Path(tmp, "home")) as host:
+        install(host.home)
+        inputs = [{"count": i} for i in range(args.rows)]
+        host.invoke("benchsh.run", {"count": -1})  # describe and snapshot once
+        seq = _timed(lambda: [host.invoke("benchsh.run", x) for x in inputs])
+        journal = Path(tmp, "journal.sqlite")
+        local = _timed(lambda: host.map("benchsh.run", inputs, progress=False, journal=journal))
+        print(f"{args.rows} rows: invoke loop {seq:.2f} s, map {local:.2f} s "
+              f"({args.rows / local:.0f} rows/s)")  # fmt: skip
+        resume = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
+                                         journal=journal))  # fmt: skip
+        print(f"resume of the finished {args.rows}-row batch: {resume:.3f} s")
+        cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                               dashboard_address=":0")  # fmt: skip
+        with Client(cluster) as client:
+            remote = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
+                                             journal=None, client=client))  # fmt: skip
+            local2 = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
+                                             journal=None))  # fmt: skip
+        cluster.close()
+        print(f"{args.rows} rows: LocalCluster(2 workers) map {remote:.2f} s, local map "
+              f"{local2:.2f} s")  # fmt: skip
+        rss = bench_rss(host, args.rss_rows, Path(tmp, "rss.sqlite"))
+        print(f"kernel RSS growth over {args.rss_rows} rows: {rss:.1f} MiB")
+    load = os.getloadavg()
+    print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"batch_speedup={seq / local:.2f} dask_ratio={local2 / remote:.2f} "
+          f"resume_s={resume:.3f} rss_mb={rss:.1f}", file=sys.stdout)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

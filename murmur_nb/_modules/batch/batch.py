@@ -1,0 +1,540 @@
+"""The :class:`Batch`: one capability over many inputs, errors as rows, resumable.
+
+Design notes
+------------
+* **Named ``map``** after the habit every Python user already has for "one callable over an
+  iterable, results in input order": ``Executor.map`` (concurrent.futures), ``client.map``
+  (dask.distributed), ``Series.map`` (pandas). Unlike ``Executor.map`` it never raises for a
+  row: a failure is a row with its code, as in pandas, and the call returns when all rows
+  are settled (or ``background=True`` returns at once).
+* **Nothing runs before every input is checked** with ``invoke``'s own rules. The default,
+  ``on_invalid="raise"``, refuses the whole batch with one :class:`~murmur_nb.InvalidInput`
+  listing every bad row: a careful user learns about all of them before paying for any
+  row; ``on_invalid="skip"`` runs the others and keeps the bad ones as ``invalid_input``
+  rows.
+* **One approval for the batch.** When the capability needs approval the batch asks once,
+  before anything runs, naming the number of calls times the estimated cost (``unknown``
+  unless ``estimated_cost=`` says), and ``approve=True`` covers every row (each row's
+  ``invoke`` carries it). A module that changes mid-batch is not run under it
+  (``module_changed``).
+* **max_cost** stops *starting* rows once the known actual costs plus the estimate of every
+  row in flight (and the next one) would pass it; the estimate is ``estimated_cost=``, else
+  the largest cost a finished row reported. While no cost is known one row runs at a time,
+  and a row whose cost stays unknown stops the batch (``cost_unknown``): an unknown is never
+  taken for free.
+* **The coordinator is the calling thread**: it starts rows, gathers completions and writes
+  the journal; rows run on a thread pool (or Dask workers). Ctrl-C there (or
+  :meth:`cancel`) stops starting rows, cancels the running ones as ``invoke`` does (their
+  process trees are killed), keeps every finished row, then re-raises.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._exceptions import ApprovalRequired, InvalidInput
+from murmur_nb._modules.invocation import Invocation
+
+if TYPE_CHECKING:
+    from murmur_nb._modules.host import ModuleHost
+from murmur_nb._modules.batch.inputs import Inputs, canonical, input_key, read_inputs
+from murmur_nb._modules.batch.journal import Journal
+from murmur_nb._modules.batch.local import run_row
+from murmur_nb._modules.batch.plan import Plan, input_problem, plan_for
+from murmur_nb._modules.batch.progress import BatchProgress
+from murmur_nb._modules.batch.record import invocation_of, not_run_record
+
+__all__ = ["Batch"]
+
+_DEFAULT = object()
+_MAX_BACKOFF = 30.0
+#: row states; ok and failed are finished (and journaled)
+PENDING, RUNNING, OK, FAILED, NOT_RUN = "pending", "running", "ok", "failed", "not_run"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _default_concurrency(client: Any) -> int:
+    """The usable cores here; on a cluster, two tasks of rows per worker thread."""
+    if client is None:
+        return usable_cores()
+    from murmur_nb._modules.batch.cluster import CHUNK, dask_slots  # noqa: PLC0415
+
+    return 2 * CHUNK * dask_slots(client)
+
+
+def _fmt(cost: float | None) -> str:
+    return "unknown" if cost is None else f"{cost:g}"
+
+
+class Batch:
+    """The rows of one ``ModuleHost.map`` call: their state, and their outcomes on demand.
+
+    Outcomes live in the journal, not in memory; ``batch[i]`` and :meth:`to_pandas` read
+    them back. Build one with :meth:`ModuleHost.map <murmur_nb.ModuleHost.map>`.
+    """
+
+    def __init__(
+        self, host: ModuleHost, plan: Plan, inputs: Inputs, texts: list[str], *,
+        journal: Journal, options: dict[str, Any], concurrency: int, retries: int,
+        backoff: float, max_cost: float | None, estimated_cost: float | None,
+        artifact_bytes: int = 8 << 20,
+    ) -> None:  # fmt: skip
+        self.host, self.plan, self.inputs = host, plan, inputs
+        self.capability = plan.capability
+        self._texts = texts
+        self._keys = [input_key(t) for t in texts]
+        self._jkey = (plan.capability, plan.module_digest)
+        self.journal = journal
+        self.options = options
+        self.concurrency, self.retries, self.backoff = concurrency, retries, backoff
+        self.max_cost, self.estimated_cost = max_cost, estimated_cost
+        self.artifact_bytes = artifact_bytes
+        self._state = [PENDING] * len(texts)
+        self._attempts: dict[int, int] = {}
+        self._journaled = bytearray(len(texts))
+        self._unrun: dict[int, dict[str, Any]] = {}
+        self._twins: dict[int, list[int]] = {}
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
+        self._stop_reason: tuple[str, str] | None = None
+        self._listeners: list[Callable[[BatchProgress], None]] = []
+        self._cost, self._cost_unknown, self._largest_cost = 0.0, 0, estimated_cost
+        self._t0, self._run_here, self._status = time.monotonic(), 0, "running"
+        self._thread: threading.Thread | None = None
+        self.approval = ""
+        self.client: Any = None
+
+    # -- building ----------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls, host: ModuleHost, capability: str, inputs: Any, *,
+        concurrency: int | None = None, on_invalid: str = "raise", retries: int = 0,
+        backoff: float = 0.5, approve: bool = False, max_cost: float | None = None,
+        estimated_cost: float | None = None, journal: Any = _DEFAULT, progress: Any = "auto",
+        background: bool = False, deadline_ms: int | None = None,
+        max_output_bytes: int | None = None, extra: dict[str, Any] | None = None,
+        poll_every: float = 0.2, poll_timeout: float = 600.0, artifact_bytes: int = 8 << 20,
+        client: Any = None,
+    ) -> Batch:  # fmt: skip
+        """Check, approve and run a batch; see :meth:`ModuleHost.map` for the parameters."""
+        if on_invalid not in {"raise", "skip"}:
+            raise ValueError(f"on_invalid must be 'raise' or 'skip', not {on_invalid!r}")
+        if concurrency is not None and concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        plan = plan_for(host, capability, poll_every=poll_every, poll_timeout=poll_timeout)
+        rows = read_inputs(inputs)
+        texts, invalid = _checked(host, plan, rows, on_invalid)
+        path = host.home / "batches" / "journal.sqlite" if journal is _DEFAULT else journal
+        batch = cls(
+            host, plan, rows, texts, journal=Journal(path),
+            options={"deadline_ms": deadline_ms, "max_output_bytes": max_output_bytes,
+                     "extra": extra},
+            concurrency=concurrency or _default_concurrency(client),
+            retries=retries, backoff=backoff,
+            max_cost=max_cost, estimated_cost=estimated_cost, artifact_bytes=artifact_bytes,
+        )  # fmt: skip
+        batch.client = client
+        for i, why in invalid.items():
+            batch._settle(i, not_run_record("invalid_input", why))
+        todo = batch._resume()
+        batch._approve(approve, len(todo))
+        if progress == "auto":
+            progress = _outside_notebook()
+        if progress:
+            batch._listeners.append(_tqdm_listener(len(rows.values)))
+        batch._begin(todo, background)
+        return batch
+
+    def _resume(self) -> list[int]:
+        """Mark the rows the journal already holds; the first of each other input is to run."""
+        done = self.journal.done(self._jkey, self._keys)
+        todo: list[int] = []
+        first: dict[str, int] = {}
+        for i, key in enumerate(self._keys):
+            if self._state[i] != PENDING:
+                continue
+            if key in done:
+                self._state[i] = done[key]
+                self._journaled[i] = 1
+            elif key in first:
+                self._twins.setdefault(first[key], []).append(i)
+            else:
+                first[key] = i
+                todo.append(i)
+        return todo
+
+    def _approve(self, approve: bool, n: int) -> None:
+        reasons = self.host.approval_reasons(self.capability)
+        each = self.estimated_cost
+        total = None if each is None else each * n
+        cost = f"{n} x {_fmt(each)} = {_fmt(total)}"
+        if reasons and not approve and n:
+            raise ApprovalRequired(
+                f"{self.capability} needs operator approval for this batch of {n} "
+                f"invocation(s), estimated cost {cost}, and nothing was run: "
+                + "; ".join(reasons)
+                + ". Approve the whole batch with map(..., approve=True), or host.approve(...)",
+                reasons=reasons,
+            )
+        self.options["approve"] = bool(reasons) and approve
+        label = "approved (this batch)" if self.options["approve"] else "not required"
+        if reasons and not approve:
+            label = "standing approval"
+        self.approval = f"{label}; {cost}"
+
+    # -- running -----------------------------------------------------------------------
+
+    def _begin(self, todo: list[int], background: bool) -> None:
+        self._t0, self._status = time.monotonic(), "running"
+        self._cancel.clear()
+        self._stop_reason = None
+        if background:
+            self._thread = threading.Thread(target=self._run, args=(todo,), daemon=True)
+            self._thread.start()
+        else:
+            self._run(todo)
+
+    def _runner(self) -> Any:
+        if self.client is not None:
+            from murmur_nb._modules.batch.cluster import DaskRunner  # noqa: PLC0415 - distributed lazily
+
+            return DaskRunner(self, self.client)
+        return LocalRunner(self)
+
+    def _run(self, todo: list[int]) -> None:
+        runner = self._runner()
+        try:
+            self._drive(runner, todo)
+        except KeyboardInterrupt:
+            self._stop("cancelled", "interrupted (Ctrl-C) before this row started")
+            self._cancel.set()
+            self._status = "interrupted"
+            self._drain(runner)
+            raise
+        finally:
+            runner.close()
+            if self._status == "running":
+                self._status = "cancelled" if self._cancel.is_set() else "finished"
+            self._notify(force=True)
+
+    def _drive(self, runner: Any, todo: list[int]) -> None:
+        self._pending = list(reversed(todo))
+        self._delayed: list[tuple[float, int, int]] = []
+        self._running: dict[int, int] = {}
+        self._done: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
+        self._runner_ref = runner
+        while True:
+            self._launch(runner)
+            runner.flush()
+            if not self._running and (self._stop_reason or not (self._pending or self._delayed)):
+                break
+            try:
+                row, attempt, fut = self._done.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            self._finished(runner, row, attempt, fut)
+        self._leave_unstarted()
+
+    def _drain(self, runner: Any) -> None:
+        """After Ctrl-C: let the running rows end (they are being cancelled), keep them."""
+        runner.cancel_running()
+        while self._running:
+            try:
+                row, attempt, fut = self._done.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            self._finished(runner, row, attempt, fut)
+        self._leave_unstarted()
+
+    def _leave_unstarted(self) -> None:
+        code, why = self._stop_reason or ("cancelled", "not started")
+        rows = list(self._pending) + [r for _, r, _ in self._delayed]
+        self._pending, self._delayed = [], []
+        for row in rows:
+            self._settle(row, not_run_record(code, why))
+
+    def _launch(self, runner: Any) -> None:
+        if self._cancel.is_set():
+            self._stop("cancelled", "the batch was cancelled before this row started")
+        while not self._stop_reason and len(self._running) < self.concurrency:
+            retry = bool(self._delayed and self._delayed[0][0] <= time.monotonic())
+            if not (retry or self._pending) or not self._cost_allows():
+                return
+            if retry:
+                _, row, attempt = heapq.heappop(self._delayed)
+            else:
+                row, attempt = self._pending.pop(), 1
+            self._start_row(runner, row, attempt)
+
+    def _start_row(self, runner: Any, row: int, attempt: int) -> None:
+        self._running[row] = attempt
+        self._state[row] = RUNNING
+        value = json.loads(self._texts[row])
+        fut = runner.submit(value, attempt)
+        fut.add_done_callback(lambda f, r=row, a=attempt: self._done.put((r, a, f)))
+
+    def _cost_allows(self) -> bool:
+        if self.max_cost is None:
+            return True
+        each = self._largest_cost
+        if self._cost_unknown:
+            self._stop("cost_unknown", "a finished row's cost is unknown, so max_cost cannot "
+                       "be kept; this row was not started")  # fmt: skip
+            return False
+        if each is None:
+            return not self._running  # one probe at a time until a cost is known
+        if self._cost + each * (len(self._running) + 1) > self.max_cost:
+            if not self._running:
+                self._stop(
+                    "max_cost",
+                    f"starting this row could pass max_cost={self.max_cost:g} "
+                    f"(spent {self._cost:g}, about {each:g} per row); not started",
+                )
+            return False
+        return True
+
+    def _stop(self, code: str, why: str) -> None:
+        if self._stop_reason is None:
+            self._stop_reason = (code, why)
+
+    def _finished(self, runner: Any, row: int, attempt: int, fut: Any) -> None:
+        self._running.pop(row, None)
+        record = runner.collect(fut)
+        error = record.get("error") or {}
+        if (
+            record["status"] == FAILED
+            and error.get("retryable")
+            and attempt <= self.retries
+            and not self._cancel.is_set()
+        ):
+            wait = min(_MAX_BACKOFF, self.backoff * 2 ** (attempt - 1))
+            heapq.heappush(self._delayed, (time.monotonic() + wait, row, attempt + 1))
+            self._state[row] = PENDING
+            return
+        self._run_here += 1
+        self._settle(row, record)
+
+    def _settle(self, row: int, record: dict[str, Any]) -> None:
+        status = record["status"]
+        if status in (OK, FAILED):
+            self.journal.write(self._jkey, self._keys[row], status, json.dumps(record))
+            self._count_cost(record)
+        for i in [row, *self._twins.get(row, [])]:
+            self._state[i] = status
+            if status == NOT_RUN:
+                self._unrun[i] = record
+        self._notify()
+
+    def _count_cost(self, record: dict[str, Any]) -> None:
+        execution = record.get("execution") or {}
+        actual, estimate = execution.get("actual_cost"), execution.get("estimated_cost")
+        if actual is None:
+            self._cost_unknown += 1
+        else:
+            self._cost += float(actual)
+        seen = [float(c) for c in (actual, estimate) if c is not None]
+        if seen and self.estimated_cost is None:
+            self._largest_cost = max([*seen, self._largest_cost or 0.0])
+
+    # -- control -----------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop starting rows and cancel the running ones; finished rows are kept."""
+        self._cancel.set()
+        runner = getattr(self, "_runner_ref", None)
+        if runner is not None:
+            runner.cancel_running()
+
+    def wait(self, timeout: float | None = None) -> Batch:
+        """Wait for a background batch to settle; return it."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self
+
+    def retry_failed(self, *, background: bool = False) -> Batch:
+        """Run again only the rows that failed (their journal entries are replaced)."""
+        todo = [i for i, s in enumerate(self._state) if s == FAILED and i not in
+                {t for ts in self._twins.values() for t in ts}]  # fmt: skip
+        for i in todo:
+            self._journaled[i] = 0
+        self._begin(todo, background)
+        return self
+
+    def on_change(self, listener: Callable[[BatchProgress], None]) -> None:
+        """Call ``listener(progress)`` as rows settle (from the coordinating thread)."""
+        self._listeners.append(listener)
+
+    def _notify(self, *, force: bool = False) -> None:
+        if not self._listeners:
+            return
+        snap = self.progress
+        for listener in list(self._listeners):
+            listener(snap)
+
+    @property
+    def progress(self) -> BatchProgress:
+        """The batch's counts, cost and timing right now."""
+        counts = dict.fromkeys((PENDING, RUNNING, OK, FAILED, NOT_RUN), 0)
+        for s in self._state:
+            counts[s] += 1
+        return BatchProgress(
+            total=len(self._state), ok=counts[OK], failed=counts[FAILED],
+            running=counts[RUNNING], not_run=counts[NOT_RUN],
+            from_journal=sum(self._journaled), cost=self._cost,
+            cost_unknown=self._cost_unknown, elapsed_s=time.monotonic() - self._t0,
+            state=self._status, run_here=self._run_here,
+        )  # fmt: skip
+
+    @property
+    def done(self) -> bool:
+        return self._status != "running"
+
+    # -- reading -----------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._state)
+
+    def status(self, i: int) -> str:
+        """``pending``, ``running``, ``ok``, ``failed`` or ``not_run``."""
+        return self._state[i]
+
+    def record(self, i: int) -> dict[str, Any] | None:
+        """Row ``i``'s record (plain JSON), or ``None`` while it has none yet."""
+        if i in self._unrun:
+            return self._unrun[i]
+        if self._state[i] not in (OK, FAILED):
+            return None
+        text = self.journal.record(self._jkey, self._keys[i])
+        return None if text is None else dict(json.loads(text))
+
+    def __getitem__(self, i: int) -> Invocation:
+        """Row ``i`` (position, as ``iloc``) as an :class:`~murmur_nb.Invocation`;
+        ``mnb.render(batch[i])`` renders its artifacts."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"batch row {i} out of range (the batch has {len(self)} rows)")
+        i %= len(self)
+        record = self.record(i)
+        if record is None:
+            raise LookupError(f"batch row {i} has no outcome yet (it is {self._state[i]})")
+        return invocation_of(record, self.capability, self.plan.module,
+                             json.loads(self._texts[i]), self._store_root())  # fmt: skip
+
+    def __iter__(self) -> Iterator[Invocation]:
+        for i in range(len(self)):
+            if self.record(i) is not None:
+                yield self[i]
+
+    def _store_root(self) -> Path:
+        return self.host.store.root
+
+    def to_pandas(self) -> Any:
+        """One row per input, in input order; see :mod:`murmur_nb._modules.batch.frame`."""
+        from murmur_nb._modules.batch.frame import batch_frame  # noqa: PLC0415 - pandas when asked
+
+        return batch_frame(self)
+
+    def grid(self, limit: int = 60) -> Any:
+        """Every row's image artifacts side by side (one ``image_grid``), first ``limit``."""
+        from murmur_nb._modules.batch.frame import batch_grid  # noqa: PLC0415
+
+        return batch_grid(self, limit)
+
+    def __repr__(self) -> str:
+        return f"Batch {self.capability}: {self.progress.line()}"
+
+
+def _checked(
+    host: ModuleHost, plan: Plan, rows: Inputs, on_invalid: str
+) -> tuple[list[str], dict[int, str]]:
+    """Each row's canonical text; the invalid rows and why (or one refusal of them all)."""
+    texts: list[str] = []
+    invalid: dict[int, str] = {}
+    for i, value in enumerate(rows.values):
+        problem: str | None
+        try:
+            text = canonical(value)
+        except (TypeError, ValueError) as exc:
+            text, problem = json.dumps(repr(value)), f"input is not JSON: {exc}"
+        else:
+            problem = input_problem(host, plan, value)
+        texts.append(text)
+        if problem is not None:
+            invalid[i] = problem
+    if invalid and on_invalid == "raise":
+        labels = list(rows.index) if rows.index is not None else list(range(len(texts)))
+        listed = "; ".join(f"row {labels[i]!r}: {why}" for i, why in list(invalid.items())[:20])
+        more = f" (+{len(invalid) - 20} more)" if len(invalid) > 20 else ""
+        raise InvalidInput(
+            f"{len(invalid)} of {len(texts)} inputs for {plan.capability} do not match its "
+            f"request schema, and nothing was run: {listed}{more}. Fix them, or pass "
+            "on_invalid='skip' to run the others and keep these as invalid_input rows"
+        )
+    return texts, invalid
+
+
+class LocalRunner:
+    """Rows on a thread pool of this kernel, each one ``invoke`` of the batch's host."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+        self.pool = ThreadPoolExecutor(batch.concurrency, thread_name_prefix="murmur-batch")
+
+    def submit(self, value: Any, attempt: int) -> Any:
+        b = self.batch
+        return self.pool.submit(run_row, b.host, b.plan, value, attempt, cancel=b._cancel,
+                                options=b.options)  # fmt: skip
+
+    def collect(self, fut: Any) -> dict[str, Any]:
+        record: dict[str, Any] = fut.result()
+        return record
+
+    def flush(self) -> None:
+        """Rows go to the pool as they are submitted."""
+
+    def cancel_running(self) -> None:
+        """The batch's cancel event reaches every running ``invoke``."""
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _outside_notebook() -> bool:
+    """Whether a tqdm bar fits: not in a Jupyter kernel, and stderr is a terminal."""
+    import sys  # noqa: PLC0415
+
+    if "ipykernel" in sys.modules:
+        return False
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def _tqdm_listener(total: int) -> Callable[[BatchProgress], None]:
+    from tqdm import tqdm  # noqa: PLC0415 - only for a terminal bar
+
+    bar = tqdm(total=total, unit="row", desc="map")
+
+    def update(p: BatchProgress) -> None:
+        bar.n = p.finished + p.not_run
+        bar.set_postfix(ok=p.ok, failed=p.failed, running=p.running, cost=f"{p.cost:g}",
+                        refresh=False)  # fmt: skip
+        bar.refresh()
+        if p.state != "running":
+            bar.close()
+
+    return update

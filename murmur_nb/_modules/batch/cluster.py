@@ -1,0 +1,243 @@
+"""Rows on a Dask cluster: ``map(..., client=dask.distributed.Client)``.
+
+Design notes
+------------
+* **Each worker has its own sandboxed host.** The kernel ships the module's verified
+  snapshot once as a scattered :class:`~murmur_nb._modules.batch.payload.Payload` (broadcast: it
+  reaches each worker once, and a restarted worker fetches it from a peer). On first use in
+  a worker process, :func:`worker_host` installs it into a private home, lets a
+  :class:`~murmur_nb.ModuleHost` of that home snapshot and describe it, and compares the
+  module digest with the one shipped: a mismatch refuses every row (``digest_mismatch``,
+  not run). A worker never reads a live module folder.
+* **Each row runs exactly :func:`murmur_nb._modules.batch.local.run_row` there**, so a row on a
+  worker is the same ``invoke`` as at home (verified, audited in the worker's host), and
+  retries, ``max_cost`` and cancel stay with the kernel's coordinator. The rows the
+  coordinator starts together go as tasks of up to :data:`CHUNK` rows: a Dask task costs
+  a few scheduler round trips, which on a small machine cost as much CPU as a row itself.
+* **Artifacts come back as bytes** up to ``artifact_bytes`` (default 8 MiB) each; the kernel
+  checks size and SHA-256 and stages them into its own content-addressed store, so the row
+  renders as a local one. A larger artifact stays in the worker's store; its record has a
+  ``location`` (``{"worker": address, "file": path}``) instead of a ``file``.
+* **The journal stays in the kernel.** A worker that dies costs only the rows it was
+  running (its task's rows): Dask reschedules them, and a task that still fails because
+  its worker was lost is submitted again (up to :data:`LOST_WORKER_RETRIES` times) before
+  its rows become ``worker_lost`` rows.
+* **Cancel** cancels the rows still queued; rows already running on a worker finish and
+  are kept (a worker's process tree is not reachable from the kernel).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._modules.batch.local import run_row
+from murmur_nb._modules.batch.payload import DigestRefused, Payload, install, payload_of
+from murmur_nb._modules.batch.record import not_run_record
+
+if TYPE_CHECKING:
+    from murmur_nb._modules.batch.batch import Batch
+    from murmur_nb._modules.host import ModuleHost
+    from murmur_nb._modules.policy import Policy
+
+__all__ = [
+    "CHUNK",
+    "LOST_WORKER_RETRIES",
+    "DaskRunner",
+    "dask_slots",
+    "run_chunk_on_worker",
+    "run_on_worker",
+    "worker_host",
+]
+
+#: rows per Dask task: a task costs a few scheduler round trips, a row one sandboxed run
+CHUNK = 8
+#: a row on its way: the coordinator's future, the input, the attempt
+_Row = tuple[Future[Any], Any, int]
+#: how often a row whose worker died is submitted again before it is a ``worker_lost`` row
+LOST_WORKER_RETRIES = 3
+
+# -- on the worker -------------------------------------------------------------------------
+
+#: (payload contents, capability, policy) -> this worker's host and plan
+_hosts: dict[tuple[str, str, str], tuple[ModuleHost, Any]] = {}
+_hosts_lock = threading.Lock()
+
+
+def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeout: float
+                ) -> tuple[ModuleHost, Any]:  # fmt: skip
+    """This worker process's host for ``payload`` and its plan, installed and checked once."""
+    from murmur_nb._modules.batch.plan import plan_for  # noqa: PLC0415 - keeps the import graph flat
+    from murmur_nb._modules.host import ModuleHost  # noqa: PLC0415
+
+    key = (payload.contents, payload.capability, repr(policy))
+    with _hosts_lock:
+        if key in _hosts:
+            return _hosts[key]
+        home = install(payload, policy)
+        host = ModuleHost(home=home, policy=policy)
+        plan = plan_for(host, payload.capability, poll_every=poll_every,
+                        poll_timeout=poll_timeout)  # fmt: skip
+        if plan.module_digest != payload.module_digest:
+            host.close()
+            raise DigestRefused(
+                f"module {payload.name!r} as received hashes to {plan.module_digest}, not the "
+                f"{payload.module_digest} the batch was approved for; nothing was run here"
+            )
+        _hosts[key] = (host, plan)
+        return host, plan
+
+
+def _shipped_artifacts(host: ModuleHost, record: dict[str, Any], bound: int) -> list[bytes | None]:
+    """Each artifact's bytes (``None`` past ``bound``: it stays, its record says where)."""
+    from distributed import get_worker  # noqa: PLC0415 - only ever runs on a worker
+
+    out: list[bytes | None] = []
+    for entry in record["artifacts"]:
+        if entry["bytes"] > bound:
+            entry["location"] = {"worker": get_worker().address, "file": entry.pop("file")}
+            out.append(None)
+        else:
+            out.append(Path(entry["file"]).read_bytes())
+    return out
+
+
+def run_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
+    payload: Payload, policy: Policy, value: Any, attempt: int, options: dict[str, Any],
+    poll: tuple[float, float], bound: int,
+) -> tuple[dict[str, Any], list[bytes | None]]:  # fmt: skip
+    """One row on a worker: its record and its artifacts' bytes."""
+    try:
+        host, plan = worker_host(payload, policy, *poll)
+    except DigestRefused as exc:
+        return not_run_record(DigestRefused.code, str(exc)), []
+    record = run_row(host, plan, value, attempt, cancel=threading.Event(), options=options)
+    return record, _shipped_artifacts(host, record, bound)
+
+
+def run_chunk_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
+    payload: Payload, policy: Policy, rows: list[tuple[Any, int]], options: dict[str, Any],
+    poll: tuple[float, float], bound: int,
+) -> list[tuple[dict[str, Any], list[bytes | None]]]:  # fmt: skip
+    """A few rows on a worker, one after the other (a Dask task)."""
+    return [run_on_worker(payload, policy, v, a, options, poll, bound) for v, a in rows]
+
+
+# -- in the kernel -------------------------------------------------------------------------
+
+
+def dask_slots(client: Any) -> int:
+    """The cluster's worker threads, at least 1."""
+    return max(1, sum(int(n) for n in client.nthreads().values()))
+
+
+def _lost(exc: BaseException) -> bool:
+    from distributed import KilledWorker  # noqa: PLC0415
+
+    return isinstance(exc, KilledWorker | OSError)  # CommClosedError is an OSError
+
+
+class DaskRunner:
+    """Rows as Dask tasks of up to ``chunk`` rows; the kernel's coordinator sees one plain
+    ``concurrent.futures`` future per row."""
+
+    def __init__(self, batch: Batch, client: Any, chunk: int = CHUNK) -> None:
+        self.batch, self.client, self.chunk = batch, client, chunk
+        plan = batch.plan
+        self.payload = client.scatter(payload_of(plan, batch.host.policy), broadcast=True)
+        self.poll = (plan.poll.every, plan.poll.timeout) if plan.poll else (0.2, 600.0)
+        self._live: dict[int, Any] = {}
+        self._buffer: list[_Row] = []
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def submit(self, value: Any, attempt: int) -> Future[dict[str, Any]]:
+        out: Future[dict[str, Any]] = Future()
+        self._buffer.append((out, value, attempt))
+        if len(self._buffer) >= self.chunk:
+            self.flush()
+        return out
+
+    def flush(self) -> None:
+        """Send the rows submitted since the last task (the coordinator calls this after
+        each round of starts)."""
+        while self._buffer:
+            rows, self._buffer = self._buffer[: self.chunk], self._buffer[self.chunk :]
+            self._send(rows, 0)
+
+    def _send(self, rows: list[_Row], lost: int) -> None:
+        b = self.batch
+        with self._lock:
+            self._count += 1
+            n = self._count
+        fut = self.client.submit(
+            run_chunk_on_worker, self.payload, b.host.policy, [(v, a) for _, v, a in rows],
+            b.options, self.poll, b.artifact_bytes, pure=False,
+            key=f"murmur-rows-{n}-{os.getpid()}-{id(self)}",
+        )  # fmt: skip
+        with self._lock:
+            self._live[n] = fut
+        fut.add_done_callback(lambda f: self._done(f, n, rows, lost))
+
+    def _done(self, fut: Any, n: int, rows: list[_Row], lost: int) -> None:
+        with self._lock:
+            self._live.pop(n, None)
+        if fut.status == "cancelled":
+            why = "the batch was cancelled before this row ran on a worker"
+            for out, _, _ in rows:
+                out.set_result(not_run_record("cancelled", why))
+            return
+        if fut.status == "error":
+            exc = fut.exception()
+            if _lost(exc) and lost < LOST_WORKER_RETRIES and not self.batch._cancel.is_set():
+                self._send(rows, lost + 1)
+                return
+            code = "worker_lost" if _lost(exc) else "host_error"
+            for out, _, _ in rows:
+                out.set_result(not_run_record(code, f"{type(exc).__name__}: {exc}"))
+            return
+        for (out, _, _), result in zip(rows, fut.result(), strict=True):
+            out.set_result(result)
+
+    def collect(self, fut: Future[dict[str, Any]]) -> dict[str, Any]:
+        result = fut.result()
+        if isinstance(result, dict):  # a not-run record made in the kernel
+            return result
+        record, data = result
+        for entry, blob in zip(record["artifacts"], data, strict=True):
+            if blob is not None:
+                entry.update(self._store(entry, blob))
+        return record
+
+    def _store(self, entry: dict[str, Any], blob: bytes) -> dict[str, Any]:
+        """The artifact's bytes, checked against its digest, staged into the kernel's store."""
+        from murmur_nb._files.artifacts import VerifiedArtifact  # noqa: PLC0415
+
+        art = {k: v for k, v in entry.items() if k not in {"file", "location"}}
+        digest = "sha256:" + hashlib.sha256(blob).hexdigest()
+        if len(blob) != art["bytes"] or digest != art["digest"]:
+            return {
+                "file": None,
+                "location": {
+                    "problem": (f"the bytes received for {art['id']!r} do not match its digest")
+                },
+            }
+        with tempfile.TemporaryDirectory(prefix="murmur-nb-incoming-") as tmp:
+            path = Path(os.path.realpath(tmp), "artifact")
+            path.write_bytes(blob)
+            staged = self.batch.host.stage(VerifiedArtifact(**art, file=path))
+        return {"root": "staged", "path": staged.path, "file": str(staged.file)}
+
+    def cancel_running(self) -> None:
+        with self._lock:
+            futs = list(self._live.values())
+        if futs:
+            self.client.cancel(futs)
+
+    def close(self) -> None:
+        self.cancel_running()

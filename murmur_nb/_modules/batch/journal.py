@@ -1,0 +1,115 @@
+"""The batch journal: every finished row, in SQLite, so a batch re-run skips what is done.
+
+Design notes
+------------
+* **Keyed by what decides the outcome:** the capability id, the module's approval digest
+  (the SHA-256 of its descriptor *and* the digest of its folder's verified snapshot, the two
+  an approval is pinned to) and the SHA-256 of the canonical input. When the module's code
+  or descriptor changes, no key matches any more: nothing is reused.
+* **A row is written as it finishes** and committed at once (WAL, ``synchronous=NORMAL``):
+  a kernel killed mid-batch loses only the rows still running, never a finished one.
+* **Only finished rows** (``ok`` or ``failed``) are journaled; a row not run (cancelled,
+  past ``max_cost``, invalid input) is not, so a re-run runs it.
+* **The journal is the batch's memory.** A row's result, error and artifacts live here, not in
+  Python objects, so a batch of 100,000 rows keeps the kernel small; ``:memory:`` when the
+  caller asked for no journal.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+__all__ = ["Journal", "JournalKey"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS rows (
+    capability TEXT NOT NULL,
+    module_digest TEXT NOT NULL,
+    input_key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    record TEXT NOT NULL,
+    finished REAL NOT NULL,
+    PRIMARY KEY (capability, module_digest, input_key)
+) WITHOUT ROWID
+"""
+
+#: (capability, module digest); the input key completes a row's key
+JournalKey = tuple[str, str]
+
+_CHUNK = 500
+
+
+class Journal:
+    """One SQLite journal file (or ``None``: in memory, nothing kept past the process).
+
+    Thread-safe: one connection behind a lock (the batch writes from one thread; a view or
+    ``to_pandas`` may read from another).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = Path(path) if path is not None else None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(
+            str(self.path) if self.path is not None else ":memory:",
+            check_same_thread=False, isolation_level=None, timeout=30.0,
+        )  # fmt: skip
+        if self.path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def done(self, key: JournalKey, input_keys: Sequence[str]) -> dict[str, str]:
+        """``input_key -> status`` for the rows of ``input_keys`` already journaled."""
+        found: dict[str, str] = {}
+        with self._lock:
+            for start in range(0, len(input_keys), _CHUNK):
+                chunk = list(dict.fromkeys(input_keys[start : start + _CHUNK]))
+                marks = ",".join("?" * len(chunk))
+                cursor = self._db.execute(
+                    "SELECT input_key, status FROM rows WHERE capability=? AND module_digest=? "
+                    f"AND input_key IN ({marks})",
+                    (*key, *chunk),
+                )
+                found.update(cursor.fetchall())
+        return found
+
+    def write(self, key: JournalKey, input_key: str, status: str, record: str) -> None:
+        """Keep one finished row (replacing an earlier outcome of the same input)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO rows VALUES (?, ?, ?, ?, ?, ?)",
+                (*key, input_key, status, record, time.time()),
+            )
+
+    def record(self, key: JournalKey, input_key: str) -> str | None:
+        """The stored record (JSON text) of one row, or ``None``."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT record FROM rows WHERE capability=? AND module_digest=? AND input_key=?",
+                (*key, input_key),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def records(self, key: JournalKey, input_keys: Sequence[str]) -> Iterator[tuple[str, str]]:
+        """``(input_key, record)`` of the journaled rows among ``input_keys``, chunk by chunk."""
+        for start in range(0, len(input_keys), _CHUNK):
+            chunk = list(dict.fromkeys(input_keys[start : start + _CHUNK]))
+            marks = ",".join("?" * len(chunk))
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT input_key, record FROM rows WHERE capability=? AND "
+                    f"module_digest=? AND input_key IN ({marks})",
+                    (*key, *chunk),
+                ).fetchall()
+            yield from rows

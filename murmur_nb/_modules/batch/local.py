@@ -1,0 +1,77 @@
+"""One row on this machine: exactly one ``invoke`` (or a start and its polls), as a record.
+
+Design notes
+------------
+* **Each row is an ``invoke``** of the batch's host, from a worker thread: sandboxed,
+  verified and audited like any other call (``host.audit()`` has one row per call).
+* **The module changing mid-batch is caught.** Before each call the host's cached target is
+  compared with the batch's plan (``stat`` of the folder, no describe): a row whose module
+  no longer hashes to what the batch was approved and journaled for is not run
+  (``module_changed``). A change in the instant between that check and the launch is still
+  run from a verified snapshot, just of the newer code; the next row sees it.
+* **Artifacts are staged as the row finishes** (in the worker thread, so copies run in
+  parallel): the record names them in the content-addressed store.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
+
+if TYPE_CHECKING:
+    from murmur_nb._modules.host import ModuleHost
+from murmur_nb._modules.batch.longrun import run_long
+from murmur_nb._modules.batch.plan import Plan
+from murmur_nb._modules.batch.record import error_record, invocation_record, not_run_record
+
+__all__ = ["run_row", "staged_artifacts"]
+
+
+def staged_artifacts(host: ModuleHost, inv: Any) -> list[dict[str, Any]]:
+    """Each verified artifact of ``inv`` copied into the host's store, as record entries."""
+    out = []
+    for artifact in inv.artifacts:
+        staged = host.stage(artifact)
+        entry = artifact.model_dump(mode="json")
+        entry.update(root="staged", path=staged.path, file=str(staged.file))
+        out.append(entry)
+    return out
+
+
+def _changed(host: ModuleHost, plan: Plan) -> bool:
+    now = host._target(plan.capability)
+    return (now.digest, now.code) != (plan.descriptor_digest, plan.code)
+
+
+def run_row(
+    host: ModuleHost,
+    plan: Plan,
+    value: Any,
+    attempt: int,
+    *,
+    cancel: threading.Event,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Run one row; return its record (``ok``, ``failed`` or ``not_run``). Never raises for
+    a row's own failure; a bug of the host surfaces as a ``host_error`` row, not run."""
+    try:
+        if _changed(host, plan):
+            return not_run_record(
+                "module_changed",
+                f"module {plan.module!r} changed after the batch started (its descriptor or "
+                "code digest differs): this row was not run; run map() again to approve and "
+                "run the new code",
+            )
+        if plan.poll is not None:
+            inv = run_long(host, plan.capability, value, plan.poll, cancel=cancel, **options)
+        else:
+            inv = host.invoke(plan.capability, value, cancel=cancel, **options)
+        return invocation_record(inv, staged_artifacts(host, inv), attempt)
+    except InvocationCancelled as exc:
+        return not_run_record("cancelled", exc.message or "cancelled")
+    except ModuleHostError as exc:
+        return error_record(exc, attempt)
+    except Exception as exc:
+        return not_run_record("host_error", f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,114 @@
+"""A module's verified snapshot as bytes, shipped to a Dask worker and installed there.
+
+Design notes
+------------
+* **What ships is the snapshot, never a path.** The kernel reads the verified, read-only
+  snapshot the batch's plan names (not the live folder) into a :class:`Payload`: every
+  entry's relative path, kind, executable bit and bytes (or a link's relative target), plus
+  the module digest the batch was approved and journaled under.
+* **The worker trusts nothing it was sent.** :func:`install` writes the entries into a
+  private home (``0700``, made for this payload), and a host of that home snapshots and
+  describes it with the host's own rules, so the code digest is recomputed from the bytes
+  that will run and the descriptor digest from the module's own ``describe``. When the
+  resulting module digest is not the one shipped, nothing runs (:class:`DigestRefused`,
+  code ``digest_mismatch``). The rule that hashes a folder stays in one place, the
+  snapshot store.
+* **Bounded** by the policy's ``max_module_entries`` / ``max_module_bytes`` on both sides.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from murmur_nb._modules.batch.plan import Plan
+    from murmur_nb._modules.policy import Policy
+
+__all__ = ["DigestRefused", "Payload", "install", "payload_of"]
+
+
+class DigestRefused(Exception):
+    """A shipped module does not hash to the digest it was shipped under."""
+
+    code = "digest_mismatch"
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One module snapshot as plain data: ``entries`` are ``(rel, kind, executable, data)``,
+    ``kind`` ``"D"`` (folder), ``"F"`` (file; ``data`` its bytes) or ``"L"`` (link; ``data``
+    its relative target, UTF-8)."""
+
+    name: str
+    capability: str
+    module_digest: str
+    entries: tuple[tuple[str, str, bool, bytes], ...]
+
+    @property
+    def size(self) -> int:
+        return sum(len(e[3]) for e in self.entries)
+
+    @functools.cached_property
+    def contents(self) -> str:
+        """SHA-256 of the entries as shipped: what a worker caches its installed host under
+        (never trusted as the module digest, which the worker recomputes)."""
+        digest = hashlib.sha256()
+        for rel, kind, executable, data in self.entries:
+            digest.update(f"{kind}{int(executable)}{rel}\0{len(data)}\0".encode())
+            digest.update(data)
+        return digest.hexdigest()
+
+
+def payload_of(plan: Plan, policy: Policy) -> Payload:
+    """The plan's verified snapshot read into a :class:`Payload` (within the policy's budget)."""
+    root = plan.snapshot
+    entries: list[tuple[str, str, bool, bytes]] = []
+    budget = policy.max_module_bytes
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath, name)
+            rel = str(path.relative_to(root))
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                entries.append((rel, "L", False, str(path.readlink()).encode()))
+            elif stat.S_ISDIR(st.st_mode):
+                entries.append((rel, "D", False, b""))
+            elif stat.S_ISREG(st.st_mode):
+                budget -= st.st_size
+                if budget < 0 or len(entries) >= policy.max_module_entries:
+                    raise DigestRefused(f"the snapshot {root} is past the policy's module budget")
+                entries.append((rel, "F", bool(st.st_mode & 0o111), path.read_bytes()))
+    return Payload(root.name, plan.capability, plan.module_digest, tuple(entries))
+
+
+def install(payload: Payload, policy: Policy) -> Path:
+    """Write ``payload`` into a fresh private home; return the home (its ``modules/<name>``).
+
+    The caller describes it with a host of that home and compares the module digest
+    (:func:`murmur_nb._modules.batch.cluster.worker_host` does).
+    """
+    if len(payload.entries) > policy.max_module_entries or payload.size > policy.max_module_bytes:
+        raise DigestRefused(f"module {payload.name!r} as shipped is past the policy's budget")
+    home = Path(tempfile.mkdtemp(prefix="murmur-nb-worker-"))
+    folder = home / "modules" / payload.name
+    folder.mkdir(parents=True)
+    for rel, kind, executable, data in payload.entries:
+        dest = folder / rel
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise DigestRefused(f"module {payload.name!r} as shipped names {rel!r}, outside it")
+        if kind == "D":
+            dest.mkdir()
+        elif kind == "L":
+            dest.symlink_to(data.decode())
+        else:
+            dest.write_bytes(data)
+            dest.chmod(0o755 if executable else 0o644)
+    return home

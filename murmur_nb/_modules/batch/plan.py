@@ -1,0 +1,106 @@
+"""What a batch runs, settled once before anything runs: the module, its digest, the checks.
+
+Design notes
+------------
+* **The one place that reaches into the host.** A batch needs what ``invoke`` keeps to
+  itself: the resolved capability (its descriptor digest, the digest and path of the verified
+  snapshot of the module folder) and the request-schema check with ``invoke``'s own rules
+  (:func:`murmur_nb._modules.call.checked_input`, within the policy's budgets). Both are
+  reached here, and only here, so a change of the host's insides touches one file.
+* **The module digest** is SHA-256 over the descriptor digest and the code digest: the two
+  an approval is pinned to, and the key the journal reuses rows under.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._exceptions import InvalidInput
+
+if TYPE_CHECKING:
+    from murmur_nb._modules.host import ModuleHost
+from murmur_nb._modules.batch.longrun import Poll
+
+__all__ = ["Plan", "flat_result_fields", "plan_for"]
+
+_SCALARS = frozenset({"string", "number", "integer", "boolean", "null"})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A capability resolved for a batch."""
+
+    capability: str
+    module: str
+    descriptor_digest: str
+    code: str
+    snapshot: Path
+    flat_result: tuple[str, ...] | None
+    poll: Poll | None
+    target: Any  # the host's resolved target, for the input check
+
+    @property
+    def module_digest(self) -> str:
+        both = f"{self.descriptor_digest}\n{self.code}".encode()
+        return "sha256:" + hashlib.sha256(both).hexdigest()
+
+
+def flat_result_fields(schema: Any) -> tuple[str, ...] | None:
+    """The property names of a flat object schema (every property a scalar), else ``None``."""
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        return None
+    props = schema.get("properties")
+    if not isinstance(props, Mapping) or not props:
+        return None
+    for prop in props.values():
+        kind = prop.get("type") if isinstance(prop, Mapping) else None
+        kinds = set(kind) if isinstance(kind, list) else {kind}
+        if not (kinds <= _SCALARS or (isinstance(prop, Mapping) and "enum" in prop and
+                                      kind is None)):
+            return None
+    return tuple(str(p) for p in props)
+
+
+def _poll(host: ModuleHost, target: Any, every: float, timeout: float) -> Poll | None:
+    if not target.cap.long_running or not target.cap.poll_capability:
+        return None
+    poll_cap = target.descriptor.capability(target.cap.poll_capability)
+    schema = (target.descriptor.request_schemas or {}).get(poll_cap.request_schema, {})
+    names = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+    return Poll(target.cap.poll_capability, tuple(names), every, timeout)
+
+
+def plan_for(
+    host: ModuleHost, capability: str, *, poll_every: float, poll_timeout: float
+) -> Plan:
+    """Resolve ``capability`` against its module's current descriptor (describe runs)."""
+    target = host._target(capability, refresh=True)
+    desc = target.descriptor
+    result_schema = (desc.result_schemas or {}).get(target.cap.result_schema)
+    final = target.cap
+    if target.cap.long_running and target.cap.poll_capability:
+        poll_cap = desc.capability(target.cap.poll_capability)
+        final = poll_cap if poll_cap is not None else final
+        result_schema = (desc.result_schemas or {}).get(final.result_schema)
+    return Plan(
+        capability=capability, module=target.module_id, descriptor_digest=target.digest,
+        code=target.code, snapshot=target.snapshot,
+        flat_result=flat_result_fields(result_schema),
+        poll=_poll(host, target, poll_every, poll_timeout), target=target,
+    )  # fmt: skip
+
+
+def input_problem(host: ModuleHost, plan: Plan, value: Any) -> str | None:
+    """Why ``value`` would be refused by ``invoke`` (the same rules), or ``None``."""
+    from murmur_nb._modules.call import Call, checked_input  # noqa: PLC0415 - see the notes
+
+    try:
+        checked_input(Call(plan.capability, value, ""), plan.target, host._validators,
+                      host.policy)  # fmt: skip
+    except InvalidInput as exc:
+        return exc.message
+    return None

@@ -1,0 +1,151 @@
+"""A batch live in a notebook: progress, counts, rate, ETA, cost, Cancel, rows as they finish.
+
+A thin view over :class:`~murmur_nb.Batch`: it reads :attr:`Batch.progress` (never counts
+anything itself), Cancel is :meth:`Batch.cancel`, and a row is shown by ``batch[i]`` in an
+:class:`InvocationView`. Updates come from the batch's coordinating thread through
+:meth:`Batch.on_change`, at most every ``refresh_s`` seconds (and always at the end). The
+rate and ETA are run-to-run facts: shown live, left out of ``text/plain`` and the static
+HTML that nbval compares.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import ipywidgets as w
+
+from murmur_nb.widgets._html import TextView, badge, esc, set_output, volatile
+from murmur_nb.widgets._invocation_view import InvocationView
+
+__all__ = ["BatchView"]
+
+_SETTLED = ("ok", "failed", "not_run")
+_TONE = {"ok": "ok", "failed": "error", "not_run": "warn"}
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA unknown"
+    return f"ETA {seconds:.0f} s" if seconds < 120 else f"ETA {seconds / 60:.1f} min"
+
+
+class BatchView(TextView):
+    """Progress, counts, rate, ETA, cost and a Cancel button; a row list that fills in as
+    rows finish; selecting a row (``rows.value = i`` or :meth:`show`) shows its invocation.
+
+    Parameters
+    ----------
+    batch
+        A :class:`~murmur_nb.Batch`, usually started with ``background=True``.
+    max_rows
+        How many finished rows the list holds (the first ones, in input order).
+    refresh_s
+        The least time between two updates while the batch runs.
+    """
+
+    def __init__(self, batch: Any, *, max_rows: int = 500, refresh_s: float = 0.2) -> None:
+        self.batch = batch
+        self.max_rows, self.refresh_s = max_rows, refresh_s
+        self.bar = w.IntProgress(value=0, min=0, max=max(1, len(batch)), description="rows")
+        self.counts = w.HTML()
+        self.live = w.HTML()
+        self.cancel_button = w.Button(description="Cancel", button_style="warning",
+                                      icon="stop")  # fmt: skip
+        self.cancel_button.on_click(lambda _b: self.cancel())
+        self.rows = w.Select(options=[], rows=10, layout=w.Layout(width="100%"))
+        self.rows.observe(self._picked, names="value")
+        self.detail = w.Output()
+        self.shown: InvocationView | None = None
+        self._listed: set[int] = set()
+        self._lock = threading.Lock()
+        self._last = 0.0
+        super().__init__([w.HBox([self.bar, self.cancel_button]), self.counts, self.live,
+                          self.rows, self.detail])  # fmt: skip
+        batch.on_change(self._changed)
+        self.refresh()
+
+    # -- plain calls -----------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the batch (:meth:`Batch.cancel`); finished rows are kept."""
+        self.batch.cancel()
+        self.cancel_button.disabled = True
+        self.refresh()
+
+    def show(self, i: int) -> InvocationView:
+        """Show row ``i``'s invocation (result, artifacts, error) below the list."""
+        self.shown = InvocationView(self.batch[i])
+        set_output(self.detail, self.shown)
+        return self.shown
+
+    def refresh(self) -> None:
+        """Read the batch's progress and its newly settled rows into the view."""
+        with self._lock:
+            p = self.batch.progress
+            self.bar.value = p.finished + p.not_run
+            self.bar.bar_style = "" if p.state == "running" else (
+                "success" if p.failed == 0 and p.not_run == 0 else "warning")  # fmt: skip
+            self.counts.value = self._counts_html(p)
+            rate = f"{p.rate:.1f} rows/s" if p.rate is not None else "rate unknown"
+            self.live.value = volatile(esc(f"{rate} · {_eta(p.eta_s)} · {p.elapsed_s:.1f} s"))
+            if p.state != "running":
+                self.cancel_button.disabled = True
+            self._list_new_rows()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _changed(self, p: Any) -> None:
+        now = time.monotonic()
+        if p.state == "running" and now - self._last < self.refresh_s:
+            return
+        self._last = now
+        self.refresh()
+
+    def _counts_html(self, p: Any) -> str:
+        cost = f"{p.cost:g}" + (f" + {p.cost_unknown} unknown" if p.cost_unknown else "")
+        return " ".join([
+            badge(p.state, "info" if p.state == "running" else "muted"),
+            badge(f"{p.ok} ok", "ok"), badge(f"{p.failed} failed", "error"),
+            badge(f"{p.running} running", "info"), badge(f"{p.not_run} not run", "warn"),
+            badge(f"{p.from_journal} from the journal", "muted"),
+            badge(f"cost {cost}", "muted"),
+            esc(f"{p.finished + p.not_run}/{p.total} settled"),
+        ])  # fmt: skip
+
+    def _label(self, i: int) -> str:
+        index = self.batch.inputs.index
+        name = index[i] if index is not None else i
+        status = self.batch.status(i)
+        record = self.batch.record(i) or {}
+        if record.get("ok"):
+            what = json.dumps(record.get("result"), sort_keys=True, default=str)
+        else:
+            error = record.get("error") or {}
+            what = f"{error.get('code', '')}: {error.get('message', '')}"
+        what = what if len(what) <= 80 else what[:79] + "…"
+        return f"{name} · {status} · {what}"
+
+    def _list_new_rows(self) -> None:
+        if len(self._listed) >= self.max_rows:
+            return
+        room = self.max_rows - len(self._listed)
+        new = [i for i in range(len(self.batch)) if i not in self._listed
+               and self.batch.status(i) in _SETTLED][:room]  # fmt: skip
+        if not new:
+            return
+        self._listed.update(new)
+        options = [(self._label(i), i) for i in sorted(self._listed)]
+        keep = self.rows.value
+        self.rows.options = options
+        self.rows.value = keep
+
+    def _picked(self, change: dict[str, Any]) -> None:
+        if change["new"] is not None:
+            self.show(int(change["new"]))
+
+    def text(self) -> str:
+        p = self.batch.progress
+        return f"BatchView {self.batch.capability}: {p.line()}"

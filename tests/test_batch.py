@@ -1,0 +1,210 @@
+"""ModuleHost.map over real fixture modules (tests/modules/batchy.py), run sandboxed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import murmur_nb as mnb
+
+FACET_MODULES = [("batchy", "batchy")]
+
+
+@pytest.fixture
+def log_root(tmp_path: Path) -> Path:
+    """A folder the module writes one file per real run into (mapped as its ``log`` root)."""
+    log = tmp_path / "log"
+    log.mkdir()
+    log.chmod(0o777)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    jobs.chmod(0o777)
+    return log
+
+
+@pytest.fixture
+def host(facet_home: Path, log_root: Path, tmp_path: Path) -> mnb.ModuleHost:
+    policy = mnb.Policy(roots={"log": str(log_root), "jobs": str(tmp_path / "jobs")})
+    with mnb.ModuleHost(home=facet_home, policy=policy) as h:
+        yield h
+
+
+def runs(log_root: Path, name: str = "work") -> list[str]:
+    return sorted(p.name for p in log_root.glob(f"{name}-*"))
+
+
+def test_dataframe_in_dataframe_out_keeps_index_and_errors_as_rows(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    df = pd.DataFrame({"n": range(12), "fail_every": 4, "tag": [None, *["t"] * 11]},
+                      index=pd.Index([f"row{i}" for i in range(12)], name="key"))
+    batch = host.map("batchy.work", df, concurrency=3, progress=False)
+    out = batch.to_pandas()
+    assert list(out.index) == list(df.index) and out.index.name == "key"
+    assert out["ok"].dtype == "boolean"
+    failed = out[~out["ok"]]
+    assert list(failed.index) == ["row0", "row4", "row8"]
+    assert set(failed["error_code"]) == {"bad_number"}
+    assert out.loc["row5", "result_square"] == 25
+    assert len(runs(log_root)) == 12
+    # a NaN/None cell is left out of the input, not sent as null
+    assert batch[0].request.input == {"n": 0, "fail_every": 4}
+    assert "tag" in batch[1].request.input
+    assert len(host.audit()) >= 12
+
+
+def test_invalid_rows_are_refused_together_by_default(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    inputs = [{"n": 1}, {"n": -1}, {"n": "x"}, {"n": 2}]
+    with pytest.raises(mnb.InvalidInput) as info:
+        host.map("batchy.work", inputs, progress=False)
+    assert "row 1" in info.value.message and "row 2" in info.value.message
+    assert runs(log_root) == []
+    batch = host.map("batchy.work", inputs, on_invalid="skip", progress=False)
+    out = batch.to_pandas()
+    assert list(out["status"]) == ["ok", "not_run", "not_run", "ok"]
+    assert list(out["error_code"].fillna("")) == ["", "invalid_input", "invalid_input", ""]
+    assert len(runs(log_root)) == 2
+
+
+def test_resume_skips_journaled_rows_and_retry_failed(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    inputs = [{"n": i, "fail_every": 5} for i in range(10)]
+    first = host.map("batchy.work", inputs, progress=False)
+    assert first.progress.failed == 2 and len(runs(log_root)) == 10
+    again = host.map("batchy.work", inputs, progress=False)
+    assert len(runs(log_root)) == 10  # nothing ran again
+    assert again.to_pandas()["from_journal"].all()
+    again.retry_failed()
+    assert len(runs(log_root)) == 12  # only the two failed rows
+    assert again.progress.failed == 2  # they fail the same way
+
+
+def test_code_change_voids_the_journal(
+    host: mnb.ModuleHost, facet_home: Path, log_root: Path
+) -> None:
+    inputs = [{"n": i} for i in range(4)]
+    host.map("batchy.work", inputs, progress=False)
+    exe = facet_home / "modules" / "batchy" / "module"
+    exe.write_text(exe.read_text() + "\n# changed\n")
+    again = host.map("batchy.work", inputs, progress=False)
+    assert not again.to_pandas()["from_journal"].any()
+    assert len(runs(log_root)) == 8
+
+
+def test_retries_with_backoff(host: mnb.ModuleHost, log_root: Path) -> None:
+    inputs = [{"n": i, "tries": 2} for i in range(3)]
+    no = host.map("batchy.flaky", inputs, progress=False, journal=None)
+    assert no.progress.failed == 3
+    for p in log_root.iterdir():
+        p.unlink()
+    yes = host.map("batchy.flaky", inputs, retries=3, backoff=0.05, progress=False,
+                   journal=None)
+    out = yes.to_pandas()
+    assert out["ok"].all() and list(out["attempts"]) == [3, 3, 3]
+
+
+def test_one_approval_and_max_cost(host: mnb.ModuleHost, log_root: Path) -> None:
+    inputs = [{"n": i, "cost": 1.0} for i in range(10)]
+    with pytest.raises(mnb.ApprovalRequired) as info:
+        host.map("batchy.paid", inputs, estimated_cost=1.0, progress=False)
+    assert "10 x 1 = 10" in info.value.message and runs(log_root, "paid") == []
+    batch = host.map("batchy.paid", inputs, approve=True, max_cost=4.5, concurrency=2,
+                     progress=False)
+    p = batch.progress
+    assert p.cost <= 4.5 and p.ok == 4
+    out = batch.to_pandas()
+    assert set(out[out["status"] == "not_run"]["error_code"]) == {"max_cost"}
+    assert len(runs(log_root, "paid")) == 4
+
+
+def test_unknown_cost_stops_a_capped_batch(host: mnb.ModuleHost, log_root: Path) -> None:
+    inputs = [{"n": i, "cost": -1} for i in range(5)]
+    batch = host.map("batchy.paid", inputs, approve=True, max_cost=100, progress=False)
+    assert batch.progress.ok == 1 and len(runs(log_root, "paid")) == 1
+    assert set(batch.to_pandas()["error_code"].dropna()) == {"cost_unknown"}
+
+
+def test_long_running_rows(host: mnb.ModuleHost) -> None:
+    batch = host.map("batchy.start", [{"n": i} for i in range(4)], poll_every=0.01,
+                     progress=False, journal=None)
+    out = batch.to_pandas()
+    assert out["ok"].all()
+    assert [r["square"] for r in out["result"]] == [0, 1, 4, 9]
+    assert list(out["actual_cost"]) == [1.5] * 4  # start (0) + three polls (0.5 each)
+
+
+def test_artifacts_are_stored_and_render(host: mnb.ModuleHost) -> None:
+    batch = host.map("batchy.image", [{"n": i} for i in range(3)], progress=False)
+    inv = batch[2]
+    assert inv.artifacts and inv.artifacts[0].file.is_file()
+    assert str(inv.artifacts[0].file).startswith(str(host.store.root))
+    shown = mnb.render(inv).text
+    assert "1 artifact" in shown and "embedded" in shown
+    grid = batch.grid()
+    assert grid.html.count("<img") >= 3
+
+
+def test_cancel_keeps_finished_rows(host: mnb.ModuleHost, log_root: Path) -> None:
+    inputs = [{"n": i, "sleep": 0.3} for i in range(20)]
+    batch = host.map("batchy.work", inputs, concurrency=2, background=True, progress=False)
+    while batch.progress.ok < 3:
+        time.sleep(0.05)
+    batch.cancel()
+    batch.wait(60)
+    p = batch.progress
+    assert p.state == "cancelled" and p.ok >= 3 and p.not_run > 0
+    again = host.map("batchy.work", inputs, concurrency=2, progress=False)
+    assert again.progress.from_journal == p.ok and again.progress.ok == 20
+
+
+_CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+import murmur_nb as mnb
+policy = mnb.Policy(roots={{"log": {log!r}}})
+with mnb.ModuleHost(home={home!r}, policy=policy) as host:
+    b = host.map("batchy.work", [{{"n": i, "sleep": 0.4}} for i in range(24)],
+                 concurrency=2, progress=False)
+    print(b.progress.from_journal, b.progress.ok, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_kernel_killed_mid_batch_resumes(
+    facet_home: Path, log_root: Path, tmp_path: Path
+) -> None:
+    code = _CHILD.format(tests=str(Path(__file__).parent), log=str(log_root),
+                         home=str(facet_home))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                             text=True)
+    journal = facet_home / "batches" / "journal.sqlite"
+    deadline = time.monotonic() + 120
+    done = 0
+    while done < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        if journal.exists():
+            with sqlite3.connect(journal) as db:
+                done = db.execute("SELECT count(*) FROM rows").fetchone()[0]
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert child.stdout is not None
+    child.stdout.close()
+    with sqlite3.connect(journal) as db:
+        kept = db.execute("SELECT count(*) FROM rows").fetchone()[0]
+    assert 5 <= kept < 24
+    again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=300, check=True)
+    from_journal, ok = map(int, again.stdout.split())
+    assert from_journal == kept and ok == 24

@@ -1,0 +1,128 @@
+"""ModuleHost.map(..., client=) on a real LocalCluster with two worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import murmur_nb as mnb
+
+distributed = pytest.importorskip("distributed")
+
+FACET_MODULES = [("batchy", "batchy")]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[distributed.Client]:
+    """Two worker processes, one thread each (started once for the file)."""
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=":0")  # fmt: skip
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+@pytest.fixture
+def log_root(tmp_path: Path) -> Path:
+    log = tmp_path / "log"
+    log.mkdir()
+    log.chmod(0o777)
+    return log
+
+
+@pytest.fixture
+def host(facet_home: Path, log_root: Path) -> Iterator[mnb.ModuleHost]:
+    with mnb.ModuleHost(home=facet_home, policy=mnb.Policy(roots={"log": str(log_root)})) as h:
+        yield h
+
+
+def _outcomes(batch: mnb.Batch) -> list[tuple[object, ...]]:
+    out = batch.to_pandas()
+    return list(zip(out["status"], out["result_square"].astype(object),
+                    out["error_code"].astype(object), strict=True))  # fmt: skip
+
+
+def test_cluster_results_equal_local_map(
+    host: mnb.ModuleHost, client: distributed.Client, log_root: Path
+) -> None:
+    inputs = [{"n": i, "fail_every": 7} for i in range(20)]
+    local = host.map("batchy.work", inputs, progress=False, journal=None)
+    remote = host.map("batchy.work", inputs, progress=False, journal=None, client=client)
+    assert _outcomes(remote) == _outcomes(local)
+    assert remote.progress.ok == 17 and remote.progress.failed == 3
+    assert len(list(log_root.glob("work-*"))) == 40  # every row really ran, twice
+    # the rows ran in the worker processes, not in this kernel's host
+    assert len(host.audit()) == 20
+
+
+def test_cluster_artifacts_come_back_content_addressed(
+    host: mnb.ModuleHost, client: distributed.Client
+) -> None:
+    batch = host.map("batchy.image", [{"n": i} for i in range(4)], progress=False,
+                     client=client)  # fmt: skip
+    inv = batch[3]
+    assert str(inv.artifacts[0].file).startswith(str(host.store.root))
+    assert "1 artifact" in mnb.render(inv).text
+    assert batch.grid().html.count("<img") >= 4
+    # past the bound an artifact stays on its worker; the row says where
+    big = host.map("batchy.image", [{"n": 10}], progress=False, client=client,
+                   artifact_bytes=10, journal=None)  # fmt: skip
+    [where] = big.to_pandas()["artifact_locations"].iloc[0]
+    assert where["worker"] in client.nthreads()
+    assert Path(where["file"]).is_file()
+    assert big[0].artifacts == []
+
+
+def test_worker_refuses_a_module_that_does_not_hash_to_its_digest(
+    host: mnb.ModuleHost, client: distributed.Client, log_root: Path
+) -> None:
+    """Drives the worker task directly with a payload changed in transit (the kernel never
+    sends one, so only the worker's own check can be observed this way)."""
+    from dataclasses import replace
+
+    from murmur_nb._modules.batch.cluster import run_on_worker
+    from murmur_nb._modules.batch.payload import payload_of
+    from murmur_nb._modules.batch.plan import plan_for
+
+    plan = plan_for(host, "batchy.work", poll_every=0.2, poll_timeout=60)
+    good = payload_of(plan, host.policy)
+    entries = tuple((rel, kind, x, data + b"\n# changed in transit\n" if rel == "module" else data)
+                    for rel, kind, x, data in good.entries)  # fmt: skip
+    bad = replace(good, entries=entries)
+    record, data = client.submit(run_on_worker, bad, host.policy, {"n": 3}, 1,
+                                 {"approve": False}, (0.2, 60.0), 1 << 20,
+                                 pure=False).result(timeout=120)  # fmt: skip
+    assert record["status"] == "not_run" and record["error"]["code"] == "digest_mismatch"
+    assert data == [] and list(log_root.glob("work-*")) == []
+    record, _ = client.submit(run_on_worker, good, host.policy, {"n": 3}, 1, {"approve": False},
+                              (0.2, 60.0), 1 << 20, pure=False).result(timeout=120)  # fmt: skip
+    assert record["status"] == "ok" and record["result"] == {"n": 3, "square": 9}
+
+
+def test_a_worker_killed_mid_batch_costs_only_its_rows_in_flight(
+    host: mnb.ModuleHost, client: distributed.Client, log_root: Path
+) -> None:
+    inputs = [{"n": i, "sleep": 0.2} for i in range(40)]
+    batch = host.map("batchy.work", inputs, progress=False, client=client, background=True)
+    deadline = time.monotonic() + 120
+    busy: list[str] = []
+    while not busy and time.monotonic() < deadline:
+        time.sleep(0.05)
+        if batch.progress.ok >= 8:  # some rows are back; kill a worker that is running more
+            busy = [addr for addr, keys in client.processing().items() if keys]
+    assert busy, "no worker was running a row"
+    pids = client.run(os.getpid)
+    os.kill(pids[busy[0]], signal.SIGKILL)
+    batch.wait(300)
+    p = batch.progress
+    assert p.state == "finished" and p.ok == 40, p.line()
+    out = batch.to_pandas()
+    assert list(out["result_square"]) == [i * i for i in range(40)]
+    assert not out["from_journal"].any()
+    assert len(list(log_root.glob("work-*"))) >= 40

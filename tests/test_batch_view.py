@@ -1,0 +1,70 @@
+"""BatchView over a real batch (tests/modules/batchy.py, sandboxed), driven headlessly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import murmur_nb as mnb
+from murmur_nb.widgets import BatchView, InvocationView
+
+FACET_MODULES = [("batchy", "batchy")]
+
+
+@pytest.fixture
+def host(facet_home: Path) -> Iterator[mnb.ModuleHost]:
+    with mnb.ModuleHost(home=facet_home) as h:
+        yield h
+
+
+def _until(check: object, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not check() and time.monotonic() < end:  # type: ignore[operator]
+        time.sleep(0.02)
+
+
+def test_progress_moves_and_rows_fill_in_then_a_row_shows_its_invocation(
+    host: mnb.ModuleHost,
+) -> None:
+    df = pd.DataFrame({"n": range(8), "fail_every": 3, "sleep": 0.1},
+                      index=pd.Index([f"k{i}" for i in range(8)], name="key"))  # fmt: skip
+    batch = host.map("batchy.work", df, concurrency=2, background=True, progress=False)
+    view = BatchView(batch, refresh_s=0.0)
+    _until(lambda: 0 < view.bar.value < 8, 30)
+    seen_midway = view.bar.value
+    batch.wait(120)
+    view.refresh()
+    assert 0 < seen_midway <= 8 and view.bar.value == 8 and view.bar.max == 8
+    assert "5 ok" in view.counts.value and "3 failed" in view.counts.value
+    assert view.cancel_button.disabled
+    labels = [label for label, _ in view.rows.options]
+    assert len(labels) == 8 and labels[0].startswith("k0 · failed · bad_number")
+    assert labels[4] == 'k4 · ok · {"n": 4, "square": 16}'
+    view.rows.value = 4  # what a click on the row does
+    assert isinstance(view.shown, InvocationView) and view.shown.status == "ok"
+    assert '"square"' in view.shown.static_html() or "square" in view.shown.text()
+    view.rows.value = 3
+    assert view.shown.status != "ok" and "bad_number" in view.shown.text()
+    text = repr(view)
+    assert text.startswith("BatchView batchy.work: 8/8 finished: 5 ok, 3 failed")
+    assert "rows/s" not in view.static_html()  # the rate is live only
+
+
+def test_cancel_button_stops_the_batch_and_keeps_finished_rows(host: mnb.ModuleHost) -> None:
+    inputs = [{"n": i, "sleep": 0.3} for i in range(30)]
+    batch = host.map("batchy.work", inputs, concurrency=2, background=True, progress=False)
+    view = BatchView(batch, refresh_s=0.0)
+    _until(lambda: batch.progress.ok >= 2)
+    view.cancel_button.click()
+    batch.wait(120)
+    view.refresh()
+    p = batch.progress
+    assert p.state == "cancelled" and p.ok >= 2 and p.not_run > 0
+    assert view.cancel_button.disabled and "cancelled" in view.counts.value
+    assert f"{p.ok} ok" in view.counts.value
+    assert view.bar.value == p.ok + p.failed + p.not_run
+    assert len(view.rows.options) == p.ok + p.failed + p.not_run
