@@ -102,7 +102,7 @@ def batch_frame(batch: Batch) -> Any:
 
 def batch_grid(batch: Batch, limit: int) -> Any:
     """The image artifacts of the first ``limit`` rows that have one, as one grid."""
-    from murmur_nb import render  # noqa: PLC0415
+    from murmur_nb._render.render import render  # noqa: PLC0415
 
     images: list[Any] = []
     for i in range(len(batch)):
