@@ -261,6 +261,11 @@ class SnapshotStore:
         if known is None:
             return False
         try:
+            now = walk(snap.path, max_entries=len(known) + 64, max_bytes=1 << 62, skip="")
+            if _same(now, known):
+                return True  # the common case: one stat walk
+            if not any(Path(e.rel).name == _PYCACHE for e in now):
+                return False
             _clean_pycache(snap.path, len(known))
             now = walk(snap.path, max_entries=len(known) + 1, max_bytes=1 << 62, skip="")
         except (OSError, Refused):

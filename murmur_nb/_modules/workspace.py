@@ -66,7 +66,10 @@ class Workspace:
 
     def give_back_cwd(self, cwd: Path) -> None:
         """Remove a working folder after its run, whatever the module left in it."""
-        shutil.rmtree(cwd, ignore_errors=True)
+        try:
+            cwd.rmdir()  # most runs leave it empty: one system call
+        except OSError:
+            shutil.rmtree(cwd, ignore_errors=True)
 
     def close(self) -> None:
         """Remove the working folders and the private runs folder. Idempotent."""

@@ -502,6 +502,17 @@ def _system_args() -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1024)
+def _folders_from_root(folder: str) -> tuple[str, ...]:
+    """``folder`` and every folder above it but ``/`` and the system trees (bound as such)."""
+    out: list[str] = []
+    while folder not in ("", "/"):
+        if not any(folder == tree or folder.startswith(tree + "/") for tree in _SYSTEM_TREES):
+            out.append(folder)
+        folder = os.path.dirname(folder)  # noqa: PTH120 - string paths, cached
+    return tuple(out)
+
+
 def _parent_dirs(dests: Iterable[str]) -> list[str]:
     """``--dir`` (mode 0755) for each folder above a mount point.
 
@@ -510,12 +521,7 @@ def _parent_dirs(dests: Iterable[str]) -> list[str]:
     """
     parents: set[str] = set()
     for dest in dests:
-        for parent in Path(dest).parents:
-            text = str(parent)
-            if text != "/" and not any(
-                text == tree or text.startswith(tree + "/") for tree in _SYSTEM_TREES
-            ):
-                parents.add(text)
+        parents.update(_folders_from_root(os.path.dirname(dest.rstrip("/"))))  # noqa: PTH120
     # /tmp first, sticky and world-writable like any /tmp (on a root host the module is not
     # its owner); the sandbox root is a private tmpfs, so it is private and thrown away
     out: list[str] = ["--perms", "1777", "--dir", "/tmp"]
