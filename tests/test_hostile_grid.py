@@ -97,7 +97,7 @@ def test_listed_links_and_odd_files_are_refused_tiles(
     assert tiles[0] == "genuine" and tiles[5] == "genuine"
     assert tiles[1] == "refused: a symbolic link (links are not followed)"
     assert tiles[2] == "refused: a link or a file where a folder should be"
-    assert tiles[3] == "refused: not a regular file"
+    assert tiles[3] == "refused: it is not a regular file"
     assert tiles[4] == "outside the root" and tiles[6] == "missing"
     assert "2. leak.svg (refused: a symbolic link (links are not followed))" in grid.text
     assert str(secret.parent) not in grid.text
@@ -119,7 +119,9 @@ def test_a_listed_hard_link_to_a_file_outside_the_root_is_refused(
         assert secret.stat().st_nlink == 2  # the module really linked it into its root
         rendering = mnb.render(inv)
     assert not _leaks(rendering)
-    assert _tiles(rendering.parts[0]) == ["genuine", "refused: 2 hard links (a file elsewhere)"]
+    assert _tiles(rendering.parts[0]) == [
+        "genuine", "refused: it has 2 hard links (it is also a file elsewhere)"
+    ]
 
 
 def test_a_listed_image_past_the_decode_budget_is_not_read(
@@ -170,7 +172,7 @@ def test_slides_listing_links_show_refused_pages(tmp_path: Path) -> None:
     assert [s.text for s in deck.slides] == [
         "slide 1: s0.png",
         "slide 2: leak.png: refused: a symbolic link (links are not followed)",
-        "slide 3: hard.png: refused: 2 hard links (a file elsewhere)",
+        "slide 3: hard.png: refused: it has 2 hard links (it is also a file elsewhere)",
     ]
     make_png(tmp_path / "copy" / "secret.png", seed=9)  # same pixels, in a deck of its own
     write_json(tmp_path / "copy" / "deck.json", ["secret.png"])

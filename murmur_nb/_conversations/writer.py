@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 import threading
 import uuid
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ import orjson
 
 from murmur_nb._conversations.store import ConversationStore, check_context_id
 from murmur_nb._exceptions import MurmurError
+from murmur_nb._files.beneath import one_file_problem
 
 __all__ = ["RecordWriter"]
 
@@ -267,12 +267,7 @@ def _open_record(path: Path, context_id: str) -> int:
         raise
     finally:
         os.close(folder)
-    st = os.fstat(fd)
-    problem = None
-    if not stat.S_ISREG(st.st_mode):
-        problem = "is not a regular file"
-    elif st.st_nlink != 1:
-        problem = f"has {st.st_nlink} hard links (it is also a file elsewhere)"
+    problem = one_file_problem(os.fstat(fd))
     if problem is not None:
         os.close(fd)
         raise _refused(path, context_id, problem)

@@ -41,7 +41,7 @@ from murmur_nb._exceptions import (
     DigestMismatch,
     SizeMismatch,
 )
-from murmur_nb._files.beneath import open_beneath
+from murmur_nb._files.beneath import one_file_problem, open_beneath
 from murmur_nb._rules import DIGEST_RE, BudgetSpent, sha256_fd
 from murmur_nb.protocol import PRIMITIVES, Artifact, Root
 
@@ -194,16 +194,11 @@ def _check_claim(artifact: Artifact, label: str, max_bytes: int | None) -> None:
 
 def check_opened(fst: os.stat_result, label: str, aid: str, expected_bytes: int) -> None:
     """The ``fstat`` rules on a descriptor about to be read: regular, one link, right size."""
-    if not stat.S_ISREG(fst.st_mode):
+    problem = one_file_problem(fst)
+    if problem is not None:
         raise ConfinementViolation(
-            f"{label} is not a regular file; an artifact must be a regular file",
-            artifact_id=aid,
-        )
-    if fst.st_nlink != 1:
-        raise ConfinementViolation(
-            f"{label} has {fst.st_nlink} hard links; the same file may be reachable from "
-            "outside its root, so it is refused. Write the artifact as a new file (copy it, "
-            "do not link it)",
+            f"{label} {problem}; an artifact must be a regular file reachable only from its "
+            "root. Write the artifact as a new file (copy it, do not link it)",
             artifact_id=aid,
         )
     if fst.st_size != expected_bytes:

@@ -31,7 +31,14 @@ import stat
 from collections import deque
 from pathlib import Path
 
-__all__ = ["Outside", "copy_sparse", "open_beneath", "proc_path", "read_at_most"]
+__all__ = [
+    "Outside",
+    "copy_sparse",
+    "one_file_problem",
+    "open_beneath",
+    "proc_path",
+    "read_at_most",
+]
 
 _BUF = 1 << 20
 _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -40,6 +47,20 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 class Outside(Exception):
     """The path would leave the folder (or names no file); the message says how."""
+
+
+def one_file_problem(st: os.stat_result) -> str | None:
+    """The one rule for a file opened beneath a folder to be read or written: a regular file
+    with exactly one link (another link would reach it from outside the folder).
+
+    ``None`` when it holds, else what is wrong, e.g. ``"has 2 hard links (it is also a file
+    elsewhere)"``; callers put their subject in front.
+    """
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_nlink != 1:
+        return f"has {st.st_nlink} hard links (it is also a file elsewhere)"
+    return None
 
 
 def open_beneath(base: str | os.PathLike[str], rel: str, *, inner_links: bool = False) -> int:

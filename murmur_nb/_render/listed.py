@@ -21,12 +21,11 @@ import contextlib
 import errno
 import os
 import posixpath
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._files.beneath import open_beneath, proc_path
+from murmur_nb._files.beneath import one_file_problem, open_beneath, proc_path
 from murmur_nb._render.core import CannotRender, format_size
 from murmur_nb._render.inputs import guess_media_type
 
@@ -88,15 +87,14 @@ def _lexical_problem(rel: str) -> str | None:
     if norm == ".." or norm.startswith("../"):
         return "outside the root"
     if norm == ".":
-        return "refused: not a regular file"
+        return "refused: it is not a regular file"
     return None
 
 
 def _fstat_problem(st: os.stat_result, max_bytes: int) -> str | None:
-    if not stat.S_ISREG(st.st_mode):
-        return "refused: not a regular file"
-    if st.st_nlink != 1:
-        return f"refused: {st.st_nlink} hard links (a file elsewhere)"
+    problem = one_file_problem(st)
+    if problem is not None:
+        return f"refused: it {problem}"
     if st.st_size > max_bytes:
         return (
             f"refused: {format_size(st.st_size)} is too large to thumbnail "

@@ -22,11 +22,11 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import stat
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from murmur_nb._files.beneath import one_file_problem
 from murmur_nb._render.core import (
     Body,
     RenderBudget,
@@ -178,8 +178,9 @@ def _mermaid(
         return b"", err, "failed"
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            return b"", b"mmdc left something other than an SVG file", "failed"
+        problem = one_file_problem(st)
+        if problem is not None:
+            return b"", f"mmdc's output {problem}".encode(), "failed"
         if st.st_size > max_bytes:
             return b"", err, "too large"
         return fh.read(max_bytes), err, "ok"
