@@ -30,6 +30,7 @@ NAMES = [
     "04-conversations-to-dataframes",
     "05-render-gallery",
     "06-checking-a-module",
+    "07-running-over-a-dataset",
 ]
 VOLATILE = [
     re.compile(r"/tmp/|/root/|/home/|/work/|/Users/"),  # paths of a machine
