@@ -29,6 +29,8 @@ from murmur_nb._exceptions import InvalidInput
 from murmur_nb.protocol._fold import go_fold, shadowing_keys
 
 __all__ = [
+    "FINISHED_STATES",
+    "poll_finished",
     "canonical_path",
     "check_bounds",
     "go_fold",
@@ -91,3 +93,24 @@ def poll_request(schema: Any, started: Any) -> dict[str, Any]:
     if not isinstance(props, Mapping) or not isinstance(started, Mapping):
         return {}
     return {name: started[name] for name in props if name in started}
+
+
+#: result states that end the polling of a long-running call
+FINISHED_STATES = frozenset(
+    {"done", "finished", "complete", "completed", "failed", "error", "cancelled"}
+)
+
+
+def poll_finished(result: Any) -> bool:
+    """Whether a poll result says the job is over: a final ``state``/``status``, or
+    ``done >= total`` (integers, ``0 <= done <= total``, ``total > 0``); a result that says
+    neither is taken as final, so a poll loop always ends."""
+    if not isinstance(result, Mapping):
+        return True
+    state = result.get("state", result.get("status"))
+    if isinstance(state, str):
+        return state.lower() in FINISHED_STATES
+    done, total = result.get("done"), result.get("total")
+    if type(done) is not int or type(total) is not int or total <= 0 or not 0 <= done <= total:
+        return True
+    return done >= total

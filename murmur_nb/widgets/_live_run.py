@@ -19,39 +19,26 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as w
 from IPython.display import display
 
 from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
-from murmur_nb._modules.request import poll_request
+from murmur_nb._modules.request import poll_finished, poll_request
 from murmur_nb.widgets._html import TextView, badge, esc, progress_of, volatile
 from murmur_nb.widgets._invocation_view import InvocationView
 
 __all__ = ["LiveRun"]
 
 _TICK = 0.25
-#: result states that end polling
-_FINISHED = frozenset({"done", "finished", "complete", "completed", "failed", "error", "cancelled"})
 
 
 def poll_input(host: Any, poll_id: str, result: Any) -> dict[str, Any]:
     """The poll capability's request: the result's keys its request schema names."""
     descriptor, cap = host.capability(poll_id)
     return poll_request((descriptor.request_schemas or {}).get(cap.request_schema), result)
-
-
-def finished(result: Any) -> bool:
-    """Whether a poll result says the job is over (a final state, or done == total)."""
-    if not isinstance(result, Mapping):
-        return True
-    state = result.get("state", result.get("status"))
-    if isinstance(state, str):
-        return state.lower() in _FINISHED
-    progress = progress_of(result)
-    return progress is None or progress[0] >= progress[1]
 
 
 def _elapsed(seconds: float) -> str:
@@ -252,7 +239,7 @@ class LiveRun(TextView):
         ask = poll_input(self.host, poll_id, result)
         self.state = "polling"
         self.poll_row.layout.display = None
-        while not finished(result):
+        while not poll_finished(result):
             self._show_status()
             if self._stop.wait(max(0.1, float(self.interval_input.value))):
                 self.state = "cancelled" if self._cancel.is_set() else "stopped"

@@ -42,16 +42,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import ApprovalRequired, InvalidInput
-from murmur_nb._modules.invocation import Invocation
-
-if TYPE_CHECKING:
-    from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.batch.inputs import Inputs, canonical, input_key, read_inputs
-from murmur_nb._modules.batch.journal import Journal
 from murmur_nb._modules.batch.local import run_row
 from murmur_nb._modules.batch.plan import Plan, input_problem, plan_for
 from murmur_nb._modules.batch.progress import BatchProgress
 from murmur_nb._modules.batch.record import invocation_of, not_run_record
+from murmur_nb._modules.invocation import Invocation
+
+if TYPE_CHECKING:
+    from murmur_nb._modules.batch.journal import Journal  # sqlite3: imported on first map()
+    from murmur_nb._modules.host import ModuleHost
 
 __all__ = ["Batch"]
 
@@ -141,6 +141,8 @@ class Batch:
         plan = plan_for(host, capability, poll_every=poll_every, poll_timeout=poll_timeout)
         rows = read_inputs(inputs)
         texts, invalid = _checked(host, plan, rows, on_invalid)
+        from murmur_nb._modules.batch.journal import Journal  # noqa: PLC0415 - not at import
+
         path = host.home / "batches" / "journal.sqlite" if journal is _DEFAULT else journal
         batch = cls(
             host, plan, rows, texts, journal=Journal(path),

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import DeadlineExceeded, InvocationCancelled
 from murmur_nb._modules.invocation import Invocation
+from murmur_nb._modules.request import poll_finished
 
 if TYPE_CHECKING:
     from murmur_nb._modules.host import ModuleHost
 
-__all__ = ["Poll", "finished", "poll_input", "run_long"]
+__all__ = ["Poll", "poll_input", "run_long"]
 
-_FINISHED = frozenset({"done", "finished", "complete", "completed", "failed", "error", "cancelled"})
 
 
 @dataclass(frozen=True)
@@ -48,19 +48,6 @@ def poll_input(fields: Sequence[str], result: Any) -> dict[str, Any]:
     if not isinstance(result, Mapping):
         return {}
     return {k: result[k] for k in fields if k in result}
-
-
-def finished(result: Any) -> bool:
-    """Whether a poll result says the job is over (a final state, or done == total)."""
-    if not isinstance(result, Mapping):
-        return True
-    state = result.get("state", result.get("status"))
-    if isinstance(state, str):
-        return state.lower() in _FINISHED
-    done, total = result.get("done"), result.get("total")
-    if isinstance(done, int | float) and isinstance(total, int | float):
-        return done >= total
-    return True
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -92,7 +79,7 @@ def run_long(
     """Start ``capability`` on ``value`` and poll until finished; one combined invocation."""
     calls = [host.invoke(capability, value, cancel=cancel, **options)]
     end = time.monotonic() + poll.timeout
-    while calls[-1].ok and not (len(calls) > 1 and finished(calls[-1].result)):
+    while calls[-1].ok and not (len(calls) > 1 and poll_finished(calls[-1].result)):
         if time.monotonic() > end:
             raise DeadlineExceeded(
                 f"{capability}: the job was not finished after polling {poll.capability} for "
