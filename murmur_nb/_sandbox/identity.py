@@ -233,7 +233,9 @@ def grant_root(path: str, *, write: bool) -> str:
 
     An ``rw`` root and every folder and file in it (up to :data:`ACL_BUDGET` entries) get
     ``rwx``/``rw-`` for the sandbox id, folders also as their default; an ``ro`` root that
-    others cannot read gets ``r-x``/``r--`` the same way. Links are never followed.
+    others cannot read gets ``r-x``/``r--`` the same way. Links are never followed. The tree
+    is walked once per kernel process and root folder; later calls check the root folder
+    itself (what is created in an ``rw`` root later inherits the default entry).
     """
     if not is_root():
         return ""
@@ -241,6 +243,10 @@ def grant_root(path: str, *, write: bool) -> str:
     seen = 0
     pending = [path]
     try:
+        top = os.lstat(path)
+        key = (top.st_dev, top.st_ino, write)
+        if key in _WALKED:
+            seen = ACL_BUDGET  # walked already: the root folder alone
         while pending:
             current = pending.pop()
             kind = stat.S_IFMT(os.lstat(current).st_mode)
@@ -267,7 +273,12 @@ def grant_root(path: str, *, write: bool) -> str:
             f"root, modules run as uid {uid}: make the root {'writable' if write else 'readable'}"
             f" for it (chown {uid} or setfacl -m u:{uid}:{'rwx' if write else 'rx'})"
         )
+    _WALKED.add(key)
     return ""
+
+
+#: (device, inode, write) of the roots whose whole tree :func:`grant_root` has walked
+_WALKED: set[tuple[int, int, bool]] = set()
 
 
 def grant_passage(path: str, *, uid: int | None = None) -> None:
