@@ -9,6 +9,7 @@ one of its own layer or above. Every import counts, also one inside a function o
 from __future__ import annotations
 
 import ast
+import graphlib
 import shutil
 from pathlib import Path
 
@@ -104,6 +105,39 @@ def test_a_new_subpackage_must_be_given_a_layer(tmp_path: Path) -> None:
     assert back_imports(copy) == [
         "murmur_nb/_batch/__init__.py: _batch is in no layer; add it to LAYERS"
     ]
+
+
+def unit_graph(package: Path) -> dict[str, set[str]]:
+    """Which units each unit imports (every import, lazy ones too), read from the files."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent)
+        module = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
+        source = unit_of(module)
+        targets = {unit_of(target) for _, target in imported_modules(path, module)}
+        graph.setdefault(source, set()).update(targets - {source})
+    return graph
+
+
+def import_cycle(package: Path) -> list[str]:
+    """A cycle between units of ``package`` (``[]`` when there is none), independent of LAYERS."""
+    try:
+        graphlib.TopologicalSorter(unit_graph(package)).prepare()
+    except graphlib.CycleError as exc:
+        return list(exc.args[1])
+    return []
+
+
+def test_the_import_graph_has_no_cycle_between_subpackages() -> None:
+    assert import_cycle(PACKAGE) == []
+
+
+def test_a_cycle_between_subpackages_is_found(tmp_path: Path) -> None:
+    copy = tmp_path / "murmur_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "_files" / "sneak.py").write_text("from murmur_nb._modules import host\n")
+    cycle = import_cycle(copy)
+    assert cycle[0] == cycle[-1] and {"_files", "_modules"} <= set(cycle)
 
 
 def test_no_folder_holds_more_than_about_fifteen_modules() -> None:
