@@ -20,7 +20,7 @@ Design notes
   the guest; neither exists yet.
 * The export's type is the world's (checked at load, :mod:`murmur_nb._hooks.signatures`), so
   the walker knows the shape; it still checks each value's kind and refuses anything else as
-  ``invalid_output`` rather than read through a wrong layout. Like :mod:`lowering`, this uses
+  ``invalid_output`` rather than read through a wrong layout. Like :mod:`.lowering`, this uses
   wasmtime-py's ctypes layer (``wasmtime._ffi``) and is pinned to the same tested versions.
 """
 

@@ -10,8 +10,8 @@ Design notes
   attributes and timestamps a module can set, which would reach the next module (another
   one, perhaps with a network grant).
 * **Reachable by the sandbox id.** On a root host the module runs as an unprivileged uid
-  (:mod:`.identity`): the private runs folder is made traversable (``0711``: nothing in it
-  can be listed) and each working folder is handed to that uid.
+  (:mod:`murmur_nb._sandbox.identity`): the private runs folder is made traversable
+  (``0711``: nothing in it can be listed) and each working folder is handed to that uid.
 """
 
 from __future__ import annotations

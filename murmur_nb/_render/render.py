@@ -8,7 +8,7 @@ Design notes
   ``VerifiedArtifact`` / ``Invocation`` renders, and a gallery is just ``render([...])``
   over artifacts and invocations from several calls.
 * **Grids group.** The ``image_grid`` images of one invocation become one grid, in order,
-  placed where the first of them was (:mod:`.grid`).
+  placed where the first of them was (:mod:`.primitives.grid`).
 * **One total per call.** Everything one ``render(...)`` call shows, a gallery of several
   invocations included, is drawn against one :class:`~.total.Account`: the whole output is
   bounded by :attr:`RenderBudget.total_bytes`, and a content is embedded once.

@@ -8,7 +8,7 @@ Design notes
   the input whatever the pattern, and bounds the memory a compiled pattern may take.
 * **Where.** :func:`linear_time_validator` turns a ``jsonschema`` validator class into one
   whose ``pattern``, ``patternProperties`` and ``additionalProperties`` keywords match with
-  RE2; the one validator factory (:func:`murmur_nb._schemas.descriptor.schema_validator_class`)
+  RE2; the one validator factory (:func:`murmur_nb._schemas.schemas.validator_class`)
   applies it, so the host's request check, its result check and the form all use it.
 * **ECMA-262 in, RE2 out.** JSON Schema patterns are ECMA-262 regexes. :func:`to_re2`
   rewrites what has an RE2 equivalent: ``\\uXXXX`` and ``\\u{X...}`` become ``\\x{...}``,
