@@ -170,11 +170,6 @@ def check_module(
     ModuleNotFound
         ``module`` is neither a module folder nor an installed module id.
 
-    Notes
-    -----
-    Longer than one screen only because of this docstring: the body (about 15 lines) links
-    the module into a scratch home and hands it to the checker.
-
     Examples
     --------
     >>> import murmur_nb as mnb

@@ -393,7 +393,7 @@ class HookHost:
     ) -> HookResult:
         """One call within its time limit, counted from now: waiting for the engine included.
 
-        Calls share one engine and run one at a time (see the runtime's design notes). A call
+        Calls share one engine and run one at a time (see :mod:`murmur_nb._hooks.runtime`). A call
         that waits for another hook's call spends its own time limit waiting, so no hook can
         hold another past that hook's limit: a call that could not start in time ends with
         ``deadline_exceeded`` and nothing of it ran.
