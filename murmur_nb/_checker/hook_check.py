@@ -20,9 +20,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ def check_hook(
     *,
     config: str | os.PathLike[str] | None = None,
     hook_id: str | None = None,
+    progress: bool | None = None,
 ) -> HookCheckReport:
     """Check a hook component against the ``hook`` world's rules; return the report.
 
@@ -84,6 +86,9 @@ def check_hook(
         limits.
     hook_id
         Which entry of ``config`` gives the limits, when several name the component.
+    progress
+        Show a tqdm bar of the calls (about 30; the 10,000-message ones take seconds).
+        Default: in a terminal, not in a notebook kernel.
 
     Returns
     -------
@@ -111,8 +116,13 @@ def check_hook(
         )
     limits = _limits(path, config, hook_id)
     report = HookCheckReport(path, limits=limits.model_dump())
-    with tempfile.TemporaryDirectory(prefix="murmur-nb-check-hook-") as tmp:
-        report.results = _check(path, limits, Path(tmp), report)
+    bar = _bar(path.name, progress)
+    try:
+        with tempfile.TemporaryDirectory(prefix="murmur-nb-check-hook-") as tmp:
+            report.results = _check(path, limits, Path(tmp), report, bar.update if bar else None)
+    finally:
+        if bar is not None:
+            bar.close()
     report.duration_s = time.monotonic() - started
     return report
 
@@ -135,8 +145,26 @@ def _limits(path: Path, config: str | os.PathLike[str] | None, hook_id: str | No
     return loaded.default_limits
 
 
+def _bar(name: str, progress: bool | None) -> Any:
+    """A tqdm bar of the calls, or ``None``; by default only on a terminal outside a kernel."""
+    if progress is None:
+        progress = "ipykernel" not in sys.modules and bool(
+            getattr(sys.stderr, "isatty", lambda: False)()
+        )
+    if not progress:
+        return None
+    from tqdm.auto import tqdm  # noqa: PLC0415 - only when a bar is shown
+
+    total = len(CASES) * 2 * _ROUNDS + len(_DENIED_CASES) * 2
+    return tqdm(total=total, unit="call", desc=f"check-hook {name}")
+
+
 def _check(
-    path: Path, limits: HookLimits, tmp: Path, report: HookCheckReport
+    path: Path,
+    limits: HookLimits,
+    tmp: Path,
+    report: HookCheckReport,
+    tick: Callable[[int], object] | None,
 ) -> list[HookCheckResult]:
     runtime = Runtime.get()
     try:
@@ -157,8 +185,8 @@ def _check(
         info = granted.hooks["hook"]
         if not info.loaded:
             return _load_failed(world, info.load_error or "", info.load_code or "load_failed")
-        rounds = [_drive(granted, store, CASES) for _ in range(_ROUNDS)]
-        denied_calls = _drive(denied, store, [c for c in CASES if c.name in _DENIED_CASES])
+        rounds = [_drive(granted, store, CASES, tick) for _ in range(_ROUNDS)]
+        denied_calls = _drive(denied, store, [c for c in CASES if c.name in _DENIED_CASES], tick)
     report.calls = sum(len(r) for r in rounds) + len(denied_calls)
     calls = [call for one in rounds for call in one]
     return [
@@ -237,7 +265,12 @@ class _CountingReader:
             raise
 
 
-def _drive(host: HookHost, store: ConversationStore, cases: Iterable[Case]) -> list[Call]:
+def _drive(
+    host: HookHost,
+    store: ConversationStore,
+    cases: Iterable[Case],
+    tick: Callable[[int], object] | None = None,
+) -> list[Call]:
     """Each case as a runtime would: its task starts, then its messages are compacted."""
     calls = []
     for case in cases:
@@ -245,6 +278,8 @@ def _drive(host: HookHost, store: ConversationStore, cases: Iterable[Case]) -> l
         started = host.task_start(task_id=f"task-{case.name}", context_id=case.context_id)
         calls.append(Call(case, "task-start", started["hook"]))
         calls.append(Call(case, "compact", host.compact(given)["hook"], given))
+        if tick is not None:
+            tick(2)
     return calls
 
 

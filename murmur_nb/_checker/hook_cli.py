@@ -1,7 +1,8 @@
 """``murmur-nb check-hook COMPONENT.wasm``: the hook checker from a shell, for hook authors and CI.
 
 Prints the plain-text report (``--json`` for one JSON document) and exits 0 when no rule
-failed, 1 when one did, 2 on bad usage (no such file, an unusable ``--config``).
+failed, 1 when one did, 2 on bad usage (no such file, an unusable ``--config``), 130 on
+Ctrl-C. A progress bar of the calls goes to standard error when it is a terminal.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def run_check_hook(args: argparse.Namespace) -> int:
     except HookError as exc:  # HookConfigError too
         print(f"murmur-nb check-hook: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("murmur-nb check-hook: interrupted; no report", file=sys.stderr)
+        return 130
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
