@@ -146,6 +146,16 @@ def test_the_failure_says_where_and_what(
     assert f"          fix:  {failed.fix}" in reports[rule].summary()
 
 
+def test_a_case_a_limit_stopped_is_not_run_twice(reports: Reports) -> None:
+    report = reports["limits"]
+    assert report.calls == 28  # the 10,000-message case once, not twice
+    determinism = {r.check: r for r in report}["determinism"]
+    assert determinism.status == "pass"
+    assert determinism.detail == (
+        "12 calls made twice gave the same answers; 2 not compared, a limit stopped them"
+    )
+
+
 def test_answers_are_held_to_the_limits_murmur_yaml_sets(tmp_path: Path) -> None:
     """The entry naming the component gives the limits; a result past them fails ``limits``."""
     config = capsule(tmp_path, limits="{time_ms: 120000, result_messages: 5000}")
