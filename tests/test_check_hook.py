@@ -169,12 +169,26 @@ def test_answers_are_held_to_the_limits_murmur_yaml_sets(tmp_path: Path) -> None
         mnb.check_hook(tmp_path / "hooks" / "hook.wasm", config=config, hook_id="other")
 
 
+def test_a_hook_its_limits_do_not_let_load_fails_the_limits_rule(tmp_path: Path) -> None:
+    """The world rules pass (the types are right), the host refuses to instantiate it."""
+    config = capsule(tmp_path, limits="{instances: 1}")
+    report = mnb.check_hook(tmp_path / "hooks" / "hook.wasm", config=config)
+    assert [(r.check, r.status) for r in report] == [
+        ("world.exports", "pass"), ("world.imports", "pass"), ("handlers.answer", "skipped"),
+        ("limits", "fail"), ("determinism", "skipped"), ("messages.well_formed", "skipped"),
+        ("grant.not_granted", "skipped"),
+    ]  # fmt: skip
+    assert "needs more core instances than its limit of 1" in report.failures[0].detail
+    assert report.calls == 0
+
+
 def test_views_text_json_html_and_frame(reports: Reports) -> None:
     report = reports["world.imports"]
     data = json.loads(json.dumps(report.to_json()))
     assert data["ok"] is False
     assert data["counts"] == {"fail": 1, "warn": 0, "skipped": 5, "pass": 1}
     assert [c["check"] for c in data["checks"]] == RULES
+    assert data["digest"] == report.digest and len(data["digest"]) == 64
     page = report._repr_html_()
     assert "<table>" in page and "murmur:secrets/vault@1.0.0" in page
     frame = report.to_frame()

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,19 +112,26 @@ def check_hook(
     if not path.is_file():
         raise HookError(
             f"{path} is not a file; pass the .wasm component of a built hook "
-            "(mnb.build_python_hook returns its path)"
+            "(mnb.build_python_hook returns its path)",
+            code="hook_not_found",
         )
     limits = _limits(path, config, hook_id)
-    report = HookCheckReport(path, limits=limits.model_dump())
     bar = _bar(path.name, progress)
     try:
         with tempfile.TemporaryDirectory(prefix="murmur-nb-check-hook-") as tmp:
-            report.results = _check(path, limits, Path(tmp), report, bar.update if bar else None)
+            checked = _check(path, limits, Path(tmp), bar.update if bar else None)
     finally:
         if bar is not None:
             bar.close()
-    report.duration_s = time.monotonic() - started
-    return report
+    return HookCheckReport(
+        path,
+        results=checked.results,
+        duration_s=time.monotonic() - started,
+        digest=checked.digest,
+        limits=limits.model_dump(),
+        cases=checked.cases,
+        calls=checked.calls,
+    )
 
 
 def _limits(path: Path, config: str | os.PathLike[str] | None, hook_id: str | None) -> HookLimits:
@@ -159,24 +166,73 @@ def _bar(name: str, progress: bool | None) -> Any:
     return tqdm(total=total, unit="call", desc=f"check-hook {name}")
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What :func:`_check` found: the rows, and what the report says it ran."""
+
+    results: list[HookCheckResult]
+    digest: str = ""
+    cases: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Every call of the check: two rounds with the grant (a case a limit stopped is the same
+    :class:`Call` in both), one without, and how often a read was answered ``not-granted``."""
+
+    rounds: tuple[list[Call], list[Call]]
+    denied: list[Call]
+    denied_reads: int
+
+    @property
+    def granted(self) -> list[Call]:
+        """The calls made with the grant, each once."""
+        first, again = self.rounds
+        return [*first, *(two for one, two in zip(first, again, strict=True) if one is not two)]
+
+
 def _check(
-    path: Path,
-    limits: HookLimits,
-    tmp: Path,
-    report: HookCheckReport,
-    tick: Callable[[int], object] | None,
-) -> list[HookCheckResult]:
+    path: Path, limits: HookLimits, tmp: Path, tick: Callable[[int], object] | None
+) -> Checked:
     runtime = Runtime.get()
     try:
         loaded = runtime.cache.load(path)
     except (OSError, runtime.WasmtimeError) as exc:
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return [row("world.exports", "fail", f"{path.name} is not a loadable component: {why}"),
-                *_skipped(("world.imports", *_CALL_RULES), "the file is not a component")]
-    report.digest = loaded.digest
+        return Checked([
+            row("world.exports", "fail", f"{path.name} is not a loadable component: {why}"),
+            *_skipped(("world.imports", *_CALL_RULES), "the file is not a component"),
+        ])  # fmt: skip
     world = _world_rows(loaded.component, runtime.engine)
     store = write_cases(tmp / "murmur")
-    report.cases = {case.name: len(read_back(store, case)) for case in CASES}
+    cases = {case.name: len(read_back(store, case)) for case in CASES}
+    runs = _run(path, limits, store, tick)
+    if isinstance(runs, tuple):  # the host did not load the hook: why, as rows
+        return Checked(_load_failed(world, runs), loaded.digest, cases)
+    calls = runs.granted
+    return Checked(
+        [
+            *world,
+            _answers(calls),
+            _within_limits(calls, limits),
+            _determinism(runs.rounds),
+            _well_formed(calls),
+            _not_granted(runs.denied, runs.denied_reads),
+        ],
+        loaded.digest,
+        cases,
+        len(calls) + len(runs.denied),
+    )
+
+
+def _run(
+    path: Path,
+    limits: HookLimits,
+    store: ConversationStore,
+    tick: Callable[[int], object] | None,
+) -> Runs | tuple[str, str]:
+    """Drive the hook with and without the grant; ``(error, code)`` when it does not load."""
     source = _CountingStore(store)
     granted, denied = (
         HookHost(_config(path, limits, read), conversations=source) for read in (True, False)
@@ -184,21 +240,11 @@ def _check(
     with granted, denied:
         info = granted.hooks["hook"]
         if not info.loaded:
-            return _load_failed(world, info.load_error or "", info.load_code or "load_failed")
+            return info.load_error or "", info.load_code or "load_failed"
         first = _drive(granted, store, CASES, tick)
-        rounds = [first, _drive(granted, store, CASES, tick, first)]
-        denied_calls = _drive(denied, store, [c for c in CASES if c.name in _DENIED_CASES], tick)
-    repeated = sum(one is not two for one, two in zip(*rounds, strict=True))
-    report.calls = len(first) + repeated + len(denied_calls)
-    calls = [*first, *(two for one, two in zip(*rounds, strict=True) if one is not two)]
-    return [
-        *world,
-        _answers(calls),
-        _within_limits(calls, limits),
-        _determinism(rounds),
-        _well_formed(calls),
-        _not_granted(denied_calls, source.denied),
-    ]
+        again = _drive(granted, store, CASES, tick, first)
+        without = _drive(denied, store, [c for c in CASES if c.name in _DENIED_CASES], tick)
+    return Runs((first, again), without, source.denied)
 
 
 _CALL_RULES = ("handlers.answer", "limits", "determinism", "messages.well_formed",
@@ -228,8 +274,10 @@ def _world_rows(component: Any, engine: Any) -> list[HookCheckResult]:
     ]  # fmt: skip
 
 
-def _load_failed(world: list[HookCheckResult], error: str, code: str) -> list[HookCheckResult]:
-    """The rows when the host refused to load the hook: blame one rule, skip the calls."""
+def _load_failed(world: list[HookCheckResult], why: tuple[str, str]) -> list[HookCheckResult]:
+    """The rows when the host refused to load the hook (``why``: its error and code): blame
+    one rule, skip the calls."""
+    error, code = why
     if any(r.status == "fail" for r in world):
         return [*world, *_skipped(_CALL_RULES, "the hook does not load (see world.*)")]
     blamed = {"link_error": "world.imports", "load_failed": "world.exports"}.get(
@@ -356,7 +404,7 @@ def _said(result: HookResult) -> str:
     return f"ok {_short(repr(result.value), 80)}"
 
 
-def _determinism(rounds: list[list[Call]]) -> HookCheckResult:
+def _determinism(rounds: tuple[list[Call], list[Call]]) -> HookCheckResult:
     pairs = [
         (one, two) for one, two in zip(*rounds, strict=True)
         if one is not two and not {one.result.code, two.result.code} & LIMIT_CODES
