@@ -270,8 +270,18 @@ def _world_rows(component: Any, engine: Any) -> list[HookCheckResult]:
             f"signatures{also}"),
         row("world.imports", "fail", "; ".join(imports)) if imports else
         row("world.imports", "pass", f"{len(names)} imports, all linked by the host: "
-            + ", ".join(names)),
+            + _imports_in_short(names)),
     ]  # fmt: skip
+
+
+def _imports_in_short(names: list[str]) -> str:
+    """The murmur imports by name, WASI ones by package: ``wasi (25: cli, clocks, ...)``."""
+    wasi = [n for n in names if n.startswith("wasi:")]
+    packages = sorted({n.split(":", 1)[1].split("/", 1)[0] for n in wasi})
+    shown = [n for n in names if not n.startswith("wasi:")]
+    if wasi:
+        shown.append(f"{len(wasi)} WASI 0.2 interfaces ({', '.join(packages)})")
+    return ", ".join(shown)
 
 
 def _load_failed(world: list[HookCheckResult], why: tuple[str, str]) -> list[HookCheckResult]:
@@ -473,5 +483,6 @@ def _not_granted(calls: list[Call], denied_reads: int) -> HookCheckResult:
         return row("grant.not_granted", "pass", "without the read grant the hook answered, and "
                    "it never called read-messages")  # fmt: skip
     answers = "; ".join(f"{FUNCS[c.event]} {_said(c.result)}" for c in calls)
-    return row("grant.not_granted", "pass", f"read-messages answered not-granted "
-               f"{denied_reads} time(s) and the hook went on: {answers}")  # fmt: skip
+    times = "once" if denied_reads == 1 else f"{denied_reads} times"
+    return row("grant.not_granted", "pass", f"read-messages answered not-granted {times} and "
+               f"the hook went on: {answers}")  # fmt: skip
