@@ -11,8 +11,11 @@ limits that really bind (memory, result size).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -225,6 +228,29 @@ def test_the_check_hook_command_prints_text_or_json_and_exits_on_failure(tmp_pat
                              text=True, check=False)  # fmt: skip
     assert missing.returncode == 2
     assert "is not a file" in missing.stderr
+
+
+def test_ctrl_c_stops_the_command_cleanly(tmp_path: Path) -> None:
+    """SIGINT while the hook is being called: exit 130, and the generated records are gone."""
+    config = capsule(tmp_path / "capsule")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    command = [sys.executable, "-m", "murmur_nb._checker.cli", "check-hook",
+               str(config.parent / "hooks" / "hook.wasm"), "--config", str(config)]  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not list(scratch.glob("murmur-nb-check-hook-*/murmur/conversations/*.jsonl")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.05)
+        time.sleep(1)  # into the calls (the 10,000-message one takes seconds)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert "murmur-nb check-hook: interrupted; no report" in err
+    assert out == ""
+    assert not list(scratch.glob("murmur-nb-check-hook-*"))
 
 
 def test_pytest_plugin_collects_one_test_per_rule(
