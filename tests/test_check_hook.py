@@ -151,6 +151,30 @@ def test_the_failure_says_where_and_what(
     assert f"          fix:  {failed.fix}" in reports[rule].summary()
 
 
+def test_every_kind_of_malformed_message_is_named() -> None:
+    # The rule's function directly: one WAT fault per kind would cost a full check each.
+    from murmur_nb._checker.hook_check import message_problem
+
+    given = (mnb.Message("a", "user", "hi"),
+             mnb.Message("t", "tool", '{"__murmur_tool_msg__":true,"tool_call_id":null,'
+                         '"is_error":null,"body":1}'))  # fmt: skip
+    summary = mnb.Message("s", "system", "Summary: 2 messages")
+    assert message_problem(given, [*given, summary]) is None
+    assert message_problem(given, [given[0], given[0]]) == "id 'a' is returned twice"
+    assert message_problem(given, [mnb.Message("a", "user", "HI", name="x")]) == (
+        "message 'a' keeps an input id but changed its content, name"
+    )
+    assert message_problem(given, [mnb.Message("n", "", "new")]) == (
+        "new message 'n' has an empty role"
+    )
+    assert message_problem(given, [mnb.Message("n", "tool", "raw body")]) == (
+        "tool message 'n' does not carry the tool-message envelope"
+    )
+    assert message_problem(given, [summary, mnb.Message("", "user", "x")]) == (
+        "message 1 has an empty id"
+    )
+
+
 def test_a_case_a_limit_stopped_is_not_run_twice(reports: Reports) -> None:
     report = reports["limits"]
     assert report.calls == 28  # the 10,000-message case once, not twice

@@ -18,7 +18,6 @@ Design notes
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from murmur_nb._checker.hook_report import HookCheckReport, HookCheckResult, Hoo
 from murmur_nb._checker.hook_rules import CALL_CODES, HOOK_RULES, LIMIT_CODES
 from murmur_nb._checker.hook_world import export_problems, import_problems
 from murmur_nb._conversations.store import ConversationStore, Message
+from murmur_nb._conversations.tool_envelope import decode as decode_tool_envelope
 from murmur_nb._exceptions import ConversationReadError, HookConfigError, HookError
 from murmur_nb._hooks.config import EVENTS, HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.host import FUNCS, HookHost
@@ -45,7 +45,6 @@ _ROUNDS = 2
 #: The cases the hook without the grant is driven on.
 _DENIED_CASES = ("one",)
 _SHOWN = 3
-_ENVELOPE_KEYS = ["__murmur_tool_msg__", "tool_call_id", "is_error", "body"]
 
 
 @dataclass(frozen=True)
@@ -429,7 +428,7 @@ def _determinism(rounds: tuple[list[Call], list[Call]]) -> HookCheckResult:
                + unsure)  # fmt: skip
 
 
-def _message_problem(given: tuple[Message, ...], kept: list[Message]) -> str | None:
+def message_problem(given: tuple[Message, ...], kept: list[Message]) -> str | None:
     by_id = {m.id: m for m in given}
     seen: set[str] = set()
     for i, message in enumerate(kept):
@@ -445,19 +444,9 @@ def _message_problem(given: tuple[Message, ...], kept: list[Message]) -> str | N
             return f"message {message.id!r} keeps an input id but changed its {', '.join(changed)}"
         if original is None and not message.role:
             return f"new message {message.id!r} has an empty role"
-        if message.role == "tool" and not _is_envelope(message.content):
+        if message.role == "tool" and decode_tool_envelope(message.content) is None:
             return f"tool message {message.id!r} does not carry the tool-message envelope"
     return None
-
-
-def _is_envelope(content: str) -> bool:
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return False
-    return (
-        isinstance(data, dict) and list(data) == _ENVELOPE_KEYS and data[_ENVELOPE_KEYS[0]] is True
-    )
 
 
 def _well_formed(calls: list[Call]) -> HookCheckResult:
@@ -466,7 +455,7 @@ def _well_formed(calls: list[Call]) -> HookCheckResult:
     for call in calls:
         if call.event == "compact" and call.result.ok:
             lists += 1
-            problem = _message_problem(call.given, call.result.value)
+            problem = message_problem(call.given, call.result.value)
             if problem is not None:
                 bad.setdefault(f"{call.where}: {problem}")
     if bad:
