@@ -60,6 +60,13 @@ def test_all_matches_public_names() -> None:
         assert hasattr(murmur_nb, name), name
 
 
+def test_both_checkers_are_public() -> None:
+    for name in ("check_module", "CheckReport", "check_hook", "HookCheckReport",
+                 "HookCheckResult"):  # fmt: skip
+        assert name in murmur_nb.__all__, name
+    assert murmur_nb.check_hook.__module__ == "murmur_nb._checker.hook_check"
+
+
 def test_import_does_not_load_heavy_packages() -> None:
     code = (
         "import sys, murmur_nb\n"
