@@ -153,7 +153,7 @@ def test_the_failure_says_where_and_what(
 
 def test_every_kind_of_malformed_message_is_named() -> None:
     # The rule's function directly: one WAT fault per kind would cost a full check each.
-    from murmur_nb._checker.hook_check import message_problem
+    from murmur_nb._checker.hook_check import message_problem  # private: the rule alone
 
     given = (mnb.Message("a", "user", "hi"),
              mnb.Message("t", "tool", '{"__murmur_tool_msg__":true,"tool_call_id":null,'
