@@ -38,6 +38,7 @@ from murmur_nb._hooks.lifting import Budget, LiftStopped, call_and_lift, public_
 from murmur_nb._hooks.linking import HostFunctions, make_linker
 from murmur_nb._hooks.lowering import (
     FAST_PATH_ERRORS,
+    Messages,
     PageLowering,
     fast_path_supported,
     message_record,
@@ -296,6 +297,8 @@ class HookHost:
         items = list(messages)
 
         def make_args() -> tuple[Any, ...]:
+            if self.lowering is not None:  # written straight into wasmtime's C values
+                return (Messages(items),)
             return ([message_record(m) for m in items],)
 
         return self._dispatch("compact", make_args, lift_messages)
@@ -485,7 +488,7 @@ class HookHost:
                 func = instance.get_func(store, loaded.funcs[event])
                 assert func is not None
                 if self.lowering is not None:
-                    raw = call_and_lift(func, store, args, budget)
+                    raw = call_and_lift(func, store, args, budget, self.lowering)
                 else:  # no tested private layer: the binding lifts, the sizes are checked after
                     raw = public_lift(func(store, *args), budget)
                 func.post_return(store)

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from murmur_nb._hooks.lowering import Messages, PageLowering
+
 __all__ = ["CHECK_EVERY", "Budget", "LiftStopped", "call_and_lift", "public_lift"]
 
 #: How many values are read between two looks at the deadline and the Ctrl-C flag.
@@ -68,8 +70,13 @@ class Budget:
             )
 
 
-def call_and_lift(func: Any, store: Any, args: tuple[Any, ...], budget: Budget) -> tuple[bool, Any]:
+def call_and_lift(
+    func: Any, store: Any, args: tuple[Any, ...], budget: Budget, lowering: PageLowering
+) -> tuple[bool, Any]:
     """Call ``func`` (a hook export) and lift its ``result<T, string>`` within ``budget``.
+
+    A :class:`~murmur_nb._hooks.lowering.Messages` argument is written by ``lowering``; any
+    other goes through the binding's conversion.
 
     Returns ``(ok, payload)``: the ``err`` string, the ``ok`` string (``on-task-start``) or a
     list of message dicts keyed by the WIT field names (``on-compact``).
@@ -94,7 +101,10 @@ def call_and_lift(func: Any, store: Any, args: tuple[Any, ...], budget: Budget) 
     called = False
     try:
         for (_name, ty), value in zip(params, args, strict=True):
-            ty.convert_to_c(store, value, ctypes.pointer(c_args[made]))
+            if isinstance(value, Messages):
+                lowering.write_messages(ctypes.addressof(c_args[made]), value.items)
+            else:
+                ty.convert_to_c(store, value, ctypes.pointer(c_args[made]))
             made += 1
 
         def run() -> Any:
