@@ -262,7 +262,18 @@ def _leaf_html(widget: Any) -> str:
         return f"<code>{esc(widget.description)}</code>" if cap else ""
     if isinstance(widget, w.IntProgress | w.FloatProgress):
         return progress_html(int(widget.value), int(widget.max))
+    if isinstance(widget, w.Dropdown | w.RadioButtons | w.Select):  # its label, not its index
+        return _choice_html(widget)
     value = getattr(widget, "value", None)
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         return f"<div>{esc(getattr(widget, 'description', ''))} {esc(value)}</div>"
     return ""
+
+
+def _choice_html(widget: Any) -> str:
+    """A selection as the option a reader sees; nothing while a placeholder is chosen."""
+    label = widget.label
+    if label is None or (str(label).startswith("—") and str(label).endswith("—")):
+        return ""
+    description = getattr(widget, "description", "")
+    return f"<div>{esc(description)} {esc(label)}</div>" if description else f"<div>{esc(label)}</div>"
