@@ -98,8 +98,8 @@ class ConversationExplorer(TextView):
         Passed to ``store.reader``; ``False`` shows what an ungranted hook gets.
     scan_limit : int
         The most messages a filter or "Find id" reads from the record (newest first).
-    shown_limit : int
-        The most filter matches shown (the newest ones).
+    shown_limit : int, optional
+        The most filter matches shown (the newest ones); ``page_size`` by default.
 
     Attributes
     ----------
@@ -135,13 +135,13 @@ class ConversationExplorer(TextView):
         page_size: int = 20,
         granted: bool = True,
         scan_limit: int = 20_000,
-        shown_limit: int = 100,
+        shown_limit: int | None = None,
     ) -> None:
         self.store = store
         self.context_id = context_id
         self.page_size = page_size
         self.scan_limit = scan_limit
-        self.shown_limit = shown_limit
+        self.shown_limit = page_size if shown_limit is None else shown_limit
         self.matches: list[Any] = []
         self.scanned = 0
         self._scan_complete = True
