@@ -62,8 +62,10 @@ class Clone:
 
 
 def _env(home: Path) -> dict[str, str]:
-    keep = ("PATH", "LANG", "LC_ALL", "TERM")
-    env = {k: v for k, v in os.environ.items() if k in keep}
+    """This machine's environment (its pip settings included) for a new user: a fresh
+    ``$HOME``, and nothing pointing at this checkout or its environment."""
+    drop = ("MURMUR_NB", "PYTEST", "PYTHON", "VIRTUAL_ENV", "JUPYTER")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["HOME"] = str(home)
     env["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
