@@ -63,13 +63,18 @@ TRUSTED_JS = """() => {
 #: The text the themes must keep readable here: the timeline's labels, the budget note, the
 #: cards' header lines.
 SVG_TEXT = ".murmur-timeline .murmur-tick, .murmur-timeline .murmur-lane, .murmur-event"
-#: Each timeline label's box and text; the boxes of one timeline that overlap (> 1 px²).
+#: Each timeline label's text and where that text is drawn (the text's own box, cut to its
+#: element's: a bar's label is cut to the bar); the labels of one timeline whose text
+#: overlaps another's (> 1 px²).
 LABELS_JS = """sel => [...document.querySelectorAll(sel)].map(chart => {
     const labels = [...chart.querySelectorAll('.murmur-tick, .murmur-lane, .murmur-event')]
         .map(el => {
-            const r = el.getBoundingClientRect();
-            return {text: el.textContent, kind: el.className, x: r.left, y: r.top,
-                    w: r.width, h: r.height};
+            const range = document.createRange();
+            range.selectNodeContents(el);
+            const t = range.getBoundingClientRect(), e = el.getBoundingClientRect();
+            const x = Math.max(t.left, e.left), y = Math.max(t.top, e.top);
+            return {text: el.textContent, kind: el.className, x, y,
+                    w: Math.min(t.right, e.right) - x, h: Math.min(t.bottom, e.bottom) - y};
         });
     const overlaps = [];
     labels.forEach((a, i) => labels.slice(i + 1).forEach(b => {
@@ -171,6 +176,7 @@ def _timeline_laid_out(page: Any, theme: str) -> None:
     for chart in charts:
         labels = chart["labels"]
         lanes = [x for x in labels if x["kind"] == "murmur-lane"]
+        assert len([x for x in labels if "murmur-event" in x["kind"]]) >= 4
         assert [x["text"] for x in lanes] == ["picture", "captions", "sound"][: len(lanes)]
         assert len(lanes) >= 2 and len([x for x in labels if x["kind"] == "murmur-tick"]) >= 4
         assert all(x["w"] > 4 and x["h"] > 4 for x in labels), (theme, labels)
