@@ -179,17 +179,21 @@ def _demo(clone: Clone, *args: str, env: dict[str, str] | None = None) -> Iterat
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
-def _until_url(proc: subprocess.Popen[str]) -> str:
-    """Read the demo's output until it prints the tour's URL (or ends)."""
+def _until_url(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """Read the demo's output until it prints the tour's URL (or ends): the URL, and what
+    was printed before it."""
     assert proc.stdout is not None
     seen = []
     deadline = time.monotonic() + 240
     for line in proc.stdout:
         seen.append(line)
         if "the tour: http" in line:
-            return line.split("the tour: ", 1)[1].split()[0]
+            return line.split("the tour: ", 1)[1].split()[0], "".join(seen)
         assert time.monotonic() < deadline, "".join(seen)
     pytest.fail(f"no URL printed:\n{''.join(seen)}\n{proc.stderr.read() if proc.stderr else ''}")
 
@@ -211,7 +215,8 @@ def test_a_busy_default_port_gives_the_next_free_one_and_only_our_url(clone: Clo
     other, port = _listener()
     env = {**clone.env, "MURMUR_NB_DEMO_PORT": str(port)}
     with other, _demo(clone, env=env) as proc:
-        url = _until_url(proc)
+        url, before = _until_url(proc)
+        assert f"port {port} is busy, so JupyterLab uses" in before
         got = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/lab/tree/01-tour\.ipynb\?token=(\w+)", url)
         assert got, url
         assert int(got.group(1)) != port
