@@ -2,10 +2,13 @@
 ``pytest --hook COMPONENT.wasm`` checks a hook component, one test per rule.
 
 Installed with murmur-nb (entry point ``pytest11``), it does nothing until ``--modproto`` is
-given, so it costs other test runs one option. Each row of :func:`murmur_nb.check_module`'s
-report becomes a test item: a failed check fails with the rule, the JSON path and the fix; a
-skipped check (approval needed, setup missing) is skipped with the reason; a warning passes
-and shows in the item's report sections.
+given, so it costs other test runs one option. Given without test paths, it collects only
+the module checks (not the tests of the folder it runs in).
+
+Each row of :func:`murmur_nb.check_module`'s report becomes a test item: a failed check
+fails with the rule, the JSON path and the fix; a skipped check (approval needed, setup
+missing) is skipped with the reason; a warning passes and shows in the item's report
+sections.
 
 A failure's text also carries the one-line reproduction of the failing input and the tail
 of the module's standard error, when the checker recorded them.
@@ -62,6 +65,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="check the hook component in this .wasm file (repeatable)")
     hooks.addoption("--hook-config", default=None, metavar="MURMUR_YAML",
                     help="run the hook's calls under the limits of this murmur.yaml")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``--modproto`` and no test paths named, collect only the module checks.
+
+    ``pytest --modproto PATH`` run in a project folder would otherwise also collect every
+    test under it; naming test paths (``pytest tests --modproto PATH``) collects both.
+    """
+    if not config.getoption("--modproto"):
+        return None
+    return config.args_source is not pytest.Config.ArgsSource.ARGS or None
 
 
 @pytest.hookimpl(tryfirst=True)

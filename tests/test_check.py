@@ -246,6 +246,22 @@ def test_pytest_plugin_turns_checks_into_tests(
     )
 
 
+def test_pytest_plugin_without_test_paths_collects_only_the_module_checks(
+    tmp_path: Path, pytester: pytest.Pytester
+) -> None:
+    """``pytest --modproto PATH`` run in a project folder does not also run its tests; naming
+    a test path collects both."""
+    good = checked_module(tmp_path / "a")
+    pytester.makepyfile(test_project="def test_of_the_project():\n    assert False\n")
+    only = pytester.runpytest("--modproto", str(good), "--modproto-examples", "2")
+    assert only.ret == 0, only.stdout.str()
+    assert "test_of_the_project" not in only.stdout.str()
+    both = pytester.runpytest("test_project.py", "--modproto", str(good),
+                              "--modproto-examples", "2")  # fmt: skip
+    assert both.ret == 1 and both.parseoutcomes()["failed"] == 1
+    both.stdout.fnmatch_lines(["*test_project.py::test_of_the_project*"])
+
+
 def test_pytest_plugin_failure_shows_the_reproduction_and_stderr_tail(
     tmp_path: Path, pytester: pytest.Pytester
 ) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from murmur_nb._render.theme import BG_SOFT, BORDER, ERROR, FG, FG_MUTED, WARN
+from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, soft_background
 
 __all__ = [
     "Body",
@@ -370,7 +370,7 @@ _CARD = (
 )
 _HEAD = f"font-size:12px;color:{FG_MUTED};margin-bottom:6px"
 _NOTE = (
-    f"font-size:12px;color:{FG};background:{BG_SOFT};border:1px solid;border-color:{WARN};"
+    f"font-size:12px;color:{FG};{soft_background()};border:1px solid;{kept('border-color', WARN)};"
     "border-left-width:4px;border-radius:4px;padding:2px 6px;margin:4px 0"
 )
 
@@ -386,7 +386,7 @@ def card(
 ) -> str:
     """The framed card: a header line (primitive, title, type, size, digest), notes, body."""
     head = [
-        f'<span style="background:{BG_SOFT};color:{FG};border-radius:3px;padding:0 4px">'
+        f'<span style="{soft_background()};color:{FG};border-radius:3px;padding:0 4px">'
         f"{esc(primitive)}</span>"
         f" <b>{esc(title)}</b>"
     ]
