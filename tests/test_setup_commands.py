@@ -59,6 +59,8 @@ class Clone:
     env: dict[str, str]
     report: Path
     setup_seconds: float
+    home: Path
+    stdout: str
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -87,16 +89,41 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Clone:
     env = _env(home)
     command = demo_command()
     assert command == "bash scripts/demo", command
+    # a chosen home and report path (the options the README names), so the default home is
+    # proved untouched; the later demo runs below prepare the default one
+    chosen, report = root / "chosen home", root / "out" / "tour.html"
     t0 = time.perf_counter()
     done = subprocess.run(
-        ["bash", "-c", f"{command} --headless"], cwd=path, env=env, capture_output=True,
-        text=True, timeout=1500, check=False,
+        ["bash", "-c", f'{command} --headless --home "{chosen}" --report "{report}"'],
+        cwd=path, env=env, capture_output=True, text=True, timeout=1500, check=False,
     )  # fmt: skip
     seconds = time.perf_counter() - t0
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
-    report = home / ".murmur-nb-demo" / "report" / "01-tour.html"
     assert f"report: {report}" in done.stdout, done.stdout[-2000:]
-    return Clone(path, env, report, seconds)
+    return Clone(path, env, report, seconds, chosen, done.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_headless_demo_prepares_the_chosen_home_and_writes_the_tour_report(
+    clone: Clone,
+) -> None:
+    home, out = clone.home, clone.stdout
+    assert f"preparing the demo home in {home}" in out
+    assert "6 modules: critic, docs, gallery, oracle, studio, transcribe (needs setup)" in out
+    # The home the user chose holds everything; the default one was never made.
+    assert (home / "facet-studio" / "modules" / "gallery" / "module").is_file()
+    assert (home / "murmur" / "hooks" / "summarize.wasm").read_bytes()[:4] == b"\0asm"
+    assert not (Path(clone.env["HOME"]) / ".murmur-nb-demo").exists()
+    page = clone.report.read_text()
+    assert "Traceback (most recent call last)" not in page
+    # Widgets are saved as their static HTML, so the report shows them offline too.
+    assert page.count('class="murmur-static"') >= 5
+    assert "application/vnd.jupyter.widget-state+json" not in page
+    assert "Needs setup" in page and "cost unknown" in page
+    for primitive in ("image", "table", "markdown", "json"):
+        assert f'data-primitive="{primitive}"' in page, primitive
+    assert "not-granted" in page and "320 messages" in page
 
 
 @pytest.mark.slow
