@@ -62,7 +62,8 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame[[*KEYS, *SHOWN]].copy()
     out["window"] = out["window"].astype(object).where(out["window"].notna(), None)
     out["event"] = out["event"].astype(str)
-    out["kept_ids"] = [tuple(v) if isinstance(v, list) else None for v in out["kept_ids"]]
+    kept: Any = [tuple(v) if isinstance(v, list) else None for v in out["kept_ids"]]
+    out["kept_ids"] = kept
     return out
 
 
@@ -152,9 +153,10 @@ def _base_of(column: str, left: str, right: str) -> str:
 
 def _cell(value: Any) -> str:
     if isinstance(value, tuple):
-        return ", ".join(map(str, value[:6])) + (f" … (+{len(value) - 6})" if len(value) > 6 else "")
+        more = f" ... (+{len(value) - 6})" if len(value) > 6 else ""
+        return ", ".join(map(str, value[:6])) + more
     if value is None or (not isinstance(value, list | dict) and _isna(value)):
-        return "–"
+        return "-"
     if isinstance(value, float):
         return f"{value:.3g}"
     return str(value)
