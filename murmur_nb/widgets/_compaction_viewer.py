@@ -39,7 +39,8 @@ def _message_html(status: str, m: Any) -> str:
         f'<div class="murmur-msg murmur-msg-{status}" style="border-left:4px solid '
         f'{tone_colour(_MARK[status])};padding:1px 6px;margin:2px 0;color:'
         f'{FG_MUTED if status == "dropped" else FG}">'
-        f'<div class="murmur-msg-head">{head}</div><div class="murmur-msg-body">{body}</div></div>'
+        f'<div class="murmur-msg-head">{head}</div>'
+        f'<div class="murmur-msg-body" style="overflow-wrap:anywhere">{body}</div></div>'
     )
 
 
@@ -60,7 +61,10 @@ def diff_html(diff: CompactionDiff) -> str:
     lines = diff.lines()
     offered = "".join(_message_html(s, m) for s, m in lines if s != "new")
     returned = "".join(_message_html(s, m) for s, m in lines if s != "dropped")
-    column = f"flex:1 1 320px;min-width:0;border:1px solid {BORDER};padding:4px 8px"
+    column = (
+        f"flex:1 1 320px;min-width:0;border:1px solid {BORDER};padding:4px 8px;"
+        "max-height:36em;overflow:auto"
+    )
     return (
         f'<div class="murmur-compaction" style="color:{FG}">{head}'
         f'<div style="display:flex;flex-wrap:wrap;gap:8px">'
