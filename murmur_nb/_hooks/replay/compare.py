@@ -122,7 +122,9 @@ class ReplayComparison:
 
     def _repr_html_(self) -> str:
         shown = self.differences.head(HTML_ROWS)
-        cols = [c for c in shown.columns if c not in {"same", "differs"}]
+        # wall time differs on every run: in the frame, not in the view a notebook saves
+        cols = [c for c in shown.columns
+                if c not in {"same", "differs"} and not c.startswith("duration_ms_")]  # fmt: skip
         cells = []
         for _, row in shown.iterrows():
             differs = set(row["differs"])
