@@ -263,3 +263,32 @@ def test_two_versions_compared_on_record_and_window(hooks: mnb.HookHost) -> None
     assert "rows differ" in html and "font-weight:bold" in html
     with pytest.raises(ValueError, match="not two"):
         mnb.compare_replays(wide)
+
+
+DEMO_HOOKS = True  # demo_home builds the demo hook (componentize-py); only the slow test uses it
+
+
+@pytest.mark.slow
+def test_the_demo_hook_replayed_over_the_demo_record(demo_home: mnb.DemoHome) -> None:
+    store = mnb.ConversationStore(demo_home.murmur_home)
+    with mnb.HookHost.from_config(demo_home.murmur_yaml, conversations=store) as hooks:
+        grown = hooks.replay(demo_home.context_id, windows=mnb.ReplayWindows(chars=20_000),
+                             progress=False)  # fmt: skip
+        frame = mnb.read_conversations(store, progress=False)
+        from_frame = hooks.replay(frame, hooks="summarize", progress=False)
+    notes = grown[grown["event"] == "task-start"].set_index("hook_id")
+    assert notes.loc["summarize", "note"].startswith(
+        "task replay-demo-session: 320 messages (assistant 158, system 4, tool 113, user 45)"
+    )
+    assert notes.loc["peek", "code"] == "guest_error"
+    assert "not-granted" in notes.loc["peek", "error"]
+    compact = grown[(grown["event"] == "compact") & (grown["hook_id"] == "summarize")]
+    assert list(compact["window"])[-1] == 320 and len(compact) == 4  # 66,225 characters
+    assert compact["ok"].all() and compact["first_system_kept"].all()
+    assert compact["last_user_kept"].all() and (compact["messages_out"] <= 13).all()
+    last = compact.iloc[-1]
+    assert last["new_ids"] == ["summary-m00002-m00312"]
+    assert last["roles_dropped"] == {"assistant": 154, "tool": 110, "user": 44}
+    assert last["kept_ratio"] == pytest.approx(12 / 320)
+    whole = from_frame[from_frame["event"] == "compact"].iloc[0]
+    assert whole["kept_ids"] == last["kept_ids"] and whole["fuel_used"] == last["fuel_used"]

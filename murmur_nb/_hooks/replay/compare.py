@@ -3,7 +3,8 @@
 Wall time and fuel always differ between two runs, so they are shown but never make a row
 "different"; what does is the outcome (``ok``, ``code``), the note, what compaction kept
 (``kept_ids``, counts, characters, ``kept_ratio``) and whether the first system message and
-the last user message survived.
+the last user message survived. When either side failed only the outcome is compared: the
+rest is missing on that side because of it, which is not a second difference.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ COMPARED = (
     "last_user_kept", "kept_ids",
 )  # fmt: skip
 SHOWN = (*COMPARED, "duration_ms", "fuel_used")
+#: What is compared when either side failed.
+OUTCOME = ("ok", "code")
 #: How many rows the HTML view shows (the frame has them all).
 HTML_ROWS = 40
 
@@ -199,7 +202,9 @@ def compare_replays(
         if row["_merge"] != "both":
             differs.append(["missing"])
             continue
-        differs.append([c for c in COMPARED if not _same(row[f"{c}_{la}"], row[f"{c}_{lb}"])])
+        both_ok = bool(row[f"ok_{la}"]) and bool(row[f"ok_{lb}"])
+        names = COMPARED if both_ok else OUTCOME  # a failed call has nothing else to compare
+        differs.append([c for c in names if not _same(row[f"{c}_{la}"], row[f"{c}_{lb}"])])
     joined["differs"] = differs
     joined["same"] = [not d for d in differs]
     joined["event"] = pd.Categorical(joined["event"], ["task-start", "compact"])
