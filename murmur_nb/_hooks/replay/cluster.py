@@ -23,8 +23,10 @@ Design notes
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import math
+import shutil
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -120,6 +122,7 @@ def worker_host(payload: Payload) -> tuple[HookHost, dict[str, str]]:
         if payload.key in _hosts:
             return _hosts[payload.key]
         folder = Path(tempfile.mkdtemp(prefix="murmur-nb-replay-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         entries, refused = [], {}
         for hook in payload.hooks:
             if hashlib.sha256(hook.data).hexdigest() != hook.digest:
