@@ -55,6 +55,8 @@ from murmur_nb._files.artifacts import RejectedArtifact, VerifiedArtifact
 from murmur_nb._hooks.build import build_demo_hook, build_python_hook
 from murmur_nb._hooks.config import HookConfig
 from murmur_nb._hooks.host import HookHost, HookInfo, HookResult
+from murmur_nb._hooks.replay.compare import ReplayComparison, compare_replays
+from murmur_nb._hooks.replay.windows import ReplayWindows
 from murmur_nb._knowledge.agent_listing import AgentListing, CapabilityLine
 from murmur_nb._knowledge.knowledge import (
     KnowledgeDocument,
@@ -146,6 +148,8 @@ __all__ = [
     "RenderBudget",
     "RenderError",
     "Rendering",
+    "ReplayComparison",
+    "ReplayWindows",
     "SandboxReport",
     "SandboxUnavailable",
     "SandboxWarning",
@@ -159,6 +163,7 @@ __all__ = [
     "build_python_hook",
     "check_hook",
     "check_module",
+    "compare_replays",
     "prepare_demo_home",
     "protocol",
     "read_conversation",
