@@ -82,7 +82,7 @@ def test_cluster_rows_equal_local_rows(hooks: mnb.HookHost, client: distributed.
 def sources_by_hook(client: distributed.Client) -> dict[str, set[str | None]]:
     """Hook id -> where the workers' compiled components came from (``cache``, ``recompiled``,
     ...), through the private worker helper: no public path reports it for a worker."""
-    from murmur_nb._hooks.replay.cluster import loaded_from
+    from murmur_nb._hooks.replay.cluster import loaded_from  # private: worker-side state
 
     out: dict[str, set[str | None]] = {}
     for worker in client.run(loaded_from).values():
@@ -135,16 +135,16 @@ def test_a_worker_refuses_a_component_that_does_not_hash_to_its_digest(
 ) -> None:
     """Drives the worker task directly with a payload changed in transit (the kernel never
     sends one, so only the worker's own check can be observed this way)."""
-    from murmur_nb._hooks.replay.cluster import payload_of, replay_chunk
-    from murmur_nb._hooks.replay.sources import RecordJob
-    from murmur_nb._hooks.replay.windows import ReplayWindows
+    # private: the worker task itself, fed a payload the kernel would never send
+    from murmur_nb._hooks.replay.cluster import payload_of, replay_chunk  # private: see above
+    from murmur_nb._hooks.replay.sources import RecordJob  # private: see above
 
     good = payload_of(hooks, ("reader", "dropper"))
     changed = [dataclasses.replace(h, data=h.data + b"\0") if h.id == "dropper" else h
                for h in good.hooks]  # fmt: skip
     bad = dataclasses.replace(good, hooks=tuple(changed))
     rows = client.submit(replay_chunk, bad, [RecordJob("plain-01")], ("reader", "dropper"),
-                         ReplayWindows(), "t", pure=False).result(timeout=120)  # fmt: skip
+                         mnb.ReplayWindows(), "t", pure=False).result(timeout=120)  # fmt: skip
     dropper = [r for r in rows if r["hook_id"] == "dropper"]
     assert [r["code"] for r in dropper] == ["digest_mismatch"]
     assert "does not hash to" in dropper[0]["error"]
