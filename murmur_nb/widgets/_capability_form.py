@@ -21,7 +21,7 @@ through the Markdown primitive) and what it left out.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
@@ -98,8 +98,11 @@ class CapabilityForm(TextView):
         values: Mapping[str, Any] | None = None,
         staged: Sequence[Any] = (),
         artifacts: list[Any] | None = None,
+        on_ran: Callable[[CapabilityForm], None] | None = None,
     ) -> None:
         self.host = host
+        self.on_ran = on_ran
+        self.ran: tuple[Any, ...] = ()  # the invocations of the last run: start, last poll
         self.capability_id = capability_id
         self.staged = list(staged)
         self.artifacts: list[Any] = artifacts if artifacts is not None else []
@@ -356,6 +359,7 @@ class CapabilityForm(TextView):
         self.state = "ran"
         tone = "ok" if inv.ok else "error"
         self._set_status(badge("ran", tone) + ("" if inv.ok else esc(self.result.status)))
+        self._ran(inv)
         return inv
 
     def _start(self) -> None:
@@ -392,6 +396,12 @@ class CapabilityForm(TextView):
         self.state = "ran"
         tone = "ok" if live.last.ok else "error"
         self._set_status(badge("ran", tone) + esc(live.state))
+        self._ran(live.invocation, live.last)
+
+    def _ran(self, first: Any, last: Any = None) -> None:
+        self.ran = (first,) if last is None or last is first else (first, last)
+        if self.on_ran is not None:
+            self.on_ran(self)
 
     def _remember(self, *invocations: Any) -> None:
         """Add what the runs produced (verified) to the session's artifacts."""
