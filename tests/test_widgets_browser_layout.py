@@ -93,7 +93,8 @@ def test_history_lists_runs_newest_first_and_shows_one_again(host: ModuleHost) -
     assert all(r.duration_s >= 0 for r in browser.history)
     head, newest, oldest = browser.history_box.children
     assert "Runs" in head.value
-    assert "docs.report" in newest.children[1].value and "gallery.thumbs" in oldest.children[1].value
+    assert "docs.report" in newest.children[1].value
+    assert "gallery.thumbs" in oldest.children[1].value
     oldest.children[0].click()  # its Show button
     (view,) = browser.history_view.children
     assert isinstance(view, InvocationView) and view.invocation is first
