@@ -37,6 +37,16 @@ _LABEL = "margin:4px 0 0;font-weight:600;opacity:0.75;font-size:0.9em"
 _TEXT = f"{_WRAP};margin:0 0 2px"
 
 
+def tag(status: str, text: str = "") -> str:
+    """A status word in the page's own text colour, framed in the status colour (coloured
+    text would fall below WCAG contrast for warnings on white)."""
+    return (
+        f'<b class="murmur-check-tag" style="display:inline-block;padding:0 6px;'
+        f"border:1px solid {COLOURS[status]};border-left-width:4px;border-radius:3px;"
+        f'color:inherit">{html.escape(text or status.upper())}</b>'
+    )
+
+
 def report_html(report: CheckReport) -> str:
     """The whole report: a headline with counts, each failure and warning as a card, the
     skipped checks one line per reason, then the passes folded into one line."""
@@ -50,10 +60,7 @@ def report_html(report: CheckReport) -> str:
 
 def headline_html(report: CheckReport) -> str:
     verdict = "passes" if report.ok else "fails"
-    badges = " · ".join(
-        f'<span style="color:{COLOURS[s]};font-weight:600">{n} {s}</span>'
-        for s, n in report.counts().items()
-    )
+    badges = " ".join(tag(s, f"{n} {s}") for s, n in report.counts().items())
     return (
         f'<p class="murmur-check-head" style="{_TEXT}"><b>{html.escape(report.module)}</b> '
         f"{verdict} the modproto v1 checks: {badges}<br><small>{report.duration_s:.1f} s; "
@@ -66,7 +73,7 @@ def problem_html(result: CheckResult) -> str:
     colour = COLOURS[result.status]
     where = html.escape(result.where().strip(" []"))
     head = (
-        f'<div style="{_TEXT}"><b style="color:{colour}">{result.status.upper()}</b> '
+        f'<div style="{_TEXT}">{tag(result.status)} '
         f"<code>{html.escape(result.check)}</code>"
         + (f' <span style="opacity:0.8">{where}</span>' if where else "")
         + "</div>"
@@ -97,10 +104,9 @@ def skipped_html(report: CheckReport) -> str:
     )
     if not items:
         return ""
-    colour = COLOURS["skipped"]
     return (
         f'<div class="murmur-check-skipped" style="{_WRAP};margin:8px 0">'
-        f'<b style="color:{colour}">SKIPPED</b><ul style="margin:2px 0;padding-left:20px">'
+        f'{tag("skipped")}<ul style="margin:2px 0;padding-left:20px">'
         f"{items}</ul></div>"
     )
 
@@ -112,10 +118,9 @@ def passes_html(report: CheckReport) -> str:
         for r in report.results
         if r.status == "pass"
     )
-    colour = COLOURS["pass"]
     return (
         f'<details class="murmur-check-passes" style="{_WRAP};margin:8px 0">'
-        f'<summary style="cursor:pointer"><b style="color:{colour}">PASS</b> '
+        f'<summary style="cursor:pointer">{tag("pass")} '
         f"{html.escape(report.passes_line())}</summary>"
         f'<ul style="margin:2px 0;padding-left:20px">{items}</ul></details>'
     )
