@@ -323,7 +323,7 @@ class ModuleBrowser(TextView):
         return None
 
     def open_form(self, capability_id: str | None, *, setup_first: bool = True) -> Any:
-        """Open ``capability_id`` below the list: its setup steps if its module needs setup
+        """Open ``capability_id`` beside its row: its setup steps if its module needs setup
         (then ``None`` is returned; ``setup_first=False`` opens the form anyway), else its
         :class:`CapabilityForm`."""
         if not capability_id:
