@@ -3,15 +3,12 @@
 
 Installed with murmur-nb (entry point ``pytest11``), it does nothing until ``--modproto`` is
 given, so it costs other test runs one option. Given without test paths, it collects only
-the module checks (not the tests of the folder it runs in).
-
-Each row of :func:`murmur_nb.check_module`'s report becomes a test item: a failed check
-fails with the rule, the JSON path and the fix; a skipped check (approval needed, setup
-missing) is skipped with the reason; a warning passes and shows in the item's report
-sections.
-
-A failure's text also carries the one-line reproduction of the failing input and the tail
-of the module's standard error, when the checker recorded them.
+the module checks (not the tests of the folder it runs in). Each row of
+:func:`murmur_nb.check_module`'s report becomes a test item, worst first as in the report: a failed check fails with the
+same text as ``murmur-nb check`` prints for it (what happened, the module's exit status and
+stderr tail, the input as JSON, a one-line reproduction, the rule and the fix, wrapped to the
+terminal); a skipped check (approval needed, setup missing) is skipped with the reason; a
+warning passes and shows in the item's report sections.
 
 Options: ``--modproto PATH`` (repeatable), ``--modproto-examples N``, ``--modproto-seed S``,
 ``--modproto-boundaries N``, ``--modproto-budget SECONDS``, ``--modproto-approve CAPABILITY``
@@ -118,7 +115,7 @@ class ModprotoModule(pytest.Collector):
             approve=config.getoption("--modproto-approve") or [],
             **limits,
         )
-        return list(self._items(report.results))
+        return list(self._items(report.ordered()))
 
     def _items(self, results: list[CheckResult]) -> Iterator[pytest.Item]:
         seen: dict[str, int] = {}
@@ -144,24 +141,21 @@ class ModprotoCheck(pytest.Item):
         if row.status == "skipped":
             pytest.skip(row.detail)
         if row.status == "warn":
-            self.add_report_section("call", "modproto warning", row.detail)
+            self.add_report_section("call", "modproto warning", self._text())
         if row.status == "fail":
             raise ModprotoCheckFailed(row.detail)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if not isinstance(excinfo.value, ModprotoCheckFailed):
             return str(super().repr_failure(excinfo))
-        row = self.result
-        lines = [f"{row.check} failed" + (f" for {row.capability}" if row.capability else "")]
-        if row.path:
-            lines.append(f"  at:     {row.path}")
-        lines += [f"  detail: {row.detail}", f"  rule:   {row.rule}", f"  fix:    {row.fix}"]
-        if row.reproduce:
-            lines.append(f"  reproduce: {row.reproduce}")
-        if row.stderr:
-            lines.append("  stderr (last lines):")
-            lines += [f"    {line}" for line in row.stderr.splitlines()]
-        return "\n".join(lines)
+        return self._text()
+
+    def _text(self) -> str:
+        """The row as ``murmur-nb check`` prints it, wrapped to pytest's terminal width."""
+        from murmur_nb._checker.check_report import problem_text  # noqa: PLC0415 - when used
+
+        writer = self.config.get_terminal_writer()
+        return problem_text(self.result, max(60, min(120, writer.fullwidth)))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return Path(self.parent.target if isinstance(self.parent, ModprotoModule) else "."), 0, (

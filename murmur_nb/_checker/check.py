@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from murmur_nb._checker.check_boundaries import (
     BOUNDARY_BUDGET_S,
@@ -99,13 +99,27 @@ _TAIL_LINES, _TAIL_CHARS = 20, 2048
 
 def result(
     check: str, status: Status, *, capability: str = "", path: str = "", detail: str = "",
-    reproduce: str = "", stderr: str = "",
+    reproduce: str = "", stderr: str = "", sent: Any = None, returncode: int | None = None,
 ) -> CheckResult:
-    """A report row for ``check``, with the rule's text and fix filled in."""
+    """A report row for ``check``, with the rule's text and fix filled in (``sent``: the
+    input a reproduction sends)."""
     rule = RULES[check]
     return CheckResult(
-        check, status, rule.text, capability, path, detail, rule.fix, reproduce, stderr
+        check, status, rule.text, capability, path, detail, rule.fix, reproduce, stderr,
+        sent, returncode,
     )
+
+
+class Evidence(TypedDict):
+    stderr: str
+    returncode: int | None
+
+
+def evidence(outcome: Invocation | ModuleHostError) -> Evidence:
+    """What a row shows of the module's run: its stderr tail and exit status."""
+    inv = outcome if isinstance(outcome, Invocation) else outcome.invocation
+    code = getattr(inv, "returncode", None)
+    return Evidence(stderr=stderr_tail(outcome), returncode=code)
 
 
 def stderr_tail(outcome: Invocation | ModuleHostError) -> str:
@@ -249,8 +263,11 @@ class _Checker:
             )  # fmt: skip
         return self.rows
 
-    def add(self, check: str, status: Status, **where: str) -> None:
-        self.rows.append(result(check, status, **where))
+    def add(
+        self, check: str, status: Status, *, capability: str = "", path: str = "",
+        detail: str = "",
+    ) -> None:
+        self.rows.append(result(check, status, capability=capability, path=path, detail=detail))
 
     # -- describe -----------------------------------------------------------------------
 
@@ -412,11 +429,12 @@ class _Checker:
             else:
                 detail = "; ".join(f"{how} -> {note}" for how, note, *_ in notes)
             _, _, first, outcome = notes[0]
-            shown = status != "pass"
+            if status == "pass":
+                rows.append(result(check, status, capability=cap.id, path=path, detail=detail))
+                continue
             rows.append(result(
                 check, status, capability=cap.id, path=path, detail=detail,
-                reproduce=reproduce(first, False) if shown else "",
-                stderr=stderr_tail(outcome) if shown else "",
+                reproduce=reproduce(first, False), sent=first, **evidence(outcome),
             ))  # fmt: skip
         return rows
 
@@ -440,7 +458,8 @@ class _Checker:
         value = poll_request(schema, started.result)
         outcome = self.invoke(self.job_host, poll.id, value, poll.id in approve)
         if isinstance(outcome, Invocation):
-            detail = f"{poll.id} answered ({_answer(outcome)}) to {value!r}"
+            shown = json.dumps(value, ensure_ascii=False)
+            detail = f"{poll.id} answered ({_answer(outcome)}) to {shown}"
             self.add("invoke.poll", "pass", capability=cap.id, detail=detail)
         else:
             detail = f"{poll.id}: {outcome.code}: {outcome.message}"
@@ -523,7 +542,8 @@ class CapabilityRuns:
         if check not in self.failed:
             self.failed[check] = result(
                 check, "fail", capability=self.cap.id, path=path, detail=detail,
-                reproduce=self.reproduce(sent.value, True), stderr=stderr_tail(outcome),
+                reproduce=self.reproduce(sent.value, True), sent=sent.value,
+                **evidence(outcome),
             )  # fmt: skip
 
     def record(self, sent: Generated, outcome: Invocation | ModuleHostError | None) -> None:
