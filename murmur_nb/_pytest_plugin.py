@@ -4,11 +4,11 @@
 Installed with murmur-nb (entry point ``pytest11``), it does nothing until ``--modproto`` is
 given, so it costs other test runs one option. Given without test paths, it collects only
 the module checks (not the tests of the folder it runs in). Each row of
-:func:`murmur_nb.check_module`'s report becomes a test item, worst first as in the report:
-a failed check fails with the same text as ``murmur-nb check`` prints for it (what happened, the module's exit status and
-stderr tail, the input as JSON, a one-line reproduction, the rule and the fix, wrapped to the
-terminal); a skipped check (approval needed, setup missing) is skipped with the reason; a
-warning passes and shows in the item's report sections.
+:func:`murmur_nb.check_module`'s report becomes a test item, worst first as in the report: a
+failed check fails with the same text as ``murmur-nb check`` prints for it (what happened,
+the module's exit status and stderr tail, the input as JSON, a one-line reproduction, the
+rule and the fix, wrapped to the terminal); a skipped check (approval needed, setup missing)
+is skipped with the reason; a warning passes and shows in the item's report sections.
 
 Options: ``--modproto PATH`` (repeatable), ``--modproto-examples N``, ``--modproto-seed S``,
 ``--modproto-boundaries N``, ``--modproto-budget SECONDS``, ``--modproto-approve CAPABILITY``
