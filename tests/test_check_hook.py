@@ -283,7 +283,7 @@ def test_pytest_plugin_collects_one_test_per_rule(
     """Found through the ``pytest11`` entry point, as a hook author's CI has it."""
     # pytester runs in this process and drops what a run imported afterwards; numpy (read on
     # the first record page) cannot be imported twice in one process, so it is loaded first
-    import numpy  # noqa: F401, PLC0415
+    import numpy  # noqa: F401
 
     good = capsule(tmp_path / "good")
     passed = pytester.runpytest("--hook", str(good.parent / "hooks" / "hook.wasm"),
