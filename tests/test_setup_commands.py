@@ -89,32 +89,27 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Clone:
     env = _env(home)
     command = demo_command()
     assert command == "bash scripts/demo", command
-    # a chosen home and report path (the options the README names), so the default home is
-    # proved untouched; the later demo runs below prepare the default one
-    chosen, report = root / "chosen home", root / "out" / "tour.html"
     t0 = time.perf_counter()
     done = subprocess.run(
-        ["bash", "-c", f'{command} --headless --home "{chosen}" --report "{report}"'],
-        cwd=path, env=env, capture_output=True, text=True, timeout=1500, check=False,
+        ["bash", "-c", f"{command} --headless"], cwd=path, env=env, capture_output=True,
+        text=True, timeout=1500, check=False,
     )  # fmt: skip
     seconds = time.perf_counter() - t0
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    demo_home = home / ".murmur-nb-demo"
+    report = demo_home / "report" / "01-tour.html"
     assert f"report: {report}" in done.stdout, done.stdout[-2000:]
-    return Clone(path, env, report, seconds, chosen, done.stdout)
+    return Clone(path, env, report, seconds, demo_home, done.stdout)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_the_headless_demo_prepares_the_chosen_home_and_writes_the_tour_report(
-    clone: Clone,
-) -> None:
+def test_the_headless_demo_prepares_the_home_and_writes_the_tour_report(clone: Clone) -> None:
     home, out = clone.home, clone.stdout
     assert f"preparing the demo home in {home}" in out
     assert "6 modules: critic, docs, gallery, oracle, studio, transcribe (needs setup)" in out
-    # The home the user chose holds everything; the default one was never made.
     assert (home / "facet-studio" / "modules" / "gallery" / "module").is_file()
     assert (home / "murmur" / "hooks" / "summarize.wasm").read_bytes()[:4] == b"\0asm"
-    assert not (Path(clone.env["HOME"]) / ".murmur-nb-demo").exists()
     page = clone.report.read_text()
     assert "Traceback (most recent call last)" not in page
     # Widgets are saved as their static HTML, so the report shows them offline too.
@@ -238,11 +233,16 @@ def test_a_busy_port_given_with_port_stops_before_any_url(clone: Clone) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_a_busy_default_port_gives_the_next_free_one_and_only_our_url(clone: Clone) -> None:
+def test_a_busy_default_port_gives_the_next_free_one_and_only_our_url(
+    clone: Clone, tmp_path: Path
+) -> None:
     other, port = _listener()
     env = {**clone.env, "MURMUR_NB_DEMO_PORT": str(port)}
-    with other, _demo(clone, env=env) as proc:
+    chosen = tmp_path / "chosen home"  # --home too: the demo home goes where the user says
+    with other, _demo(clone, "--home", str(chosen), env=env) as proc:
         url, before = _until_url(proc)
+        assert f"preparing the demo home in {chosen}" in before
+        assert (chosen / "murmur" / "hooks" / "summarize.wasm").read_bytes()[:4] == b"\0asm"
         assert f"port {port} is busy, so JupyterLab uses" in before
         got = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/lab/tree/01-tour\.ipynb\?token=(\w+)", url)
         assert got, url
