@@ -69,7 +69,7 @@ from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
 from murmur_nb._render.presentation import PresentationWarning, resolve_presentation
 from murmur_nb._render.render import render, render_file
-from murmur_nb._sandbox import SandboxReport
+from murmur_nb._sandbox import RunEvidence, SandboxReport
 from murmur_nb._schemas.descriptor import DescriptorError
 from murmur_nb.protocol import PRIMITIVES
 
@@ -141,6 +141,7 @@ __all__ = [
     "RejectedArtifact",
     "RenderBudget",
     "RenderError",
+    "RunEvidence",
     "Rendering",
     "SandboxReport",
     "SandboxUnavailable",

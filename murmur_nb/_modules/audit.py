@@ -2,10 +2,11 @@
 
 Design notes
 ------------
-* **A row per invocation, refused and failed ones too.** An :class:`AuditRow` is opened
-  before anything runs and filled as the call gets further, so a refusal still records what
-  was known (module, approval) and a host failure keeps the partial
-  :class:`~murmur_nb.Invocation`'s facts.
+* **A row per invocation, refused and failed ones too.** An :class:`AuditRow` is a value:
+  opened before anything runs, then replaced by a fuller copy as each step of ``invoke``
+  returns (module, approval, grants), so a refusal still records what was known and a
+  failure after the run keeps the partial :class:`~murmur_nb.Invocation`'s facts, its
+  evidence (how the process ended, its stderr tail) included.
 * **Unknown is not free.** Costs are nullable ``Float64`` columns: ``<NA>`` is *unknown*,
   ``0`` is free.
 * **Knowledge loads have their own frame** (``knowledge.knowledge_frame``, a row per skill or
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["AuditRow", "audit_frame"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class AuditRow:
     """One invocation's audit facts; the field order is the DataFrame's column order."""
 
@@ -50,30 +51,45 @@ class AuditRow:
     warnings: int = 0
     message: str = ""
     confinement: str = ""
+    exit: str = ""
+    stderr_tail: str = ""
 
     @classmethod
     def open(cls, capability: str, request_id: str, started: datetime) -> AuditRow:
         """The row of a call that has not started yet: only what the caller asked."""
         return cls(time=started, module=None, capability=capability, request_id=request_id)
 
-    def fill(self, inv: Invocation) -> None:
-        """Copy what ``inv`` knows (module, grants, approval, costs, artifacts, sandbox)."""
-        self.module = inv.module
-        self.grants = inv.request.grants.model_dump(mode="json")
-        self.approval = inv.approval
-        self.ok = inv.ok
-        self.estimated_cost = inv.execution.estimated_cost
-        self.actual_cost = inv.execution.actual_cost
-        self.artifacts = [a.digest for a in inv.artifacts]
-        self.rejected_artifacts = [f"{r.id}:{r.code}" for r in inv.rejected_artifacts]
-        self.warnings = len(inv.warnings)
-        self.confinement = inv.confinement
+    def filled(self, inv: Invocation) -> AuditRow:
+        """A copy with what ``inv`` knows (module, grants, approval, costs, artifacts,
+        sandbox, how the process ended)."""
+        evidence = inv.evidence
+        return dataclasses.replace(
+            self,
+            module=inv.module,
+            grants=inv.request.grants.model_dump(mode="json"),
+            approval=inv.approval,
+            ok=inv.ok,
+            estimated_cost=inv.execution.estimated_cost,
+            actual_cost=inv.execution.actual_cost,
+            artifacts=[a.digest for a in inv.artifacts],
+            rejected_artifacts=[f"{r.id}:{r.code}" for r in inv.rejected_artifacts],
+            warnings=len(inv.warnings),
+            confinement=inv.confinement,
+            exit=evidence.ended if evidence is not None else "",
+            stderr_tail=evidence.stderr_tail if evidence is not None else "",
+        )
+
+    def closed(self, outcome: str, message: str, duration_ms: float) -> AuditRow:
+        """A copy with how the call ended and how long it took."""
+        return dataclasses.replace(
+            self, outcome=outcome, message=message, duration_ms=duration_ms
+        )
 
     @staticmethod
     def outcome_of(inv: Invocation) -> tuple[str, str]:
         """``(outcome, message)`` of a call that returned: ``ok`` or the module's error."""
         if inv.ok:
-            return "ok", ""
+            return "ok", inv.result_problem
         if inv.error is None:
             return "error", ""
         return inv.error.code, inv.error.message

@@ -13,7 +13,7 @@ colour is exactly what would make white text on a near-white box.
 
 from __future__ import annotations
 
-__all__ = ["ACCENT", "BG", "BG_SOFT", "BORDER", "ERROR", "FG", "FG_MUTED", "WARN"]
+__all__ = ["ACCENT", "BG", "BG_SOFT", "BORDER", "ERROR", "FG", "FG_MUTED", "OK", "WARN"]
 
 #: main text
 FG = "var(--jp-content-font-color1, #1f2328)"
@@ -29,3 +29,5 @@ BORDER = "var(--jp-border-color2, #d0d7de)"
 ERROR = "var(--jp-error-color1, #cf222e)"
 WARN = "var(--jp-warn-color1, #d4a72c)"
 ACCENT = "var(--jp-brand-color1, #0969da)"
+#: the success tone (a border or a badge frame only)
+OK = "var(--jp-success-color1, #1a7f37)"
