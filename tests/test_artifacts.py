@@ -170,8 +170,10 @@ def test_a_root_of_another_invocation_is_not_this_ones(host: mnb.ModuleHost) -> 
                                                                     "content": "hi"}]})
     (art,) = made.artifacts
     again = _report(host, art.model_dump(mode="json"))
-    # "scratch" is a fresh folder per invocation: the old file is not under the new root
-    assert again.rejected_artifacts[0].code == "confinement_violation"
+    # "scratch" is a fresh folder per invocation: the old file is not under the new root,
+    # and the new root holds no such file
+    assert again.rejected_artifacts[0].code == "artifact_missing"
+    assert again.artifacts == []
 
 
 _COMPONENTS = st.sampled_from(["a.png", "sub", "b.png", "..", ".", "", "in", "out", "esc",

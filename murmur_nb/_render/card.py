@@ -26,7 +26,14 @@ from murmur_nb._files.artifacts import DISPLAY
 from murmur_nb._render.core import esc, format_size, short_digest
 from murmur_nb._render.theme import BG_SOFT, BORDER, ERROR, FG, FG_MUTED, OK, WARN
 
-__all__ = ["artifact_card", "artifact_text", "invocation_card", "invocation_text"]
+__all__ = [
+    "artifact_card",
+    "artifact_text",
+    "evidence_html",
+    "invocation_card",
+    "invocation_text",
+    "state_label",
+]
 
 RESULT_CHARS = 2000
 MAX_ROWS = 12
@@ -111,7 +118,8 @@ def _outcome_lines(inv: Any) -> list[str]:
     return out
 
 
-def _evidence_block(evidence: Any) -> str:
+def evidence_html(evidence: Any) -> str:
+    """How a module's process ended, as a block: status or signal, stdout head, stderr tail."""
     if evidence is None:
         return ""
     return (
@@ -139,7 +147,7 @@ def invocation_card(inv: Any) -> str:
             f"(<code>{esc(rejected.code)}</code>): {esc(rejected.message)}</div>"
         )
     if state == "error" or getattr(getattr(inv, "evidence", None), "crashed", False):
-        lines.append(_evidence_block(getattr(inv, "evidence", None)))
+        lines.append(evidence_html(getattr(inv, "evidence", None)))
     confinement = getattr(inv, "confinement", "")
     if confinement:
         lines.append(f'<div style="{muted}">confinement: {esc(confinement)}</div>')
