@@ -5,13 +5,12 @@
 ``debug``   prints a stray debug line on stdout before its envelope.
 ``hang``    says so on stderr and sleeps past any deadline.
 ``flood``   says so on stderr and prints far more than any output bound.
-``segv``    kills itself with SIGSEGV.
+``segv``    reads address 0: the kernel kills it with SIGSEGV.
 ``schema``  answers ``{"count": "three"}`` where its result_schema wants an integer.
 ``ghost``   reports an artifact whose file it never wrote.
 """
 
-import os
-import signal
+import ctypes
 import sys
 import time
 
@@ -19,10 +18,13 @@ from _proto import artifact_for, capability, descriptor, envelope, execution_of,
 
 
 def default():
-    caps = [capability(n) for n in ("raise", "debug", "hang", "flood", "segv", "ghost")]
-    counted = capability("schema")
+    names = ("raise", "debug", "hang", "flood", "segv", "ghost")
+    caps = [capability(n, request_schema="note_in") for n in names]
+    counted = capability("schema", request_schema="note_in")
     counted["result_schema"] = "counted"
-    desc = descriptor([*caps, counted], permissions={"filesystem_write": ["out"]})
+    note = {"type": "object", "properties": {"note": {"type": "string"}}}
+    desc = descriptor([*caps, counted], permissions={"filesystem_write": ["out"]},
+                      request_schemas={"note_in": note})
     desc["result_schemas"]["counted"] = {
         "type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
     return desc
@@ -52,7 +54,7 @@ def handle(name, request):
     if name == "segv":
         sys.stderr.write("about to touch freed memory\n")
         sys.stderr.flush()
-        os.kill(os.getpid(), signal.SIGSEGV)
+        ctypes.string_at(0)  # a real fault: the kernel's SIGSEGV (a module may be a pid 1)
     if name == "schema":
         return envelope("invoke", rid, result={"count": "three"})
     art = artifact_for("ghost", "out", "never-written.png", b"png!")
