@@ -148,7 +148,9 @@ def _caller_lines(tb: TracebackType | None) -> list[str]:
     if not found:
         return []
     frame = found[-1]
-    return [f"in {frame.filename} line {frame.lineno}: {(frame.line or '').strip()}"]
+    cell = "ipykernel_" in frame.filename or frame.filename.startswith("<ipython-input")
+    where = "your cell" if cell else frame.filename
+    return [f"in {where}, line {frame.lineno}: {(frame.line or '').strip()}"]
 
 
 class ModuleNotFound(ModuleHostError, LookupError):

@@ -128,7 +128,7 @@ def test_an_uncaught_error_in_ipython_shows_the_evidence_not_the_hosts_frames(
     assert "ProtocolViolation (protocol_violation): module 'crashy' broke" in shown
     assert "exit: exited with status 1" in shown
     assert "ZeroDivisionError: division by zero" in shown and "in load_model" in shown
-    assert 'line 3: host.invoke("crashy.raise", {})' in shown  # the cell's own line
+    assert 'in your cell, line 3: host.invoke("crashy.raise", {})' in shown  # the cell's own line
     assert "_modules/host.py" not in shown and "_modules/envelope.py" not in shown
     assert len(shown.splitlines()) < 40
 

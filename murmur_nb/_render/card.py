@@ -45,8 +45,11 @@ _FRAME = (
 )
 _PRE = (
     f"margin:4px 0;padding:4px 6px;background:{BG_SOFT};color:{FG};border-radius:4px;"
-    "white-space:pre-wrap;overflow-wrap:anywhere;max-height:18em;overflow:auto;font-size:12px"
+    "white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px"
 )
+#: a result may be long: it scrolls; the evidence is bounded already and its last line (the
+#: exception) must be in view, so it never does
+_RESULT_PRE = _PRE + ";max-height:18em;overflow:auto"
 
 
 def _badge(text: str, colour: str) -> str:
@@ -113,7 +116,8 @@ def _outcome_lines(inv: Any) -> list[str]:
     if getattr(inv, "ok", False):
         out.append(
             f"<details><summary><b>result</b></summary>"
-            f'<pre style="{_PRE}">{esc(_short_json(getattr(inv, "result", None)))}</pre></details>'
+            f'<pre style="{_RESULT_PRE}">{esc(_short_json(getattr(inv, "result", None)))}</pre>'
+            "</details>"
         )
     return out
 

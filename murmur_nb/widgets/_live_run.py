@@ -302,8 +302,10 @@ class LiveRun(TextView):
 
     def _error_html(self) -> str:
         """The error box: what the host refused and, when the module ran, how it ended."""
-        if self.error is None or (self.state == "cancelled" and self._cancel.is_set()):
+        if self.error is None:
             return ""
+        if self.state == "cancelled" and self._cancel.is_set():
+            return "<div>stopped as you asked: the module's whole process tree was killed</div>"
         return (
             f'<div class="murmur-error-box">{badge(self.error.code, "error")}'
             f"{esc(self.error.message)}{evidence_html(self.error.evidence)}</div>"
