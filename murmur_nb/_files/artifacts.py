@@ -109,6 +109,15 @@ def _inside(base: str, real: str) -> bool:
     return real != base and os.path.commonpath([base, real]) == base
 
 
+def _missing_inside(base: str, path: str) -> bool:
+    """Whether the missing file ``path`` would lie inside ``base`` (links followed as far as
+    they go): a dangling link out of the root stays a confinement problem."""
+    try:
+        return _inside(base, os.path.realpath(Path(base, path)))
+    except OSError:  # a link loop, or a path swapped meanwhile
+        return False
+
+
 def verify_artifact(
     artifact: Artifact,
     roots: Mapping[str, Root],
@@ -175,8 +184,7 @@ def _resolve_claim(artifact: Artifact, roots: Mapping[str, Root], label: str) ->
     try:
         real = os.path.realpath(Path(base, artifact.path), strict=True)
     except OSError as exc:
-        loose = os.path.realpath(Path(base, artifact.path))
-        if exc.errno == errno.ENOENT and _inside(base, loose):
+        if exc.errno == errno.ENOENT and _missing_inside(base, artifact.path):
             raise ArtifactRejected(
                 f"{label} names a file that does not exist under its root; the module "
                 "must write the file before it reports it",

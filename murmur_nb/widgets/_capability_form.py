@@ -396,9 +396,11 @@ class CapabilityForm(TextView):
         self._ran_status(live.last, live.state)
 
     def _clear_result(self) -> None:
+        """Forget the last run's outcome (a finished run: one still out is never cleared)."""
         self.result_box.children = ()
         self.invocation = None
         self.result = None
+        self.live = None
 
     def _ran_status(self, inv: Any, said: str) -> None:
         """``ran`` in the outcome's tone: ok, a result that breaks its schema, an error."""
