@@ -573,7 +573,9 @@ class ModuleHost(KnowledgeMethods):
         Columns: time, module, capability, request_id, grants, approval, duration_ms,
         outcome (``ok``, the module's error code, or the host code), ok, estimated_cost and
         actual_cost (nullable: ``<NA>`` is *unknown*, ``0`` is free), artifacts (digests),
-        rejected_artifacts (``id:code``), warnings (count), message.
+        rejected_artifacts (``id:code``), warnings (count), message, confinement, exit (how
+        the module's process ended: ``exited with status 1``, ``was killed by SIGKILL
+        (status -9)``; empty when nothing ran) and stderr_tail (its last stderr lines).
         """
         with self._lock:
             rows = [row.as_dict() for row in self._audit]
