@@ -32,6 +32,7 @@ __all__ = [
     "evidence_html",
     "invocation_card",
     "invocation_text",
+    "shows_evidence",
     "state_label",
 ]
 
@@ -122,6 +123,15 @@ def _outcome_lines(inv: Any) -> list[str]:
     return out
 
 
+def shows_evidence(inv: Any) -> bool:
+    """Whether a returned invocation's evidence is worth showing: its process crashed, or
+    it answered with an error and said something on stderr."""
+    evidence = getattr(inv, "evidence", None)
+    if evidence is None:
+        return False
+    return bool(evidence.crashed or (not getattr(inv, "ok", False) and evidence.stderr_tail))
+
+
 def evidence_html(evidence: Any) -> str:
     """How a module's process ended, as a block: status or signal, stdout head, stderr tail."""
     if evidence is None:
@@ -150,8 +160,8 @@ def invocation_card(inv: Any) -> str:
             f"<div>{_badge('rejected', ERROR)}<b>{esc(rejected.id)}</b> "
             f"(<code>{esc(rejected.code)}</code>): {esc(rejected.message)}</div>"
         )
-    if state == "error" or getattr(getattr(inv, "evidence", None), "crashed", False):
-        lines.append(evidence_html(getattr(inv, "evidence", None)))
+    if shows_evidence(inv):
+        lines.append(evidence_html(inv.evidence))
     confinement = getattr(inv, "confinement", "")
     if confinement:
         lines.append(f'<div style="{muted}">confinement: {esc(confinement)}</div>')
@@ -179,9 +189,8 @@ def invocation_text(inv: Any) -> str:
         f"  rejected {r.id} ({r.code}): {r.message}"
         for r in getattr(inv, "rejected_artifacts", None) or ()
     ]
-    evidence = getattr(inv, "evidence", None)
-    if evidence is not None and (error is not None or evidence.crashed):
-        out += [f"  {line}" for line in evidence.lines()]
+    if shows_evidence(inv):
+        out += [f"  {line}" for line in inv.evidence.lines()]
     if getattr(inv, "confinement", ""):
         out.append(f"  confinement: {inv.confinement}")
     return "\n".join(out)

@@ -17,7 +17,7 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import MurmurError
-from murmur_nb._render.card import evidence_html, state_label
+from murmur_nb._render.card import evidence_html, shows_evidence, state_label
 from murmur_nb._render.render import render as render_invocation
 from murmur_nb.widgets._html import (
     TextView,
@@ -181,9 +181,8 @@ class InvocationView(TextView):
         for warning in getattr(inv, "warnings", None) or ():
             if warning != problem:
                 lines.append(badge("warning", "warn") + esc(warning))
-        evidence = getattr(inv, "evidence", None)
-        if evidence is not None and (not inv.ok or evidence.crashed):
-            lines.append(evidence_html(evidence))
+        if shows_evidence(inv):
+            lines.append(evidence_html(inv.evidence))
         execution = getattr(inv, "execution", None)
         lines.extend(esc(x) for x in _execution_words(execution))
         approval = getattr(inv, "approval", None)
@@ -217,9 +216,8 @@ class InvocationView(TextView):
                 out.append(f"  progress: {progress[0]} of {progress[1]} done")
             out.append(f"  result: {_short_json(getattr(inv, 'result', None))}")
         out += [f"  warning: {w}" for w in getattr(inv, "warnings", None) or () if w != problem]
-        evidence = getattr(inv, "evidence", None)
-        if evidence is not None and (not inv.ok or evidence.crashed):
-            out += [f"  {line}" for line in evidence.lines()]
+        if shows_evidence(inv):
+            out += [f"  {line}" for line in inv.evidence.lines()]
         out.extend(f"  {x}" for x in _execution_words(getattr(inv, "execution", None)))
         if getattr(inv, "approval", None):
             out.append(f"  approval: {inv.approval}")
