@@ -55,7 +55,7 @@ def check_run(ran: Ran) -> None:
     deadline."""
     run, request, capability = ran.run, ran.request, ran.capability
     tail = ran.evidence.last_line
-    said = f" Its stderr ends with {tail[:200]!r}." if tail else " Its stderr is empty."
+    said = f" Its stderr ends with {tail[:200]!r}." if tail else ""
     error: ModuleHostError | None = None
     if run.output_exceeded:
         error = OutputTooLarge(
