@@ -2,11 +2,11 @@
 
 Design notes
 ------------
-* **A row per invocation, refused and failed ones too.** An :class:`AuditRow` is a value:
-  opened before anything runs, then replaced by a fuller copy as each step of ``invoke``
-  returns (module, approval, grants), so a refusal still records what was known and a
-  failure after the run keeps the partial :class:`~murmur_nb.Invocation`'s facts, its
-  evidence (how the process ended, its stderr tail) included.
+* **A row per invocation, refused and failed ones too.** An :class:`AuditRow` is a value,
+  built once when the call ended (:meth:`AuditRow.of`) from how far it got (module,
+  approval, grants), so a refusal still records what was known, and a failure after the
+  run keeps the partial :class:`~murmur_nb.Invocation`'s facts, its evidence (how the
+  process ended, its stderr tail) included.
 * **Unknown is not free.** Costs are nullable ``Float64`` columns: ``<NA>`` is *unknown*,
   ``0`` is free.
 * **Knowledge loads have their own frame** (``knowledge.knowledge_frame``, a row per skill or
@@ -29,6 +29,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["AuditRow", "audit_frame"]
+
+
+#: ``(time, capability, request_id)``: what the caller asked, and when
+Called = tuple[datetime, str, str]
+#: ``(module, approval, grants)``: how far a call got before it ended
+Reached = tuple[str | None, str, dict[str, Any] | None]
 
 
 @dataclass(frozen=True)
@@ -55,34 +61,45 @@ class AuditRow:
     stderr_tail: str = ""
 
     @classmethod
-    def open(cls, capability: str, request_id: str, started: datetime) -> AuditRow:
-        """The row of a call that has not started yet: only what the caller asked."""
-        return cls(time=started, module=None, capability=capability, request_id=request_id)
-
-    def filled(self, inv: Invocation) -> AuditRow:
-        """A copy with what ``inv`` knows (module, grants, approval, costs, artifacts,
-        sandbox, how the process ended)."""
+    def of(
+        cls,
+        call: Called,
+        reached: Reached,
+        outcome: tuple[str, str],
+        duration_ms: float,
+        inv: Invocation | None = None,
+    ) -> AuditRow:
+        """The row of one call, built once when it ended: what the caller asked (``call``),
+        how far it got (``reached``: module, approval, grants), how it ended (``outcome``:
+        code and message) and, when the module ran, what its invocation knows (costs,
+        artifacts, sandbox, how the process ended); a failed run's invocation is never ok."""
+        module, approval, grants = reached
+        if inv is None:
+            return cls(
+                time=call[0], module=module, capability=call[1], request_id=call[2],
+                grants=grants, approval=approval, duration_ms=duration_ms,
+                outcome=outcome[0], message=outcome[1],
+            )  # fmt: skip
         evidence = inv.evidence
-        return dataclasses.replace(
-            self,
+        return cls(
+            time=call[0],
             module=inv.module,
+            capability=call[1],
+            request_id=call[2],
             grants=inv.request.grants.model_dump(mode="json"),
             approval=inv.approval,
-            ok=inv.ok,
+            duration_ms=duration_ms,
+            outcome=outcome[0],
+            ok=inv.ok and outcome[0] == "ok",
             estimated_cost=inv.execution.estimated_cost,
             actual_cost=inv.execution.actual_cost,
             artifacts=[a.digest for a in inv.artifacts],
             rejected_artifacts=[f"{r.id}:{r.code}" for r in inv.rejected_artifacts],
             warnings=len(inv.warnings),
+            message=outcome[1],
             confinement=inv.confinement,
             exit=evidence.ended if evidence is not None else "",
             stderr_tail=evidence.stderr_tail if evidence is not None else "",
-        )
-
-    def closed(self, outcome: str, message: str, duration_ms: float) -> AuditRow:
-        """A copy with how the call ended and how long it took."""
-        return dataclasses.replace(
-            self, outcome=outcome, message=message, duration_ms=duration_ms
         )
 
     @staticmethod

@@ -46,7 +46,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -362,35 +362,37 @@ class ModuleHost(KnowledgeMethods):
         return self._audited(call)
 
     def _audited(self, call: Call) -> Invocation:
-        """The pipeline, inside one audit row recorded however the call ends.
+        """The pipeline, and its audit row built once however the call ends.
 
-        Each step refuses (raises) or returns its own value to the next; ``row`` is replaced
-        by a fuller copy after each, so a refusal still records what was known.
+        Each step refuses (raises) or returns its own value to the next; how far the call
+        got (module, approval, grants) is what the row of a refusal records.
         """
-        row = AuditRow.open(call.capability, call.request_id, datetime.now(UTC))
+        asked = (datetime.now(UTC), call.capability, call.request_id)
         t0 = time.perf_counter()
+        module, approval, grants = None, "not evaluated", None
         try:
             self._gate.check()
             target = self._ready(call.capability)
-            row = replace(row, module=target.module_id)
+            module = target.module_id
             target, approval = self._approval(call, target)
-            row = replace(row, approval=approval)
             built = self._build(call, target)
-            row = replace(row, grants=built.request.grants.model_dump(mode="json"))
+            grants = built.request.grants.model_dump(mode="json")
             ran = self._run(call, target, approval, built)
             inv = self._checked(ran, read_envelope(ran), target, t0)
         except ModuleHostError as exc:
-            if exc.invocation is not None:
-                row = replace(row.filled(exc.invocation), ok=False)
             if isinstance(exc, ApprovalRequired):
-                row = replace(row, approval="refused")
-            self._keep(row.closed(exc.code, exc.message, _since(t0)))
+                approval = "refused"
+            reached = (module, approval, grants)
+            outcome = (exc.code, exc.message)
+            self._keep(AuditRow.of(asked, reached, outcome, _since(t0), exc.invocation))
             raise
         except BaseException as exc:
-            outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "host_error"
-            self._keep(row.closed(outcome, f"{type(exc).__name__}: {exc}", _since(t0)))
+            code = "interrupted" if isinstance(exc, KeyboardInterrupt) else "host_error"
+            outcome = (code, f"{type(exc).__name__}: {exc}")
+            self._keep(AuditRow.of(asked, (module, approval, grants), outcome, _since(t0)))
             raise
-        self._keep(row.filled(inv).closed(*AuditRow.outcome_of(inv), inv.duration_ms))
+        reached = (module, approval, grants)
+        self._keep(AuditRow.of(asked, reached, AuditRow.outcome_of(inv), inv.duration_ms, inv))
         return inv
 
     def _keep(self, row: AuditRow) -> None:
