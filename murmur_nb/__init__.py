@@ -12,6 +12,8 @@ from importlib.metadata import PackageNotFoundError, version
 from murmur_nb import protocol
 from murmur_nb._checker.check import check_module
 from murmur_nb._checker.check_report import CheckReport, CheckResult
+from murmur_nb._checker.hook_check import check_hook
+from murmur_nb._checker.hook_report import HookCheckReport, HookCheckResult
 from murmur_nb._conversations.frames import read_conversation, read_conversations
 from murmur_nb._conversations.store import (
     ConversationReader,
@@ -107,6 +109,8 @@ __all__ = [
     "DescriptorError",
     "DescriptorProblem",
     "DigestMismatch",
+    "HookCheckReport",
+    "HookCheckResult",
     "HookConfig",
     "HookConfigError",
     "HookError",
@@ -154,6 +158,7 @@ __all__ = [
     "__version__",
     "build_demo_hook",
     "build_python_hook",
+    "check_hook",
     "check_module",
     "prepare_demo_home",
     "protocol",

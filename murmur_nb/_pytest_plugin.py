@@ -1,4 +1,5 @@
-"""pytest plugin: ``pytest --modproto PATH`` checks a modproto v1 module, one test per check.
+"""pytest plugin: ``pytest --modproto PATH`` checks a modproto v1 module, one test per check;
+``pytest --hook COMPONENT.wasm`` checks a hook component, one test per rule.
 
 Installed with murmur-nb (entry point ``pytest11``), it does nothing until ``--modproto`` is
 given, so it costs other test runs one option. Each row of :func:`murmur_nb.check_module`'s
@@ -12,6 +13,10 @@ of the module's standard error, when the checker recorded them.
 Options: ``--modproto PATH`` (repeatable), ``--modproto-examples N``, ``--modproto-seed S``,
 ``--modproto-boundaries N``, ``--modproto-budget SECONDS``, ``--modproto-approve CAPABILITY``
 (repeatable).
+
+Hooks: ``--hook PATH`` (repeatable) runs :func:`murmur_nb.check_hook` on the component once
+and collects one item per rule, failing with the rule, what happened and the fix;
+``--hook-config MURMUR_YAML`` gives the limits the calls run under.
 """
 
 from __future__ import annotations
@@ -24,8 +29,16 @@ import pytest
 
 if TYPE_CHECKING:
     from murmur_nb._checker.check_report import CheckResult
+    from murmur_nb._checker.hook_report import HookCheckResult
 
-__all__ = ["ModprotoCheck", "ModprotoCheckFailed", "ModprotoModule"]
+__all__ = [
+    "HookCheck",
+    "HookCheckFailed",
+    "HookComponent",
+    "ModprotoCheck",
+    "ModprotoCheckFailed",
+    "ModprotoModule",
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,6 +57,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="input generator seed (default 0)")
     group.addoption("--modproto-approve", action="append", default=[], metavar="CAPABILITY",
                     help="also invoke this capability although it needs approval")
+    hooks = parser.getgroup("murmur-hook", "hook component checks (murmur-nb)")
+    hooks.addoption("--hook", action="append", default=[], metavar="PATH",
+                    help="check the hook component in this .wasm file (repeatable)")
+    hooks.addoption("--hook-config", default=None, metavar="MURMUR_YAML",
+                    help="run the hook's calls under the limits of this murmur.yaml")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -53,6 +71,9 @@ def pytest_collection_modifyitems(
     for path in config.getoption("--modproto") or []:
         module = ModprotoModule.from_parent(session, name=f"modproto:{path}", target=path)
         items.extend(module.collect())
+    for path in config.getoption("--hook") or []:
+        hook = HookComponent.from_parent(session, name=f"hook:{path}", target=path)
+        items.extend(hook.collect())
 
 
 class ModprotoCheckFailed(Exception):
@@ -132,3 +153,49 @@ class ModprotoCheck(pytest.Item):
         return Path(self.parent.target if isinstance(self.parent, ModprotoModule) else "."), 0, (
             f"modproto check {self.name}"
         )
+
+
+class HookCheckFailed(Exception):
+    """A hook rule failed; the message carries what happened."""
+
+
+class HookComponent(pytest.Collector):
+    """The rules of one hook component, collected by running the hook checker once."""
+
+    def __init__(self, *, target: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+
+    def collect(self) -> list[pytest.Item]:
+        from murmur_nb._checker.hook_check import check_hook  # noqa: PLC0415 - only when used
+
+        report = check_hook(self.target, config=self.config.getoption("--hook-config"))
+        return [HookCheck.from_parent(self, name=row.check, result=row) for row in report]
+
+
+class HookCheck(pytest.Item):
+    """One rule of the hook world: passes, fails with the rule and fix, or skips with why."""
+
+    def __init__(self, *, result: HookCheckResult, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.result = result
+
+    def runtest(self) -> None:
+        row = self.result
+        if row.status == "skipped":
+            pytest.skip(row.detail)
+        if row.status == "warn":
+            self.add_report_section("call", "hook warning", row.detail)
+        if row.status == "fail":
+            raise HookCheckFailed(row.detail)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if not isinstance(excinfo.value, HookCheckFailed):
+            return str(super().repr_failure(excinfo))
+        row = self.result
+        return "\n".join([f"{row.check} failed", f"  detail: {row.detail}",
+                          f"  rule:   {row.rule}", f"  fix:    {row.fix}"])  # fmt: skip
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        target = self.parent.target if isinstance(self.parent, HookComponent) else "."
+        return Path(target), 0, f"hook check {self.name}"

@@ -25,9 +25,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
-from murmur_nb._modules.envelope import check_envelope  # the rules alone, no process: private
-from murmur_nb._modules.invocation import Ran
-from murmur_nb._sandbox import RunEvidence, RunResult
+from murmur_nb._modules.envelope import check_envelope  # private: envelope rules in a property test
+from murmur_nb._modules.invocation import Ran  # private: the process outcome check_envelope reads
+from murmur_nb._sandbox import RunResult  # private: a run's output, made without a process
 from murmur_nb.protocol import PROTOCOL_ID
 
 FACET_MODULES = [("good",), ("liar", "liar"), ("runaway", "runaway")]  # in facet_home
@@ -511,7 +511,7 @@ def test_property_accepted_envelopes_obey_every_rule(
     req = mnb.protocol.Request(capability="good.echo", request_id="rid")
     stdout = json.dumps(env).encode()
     run = RunResult(stdout=stdout, stderr_tail=b"", returncode=0, duration_ms=1.0)
-    ran = Ran("good", "good.echo", req, "not required", "", (), run, RunEvidence.of(0, b""))
+    ran = Ran("good", "good.echo", req, "not required", "", (), run, mnb.RunEvidence.of(0, b""))
     try:
         out = check_envelope(stdout, ran)
     except mnb.ProtocolViolation as exc:

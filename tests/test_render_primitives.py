@@ -467,7 +467,7 @@ def test_parquet_without_pyarrow_falls_back_to_a_download_with_the_fix(
 def test_grid_cells_stay_aligned_around_missing_and_broken_images(tmp_path: Path) -> None:
     """Compares the last cell with the grid's own thumbnail function (internal), so the test
     knows the image embedded there is b.png's, not merely that some image is."""
-    from murmur_nb._render.primitives.media import thumbnail
+    from murmur_nb._render.primitives.media import thumbnail  # private: the grid's own thumbnail
 
     make_png(tmp_path / "a.png", seed=1)
     make_png(tmp_path / "b.png", seed=2)

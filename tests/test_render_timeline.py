@@ -10,7 +10,10 @@ from bs4 import BeautifulSoup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from murmur_nb._render.primitives.timeline import parse_events, timeline_svg
+from murmur_nb._render.primitives.timeline import (  # private: a property test, no files
+    parse_events,
+    timeline_svg,
+)
 
 _TIME = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 _EVENT = st.fixed_dictionaries(

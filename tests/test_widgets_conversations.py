@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from murmur_nb import ConversationReadError, ConversationStore, RecordWriter
-from murmur_nb._conversations import tool_envelope
+from murmur_nb._conversations import tool_envelope  # private: to decode what the view shows
 from murmur_nb.widgets import ConversationExplorer
 
 STAMP = "2026-03-01T12:00:00Z"

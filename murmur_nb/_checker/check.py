@@ -1,33 +1,15 @@
 """The module checker: every host rule applied to one module up front, as a report.
 
-Design notes
-------------
-* **The same host.** A check runs the module through a :class:`ModuleHost` with the caller's
-  policy (sandbox included) in a temporary facet-studio home whose module entry links to the
-  checked folder, so what passes here passes in a notebook. The host runs its own budgeted,
-  read-only snapshot of the folder (:mod:`.snapshot`), so the checked folder is never
-  written and never copied whole: an oversized or sparse folder is refused unread.
-* **Rules are not re-implemented.** Describe-time problems are the host's own
-  ``DescriptorProblem`` records, sorted into rules by their path; envelope breaches are the
-  host's ``ProtocolViolation`` and its ``rule``; artifact checks are the host's verification.
-  The checker adds only what the host does not do on every call: describe twice for
-  stability, hash skills and overlays, generate inputs, send broken inputs, poll.
-* **Boundaries first.** Each capability first gets the edge cases of its request schema
-  (:mod:`.check_boundaries`: bounds, lengths, enum and const values, absent properties,
-  branches, astral text, integers past 2**53), then the seeded random examples. A failure
-  names the input's kind and carries a one-line reproduction.
-* **No envelope is said plainly.** A module that prints no envelope (a crash, a traceback
-  on standard output) breaks the protocol's one unbreakable rule; the row names the input
-  and shows the module's stderr tail. On an input the schema allows it fails the check;
-  on one the schema refuses it is a warning, because the host validates input first.
-* **Reproducible.** Inputs come from a fixed seed; write roots the policy does not map get
-  one folder for the whole check, so a long-running capability's poll finds its job.
-* **Bounded in time, and says so.** A call costs what the module costs (a second for a
-  module that imports a plotting stack), so the checker spends calls carefully: an
-  inclusive bound is tried at the bound only, every input of a capability (generated and
-  refused ones, long-running ones too) runs in one pool, and boundary inputs not started
-  within the capability's ``budget`` are left out, with their number in the report. The
-  budget is the one thing that depends on the machine; ``budget=0`` turns it off.
+A check runs the module through a :class:`ModuleHost` with the caller's policy (sandbox
+included) in a temporary home linking to the checked folder, so what passes here passes in a
+notebook; the host's own read-only snapshot means the folder is never written. Rules are not
+re-implemented: describe problems, envelope breaches (``ProtocolViolation.rule``) and artifact
+checks are the host's; the checker adds describe-twice stability, skill and overlay hashes,
+generated and broken inputs, and polls. Boundary inputs (:mod:`.check_boundaries`) go before
+seeded random ones; a module printing no envelope fails on an allowed input and warns on a
+refused one. Write roots share one folder per check so a poll finds its job. Inputs of a
+capability run in one pool; boundary inputs not started within ``budget`` are left out and
+counted in the report (``budget=0``: no limit).
 """
 
 from __future__ import annotations
@@ -187,11 +169,6 @@ def check_module(
     ------
     ModuleNotFound
         ``module`` is neither a module folder nor an installed module id.
-
-    Notes
-    -----
-    Longer than one screen only because of this docstring: the body (about 15 lines) links
-    the module into a scratch home and hands it to the checker.
 
     Examples
     --------

@@ -1,31 +1,18 @@
 """Hook components hosted in the kernel with wasmtime.
 
-Design notes
-------------
-* **A fresh store per call.** After any trap a wasmtime store is unusable, so every call builds
-  its own ``Store`` (store limits, fuel, deadline, WASI with no preopens, no environment, no
-  arguments and stdout/stderr captured into bounded buffers) and instantiates the component
-  anew (~1 ms). A misbehaving hook therefore never poisons the next call, or another hook, and
-  everything it allocated is freed when the call ends.
-* **Checked before it runs.** A component is loaded only when its exports and every import
-  the host serves in Python have the ``hook`` world's signatures
-  (:mod:`murmur_nb._hooks.signatures`) and one probe instantiation succeeds under its limits.
-* **The conversation import is the Python reader.** ``read-messages`` is served by the same
-  ``ConversationStore.reader`` the Python API uses, scoped to the record the current task's
-  ``context-id`` names and gated by the hook's grant (:mod:`murmur_nb._hooks.linking`). Reader
-  errors cross into the guest as the exact WIT strings; an unexpected failure inside the host
-  function aborts the call with code ``host_error``.
-* The engine, epoch ticker and SIGINT handling are in :mod:`murmur_nb._hooks.runtime`; bounded
-  clock waits in :mod:`murmur_nb._hooks.waits`; codes and messages in
-  :mod:`murmur_nb._hooks.diagnostics`.
+Every call gets a fresh ``Store`` (limits, fuel, deadline, WASI with nothing preopened and
+output captured into bounded buffers) and instantiates the component anew (~1 ms), so a trap
+never poisons the next call. A component loads only when its exports and imports have the
+``hook`` world's signatures (:mod:`murmur_nb._hooks.signatures`) and a probe instantiation
+succeeds. ``read-messages`` is the Python ``ConversationStore.reader``, scoped to the task's
+``context-id`` and gated by the grant (:mod:`murmur_nb._hooks.linking`). Engine, ticker and
+SIGINT: :mod:`murmur_nb._hooks.runtime`; codes and messages: :mod:`murmur_nb._hooks.diagnostics`.
 
 Result codes (``HookResult.code``): ``guest_error`` (the hook returned ``err``), ``trap``,
 ``deadline_exceeded``, ``fuel_exhausted``, ``memory_limit``, ``table_limit``,
 ``instance_limit``, ``host_error``, ``load_failed`` / ``link_error`` (the hook did not load),
-``invalid_output`` (a returned value the host cannot turn into its Python form),
-``result_too_large`` (a result past ``limits.result_messages`` or ``limits.result_mib``,
-refused before it is turned into Python objects; lifting counts against the time limit and
-Ctrl-C too: :mod:`murmur_nb._hooks.lifting`).
+``invalid_output`` (a value with no Python form), ``result_too_large`` (past
+``limits.result_messages`` or ``limits.result_mib``; see :mod:`murmur_nb._hooks.lifting`).
 """
 
 from __future__ import annotations
@@ -406,7 +393,7 @@ class HookHost:
     ) -> HookResult:
         """One call within its time limit, counted from now: waiting for the engine included.
 
-        Calls share one engine and run one at a time (see the runtime's design notes). A call
+        Calls share one engine and run one at a time (see :mod:`murmur_nb._hooks.runtime`). A call
         that waits for another hook's call spends its own time limit waiting, so no hook can
         hold another past that hook's limit: a call that could not start in time ends with
         ``deadline_exceeded`` and nothing of it ran.

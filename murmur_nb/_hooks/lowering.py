@@ -1,23 +1,13 @@
 """Lowering ``read-messages`` pages into wasmtime values for hook calls.
 
-Design notes
-------------
-* **Pages are written straight into wasmtime's C values** (:class:`PageLowering`), because
-  the binding's generic conversion is far slower: measured on the benchmark's task_start
-  reading one 100-message page (wasmtime 50.0.1, two busy cores), a median of 1.8 ms with
-  this writer against 73 ms with the public binding, which would miss the 2.5 ms goal by far.
-* **This is the only module that touches wasmtime-py's private API** (``wasmtime._ffi``, its
-  struct layouts, ``WasmtimeError._consume``/``_from_ptr``). A layout change need not raise:
-  it could write through wrong offsets. So the writer is used only with the wasmtime versions
-  the tests ran it against (:data:`TESTED_WASMTIME`, the same range as
-  ``[tool.murmur-nb] fast-lowering-wasmtime`` in ``pyproject.toml``); with any other version,
-  or when any of :data:`FAST_PATH_ERRORS` is raised while it is set up, the host uses the
-  public binding (:func:`message_record` builds the same values as
-  ``wasmtime.component.Record``). The test suite runs every call shape through both paths.
-* **Types.** The callback is registered untyped, like every wasmtime-py host function: the
-  host refuses at load any component whose ``read-messages`` import differs from the world
-  (:mod:`murmur_nb._hooks.signatures`), and the callback still checks the argument count and
-  kinds it is handed before reading them, refusing the call otherwise.
+:class:`PageLowering` writes pages straight into wasmtime's C values: 1.8 ms for a 100-message
+page against 73 ms through the public binding. It is the only module on wasmtime-py's private
+API (``wasmtime._ffi``, struct layouts), where a layout change could write through wrong
+offsets without raising, so it runs only on :data:`TESTED_WASMTIME` (``[tool.murmur-nb]
+fast-lowering-wasmtime`` in ``pyproject.toml``); otherwise, or on :data:`FAST_PATH_ERRORS`,
+:func:`message_record` builds the same values with the public binding. The untyped callback
+still checks the count and kinds of its arguments; the world's signature is checked at load
+(:mod:`murmur_nb._hooks.signatures`).
 """
 
 from __future__ import annotations

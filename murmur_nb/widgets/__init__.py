@@ -10,8 +10,8 @@ as an attribute of ``murmur_nb``.
 Examples
 --------
 >>> import murmur_nb as mnb                                       # doctest: +SKIP
->>> from murmur_nb.widgets import (ModuleBrowser, CapabilityForm, InvocationView,
-...                                HookConsole, ConversationExplorer)  # doctest: +SKIP
+>>> from murmur_nb.widgets import (BatchView, CapabilityForm, ConversationExplorer,
+...     HookConsole, InvocationView, LiveRun, ModuleBrowser)         # doctest: +SKIP
 >>> demo = mnb.prepare_demo_home()                                 # doctest: +SKIP
 >>> host = mnb.ModuleHost(home=demo.facet_home, policy=demo.policy(),
 ...                       artifact_store=demo.artifact_store)      # doctest: +SKIP

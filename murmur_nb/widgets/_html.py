@@ -1,18 +1,11 @@
 """What every murmur-nb widget shares: badges, output handling and a stable text form.
 
-Design notes:
-
-* Output widgets are filled by assigning ``Output.outputs`` rather than ``with out:``:
-  capturing needs a live kernel, assignment works the same in a kernel, in tests and in
-  scripts, and the saved notebook holds exactly the mimebundle we put there.
-* ``text/plain`` of a widget is its own summary, never ipywidgets' trait dump: nbval
-  compares it, so it holds no model id, memory address, wall-clock time or duration.
-* Colours are JupyterLab's CSS variables (``--jp-content-font-color1`` on
-  ``--jp-layout-color2`` for every badge, the tone only in the border), each with a light
-  fallback for pages without JupyterLab's theme (nbconvert, GitHub). Text never sits on a
-  tinted background, so it keeps the theme's own contrast in light and dark.
-* Every widget's mimebundle also carries ``text/html``: the widget's content as static
-  HTML, which is what nbconvert, GitHub, nbviewer and a page without a widget manager show.
+Outputs are filled by assigning ``Output.outputs`` (not ``with out:``, which needs a live
+kernel), so tests, scripts and saved notebooks hold exactly that mimebundle. A widget's
+``text/plain`` is its own summary, with no model id, address or time (nbval compares it), and
+its ``text/html`` the same content as static HTML for nbconvert, GitHub and nbviewer. Colours
+are JupyterLab's CSS variables with a light fallback; text never sits on a tinted background,
+so it keeps the theme's contrast. The required-field mark is :func:`field_label`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """What a batch runs, settled once before anything runs: the module, its digest, the checks.
 
-Design notes
-------------
-* **The one place that reaches into the host.** A batch needs what ``invoke`` keeps to
-  itself: the resolved capability (its descriptor digest, the digest and path of the verified
-  snapshot of the module folder) and the request-schema check with ``invoke``'s own rules
-  (:func:`murmur_nb._modules.call.checked_input`, within the policy's budgets). Both are
-  reached here, and only here, so a change of the host's insides touches one file.
-* **The module digest** is SHA-256 over the descriptor digest and the code digest: the two
-  an approval is pinned to, and the key the journal reuses rows under.
+The one place a batch reaches into the host: the resolved capability (descriptor digest,
+verified snapshot) and ``invoke``'s own input check
+(:func:`murmur_nb._modules.call.checked_input`). The module digest is SHA-256 over the
+descriptor and code digests: what an approval pins and what the journal keys rows by.
 """
 
 from __future__ import annotations
