@@ -1,7 +1,5 @@
 """Audit rows for :meth:`ModuleHost.audit <murmur_nb.ModuleHost.audit>`, and their DataFrame.
 
-Design notes
-------------
 * **A row per invocation, refused and failed ones too.** An :class:`AuditRow` is a value,
   built once when the call ended (:meth:`AuditRow.of`) from how far it got (module,
   approval, grants), so a refusal still records what was known, and a failure after the

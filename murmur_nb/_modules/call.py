@@ -1,7 +1,5 @@
 """Building the request a module receives: everything in it is decided here, by the host.
 
-Design notes
-------------
 * **Checked before anything runs.** ``input`` must be strict JSON and match the
   capability's ``request_schema``; the bounds must be positive integers within the
   policy's limits; a refusal raises :class:`~murmur_nb.InvalidInput` and nothing is

@@ -1,7 +1,5 @@
 """The SPEC §1 envelope rules, checked on a module's raw ``invoke`` output.
 
-Design notes
-------------
 * **How the process ended comes first.** A run that was killed for its output or its
   deadline is refused by :func:`check_run` before its output is read as an envelope.
 * **Raw JSON first.** The rules are checked on the decoded JSON, before the pydantic

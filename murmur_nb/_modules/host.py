@@ -1,41 +1,17 @@
 """The modproto v1 module host: describe, approve, invoke, verify, stage, audit.
 
-Design notes
-------------
-* **One enforcement point.** Everything a module is given is built by the host, never by
-  the module: the request envelope fields, roots, grants and binaries, the bounds
-  (:mod:`.request`, from the :mod:`.policy`). ``input`` is validated against the
-  capability's ``request_schema`` before anything runs.
-* **Descriptors are cached** by the ``stat`` of the module executable and its folder
-  (:mod:`.catalog`), so the hot path of :meth:`ModuleHost.invoke` does not re-run
-  ``describe``. :meth:`describe` always re-runs it, and so does any call that relies on a
-  standing approval. What runs is the verified snapshot of the folder that the approval
-  was checked against (``Target.snapshot``, :mod:`.snapshot`), never the live folder.
-* **Approval pinning.** An approval (``approve()`` or the policy allow-list) is pinned to the
-  SHA-256 of the module's canonical descriptor *and* to the digest of its folder's
-  snapshot (:mod:`.approval`). When ``describe`` later returns another descriptor, or the code
-  changed behind the same descriptor, the approval no longer counts, and the reasons say
-  what changed.
-* **Sandbox.** Every module process runs confined (:mod:`.sandbox`, through :mod:`.gate`);
-  ``host.sandbox`` says which guarantees hold and ``Policy.sandbox`` what to do when one is
-  missing.
-* **invoke is a pipeline of values** (:meth:`ModuleHost._audited`): resolve and check
-  requirements (a ``Target``), approval (a label), build the request (``Built``), run
-  (:class:`.invocation.Ran`, the process outcome with its evidence), read the envelope (an
-  ``Envelope``), verify artifacts (:class:`Verified`), check the result schema (a problem
-  or none); each step returns its own value, warnings included, and the
-  :class:`Invocation` is assembled once at the end. Envelope rules live in
-  :mod:`.envelope`; skills and agent overlays (listing, verified loading, budgets) in
-  :mod:`.knowledge` and the agent's capability list in :mod:`.agent_listing`, behind thin
-  methods here.
-* **Hostile output is bounded.** What a module prints may nest at most
-  :data:`~.nesting.MAX_JSON_DEPTH` levels; its schemas' patterns run on RE2 (linear
-  time); its artifacts are size-capped, hashed within a time budget, and read later only
-  through the descriptor that was verified. What a caller passes is checked first
-  (:mod:`.call` with the rules of :mod:`.request`: strict JSON, bounds, ``extra`` keys as
-  a Go decoder folds them).
-* **Every invocation is audited** (:mod:`.audit`), also the refused and failed ones; host
-  failures keep the partial :class:`Invocation` on the exception (``exc.invocation``).
+* **invoke is a pipeline of values** (:meth:`ModuleHost._audited`): resolve the capability
+  (a ``Target``, :mod:`.catalog`: the verified snapshot is what runs), approval (a label,
+  :mod:`.approval`), build the request (``Built``, :mod:`.call`), run it confined (a
+  :class:`~.invocation.Ran` with its evidence, through :mod:`.gate`), read the envelope
+  (:mod:`.envelope`), verify artifacts (:class:`Verified`), check the result schema (a
+  problem or none). Each step returns its own value, warnings included; the
+  :class:`Invocation` is assembled once at the end, or by the step that refuses, for the
+  error to carry (``exc.invocation``, ``exc.evidence``).
+* **Every invocation is audited** (:mod:`.audit`), refused and failed ones too: the row is
+  built once when the call ended, from how far it got.
+* Skills and agent overlays are thin methods here over
+  :mod:`murmur_nb._knowledge.knowledge` and :mod:`murmur_nb._knowledge.agent_listing`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """What the module host hands back: an installed module (:class:`ModuleInfo`) and the outcome
 of one call (:class:`Invocation`).
 
-Design notes
-------------
 * **Plain records, no behaviour.** Both are dataclasses the host fills; they live apart from
   the host so that the envelope checks, the audit rows and the exception tree can name them
   without importing the host (no import cycle, no ``TYPE_CHECKING`` guard).

@@ -1,8 +1,6 @@
 """The compact card an :class:`~murmur_nb.Invocation` or a verified artifact shows as, when it
 ends a notebook cell: outcome, result, artifacts, warnings, confinement; evidence on failure.
 
-Design notes
-------------
 * **Read through a shape, not the host.** This layer never imports the host; the card reads
   the same attributes :class:`~murmur_nb.widgets.InvocationView` reads (``ok``, ``state``,
   ``error``, ``result``, ``warnings``, ...), with ``getattr`` defaults.

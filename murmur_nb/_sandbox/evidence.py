@@ -1,7 +1,5 @@
 """What a module run leaves behind as evidence: how it ended, its stderr tail, its stdout head.
 
-Design notes
-------------
 * **Bounded and escaped.** The tail is the last :data:`TAIL_LINES` lines of stderr within
   :data:`TAIL_BYTES`; the head is the first :data:`HEAD_BYTES` of stdout. Control characters
   other than newline and tab are written as ``\\x1b``-style escapes, so a module cannot clear
