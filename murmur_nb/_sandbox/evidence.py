@@ -46,6 +46,8 @@ def signal_name(returncode: int | None) -> str:
 
 
 def _tail(stderr: bytes) -> str:
+    if not stderr:
+        return ""
     text = escape_control(stderr[-TAIL_BYTES:].decode("utf-8", "replace")).rstrip()
     lines = text.splitlines()
     if len(stderr) > TAIL_BYTES and len(lines) > 1:
@@ -54,6 +56,8 @@ def _tail(stderr: bytes) -> str:
 
 
 def _head(stdout: bytes) -> str:
+    if not stdout:
+        return ""
     text = escape_control(stdout[:HEAD_BYTES].decode("utf-8", "replace"))
     return text + (" …" if len(stdout) > HEAD_BYTES else "")
 
