@@ -73,7 +73,7 @@ from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
 from murmur_nb._render.presentation import PresentationWarning, resolve_presentation
 from murmur_nb._render.render import render, render_file
-from murmur_nb._sandbox import SandboxReport
+from murmur_nb._sandbox import RunEvidence, SandboxReport
 from murmur_nb._schemas.descriptor import DescriptorError
 from murmur_nb.protocol import PRIMITIVES
 
@@ -150,6 +150,7 @@ __all__ = [
     "Rendering",
     "ReplayComparison",
     "ReplayWindows",
+    "RunEvidence",
     "SandboxReport",
     "SandboxUnavailable",
     "SandboxWarning",

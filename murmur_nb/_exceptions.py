@@ -20,7 +20,8 @@ Where a caller would naturally catch a builtin, the error inherits it as well
     │   ├── InvocationCancelled       cancelled
     │   ├── ProtocolViolation         protocol_violation    (.rule)
     │   │   └── OutputTooLarge        output_too_large
-    │   └── ArtifactRejected          artifact_too_large, verification_budget_exceeded
+    │   └── ArtifactRejected          artifact_missing, artifact_too_large,
+    │       │                         verification_budget_exceeded
     │       ├── ConfinementViolation  confinement_violation
     │       ├── DigestMismatch        digest_mismatch
     │       └── SizeMismatch          size_mismatch
@@ -38,9 +39,12 @@ verbatim; ``str(err)`` is exactly the string a guest receives.
 
 from __future__ import annotations
 
+import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 __all__ = [
@@ -100,6 +104,53 @@ class ModuleHostError(MurmurError):
     #: The partial :class:`~murmur_nb.Invocation` (typed loosely: this module sits below the
     #: host and imports none of it).
     invocation: Any = None
+
+    def __init__(
+        self, message: str, *, code: str | None = None, invocation: Any = None
+    ) -> None:
+        super().__init__(message, code=code)
+        if invocation is not None:
+            self.invocation = invocation
+
+    @property
+    def evidence(self) -> Any:
+        """The module run's :class:`~murmur_nb.RunEvidence` (exit status or signal, stderr
+        tail, stdout head), or ``None`` when the module never ran."""
+        return getattr(self.invocation, "evidence", None)
+
+    def __str__(self) -> str:
+        evidence = self.evidence
+        if evidence is None:
+            return self.message
+        return "\n".join([self.message, *evidence.lines()])
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows for this error left uncaught in a cell: the message, the
+        module's evidence and the cell's own line, not the host's frames."""
+        red, bold, off = "\x1b[31m", "\x1b[1m", "\x1b[0m"
+        lines = [f"{red}{bold}{type(self).__name__}{off} ({self.code}): {self.message}"]
+        if self.evidence is not None:
+            lines += self.evidence.lines()
+        lines += _caller_lines(self.__traceback__)
+        if self.invocation is not None:
+            lines.append("(sys.last_value.invocation holds the whole record)")
+        return lines
+
+
+def _caller_lines(tb: TracebackType | None) -> list[str]:
+    """``in <cell> line 3: host.invoke(...)``: the innermost frame outside murmur_nb."""
+    package = str(Path(__file__).parent)
+    found = [
+        frame
+        for frame in traceback.extract_tb(tb)
+        if not frame.filename.startswith(package) and "threading.py" not in frame.filename
+    ]
+    if not found:
+        return []
+    frame = found[-1]
+    cell = "ipykernel_" in frame.filename or frame.filename.startswith("<ipython-input")
+    where = "your cell" if cell else frame.filename
+    return [f"in {where}, line {frame.lineno}: {(frame.line or '').strip()}"]
 
 
 class ModuleNotFound(ModuleHostError, LookupError):
@@ -198,8 +249,10 @@ class ProtocolViolation(ModuleHostError):
 
     code = "protocol_violation"
 
-    def __init__(self, message: str, *, rule: str, code: str | None = None) -> None:
-        super().__init__(message, code=code)
+    def __init__(
+        self, message: str, *, rule: str, code: str | None = None, invocation: Any = None
+    ) -> None:
+        super().__init__(message, code=code, invocation=invocation)
         self.rule = rule
 
 

@@ -125,7 +125,11 @@ REFUSED: list[tuple[str, Callable[[Path], None], dict[str, Any], str, str]] = [
     ("link loop", _loop, _claim("loop1"), "confinement_violation", "cannot be resolved"),
     ("fifo", _fifo, _claim("pipe"), "confinement_violation", "not a regular file"),
     ("folder", _nothing, _claim("sub"), "confinement_violation", "a folder"),
-    ("missing", _nothing, _claim("nope.png"), "confinement_violation", "cannot be resolved"),
+    ("missing", _nothing, _claim("nope.png"), "artifact_missing", "does not exist"),
+    ("missing in a folder", _nothing, _claim("sub/nope.png"), "artifact_missing",
+     "does not exist"),
+    ("dangling link out", _link("dl.png", lambda r: r / "secret" / "none.png"), _claim("dl.png"),
+     "confinement_violation", "cannot be resolved"),
     ("empty path", _nothing, _claim(""), "confinement_violation", "empty"),
     ("double slash", _nothing, _claim("sub//b.png"), "confinement_violation", "empty component"),
     ("size", _nothing, _claim("a.png", bytes=len(DATA) + 1), "size_mismatch", "declares"),
@@ -166,8 +170,10 @@ def test_a_root_of_another_invocation_is_not_this_ones(host: mnb.ModuleHost) -> 
                                                                     "content": "hi"}]})
     (art,) = made.artifacts
     again = _report(host, art.model_dump(mode="json"))
-    # "scratch" is a fresh folder per invocation: the old file is not under the new root
-    assert again.rejected_artifacts[0].code == "confinement_violation"
+    # "scratch" is a fresh folder per invocation: the old file is not under the new root,
+    # and the new root holds no such file
+    assert again.rejected_artifacts[0].code == "artifact_missing"
+    assert again.artifacts == []
 
 
 _COMPONENTS = st.sampled_from(["a.png", "sub", "b.png", "..", ".", "", "in", "out", "esc",

@@ -55,17 +55,11 @@ def dangling(path: Path, text: str | None = None) -> list[str]:
     return found
 
 
-#: Being rewritten on another branch (invoke as a pipeline of values); host.py's docstring
-#: still names .sandbox, .knowledge, .agent_listing and .nesting as siblings. Drop this
-#: exclusion once that branch is merged and the references point at the new homes.
-IN_FLIGHT = {f"_modules/{name}.py" for name in ("host", "envelope", "call", "invocation", "audit")}
-
-
 def test_every_dotted_reference_in_a_docstring_resolves() -> None:
     files = [
         path
         for path in sorted(PACKAGE.rglob("*.py"))
-        if "_demo" not in path.parts and path.relative_to(PACKAGE).as_posix() not in IN_FLIGHT
+        if "_demo" not in path.parts
     ]
     assert [line for path in files for line in dangling(path)] == []
 

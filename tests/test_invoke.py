@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 
 import murmur_nb as mnb
 from murmur_nb._modules.envelope import check_envelope  # private: envelope rules in a property test
+from murmur_nb._modules.invocation import Ran  # private: the process outcome check_envelope reads
+from murmur_nb._sandbox import RunResult  # private: a run's output, made without a process
 from murmur_nb.protocol import PROTOCOL_ID
 
 FACET_MODULES = [("good",), ("liar", "liar"), ("runaway", "runaway")]  # in facet_home
@@ -284,6 +286,12 @@ def test_module_runs_with_an_empty_environment_in_its_own_session(
     assert inv.result["cwd_entries"] == []
 
 
+def test_progress_false_still_means_no_view(host: mnb.ModuleHost) -> None:
+    """``progress=False`` was valid in 0.1.0 and keeps its meaning: a plain call."""
+    inv = host.invoke("good.echo", {"count": 0}, progress=False)
+    assert inv.ok and inv.capability == "good.echo"
+
+
 def test_each_run_gets_a_private_empty_working_folder(host: mnb.ModuleHost) -> None:
     first = host.invoke("good.echo", {"count": 0, "litter": True}).result
     second = host.invoke("good.echo", {"count": 0}).result
@@ -507,9 +515,11 @@ def test_property_accepted_envelopes_obey_every_rule(
         env.pop(key, None)
     env.update(changes)
     req = mnb.protocol.Request(capability="good.echo", request_id="rid")
-    inv = mnb.Invocation(module="good", capability="good.echo", request=req)
+    stdout = json.dumps(env).encode()
+    run = RunResult(stdout=stdout, stderr_tail=b"", returncode=0, duration_ms=1.0)
+    ran = Ran("good", "good.echo", req, "not required", "", (), run, mnb.RunEvidence.of(0, b""))
     try:
-        out = check_envelope(json.dumps(env).encode(), "good", "rid", inv)
+        out = check_envelope(stdout, ran)
     except mnb.ProtocolViolation as exc:
         assert exc.rule
         return

@@ -172,6 +172,7 @@ def test_a_capability_that_needs_setup_shows_its_steps_before_any_form(host: Mod
     assert str(host.home) not in steps
     anyway = panel.children[1]
     assert anyway.description == "Show the form anyway"
+    assert anyway.layout.width == "auto"  # the default button width clipped the label
     anyway.click()
     assert isinstance(browser.form, CapabilityForm) and browser.form.capability_id == cap
 
@@ -745,3 +746,19 @@ def test_every_required_field_carries_the_same_red_mark(host: ModuleHost) -> Non
     ]
     assert len(styles) == 3  # kitchen: name, ratio; transcribe: the audio file
     assert set(styles) == {"color:var(--jp-error-color1, #c62828)"}
+
+
+def test_an_invalid_run_after_a_result_clears_that_result(host: ModuleHost) -> None:
+    """Issue 24: the earlier result must not stand under "not run"."""
+    form = CapabilityForm(host, "gallery.thumbs")
+    form.set_value("count", "2")
+    form.run_button.click()
+    form.wait()
+    assert form.state == "ran" and form.result_box.children != ()
+    form.set_value("count", "99")
+    form.run_button.click()
+    form.wait()
+    assert form.state == "invalid" and "not run" in form.status.value
+    assert form.result_box.children == () and form.invocation is None and form.result is None
+    assert "result:" not in form.text()
+

@@ -25,10 +25,11 @@ Staging the verified files is :mod:`murmur_nb._modules.staging`.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,22 @@ __all__ = [
 ]
 
 
+#: How a verified artifact draws itself in a notebook (``text/html``, ``text/plain``). The
+#: rendering layer above sets them when it is imported; this layer draws nothing itself.
+DISPLAY: dict[str, Callable[[Any], str]] = {}
+
+
 class VerifiedArtifact(Artifact):
-    """An artifact whose file passed every re-validation; ``file`` is its absolute real path."""
+    """An artifact whose file passed every re-validation; ``file`` is its absolute real path.
+
+    In a notebook it displays as a one-line card: title, kind, type, size, root and path,
+    digest.
+    """
 
     file: Path = Field(exclude=True)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {mime: draw(self) for mime, draw in DISPLAY.items()}
 
 
 @dataclass(frozen=True)
@@ -96,6 +109,15 @@ def _inside(base: str, real: str) -> bool:
     return real != base and os.path.commonpath([base, real]) == base
 
 
+def _missing_inside(base: str, path: str) -> bool:
+    """Whether the missing file ``path`` would lie inside ``base`` (links followed as far as
+    they go): a dangling link out of the root stays a confinement problem."""
+    try:
+        return _inside(base, os.path.realpath(Path(base, path)))
+    except OSError:  # a link loop, or a path swapped meanwhile
+        return False
+
+
 def verify_artifact(
     artifact: Artifact,
     roots: Mapping[str, Root],
@@ -111,11 +133,12 @@ def verify_artifact(
     Raises
     ------
     ConfinementViolation
-        Unknown root, bad path, escape through a link, missing file, not a regular file,
-        or a file with more than one hard link.
+        Unknown root, bad path, escape through a link, not a regular file, or a file
+        with more than one hard link.
     SizeMismatch, DigestMismatch
         The file is not the one the artifact describes.
     ArtifactRejected
+        ``artifact_missing`` when no file is at the claimed path (inside the root);
         ``artifact_too_large`` past ``max_bytes``; ``verification_budget_exceeded`` past
         ``deadline``.
 
@@ -161,6 +184,13 @@ def _resolve_claim(artifact: Artifact, roots: Mapping[str, Root], label: str) ->
     try:
         real = os.path.realpath(Path(base, artifact.path), strict=True)
     except OSError as exc:
+        if exc.errno == errno.ENOENT and _missing_inside(base, artifact.path):
+            raise ArtifactRejected(
+                f"{label} names a file that does not exist under its root; the module "
+                "must write the file before it reports it",
+                artifact_id=aid,
+                code="artifact_missing",
+            ) from exc
         raise ConfinementViolation(
             f"{label} cannot be resolved ({exc.strerror or exc}); the file must exist under "
             "its root",

@@ -1,11 +1,10 @@
 """Audit rows for :meth:`ModuleHost.audit <murmur_nb.ModuleHost.audit>`, and their DataFrame.
 
-Design notes
-------------
-* **A row per invocation, refused and failed ones too.** An :class:`AuditRow` is opened
-  before anything runs and filled as the call gets further, so a refusal still records what
-  was known (module, approval) and a host failure keeps the partial
-  :class:`~murmur_nb.Invocation`'s facts.
+* **A row per invocation, refused and failed ones too.** An :class:`AuditRow` is a value,
+  built once when the call ended (:meth:`AuditRow.of`) from how far it got (module,
+  approval, grants), so a refusal still records what was known, and a failure after the
+  run keeps the partial :class:`~murmur_nb.Invocation`'s facts, its evidence (how the
+  process ended, its stderr tail) included.
 * **Unknown is not free.** Costs are nullable ``Float64`` columns: ``<NA>`` is *unknown*,
   ``0`` is free.
 * **Knowledge loads have their own frame** (``knowledge.knowledge_frame``, a row per skill or
@@ -30,7 +29,13 @@ if TYPE_CHECKING:
 __all__ = ["AuditRow", "audit_frame"]
 
 
-@dataclass
+#: ``(time, capability, request_id)``: what the caller asked, and when
+Called = tuple[datetime, str, str]
+#: ``(module, approval, grants)``: how far a call got before it ended
+Reached = tuple[str | None, str, dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
 class AuditRow:
     """One invocation's audit facts; the field order is the DataFrame's column order."""
 
@@ -50,30 +55,56 @@ class AuditRow:
     warnings: int = 0
     message: str = ""
     confinement: str = ""
+    exit: str = ""
+    stderr_tail: str = ""
 
     @classmethod
-    def open(cls, capability: str, request_id: str, started: datetime) -> AuditRow:
-        """The row of a call that has not started yet: only what the caller asked."""
-        return cls(time=started, module=None, capability=capability, request_id=request_id)
-
-    def fill(self, inv: Invocation) -> None:
-        """Copy what ``inv`` knows (module, grants, approval, costs, artifacts, sandbox)."""
-        self.module = inv.module
-        self.grants = inv.request.grants.model_dump(mode="json")
-        self.approval = inv.approval
-        self.ok = inv.ok
-        self.estimated_cost = inv.execution.estimated_cost
-        self.actual_cost = inv.execution.actual_cost
-        self.artifacts = [a.digest for a in inv.artifacts]
-        self.rejected_artifacts = [f"{r.id}:{r.code}" for r in inv.rejected_artifacts]
-        self.warnings = len(inv.warnings)
-        self.confinement = inv.confinement
+    def of(
+        cls,
+        call: Called,
+        reached: Reached,
+        outcome: tuple[str, str],
+        duration_ms: float,
+        inv: Invocation | None = None,
+    ) -> AuditRow:
+        """The row of one call, built once when it ended: what the caller asked (``call``),
+        how far it got (``reached``: module, approval, grants), how it ended (``outcome``:
+        code and message) and, when the module ran, what its invocation knows (costs,
+        artifacts, sandbox, how the process ended); a failed run's invocation is never ok."""
+        module, approval, grants = reached
+        if inv is None:
+            return cls(
+                time=call[0], module=module, capability=call[1], request_id=call[2],
+                grants=grants, approval=approval, duration_ms=duration_ms,
+                outcome=outcome[0], message=outcome[1],
+            )  # fmt: skip
+        evidence = inv.evidence
+        return cls(
+            time=call[0],
+            module=inv.module,
+            capability=call[1],
+            request_id=call[2],
+            grants=inv.request.grants.model_dump(mode="json"),
+            approval=inv.approval,
+            duration_ms=duration_ms,
+            outcome=outcome[0],
+            ok=inv.ok and outcome[0] == "ok",
+            estimated_cost=inv.execution.estimated_cost,
+            actual_cost=inv.execution.actual_cost,
+            artifacts=[a.digest for a in inv.artifacts],
+            rejected_artifacts=[f"{r.id}:{r.code}" for r in inv.rejected_artifacts],
+            warnings=len(inv.warnings),
+            message=outcome[1],
+            confinement=inv.confinement,
+            exit=evidence.ended if evidence is not None else "",
+            stderr_tail=evidence.stderr_tail if evidence is not None else "",
+        )
 
     @staticmethod
     def outcome_of(inv: Invocation) -> tuple[str, str]:
         """``(outcome, message)`` of a call that returned: ``ok`` or the module's error."""
         if inv.ok:
-            return "ok", ""
+            return "ok", inv.result_problem
         if inv.error is None:
             return "error", ""
         return inv.error.code, inv.error.message

@@ -1,7 +1,5 @@
 """Building the request a module receives: everything in it is decided here, by the host.
 
-Design notes
-------------
 * **Checked before anything runs.** ``input`` must be strict JSON and match the
   capability's ``request_schema``; the bounds must be positive integers within the
   policy's limits; a refusal raises :class:`~murmur_nb.InvalidInput` and nothing is
@@ -19,12 +17,11 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from murmur_nb._exceptions import InvalidInput, NotGranted
-from murmur_nb._modules.audit import AuditRow
 from murmur_nb._modules.catalog import Target
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.request import canonical_path, check_bounds, shadowing_keys, strict_json
@@ -58,12 +55,12 @@ class Call:
     cancel: threading.Event | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Built:
     """A request ready to send, and the host's warnings about how it was built."""
 
     request: Request
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
 
 
 def build_request(
@@ -75,30 +72,21 @@ def build_request(
     staged_view: StagedView,
     validators: ValidatorCache,
     workspace: Workspace,
-    row: AuditRow,
 ) -> Built:
     """Check the caller's input, bounds and extra fields, then build the :class:`Request`.
 
-    ``row`` records the grants as soon as they are known, so a later refusal keeps them.
     ``store`` is called only when staged artifacts are involved (it creates the store);
     ``staged_view`` makes the consumer's ``staged`` root (exactly the staged files).
     """
     input_value = checked_input(call, target, validators, policy)
     deadline, bound = _bounds(call, policy)
-    warnings: list[str] = []
-    extra = _extra_fields(call.extra, call.capability, warnings)
+    extra, extra_warnings = _extra_fields(call.extra, call.capability)
     grants = policy.grants_for(target.descriptor)
-    row.grants = grants.model_dump(mode="json")
     binaries = _binaries(policy, grants)
     _check_staged(call, target, store)
     run_dir = workspace.runs_dir() / call.request_id
-    roots = build_roots(
-        target.descriptor,
-        run_dir,
-        policy=policy,
-        staged_view=staged_view,
-        staged=call.staged,
-        warnings=warnings,
+    roots, root_warnings = build_roots(
+        target.descriptor, run_dir, policy=policy, staged_view=staged_view, staged=call.staged
     )
     request = Request(
         protocol=PROTOCOL_ID,
@@ -112,7 +100,7 @@ def build_request(
         max_output_bytes=bound,
         extra=extra,
     )
-    return Built(request, warnings)
+    return Built(request, (*extra_warnings, *root_warnings))
 
 
 def checked_input(
@@ -159,11 +147,12 @@ def _bounds(call: Call, policy: Policy) -> tuple[int, int]:
 
 
 def _extra_fields(
-    extra: dict[str, Any] | None, capability: str, warnings: list[str]
-) -> dict[str, Any]:
-    """``extra`` as strict JSON, without any key a Go decoder would take for a host field."""
+    extra: dict[str, Any] | None, capability: str
+) -> tuple[dict[str, Any], list[str]]:
+    """``extra`` as strict JSON, without any key a Go decoder would take for a host field;
+    and the warning about the keys dropped."""
     if not extra:
-        return {}
+        return {}, []
     if not isinstance(extra, dict):
         raise InvalidInput(
             f"extra for {capability} must be a dict of root-level request fields, got "
@@ -171,15 +160,15 @@ def _extra_fields(
         )
     fields: dict[str, Any] = strict_json(dict(extra), "extra", capability)
     shadowed = shadowing_keys(fields, HOST_FIELDS)
-    if shadowed:
-        warnings.append(
-            f"extra fields {shadowed!r} name host-owned request fields (matched as a Go "
-            "decoder matches keys: case-insensitively, with Unicode simple folding) and "
-            "were ignored: the host fills them"
-        )
-        for key in shadowed:
-            del fields[key]
-    return fields
+    if not shadowed:
+        return fields, []
+    for key in shadowed:
+        del fields[key]
+    return fields, [
+        f"extra fields {shadowed!r} name host-owned request fields (matched as a Go "
+        "decoder matches keys: case-insensitively, with Unicode simple folding) and "
+        "were ignored: the host fills them"
+    ]
 
 
 def _binaries(policy: Policy, grants: Grants) -> dict[str, str]:
@@ -216,11 +205,12 @@ def build_roots(
     policy: Policy,
     staged_view: StagedView,
     staged: Sequence[StagedArtifact],
-    warnings: list[str],
-) -> dict[str, Root]:
-    """The declared roots the policy supplies: read roots ``ro``, write roots ``rw``."""
+) -> tuple[dict[str, Root], list[str]]:
+    """The declared roots the policy supplies (read roots ``ro``, write roots ``rw``), and
+    the warnings about roots the policy maps to something that is no folder."""
     perms = descriptor.permissions
     roots: dict[str, Root] = {}
+    warnings: list[str] = []
     for name in perms.filesystem_read or []:
         if name == STAGED_ROOT and staged:
             roots[name] = Root(path=canonical_path(staged_view(run_dir, staged)), mode="ro")
@@ -248,4 +238,4 @@ def build_roots(
             )
             continue
         roots[name] = Root(path=canonical_path(path), mode="rw")
-    return roots
+    return roots, warnings

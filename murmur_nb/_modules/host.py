@@ -1,37 +1,17 @@
 """The modproto v1 module host: describe, approve, invoke, verify, stage, audit.
 
-Design notes
-------------
-* **One enforcement point.** Everything a module is given is built by the host, never by
-  the module: the request envelope fields, roots, grants and binaries, the bounds
-  (:mod:`.request`, from the :mod:`.policy`). ``input`` is validated against the
-  capability's ``request_schema`` before anything runs.
-* **Descriptors are cached** by the ``stat`` of the module executable and its folder
-  (:mod:`.catalog`), so the hot path of :meth:`ModuleHost.invoke` does not re-run
-  ``describe``. :meth:`describe` always re-runs it, and so does any call that relies on a
-  standing approval. What runs is the verified snapshot of the folder that the approval
-  was checked against (``Target.snapshot``, :mod:`.snapshot`), never the live folder.
-* **Approval pinning.** An approval (``approve()`` or the policy allow-list) is pinned to the
-  SHA-256 of the module's canonical descriptor *and* to the digest of its folder's
-  snapshot (:mod:`.approval`). When ``describe`` later returns another descriptor, or the code
-  changed behind the same descriptor, the approval no longer counts, and the reasons say
-  what changed.
-* **Sandbox.** Every module process runs confined (:mod:`.sandbox`, through :mod:`.gate`);
-  ``host.sandbox`` says which guarantees hold and ``Policy.sandbox`` what to do when one is
-  missing.
-* **invoke is a pipeline** of named steps (:meth:`ModuleHost._invoke`): resolve and check
-  requirements, approval, build the request, run, read the envelope, verify artifacts,
-  check the result schema. Envelope rules live in :mod:`.envelope`; skills and agent
-  overlays (listing, verified loading, budgets) in :mod:`.knowledge` and the agent's
-  capability list in :mod:`.agent_listing`, behind thin methods here.
-* **Hostile output is bounded.** What a module prints may nest at most
-  :data:`~.nesting.MAX_JSON_DEPTH` levels; its schemas' patterns run on RE2 (linear
-  time); its artifacts are size-capped, hashed within a time budget, and read later only
-  through the descriptor that was verified. What a caller passes is checked first
-  (:mod:`.call` with the rules of :mod:`.request`: strict JSON, bounds, ``extra`` keys as
-  a Go decoder folds them).
-* **Every invocation is audited** (:mod:`.audit`), also the refused and failed ones; host
-  failures keep the partial :class:`Invocation` on the exception (``exc.invocation``).
+* **invoke is a pipeline of values** (:meth:`ModuleHost._audited`): resolve the capability
+  (a ``Target``, :mod:`.catalog`: the verified snapshot is what runs), approval (a label,
+  :mod:`.approval`), build the request (``Built``, :mod:`.call`), run it confined (a
+  :class:`~.invocation.Ran` with its evidence, through :mod:`.gate`), read the envelope
+  (:mod:`.envelope`), verify artifacts (:class:`Verified`), check the result schema (a
+  problem or none). Each step returns its own value, warnings included; the
+  :class:`Invocation` is assembled once at the end, or by the step that refuses, for the
+  error to carry (``exc.invocation``, ``exc.evidence``).
+* **Every invocation is audited** (:mod:`.audit`), refused and failed ones too: the row is
+  built once when the call ended, from how far it got.
+* Skills and agent overlays are thin methods here over
+  :mod:`murmur_nb._knowledge.knowledge` and :mod:`murmur_nb._knowledge.agent_listing`.
 """
 
 from __future__ import annotations
@@ -42,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -68,20 +49,20 @@ from murmur_nb._knowledge.knowledge import (
 )
 from murmur_nb._modules.approval import Approvals
 from murmur_nb._modules.audit import AuditRow, audit_frame
-from murmur_nb._modules.call import Call, build_request
+from murmur_nb._modules.call import Built, Call, build_request
 from murmur_nb._modules.catalog import Catalog, Target
 from murmur_nb._modules.envelope import read_envelope
 from murmur_nb._modules.gate import SandboxGate
 from murmur_nb._modules.host_knowledge import KnowledgeMethods
-from murmur_nb._modules.invocation import Invocation, ModuleInfo
+from murmur_nb._modules.invocation import Invocation, ModuleInfo, Ran
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import facet_studio_home
-from murmur_nb._sandbox import RunResult, SandboxReport, run_launched
+from murmur_nb._sandbox import RunEvidence, SandboxReport, run_launched
 from murmur_nb._schemas.bounded import check
 from murmur_nb._schemas.schemas import ValidatorCache
-from murmur_nb.protocol import Capability, Descriptor, Request
+from murmur_nb.protocol import Capability, Descriptor, Envelope, Request
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,6 +70,20 @@ if TYPE_CHECKING:
     from murmur_nb._modules.batch.batch import Batch
 
 __all__ = ["Invocation", "ModuleHost", "ModuleInfo"]
+
+
+def _since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The artifact step's value: the verified, the rejected, and the warnings about the
+    admitted ones."""
+
+    artifacts: tuple[VerifiedArtifact, ...]
+    rejected: tuple[RejectedArtifact, ...]
+    warnings: tuple[str, ...]
 
 
 class ModuleHost(KnowledgeMethods):
@@ -274,7 +269,7 @@ class ModuleHost(KnowledgeMethods):
         staged: Sequence[StagedArtifact] = (),
         validate_input: bool = True,
         cancel: threading.Event | None = None,
-        progress: Callable[..., Invocation] | None = None,
+        progress: Callable[..., Invocation] | bool | None = None,
     ) -> Invocation:
         """Invoke ``capability`` with ``input`` and return the checked :class:`Invocation`.
 
@@ -316,7 +311,7 @@ class ModuleHost(KnowledgeMethods):
         DeadlineExceeded, OutputTooLarge, ProtocolViolation, InvocationCancelled
             The module ran and its tree was killed, or it broke an envelope rule.
         """
-        if progress is not None:
+        if progress is not None and progress is not False:  # False: no view, as in 0.1.0
             if not callable(progress):
                 raise TypeError(
                     "progress takes a view, not a flag: pass "
@@ -343,76 +338,46 @@ class ModuleHost(KnowledgeMethods):
         return self._audited(call)
 
     def _audited(self, call: Call) -> Invocation:
-        """Run :meth:`_invoke` inside one audit row, recorded however the call ends."""
-        row = AuditRow.open(call.capability, call.request_id, datetime.now(UTC))
+        """The pipeline, and its audit row built once however the call ends.
+
+        Each step refuses (raises) or returns its own value to the next; how far the call
+        got (module, approval, grants) is what the row of a refusal records.
+        """
+        asked = (datetime.now(UTC), call.capability, call.request_id)
         t0 = time.perf_counter()
+        module, approval, grants = None, "not evaluated", None
         try:
             self._gate.check()
-            inv = self._invoke(call, row)
+            target = self._ready(call.capability)
+            module = target.module_id
+            target, approval = self._approval(call, target)
+            built = self._build(call, target)
+            grants = built.request.grants.model_dump(mode="json")
+            ran = self._run(call, target, approval, built)
+            inv = self._checked(ran, read_envelope(ran), target, t0)
         except ModuleHostError as exc:
-            if exc.invocation is not None:
-                row.fill(exc.invocation)
-            row.ok = False
-            self._record(row, exc.code, exc.message, t0)
+            if isinstance(exc, ApprovalRequired):
+                approval = "refused"
+            reached = (module, approval, grants)
+            outcome = (exc.code, exc.message)
+            self._keep(AuditRow.of(asked, reached, outcome, _since(t0), exc.invocation))
             raise
         except BaseException as exc:
-            outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "host_error"
-            self._record(row, outcome, f"{type(exc).__name__}: {exc}", t0)
+            code = "interrupted" if isinstance(exc, KeyboardInterrupt) else "host_error"
+            outcome = (code, f"{type(exc).__name__}: {exc}")
+            self._keep(AuditRow.of(asked, (module, approval, grants), outcome, _since(t0)))
             raise
-        inv.duration_ms = (time.perf_counter() - t0) * 1000.0
-        row.fill(inv)
-        row.duration_ms = inv.duration_ms
-        self._record(row, *AuditRow.outcome_of(inv), t0)
+        reached = (module, approval, grants)
+        self._keep(AuditRow.of(asked, reached, AuditRow.outcome_of(inv), inv.duration_ms, inv))
         return inv
 
-    def _record(self, row: AuditRow, outcome: str, message: str, t0: float) -> None:
-        """Close ``row`` (how the call ended, how long it took, if not known yet); keep it."""
-        if row.duration_ms is None:
-            row.duration_ms = (time.perf_counter() - t0) * 1000.0
-        row.outcome, row.message = outcome, message
+    def _keep(self, row: AuditRow) -> None:
         with self._lock:
             self._audit.append(row)
 
-    def _invoke(self, call: Call, row: AuditRow) -> Invocation:
-        """The pipeline: each step refuses (raises) or hands on what it built.
-
-        ``row`` is filled as the call gets further, so a refusal still records what was
-        known; a failure after the module ran carries the partial :class:`Invocation`.
-        """
-        target = self._ready(call.capability, row)
-        target, approval = self._approval(call, target, row)
-        built = build_request(
-            call,
-            target,
-            policy=self.policy,
-            store=lambda: self.store,
-            staged_view=self._gate.staged_view,
-            validators=self._validators,
-            workspace=self._workspace,
-            row=row,
-        )
-        run, confinement, sandbox_warnings = self._run(
-            target.module_id, built.request, target.snapshot, call.cancel
-        )
-        inv = Invocation(
-            module=target.module_id,
-            capability=call.capability,
-            request=built.request,
-            approval=approval,
-            warnings=[*built.warnings, *sandbox_warnings],
-            confinement=confinement,
-        )
-        read_envelope(run, inv)
-        inv.artifacts, inv.rejected_artifacts, artifact_notes = self._verify_artifacts(
-            inv, target.cap
-        )
-        inv.warnings += [*artifact_notes, *self._check_result(inv, target)]
-        return inv
-
-    def _ready(self, capability: str, row: AuditRow) -> Target:
+    def _ready(self, capability: str) -> Target:
         """Resolve ``capability``; refuse when its module still needs setup."""
         target = self._target(capability)
-        row.module = target.module_id
         unmet = [r for r in target.descriptor.requirements or [] if not r.available]
         if unmet:
             fixes = "; ".join(f"{r.kind} {r.name}: {r.detail or 'not available'}" for r in unmet)
@@ -421,42 +386,45 @@ class ModuleHost(KnowledgeMethods):
             )
         return target
 
-    def _approval(self, call: Call, target: Target, row: AuditRow) -> tuple[Target, str]:
+    def _approval(self, call: Call, target: Target) -> tuple[Target, str]:
         """How the call is approved, or :class:`ApprovalRequired` (nothing runs).
 
         A standing approval counts only for the module's *current* descriptor, so relying on
         one re-runs ``describe`` and the call goes on with the fresh descriptor.
         """
-        label = "not required"
-        if self.policy.approval_reasons(target.descriptor, target.cap):
-            if call.approve:
-                label = "approved (this call)"
-            else:
-                target = self._target(call.capability, refresh=True)
-                verdict = self._approvals.verdict(self.policy, target, call.capability)
-                if verdict.reasons:
-                    row.approval = "refused"
-                    raise ApprovalRequired(
-                        f"{call.capability} needs operator approval and was not run: "
-                        + "; ".join(verdict.reasons)
-                        + ". Approve it with host.approve(...) or invoke(..., approve=True)",
-                        reasons=verdict.reasons,
-                    )
-                label = verdict.label
-        row.approval = label
-        return target, label
+        if not self.policy.approval_reasons(target.descriptor, target.cap):
+            return target, "not required"
+        if call.approve:
+            return target, "approved (this call)"
+        target = self._target(call.capability, refresh=True)
+        verdict = self._approvals.verdict(self.policy, target, call.capability)
+        if verdict.reasons:
+            raise ApprovalRequired(
+                f"{call.capability} needs operator approval and was not run: "
+                + "; ".join(verdict.reasons)
+                + ". Approve it with host.approve(...) or invoke(..., approve=True)",
+                reasons=verdict.reasons,
+            )
+        return target, verdict.label
 
-    def _run(
-        self,
-        module_id: str,
-        request: Request,
-        snapshot: Path,
-        cancel: threading.Event | None = None,
-    ) -> tuple[RunResult, str, list[str]]:
-        """Run ``module invoke`` of the module's verified ``snapshot`` on ``request``,
-        confined, in a private working folder: the run, how it was confined, and the
-        sandbox's warning (best-effort with a guarantee missing)."""
-        exe = snapshot / "module"
+    def _build(self, call: Call, target: Target) -> Built:
+        """The request the module receives, decided here (:func:`.call.build_request`)."""
+        return build_request(
+            call,
+            target,
+            policy=self.policy,
+            store=lambda: self.store,
+            staged_view=self._gate.staged_view,
+            validators=self._validators,
+            workspace=self._workspace,
+        )
+
+    def _run(self, call: Call, target: Target, approval: str, built: Built) -> Ran:
+        """Run ``module invoke`` of the module's verified snapshot on the built request,
+        confined, in a private working folder: the process outcome (with the sandbox's
+        warning when a guarantee is missing and the policy is best-effort)."""
+        request, module_id = built.request, target.module_id
+        exe = target.snapshot / "module"
         payload = json.dumps(
             request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
         ).encode()
@@ -477,7 +445,7 @@ class ModuleHost(KnowledgeMethods):
                 cwd=cwd,
                 deadline_s=request.deadline_ms / 1000.0,
                 max_output_bytes=request.max_output_bytes,
-                cancel=cancel,
+                cancel=call.cancel,
             )
         except OSError as exc:
             raise ProtocolViolation(
@@ -487,20 +455,47 @@ class ModuleHost(KnowledgeMethods):
             ) from exc
         finally:
             self._workspace.give_back_cwd(cwd)
-        return run, confinement, warnings
+        return Ran(
+            module=module_id,
+            capability=call.capability,
+            request=request,
+            approval=approval,
+            confinement=confinement,
+            warnings=(*built.warnings, *warnings),
+            run=run,
+            evidence=RunEvidence.of(run.returncode, run.stderr_tail),
+        )
 
-    def _verify_artifacts(
-        self, inv: Invocation, cap: Capability
-    ) -> tuple[list[VerifiedArtifact], list[RejectedArtifact], list[str]]:
+    def _checked(self, ran: Ran, envelope: Envelope, target: Target, t0: float) -> Invocation:
+        """The last steps: verify the artifacts, check the result against its schema, then
+        assemble the :class:`Invocation`, once."""
+        verified = self._verify_artifacts(envelope, ran.request, target.cap)
+        problem = self._result_problem(envelope, target)
+        schema_warning = [problem] if problem else []
+        return ran.invocation(
+            ok=envelope.ok,
+            result=envelope.result,
+            error=envelope.error,
+            execution=envelope.execution,
+            envelope=envelope,
+            warnings=[*envelope.warnings, *ran.warnings, *verified.warnings, *schema_warning],
+            artifacts=list(verified.artifacts),
+            rejected_artifacts=list(verified.rejected),
+            result_problem=problem,
+            duration_ms=_since(t0),
+        )
+
+    def _verify_artifacts(self, envelope: Envelope, request: Request, cap: Capability) -> Verified:
         """Re-validate every reported artifact within the policy's size cap and time budget:
-        the verified ones, the rejected ones (kept aside), and the warnings about both."""
+        the verified ones, the rejected ones (kept aside, said once: on
+        ``rejected_artifacts``), and the warnings about admitted ones."""
         declared = set(cap.artifact_schemas or [])
-        roots = inv.request.roots or {}
+        roots = request.roots or {}
         deadline = time.monotonic() + self.policy.verify_budget_ms / 1000.0
         verified: list[VerifiedArtifact] = []
         rejected: list[RejectedArtifact] = []
         warnings: list[str] = []
-        for artifact in inv.execution.artifacts or []:
+        for artifact in envelope.execution.artifacts or []:
             try:
                 verified.append(
                     verify_artifact(
@@ -509,25 +504,25 @@ class ModuleHost(KnowledgeMethods):
                 )
             except ArtifactRejected as exc:
                 rejected.append(rejection(artifact, exc))
-                warnings.append(f"artifact {artifact.id!r} rejected ({exc.code}): {exc}")
             else:
                 warnings += artifact_warnings(artifact, declared)
-        return verified, rejected, warnings
+        return Verified(tuple(verified), tuple(rejected), tuple(warnings))
 
-    def _check_result(self, inv: Invocation, target: Target) -> list[str]:
-        """A successful result that breaks its ``result_schema`` gets a warning, not a refusal."""
+    def _result_problem(self, envelope: Envelope, target: Target) -> str:
+        """How a successful result breaks its ``result_schema`` (a warning state, not a
+        refusal); ``""`` when it matches or there is none."""
         cap = target.cap
-        if not (inv.ok and cap.result_schema):
-            return []
+        if not (envelope.ok and cap.result_schema):
+            return ""
         schema = (target.descriptor.result_schemas or {})[cap.result_schema]
         validator = self._validators.get(target.digest, "result", cap.result_schema, schema)
         fast = self._validators.fast(target.digest, "result", cap.result_schema, schema)
         policy = self.policy
-        found = check(validator, inv.result, budget=policy.max_pattern_work,
+        found = check(validator, envelope.result, budget=policy.max_pattern_work,
                       steps=policy.max_schema_steps, limit=1, fast=fast, fast_refusal=True)
         if not found:
-            return []
-        return [f"result does not match result_schema {cap.result_schema!r}: {found[0].message}"]
+            return ""
+        return f"result does not match result_schema {cap.result_schema!r}: {found[0].message}"
 
     # -- batches -----------------------------------------------------------------------
 
@@ -556,7 +551,9 @@ class ModuleHost(KnowledgeMethods):
         Columns: time, module, capability, request_id, grants, approval, duration_ms,
         outcome (``ok``, the module's error code, or the host code), ok, estimated_cost and
         actual_cost (nullable: ``<NA>`` is *unknown*, ``0`` is free), artifacts (digests),
-        rejected_artifacts (``id:code``), warnings (count), message.
+        rejected_artifacts (``id:code``), warnings (count), message, confinement, exit (how
+        the module's process ended: ``exited with status 1``, ``was killed by SIGKILL
+        (status -9)``; empty when nothing ran) and stderr_tail (its last stderr lines).
         """
         with self._lock:
             rows = [row.as_dict() for row in self._audit]

@@ -1,11 +1,13 @@
 """What the module host hands back: an installed module (:class:`ModuleInfo`) and the outcome
 of one call (:class:`Invocation`).
 
-Design notes
-------------
 * **Plain records, no behaviour.** Both are dataclasses the host fills; they live apart from
   the host so that the envelope checks, the audit rows and the exception tree can name them
   without importing the host (no import cycle, no ``TYPE_CHECKING`` guard).
+* **Assembled once.** ``invoke`` is a pipeline of values (request built -> :class:`Ran`,
+  the process outcome -> the checked envelope -> verified artifacts); the
+  :class:`Invocation` is built from them once, at the end, or, when a step refuses what the
+  module did, once by :meth:`Ran.invocation` for the error to carry.
 * **A module's failure is data, a host's failure is an exception.** ``Invocation.ok`` false
   with ``error`` set is the module's own answer; host failures raise a
   :class:`~murmur_nb.ModuleHostError` that carries the partial :class:`Invocation`.
@@ -19,9 +21,11 @@ from typing import Any
 
 from murmur_nb._exceptions import DescriptorProblem
 from murmur_nb._files.artifacts import RejectedArtifact, VerifiedArtifact
+from murmur_nb._render.card import invocation_card, invocation_text
+from murmur_nb._sandbox import RunEvidence, RunResult
 from murmur_nb.protocol import Descriptor, Envelope, Error, Execution, Request, Requirement
 
-__all__ = ["Invocation", "ModuleInfo"]
+__all__ = ["Invocation", "ModuleInfo", "Ran"]
 
 
 @dataclass
@@ -65,7 +69,13 @@ class Invocation:
     ``ok`` false with ``error`` set is the *module's* own failure (routed on
     ``error.code``); host failures raise instead. ``execution`` is what the module says it
     actually did, kept on failures too. ``artifacts`` passed re-validation;
-    ``rejected_artifacts`` did not and must not be rendered or staged.
+    ``rejected_artifacts`` did not and must not be rendered or staged. ``evidence`` is how
+    the module's process ended (exit status or signal, stderr tail, and the start of stdout
+    when it was no envelope); ``result_problem`` says how a successful result breaks its
+    ``result_schema`` (``""`` when it does not: see :attr:`state`).
+
+    In a notebook it displays as a compact card (outcome, result, artifacts, warnings,
+    confinement); ``text/plain`` is a short summary, not the dataclass repr.
     """
 
     module: str
@@ -84,6 +94,21 @@ class Invocation:
     returncode: int | None = None
     envelope: Envelope | None = None
     confinement: str = ""
+    evidence: RunEvidence | None = None
+    result_problem: str = ""
+
+    @property
+    def state(self) -> str:
+        """``ok``, ``warning`` (a result that breaks its ``result_schema``) or ``error``."""
+        if not self.ok:
+            return "error"
+        return "warning" if self.result_problem else "ok"
+
+    def _repr_html_(self) -> str:
+        return invocation_card(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(invocation_text(self))
 
     @property
     def request_id(self) -> str:
@@ -98,3 +123,37 @@ class Invocation:
     def actual_cost(self) -> float | None:
         """``None`` is *unknown* (never free); ``0.0`` is free."""
         return self.execution.actual_cost
+
+
+@dataclass(frozen=True)
+class Ran:
+    """The process outcome: what was sent, how it ran confined, how the process ended.
+
+    ``warnings`` are the host's so far (how the request was built, a missing sandbox
+    guarantee); the envelope's own come later.
+    """
+
+    module: str
+    capability: str
+    request: Request
+    approval: str
+    confinement: str
+    warnings: tuple[str, ...]
+    run: RunResult
+    evidence: RunEvidence
+
+    def invocation(self, **fields: Any) -> Invocation:
+        """The :class:`Invocation` of this run, with ``fields`` (the envelope's facts)."""
+        fields.setdefault("duration_ms", self.run.duration_ms)
+        fields.setdefault("evidence", self.evidence)
+        fields.setdefault("warnings", list(self.warnings))
+        return Invocation(
+            module=self.module,
+            capability=self.capability,
+            request=self.request,
+            approval=self.approval,
+            confinement=self.confinement,
+            stderr=self.run.stderr_text,
+            returncode=self.run.returncode,
+            **fields,
+        )

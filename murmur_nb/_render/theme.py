@@ -27,6 +27,7 @@ __all__ = [
     "FG",
     "FG_MUTED",
     "GREY",
+    "OK",
     "WARN",
     "kept",
     "soft_background",
@@ -46,6 +47,8 @@ BORDER = "var(--jp-border-color2, #d0d7de)"
 ERROR = "var(--jp-error-color1, #cf222e)"
 WARN = "var(--jp-warn-color1, #d4a72c)"
 ACCENT = "var(--jp-brand-color1, #0969da)"
+#: the success tone (a border or a badge frame only)
+OK = "var(--jp-success-color1, #1a7f37)"
 
 #: a neutral tint that needs no theme: grey at low opacity over whatever the page is
 GREY = "rgba(128,128,128,0.16)"

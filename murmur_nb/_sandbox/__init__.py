@@ -5,6 +5,7 @@ The entry is two calls: :func:`launch` plans how to start an argv confined (from
 to the end within a deadline and an output cap. Everything else here serves those two.
 """
 
+from murmur_nb._sandbox.evidence import RunEvidence
 from murmur_nb._sandbox.runner import RunResult, run_launched, run_process
 from murmur_nb._sandbox.sandbox import (
     MECHANISMS,
@@ -19,6 +20,7 @@ __all__ = [
     "MECHANISMS",
     "SANDBOX_MODES",
     "Launch",
+    "RunEvidence",
     "RunResult",
     "SandboxReport",
     "launch",

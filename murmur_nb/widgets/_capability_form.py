@@ -304,6 +304,7 @@ class CapabilityForm(TextView):
         errors = self.form.errors()
         if errors:
             self.state = "invalid"
+            self._clear_result()  # nothing ran: no earlier result may stand under "not run"
             self._refresh()
             return None
         reasons = list(self.host.approval_reasons(self.capability_id))
@@ -362,8 +363,7 @@ class CapabilityForm(TextView):
         self.result = InvocationView(inv)
         self.result_box.children = (self.result,)
         self.state = "ran"
-        tone = "ok" if inv.ok else "error"
-        self._set_status(badge("ran", tone) + ("" if inv.ok else esc(self.result.status)))
+        self._ran_status(inv, "" if self.result.status == "ok" else self.result.status)
         self._ran(inv)
         return inv
 
@@ -399,6 +399,9 @@ class CapabilityForm(TextView):
         if live.invocation is None:
             self.state = "cancelled" if live.state == "cancelled" else "refused"
             self.error = error if self.state == "refused" else None  # the run says cancelled
+            if self.state == "cancelled":  # the user's own click: said plainly, no alarm
+                self._set_status(badge("cancelled by you", "muted") + "the run was stopped")
+                return
             code = error.code if error is not None else live.state
             self._set_status(badge(f"{self.state}: {code}", "error" if error else "muted"))
             return
@@ -406,14 +409,25 @@ class CapabilityForm(TextView):
         self._remember(live.invocation, live.last)
         self.result = live.view
         self.state = "ran"
-        tone = "ok" if live.last.ok else "error"
-        self._set_status(badge("ran", tone) + esc(live.state))
+        self._ran_status(live.last, live.state)
         self._ran(live.invocation, live.last)
 
     def _ran(self, first: Any, last: Any = None) -> None:
         self.ran = (first,) if last is None or last is first else (first, last)
         if self.on_ran is not None:
             self.on_ran(self)
+
+    def _clear_result(self) -> None:
+        """Forget the last run's outcome (a finished run: one still out is never cleared)."""
+        self.result_box.children = ()
+        self.invocation = None
+        self.result = None
+        self.live = None
+
+    def _ran_status(self, inv: Any, said: str) -> None:
+        """``ran`` in the outcome's tone: ok, a result that breaks its schema, an error."""
+        tone = "error" if not inv.ok else "warn" if getattr(inv, "result_problem", "") else "ok"
+        self._set_status(badge("ran", tone) + esc(said))
 
     def _remember(self, *invocations: Any) -> None:
         """Add what the runs produced (verified) to the session's artifacts."""

@@ -17,6 +17,7 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import MurmurError
+from murmur_nb._render.card import evidence_html, shows_evidence, state_label
 from murmur_nb._render.render import render as render_invocation
 from murmur_nb.widgets._html import (
     TextView,
@@ -104,6 +105,7 @@ class InvocationView(TextView):
         self.invocation = inv
         self.show_progress = progress
         self.rendering: Any = None
+        self.rendered_inline = render
         self.steppers: list[SlideStepper] = []
         self.header = w.HTML(self._header_html())
         self.details = w.HTML(self._details_html())
@@ -142,17 +144,18 @@ class InvocationView(TextView):
 
     @property
     def status(self) -> str:
-        """``ok`` or the error code."""
+        """``ok``, ``warning`` (a result that breaks its ``result_schema``) or the error code."""
         inv = self.invocation
         if inv.ok:
-            return "ok"
+            return "warning" if getattr(inv, "result_problem", "") else "ok"
         error = getattr(inv, "error", None)
         return str(getattr(error, "code", "") or "error")
 
     def _header_html(self) -> str:
         inv = self.invocation
         cap = _capability_of(inv)
-        state = badge("ok", "ok") if inv.ok else badge(f"error: {self.status}", "error")
+        tone = {"ok": "ok", "warning": "warn"}.get(self.status, "error")
+        state = badge(state_label(inv), tone)
         duration = getattr(inv, "duration_ms", None)
         took = f" {volatile(badge(f'{duration:.0f} ms', 'muted'))}" if duration is not None else ""
         return f"<div><b>{esc(cap)}</b> {state}{took}</div>"
@@ -166,6 +169,9 @@ class InvocationView(TextView):
             lines.append(
                 f"<b>{esc(error.code)}</b>{esc(retry)}: {esc(getattr(error, 'message', ''))}"
             )
+        problem = getattr(inv, "result_problem", "")
+        if problem:
+            lines.append(badge("result breaks its schema", "warn") + esc(problem))
         result = getattr(inv, "result", None)
         if inv.ok:
             progress = progress_of(result)
@@ -173,7 +179,10 @@ class InvocationView(TextView):
                 lines.append(progress_html(*progress))
             lines.append('<div class="murmur-result"><b>result</b>' + json_tree(result) + "</div>")
         for warning in getattr(inv, "warnings", None) or ():
-            lines.append(badge("warning", "warn") + esc(warning))
+            if warning != problem:
+                lines.append(badge("warning", "warn") + esc(warning))
+        if shows_evidence(inv):
+            lines.append(evidence_html(inv.evidence))
         execution = getattr(inv, "execution", None)
         lines.extend(esc(x) for x in _execution_words(execution))
         approval = getattr(inv, "approval", None)
@@ -182,7 +191,8 @@ class InvocationView(TextView):
         confinement = getattr(inv, "confinement", "")
         if confinement:
             lines.append(f"confinement: {esc(confinement)}")
-        for rejected in getattr(inv, "rejected_artifacts", None) or ():
+        # a rendering shows each rejected artifact as its error card: said once, there
+        for rejected in () if self.rendered_inline else getattr(inv, "rejected_artifacts", ()):
             lines.append(
                 badge("rejected", "error")
                 + f"artifact {esc(rejected.id)}: {esc(getattr(rejected, 'code', ''))}"
@@ -197,13 +207,17 @@ class InvocationView(TextView):
         error = getattr(inv, "error", None)
         if error is not None:
             out.append(f"  error {error.code}: {getattr(error, 'message', '')}")
+        problem = getattr(inv, "result_problem", "")
+        if problem:
+            out.append(f"  result breaks its schema: {problem}")
         if inv.ok:
             progress = progress_of(getattr(inv, "result", None))
             if progress is not None:
                 out.append(f"  progress: {progress[0]} of {progress[1]} done")
             out.append(f"  result: {_short_json(getattr(inv, 'result', None))}")
-        for warning in getattr(inv, "warnings", None) or ():
-            out.append(f"  warning: {warning}")
+        out += [f"  warning: {w}" for w in getattr(inv, "warnings", None) or () if w != problem]
+        if shows_evidence(inv):
+            out += [f"  {line}" for line in inv.evidence.lines()]
         out.extend(f"  {x}" for x in _execution_words(getattr(inv, "execution", None)))
         if getattr(inv, "approval", None):
             out.append(f"  approval: {inv.approval}")

@@ -21,6 +21,7 @@ from IPython.display import display
 
 from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
 from murmur_nb._modules.request import poll_finished, poll_request
+from murmur_nb._render.card import evidence_html
 from murmur_nb.widgets._html import TextView, badge, esc, progress_of, volatile
 from murmur_nb.widgets._invocation_view import InvocationView
 
@@ -33,6 +34,13 @@ def poll_input(host: Any, poll_id: str, result: Any) -> dict[str, Any]:
     """The poll capability's request: the result's keys its request schema names."""
     descriptor, cap = host.capability(poll_id)
     return poll_request((descriptor.request_schemas or {}).get(cap.request_schema), result)
+
+
+def _state_of(inv: Any) -> str:
+    """``ok``, ``warning`` (a result that breaks its schema) or ``failed``."""
+    if not inv.ok:
+        return "failed"
+    return "warning" if getattr(inv, "result_problem", "") else "ok"
 
 
 def _elapsed(seconds: float) -> str:
@@ -65,8 +73,10 @@ class LiveRun(TextView):
     Attributes
     ----------
     state : str
-        ``ready``, ``running``, ``polling``, ``ok``, ``failed`` (the module said not ok),
-        ``refused`` (the host raised), ``cancelled`` or ``stopped``.
+        ``ready``, ``running``, ``polling``, ``ok``, ``warning`` (a result that breaks its
+        ``result_schema``), ``failed`` (the module said not ok), ``refused`` (the host
+        raised: the error box shows the module's exit status and stderr tail when it ran),
+        ``cancelled`` or ``stopped``.
     invocation
         The first invocation (the run itself), or ``None``.
     last
@@ -196,7 +206,7 @@ class LiveRun(TextView):
             if inv.ok and self.auto_poll and poll_id and getattr(cap, "long_running", False):
                 self._poll(poll_id, inv.result)
             elif self.state == "running":
-                self.state = "ok" if inv.ok else "failed"
+                self.state = _state_of(inv)
         finally:
             self.cancel_button.layout.display = "none"
             self.poll_row.layout.display = "none"
@@ -246,7 +256,7 @@ class LiveRun(TextView):
                 self.state = "failed"
                 return
             result = inv.result
-        self.state = "ok"
+        self.state = _state_of(inv)
 
     def _tick(self) -> None:
         while not self._done.wait(_TICK):
@@ -267,20 +277,32 @@ class LiveRun(TextView):
 
     def _show_status(self) -> None:
         tone = {
-            "running": "info", "polling": "info", "ok": "ok", "failed": "error",
-            "refused": "error", "cancelled": "warn", "stopped": "warn",
+            "running": "info", "polling": "info", "ok": "ok", "warning": "warn",
+            "failed": "error", "refused": "error", "cancelled": "warn", "stopped": "warn",
         }.get(self.state, "muted")  # fmt: skip
+        label = self.state
+        if self.state == "cancelled" and self._cancel.is_set():
+            tone, label = "muted", "cancelled by you"  # the user's own click: no alarm
         took = f" · {_elapsed(self.elapsed_s)}" if self._started else ""
         polls = f" · {self.polls} polls" if self.polls else ""
         if self.state == "polling":
             polls += f" · every {float(self.interval_input.value):g} s"
-        detail = ""
-        if self.error is not None:
-            detail = f"<div>{badge(self.error.code, 'error')}{esc(self.error.message)}</div>"
         self.status.value = (
             f'<div class="murmur-live" data-state="{esc(self.state)}">'
-            f"{badge(self.state, tone)}<b>{esc(self.capability_id)}</b>"
-            f'<span class="murmur-elapsed">{volatile(esc(took + polls))}</span>{detail}</div>'
+            f"{badge(label, tone)}<b>{esc(self.capability_id)}</b>"
+            f'<span class="murmur-elapsed">{volatile(esc(took + polls))}</span>'
+            f"{self._error_html()}</div>"
+        )
+
+    def _error_html(self) -> str:
+        """The error box: what the host refused and, when the module ran, how it ended."""
+        if self.error is None:
+            return ""
+        if self.state == "cancelled" and self._cancel.is_set():
+            return "<div>stopped as you asked: the module's whole process tree was killed</div>"
+        return (
+            f'<div class="murmur-error-box">{badge(self.error.code, "error")}'
+            f"{esc(self.error.message)}{evidence_html(self.error.evidence)}</div>"
         )
 
     @classmethod
@@ -324,7 +346,7 @@ class LiveRun(TextView):
         if exc is None:
             inv = outcome["inv"]
             run.invocation = run.last = inv
-            run.state = "ok" if inv.ok else "failed"
+            run.state = _state_of(inv)
             run._show(inv)
         else:
             run.error = exc if isinstance(exc, ModuleHostError) else None
@@ -341,8 +363,10 @@ class LiveRun(TextView):
         progress = progress_of(getattr(self.last, "result", None))
         if progress is not None:
             lines.append(f"  progress: {progress[0]} of {progress[1]} done")
-        if self.error is not None:
+        if self.error is not None and not (self.state == "cancelled" and self._cancel.is_set()):
             lines.append(f"  {self.error.code}: {self.error.message}")
+            if self.error.evidence is not None:
+                lines.extend(f"  {line}" for line in self.error.evidence.lines())
         if self.view is not None:
             lines.extend(f"  {line}" for line in self.view.text().splitlines())
         return "\n".join(lines)

@@ -404,7 +404,10 @@ class ModuleBrowser(TextView):
             f"{badge('Needs setup', 'warn')} module <code>{esc(info.id)}</code> needs this "
             f"before it can run:<ol>{steps}</ol>Then click Refresh.</div>"
         )
-        anyway = w.Button(description="Show the form anyway", tooltip="it will fail until set up")
+        anyway = w.Button(
+            description="Show the form anyway", tooltip="it will fail until set up",
+            layout=w.Layout(width="auto"),  # the default width clips the label
+        )  # fmt: skip
         anyway.on_click(lambda _b: self.open_form(capability_id, setup_first=False))
         return w.VBox([note, anyway])
 

@@ -10,6 +10,7 @@ between polls ends the row as ``cancelled``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -49,16 +50,21 @@ def _sum(values: list[float | None]) -> float | None:
 
 
 def _combined(calls: list[Invocation]) -> Invocation:
+    """The last call, carrying the costs, warnings and duration of all of them."""
     last = calls[-1]
-    last.execution = last.execution.model_copy(update={
+    execution = last.execution.model_copy(update={
         "estimated_cost": _sum([c.execution.estimated_cost for c in calls]),
         "actual_cost": _sum([c.execution.actual_cost for c in calls]),
     })  # fmt: skip
-    last.warnings = [w for c in calls for w in c.warnings]
-    last.duration_ms = sum(c.duration_ms for c in calls)
+    warnings = [w for c in calls for w in c.warnings]
     if len(calls) > 1:
-        last.warnings.append(f"long-running: started, then polled {len(calls) - 1} time(s)")
-    return last
+        warnings.append(f"long-running: started, then polled {len(calls) - 1} time(s)")
+    return dataclasses.replace(
+        last,
+        execution=execution,
+        warnings=warnings,
+        duration_ms=sum(c.duration_ms for c in calls),
+    )
 
 
 def run_long(

@@ -1,0 +1,214 @@
+"""The compact card an :class:`~murmur_nb.Invocation` or a verified artifact shows as, when it
+ends a notebook cell: outcome, result, artifacts, warnings, confinement; evidence on failure.
+
+* **Read through a shape, not the host.** This layer never imports the host; the card reads
+  the same attributes :class:`~murmur_nb.widgets.InvocationView` reads (``ok``, ``state``,
+  ``error``, ``result``, ``warnings``, ...), with ``getattr`` defaults.
+* **Three states, three tones.** ``ok`` (success tone), ``warning`` (a result that breaks its
+  ``result_schema``: the warning tone and the problem said once, never a green "ok") and
+  ``error``. A tone colours only a border and a badge's frame (:mod:`.theme`), so the text
+  keeps the theme's own contrast in light and dark.
+* **Nothing that changes from run to run** (no duration, request id or run folder): nbval
+  compares what a saved notebook shows.
+* **Bounded.** The result is shown as JSON cut at :data:`RESULT_CHARS`; lists of warnings
+  and artifacts at :data:`MAX_ROWS` rows, with a "more" line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from murmur_nb._files.artifacts import DISPLAY
+from murmur_nb._render.core import esc, format_size, short_digest
+from murmur_nb._render.theme import BG_SOFT, BORDER, ERROR, FG, FG_MUTED, OK, WARN
+
+__all__ = [
+    "artifact_card",
+    "artifact_text",
+    "evidence_html",
+    "invocation_card",
+    "invocation_text",
+    "shows_evidence",
+    "state_label",
+]
+
+RESULT_CHARS = 2000
+MAX_ROWS = 12
+_TONES = {"ok": OK, "warning": WARN, "error": ERROR}
+_FRAME = (
+    "border:1px solid;border-radius:6px;padding:6px 10px;margin:4px 0;max-width:100%;"
+    "overflow-wrap:anywhere;font-family:system-ui,-apple-system,'Segoe UI',sans-serif;"
+    f"font-size:13px;color:{FG}"
+)
+_PRE = (
+    f"margin:4px 0;padding:4px 6px;background:{BG_SOFT};color:{FG};border-radius:4px;"
+    "white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px"
+)
+#: a result may be long: it scrolls; the evidence is bounded already and its last line (the
+#: exception) must be in view, so it never does
+_RESULT_PRE = _PRE + ";max-height:18em;overflow:auto"
+
+
+def _badge(text: str, colour: str) -> str:
+    return (
+        f'<span class="murmur-badge" style="display:inline-block;border:1px solid;'
+        f"border-color:{colour};background:{BG_SOFT};color:{FG};border-radius:3px;"
+        f'padding:0 5px;margin-right:6px;font-size:12px">{esc(text)}</span>'
+    )
+
+
+def _state(inv: Any) -> str:
+    state = getattr(inv, "state", None)
+    if isinstance(state, str):
+        return state
+    return "ok" if getattr(inv, "ok", False) else "error"
+
+
+def state_label(inv: Any) -> str:
+    """``ok``, ``result breaks its schema`` or ``error: <code>``."""
+    state = _state(inv)
+    if state == "warning":
+        return "result breaks its schema"
+    if state == "ok":
+        return "ok"
+    return f"error: {getattr(getattr(inv, 'error', None), 'code', '') or 'error'}"
+
+
+def _short_json(value: Any, limit: int = RESULT_CHARS) -> str:
+    text = json.dumps(value, ensure_ascii=False, indent=1, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _rows(items: Iterable[str]) -> list[str]:
+    listed = list(items)
+    more = [f"… and {len(listed) - MAX_ROWS} more"] if len(listed) > MAX_ROWS else []
+    return listed[:MAX_ROWS] + more
+
+
+def _warnings(inv: Any) -> list[str]:
+    """The warnings, without the schema problem the state already says."""
+    problem = getattr(inv, "result_problem", "")
+    return [w for w in getattr(inv, "warnings", None) or () if w != problem]
+
+
+def _artifact_line(artifact: Any) -> str:
+    return (
+        f"{artifact.id} · {artifact.media_type} · {format_size(artifact.bytes)} · "
+        f"{artifact.root}:{artifact.path} · {short_digest(artifact.digest)}"
+    )
+
+
+def _outcome_lines(inv: Any) -> list[str]:
+    """The error, or the schema problem, or the result; as HTML lines."""
+    error = getattr(inv, "error", None)
+    if error is not None:
+        retry = " (retryable)" if getattr(error, "retryable", False) else ""
+        return [f"<div><b>{esc(error.code)}</b>{esc(retry)}: {esc(error.message)}</div>"]
+    out = []
+    if _state(inv) == "warning":
+        out.append(
+            f'<div class="murmur-schema-problem">{_badge("warning", WARN)}'
+            f"{esc(getattr(inv, 'result_problem', ''))}</div>"
+        )
+    if getattr(inv, "ok", False):
+        out.append(
+            f"<details><summary><b>result</b></summary>"
+            f'<pre style="{_RESULT_PRE}">{esc(_short_json(getattr(inv, "result", None)))}</pre>'
+            "</details>"
+        )
+    return out
+
+
+def shows_evidence(inv: Any) -> bool:
+    """Whether a returned invocation's evidence is worth showing: its process crashed, or
+    it answered with an error and said something on stderr."""
+    evidence = getattr(inv, "evidence", None)
+    if evidence is None:
+        return False
+    return bool(evidence.crashed or (not getattr(inv, "ok", False) and evidence.stderr_tail))
+
+
+def evidence_html(evidence: Any) -> str:
+    """How a module's process ended, as a block: status or signal, stdout head, stderr tail."""
+    if evidence is None:
+        return ""
+    return (
+        f'<div class="murmur-evidence"><b>how the module ended</b>'
+        f'<pre style="{_PRE}">{esc(chr(10).join(evidence.lines()))}</pre></div>'
+    )
+
+
+def invocation_card(inv: Any) -> str:
+    """The invocation as a compact HTML card."""
+    state = _state(inv)
+    muted = f"color:{FG_MUTED};font-size:12px"
+    lines = [
+        f'<div><b>{esc(getattr(inv, "capability", ""))}</b> '
+        f"{_badge(state_label(inv), _TONES.get(state, ERROR))}"
+        f'<span style="{muted}">approval: {esc(getattr(inv, "approval", ""))}</span></div>',
+        *_outcome_lines(inv),
+    ]
+    lines += [f"<div>{_badge('warning', WARN)}{esc(w)}</div>" for w in _rows(_warnings(inv))]
+    arts = [_artifact_line(a) for a in getattr(inv, "artifacts", None) or ()]
+    lines += [f"<div>{_badge('artifact', BORDER)}{esc(a)}</div>" for a in _rows(arts)]
+    for rejected in getattr(inv, "rejected_artifacts", None) or ():
+        lines.append(
+            f"<div>{_badge('rejected', ERROR)}<b>{esc(rejected.id)}</b> "
+            f"(<code>{esc(rejected.code)}</code>): {esc(rejected.message)}</div>"
+        )
+    if shows_evidence(inv):
+        lines.append(evidence_html(inv.evidence))
+    confinement = getattr(inv, "confinement", "")
+    if confinement:
+        lines.append(f'<div style="{muted}">confinement: {esc(confinement)}</div>')
+    return (
+        f'<div class="murmur-invocation-card" data-state="{esc(state)}" '
+        f'style="{_FRAME};border-color:{BORDER};border-left:4px solid {_TONES.get(state, ERROR)}">'
+        + "".join(lines)
+        + "</div>"
+    )
+
+
+def invocation_text(inv: Any) -> str:
+    """The invocation as a few lines of text (``text/plain``)."""
+    out = [f"Invocation {getattr(inv, 'capability', '')}: {state_label(inv)}"]
+    error = getattr(inv, "error", None)
+    if error is not None:
+        out.append(f"  {error.code}: {error.message}")
+    if _state(inv) == "warning":
+        out.append(f"  warning: {getattr(inv, 'result_problem', '')}")
+    if getattr(inv, "ok", False):
+        out.append(f"  result: {_short_json(getattr(inv, 'result', None), 300)}")
+    out += [f"  warning: {w}" for w in _rows(_warnings(inv))]
+    out += [f"  artifact {_artifact_line(a)}" for a in getattr(inv, "artifacts", None) or ()]
+    out += [
+        f"  rejected {r.id} ({r.code}): {r.message}"
+        for r in getattr(inv, "rejected_artifacts", None) or ()
+    ]
+    if shows_evidence(inv):
+        out += [f"  {line}" for line in inv.evidence.lines()]
+    if getattr(inv, "confinement", ""):
+        out.append(f"  confinement: {inv.confinement}")
+    return "\n".join(out)
+
+
+def artifact_card(artifact: Any) -> str:
+    """A verified artifact as a one-line HTML card (what, where, how big, which digest)."""
+    title = getattr(artifact, "title", "") or artifact.id
+    kind = getattr(artifact, "kind", "") or getattr(artifact, "presentation", "")
+    return (
+        f'<div class="murmur-artifact-card" style="{_FRAME};border-color:{BORDER};'
+        f'border-left:4px solid {OK}">{_badge("verified", OK)}<b>{esc(title)}</b> '
+        f'<span style="color:{FG_MUTED};font-size:12px">{esc(kind)} · '
+        f"{esc(_artifact_line(artifact))}</span></div>"
+    )
+
+
+def artifact_text(artifact: Any) -> str:
+    """A verified artifact in one line of text."""
+    return f"VerifiedArtifact {_artifact_line(artifact)}"
+
+
+DISPLAY.update({"text/html": artifact_card, "text/plain": artifact_text})
