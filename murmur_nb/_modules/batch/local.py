@@ -4,11 +4,12 @@ Design notes
 ------------
 * **Each row is an ``invoke``** of the batch's host, from a worker thread: sandboxed,
   verified and audited like any other call (``host.audit()`` has one row per call).
-* **The module changing mid-batch is caught.** Before each call the host's cached target is
-  compared with the batch's plan (``stat`` of the folder, no describe): a row whose module
-  no longer hashes to what the batch was approved and journaled for is not run
-  (``module_changed``). A change in the instant between that check and the launch is still
-  run from a verified snapshot, just of the newer code; the next row sees it.
+* **The module changing mid-batch is caught.** Before each call the host's resolved target
+  (:meth:`ModuleHost.resolve`, cached) is compared with the batch's plan (``stat`` of the
+  folder, no describe): a row whose module no longer hashes to what the batch was approved
+  and journaled for is not run (``module_changed``). A change in the instant between that
+  check and the launch is still run from a verified snapshot, just of the newer code; the
+  next row sees it.
 * **Artifacts are staged as the row finishes** (in the worker thread, so copies run in
   parallel): the record names them in the content-addressed store.
 """
@@ -41,7 +42,7 @@ def staged_artifacts(host: ModuleHost, inv: Any) -> list[dict[str, Any]]:
 
 
 def _changed(host: ModuleHost, plan: Plan) -> bool:
-    now = host._target(plan.capability)
+    now = host.resolve(plan.capability)
     return (now.digest, now.code) != (plan.descriptor_digest, plan.code)
 
 

@@ -2,11 +2,11 @@
 
 Design notes
 ------------
-* **The one place that reaches into the host.** A batch needs what ``invoke`` keeps to
-  itself: the resolved capability (its descriptor digest, the digest and path of the verified
-  snapshot of the module folder) and the request-schema check with ``invoke``'s own rules
-  (:func:`murmur_nb._modules.call.checked_input`, within the policy's budgets). Both are
-  reached here, and only here, so a change of the host's insides touches one file.
+* **The host's batch entry points, and nothing private.** A batch needs what ``invoke``
+  settles for itself: the resolved capability (its descriptor digest, the digest and path of
+  the verified snapshot of the module folder), from :meth:`ModuleHost.resolve`, and the
+  request-schema check with ``invoke``'s own rules and budgets, from
+  :meth:`ModuleHost.input_problem`. A change of the host's insides stays behind those two.
 * **The module digest** is SHA-256 over the descriptor digest and the code digest: the two
   an approval is pinned to, and the key the journal reuses rows under.
 """
@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from murmur_nb._exceptions import InvalidInput
 
 if TYPE_CHECKING:
     from murmur_nb._modules.host import ModuleHost
@@ -78,7 +76,7 @@ def plan_for(
     host: ModuleHost, capability: str, *, poll_every: float, poll_timeout: float
 ) -> Plan:
     """Resolve ``capability`` against its module's current descriptor (describe runs)."""
-    target = host._target(capability, refresh=True)
+    target = host.resolve(capability, refresh=True)
     desc = target.descriptor
     result_schema = (desc.result_schemas or {}).get(target.cap.result_schema)
     final = target.cap
@@ -96,11 +94,4 @@ def plan_for(
 
 def input_problem(host: ModuleHost, plan: Plan, value: Any) -> str | None:
     """Why ``value`` would be refused by ``invoke`` (the same rules), or ``None``."""
-    from murmur_nb._modules.call import Call, checked_input  # noqa: PLC0415 - see the notes
-
-    try:
-        checked_input(Call(plan.capability, value, ""), plan.target, host._validators,
-                      host.policy)  # fmt: skip
-    except InvalidInput as exc:
-        return exc.message
-    return None
+    return host.input_problem(plan.target, value)
