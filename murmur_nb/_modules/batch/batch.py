@@ -22,6 +22,12 @@ Design notes
   the largest cost a finished row reported. While no cost is known one row runs at a time,
   and a row whose cost stays unknown stops the batch (``cost_unknown``): an unknown is never
   taken for free.
+* **Concurrency defaults to two rows per usable core** (:data:`ROWS_PER_CORE`; the cores are
+  this process's CPU affinity). A row's thread holds no core while its sandboxed process
+  runs, and the host's own part of a row (request, launch, envelope, artifacts) runs under
+  the GIL: with one row per core, a core idles whenever both rows are in their Python part
+  at once. A second row per core keeps a process ready to run; more only adds sandboxes and
+  memory. Measured on 2 shared cores: ``benchmarks/bench_batch.py``.
 * **The coordinator is the calling thread**: it starts rows, gathers completions and writes
   the journal; rows run on a thread pool (or Dask workers). Ctrl-C there (or
   :meth:`cancel`) stops starting rows, cancels the running ones as ``invoke`` does (their
@@ -43,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import ApprovalRequired, InvalidInput
 from murmur_nb._modules.batch.inputs import Inputs, canonical, input_key, read_inputs
-from murmur_nb._modules.batch.local import run_row
+from murmur_nb._modules.batch.local import ROWS_PER_CORE, run_row
 from murmur_nb._modules.batch.plan import Plan, input_problem, plan_for
 from murmur_nb._modules.batch.progress import BatchProgress
 from murmur_nb._modules.batch.record import invocation_of, not_run_record
@@ -70,9 +76,9 @@ def usable_cores() -> int:
 
 
 def _default_concurrency(client: Any) -> int:
-    """The usable cores here; on a cluster, two tasks of rows per worker thread."""
+    """Two rows per usable core here; on a cluster, two tasks of rows per worker thread."""
     if client is None:
-        return usable_cores()
+        return ROWS_PER_CORE * usable_cores()
     from murmur_nb._modules.batch.cluster import CHUNK, dask_slots  # noqa: PLC0415
 
     return 2 * CHUNK * dask_slots(client)

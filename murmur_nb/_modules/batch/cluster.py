@@ -14,6 +14,9 @@ Design notes
   retries, ``max_cost`` and cancel stay with the kernel's coordinator. The rows the
   coordinator starts together go as tasks of up to :data:`CHUNK` rows: a Dask task costs
   a few scheduler round trips, which on a small machine cost as much CPU as a row itself.
+  A task runs its rows two at a time (``ROWS_PER_CORE``, the local rule: one row's process
+  runs while the other is in the host's Python part), so a worker thread keeps its core
+  busy as a local ``map`` does.
 * **Artifacts come back as bytes** up to ``artifact_bytes`` (default 8 MiB) each; the kernel
   checks size and SHA-256 and stages them into its own content-addressed store, so the row
   renders as a local one. A larger artifact stays in the worker's store; its record has a
@@ -32,11 +35,11 @@ import hashlib
 import os
 import tempfile
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._modules.batch.local import run_row
+from murmur_nb._modules.batch.local import ROWS_PER_CORE, run_row
 from murmur_nb._modules.batch.payload import DigestRefused, Payload, install, payload_of
 from murmur_nb._modules.batch.record import not_run_record
 
@@ -93,14 +96,21 @@ def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeou
         return host, plan
 
 
-def _shipped_artifacts(host: ModuleHost, record: dict[str, Any], bound: int) -> list[bytes | None]:
-    """Each artifact's bytes (``None`` past ``bound``: it stays, its record says where)."""
+def _worker_address() -> str:
+    """This worker's address (asked from the task's own thread: Dask knows it there)."""
     from distributed import get_worker  # noqa: PLC0415 - only ever runs on a worker
 
+    return str(get_worker().address)
+
+
+def _shipped_artifacts(record: dict[str, Any], bound: int, where: str | None
+                       ) -> list[bytes | None]:  # fmt: skip
+    """Each artifact's bytes (``None`` past ``bound``: it stays, its record says where)."""
     out: list[bytes | None] = []
     for entry in record["artifacts"]:
         if entry["bytes"] > bound:
-            entry["location"] = {"worker": get_worker().address, "file": entry.pop("file")}
+            address = where or _worker_address()
+            entry["location"] = {"worker": address, "file": entry.pop("file")}
             out.append(None)
         else:
             out.append(Path(entry["file"]).read_bytes())
@@ -109,23 +119,30 @@ def _shipped_artifacts(host: ModuleHost, record: dict[str, Any], bound: int) -> 
 
 def run_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
     payload: Payload, policy: Policy, value: Any, attempt: int, options: dict[str, Any],
-    poll: tuple[float, float], bound: int,
+    poll: tuple[float, float], bound: int, where: str | None = None,
 ) -> tuple[dict[str, Any], list[bytes | None]]:  # fmt: skip
-    """One row on a worker: its record and its artifacts' bytes."""
+    """One row on a worker: its record and its artifacts' bytes (``where``: the worker's
+    address, asked from Dask when not given)."""
     try:
         host, plan = worker_host(payload, policy, *poll)
     except DigestRefused as exc:
         return not_run_record(DigestRefused.code, str(exc)), []
     record = run_row(host, plan, value, attempt, cancel=threading.Event(), options=options)
-    return record, _shipped_artifacts(host, record, bound)
+    return record, _shipped_artifacts(record, bound, where)
 
 
 def run_chunk_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
     payload: Payload, policy: Policy, rows: list[tuple[Any, int]], options: dict[str, Any],
     poll: tuple[float, float], bound: int,
 ) -> list[tuple[dict[str, Any], list[bytes | None]]]:  # fmt: skip
-    """A few rows on a worker, one after the other (a Dask task)."""
-    return [run_on_worker(payload, policy, v, a, options, poll, bound) for v, a in rows]
+    """A few rows on a worker (a Dask task), :data:`ROWS_PER_CORE` at a time, in order."""
+    where = _worker_address()
+
+    def one(row: tuple[Any, int]) -> tuple[dict[str, Any], list[bytes | None]]:
+        return run_on_worker(payload, policy, row[0], row[1], options, poll, bound, where)
+
+    with ThreadPoolExecutor(ROWS_PER_CORE, thread_name_prefix="murmur-task") as pool:
+        return list(pool.map(one, rows))
 
 
 # -- in the kernel -------------------------------------------------------------------------

@@ -27,7 +27,10 @@ from murmur_nb._modules.batch.longrun import run_long
 from murmur_nb._modules.batch.plan import Plan
 from murmur_nb._modules.batch.record import error_record, invocation_record, not_run_record
 
-__all__ = ["run_row", "staged_artifacts"]
+__all__ = ["ROWS_PER_CORE", "run_row", "staged_artifacts"]
+
+#: rows in flight per usable core: one in its sandboxed process, one in the host's Python part
+ROWS_PER_CORE = 2
 
 
 def staged_artifacts(host: ModuleHost, inv: Any) -> list[dict[str, Any]]:
