@@ -253,12 +253,22 @@ class Batch:
             runner.flush()
             if not self._running and (self._stop_reason or not (self._pending or self._delayed)):
                 break
-            try:
-                row, attempt, fut = self._done.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            self._finished(runner, row, attempt, fut)
+            for row, attempt, fut in self._completed():
+                self._finished(runner, row, attempt, fut)
         self._leave_unstarted()
+
+    def _completed(self) -> list[tuple[int, int, Any]]:
+        """The rows finished since the last look (waiting up to 50 ms for the first): all of
+        them are settled before new rows start, so rows start in rounds, not one by one."""
+        try:
+            done = [self._done.get(timeout=0.05)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                done.append(self._done.get_nowait())
+            except queue.Empty:
+                return done
 
     def _drain(self, runner: Any) -> None:
         """After Ctrl-C: let the running rows end (they are being cancelled), keep them."""

@@ -170,6 +170,7 @@ class DaskRunner:
         self.poll = (plan.poll.every, plan.poll.timeout) if plan.poll else (0.2, 600.0)
         self._live: dict[int, Any] = {}
         self._buffer: list[_Row] = []
+        self.slots = dask_slots(client)
         self._lock = threading.Lock()
         self._count = 0
 
@@ -181,11 +182,25 @@ class DaskRunner:
         return out
 
     def flush(self) -> None:
-        """Send the rows submitted since the last task (the coordinator calls this after
-        each round of starts)."""
-        while self._buffer:
+        """Send the rows submitted so far as tasks of :data:`CHUNK` rows; a partial task only
+        while fewer tasks than worker threads are out (the coordinator calls this after each
+        round of starts: rows finish a task at a time, and the rows started in their place
+        make the next task whole, not one task per row)."""
+        if self.batch._cancel.is_set():
+            self._drop_buffer()
+        while len(self._buffer) >= self.chunk or (self._buffer and self._idle()):
             rows, self._buffer = self._buffer[: self.chunk], self._buffer[self.chunk :]
             self._send(rows, 0)
+
+    def _idle(self) -> bool:
+        with self._lock:
+            return len(self._live) < self.slots
+
+    def _drop_buffer(self) -> None:
+        rows, self._buffer = self._buffer, []
+        for out, _, _ in rows:
+            out.set_result(not_run_record("cancelled", "the batch was cancelled before this "
+                                          "row was sent to a worker"))  # fmt: skip
 
     def _send(self, rows: list[_Row], lost: int) -> None:
         b = self.batch
@@ -251,6 +266,7 @@ class DaskRunner:
         return {"root": "staged", "path": staged.path, "file": str(staged.file)}
 
     def cancel_running(self) -> None:
+        self._drop_buffer()
         with self._lock:
             futs = list(self._live.values())
         if futs:
