@@ -42,6 +42,7 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -247,38 +248,34 @@ class Batch:
         self._delayed: list[tuple[float, int, int]] = []
         self._running: dict[int, int] = {}
         self._done: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
+        self._inbox: deque[tuple[int, int, Any]] = deque()
         self._runner_ref = runner
         while True:
             self._launch(runner)
             runner.flush()
             if not self._running and (self._stop_reason or not (self._pending or self._delayed)):
                 break
-            for row, attempt, fut in self._completed():
-                self._finished(runner, row, attempt, fut)
+            self._settle_completed(runner)
         self._leave_unstarted()
 
-    def _completed(self) -> list[tuple[int, int, Any]]:
-        """The rows finished since the last look (waiting up to 50 ms for the first): all of
-        them are settled before new rows start, so rows start in rounds, not one by one."""
+    def _settle_completed(self, runner: Any) -> None:
+        """Settle every row finished since the last look (waiting up to 50 ms for one), all
+        before new rows start: rows start in rounds, not one by one. They wait in
+        ``_inbox`` until settled, so a Ctrl-C while they are gathered loses none."""
         try:
-            done = [self._done.get(timeout=0.05)]
+            self._inbox.append(self._done.get(timeout=0.05))
+            while True:
+                self._inbox.append(self._done.get_nowait())
         except queue.Empty:
-            return []
-        while True:
-            try:
-                done.append(self._done.get_nowait())
-            except queue.Empty:
-                return done
+            pass
+        while self._inbox:
+            self._finished(runner, *self._inbox.popleft())
 
     def _drain(self, runner: Any) -> None:
         """After Ctrl-C: let the running rows end (they are being cancelled), keep them."""
         runner.cancel_running()
         while self._running:
-            try:
-                row, attempt, fut = self._done.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            self._finished(runner, row, attempt, fut)
+            self._settle_completed(runner)
         self._leave_unstarted()
 
     def _leave_unstarted(self) -> None:
