@@ -1,9 +1,12 @@
-"""Hook host benchmark: component load, per-call cost of a one-page read, a 100k-message walk.
+"""Hook host benchmark: component load, per-call cost of a one-page read, a 100k-message walk,
+and ``HookHost.replay`` of the demo hook over 1,000 records of 100 messages, in this process and
+on a 2-worker Dask ``LocalCluster`` (each a warm run: the workers have loaded the hook).
 
 Run with ``python benchmarks/bench_hooks.py``. The componentize-py demo hook is built (or taken
 from the per-user build cache) first; the compiled-component figures use a fresh cache folder
 so the cold compile is really cold. The last line is machine-readable:
-``cached_load_ms=<x> call_ms=<y> walk_100k_s=<z>``.
+``cached_load_ms=<x> call_ms=<y> walk_100k_s=<z> replay_records_per_s=<r>
+replay_dask_ratio=<d>`` (cluster throughput over local; goal >= 0.7).
 """
 
 from __future__ import annotations
@@ -42,6 +45,50 @@ def write_record(home: Path, context: str, n: int) -> None:
 
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
+
+
+REPLAY_YAML = """\
+hooks:
+  summarize:
+    component: hooks/summarize.wasm
+    capabilities: {conversation: {read: true}}
+"""
+
+
+def bench_replay(work: Path, records: int = 1000, size: int = 100) -> tuple[float, float]:
+    """Records per second replaying the demo hook locally, and the cluster's over local."""
+    import distributed  # the dask extra, only for this part
+
+    home = work / "replay-home"
+    for i in range(records):
+        write_record(home, f"rec-{i:04d}", size)
+    (work / "capsule" / "replay.yaml").write_text(REPLAY_YAML, encoding="utf-8")
+    store = mnb.ConversationStore(home)
+    hooks = mnb.HookHost.from_config(work / "capsule" / "replay.yaml", conversations=store)
+    hooks.replay(store.contexts()[:5], progress=False)  # warm
+    started = time.perf_counter()
+    local = hooks.replay("*", progress=False)
+    local_s = time.perf_counter() - started
+    assert local["ok"].all() and len(local) == 2 * records, local["code"].value_counts()
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0")  # fmt: skip
+    with distributed.Client(cluster) as client:
+        hooks.replay(store.contexts()[:8], client=client, progress=False)  # workers load it
+        started = time.perf_counter()
+        remote = hooks.replay("*", client=client, progress=False)
+        remote_s = time.perf_counter() - started
+    cluster.close()
+    assert remote["ok"].all() and len(remote) == 2 * records
+    assert remote["worker"].nunique() == 2
+    same = ["context_id", "event", "window", "note", "messages_out", "chars_out", "fuel_used"]
+    assert remote[same].equals(local[same])
+    print(
+        f"replay of the demo hook over {records:,} records of {size} messages (task-start "
+        f"walking the record, then compact of the whole record): {local_s:.2f} s in this "
+        f"process ({records / local_s:.1f} records/s); {remote_s:.2f} s on a 2-worker "
+        f"LocalCluster ({records / remote_s:.1f} records/s)"
+    )
+    return records / local_s, local_s / remote_s
 
 
 def main() -> int:
@@ -146,8 +193,12 @@ hooks:
         f"componentize-py demo hook walking a 100,000-message record (1000 pages): "
         f"{walk_s:.2f} s, fuel {walk.fuel_used:,}"
     )
+    replay_rate, dask_ratio = bench_replay(work)
     print(f"load average {os.getloadavg()[0]:.1f} at end")
-    print(f"cached_load_ms={cached_load_ms:.2f} call_ms={call_ms:.3f} walk_100k_s={walk_s:.2f}")
+    print(
+        f"cached_load_ms={cached_load_ms:.2f} call_ms={call_ms:.3f} walk_100k_s={walk_s:.2f} "
+        f"replay_records_per_s={replay_rate:.1f} replay_dask_ratio={dask_ratio:.2f}"
+    )
     return 0
 
 

@@ -12,6 +12,8 @@ from importlib.metadata import PackageNotFoundError, version
 from murmur_nb import protocol
 from murmur_nb._checker.check import check_module
 from murmur_nb._checker.check_report import CheckReport, CheckResult
+from murmur_nb._checker.hook_check import check_hook
+from murmur_nb._checker.hook_report import HookCheckReport, HookCheckResult
 from murmur_nb._conversations.frames import read_conversation, read_conversations
 from murmur_nb._conversations.store import (
     ConversationReader,
@@ -53,6 +55,8 @@ from murmur_nb._files.artifacts import RejectedArtifact, VerifiedArtifact
 from murmur_nb._hooks.build import build_demo_hook, build_python_hook
 from murmur_nb._hooks.config import HookConfig
 from murmur_nb._hooks.host import HookHost, HookInfo, HookResult
+from murmur_nb._hooks.replay.compare import ReplayComparison, compare_replays
+from murmur_nb._hooks.replay.windows import ReplayWindows
 from murmur_nb._knowledge.agent_listing import AgentListing, CapabilityLine
 from murmur_nb._knowledge.knowledge import (
     KnowledgeDocument,
@@ -107,6 +111,8 @@ __all__ = [
     "DescriptorError",
     "DescriptorProblem",
     "DigestMismatch",
+    "HookCheckReport",
+    "HookCheckResult",
     "HookConfig",
     "HookConfigError",
     "HookError",
@@ -142,6 +148,8 @@ __all__ = [
     "RenderBudget",
     "RenderError",
     "Rendering",
+    "ReplayComparison",
+    "ReplayWindows",
     "SandboxReport",
     "SandboxUnavailable",
     "SandboxWarning",
@@ -153,7 +161,9 @@ __all__ = [
     "__version__",
     "build_demo_hook",
     "build_python_hook",
+    "check_hook",
     "check_module",
+    "compare_replays",
     "prepare_demo_home",
     "protocol",
     "read_conversation",

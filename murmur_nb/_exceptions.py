@@ -266,18 +266,21 @@ class HookConfigError(HookError, ValueError):
 
 
 class RenderError(MurmurError):
-    """Not raised by murmur-nb: a rendering failure is an error card (``Rendering`` with
-    ``error_code``), and a file that changed since it was verified is an
-    :class:`ArtifactRejected`. Kept, as a public name, so existing ``except RenderError``
-    clauses still import; making one warns (``DeprecationWarning``), and the name goes in 0.2.
+    """Deprecated, never raised by murmur-nb; the name goes in 0.2 (README, "Changes").
+
+    A rendering that fails, a file changed since its invocation included, is an error card
+    (``Rendering.error_code``); an artifact refused when the module returns it raises
+    :class:`ArtifactRejected` from ``invoke``. Kept so ``except RenderError`` still imports;
+    making one warns (``DeprecationWarning``).
     """
 
     code = "render_failed"
 
     def __init__(self, message: str = "", *, code: str | None = None) -> None:
         warnings.warn(
-            "RenderError is never raised by murmur-nb and goes in 0.2: a failed rendering is "
-            "an error card (Rendering.error_code), a changed file an ArtifactRejected",
+            "RenderError is never raised by murmur-nb and goes in 0.2: a failed rendering, a "
+            "changed file included, is an error card (Rendering.error_code); an artifact "
+            "refused by invoke raises ArtifactRejected",
             DeprecationWarning,
             stacklevel=2,
         )

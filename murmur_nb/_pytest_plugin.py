@@ -1,17 +1,22 @@
-"""pytest plugin: ``pytest --modproto PATH`` checks a modproto v1 module, one test per check.
+"""pytest plugin: ``pytest --modproto PATH`` checks a modproto v1 module, one test per check;
+``pytest --hook COMPONENT.wasm`` checks a hook component, one test per rule.
 
 Installed with murmur-nb (entry point ``pytest11``), it does nothing until ``--modproto`` is
-given, so it costs other test runs one option. Each row of :func:`murmur_nb.check_module`'s
-report becomes a test item: a failed check fails with the rule, the JSON path and the fix; a
-skipped check (approval needed, setup missing) is skipped with the reason; a warning passes
-and shows in the item's report sections.
-
-A failure's text also carries the one-line reproduction of the failing input and the tail
-of the module's standard error, when the checker recorded them.
+given, so it costs other test runs one option. Given without test paths, it collects only
+the module checks (not the tests of the folder it runs in). Each row of
+:func:`murmur_nb.check_module`'s report becomes a test item, worst first as in the report: a
+failed check fails with the same text as ``murmur-nb check`` prints for it (what happened,
+the module's exit status and stderr tail, the input as JSON, a one-line reproduction, the
+rule and the fix, wrapped to the terminal); a skipped check (approval needed, setup missing)
+is skipped with the reason; a warning passes and shows in the item's report sections.
 
 Options: ``--modproto PATH`` (repeatable), ``--modproto-examples N``, ``--modproto-seed S``,
 ``--modproto-boundaries N``, ``--modproto-budget SECONDS``, ``--modproto-approve CAPABILITY``
 (repeatable).
+
+Hooks: ``--hook PATH`` (repeatable) runs :func:`murmur_nb.check_hook` on the component once
+and collects one item per rule, failing with the rule, what happened and the fix;
+``--hook-config MURMUR_YAML`` gives the limits the calls run under.
 """
 
 from __future__ import annotations
@@ -24,8 +29,16 @@ import pytest
 
 if TYPE_CHECKING:
     from murmur_nb._checker.check_report import CheckResult
+    from murmur_nb._checker.hook_report import HookCheckResult
 
-__all__ = ["ModprotoCheck", "ModprotoCheckFailed", "ModprotoModule"]
+__all__ = [
+    "HookCheck",
+    "HookCheckFailed",
+    "HookComponent",
+    "ModprotoCheck",
+    "ModprotoCheckFailed",
+    "ModprotoModule",
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,6 +57,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="input generator seed (default 0)")
     group.addoption("--modproto-approve", action="append", default=[], metavar="CAPABILITY",
                     help="also invoke this capability although it needs approval")
+    hooks = parser.getgroup("murmur-hook", "hook component checks (murmur-nb)")
+    hooks.addoption("--hook", action="append", default=[], metavar="PATH",
+                    help="check the hook component in this .wasm file (repeatable)")
+    hooks.addoption("--hook-config", default=None, metavar="MURMUR_YAML",
+                    help="run the hook's calls under the limits of this murmur.yaml")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``--modproto`` and no test paths named, collect only the module checks.
+
+    ``pytest --modproto PATH`` run in a project folder would otherwise also collect every
+    test under it; naming test paths (``pytest tests --modproto PATH``) collects both.
+    """
+    if not config.getoption("--modproto"):
+        return None
+    return config.args_source is not pytest.Config.ArgsSource.ARGS or None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -53,6 +82,9 @@ def pytest_collection_modifyitems(
     for path in config.getoption("--modproto") or []:
         module = ModprotoModule.from_parent(session, name=f"modproto:{path}", target=path)
         items.extend(module.collect())
+    for path in config.getoption("--hook") or []:
+        hook = HookComponent.from_parent(session, name=f"hook:{path}", target=path)
+        items.extend(hook.collect())
 
 
 class ModprotoCheckFailed(Exception):
@@ -83,7 +115,7 @@ class ModprotoModule(pytest.Collector):
             approve=config.getoption("--modproto-approve") or [],
             **limits,
         )
-        return list(self._items(report.results))
+        return list(self._items(report.ordered()))
 
     def _items(self, results: list[CheckResult]) -> Iterator[pytest.Item]:
         seen: dict[str, int] = {}
@@ -109,26 +141,69 @@ class ModprotoCheck(pytest.Item):
         if row.status == "skipped":
             pytest.skip(row.detail)
         if row.status == "warn":
-            self.add_report_section("call", "modproto warning", row.detail)
+            self.add_report_section("call", "modproto warning", self._text())
         if row.status == "fail":
             raise ModprotoCheckFailed(row.detail)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if not isinstance(excinfo.value, ModprotoCheckFailed):
             return str(super().repr_failure(excinfo))
-        row = self.result
-        lines = [f"{row.check} failed" + (f" for {row.capability}" if row.capability else "")]
-        if row.path:
-            lines.append(f"  at:     {row.path}")
-        lines += [f"  detail: {row.detail}", f"  rule:   {row.rule}", f"  fix:    {row.fix}"]
-        if row.reproduce:
-            lines.append(f"  reproduce: {row.reproduce}")
-        if row.stderr:
-            lines.append("  stderr (last lines):")
-            lines += [f"    {line}" for line in row.stderr.splitlines()]
-        return "\n".join(lines)
+        return self._text()
+
+    def _text(self) -> str:
+        """The row as ``murmur-nb check`` prints it, wrapped to pytest's terminal width."""
+        from murmur_nb._checker.check_report import problem_text  # noqa: PLC0415 - when used
+
+        writer = self.config.get_terminal_writer()
+        return problem_text(self.result, max(60, min(120, writer.fullwidth)))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return Path(self.parent.target if isinstance(self.parent, ModprotoModule) else "."), 0, (
             f"modproto check {self.name}"
         )
+
+
+class HookCheckFailed(Exception):
+    """A hook rule failed; the message carries what happened."""
+
+
+class HookComponent(pytest.Collector):
+    """The rules of one hook component, collected by running the hook checker once."""
+
+    def __init__(self, *, target: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+
+    def collect(self) -> list[pytest.Item]:
+        from murmur_nb._checker.hook_check import check_hook  # noqa: PLC0415 - only when used
+
+        report = check_hook(self.target, config=self.config.getoption("--hook-config"))
+        return [HookCheck.from_parent(self, name=row.check, result=row) for row in report]
+
+
+class HookCheck(pytest.Item):
+    """One rule of the hook world: passes, fails with the rule and fix, or skips with why."""
+
+    def __init__(self, *, result: HookCheckResult, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.result = result
+
+    def runtest(self) -> None:
+        row = self.result
+        if row.status == "skipped":
+            pytest.skip(row.detail)
+        if row.status == "warn":
+            self.add_report_section("call", "hook warning", row.detail)
+        if row.status == "fail":
+            raise HookCheckFailed(row.detail)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if not isinstance(excinfo.value, HookCheckFailed):
+            return str(super().repr_failure(excinfo))
+        row = self.result
+        return "\n".join([f"{row.check} failed", f"  detail: {row.detail}",
+                          f"  rule:   {row.rule}", f"  fix:    {row.fix}"])  # fmt: skip
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        target = self.parent.target if isinstance(self.parent, HookComponent) else "."
+        return Path(target), 0, f"hook check {self.name}"

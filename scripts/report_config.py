@@ -3,8 +3,12 @@
 Used by ``scripts/demo --headless`` (``jupyter nbconvert --config scripts/report_config.py``).
 murmur-nb widgets carry a static ``text/html`` fallback beside their widget view; preferring
 it, and storing no widget state, makes the report a plain page: nothing is fetched from a
-CDN to draw a widget, so it reads the same with the network off.
+CDN to draw a widget. The ``offline`` template (``scripts/report_template/offline``) also
+leaves out the require.js, MathJax and Mermaid scripts nbconvert's lab template loads from
+a CDN, so the report loads nothing from the network and reads the same with it off.
 """
+
+from pathlib import Path
 
 c = get_config()  # type: ignore[name-defined]  # noqa: F821 - provided by traitlets
 
@@ -19,3 +23,5 @@ c.NbConvertBase.display_data_priority = [
     "text/plain",
 ]
 c.ExecutePreprocessor.store_widget_state = False
+c.HTMLExporter.extra_template_basedirs = [str(Path(__file__).resolve().parent / "report_template")]
+c.HTMLExporter.template_name = "offline"

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
-from murmur_nb._files.artifacts import verify_artifact
+from murmur_nb._files.artifacts import verify_artifact  # private: a property test calls it directly
 from murmur_nb.protocol import Artifact, Root
 
 DATA = b"\x89PNG fixture bytes"

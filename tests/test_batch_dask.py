@@ -86,9 +86,9 @@ def test_worker_refuses_a_module_that_does_not_hash_to_its_digest(
     sends one, so only the worker's own check can be observed this way)."""
     from dataclasses import replace
 
-    from murmur_nb._modules.batch.cluster import run_on_worker
-    from murmur_nb._modules.batch.payload import payload_of
-    from murmur_nb._modules.batch.plan import plan_for
+    from murmur_nb._modules.batch.cluster import run_on_worker  # private: the worker task itself
+    from murmur_nb._modules.batch.payload import payload_of  # private: to change in transit
+    from murmur_nb._modules.batch.plan import plan_for  # private: the payload's plan
 
     plan = plan_for(host, "batchy.work", poll_every=0.2, poll_timeout=60)
     good = payload_of(plan, host.policy)

@@ -208,8 +208,10 @@ def _page_and_filter(lab: _Lab) -> None:
     page_box.fill("3")
     page_box.press("Enter")
     lab.see(EXPLORER, ".widget-html:has-text('page 3 of 16')")
-    lab.see(EXPLORER, "input[placeholder='text in the message']").fill("error")
-    lab.see(EXPLORER, ".widget-html:has-text('hidden by the filters')")
+    search = lab.see(EXPLORER, "input[placeholder='text, then Enter']")
+    search.fill("error")
+    search.press("Enter")  # the filter walks the whole record once, on Enter
+    lab.see(EXPLORER, ".widget-html:has-text('matches in the whole record (320 messages)')")
     row = lab.see(EXPLORER, "details.murmur-message summary")
     row.click()
     lab.see(EXPLORER, "details.murmur-message[open] pre")

@@ -102,7 +102,7 @@ def test_a_traceback_on_bad_input_is_a_warning_not_a_failure(tmp_path: Path) -> 
     assert warned and "no envelope" in warned[0].detail and "not an object" in warned[0].detail
     assert "WARNING" in warned[0].fix and "FAILS" in warned[0].fix
     assert "validate_input=False" in warned[0].reproduce
-    assert "not JSON" in warned[0].detail and "reproduce: python -c" in report.summary()
+    assert "not JSON" in warned[0].detail and "reproduce:\n    python -c" in report.summary()
 
 
 def boundary_module(tmp_path: Path, fault: str) -> Path:
@@ -195,9 +195,9 @@ def test_same_seed_same_report_and_views(tmp_path: Path) -> None:
     assert one.to_records() == two.to_records()
     frame = one.to_frame()
     assert list(frame.columns) == ["check", "status", "capability", "path", "detail", "rule", "fix",
-                                   "reproduce", "stderr"]
+                                   "reproduce", "stderr", "input", "returncode"]
     assert len(frame) == len(one)
-    assert "<table>" in one._repr_html_()
+    assert 'class="murmur-check-passes"' in one._repr_html_()
     assert str(one).startswith("PASS checked")
 
 
@@ -242,8 +242,24 @@ def test_pytest_plugin_turns_checks_into_tests(
     assert result.ret == 1
     assert result.parseoutcomes()["failed"] == 1
     result.stdout.fnmatch_lines(
-        ["*invoke.artifact_kinds failed for checked.greet*", "*fix:*artifact_schemas*"]
+        ["*FAIL invoke.artifact_kinds [[]checked.greet at *", "*fix:*artifact_schemas*"]
     )
+
+
+def test_pytest_plugin_without_test_paths_collects_only_the_module_checks(
+    tmp_path: Path, pytester: pytest.Pytester
+) -> None:
+    """``pytest --modproto PATH`` run in a project folder does not also run its tests; naming
+    a test path collects both."""
+    good = checked_module(tmp_path / "a")
+    pytester.makepyfile(test_project="def test_of_the_project():\n    assert False\n")
+    only = pytester.runpytest("--modproto", str(good), "--modproto-examples", "2")
+    assert only.ret == 0, only.stdout.str()
+    assert "test_of_the_project" not in only.stdout.str()
+    both = pytester.runpytest("test_project.py", "--modproto", str(good),
+                              "--modproto-examples", "2")  # fmt: skip
+    assert both.ret == 1 and both.parseoutcomes()["failed"] == 1
+    both.stdout.fnmatch_lines(["*test_project.py::test_of_the_project*"])
 
 
 def test_pytest_plugin_failure_shows_the_reproduction_and_stderr_tail(
@@ -256,11 +272,15 @@ def test_pytest_plugin_failure_shows_the_reproduction_and_stderr_tail(
     assert result.ret == 1
     assert result.parseoutcomes()["failed"] == 1
     result.stdout.fnmatch_lines([
-        "*invoke.no_envelope failed for boundary.run*",
-        '*detail: printed no envelope for the maximum input at /value {"value": 10*',
-        "*reproduce: murmur-nb --home * invoke boundary.run '{\"value\":10,\"label\":\"\"}'*",
-        "*stderr (last lines):*",
+        "*FAIL invoke.no_envelope [[]boundary.run at json]*",
+        "*what happened: printed no envelope for the maximum input at /value*",
+        "*exit status: 1*",
+        "*stderr tail:*",
         "*ZeroDivisionError*",
+        "*input:*",
+        '*"value": 10,*',
+        "*reproduce:*",
+        "*murmur-nb --home * invoke boundary.run '{\"value\":10,\"label\":\"\"}'*",
     ])  # fmt: skip
     quiet = pytester.runpytest("--modproto", str(folder), "--modproto-examples", "2",
                                "--modproto-boundaries", "0")  # fmt: skip

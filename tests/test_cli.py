@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _modules import default_descriptor, write_descriptor
 
-from murmur_nb._checker.cli import main
+from murmur_nb._checker.cli import main  # private: the console script's main(argv), run in-process
 
 FACET_MODULES = [("good",), ("broken",)]  # installed into the facet_home fixture
 

@@ -20,7 +20,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
-from murmur_nb._conversations.cursor import CURSOR_LENGTH, CursorCodec
+from murmur_nb._conversations.cursor import (  # private: to forge a signed cursor past the end
+    CURSOR_LENGTH,
+    CursorCodec,
+)
 
 B64 = string.ascii_letters + string.digits + "-_"
 FUZZ = settings(
@@ -263,7 +266,10 @@ def test_a_line_edited_in_place_is_a_rewrite(tmp_path: Path) -> None:
 def test_a_record_replaced_between_stat_and_open_is_noticed(tmp_path: Path) -> None:
     """Drives the record index (internal) directly: a record replaced between the reader's
     ``stat`` and its ``open`` is a race no public call can be timed to hit."""
-    from murmur_nb._conversations.index import RecordChanged, RecordIndex
+    from murmur_nb._conversations.index import (  # private: a stat/open race no public call can hit
+        RecordChanged,
+        RecordIndex,
+    )
 
     write_messages(tmp_path, "ctx", 10)
     path = tmp_path / "conversations" / "ctx.jsonl"

@@ -261,7 +261,7 @@ def test_import_murmur_nb_does_not_load_pandas_or_numpy_for_conversations() -> N
 def test_record_rewritten_under_a_walk_is_invalid_cursor(tmp_path: Path) -> None:
     """Drives the internal walk directly: its progress callback is the only hook that can
     truncate the record between two pages of one walk."""
-    from murmur_nb._conversations.store import walk_record
+    from murmur_nb._conversations.store import walk_record  # private: truncates between two pages
 
     with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
         for k in range(1000):

@@ -29,14 +29,14 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from murmur_nb import DemoHome, prepare_demo_home
-from murmur_nb._demo.home import (
+from murmur_nb._demo.home import (  # private: what the demo promises, checked
     DEMO_CONTEXT_ID,
     DEMO_MODULE_IDS,
     default_path,
     demo_conversation,
     launcher,
 )
-from murmur_nb._schemas.descriptor import parse_describe_output
+from murmur_nb._schemas.descriptor import parse_describe_output  # private: the describe parser
 from murmur_nb.protocol import PROTOCOL_ID, Artifact, Descriptor, Envelope, Grants, Request, Root
 
 PRIMITIVES = frozenset(

@@ -11,8 +11,8 @@ import wasmtime
 from wasmtime.component import Component
 
 import murmur_nb as mnb
-import murmur_nb._hooks.cache as wasm_cache
-from murmur_nb._hooks.cache import ComponentCache, cache_dir
+import murmur_nb._hooks.cache as wasm_cache  # private: the cache itself is tested
+from murmur_nb._hooks.cache import ComponentCache, cache_dir  # private: the cache itself is tested
 
 COMPONENT = """
 (component

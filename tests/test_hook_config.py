@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from murmur_nb import HookConfigError
-from murmur_nb._hooks.config import (
+from murmur_nb._hooks.config import (  # private: murmur.yaml parsed, no component loaded
     DEFAULT_MEMORY_MIB,
     DEFAULT_TIME_MS,
     HookLimits,

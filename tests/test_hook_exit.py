@@ -30,7 +30,7 @@ from test_hooks import assemble_guest
 
 import murmur_nb as mnb
 from murmur_nb import RecordWriter
-from murmur_nb._hooks.build import build_js_hook
+from murmur_nb._hooks.build import build_js_hook  # private: no public JS build helper
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = Path(__file__).with_name("_exit_scenario.py")
@@ -150,7 +150,7 @@ def test_a_trapped_calls_store_is_released_at_once(tmp_path: Path, home: Path) -
     returns, with the collector off. close() releases the linker too."""
     import gc
 
-    from murmur_nb._hooks.runtime import Runtime
+    from murmur_nb._hooks.runtime import Runtime  # private: its weak set of open stores
 
     component = wat_guest(tmp_path)
     (tmp_path / "murmur.yaml").write_text(

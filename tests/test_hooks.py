@@ -629,7 +629,10 @@ def test_interrupt_outside_a_call_is_an_ordinary_keyboard_interrupt(
 
 
 def test_captured_output_is_bounded() -> None:
-    from murmur_nb._hooks.results import CAPTURE_LIMIT, Capture
+    from murmur_nb._hooks.results import (  # private: the capture bound, without a guest
+        CAPTURE_LIMIT,
+        Capture,
+    )
 
     capture = Capture()
     for _ in range(100):
@@ -681,7 +684,7 @@ def test_a_dropped_host_is_collected(
 def test_the_fast_path_is_gated_to_the_wasmtime_versions_pyproject_declares() -> None:
     import tomllib
 
-    from murmur_nb._hooks import lowering
+    from murmur_nb._hooks import lowering  # private: the fast path's wasmtime gate
 
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert pyproject["tool"]["murmur-nb"]["fast-lowering-wasmtime"] == lowering.TESTED_WASMTIME

@@ -274,7 +274,7 @@ def test_what_was_verified_is_what_is_read_after_a_swap(tmp_path: Path) -> None:
     The concurrent test above needs luck to land a swap between the check and the read;
     here the swap happens exactly there, every time.
     """
-    from murmur_nb._render.verify import Verified, recheck
+    from murmur_nb._render.verify import Verified, recheck  # private: swapped at exactly that step
 
     root = tmp_path / "root"
     root.mkdir()

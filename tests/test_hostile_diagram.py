@@ -23,7 +23,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 import murmur_nb as mnb
-from murmur_nb._sandbox import sandbox_report
+from murmur_nb._sandbox import sandbox_report  # private: a report that allows no mechanism
 
 FACET_MODULES = [("hostile", "hostile_output")]
 
@@ -194,7 +194,7 @@ def test_without_the_sandbox_the_renderer_never_runs(
     """Internal (``draw_source`` with a given sandbox report): a machine whose sandbox lacks
     a guarantee cannot be made from a test, so the report of one that allows no mechanism
     stands in; the renderer on ``PATH`` would plant a file if it ran at all."""
-    from murmur_nb._render.primitives.diagram import draw_source
+    from murmur_nb._render.primitives.diagram import draw_source  # private: draws under that report
 
     bin_dir = _taken_over_dot(tmp_path)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

@@ -14,7 +14,10 @@ import pytest
 from _modules import install
 
 import murmur_nb as mnb
-from murmur_nb._modules.request import go_fold, shadowing_keys
+from murmur_nb._modules.request import (  # private: the rule, checked against Go's table
+    go_fold,
+    shadowing_keys,
+)
 from murmur_nb.protocol import Request, Root
 
 HOST_FIELDS = sorted(set(Request.model_fields) - {"extra"})

@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
-from murmur_nb._modules.envelope import check_envelope
+from murmur_nb._modules.envelope import check_envelope  # private: envelope rules in a property test
 from murmur_nb.protocol import PROTOCOL_ID
 
 FACET_MODULES = [("good",), ("liar", "liar"), ("runaway", "runaway")]  # in facet_home

@@ -9,6 +9,7 @@ one of its own layer or above. Every import counts, also one inside a function o
 from __future__ import annotations
 
 import ast
+import graphlib
 import shutil
 from pathlib import Path
 
@@ -106,6 +107,39 @@ def test_a_new_subpackage_must_be_given_a_layer(tmp_path: Path) -> None:
     ]
 
 
+def unit_graph(package: Path) -> dict[str, set[str]]:
+    """Which units each unit imports (every import, lazy ones too), read from the files."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent)
+        module = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
+        source = unit_of(module)
+        targets = {unit_of(target) for _, target in imported_modules(path, module)}
+        graph.setdefault(source, set()).update(targets - {source})
+    return graph
+
+
+def import_cycle(package: Path) -> list[str]:
+    """A cycle between units of ``package`` (``[]`` when there is none), independent of LAYERS."""
+    try:
+        graphlib.TopologicalSorter(unit_graph(package)).prepare()
+    except graphlib.CycleError as exc:
+        return list(exc.args[1])
+    return []
+
+
+def test_the_import_graph_has_no_cycle_between_subpackages() -> None:
+    assert import_cycle(PACKAGE) == []
+
+
+def test_a_cycle_between_subpackages_is_found(tmp_path: Path) -> None:
+    copy = tmp_path / "murmur_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "_files" / "sneak.py").write_text("from murmur_nb._modules import host\n")
+    cycle = import_cycle(copy)
+    assert cycle[0] == cycle[-1] and {"_files", "_modules"} <= set(cycle)
+
+
 def test_no_folder_holds_more_than_about_fifteen_modules() -> None:
     crowded = {
         str(folder.relative_to(PACKAGE.parent)): count
@@ -115,3 +149,89 @@ def test_no_folder_holds_more_than_about_fifteen_modules() -> None:
         > MAX_MODULES_PER_FOLDER
     }
     assert crowded == {}
+
+
+# ------------------------------------------------------------------ tests reach private modules
+
+TESTS = Path(__file__).parent
+PRIVATE_REASON = "# private:"
+
+
+def is_private(module: str) -> bool:
+    """``murmur_nb._modules.host`` and ``murmur_nb.protocol._fold`` are; ``murmur_nb.widgets``
+    is not."""
+    parts = module.split(".")
+    return parts[0] == "murmur_nb" and any(part.startswith("_") for part in parts[1:])
+
+
+def private_imports(node: ast.AST) -> list[str]:
+    """The private ``murmur_nb`` modules (or private names of a public one) ``node`` imports."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names if is_private(alias.name)]
+    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        return [
+            f"{node.module}.{alias.name}"
+            for alias in node.names
+            if is_private(node.module) or is_private(f"{node.module}.{alias.name}")
+        ]
+    return []
+
+
+def unexplained_private_imports(folder: Path) -> list[str]:
+    """Every private import in ``folder``'s Python files without a ``# private: <why>`` comment
+    on the import itself or on the line right above it."""
+    problems: list[tuple[Path, int, str]] = []
+    for path in sorted(folder.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = ["", *text.splitlines()]  # lines[n] is line n
+        for node in ast.walk(ast.parse(text, str(path))):
+            names = private_imports(node)
+            if names and not explained(lines, node):
+                problems.append((path, node.lineno, ", ".join(names)))
+    return [
+        f"{path.relative_to(folder.parent)}:{line}: {names} (say why, or go public)"
+        for path, line, names in sorted(problems)
+    ]
+
+
+def explained(lines: list[str], node: ast.AST) -> bool:
+    """A ``# private: <why>`` on one of the import's lines, or on a comment line right above."""
+    assert isinstance(node, ast.stmt) and node.end_lineno is not None
+    own = lines[node.lineno : node.end_lineno + 1]
+    above = lines[node.lineno - 1]
+    near = [*own, above] if above.lstrip().startswith("#") else own
+    return any(line.partition(PRIVATE_REASON)[2].strip() for line in near)
+
+
+def test_tests_reach_private_modules_only_saying_why() -> None:
+    """A test uses ``murmur_nb``, ``murmur_nb.protocol`` or ``murmur_nb.widgets``; where no
+    public path exists it imports the private module with a one-line ``# private: <why>``."""
+    assert unexplained_private_imports(TESTS) == []
+
+
+def test_a_private_import_without_a_reason_is_reported(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_fine.py").write_text(
+        "import murmur_nb\n"
+        "from murmur_nb.widgets import LiveRun\n"
+        "from murmur_nb._rules import sha256_fd  # private: the digest rule on its own\n"
+        "# private: the host's envelope rules\n"
+        "from murmur_nb._modules.envelope import (\n    read_envelope,\n)\n"
+    )
+    (tests / "test_sneaky.py").write_text(
+        "from murmur_nb._modules.host import ModuleHost\n"
+        "def f():\n"
+        "    import murmur_nb._render.core  # private:\n"
+        "    from murmur_nb.protocol import _fold\n"
+        "    from murmur_nb import _exceptions  # not a reason\n"
+        "    from murmur_nb._files import beneath  # private: open beneath a folder\n"
+        "    from murmur_nb._files import artifacts\n"
+    )
+    assert unexplained_private_imports(tests) == [
+        "tests/test_sneaky.py:1: murmur_nb._modules.host.ModuleHost (say why, or go public)",
+        "tests/test_sneaky.py:3: murmur_nb._render.core (say why, or go public)",
+        "tests/test_sneaky.py:4: murmur_nb.protocol._fold (say why, or go public)",
+        "tests/test_sneaky.py:5: murmur_nb._exceptions (say why, or go public)",
+        "tests/test_sneaky.py:7: murmur_nb._files.artifacts (say why, or go public)",
+    ]

@@ -25,7 +25,7 @@ from murmur_nb.protocol import (
     Root,
     Skill,
 )
-from murmur_nb.protocol._fold import shadowing_keys
+from murmur_nb.protocol._fold import shadowing_keys  # private: the oracle of host-owned keys
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 

@@ -16,8 +16,8 @@ from bs4 import BeautifulSoup
 from test_render_kit import artifact, invocation, make_mp4, make_png
 
 import murmur_nb as mnb
-from murmur_nb._render.core import Source
-from murmur_nb._render.primitives.media import (
+from murmur_nb._render.core import Source  # private: a Source of a missing file
+from murmur_nb._render.primitives.media import (  # private: given a missing file
     render_audio,
     render_download,
     render_image,

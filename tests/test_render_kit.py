@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from murmur_nb import ArtifactRejected, Invocation, RejectedArtifact, VerifiedArtifact
-from murmur_nb._files.artifacts import rejection, verify_artifact
+from murmur_nb._files.artifacts import (  # private: artifacts without a module run
+    rejection,
+    verify_artifact,
+)
 from murmur_nb.protocol import Artifact, Request, Root
 
 ROOT_NAME = "out"

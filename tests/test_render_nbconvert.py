@@ -144,7 +144,7 @@ def test_a_rendered_notebook_survives_nbconvert_to_html(tmp_path: Path) -> None:
     assert len(grid.select("figure img[src^='data:image/jpeg;base64,']")) == 3
     assert len(document.select("img[src^='data:image/png;base64,']")) == 2
     assert "3 pages" in document.get_text()
-    assert timeline.select_one("svg rect") is not None
+    assert timeline.select_one(".murmur-timeline .murmur-bar") is not None
     assert len(table.select("table tbody tr")) == 21
     assert json_card.select_one("details summary") is not None
     assert [h.get_text() for h in slides.select("h1")] == ["One", "Two"]

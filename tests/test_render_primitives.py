@@ -141,7 +141,7 @@ def test_grid_from_a_json_list_of_paths_stays_inside_the_root(tmp_path: Path) ->
 # --- timeline ----------------------------------------------------------------------------
 
 
-def test_timeline_draws_lanes_bars_and_markers_in_svg(tmp_path: Path) -> None:
+def test_timeline_draws_lanes_bars_and_markers_in_sanitizer_safe_html(tmp_path: Path) -> None:
     events = {
         "events": [
             {"start": 0, "end": 4.5, "label": "decode", "lane": "video"},
@@ -153,13 +153,21 @@ def test_timeline_draws_lanes_bars_and_markers_in_svg(tmp_path: Path) -> None:
     write_json(tmp_path / "t.json", events)
     r = mnb.render(artifact(tmp_path, "t.json", "application/json", "timeline", "Pipeline"))
     assert r.primitive == "timeline"
-    svg = one(soup(r), "svg")
-    lane_labels = [t.get_text() for t in svg.select("text[font-weight]")]
-    assert lane_labels == ["video", "audio", "events"]
-    bars = [g for g in svg.select("g") if g.select_one("rect")]
-    markers = [g for g in svg.select("g") if g.select_one("path")]
-    assert len(bars) == 3 and len(markers) == 1
-    assert "cut" in markers[0].select_one("title").get_text()  # type: ignore[union-attr]
+    chart = one(soup(r), ".murmur-timeline")
+    assert [t.get_text() for t in chart.select(".murmur-lane")] == ["video", "audio", "events"]
+    bars = chart.select(".murmur-bar")
+    (marker,) = chart.select(".murmur-marker")
+    assert [b.get_text() for b in bars] == ["decode", "vad", "encode"]  # lane by lane
+    assert marker["title"] == "cut (3s)" and marker.get_text() == "◆cut"
+    assert bars[0]["title"] == "decode (0s - 4.5s)"
+    # placed in percent of the plot: 0-4.5 s of 0-9 s is the first half
+    assert "left:0.00%;width:50.00%" in str(bars[0]["style"])
+    ticks = [t.get_text() for t in chart.select(".murmur-tick")]
+    assert ticks == ["0s", "2s", "4s", "6s", "8s"]
+    # nothing JupyterLab's sanitizer drops carries the layout: no svg, calc, transform, data-*
+    html_text = str(chart)
+    for dropped in ("<svg", "calc(", "transform", "data-"):
+        assert dropped not in html_text, dropped
     assert "4 events in 3 lanes" in r.text
 
 
@@ -174,7 +182,7 @@ def test_timeline_accepts_rfc3339_and_a_bare_list(tmp_path: Path) -> None:
     r = mnb.render(artifact(tmp_path, "t.json", "application/json", "timeline"))
     assert r.primitive == "timeline"
     assert "from 2026-01-01T10:00:00Z, spanning 30 s" in r.text
-    assert "10:00:10" in one(soup(r), "svg").get_text()
+    assert "10:00:10" in one(soup(r), ".murmur-timeline").get_text()
 
 
 def test_a_timeline_hint_on_non_events_falls_back_with_a_warning(tmp_path: Path) -> None:
@@ -195,7 +203,7 @@ def test_document_shows_page_count_previews_and_a_download(tmp_path: Path) -> No
     budget = mnb.RenderBudget(preview_px=200, preview_pages=2)
     r = mnb.render(artifact(tmp_path, "report.pdf", "application/pdf", "document"), budget=budget)
     s = soup(r)
-    assert "3 pages" in s.get_text()
+    assert "3 pages · showing 2 of 3 pages (RenderBudget.preview_pages)" in s.get_text()
     previews = s.select("figure img")
     assert len(previews) == 2
     for img in previews:
@@ -467,7 +475,7 @@ def test_parquet_without_pyarrow_falls_back_to_a_download_with_the_fix(
 def test_grid_cells_stay_aligned_around_missing_and_broken_images(tmp_path: Path) -> None:
     """Compares the last cell with the grid's own thumbnail function (internal), so the test
     knows the image embedded there is b.png's, not merely that some image is."""
-    from murmur_nb._render.primitives.media import thumbnail
+    from murmur_nb._render.primitives.media import thumbnail  # private: the grid's own thumbnail
 
     make_png(tmp_path / "a.png", seed=1)
     make_png(tmp_path / "b.png", seed=2)

@@ -67,7 +67,7 @@ def confined(
     """``bwrap-setpriv``: bwrap with the fallback a machine without a C compiler uses
     (``env -i`` plus ``setpriv`` in place of the compiled drop helper; an internal switch)."""
     if request.param == "bwrap-setpriv":
-        from murmur_nb._sandbox import identity
+        from murmur_nb._sandbox import identity  # private: the setpriv fallback switch
 
         monkeypatch.setattr(identity, "drop_helper", lambda: None)
     home = tmp_path / "home"
@@ -215,7 +215,7 @@ _ACL = "system.posix_acl_access"
 def _passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
     """Let ``uid`` pass through the folders above ``paths`` (root's home holds the
     interpreter here); every ACL touched is put back afterwards."""
-    from murmur_nb._sandbox import identity  # the ACL writer has no public path
+    from murmur_nb._sandbox import identity  # private: the ACL writer has no public path
 
     saved: dict[Path, bytes | None] = {}
     for path in paths:

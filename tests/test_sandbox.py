@@ -591,7 +591,7 @@ def test_a_bwrap_that_cannot_create_namespaces_is_reported_and_not_used(
 
     The probe is cached per process (an internal), so the test clears it before and after.
     """
-    from murmur_nb._sandbox import sandbox
+    from murmur_nb._sandbox import sandbox  # private: the per-process probe cache
 
     fake = world.tmp / "fakebin"
     fake.mkdir()

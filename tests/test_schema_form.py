@@ -16,7 +16,11 @@ import jsonschema
 from hypothesis import given
 from hypothesis import strategies as st
 
-from murmur_nb._forms.form import UNSET, SchemaForm, build_fields
+from murmur_nb._forms.form import (  # private: the form without ipywidgets
+    UNSET,
+    SchemaForm,
+    build_fields,
+)
 
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

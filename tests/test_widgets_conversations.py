@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from murmur_nb import ConversationReadError, ConversationStore, RecordWriter
-from murmur_nb._conversations import tool_envelope
+from murmur_nb._conversations import tool_envelope  # private: to decode what the view shows
 from murmur_nb.widgets import ConversationExplorer
 
 STAMP = "2026-03-01T12:00:00Z"
@@ -85,13 +85,37 @@ def test_find_a_message_id_and_filter_by_text(store: ConversationStore) -> None:
     ex.find_button.click()
     assert ex.page_number == 4 and ex.opened == "m0007"
     assert 'data-id="m0007" open' in ex.messages.value
-    assert not ex.find("nope")
-    assert "no message &#x27;nope&#x27;" in ex.status.value
     ex.newest_button.click()
+    ex.older_button.click()
+    # an unknown id says so and leaves the reader where they were, not on the oldest page
+    assert not ex.find("nope")
+    assert ex.page_number == 2 and ex.visible_messages()[0].id == "m0025"
+    assert "not found: no message &#x27;nope&#x27; in this record" in ex.status.value
+    # the text filter searches the whole record, not the page of 10 shown
     ex.text_filter.value = "ANSWER"
-    assert [m.id for m in ex.visible_messages()] == ["m0036", "m0041"]
-    assert "containing 'ANSWER' (2 shown)" in ex.text().splitlines()[0]
-    assert "8 hidden by the filters" in ex.status.value
+    assert [m.id for m in ex.visible_messages()] == [f"m{i:04d}" for i in range(1, 45, 5)]
+    assert ex.text().splitlines()[0] == (
+        "ConversationExplorer ctx-1: containing 'ANSWER': 9 matches in the whole record "
+        "(45 messages)"
+    )
+    assert ex.older_button.disabled and ex.newest_button.disabled  # paging waits
+    ex.text_filter.value = ""
+    assert ex.page_number == 2 and len(ex.visible_messages()) == 10
+
+
+def test_find_and_filters_read_at_most_scan_limit_messages(store: ConversationStore) -> None:
+    ex = ConversationExplorer(store, "ctx-1", page_size=10, scan_limit=20, shown_limit=3)
+    assert ex.find("m0030") and ex.page_number == 2  # among the newest 20
+    assert not ex.find("m0003")  # there, but past the 20 the explorer may read
+    assert ex.page_number == 2
+    assert "in the newest 20 messages" in ex.status.value
+    ex.role_filter.value = "user"
+    assert ex.scanned == 20
+    assert [m.id for m in ex.matches] == ["m0040", "m0035", "m0030", "m0025"]
+    assert [m.id for m in ex.visible_messages()] == ["m0030", "m0035", "m0040"]
+    assert ex.text().splitlines()[0].endswith(
+        "role user: 4 matches in the newest 20 of 45 messages (scan_limit), the newest 3 shown"
+    )
 
 
 def test_rows_are_compact_with_separate_fields_and_multiline_bodies(tmp_path: Path) -> None:
@@ -136,18 +160,21 @@ def test_tool_envelopes_are_expanded(store: ConversationStore) -> None:
     assert tool_envelope.decode(json.dumps({"body": 1})) is None
 
 
-def test_role_filter_hides_other_roles_on_the_page(store: ConversationStore) -> None:
+def test_role_filter_applies_to_the_whole_record(store: ConversationStore) -> None:
     ex = ConversationExplorer(store, "ctx-1", page_size=10)
-    assert set(ex.role_filter.options) == {"all", "assistant", "tool", "user"}
+    assert ex.role_filter.options == ("all", "user", "assistant", "tool", "system")
     ex.role_filter.value = "user"
-    assert [m.id for m in ex.visible_messages()] == ["m0035", "m0040"]
-    assert ex.text().splitlines()[0].endswith("role user (2 shown)")
-    assert "8 hidden by the filters" in ex.status.value
-    assert ex.messages.value.count("question") == 2
-    ex.older_button.click()
-    assert [m.role for m in ex.visible_messages()] == ["user", "user"]
+    assert [m.id for m in ex.visible_messages()] == [f"m{i:04d}" for i in range(0, 45, 5)]
+    assert ex.text().splitlines()[0].endswith(
+        "role user: 9 matches in the whole record (45 messages)"
+    )
+    assert "role user: 9 matches in the whole record" in ex.status.value
+    assert ex.messages.value.count("question") == 9
+    ex.text_filter.value = "question 4"  # both filters at once
+    assert [m.id for m in ex.visible_messages()] == ["m0040"]
     ex.role_filter.value = "all"
-    assert len(ex.visible_messages()) == 10
+    ex.text_filter.value = ""
+    assert len(ex.visible_messages()) == 10 and ex.page_number == 1
 
 
 def test_total_is_live_and_older_pages_stay_put(
@@ -196,9 +223,10 @@ def test_to_dataframe_walks_the_record(store: ConversationStore) -> None:
     assert frame["id"].iloc[-1] == "m0044"
     tools = frame[frame["role"] == "tool"]
     assert list(tools["tool_call_id"][:3]) == ["call-2", "call-3", "call-4"]
-    (output,) = ex.frame_out.outputs
+    note, output = ex.frame_out.outputs
+    assert note["data"]["text/plain"] == "45 rows, oldest first; in code: explorer.dataframe"
     assert "<table" in output["data"]["text/html"]
-    assert ex.text().endswith("  DataFrame: 45 rows")
+    assert ex.text().endswith("  DataFrame: 45 rows (explorer.dataframe)")
 
 
 def test_to_dataframe_shows_a_progress_bar_for_a_large_record(

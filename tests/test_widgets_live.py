@@ -8,6 +8,7 @@ host's process table.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -148,6 +149,19 @@ def test_invoke_with_a_cancel_event_raises_and_kills_the_tree(host: ModuleHost, 
     assert isinstance(outcome.get("exc"), InvocationCancelled)
     assert "process tree was killed" in str(outcome["exc"])
     assert _stopped(beat) and _module_processes(MARKER) == []
+
+
+def test_progress_true_says_exactly_what_to_write_instead(host: ModuleHost, beat: Path) -> None:
+    """0.1.0 took ``progress=True``; the host no longer imports widgets, so a flag is refused
+    before anything runs, and the message names the view to pass, which really is that view."""
+    import murmur_nb
+
+    with pytest.raises(TypeError, match="not a flag") as refused:
+        host.invoke("sleepy.nap", {}, progress=True)  # type: ignore[arg-type]
+    written = re.search(r"progress=(\S+)", str(refused.value))
+    assert written, str(refused.value)
+    assert eval(written.group(1), {"murmur_nb": murmur_nb}) == LiveRun.in_cell
+    assert not beat.exists()  # the module never started
 
 
 def test_progress_true_in_a_cell_shows_the_run_and_returns_it(

@@ -673,8 +673,12 @@ def test_file_inputs_are_picked_from_the_session_or_uploaded(host: ModuleHost) -
     form.run_button.click()
     form.wait()
     assert form.state == "invalid" and "choose a file" in picker.error_view.value
+    assert "-1" not in html  # the placeholder's index is no content
     picker.choice.value = 1  # the person picks the second thumbnail
     assert picker.staged is not None and picker.staged.digest == session[1].digest
+    chosen = form.static_html()  # the static form names the file, never its index ("0", "1")
+    assert f"<div>{html.escape(labels[2])}</div>" in chosen
+    assert re.search(r">\s*-?\d\s*<", chosen) is None
     assert form.form.value() == {"image": picker.staged.ref()}
     assert '<img class="murmur-thumb"' in picker.preview.value
     assert "data:image/png;base64," in picker.preview.value

@@ -22,6 +22,7 @@ def test_all_is_sorted_and_names_every_public_widget() -> None:
         == {
             "BatchView",
             "CapabilityForm",
+            "CompactionViewer",
             "ConversationExplorer",
             "HookConsole",
             "InvocationView",

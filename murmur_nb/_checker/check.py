@@ -1,33 +1,15 @@
 """The module checker: every host rule applied to one module up front, as a report.
 
-Design notes
-------------
-* **The same host.** A check runs the module through a :class:`ModuleHost` with the caller's
-  policy (sandbox included) in a temporary facet-studio home whose module entry links to the
-  checked folder, so what passes here passes in a notebook. The host runs its own budgeted,
-  read-only snapshot of the folder (:mod:`.snapshot`), so the checked folder is never
-  written and never copied whole: an oversized or sparse folder is refused unread.
-* **Rules are not re-implemented.** Describe-time problems are the host's own
-  ``DescriptorProblem`` records, sorted into rules by their path; envelope breaches are the
-  host's ``ProtocolViolation`` and its ``rule``; artifact checks are the host's verification.
-  The checker adds only what the host does not do on every call: describe twice for
-  stability, hash skills and overlays, generate inputs, send broken inputs, poll.
-* **Boundaries first.** Each capability first gets the edge cases of its request schema
-  (:mod:`.check_boundaries`: bounds, lengths, enum and const values, absent properties,
-  branches, astral text, integers past 2**53), then the seeded random examples. A failure
-  names the input's kind and carries a one-line reproduction.
-* **No envelope is said plainly.** A module that prints no envelope (a crash, a traceback
-  on standard output) breaks the protocol's one unbreakable rule; the row names the input
-  and shows the module's stderr tail. On an input the schema allows it fails the check;
-  on one the schema refuses it is a warning, because the host validates input first.
-* **Reproducible.** Inputs come from a fixed seed; write roots the policy does not map get
-  one folder for the whole check, so a long-running capability's poll finds its job.
-* **Bounded in time, and says so.** A call costs what the module costs (a second for a
-  module that imports a plotting stack), so the checker spends calls carefully: an
-  inclusive bound is tried at the bound only, every input of a capability (generated and
-  refused ones, long-running ones too) runs in one pool, and boundary inputs not started
-  within the capability's ``budget`` are left out, with their number in the report. The
-  budget is the one thing that depends on the machine; ``budget=0`` turns it off.
+A check runs the module through a :class:`ModuleHost` with the caller's policy (sandbox
+included) in a temporary home linking to the checked folder, so what passes here passes in a
+notebook; the host's own read-only snapshot means the folder is never written. Rules are not
+re-implemented: describe problems, envelope breaches (``ProtocolViolation.rule``) and artifact
+checks are the host's; the checker adds describe-twice stability, skill and overlay hashes,
+generated and broken inputs, and polls. Boundary inputs (:mod:`.check_boundaries`) go before
+seeded random ones; a module printing no envelope fails on an allowed input and warns on a
+refused one. Write roots share one folder per check so a poll finds its job. Inputs of a
+capability run in one pool; boundary inputs not started within ``budget`` are left out and
+counted in the report (``budget=0``: no limit).
 """
 
 from __future__ import annotations
@@ -44,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from murmur_nb._checker.check_boundaries import (
     BOUNDARY_BUDGET_S,
@@ -117,13 +99,27 @@ _TAIL_LINES, _TAIL_CHARS = 20, 2048
 
 def result(
     check: str, status: Status, *, capability: str = "", path: str = "", detail: str = "",
-    reproduce: str = "", stderr: str = "",
+    reproduce: str = "", stderr: str = "", sent: Any = None, returncode: int | None = None,
 ) -> CheckResult:
-    """A report row for ``check``, with the rule's text and fix filled in."""
+    """A report row for ``check``, with the rule's text and fix filled in (``sent``: the
+    input a reproduction sends)."""
     rule = RULES[check]
     return CheckResult(
-        check, status, rule.text, capability, path, detail, rule.fix, reproduce, stderr
+        check, status, rule.text, capability, path, detail, rule.fix, reproduce, stderr,
+        sent, returncode,
     )
+
+
+class Evidence(TypedDict):
+    stderr: str
+    returncode: int | None
+
+
+def evidence(outcome: Invocation | ModuleHostError) -> Evidence:
+    """What a row shows of the module's run: its stderr tail and exit status."""
+    inv = outcome if isinstance(outcome, Invocation) else outcome.invocation
+    code = getattr(inv, "returncode", None)
+    return Evidence(stderr=stderr_tail(outcome), returncode=code)
 
 
 def stderr_tail(outcome: Invocation | ModuleHostError) -> str:
@@ -187,11 +183,6 @@ def check_module(
     ------
     ModuleNotFound
         ``module`` is neither a module folder nor an installed module id.
-
-    Notes
-    -----
-    Longer than one screen only because of this docstring: the body (about 15 lines) links
-    the module into a scratch home and hands it to the checker.
 
     Examples
     --------
@@ -272,8 +263,11 @@ class _Checker:
             )  # fmt: skip
         return self.rows
 
-    def add(self, check: str, status: Status, **where: str) -> None:
-        self.rows.append(result(check, status, **where))
+    def add(
+        self, check: str, status: Status, *, capability: str = "", path: str = "",
+        detail: str = "",
+    ) -> None:
+        self.rows.append(result(check, status, capability=capability, path=path, detail=detail))
 
     # -- describe -----------------------------------------------------------------------
 
@@ -435,11 +429,12 @@ class _Checker:
             else:
                 detail = "; ".join(f"{how} -> {note}" for how, note, *_ in notes)
             _, _, first, outcome = notes[0]
-            shown = status != "pass"
+            if status == "pass":
+                rows.append(result(check, status, capability=cap.id, path=path, detail=detail))
+                continue
             rows.append(result(
                 check, status, capability=cap.id, path=path, detail=detail,
-                reproduce=reproduce(first, False) if shown else "",
-                stderr=stderr_tail(outcome) if shown else "",
+                reproduce=reproduce(first, False), sent=first, **evidence(outcome),
             ))  # fmt: skip
         return rows
 
@@ -463,7 +458,8 @@ class _Checker:
         value = poll_request(schema, started.result)
         outcome = self.invoke(self.job_host, poll.id, value, poll.id in approve)
         if isinstance(outcome, Invocation):
-            detail = f"{poll.id} answered ({_answer(outcome)}) to {value!r}"
+            shown = json.dumps(value, ensure_ascii=False)
+            detail = f"{poll.id} answered ({_answer(outcome)}) to {shown}"
             self.add("invoke.poll", "pass", capability=cap.id, detail=detail)
         else:
             detail = f"{poll.id}: {outcome.code}: {outcome.message}"
@@ -546,7 +542,8 @@ class CapabilityRuns:
         if check not in self.failed:
             self.failed[check] = result(
                 check, "fail", capability=self.cap.id, path=path, detail=detail,
-                reproduce=self.reproduce(sent.value, True), stderr=stderr_tail(outcome),
+                reproduce=self.reproduce(sent.value, True), sent=sent.value,
+                **evidence(outcome),
             )  # fmt: skip
 
     def record(self, sent: Generated, outcome: Invocation | ModuleHostError | None) -> None:

@@ -1,22 +1,13 @@
 """Boundary inputs for the module checker: the edge cases of a request schema, tried first.
 
-Design notes
-------------
-* **Why first.** Schemas and code disagree most at their edges: a module that divides by
-  ``10 - n`` for ``n`` up to 10 crashes at exactly one input, which random examples reach
-  rarely. The checker sends these values before any random one, deterministically.
-* **One change from a base value.** Each boundary input is a *base* value (the schema's
-  ``default`` when it is valid, else a small value built from the keywords) with one thing
-  changed: a number at its ``maximum``, one property absent, a string of astral characters.
-  So a failure points at one keyword, and a module's expensive defaults are not multiplied.
-* **Judged by the host's validator.** Derivation is a guess; every candidate is checked by
-  the one validator the host uses (:func:`.schemas.validator_for` within the budgets of
-  :func:`.bounded.check`), and one the schema refuses is dropped. A boundary input is
-  therefore an input the host would send.
-* **Bounded.** Nesting is followed :data:`MAX_DEPTH` levels, strings and arrays are built
-  up to :data:`MAX_SIZE` characters or items, at most :data:`MAX_CANDIDATES` candidates are
-  judged, and at most ``limit`` inputs are kept, taken round-robin over the kinds so that a
-  long ``enum`` does not crowd out the other edges.
+Schemas and code disagree most at their edges, which random examples reach rarely. Each
+boundary input is a base value (the schema's valid ``default``, else a small value built from
+its keywords) with one thing changed (a number at its ``maximum``, a property absent, astral
+text), so a failure points at one keyword. Every candidate is judged by the host's own
+validator (:func:`murmur_nb._schemas.schemas.validator_for`, within the budgets of
+:func:`murmur_nb._schemas.bounded.check`); one it refuses is dropped. Bounded by
+:data:`MAX_DEPTH`, :data:`MAX_SIZE` and :data:`MAX_CANDIDATES`; at most ``limit`` inputs are
+kept, round-robin over the kinds.
 """
 
 from __future__ import annotations

@@ -1,32 +1,45 @@
-"""The module checker's report: one row per check, as a DataFrame, HTML, text or JSON.
+"""The module checker's report: one row per check, read like a test report.
 
 The report is plain data first (a list of :class:`CheckResult`), so a script, a CI job and a
 notebook read the same thing; pandas is imported only by :meth:`CheckReport.to_frame`.
+
+Design notes
+------------
+* **One order, one content, four views.** Failures come first, then warnings, then skipped
+  checks (one line per reason), then the passes folded into one line. A problem shows what
+  happened (with the module's exit status and stderr tail when its run failed), the input
+  as JSON and a one-line reproduction, the rule and the fix. :meth:`CheckResult.sections`
+  is the one list of what a problem shows; the terminal text, ``--json`` (whose ``checks``
+  keep the same order, inputs as JSON values), pytest's failure text (:func:`problem_text`)
+  and the HTML (:mod:`.check_html`) all read it.
+* **Fits its output.** Text is wrapped to the terminal's width except the reproduction,
+  which stays one line to copy; the HTML is a stack of cards that wraps anywhere.
 """
 
 from __future__ import annotations
 
-import html
+import json
+import shutil
+import signal
+import textwrap
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from murmur_nb._checker.check_html import BLOCKS, report_html
+
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["STATUSES", "CheckReport", "CheckResult", "Status"]
+__all__ = ["STATUSES", "CheckReport", "CheckResult", "Status", "problem_text"]
 
 Status = Literal["pass", "fail", "warn", "skipped"]
-#: Every status, worst first (the order of the summary line).
+#: Every status, worst first (the order of the summary line and of the report).
 STATUSES: tuple[Status, ...] = ("fail", "warn", "skipped", "pass")
-_COLOURS = {
-    "fail": "var(--jp-error-color1, #c62828)",
-    "warn": "var(--jp-warn-color1, #a15c00)",
-    "skipped": "var(--jp-ui-font-color2, #616161)",
-    "pass": "var(--jp-success-color1, #2e7d32)",
-}
+#: An input's pretty JSON is cut after this many characters (the reproduction has it all).
+_INPUT_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +48,10 @@ class CheckResult:
 
     ``path`` is a JSON path into the descriptor or the envelope (like the seed's
     ``ValidationError.Path``), empty when the check is about the module as a whole.
-    ``reproduce`` is a one-line command that sends the failing input again, and ``stderr``
-    the tail of the module's standard error on it (control characters escaped).
+    ``reproduce`` is a one-line command that sends the failing input again, ``input`` that
+    input as a JSON value (meaningful only where ``reproduce`` is set), ``returncode`` the
+    module's exit status on it (negative: killed by that signal) and ``stderr`` the tail of
+    its standard error (control characters escaped).
     """
 
     check: str
@@ -48,21 +63,82 @@ class CheckResult:
     fix: str = ""
     reproduce: str = ""
     stderr: str = ""
+    input: Any = None
+    returncode: int | None = None
 
     def line(self) -> str:
         """One readable line: status, check, capability, path and detail."""
-        where = " ".join(p for p in (self.capability, self.path) if p)
-        where = f" [{where}]" if where else ""
         detail = f": {self.detail}" if self.detail else ""
-        return f"{self.status.upper():7} {self.check}{where}{detail}"
+        return f"{self.status.upper():7} {self.check}{self.where()}{detail}"
+
+    def where(self) -> str:
+        """`` [capability at path]``, or empty when the check is about the whole module."""
+        at = f"at {self.path}" if self.path else ""
+        where = " ".join(p for p in (self.capability, at) if p)
+        return f" [{where}]" if where else ""
+
+    def sections(self) -> list[tuple[str, str]]:
+        """What a report shows of this problem, in order, as ``(label, text)`` pairs:
+        what happened, exit status, stderr tail, input, reproduce, rule and fix."""
+        out = [("what happened", self.detail)] if self.detail else []
+        status = exit_words(self.returncode)
+        if status:
+            out.append(("exit status", status))
+        if self.stderr:
+            out.append(("stderr tail", self.stderr))
+        if self.reproduce:
+            out += [("input", pretty_json(self.input)), ("reproduce", self.reproduce)]
+        return [*out, ("rule", self.rule), ("fix", self.fix)]
+
+
+def exit_words(returncode: int | None) -> str:
+    """``1``, ``killed by signal SIGKILL (-9)``; empty for a clean exit or no process."""
+    if not returncode:
+        return ""
+    if returncode > 0:
+        return str(returncode)
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"killed by {name} ({returncode})"
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON (non-ASCII kept), cut after 2,000 characters."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    if len(text) <= _INPUT_CHARS:
+        return text
+    return f"{text[:_INPUT_CHARS]}\n... ({len(text)} characters; the reproduction has all)"
+
+
+def problem_text(result: CheckResult, width: int = 100) -> str:
+    """A failed or warned check as indented text wrapped to ``width``: a headline, then
+    each of :meth:`CheckResult.sections` (the reproduction kept on one line)."""
+    lines = [f"{result.status.upper()} {result.check}{result.where()}"]
+    for label, text in result.sections():
+        if label in BLOCKS:
+            lines.append(f"  {label}:")
+            lines += [f"    {line}" for line in text.splitlines()]
+        else:
+            lines.append(textwrap.fill(text, max(width, 40), initial_indent=f"  {label}: ",
+                                       subsequent_indent="    ", break_on_hyphens=False))
+    return "\n".join(lines)
+
+
+def output_width() -> int:
+    """The terminal's width, between 60 and 120 columns (100 when unknown)."""
+    return max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
 
 
 @dataclass
 class CheckReport:
     """The outcome of :func:`murmur_nb.check_module`.
 
-    Iterate it for :class:`CheckResult` rows; :attr:`ok` is false when any check failed.
-    In a notebook it shows as a table; ``str(report)`` is the plain-text summary.
+    Iterate it for :class:`CheckResult` rows (in the order the checks ran); :attr:`ok` is
+    false when any check failed. In a notebook it shows as a test report: failures first,
+    then warnings, skipped checks and the passes folded into one line that opens on click;
+    ``str(report)`` is the same report as text.
     """
 
     module: str
@@ -96,34 +172,51 @@ class CheckReport:
         """The checks that passed with a warning, in order."""
         return [r for r in self.results if r.status == "warn"]
 
+    def ordered(self) -> list[CheckResult]:
+        """Every row, worst first (failures, warnings, skipped, passes), else as they ran."""
+        return sorted(self.results, key=lambda r: STATUSES.index(r.status))
+
     def counts(self) -> dict[str, int]:
         """How many checks ended in each status (every status present, zero included)."""
         seen = Counter(r.status for r in self.results)
         return {s: seen.get(s, 0) for s in STATUSES}
 
-    def summary(self) -> str:
-        """The plain-text report: a verdict line, then failures, warnings and skips."""
-        counts = self.counts()
+    def headline(self) -> str:
+        """``FAIL id (path): 3 fail, 1 warn, 0 skipped, 20 pass in 4.2 s (what was sent)``."""
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items())
         verdict = "PASS" if self.ok else "FAIL"
-        head = (
-            f"{verdict} {self.module} ({self.path}): "
-            + ", ".join(f"{n} {s}" for s, n in counts.items())
-            + f" in {self.duration_s:.1f} s ({self.sent()})"
-        )
-        lines = [head]
-        for result in self.results:
-            if result.status == "pass":
-                continue
-            lines.append("  " + result.line())
-            if result.status == "fail" or result.stderr or result.reproduce:
-                lines.append(f"          rule: {result.rule}")
-                lines.append(f"          fix:  {result.fix}")
-            if result.reproduce:
-                lines.append(f"          reproduce: {result.reproduce}")
-            if result.stderr:
-                tail = result.stderr.replace("\n", "\n          | ")
-                lines.append(f"          stderr tail:\n          | {tail}")
-        return "\n".join(lines)
+        return (f"{verdict} {self.module} ({self.path}): {counts} in {self.duration_s:.1f} s "
+                f"({self.sent()})")  # fmt: skip
+
+    def skipped_groups(self) -> list[tuple[str, list[str]]]:
+        """The skipped checks as ``(reason, ["check [capability]", ...])``, one per reason."""
+        groups: dict[str, list[str]] = {}
+        for row in self.results:
+            if row.status == "skipped":
+                reason = f"{row.capability}: {row.detail}" if row.capability else row.detail
+                groups.setdefault(reason, []).append(row.check)
+        return list(groups.items())
+
+    def passes_line(self) -> str:
+        """The passes folded into one line: ``34 checks passed (describe 3, invoke 20 ...)``."""
+        kinds = Counter(r.check.split(".")[0] for r in self.results if r.status == "pass")
+        listed = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
+        return f"{sum(kinds.values())} checks passed" + (f" ({listed})" if listed else "")
+
+    def summary(self, width: int | None = None) -> str:
+        """The plain-text report wrapped to ``width`` (default: the terminal's): the
+        headline, each failure and warning, skipped checks one line per reason, then one
+        line for the passes."""
+        width = width or output_width()
+        blocks = [textwrap.fill(self.headline(), width, subsequent_indent="    ")]
+        blocks += [problem_text(r, width) for r in self.ordered() if r.status in ("fail", "warn")]
+        blocks += [
+            textwrap.fill(f"SKIPPED {', '.join(checks)} [{reason}]", width,
+                          subsequent_indent="    ")
+            for reason, checks in self.skipped_groups()
+        ]  # fmt: skip
+        blocks.append(f"PASS {self.passes_line()}")
+        return "\n\n".join(blocks)
 
     def sent(self) -> str:
         """What was sent: boundary and random inputs over all capabilities, and the seed."""
@@ -139,8 +232,9 @@ class CheckReport:
         return self.summary()
 
     def to_records(self) -> list[dict[str, Any]]:
-        """The rows as plain dicts (the ``--json`` output's ``checks``)."""
-        return [asdict(r) for r in self.results]
+        """The rows as plain dicts, worst first (the ``--json`` output's ``checks``); a
+        row's ``input`` is the JSON value it sent, ``None`` where it has no reproduction."""
+        return [asdict(r) for r in self.ordered()]
 
     def to_json(self) -> dict[str, Any]:
         """Everything in the report as JSON-ready data."""
@@ -157,47 +251,19 @@ class CheckReport:
         }
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per check; columns check, status, capability, path, detail, rule, fix,
-        reproduce and stderr."""
+        """One row per check, worst first; columns check, status, capability, path, detail,
+        rule, fix, reproduce, stderr, input (a JSON value) and returncode."""
         import pandas as pd  # noqa: PLC0415 - pandas only when a frame is asked for
 
         columns = ["check", "status", "capability", "path", "detail", "rule", "fix",
-                   "reproduce", "stderr"]  # fmt: skip
+                   "reproduce", "stderr", "input", "returncode"]  # fmt: skip
         frame = pd.DataFrame(self.to_records(), columns=columns)
         frame["status"] = pd.Categorical(frame["status"], categories=list(STATUSES))
+        frame["returncode"] = frame["returncode"].astype("Int64")
         return frame
 
     def _repr_html_(self) -> str:
-        counts = self.counts()
-        verdict = "passes" if self.ok else "fails"
-        badges = " ".join(
-            f'<span style="color:{_COLOURS[s]};font-weight:600">{n} {s}</span>'
-            for s, n in counts.items()
-        )
-        rows = "".join(_html_row(r) for r in self.results)
-        return (
-            f'<div class="murmur-check"><p><b>{html.escape(self.module)}</b> {verdict} the '
-            f"modproto v1 checks: {badges} <small>({self.duration_s:.1f} s, "
-            f"{html.escape(self.sent())})</small></p>"
-            '<table><thead><tr><th>status</th><th>check</th><th>capability</th><th>path</th>'
-            f"<th>detail</th><th>rule</th><th>fix</th></tr></thead><tbody>{rows}</tbody>"
-            "</table></div>"
-        )
+        return report_html(self)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.summary())
-
-
-def _html_row(result: CheckResult) -> str:
-    cells = (result.check, result.capability, result.path, result.detail, result.rule)
-    status = (
-        f'<td style="color:{_COLOURS[result.status]};font-weight:600">{result.status}</td>'
-    )
-    body = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
-    fix = html.escape(result.fix) if result.status != "pass" else ""
-    extra = "".join(
-        f"<br><small>{label}:</small><pre>{html.escape(text)}</pre>"
-        for label, text in (("reproduce", result.reproduce), ("stderr tail", result.stderr))
-        if text
-    )
-    return f"<tr>{status}{body}<td>{fix}{extra}</td></tr>"

@@ -1,11 +1,11 @@
 """``murmur-nb``: list, describe, invoke and check modproto modules from a shell.
 
 Everything ``list``, ``describe`` and ``invoke`` print on standard output is one JSON
-document, so the command composes with ``jq``; ``check`` prints a text report (``--json``
-for JSON, see :mod:`.check_cli`). Exit status: 0 success; 1 the module answered
-``ok: false``, its descriptor was refused or a check failed; 2 bad usage; 3 the host
-refused or stopped the call (the JSON carries ``host_error.code``, the stable host code, and
-its message).
+document, so the command composes with ``jq``; ``check`` and ``check-hook`` print a text
+report (``--json`` for JSON, see :mod:`.check_cli` and :mod:`.hook_cli`). Exit status: 0
+success; 1 the module answered ``ok: false``, its descriptor was refused or a check (or a hook
+rule) failed; 2 bad usage; 3 the host refused or stopped the call (the JSON carries
+``host_error.code``, the stable host code, and its message).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from murmur_nb._checker.check_cli import add_check_parser, run_check
+from murmur_nb._checker.hook_cli import add_check_hook_parser, run_check_hook
 from murmur_nb._exceptions import (
     ApprovalRequired,
     InvalidDescriptor,
@@ -194,6 +195,7 @@ def _parser() -> argparse.ArgumentParser:
     invoke.add_argument("--max-output-bytes", type=int)
     invoke.add_argument("--extra", help="extra root-level request fields, as a JSON object")
     add_check_parser(sub)
+    add_check_hook_parser(sub)
     return parser
 
 
@@ -206,8 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
-    if args.command == "check":
-        return run_check(args, policy)
+    if args.command in ("check", "check-hook"):
+        return run_check(args, policy) if args.command == "check" else run_check_hook(args)
     home = Path(args.home) if args.home else facet_studio_home()
     runs = Path(args.runs_dir) if args.runs_dir else home / "runs"
     output: Any

@@ -259,7 +259,9 @@ def read_conversation(context_id: str, home: Home = None, *, progress: bool = Tr
     check_context_id(context_id)
     store = _store(home)
     reader = store.reader(context_id, granted=True)
-    return _walk_frame(reader, store.record_path(context_id), progress)
+    frame = _walk_frame(reader, store.record_path(context_id), progress)
+    frame.attrs["context_id"] = context_id  # HookHost.replay(frame) knows the record
+    return frame
 
 
 def _empty_frame(with_context: bool) -> pd.DataFrame:
@@ -271,6 +273,7 @@ def _empty_frame(with_context: bool) -> pd.DataFrame:
 
 def _record_partition(context_id: str, home: str) -> pd.DataFrame:
     frame = read_conversation(context_id, home, progress=False)
+    frame.attrs.clear()
     frame.insert(0, "context_id", _strings([context_id] * len(frame)))
     return frame
 
@@ -308,6 +311,7 @@ def read_conversations(
         frames = []
         for context_id in contexts:
             frame = read_conversation(context_id, store, progress=progress)
+            frame.attrs.clear()
             frame.insert(0, "context_id", _strings([context_id] * len(frame)))
             frames.append(frame)
         if not frames:

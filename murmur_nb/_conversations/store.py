@@ -1,25 +1,14 @@
 """Conversation records and the ``murmur:conversation/read@0.1.0`` read API.
 
 The runtime appends one JSON object per line to ``<home>/conversations/<context-id>.jsonl``
-and is the only writer. :class:`ConversationReader.read_messages` serves that record
-newest first in pages of at most 100, exactly as the WIT seed says.
-
-Design notes
-------------
-*Positions, not offsets from the end.* A message's position is its index among the
-record's messages counted from the oldest (0). Appends never move a position, so a
-cursor that names "the page ending before position p" means the same messages however
-much was appended since: a walk concurrent with appends never repeats and never skips,
-and ``total`` is simply the number of messages at serve time.
-
-*One index per record, one page parsed per call.* Serving a page is a pipeline: bring
-the record's incremental index up to date (:mod:`.index`, one ``stat`` when nothing
-moved), turn the cursor into the page's positions, then read and decode just those
-lines (:mod:`.messages`). A record rewritten under either step is a new generation:
-cursors issued before are ``invalid-cursor``, a fresh read starts over once.
-
-*Errors cross into guests.* Reasons in ``unavailable: <reason>`` name the context, never
-a host path, because a hook guest may receive them verbatim.
+and is the only writer. :class:`ConversationReader.read_messages` serves that record newest
+first in pages of at most 100, as the WIT seed says. A position is a message's index from the
+oldest, so appends never move it and a walk concurrent with appends never repeats or skips.
+A page is a pipeline: bring the record's index up to date (:mod:`.index`, one ``stat`` when
+nothing moved), turn the cursor into positions, read and decode just those lines
+(:mod:`.messages`). A rewritten record is a new generation: older cursors are
+``invalid-cursor``. ``unavailable: <reason>`` names the context, never a host path, since a
+guest may receive it verbatim.
 """
 
 from __future__ import annotations

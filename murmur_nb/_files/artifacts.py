@@ -20,7 +20,7 @@ SHA-256, read from that descriptor within the invocation's verification budget, 
 ``digest``. :func:`open_verified` hands the descriptor on, so whoever renders reads the
 bytes that were hashed, not whatever the path holds later.
 
-Staging the verified files is :mod:`.staging`.
+Staging the verified files is :mod:`murmur_nb._modules.staging`.
 """
 
 from __future__ import annotations

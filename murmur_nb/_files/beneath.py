@@ -1,26 +1,14 @@
 """Files opened beneath a folder, never leaving it; copied and read from the descriptor.
 
-Design notes
-------------
-* **One open, two guarantees.** :func:`open_beneath` follows no link at all (the default:
-  for a canonical path the host resolved and confined itself), or, with
-  ``inner_links=True``, follows links only while they stay inside the folder (for a path a
-  module wrote, such as a skill's): then ``..`` never climbs above the folder, an absolute
-  target must lie inside the folder's real path, at most 40 links are followed, and
-  :class:`Outside` says how a path would leave. Either way a component swapped for a link
-  between the check and the open fails the ``O_NOFOLLOW`` open, and the final file is opened
-  ``O_NONBLOCK`` so a FIFO never blocks the host.
-* **No link is followed by default.** :func:`open_beneath` walks a relative path one component
-  at a time from a folder's descriptor (``openat`` with ``O_NOFOLLOW``; folders with
-  ``O_DIRECTORY``), so a component that is a symbolic link, or becomes one while the walk
-  runs, fails the open instead of leading elsewhere. Callers pass the *canonical* path
-  (links already resolved and confined), so a legitimate file never needs a link here.
-* **Use what was checked.** The caller ``fstat``-checks the descriptor it got (regular
-  file, one hard link, the expected size) and then hashes, copies or reads *that*
-  descriptor: swapping the path afterwards changes nothing the host reads.
-* **Bounded work.** Hashing is :func:`murmur_nb._rules.sha256_fd` (``BudgetSpent`` past a
-  monotonic deadline); :func:`copy_sparse` copies only the data extents (``SEEK_DATA`` /
-  ``SEEK_HOLE``), so a sparse file stays sparse.
+:func:`open_beneath` walks a relative path one component at a time from a folder descriptor
+(``openat`` with ``O_NOFOLLOW``), so a component that is or becomes a link fails the open. By
+default it follows no link (for canonical paths the host resolved and confined); with
+``inner_links=True`` it follows links only while they stay inside (for paths a module wrote,
+such as a skill's): ``..`` never climbs out, an absolute target must lie inside, at most 40
+links, and :class:`Outside` says how a path would leave. The final file is opened
+``O_NONBLOCK`` (a FIFO never blocks). Callers check the descriptor (:func:`one_file_problem`:
+regular file, one link) and then hash, copy or read that descriptor, never the path again.
+Hashing is :func:`murmur_nb._rules.sha256_fd`; :func:`copy_sparse` copies data extents only.
 """
 
 from __future__ import annotations

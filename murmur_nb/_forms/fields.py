@@ -4,7 +4,7 @@ Strings, numbers, integers, booleans, enums, arrays of those and nested objects 
 field of their own kind; anything else (``anyOf``, tuples, free objects) is edited as JSON
 text. ``$ref`` is followed inside the schema (to a bounded depth), ``null`` in a type
 union or ``anyOf`` makes a field nullable, and a recursive object is cut at its first
-repetition. :mod:`.schema_form` keeps the values and the errors of such a tree.
+repetition. :mod:`.form` keeps the values and the errors of such a tree.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """A form over a JSON Schema, without any user-interface library.
 
-:class:`SchemaForm` turns a capability's request schema into a tree of :class:`FieldSpec`
-(strings, numbers, integers, booleans, enums, arrays of those, nested objects; anything
-else is edited as JSON text), keeps one *raw* value per field — what a person typed —
-coerces raw values into JSON values, and reports per-field errors: coercion errors first
-("not a number"), then the schema's own verdict from ``jsonschema`` mapped back onto the
-field it concerns. The widget in :mod:`murmur_nb.widgets` is a thin view over this class,
-so the same checks run headless, in tests and in scripts.
-
-Design notes:
-
-* Numbers and integers are edited as text, not as numeric widgets: a numeric widget
-  cannot be *empty*, so an optional number would always be sent as ``0``, and it cannot
-  hold ``"abc"``, so the person never sees why a value was refused.
-* An empty field is left out of the request (the module applies its own default, or
-  the schema reports "required"); a field is only sent when it holds something. The
-  one value a form therefore cannot send is an empty string.
-* ``UNSET`` marks "no value" for booleans and enums, so that ``null`` can still be a
-  real enum member.
-* The form never runs anything; the host re-validates the input anyway. The form only
-  makes the host's refusal visible beside the field before the run.
+:class:`SchemaForm` turns a request schema into a tree of :class:`FieldSpec`, keeps one raw
+value per field (what a person typed), coerces raw values into JSON, and reports errors per
+field: coercion first ("not a number"), then the ``jsonschema`` verdict mapped onto its field.
+The widget in :mod:`murmur_nb.widgets` is a thin view over it. Numbers are edited as text (a
+numeric widget can be neither empty nor wrong, so the person would never see why); an empty
+field is left out of the request, so an empty string is the one value a form cannot send;
+``UNSET`` means no value for booleans and enums, so ``null`` can be a member. The form runs
+nothing; the host validates again.
 """
 
 from __future__ import annotations

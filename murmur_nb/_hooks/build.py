@@ -1,22 +1,13 @@
 """Building hook components from Python sources with componentize-py, and from JavaScript
 with componentize-js.
 
-Design notes
-------------
-* **Fail fast, then build once.** A source is parsed before componentize-py runs, so the common
-  mistakes (a syntax error, no ``Handlers`` class) cost milliseconds rather than a failed
-  build's tens of seconds. Builds are cached by the digest of the sources, the WIT folder and
-  the componentize-py version, and written to a temporary name first, so a cached build is
-  always complete.
-* componentize-py runs in a subprocess of ``sys.executable``, so its output and any crash stay
-  out of the kernel; its output is returned in the error message.
-* **componentize-js comes from npm, into the cache.** :func:`componentize_js_toolchain` installs
-  the pinned ``@bytecodealliance/componentize-js`` with ``@bytecodealliance/preview2-shim``
-  beside it, with the machine's ``npm``, into ``<cache>/npm/`` (npm's own download cache
-  included, so nothing lands in ``~/.npm``), once per version pair; :func:`build_js_hook`
-  caches its builds like the Python ones, keyed by the sources, the WIT folder, those versions
-  and the Node.js version. Hooks get no network, so the ``http`` and ``fetch-event`` features
-  are left out and the component imports only what the host links.
+A source is parsed first, so a syntax error or a missing ``Handlers`` class costs
+milliseconds, not a failed build's tens of seconds. componentize-py runs in a subprocess of
+``sys.executable`` (its output goes into the error). :func:`componentize_js_toolchain`
+installs the pinned componentize-js and preview2-shim with the machine's ``npm`` into
+``<cache>/npm/`` once per version pair (nothing in ``~/.npm``); hooks get no network, so the
+``http`` and ``fetch-event`` features are left out. Builds are cached by the digest of the
+sources, the WIT folder and the tool versions, written under a temporary name first.
 """
 
 from __future__ import annotations

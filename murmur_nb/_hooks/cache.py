@@ -1,43 +1,18 @@
 """On-disk cache of compiled components, and of componentize-py builds.
 
-Design notes
-------------
-Compiling an 18 MB componentize-py component takes seconds; deserializing the compiled artifact
-takes milliseconds. An entry is keyed by the SHA-256 of the component bytes, the wasmtime version
-and a fingerprint of the engine configuration, because wasmtime refuses (or worse, misreads)
-artifacts made under another configuration. A changed file therefore misses, a changed
-configuration misses, and an entry that fails to deserialize (truncated, corrupted, written by a
-different build) is deleted and recompiled rather than failing the load. Entries are written to a
-temporary file and renamed into place, so a crash never leaves a half-written entry under a valid
-name.
+Compiling a componentize-py component takes seconds, deserializing it milliseconds. An entry
+is keyed by the component's SHA-256, the wasmtime version and the engine configuration;
+anything else misses, and an entry that fails to deserialize is deleted and recompiled.
+Entries are written to a temporary file and renamed into place.
 
-wasmtime trusts a compiled artifact's machine code as it finds it: deserializing an entry
-means running whatever native code it holds. Anyone who can write the cache folder could plant
-code under a legitimate hook's digest, and an unkeyed hash proves nothing against that. So
-every entry is sealed with an HMAC-SHA256 under a key only this user can read:
-
-* **The key** (:func:`cache_key`) is 32 random bytes made on first use in its own folder,
-  ``$MURMUR_NB_KEYS``, else ``$XDG_STATE_HOME/murmur-nb``, else ``~/.local/state/murmur-nb``:
-  a ``0700`` folder holding a ``0600`` file, never inside the cache folder or the
-  facet-studio home (where modules run). A key file with wider permissions or another owner
-  may have been read, so it is replaced (which invalidates every entry).
-* **The ``.sum`` sidecar** holds the entry's MAC (over the configuration key, the source
-  digest and the entry's bytes), the entry's stat signature (size, inode, mtime, ctime) when
-  it was written or last verified, and a MAC over both. A load whose sidecar MAC checks out
-  and whose signature matches, before and after the entry is read, deserializes at once (no
-  40 MB hash on the warm path: the ctime of a rewritten file cannot be set back); any other
-  signature re-MACs the bytes read; an entry without a valid seal is discarded and recompiled.
-* **Verified and loaded from the same bytes.** The entry is read into memory once, checked,
-  and deserialized from that memory (``Component.deserialize``), never from the file
-  (``deserialize_file`` maps it, and the kernel would execute whatever is written into the
-  mapping later: an in-place rewrite after load ran planted machine code). Reading costs a
-  copy of the entry per cold process; components kept in memory skip it.
-* The path-to-digest memo that saves hashing the source on a warm load is MACed as well, so
-  it cannot redirect a path to another compiled component.
-
-Recency for pruning is the sidecar's mtime, so marking a hit never touches the entry itself.
-The cache directory is ``$MURMUR_NB_CACHE``, else ``$XDG_CACHE_HOME/murmur-nb``, else
-``~/.cache/murmur-nb``.
+Deserializing runs the entry's machine code, so every entry is sealed with an HMAC-SHA256
+under a per-user key (:func:`cache_key`: ``$MURMUR_NB_KEYS``, else
+``$XDG_STATE_HOME/murmur-nb``, else ``~/.local/state/murmur-nb``; ``0600`` in a ``0700``
+folder, replaced when anyone else could have read it). The ``.sum`` sidecar holds the MAC and
+the entry's stat signature, so a warm load skips re-hashing; the entry is read once, checked,
+and deserialized from that memory, never mapped from the file (a later in-place rewrite would
+run). The path-to-digest memo is MACed too. Recency for pruning is the sidecar's mtime. The
+folder is ``$MURMUR_NB_CACHE``, else ``$XDG_CACHE_HOME/murmur-nb``, else ``~/.cache/murmur-nb``.
 """
 
 from __future__ import annotations

@@ -1,37 +1,23 @@
 """``murmur.yaml``: which hook components the kernel hosts, for which events, with what grants.
 
-Design notes
-------------
-* The file is the capsule operator's, and it is shared with the runtime, so keys this module
-  does not know are left alone at the top level; inside a hook entry and inside ``limits`` an
-  unknown key is an error that names the key and suggests the nearest known one, because a
-  typo there (``capabilites:``) would otherwise silently deny or silently unlimit a hook.
-* Grants are default-deny and only the YAML boolean ``true`` grants. The loader resolves booleans
-  by the YAML 1.2 core schema (``true``/``True``/``TRUE``), not PyYAML's YAML 1.1 one, so
-  ``read: yes``, ``read: on`` and ``read: "true"`` stay strings and do not grant, the same
-  answer a YAML 1.2 runtime gives. A value that looks like an attempt to grant is kept as a
-  ``note`` on the hook so the operator can see why reading is denied; it is not an error,
-  because SPEC §3 says such a hook still links and runs.
-* Component paths are resolved relative to the directory holding ``murmur.yaml``.
-* Limits are this package's addition to SPEC §3 (the runtime ignores them): file-wide defaults
-  under ``hook_limits:``, overridden per hook under ``limits:``::
+The file is shared with the runtime, so unknown top-level keys are left alone; inside a hook
+entry or ``limits`` an unknown key is an error naming the nearest known one (a typo would
+silently deny or unlimit a hook). Grants are default-deny and only YAML 1.2 ``true`` grants
+(``read: yes`` stays a string, as a YAML 1.2 runtime reads it); a near-miss is kept as a
+``note``, not an error, since SPEC §3 says such a hook still runs. Component paths are
+relative to the file's folder. Limits are this package's addition (the runtime ignores them)::
 
-      hook_limits: {time_ms: 5000, memory_mib: 256}   # the built-in defaults
-      hooks:
-        summarize:
-          component: hooks/summarize.wasm
-          events: [task-start, compact]                # default: every event
-          capabilities: {conversation: {read: true}}
-          limits: {time_ms: 2000, fuel: 2000000000}    # fuel: null meters without a cap
+    hook_limits: {time_ms: 5000, memory_mib: 256}   # the built-in defaults
+    hooks:
+      summarize:
+        component: hooks/summarize.wasm
+        events: [task-start, compact]                # default: every event
+        capabilities: {conversation: {read: true}}
+        limits: {time_ms: 2000, fuel: 2000000000}    # fuel: null meters without a cap
 
-  The store limits hold for the whole store of one call, not per memory: ``memory_mib`` is
-  the total of every linear memory (each of at most ``memories`` memories may grow to
-  ``memory_mib / memories``), and ``instances``, ``tables`` and ``table_elements`` (per table)
-  bound everything else a guest could allocate. The defaults fit componentize-py guests
-  (one memory, two tables, about twenty core instances).
-* ``result_messages`` (default 10,000) and ``result_mib`` (default 16) bound what the host
-  lifts out of a guest's result, which happens after the guest returns and would otherwise
-  cost the host far more than the guest: a result past either is ``result_too_large``.
+Store limits hold for one call's whole store: ``memory_mib`` is the total of all linear
+memories, and ``instances``, ``tables``, ``table_elements`` bound the rest.
+``result_messages`` (10,000) and ``result_mib`` (16) bound what is lifted out of a result.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """What stopped a hook call: a stable code and a message that names the real cause.
 
-Design notes
-------------
-* **Codes come from wasmtime's own words**, matched on the trap or error text it gives (the
-  C API has no structured trap codes for component calls): ``fuel_exhausted``,
-  ``deadline_exceeded`` (an epoch interrupt, or a clock wait cut at the deadline),
-  ``memory_limit``, ``table_limit``, ``instance_limit`` (a store limit refused an
-  instantiation), else ``trap``.
-* **A trap names its cause**: the trap itself (``unreachable``, stack overflow, out of bounds,
-  division by zero ...) plus, when the guest wrote one, the last line of its stderr, which is
-  where componentize-py tracebacks, Rust panics and JavaScript errors end up.
-* **Memory is blamed only when memory ran out.** ``memory.grow`` past the store limit returns
-  -1 to the guest rather than trapping (the C API offers no trap-on-grow-failure switch), so
-  the host cannot see the refusal itself; it sees the guest's report of it. A trap or ``err``
-  whose text or stderr says the guest ran out of memory (``out of memory``, ``MemoryError``,
-  ``memory allocation of N bytes failed`` ...) while a store memory limit was in force is
-  ``memory_limit``, with the limit in the message; any other trap never mentions memory.
+Codes come from wasmtime's own words (the C API has no structured trap codes for component
+calls): ``fuel_exhausted``, ``deadline_exceeded``, ``memory_limit``, ``table_limit``,
+``instance_limit``, else ``trap``. A trap names its cause plus the last line of the guest's
+stderr (where tracebacks and panics end up). ``memory.grow`` past the limit returns -1 rather
+than trapping, so a trap or ``err`` saying the guest ran out of memory while a memory limit
+was in force is ``memory_limit``, with the limit; any other trap never mentions memory.
 """
 
 from __future__ import annotations

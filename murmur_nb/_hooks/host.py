@@ -1,31 +1,18 @@
 """Hook components hosted in the kernel with wasmtime.
 
-Design notes
-------------
-* **A fresh store per call.** After any trap a wasmtime store is unusable, so every call builds
-  its own ``Store`` (store limits, fuel, deadline, WASI with no preopens, no environment, no
-  arguments and stdout/stderr captured into bounded buffers) and instantiates the component
-  anew (~1 ms). A misbehaving hook therefore never poisons the next call, or another hook, and
-  everything it allocated is freed when the call ends.
-* **Checked before it runs.** A component is loaded only when its exports and every import
-  the host serves in Python have the ``hook`` world's signatures
-  (:mod:`murmur_nb._hooks.signatures`) and one probe instantiation succeeds under its limits.
-* **The conversation import is the Python reader.** ``read-messages`` is served by the same
-  ``ConversationStore.reader`` the Python API uses, scoped to the record the current task's
-  ``context-id`` names and gated by the hook's grant (:mod:`murmur_nb._hooks.linking`). Reader
-  errors cross into the guest as the exact WIT strings; an unexpected failure inside the host
-  function aborts the call with code ``host_error``.
-* The engine, epoch ticker and SIGINT handling are in :mod:`murmur_nb._hooks.runtime`; bounded
-  clock waits in :mod:`murmur_nb._hooks.waits`; codes and messages in
-  :mod:`murmur_nb._hooks.diagnostics`.
+Every call gets a fresh ``Store`` (limits, fuel, deadline, WASI with nothing preopened and
+output captured into bounded buffers) and instantiates the component anew (~1 ms), so a trap
+never poisons the next call. A component loads only when its exports and imports have the
+``hook`` world's signatures (:mod:`murmur_nb._hooks.signatures`) and a probe instantiation
+succeeds. ``read-messages`` is the Python ``ConversationStore.reader``, scoped to the task's
+``context-id`` and gated by the grant (:mod:`murmur_nb._hooks.linking`). Engine, ticker and
+SIGINT: :mod:`murmur_nb._hooks.runtime`; codes and messages: :mod:`murmur_nb._hooks.diagnostics`.
 
 Result codes (``HookResult.code``): ``guest_error`` (the hook returned ``err``), ``trap``,
 ``deadline_exceeded``, ``fuel_exhausted``, ``memory_limit``, ``table_limit``,
 ``instance_limit``, ``host_error``, ``load_failed`` / ``link_error`` (the hook did not load),
-``invalid_output`` (a returned value the host cannot turn into its Python form),
-``result_too_large`` (a result past ``limits.result_messages`` or ``limits.result_mib``,
-refused before it is turned into Python objects; lifting counts against the time limit and
-Ctrl-C too: :mod:`murmur_nb._hooks.lifting`).
+``invalid_output`` (a value with no Python form), ``result_too_large`` (past
+``limits.result_messages`` or ``limits.result_mib``; see :mod:`murmur_nb._hooks.lifting`).
 """
 
 from __future__ import annotations
@@ -36,7 +23,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,10 +38,13 @@ from murmur_nb._hooks.lifting import Budget, LiftStopped, call_and_lift, public_
 from murmur_nb._hooks.linking import HostFunctions, make_linker
 from murmur_nb._hooks.lowering import (
     FAST_PATH_ERRORS,
+    Messages,
     PageLowering,
     fast_path_supported,
     message_record,
 )
+from murmur_nb._hooks.replay.run import DEFAULT_TASK_ID
+from murmur_nb._hooks.replay.windows import WindowSpec, as_windows
 from murmur_nb._hooks.results import Capture, HookInfo, HookResult, outcome
 from murmur_nb._hooks.runtime import NO_GC_HINT, TICK_S, Runtime
 from murmur_nb._hooks.signatures import (
@@ -67,6 +57,7 @@ from murmur_nb._hooks.signatures import (
 )
 
 if TYPE_CHECKING:
+    import pandas as pd
     from wasmtime import Store
     from wasmtime.component import Component, ExportIndex
 
@@ -278,11 +269,14 @@ class HookHost:
         """The ``context-id`` of the current task (``None`` before the first task)."""
         return self._context_id
 
-    def task_start(self, *, task_id: str, context_id: str) -> dict[str, HookResult]:
+    def task_start(
+        self, *, task_id: str, context_id: str, hooks: Collection[str] | None = None
+    ) -> dict[str, HookResult]:
         """Dispatch ``on-task-start`` to every hook subscribed to ``task-start``.
 
-        The task's ``context_id`` becomes the record that reads are scoped to, for this call and
-        for later ``compact`` calls, until the next task starts.
+        ``hooks`` limits the call to those hook ids (default: every hook). The task's
+        ``context_id`` becomes the record that reads are scoped to, for this call and for
+        later ``compact`` calls, until the next task starts.
 
         Raises
         ------
@@ -298,20 +292,105 @@ class HookHost:
             setattr(event, "context-id", context_id)
             return (event,)
 
-        return self._dispatch("task-start", make_args, lift_note)
+        return self._dispatch("task-start", make_args, lift_note, hooks)
 
-    def compact(self, messages: Sequence[Message]) -> dict[str, HookResult]:
+    def compact(
+        self, messages: Sequence[Message], *, hooks: Collection[str] | None = None
+    ) -> dict[str, HookResult]:
         """Dispatch ``on-compact``; each ``ok`` value is the list of messages that hook keeps.
 
-        Reads a hook makes during compaction are scoped to the current task's record (an
-        empty page before the first task).
+        ``hooks`` limits the call to those hook ids (default: every hook). Reads a hook makes
+        during compaction are scoped to the current task's record (an empty page before the
+        first task).
         """
         items = list(messages)
 
         def make_args() -> tuple[Any, ...]:
+            if self.lowering is not None:  # written straight into wasmtime's C values
+                return (Messages(items),)
             return ([message_record(m) for m in items],)
 
-        return self._dispatch("compact", make_args, lift_messages)
+        return self._dispatch("compact", make_args, lift_messages, hooks)
+
+    def replay(
+        self,
+        source: Any = "*",
+        *,
+        windows: WindowSpec = "whole",
+        hooks: Sequence[str] | str | None = None,
+        client: Any = None,
+        progress: bool = True,
+        task_id: str = DEFAULT_TASK_ID,
+    ) -> pd.DataFrame:
+        """Drive the hooks over recorded conversations as the runtime would; one row per call.
+
+        For each record: ``on-task-start`` with the record's context id (a hook holding the
+        ``read`` grant pages through the real record), then ``on-compact`` on each window of
+        the record's messages. Nothing raises for a hook's failure: a trap, a deadline, a
+        memory limit or an ``err`` is a row with its ``code``.
+
+        Parameters
+        ----------
+        source : str, list of str, ConversationStore, path or DataFrame
+            A context id; a list of them; ``"*"`` (the default), the store or its home path
+            for every record under the home; or a frame from :func:`murmur_nb.read_conversation`
+            (its ``attrs`` name the record) or :func:`murmur_nb.read_conversations` (its
+            ``context_id`` column does), whose messages are the ones offered to ``compact``.
+        windows : "whole", int or ReplayWindows
+            What ``compact`` is offered. ``"whole"`` (the default): the whole record once,
+            which is what the runtime hands a hook at the end and costs one call per record.
+            ``N``: the record as it grew, every ``N`` messages, then whole.
+            :class:`~murmur_nb.ReplayWindows` also cuts a window each time the record's
+            characters pass a threshold (``chars=``).
+        hooks : str or list of str, optional
+            Hook ids to drive (default: every hook of this host). Two ids (two versions of a
+            hook, as two entries of ``murmur.yaml``) give a run to pass to
+            :func:`murmur_nb.compare_replays`.
+        client : dask.distributed.Client, optional
+            Spread the records over the cluster's workers: each loads the hooks from the
+            component bytes with these limits, reads the records through a store of the same
+            home, and a dead worker's records are run again.
+        progress : bool
+            A ``tqdm.auto`` bar over records: a live bar in a notebook, text elsewhere.
+        task_id : str
+            The task id hooks see; ``{context_id}`` is replaced by the record's.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per (record, hook, event, window): ``context_id``, ``hook_id``,
+            ``event`` (category), ``window`` (the messages offered: the record's first
+            ``window``; ``<NA>`` on ``task-start``), ``final`` (the whole record), ``ok``,
+            ``code``, ``error``, ``duration_ms``, ``fuel_used``, ``note`` (the
+            ``task-start`` answer), ``messages_in``/``chars_in``, ``messages_out``/
+            ``chars_out``, ``kept_ratio`` (share of the offered messages kept, by id),
+            ``roles_dropped`` (role -> messages dropped), ``first_system_kept``,
+            ``last_user_kept`` (``<NA>`` without such a message), ``kept_ids``, ``new_ids``
+            (returned messages that were not offered: a summary), ``output`` (the returned
+            messages), ``stderr`` and ``worker`` (the Dask worker, or ``<NA>``).
+            ``attrs["interrupted"]`` is ``True`` when Ctrl-C ended the replay early: the
+            rows finished until then are all there.
+
+        Notes
+        -----
+        Named ``replay`` after what it does to the records (an offline re-run of the
+        lifecycle, the word event-sourcing and agent-evaluation tools use); ``windows``
+        follows pandas' window vocabulary (a growth window is an expanding window sampled
+        at its ends), and ``client`` is the keyword Dask-aware libraries take.
+        """
+        from murmur_nb._hooks.replay.run import hooks_for, replay_local  # noqa: PLC0415
+        from murmur_nb._hooks.replay.sources import jobs_of  # noqa: PLC0415
+
+        chosen = hooks_for(self, hooks)
+        jobs = jobs_of(source, self._conversations)
+        spec = as_windows(windows)
+        if client is not None:
+            from murmur_nb._hooks.replay.cluster import replay_on_cluster  # noqa: PLC0415
+
+            return replay_on_cluster(self, jobs, client, hooks=chosen, windows=spec,
+                                     task_id=task_id, progress=progress)  # fmt: skip
+        return replay_local(self, jobs, hooks=chosen, windows=spec, task_id=task_id,
+                            progress=progress)  # fmt: skip
 
     def close(self) -> None:
         """Release the compiled components and the linker; the host cannot dispatch afterwards.
@@ -349,13 +428,14 @@ class HookHost:
         event: str,
         make_args: Callable[[], tuple[Any, ...]],
         lift: Callable[[Any], Any],
+        only: Collection[str] | None = None,
     ) -> dict[str, HookResult]:
         if self._closed:
             raise HookError("this HookHost is closed; create a new one with HookHost.from_config")
         results: dict[str, HookResult] = {}
         for hook_id, loaded in self._hooks.items():
             info = loaded.info
-            if event not in info.events:
+            if event not in info.events or (only is not None and hook_id not in only):
                 continue
             if loaded.component is None:
                 code = info.load_code or "load_failed"
@@ -406,7 +486,7 @@ class HookHost:
     ) -> HookResult:
         """One call within its time limit, counted from now: waiting for the engine included.
 
-        Calls share one engine and run one at a time (see the runtime's design notes). A call
+        Calls share one engine and run one at a time (see :mod:`murmur_nb._hooks.runtime`). A call
         that waits for another hook's call spends its own time limit waiting, so no hook can
         hold another past that hook's limit: a call that could not start in time ends with
         ``deadline_exceeded`` and nothing of it ran.
@@ -498,7 +578,7 @@ class HookHost:
                 func = instance.get_func(store, loaded.funcs[event])
                 assert func is not None
                 if self.lowering is not None:
-                    raw = call_and_lift(func, store, args, budget)
+                    raw = call_and_lift(func, store, args, budget, self.lowering)
                 else:  # no tested private layer: the binding lifts, the sizes are checked after
                     raw = public_lift(func(store, *args), budget)
                 func.post_return(store)

@@ -1,27 +1,14 @@
 """Calling a hook export and lifting its result within the call's limits.
 
-Design notes
-------------
-* **Why not the binding's call.** wasmtime-py's ``Func.__call__`` turns the whole result into
-  Python objects (about 25 µs a value) after the guest has returned, outside every limit: a
-  300,000-message ``on-compact`` result took 13-20 s past a 300 ms limit, reported ok, held
-  Ctrl-C off and used 506 MiB from a 32 MiB store. Here the call goes through the same C
-  function, and the result is read from wasmtime's C values with bounds checked before
-  anything is built: the message count first (one read), then every string's size, with the
-  deadline and Ctrl-C checked every :data:`CHECK_EVERY` values. A result past
-  ``limits.result_messages`` or ``limits.result_mib`` is refused (``result_too_large``) before
-  any Python object of it exists.
-* **What is still outside.** wasmtime itself copies the result out of guest memory into its C
-  values inside the C call (native code, where neither the epoch nor Ctrl-C reaches). That
-  copy is bounded by the guest's memory (a list cannot be longer than its memory holds) but
-  costs about 1.4 KiB of host memory and 3 µs per message lifted: 300,000 one-byte messages,
-  14 MiB of guest memory, take about 1 s and 400 MiB before the count can be read. Closing
-  that needs a lazy lift in wasmtime's C API, or a checker component composed in front of
-  the guest; neither exists yet.
-* The export's type is the world's (checked at load, :mod:`murmur_nb._hooks.signatures`), so
-  the walker knows the shape; it still checks each value's kind and refuses anything else as
-  ``invalid_output`` rather than read through a wrong layout. Like :mod:`lowering`, this uses
-  wasmtime-py's ctypes layer (``wasmtime._ffi``) and is pinned to the same tested versions.
+wasmtime-py's ``Func.__call__`` builds the whole result in Python after the guest returned,
+outside every limit (a 300,000-message result ran 13-20 s past a 300 ms limit). Here the same
+C function is called and the result read from wasmtime's C values with bounds first: the
+message count, then each string's size, the deadline and Ctrl-C checked every
+:data:`CHECK_EVERY` values; past ``limits.result_messages`` or ``result_mib`` it is
+``result_too_large`` before any Python object exists. Still outside: wasmtime's own copy out
+of guest memory (bounded by that memory; about 3 µs and 1.4 KiB per message). Each value's
+kind is checked against the world's type (``invalid_output`` otherwise). Like
+:mod:`.lowering`, this uses ``wasmtime._ffi`` and is pinned to the same tested versions.
 """
 
 from __future__ import annotations
@@ -31,6 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from murmur_nb._hooks.lowering import Messages, PageLowering
 
 __all__ = ["CHECK_EVERY", "Budget", "LiftStopped", "call_and_lift", "public_lift"]
 
@@ -81,8 +70,13 @@ class Budget:
             )
 
 
-def call_and_lift(func: Any, store: Any, args: tuple[Any, ...], budget: Budget) -> tuple[bool, Any]:
+def call_and_lift(
+    func: Any, store: Any, args: tuple[Any, ...], budget: Budget, lowering: PageLowering
+) -> tuple[bool, Any]:
     """Call ``func`` (a hook export) and lift its ``result<T, string>`` within ``budget``.
+
+    A :class:`~murmur_nb._hooks.lowering.Messages` argument is written by ``lowering``; any
+    other goes through the binding's conversion.
 
     Returns ``(ok, payload)``: the ``err`` string, the ``ok`` string (``on-task-start``) or a
     list of message dicts keyed by the WIT field names (``on-compact``).
@@ -107,7 +101,10 @@ def call_and_lift(func: Any, store: Any, args: tuple[Any, ...], budget: Budget) 
     called = False
     try:
         for (_name, ty), value in zip(params, args, strict=True):
-            ty.convert_to_c(store, value, ctypes.pointer(c_args[made]))
+            if isinstance(value, Messages):
+                lowering.write_messages(ctypes.addressof(c_args[made]), value.items)
+            else:
+                ty.convert_to_c(store, value, ctypes.pointer(c_args[made]))
             made += 1
 
         def run() -> Any:

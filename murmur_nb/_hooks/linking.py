@@ -1,14 +1,10 @@
 """The linker every hook call instantiates against: what a hook may import, and nothing else.
 
-Design notes
-------------
-* WASI preview 2 without preopens, environment, arguments or network, with the monotonic
-  clock shadowed by :class:`murmur_nb._hooks.waits.BoundedClock` so that no wait outlives the
-  call; plus ``murmur:conversation/read`` served by the host. Any other import fails
-  instantiation, which the host reports as ``link_error``.
-* wasmtime-py keeps host functions in a process-wide table until the linker is freed, so the
-  functions defined here reach the host through :class:`HostFunctions`, which holds it weakly:
-  the linker never keeps a dropped host alive.
+WASI preview 2 without preopens, environment, arguments or network, the monotonic clock
+shadowed by :class:`murmur_nb._hooks.waits.BoundedClock` (no wait outlives the call), and
+``murmur:conversation/read`` served by the host; any other import is a ``link_error``.
+wasmtime-py keeps host functions until the linker is freed, so they reach the host through
+:class:`HostFunctions`, which holds it weakly.
 """
 
 from __future__ import annotations

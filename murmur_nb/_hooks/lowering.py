@@ -1,33 +1,25 @@
 """Lowering ``read-messages`` pages into wasmtime values for hook calls.
 
-Design notes
-------------
-* **Pages are written straight into wasmtime's C values** (:class:`PageLowering`), because
-  the binding's generic conversion is far slower: measured on the benchmark's task_start
-  reading one 100-message page (wasmtime 50.0.1, two busy cores), a median of 1.8 ms with
-  this writer against 73 ms with the public binding, which would miss the 2.5 ms goal by far.
-* **This is the only module that touches wasmtime-py's private API** (``wasmtime._ffi``, its
-  struct layouts, ``WasmtimeError._consume``/``_from_ptr``). A layout change need not raise:
-  it could write through wrong offsets. So the writer is used only with the wasmtime versions
-  the tests ran it against (:data:`TESTED_WASMTIME`, the same range as
-  ``[tool.murmur-nb] fast-lowering-wasmtime`` in ``pyproject.toml``); with any other version,
-  or when any of :data:`FAST_PATH_ERRORS` is raised while it is set up, the host uses the
-  public binding (:func:`message_record` builds the same values as
-  ``wasmtime.component.Record``). The test suite runs every call shape through both paths.
-* **Types.** The callback is registered untyped, like every wasmtime-py host function: the
-  host refuses at load any component whose ``read-messages`` import differs from the world
-  (:mod:`murmur_nb._hooks.signatures`), and the callback still checks the argument count and
-  kinds it is handed before reading them, refusing the call otherwise.
+:class:`PageLowering` writes pages straight into wasmtime's C values: 1.8 ms for a 100-message
+page against 73 ms through the public binding. It is the only module on wasmtime-py's private
+API (``wasmtime._ffi``, struct layouts), where a layout change could write through wrong
+offsets without raising, so it runs only on :data:`TESTED_WASMTIME` (``[tool.murmur-nb]
+fast-lowering-wasmtime`` in ``pyproject.toml``); otherwise, or on :data:`FAST_PATH_ERRORS`,
+:func:`message_record` builds the same values with the public binding. The untyped callback
+still checks the count and kinds of its arguments; the world's signature is checked at load
+(:mod:`murmur_nb._hooks.signatures`).
 """
 
 from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "FAST_PATH_ERRORS",
+    "Messages",
     "TESTED_WASMTIME",
     "PageLowering",
     "add_fast_read",
@@ -190,18 +182,52 @@ class PageLowering:
         ctypes = self._ctypes
         c_void_p = ctypes.c_void_p
         of, entry_size, entry_val_of = self.of, self.entry_size, self.entry_val_of
-        byte_vec_new = self.byte_vec_new
-        boxed_string = self._boxed_string
         # Build the page record in its own scratch value, fill it, then box it.
         self._page_val.kind = self.k_record
         page_addr = self._page_addr
         self.record_copy(page_addr + of, ctypes.addressof(self._page))
         entries = c_void_p.from_address(page_addr + of + 8).value or 0
+        self._fill_list(entries + entry_val_of, messages, self._list_template(len(messages)))
+        if cursor is not None:
+            boxed = self._boxed_string(cursor)
+            c_void_p.from_address(entries + entry_size + entry_val_of).value = boxed
+        ctypes.c_uint32.from_address(entries + 2 * entry_size + entry_val_of).value = total
+        self._write_result(results, ok=True, boxed=self.val_new(page_addr))
+
+    def write_messages(self, addr: int, messages: Sequence[Any]) -> None:
+        """Write ``messages`` as a ``list<message>`` into the C value at ``addr``.
+
+        The ``on-compact`` argument: 10,000 messages take the public binding seconds, which
+        count against the hook's own time limit; written here they take milliseconds. The
+        list is made for its length and not kept (a page's templates are: pages are small).
+        """
+        ctypes = self._ctypes
         n = len(messages)
-        list_addr = entries + entry_val_of
-        self.list_copy(list_addr, ctypes.addressof(self._list_template(n)))
-        data = c_void_p.from_address(list_addr + 8).value or 0
-        # One view over the copied list's values; each value's record data pointer sits at
+        ctypes.memset(addr, self.k_list, 1)
+        fresh = self._ffi.wasmtime_component_vallist_t()
+        self._ffi.wasmtime_component_vallist_new_uninit(ctypes.byref(fresh), n)
+        base = ctypes.cast(fresh.data, ctypes.c_void_p).value or 0
+        message = ctypes.addressof(self._message)
+        for i in range(n):
+            ctypes.memset(base + i * self.val_size, self.k_record, 1)
+            self.record_copy(base + i * self.val_size + self.of, message)
+        # the fresh list's (size, data) pair moves into the value as it is: no copy
+        ctypes.memmove(addr + self.of, ctypes.addressof(fresh), ctypes.sizeof(fresh))
+        self._fill(addr + self.of, messages)
+
+    def _fill_list(self, list_addr: int, messages: Sequence[Any], template: Any) -> None:
+        self.list_copy(list_addr, self._ctypes.addressof(template))
+        self._fill(list_addr, messages)
+
+    def _fill(self, list_addr: int, messages: Sequence[Any]) -> None:
+        """Write each message's strings into the records of the list at ``list_addr``."""
+        ctypes = self._ctypes
+        of, entry_size, entry_val_of = self.of, self.entry_size, self.entry_val_of
+        byte_vec_new = self.byte_vec_new
+        boxed_string = self._boxed_string
+        n = len(messages)
+        data = ctypes.c_void_p.from_address(list_addr + 8).value or 0
+        # One view over the list's values; each value's record data pointer sits at
         # word ``i * step + first`` of it.
         step, first = self.val_size // 8, (of + 8) // 8
         words = (ctypes.c_uint64 * (n * step)).from_address(data) if n else ()
@@ -228,11 +254,6 @@ class PageLowering:
                     created = _timestamp(created)
                 raw = created.encode("utf-8")
                 byte_vec_new(slot.value + of, len(raw), raw)
-        if cursor is not None:
-            boxed = self._boxed_string(cursor)
-            c_void_p.from_address(entries + entry_size + entry_val_of).value = boxed
-        ctypes.c_uint32.from_address(entries + 2 * entry_size + entry_val_of).value = total
-        self._write_result(results, ok=True, boxed=self.val_new(page_addr))
 
     def _write_result(self, results: Any, *, ok: bool, boxed: int) -> None:
         ctypes = self._ctypes
@@ -240,6 +261,13 @@ class PageLowering:
         ctypes.memset(addr, self.k_result, 1)
         ctypes.c_bool.from_address(addr + self.of).value = ok
         ctypes.c_void_p.from_address(addr + self.of + self.result_val).value = boxed
+
+
+@dataclass(frozen=True)
+class Messages:
+    """An ``on-compact`` argument the call writes with :meth:`PageLowering.write_messages`."""
+
+    items: Sequence[Any]
 
 
 def message_record(message: Any) -> Any:

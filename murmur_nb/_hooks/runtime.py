@@ -1,47 +1,13 @@
 """The process-wide wasmtime engine, compiled-component cache and epoch ticker for hooks.
 
-Design notes
-------------
-* **One engine, one ticker.** Every :class:`HookHost` in the process shares one wasmtime
-  ``Engine`` configured for epoch interruption and fuel metering (both must be set before
-  instantiation, and both are part of the compiled-component cache key). One daemon thread
-  advances the engine's epoch by wall time while hooks run and sleeps once they have been idle
-  for a second; each call's store gets its own deadline in ticks. Calls are serialized by a
-  process-wide lock, so the ticker always knows which call it is timing; a call that waits
-  for the lock spends its own time limit waiting (``HookHost._call``), so one slow hook
-  cannot hold another past that hook's limit.
-* **What a guest may allocate.** The store limits count linear memories and tables only;
-  wasmtime's GC heap (wasm GC structs and arrays, and exception objects) is a separate heap
-  they do not reach (a guest kept 45 MiB of GC arrays live under ``memory_mib: 32``). The hook
-  world needs core wasm and the component model alone, so wasm GC, typed function references
-  and exceptions are switched off in the engine: a component that uses them fails validation
-  at load (:data:`NO_GC_HINT`) and never runs.
-* **Interrupts.** A hook call can run inside wasm for a long time, where Python's own SIGINT
-  handler cannot run. While a call runs on the main thread, a flag-setting SIGINT handler and
-  a wakeup fd are installed; the ticker thread sees the signal byte, advances the epoch past
-  the store's deadline so the guest stops at its next check, and the call then raises
-  ``KeyboardInterrupt`` with the host intact.
-* **Teardown, and why it has an order.** wasmtime-wasi serves a guest's stdout/stderr through
-  ``AsyncWriteStream``: a task on its own tokio runtime (threads named ``tokio-rt-worker``)
-  holds a clone of the custom output stream and calls wasmtime-py's ctypes callbacks from that
-  thread. When a store is deleted, that task is aborted and a worker drops it later, and the
-  last clone's drop calls wasmtime-py's ``custom_finalize`` -- Python code -- from the worker.
-  Once the interpreter has begun finalizing, a foreign thread taking the GIL is ended with
-  ``pthread_exit``, whose forced unwind crosses Rust's no-unwind thread entry: "panic in a
-  function that cannot unwind", then abort (exit 134, or 0 with the panic on stderr when the
-  main thread wins the race). A trap made that likely: wasmtime-py's ``enter_wasm`` keeps the
-  raised error in a local of a frame its own traceback holds, so a trapped call's store (with
-  its open streams) lived in a reference cycle until the GC freed it -- at shutdown.
-  Upstream: wasmtime-py's ``WasiConfig.stdout_custom``/``stderr_custom`` over the C API's
-  ``wasi_config_set_*_custom`` (wasmtime PR 11965, Nov 2025) up to wasmtime-py 50.0.1, the
-  version this was diagnosed on; no upstream report existed when this was written (Nov 2026).
-  Drop the wait in :meth:`Runtime.shutdown` once the finalizer runs on the deleting thread.
-  So: every store is closed on the calling thread as its call ends (and a trap's traceback
-  cycle is cut), and :meth:`Runtime.shutdown` -- an ``atexit`` hook, registered once wasmtime
-  is imported; exit hooks run before finalization, while other threads may still take the
-  GIL -- refuses new hosts, stops a running call, closes every host and any store still
-  open, waits for the workers to release every output callback, stops the ticker and only
-  then closes the engine.
+Every :class:`HookHost` shares one ``Engine`` (epoch interruption and fuel, both part of the
+cache key) and one daemon ticker that advances the epoch while hooks run and sleeps when they
+are idle. Calls are serialized by a process-wide lock, so the ticker knows which call it
+times; a call waiting for the lock spends its own time limit. wasm GC, typed function
+references and exceptions are off, because the store limits do not reach wasmtime's GC heap:
+such a component fails at load (:data:`NO_GC_HINT`). While a call runs on the main thread,
+SIGINT sets a flag the ticker turns into an epoch past the deadline, and the call raises
+``KeyboardInterrupt`` with the host intact. Teardown has an order: :meth:`Runtime.shutdown`.
 """
 
 from __future__ import annotations
@@ -259,11 +225,23 @@ class Runtime:
             return cls._instance
 
     def shutdown(self, wait_s: float = DRAIN_S) -> None:
-        """Release everything in order; runs at interpreter exit (see the module notes).
+        """Release everything in order; runs at interpreter exit (an ``atexit`` hook).
 
         New hosts are refused from here on. A call running on another thread is stopped at its
         next epoch check; if it has not ended within ``wait_s`` the teardown is left to the
-        interpreter rather than pulling a store from under it.
+        interpreter rather than pulling a store from under it. Then every host and any store
+        still open is closed, the workers are waited for until they release every output
+        callback, the ticker stops, and only then the engine closes.
+
+        Why the order: wasmtime-wasi serves a guest's stdout/stderr from a tokio worker thread
+        that holds a clone of the custom output stream; when the last clone drops, the worker
+        calls wasmtime-py's ``custom_finalize``, Python code. Once the interpreter finalizes,
+        a foreign thread taking the GIL is ended by ``pthread_exit``, whose unwind crosses
+        Rust's no-unwind entry: "panic in a function that cannot unwind", then abort (issue
+        16). Exit hooks run before finalization, so draining here is safe; each store is also
+        closed on its calling thread as its call ends, a trap's traceback cycle cut. Seen
+        with wasmtime-py up to 50.0.1 (``WasiConfig.stdout_custom``); drop the wait once the
+        finalizer runs on the deleting thread.
         """
         with Runtime._create_lock:
             if Runtime._shut_down:

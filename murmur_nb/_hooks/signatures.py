@@ -1,20 +1,12 @@
 """The function types of the ``hook`` world, and the load-time check of a component against them.
 
-Design notes
-------------
-* **Host functions written in Python are untyped to wasmtime.** wasmtime-py registers them
-  through ``wasmtime_component_linker_instance_add_func``, which accepts whatever function type
-  the guest's import declares and hands it to the callback. Nothing at link time would stop a
-  guest that imports ``read-messages`` as ``func(cursor: u64, ...)``. So before a component is
-  ever instantiated, :func:`check_imports` reads its import types (public component-type API)
-  and compares every function it imports from an interface the host serves in Python with
-  the one signature that interface defines. A mismatch is a ``link_error`` naming the import
-  and both signatures; a function the host does not serve is one too. WASI functions are
-  defined by wasmtime itself with their types, so a mismatch there fails instantiation, which
-  the host also reports as ``link_error``.
-* Signatures are compared as text rendered by :func:`signature` (parameter names left out:
-  they do not change the ABI). Resources render as ``own<resource>``/``borrow<resource>``:
-  which resource a handle is of is checked by wasmtime when the handle crosses.
+wasmtime-py registers Python host functions untyped: any function type a guest's import
+declares is accepted and handed to the callback. So before a component is instantiated,
+:func:`check_imports` compares every function it imports from an interface the host serves
+with that interface's one signature; a mismatch, or a function the host does not serve, is a
+``link_error`` naming both. WASI functions are typed by wasmtime itself. Signatures compare
+as text (:func:`signature`, parameter names left out); which resource a handle is of is
+checked by wasmtime when it crosses.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """Host versions of the WASI monotonic clock whose waits end at the call's deadline.
 
-Design notes
-------------
-* **Why.** Epoch interruption only fires inside wasm. A guest that subscribes to a monotonic
-  clock pollable and calls ``poll`` (or ``pollable.block``) waits inside wasmtime's own host
-  code, where neither the deadline nor Ctrl-C reaches it: a 10 s sleep under a 500 ms limit
-  held the kernel for 10 s. In a hook's sandbox the clock is the only source that can keep a
-  pollable pending: stdin is closed, stdout and stderr are always writable, there are no files,
-  no sockets can connect or listen and name lookup is off.
-* **How.** The linker shadows ``wasi:clocks/monotonic-clock`` with these Python functions.
-  ``subscribe-duration`` and ``subscribe-instant`` do the waiting themselves, in short slices
-  that watch the call's deadline and the interrupt flag, and then hand the guest a pollable
-  that is already ready, so the guest's later ``poll`` returns at once. A wait that would end
-  past the deadline waits until the deadline, marks the call and raises a ``WasmtimeError``
-  (the call ends as ``deadline_exceeded``); Ctrl-C ends it within one slice. A
-  ``WasmtimeError`` (not a Python exception) crosses wasmtime-py's callback as an error of its
-  own, so nothing is left in the binding's last-exception slot, even during instantiation.
-  ``now`` is Python's ``time.monotonic_ns()``, so an instant the guest computes from ``now``
-  is in the same clock.
-* **A ready pollable** can only be made by wasmtime's WASI (a pollable is a wasmtime resource),
-  so a tiny helper component (:data:`HELPER_WAT`) linked against the unshadowed WASI is
-  instantiated in the call's store on first use and asked for ``subscribe-duration(0)``.
-* The observable difference from wasmtime's clock: time passes at ``subscribe`` rather than at
-  ``poll``. For a guest in this sandbox, which has nothing else to wait for, the two agree.
+Epoch interruption fires only inside wasm; a guest blocked in ``poll`` on a clock pollable
+waits in wasmtime's host code, out of reach of the deadline and Ctrl-C. In a hook's sandbox
+the clock is the only thing a pollable can wait for, so the linker shadows
+``wasi:clocks/monotonic-clock``: ``subscribe-duration`` and ``subscribe-instant`` wait here, in
+short slices watching the deadline and the interrupt flag, then return an already ready
+pollable (made by the helper component :data:`HELPER_WAT`). A wait past the deadline raises a
+``WasmtimeError`` (``deadline_exceeded``), which crosses the callback without leaving anything
+in the binding's last-exception slot. ``now`` is ``time.monotonic_ns()``. The one difference
+from wasmtime's clock: time passes at ``subscribe``, not at ``poll``.
 """
 
 from __future__ import annotations

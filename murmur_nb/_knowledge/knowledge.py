@@ -1,36 +1,15 @@
 """Skills and agent overlays: listed, loaded on demand, verified by digest, budgeted, audited.
 
-A module ships two kinds of knowledge documents (seed 004): ``Descriptor.Skills``, loaded only
-for the capability in play (``Capability.Skills`` lists them), and ``AgentOverlays``, concise
-instructions the host may fold into an agent. Each declares a path, a digest and a token
-estimate. The host methods (:meth:`ModuleHost.skills <murmur_nb.ModuleHost.skills>`,
-``load_skill``, ``skills_for``, ``agent_listing``, ...) delegate here.
-
-Design notes
-------------
-* **Verified when loaded, not when described.** Describe only checks the shape of a path and
-  a digest (SPEC §1); the file may change afterwards. So every load opens the file beneath
-  the module folder one path component at a time (``dir_fd`` and ``O_NOFOLLOW``), requires a
-  regular file, reads its bytes once, and returns them only when their SHA-256 equals the
-  declared digest. What is hashed is what is returned: there is no second read to race.
-* **Links inside the folder are followed, links out of it are not.** Describe accepts a
-  link that stays inside the module folder, so the loader resolves links itself
-  (``open_beneath(..., inner_links=True)``) and refuses as soon as one would leave the folder.
-* **Budget before loading.** :func:`select_skills` walks the capability's skills in its
-  order and picks by the *declared* ``tokens`` (the seed's "budget before loading"), first
-  fit: a skill that does not fit is left out and later, smaller ones are still tried. Only
-  picked skills are read. Under a budget, a skill declaring no positive estimate is left
-  out: it cannot be budgeted.
-* **An unknown skill id warns, it does not refuse the module.** SPEC §1 lists what refuses
-  a module at describe, and a dangling ``Capability.Skills`` entry is not on it: the
-  capability's contract (schemas, effects, permissions) is intact, only a hint for lazy
-  loading is lost. Refusing would take every capability away from the operator for a
-  documentation typo. :func:`knowledge_warnings` reports it (and duplicate ids, and
-  estimates that are not positive) on ``ModuleInfo.warnings`` and as a
-  :class:`KnowledgeWarning` from ``describe``; ``skills_for`` lists it as left out.
-* **Verified against the descriptor the host holds** (its last describe), not a fresh
-  one: a file changed since is caught, whatever a new describe would now declare.
-* **Every load is audited**, refused ones too (:class:`KnowledgeLog`).
+A module ships ``Descriptor.Skills`` (loaded for the capability in play) and
+``AgentOverlays`` (instructions the host may fold into an agent), each with a path, a digest
+and a token estimate (seed 004); the host methods (``skills``, ``load_skill``, ``skills_for``,
+``agent_listing``, ...) delegate here. Every load opens the file beneath the module folder
+(links inside followed, none out: ``open_beneath(..., inner_links=True)``), reads it once and
+returns it only when its SHA-256 equals the digest of the descriptor the host holds.
+:func:`select_skills` picks by declared ``tokens`` before reading (first fit; no estimate, no
+pick under a budget). An unknown skill id warns (:func:`knowledge_warnings`,
+:class:`KnowledgeWarning`) rather than refusing the module: SPEC §1 does not list it. Every
+load is audited, refused ones too (:class:`KnowledgeLog`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Standing approvals, each pinned to the descriptor it approved.
 
-Design notes
-------------
-* **A pin is two digests.** An operator approval (``host.approve``) or an entry of the
-  policy's ``approved`` allow-list counts only while ``describe`` returns the descriptor
-  whose SHA-256 it was pinned to *and* the module folder hashes to the same code digest
-  (the executable or a file beside it rewritten behind the same descriptor voids it). An
-  allow-list entry is pinned to what the host sees first.
-* **A voided approval says why.** When the digest changed, the outstanding reasons gain
-  one that names the old and new digests and what changed, in operator terms.
-* **One verdict.** :meth:`Approvals.verdict` is the only place that weighs the policy's
-  reasons against the pins; ``invoke`` and ``approval_reasons`` both ask it.
+An approval (``host.approve`` or the policy's ``approved`` list, pinned to what the host sees
+first) counts only while ``describe`` returns the same descriptor digest and the folder the
+same code digest; a voided one adds a reason naming both digests and what changed.
+:meth:`Approvals.verdict` is the one place that weighs the policy's reasons against the pins.
 """
 
 from __future__ import annotations

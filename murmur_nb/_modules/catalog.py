@@ -1,18 +1,10 @@
 """What is installed: module folders, running ``describe``, and the descriptor cache key.
 
-Design notes
-------------
-* **A module is a folder.** ``<home>/modules/<id>/module`` is the executable; the folder
-  name is the module id and must be a plain name (:data:`MODULE_ID_RE`), never a path.
-* **Descriptors are cached by ``stat``.** :func:`stat_key` fingerprints the whole folder
-  (a launcher usually runs code beside it), so any file added, removed, replaced or
-  edited makes the host describe again. Every entry counts, however many (within
-  ``Policy.max_module_entries``): a large folder is walked, not re-described.
-* **What runs is a snapshot.** ``describe`` (and later ``invoke``) runs the verified,
-  read-only copy of the folder (:mod:`.snapshot`) whose digest the approval pins, never
-  the live folder, so a file swapped after the hash is never executed.
-* **A refusal is data.** :func:`run_describe` never raises for a broken module: it returns
-  a :class:`Described` whose ``errors`` say what is wrong, so a refused module still lists.
+``<home>/modules/<id>/module`` is the executable; the folder name is the module id, a plain
+name (:data:`MODULE_ID_RE`). Descriptors are cached by :func:`stat_key`, a fingerprint of the
+whole folder, so any change describes again. ``describe`` runs the verified, read-only
+snapshot (:mod:`.snapshot`), never the live folder. :func:`run_describe` never raises for a
+broken module: its :class:`Described` carries the ``errors``, so a refused module still lists.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The host's side of the module sandbox: one report per host, refusal or one warning, launch.
 
-Design notes
-------------
-* **Asked once.** Which confinement guarantees hold is probed on first use from the policy
-  the host has then (:func:`murmur_nb._sandbox.sandbox_report`) and kept.
-* **The policy decides what a gap means.** ``sandbox="required"`` refuses to run anything
-  (:class:`~murmur_nb.SandboxUnavailable`), ``"best-effort"`` warns once per host
-  (:class:`~murmur_nb.SandboxWarning`) and notes it on every invocation, ``"off"`` says
-  nothing.
+What holds is probed once, from the policy the host has then
+(:func:`murmur_nb._sandbox.sandbox_report`). ``sandbox="required"`` refuses a gap
+(:class:`~murmur_nb.SandboxUnavailable`), ``"best-effort"`` warns once per host
+(:class:`~murmur_nb.SandboxWarning`) and notes it on every invocation, ``"off"`` says nothing.
 """
 
 from __future__ import annotations

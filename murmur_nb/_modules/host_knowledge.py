@@ -1,7 +1,8 @@
 """The skill and agent-overlay methods of :class:`~murmur_nb.ModuleHost`.
 
 They are thin: what a skill or overlay is, how it is found, verified, loaded, budgeted and
-audited lives in :mod:`.knowledge`, the agent's capability list in :mod:`.agent_listing`.
+audited lives in :mod:`murmur_nb._knowledge.knowledge`, the agent's capability list in
+:mod:`murmur_nb._knowledge.agent_listing`.
 This mixin only binds them to a host's catalog (the descriptors it holds) and its
 knowledge log.
 """

@@ -1,21 +1,12 @@
 """Rules on what a caller hands to :meth:`ModuleHost.invoke` before it becomes a request.
 
-Design notes
-------------
-* **Go decides what a key means.** SPEC §1 says ``extra`` is inlined at the request root
-  and can never shadow a host field; a Go module matches keys to fields case-insensitively
-  under Unicode simple case folding (``Roots``; ``roots`` with U+017F, a long s). The rule
-  is :func:`go_fold` / :func:`shadowing_keys`, defined once in
-  :mod:`murmur_nb.protocol._fold` and used by the ``Request`` serializer too: an ``extra``
-  key whose fold equals a host field's fold is dropped here with a warning, exactly like
-  the exact name, and could not reach the wire through any other path either.
-* **Strict JSON text.** The request is UTF-8 JSON (RFC 8259): a lone surrogate cannot be
-  encoded and ``NaN``/``Infinity`` are not JSON. Both are refused as ``invalid_input``
-  before anything runs, never discovered later as a host crash.
-* **Bounds a Go ``int`` can hold.** ``deadline_ms`` and ``max_output_bytes`` are positive
-  and at most the policy's ``deadline_ms_limit`` / ``max_output_bytes_limit``.
-* **Canonical roots.** Every root path sent is ``realpath``'d, whatever on the host side is
-  a link (the runs folder, ``TMPDIR``, the home): the seed's "canonicalized absolute paths".
+An ``extra`` key never shadows a host field, also as a Go module reads it (case-insensitive
+under Unicode simple folding: :func:`go_fold` / :func:`shadowing_keys`, defined once in
+:mod:`murmur_nb.protocol._fold` and used by the ``Request`` serializer too); such a key is
+dropped with a warning. The request is strict UTF-8 JSON (no lone surrogate, no ``NaN``),
+refused as ``invalid_input`` before anything runs. ``deadline_ms`` and ``max_output_bytes``
+are positive and within the policy's limits. Every root path sent is ``realpath``-ed.
+:func:`poll_request` and :func:`poll_finished` are the one home of the poll rule.
 """
 
 from __future__ import annotations

@@ -1,38 +1,16 @@
 """Verified, read-only snapshots of module folders: what was hashed is what runs.
 
-Design notes
-------------
-* **Why a copy.** Hashing the live folder and later executing it leaves a window in which
-  whoever can write the folder swaps the code under an approval pinned to the old hash.
-  So the host copies the folder once, hashing the bytes *as it writes them*, into a folder
-  named by that digest; ``describe`` and ``invoke`` run the copy, and approvals pin its
-  digest. A change made to the live folder afterwards is never executed: the next call sees
-  new ``stat`` signatures, builds another snapshot, and the approval no longer matches.
-* **``__pycache__`` is left out, and cannot be planted.** A folder named ``__pycache__`` is
-  neither hashed nor copied, and the snapshot is read-only (files ``0444``/``0555``,
-  folders ``0555``), so the interpreter cannot write a cache there either: a planted
-  (e.g. unchecked-hash) ``.pyc`` never reaches a module; Python compiles the hashed sources.
-  Every other file, ``.pyc`` files elsewhere included, is hashed.
-* **Links.** A link whose target resolves outside the folder refuses the module (code could
-  reach a root the module writes). A link that stays inside becomes a *relative* link to
-  the same place in the snapshot, hashed by that relative target, so it can never reach the
-  live folder. Hard links need no rule: the snapshot holds copies.
-* **Only files, folders and links.** A FIFO, socket or device is left out of the listing
-  and the snapshot (reading one may block or never end; it is never code).
-* **Bounded.** Entries and bytes are counted from ``lstat`` before a byte is read, against
-  ``Policy.max_module_entries`` / ``Policy.max_module_bytes``; a sparse file (far fewer
-  blocks on disk than its size) is refused too. The refusal code is ``module_too_large``.
-* **Hashed once.** Each file's SHA-256 is remembered by ``(dev, inode, size, mtime_ns,
-  ctime_ns)`` (a write always moves ``ctime``, which nobody can set back), which predicts
-  the folder digest without reading; a snapshot with that digest is reused while its own
-  ``stat`` signature is the one this process verified, and one made by another process is
-  re-hashed once before use. Otherwise it is built in a temporary folder and renamed into
-  place, so racing hosts never see half a snapshot.
-* **Where.** ``$MURMUR_NB_SNAPSHOTS``, else ``<murmur-nb cache>/module-snapshots`` when
-  every folder above it lets others through, else ``<tempdir>/murmur-nb-snapshots-<uid>``:
-  written only by its owner (checked on use: owner, a real folder, no group or other
-  write) and readable and traversable by everyone, because on a root host the module runs
-  as an unprivileged uid and must read its snapshot.
+The host copies a module folder once, hashing the bytes as it writes them, into a folder named
+by that digest; ``describe`` and ``invoke`` run the copy and approvals pin its digest, so a
+change to the live folder is never executed under an old approval. ``__pycache__`` is neither
+hashed nor copied and the copy is read-only, so no ``.pyc`` can be planted. A link leaving the
+folder refuses the module; one inside becomes a relative link within the snapshot. FIFOs,
+sockets and devices are left out. Entries and bytes are counted from ``lstat`` before a byte
+is read (``module_too_large``; sparse files too). Files are hashed once per
+``(dev, inode, size, mtime_ns, ctime_ns)``; snapshots are built in a temporary folder and
+renamed into place. Where: ``$MURMUR_NB_SNAPSHOTS``, else ``<cache>/module-snapshots`` when
+others can pass through, else ``<tempdir>/murmur-nb-snapshots-<uid>``, owner-written and
+world-readable (on a root host the module runs as another uid).
 """
 
 from __future__ import annotations

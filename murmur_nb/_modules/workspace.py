@@ -1,17 +1,10 @@
 """Where module processes run: a runs folder with per-call working folders.
 
-Design notes
-------------
-* **Private by default.** Without a ``runs_dir`` the host gets a private temporary folder
-  that :meth:`Workspace.close` removes, and an ``atexit`` hook removes too when a notebook
-  kernel shuts down with the host still open.
-* **A working folder is never recycled.** Each run gets a new one and it is removed after
-  the run, whatever the module left in it: an emptied folder still carries extended
-  attributes and timestamps a module can set, which would reach the next module (another
-  one, perhaps with a network grant).
-* **Reachable by the sandbox id.** On a root host the module runs as an unprivileged uid
-  (:mod:`.identity`): the private runs folder is made traversable (``0711``: nothing in it
-  can be listed) and each working folder is handed to that uid.
+Without a ``runs_dir`` the host gets a private temporary folder, removed by
+:meth:`Workspace.close` or at exit. Each run gets a new working folder, removed afterwards: an
+emptied one would still carry extended attributes and timestamps to the next module. On a
+root host the runs folder is ``0711`` and each working folder is handed to the sandbox uid
+(:mod:`murmur_nb._sandbox.identity`).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """The vocabulary every renderer shares: budget, source, body, the result object, the card.
 
-Design notes
-------------
-* **Static HTML only.** Every renderer returns plain HTML with inline styles and no script:
-  it must read the same in JupyterLab, in ``nbconvert --to html`` and in GitHub's notebook
-  view. Interactivity (stepping through slides) belongs to a widget elsewhere; the result
-  object carries the data that widget needs (:attr:`Rendering.slides`).
-* **Stable output.** nbval compares ``text/plain`` *and* ``text/html``, so neither holds a
-  timestamp, a memory address, a random id or an absolute temporary path. ``text/plain``
-  names the primitive, the title, the media type, the size and a short digest. Linked media
-  use a path relative to :attr:`RenderBudget.link_base` (the working directory by default,
-  which is the notebook's folder in Jupyter).
-* **Budget from the declaration.** ``bytes`` decides, before the file is opened, whether a
-  medium is embedded as a data URI or linked by path.
-* **One budget for the whole rendering.** Per-artifact bounds alone let one file listed 150
-  times become 150 data URIs (800 MiB of HTML from one call). So a rendering also has a total
-  (:attr:`RenderBudget.total_bytes`): each renderer is handed the budget narrowed to what is
-  left (:func:`within`) and embeds only what fits; :mod:`.total` keeps the account, shows a
-  content once and turns what comes past the total into a link with a note.
+Renderers return static HTML with inline styles and no script, so it reads the same in
+JupyterLab, ``nbconvert`` and GitHub; interactivity belongs to widgets, which read
+:attr:`Rendering.slides`. Output is stable for nbval: no timestamp, address, random id or
+absolute temporary path; linked media are relative to :attr:`RenderBudget.link_base`. The
+declared ``bytes`` decides embed-or-link before the file is opened, and each renderer gets
+the budget narrowed to what the whole rendering has left (:func:`within`; the account is kept
+by :mod:`.total`).
 """
 
 from __future__ import annotations
@@ -32,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from murmur_nb._render.theme import BG_SOFT, BORDER, ERROR, FG, FG_MUTED, WARN
+from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, soft_background
 
 __all__ = [
     "Body",
@@ -381,7 +370,7 @@ _CARD = (
 )
 _HEAD = f"font-size:12px;color:{FG_MUTED};margin-bottom:6px"
 _NOTE = (
-    f"font-size:12px;color:{FG};background:{BG_SOFT};border:1px solid;border-color:{WARN};"
+    f"font-size:12px;color:{FG};{soft_background()};border:1px solid;{kept('border-color', WARN)};"
     "border-left-width:4px;border-radius:4px;padding:2px 6px;margin:4px 0"
 )
 
@@ -397,7 +386,7 @@ def card(
 ) -> str:
     """The framed card: a header line (primitive, title, type, size, digest), notes, body."""
     head = [
-        f'<span style="background:{BG_SOFT};color:{FG};border-radius:3px;padding:0 4px">'
+        f'<span style="{soft_background()};color:{FG};border-radius:3px;padding:0 4px">'
         f"{esc(primitive)}</span>"
         f" <b>{esc(title)}</b>"
     ]

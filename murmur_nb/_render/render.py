@@ -1,17 +1,11 @@
 """Render verified artifacts inline: ``render(invocation)``, ``render(artifact)``, ``render_file``.
 
-Design notes
-------------
-* **One artifact** is re-verified, resolved and drawn along a fallback chain in
-  :mod:`.fallback`; a broken player is never drawn, a failed check is an error card.
-* **Structural inputs** (:mod:`.inputs`): anything shaped like the host's
-  ``VerifiedArtifact`` / ``Invocation`` renders, and a gallery is just ``render([...])``
-  over artifacts and invocations from several calls.
-* **Grids group.** The ``image_grid`` images of one invocation become one grid, in order,
-  placed where the first of them was (:mod:`.grid`).
-* **One total per call.** Everything one ``render(...)`` call shows, a gallery of several
-  invocations included, is drawn against one :class:`~.total.Account`: the whole output is
-  bounded by :attr:`RenderBudget.total_bytes`, and a content is embedded once.
+One artifact is re-verified, resolved and drawn along the fallback chain of :mod:`.fallback`
+(a failed check is an error card). Anything shaped like the host's ``VerifiedArtifact`` or
+``Invocation`` renders (:mod:`.inputs`), so a gallery is ``render([...])``. The ``image_grid``
+images of one invocation become one grid where the first was (:mod:`.primitives.grid`).
+Everything one call shows is drawn against one :class:`~.total.Account`, bounded by
+:attr:`RenderBudget.total_bytes`, each content embedded once.
 """
 
 from __future__ import annotations

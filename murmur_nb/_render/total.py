@@ -1,26 +1,13 @@
 """The whole-rendering budget: one account per ``render(...)`` call, over all its artifacts.
 
-Design notes
-------------
-* **Why a total.** Every renderer bounds its own artifact, but bounds multiply: one 4 MiB
-  file that a module lists as 150 artifacts was embedded 150 times (800 MiB of HTML, 2.5 GiB
-  of memory, from one ``render(inv)``). Embedding on a module's behalf is work the host does
-  for a guest, and is bounded like the guest's own (SPEC, section 1, *Confinement*).
-* **Narrowed, then counted.** Each artifact is rendered with the budget narrowed to what the
-  rendering has left (:func:`~.core.within`), so media, downloads and thumbnail strips embed
-  only what fits, and say so naming :attr:`~.core.RenderBudget.total_bytes`. Its output is
-  then counted; a part that still comes out larger than what was left (a long text, a wide
-  table) is replaced by a link to its file. Nothing past the total is ever built beyond one
-  artifact's own bound, so memory stays bounded too.
-* **Once per content.** A later artifact with the digest of one already shown becomes a
-  short card that refers to the first. It is verified like any other (an error card if it
-  changed), except when it is the very claim already verified in this rendering (same root,
-  path, size and digest): nothing of it is shown again, so hashing it again proves nothing.
-* **Listed, then summed up.** Past the total, an artifact is a small card linking its file
-  (about a kilobyte, on top of the total); after :data:`LISTED_PAST` such cards (or
-  references) the rest are counted in one line, so a module claiming a hundred thousand
-  artifacts cannot grow the output either. The output of one call therefore stays under
-  ``total_bytes`` plus those few hundred cards.
+Per-artifact bounds multiply (one 4 MiB file listed 150 times became 800 MiB of HTML), and
+embedding is work done for a guest, so it is bounded like the guest's own (SPEC §1). Each
+artifact renders with the budget narrowed to what is left (:func:`~.core.within`), then its
+output is counted; a part still too large becomes a link. A later artifact with a digest
+already shown is a short card referring to the first (verified again unless it is the very
+same claim). Past the total an artifact is a small link card, and after :data:`LISTED_PAST`
+of those the rest are counted in one line, so output stays under ``total_bytes`` plus a few
+hundred cards.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """Re-check an artifact's file against its declared size and digest, right before rendering.
 
-The host verified the file when the invocation returned, but a notebook renders later, maybe
-much later, and the file may have been replaced, truncated or deleted since. So every render
-starts here.
-
-When the artifact's root folder is known (from the invocation's request, or recovered from
-the verified file's path), the host's own :func:`murmur_nb._files.artifacts.verify_artifact` runs
-again: confinement, regular file, size, digest, exactly the rules that admitted it. Where no
-root can be recovered, a plain streaming check of the verified file stands in. Either way the
-hash is streamed in fixed-size chunks, memory stays flat whatever the size, and a size
-mismatch is caught from ``fstat`` before any byte is read.
-
-The file is opened once, along its canonical path without following any link, and the
-descriptor that was checked is handed back (:class:`Verified`): the renderer reads through
-it (``/proc/self/fd/N`` reopens that very file), so swapping the path for a link after the
-check changes nothing that is shown.
+The host verified the file when the invocation returned, but a notebook renders later, and
+the file may have been replaced, truncated or deleted since. When the artifact's root is known
+(from the request, or recovered from the verified path), the host's own
+:func:`murmur_nb._files.artifacts.open_verified` runs again: confinement, regular file, one
+link, size, digest, the rules that admitted it; otherwise :func:`verify_file` checks the file
+alone. Either way the hash is streamed, a size mismatch is caught from ``fstat`` before a byte
+is read, and the checked descriptor is handed back (:class:`Verified`): the renderer reads
+through it, so swapping the path after the check changes nothing shown.
 """
 
 from __future__ import annotations

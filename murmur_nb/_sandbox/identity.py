@@ -1,30 +1,15 @@
 """Who a module process runs as: never the kernel's root, whoever runs the kernel.
 
-Design notes
-------------
-* **One unprivileged identity on a root host.** When the kernel runs as root (Colab, most
-  Docker images, CI), every module process runs as :func:`sandbox_id`, a uid and gid that
-  no account on the machine uses, with no supplementary group and no capability. As an
-  ordinary user, the module keeps that user's uid inside an unprivileged user namespace
-  (bubblewrap's own mapping), which already holds no privilege outside.
-* **How bubblewrap gets there as root.** bwrap run by root keeps the real uid 0 for the
-  module. Instead the host makes one user namespace per kernel process that maps uid 0 to
-  0 (so bwrap, root *in that namespace*, can still bind root-owned folders) and the sandbox
-  id to itself, hands it to bwrap (``--userns``), and the module is started through
-  ``setpriv``, which leaves root for the sandbox id before it execs: from then on the
-  process holds no capability in any namespace, and what it creates belongs to the sandbox
-  id (a setuid bit on such a file gives nothing, and the socket filter refuses it anyway).
-* **One exec, not two.** ``env -i`` (bwrap always sets ``PWD``) plus ``setpriv`` cost about
-  1.5 ms per call, measured side by side; ``drop.c`` does both (groups cleared, ids
-  switched, no_new_privs, an empty environment) in one small exec. It is compiled once into
-  the murmur-nb cache with the machine's C compiler; without one, ``env -i`` and
-  ``setpriv`` do the same.
-* **Access it needs.** A folder the host makes for one call (the working folder, a fresh
-  ``rw`` root) is handed to the sandbox id with ``chown``. A folder the policy maps as a
-  root keeps its owner; the sandbox id gets a POSIX ACL entry (``u:<id>:rwx`` on an ``rw``
-  root and the folders in it, with a default entry so what is created later stays
-  reachable; ``r-x`` on an ``ro`` root that others cannot read), written through the
-  ``system.posix_acl_*`` extended attributes, never through a chmod of the user's files.
+As an ordinary user the module keeps that uid inside bubblewrap's unprivileged user namespace.
+When the kernel is root (Colab, Docker, CI), it runs as :func:`sandbox_id`, a uid and gid no
+account uses, with no group and no capability: the host makes one user namespace per kernel
+process mapping 0 to 0 (so bwrap can still bind root-owned folders) and the sandbox id to
+itself, passes it with ``--userns``, and ``drop.c`` (compiled once with the machine's C
+compiler; else ``env -i`` plus ``setpriv``, 1.5 ms slower) clears groups, switches ids, sets
+no_new_privs and empties the environment in one exec. Folders made for one call are
+``chown``-ed to the sandbox id; a policy root keeps its owner and gets a POSIX ACL entry
+(``rwx`` on ``rw``, with a default entry; ``r-x`` on an ``ro`` root others cannot read),
+never a chmod of the user's files.
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """Landlock through its three system calls: the fallback confinement when bubblewrap cannot run.
 
-Why a small binding of our own: the one Python binding published for Landlock is a
-pre-release that knows only the filesystem rights of ABI 1-3; the host also needs the TCP
-rights of ABI 4 and the signal / abstract-socket scopes of ABI 6, and it needs the ruleset
-*built in the host* so that the child only has to make two system calls between ``fork``
-and ``exec``. Everything Landlock-specific lives in this file.
-
-How it is used: :func:`build_ruleset` opens every allowed path and adds its rule in the host
-process and returns the ruleset; :meth:`Ruleset.preexec` is given to ``subprocess.Popen``
-as ``preexec_fn`` and runs in the child after ``fork``: ``PR_SET_NO_NEW_PRIVS`` then
-``landlock_restrict_self``. The domain then holds for the module's executable and every
-process it starts; it cannot be lifted.
-
-Rights enforced (as far as the running kernel's ABI knows them):
-
-* filesystem (ABI 1+): read/execute only beneath the read paths, write only beneath the
-  write paths; ``REFER`` (2), ``TRUNCATE`` (3) and ``IOCTL_DEV`` (5) are handled when known;
-* network (ABI 4+): TCP ``bind`` and ``connect`` are denied unless network was granted
-  (UDP and raw sockets are not covered by Landlock);
-* scopes (ABI 6+): no signal to, and no abstract UNIX socket of, a process outside the
-  domain. Since ABI 1 a sandboxed process can never ``ptrace`` (or open ``/proc/<pid>/mem``
-  of) a process outside its domain; ``environ`` stays readable, so the caller grants no
-  ``/proc`` at all.
+A binding of our own: the published one knows only ABI 1-3, and the host needs ABI 4 (TCP)
+and ABI 6 (scopes), with the ruleset built in the host so the child makes just two calls
+between ``fork`` and ``exec``. :func:`build_ruleset` opens every allowed path and adds its
+rule; :meth:`Ruleset.preexec` (``preexec_fn``) sets ``PR_SET_NO_NEW_PRIVS`` and calls
+``landlock_restrict_self``, which holds for every process the module starts. Enforced as far
+as the kernel's ABI knows: read/execute beneath read paths and write beneath write paths
+(``REFER``, ``TRUNCATE``, ``IOCTL_DEV`` when known); TCP ``bind``/``connect`` denied without a
+network grant (not UDP); no signal to, or abstract socket of, a process outside. ``ptrace``
+outside is never possible, but ``environ`` stays readable, so no ``/proc`` is granted at all.
 """
 
 from __future__ import annotations

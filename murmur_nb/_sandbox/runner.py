@@ -1,35 +1,14 @@
 """Run one module process: empty environment, own session, bounded output, whole-tree kill.
 
-Design notes
-------------
-* The child gets ``env={}`` (no variable at all), a private working folder, the request on
-  standard input and nothing else, and ``start_new_session=True`` so it leads its own
-  session and process group.
-* One thread multiplexes stdin, stdout, stderr and a pidfd of the child with ``selectors``:
-  a fast module is never made to wait for a polling interval, and the host reads standard
-  output only up to ``max_output_bytes`` (+ one chunk), so its memory stays bounded
-  whatever the module prints. Standard error is drained continuously; only a bounded tail
-  is kept.
-* Descendants are tracked while the child is alive: 2 ms after start, then at doubling
-  gaps up to every ``_SCAN_INTERVAL`` seconds, the tree under the child is walked through
-  ``/proc/<pid>/task/*/children`` (psutil where the kernel lacks that file) and every pid is
-  remembered with its start time, so a recycled pid is never killed. A grandchild that
-  calls ``setsid`` leaves the child's session and group but not its tree, so the walk sees
-  it; once its parent dies it is reparented away, which is why it is remembered. A walk
-  costs a few reads per descendant, and a module that finishes before the first interval
-  costs none at all.
-* A caller may pass ``cancel`` (a :class:`threading.Event`): the wait loop wakes at least
-  every ``_CANCEL_CHECK`` seconds to look at it, and a set event ends the run the way a
-  deadline does (``cancelled``), so a Cancel button never needs a pid.
-* Killing the tree (deadline, output bound, cancel, ``KeyboardInterrupt``, stragglers after exit)
-  stops every process found by: the child's live tree, the remembered descendants, the
-  child's session and process group, and any process still holding the module's standard
-  output/error pipes or sitting in its private working folder (a ``/proc`` scan, done only
-  on this slow path). Everything is SIGSTOPped before it is SIGKILLed so nothing can fork
-  away in between, and the search repeats until it finds nothing new.
-* Known limit: a descendant that fully detaches (new session, standard streams closed,
-  working folder changed) *and* whose parent exits between two walks (a few ms) is no
-  longer related to the module by anything the host can see without cgroups.
+The child gets ``env={}``, a private working folder, the request on stdin and its own session.
+One thread multiplexes stdin, stdout, stderr and a pidfd with ``selectors``: stdout is read up
+to ``max_output_bytes`` (+ one chunk), stderr drained to a bounded tail. Descendants are
+walked at doubling gaps (``/proc/<pid>/task/*/children``, psutil elsewhere) and remembered
+with their start time, so a ``setsid`` grandchild is still found and a recycled pid is never
+killed. ``cancel`` (a :class:`threading.Event`) is looked at every ``_CANCEL_CHECK`` seconds.
+Killing the tree SIGSTOPs, then SIGKILLs, everything related (live tree, remembered pids,
+session and group, holders of its pipes or working folder) until nothing new is found. Known
+limit: a fully detached descendant whose parent exits between two walks escapes (no cgroups).
 """
 
 from __future__ import annotations

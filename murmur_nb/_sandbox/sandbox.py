@@ -1,38 +1,15 @@
 """The OS sandbox every module process runs in, and the report of what it guarantees here.
 
-Design notes
-------------
-* **Mechanisms, by measurement.** bubblewrap (Debian ``bubblewrap``) is the primary
-  mechanism: one ``bwrap`` exec gives the module a mount namespace that holds *only* what it
-  may see (system trees and the interpreter read-only, its module folder read-only, the
-  granted binaries, each root ``ro`` or ``rw``, its working folder, a private ``/tmp``), a
-  PID namespace with its own ``/proc`` (it sees and signals only its own tree, and when the
-  namespace's first process ends the kernel kills every process left in it, double-forked
-  daemons included), private IPC, no capabilities, and, unless ``grants.network`` is
-  non-empty, a seccomp filter under which no socket can be opened (:mod:`.seccomp`; where
-  libseccomp is missing, a network namespace with only loopback instead). A non-root user
-  gets these through an unprivileged user namespace. Cost, measured side by side by
-  ``benchmarks/bench_invoke.py`` on a shared 2-core machine (kernel 6.18, bubblewrap 0.8):
-  about 4 ms per call; a network namespace would add about 1 ms (the kernel sets one up
-  per call), the seccomp filter adds microseconds.
-* **Landlock is the fallback** for machines where bubblewrap is missing or user namespaces
-  are forbidden (some Binder nodes): the same path rules, TCP denied without a network
-  grant (ABI 4), signals and abstract sockets scoped (ABI 6), no ``ptrace`` of outside
-  processes (ABI 1), and no ``/proc`` at all (Landlock's ptrace scope alone still lets a
-  module read another process's ``/proc/<pid>/environ``, measured on kernel 6.18). It
-  cannot be stacked inside bubblewrap without a helper process (a Landlock domain forbids
-  the mounts bwrap makes), and it cannot keep a daemon from outliving the call: the report
-  says ``process_tree`` is then missing, and the runner's ``/proc`` tracking is the only
-  (best-effort) net.
-* **No cgroup.** cgroup v2 is often not delegated to the user (it is not on the machine this
-  was measured on); the PID namespace already guarantees that nothing outlives the call, so
-  cgroups are not used. Resource limits are out of scope here.
-* **Interpreters.** Read-only system trees (``/usr``, ``/lib*``, ``/bin``, ``/sbin``,
-  ``/etc``) plus the running interpreter's own installation (``sys.prefix``,
-  ``sys.base_prefix`` and their exec twins). Never the user's home or the notebook folder as
-  such: a tree that *is* ``/`` or the home folder is not exposed.
-* The probe runs once per process (a ``bwrap`` run of ``true``, one Landlock syscall);
-  :class:`SandboxReport` is what ``ModuleHost.sandbox`` returns.
+bubblewrap comes first: one ``bwrap`` exec gives the module a mount namespace holding only
+what it may see, a PID namespace (nothing outlives the call), private IPC, no capabilities,
+and without a network grant the :mod:`.seccomp` filter (a loopback-only network namespace
+where libseccomp is missing); about 4 ms per call (``benchmarks/bench_invoke.py``).
+Landlock is the fallback where user namespaces are forbidden: the same path rules, scoped
+signals and sockets, no ``/proc``, but no process-tree guarantee (the report then misses
+``process_tree``). No cgroups: they are often not delegated, and the PID namespace already
+ends every process. Only read-only system trees and the running interpreter's installation
+are exposed, never a tree that is ``/`` or the home folder. The probe runs once per process;
+:class:`SandboxReport` is what ``ModuleHost.sandbox`` returns.
 """
 
 from __future__ import annotations

@@ -1,37 +1,14 @@
 """A seccomp filter that leaves a module process no socket, no keyring and no setuid bit.
 
-Design notes
-------------
-* **What it refuses.** ``socket`` (every address family: IP, loopback, Unix, abstract Unix,
-  netlink, packet) fails with ``EACCES``; ``socketcall`` (the multiplexed form on
-  architectures that have it) the same; ``io_uring_setup`` fails with ``ENOSYS``, since an
-  io_uring can create sockets without the ``socket`` system call. ``socketpair`` stays
-  allowed: the pair it makes reaches nothing outside the process tree (event loops use it).
-  A system call of another ABI (32-bit ``int 0x80``, x32) kills the process, so the filter
-  cannot be walked around.
-* **Also with a network grant.** Every module gets the same filter minus the socket rules:
-  ``keyctl``, ``add_key`` and ``request_key`` fail with ``EPERM`` (the kernel's session
-  keyring is inherited across ``fork``, and a uid change does not leave it: this is what
-  keeps a secret the notebook put there out of reach, and two modules from passing one
-  through it); ``chmod``, ``fchmod``, ``fchmodat``, ``fchmodat2``, and ``open``, ``openat``,
-  ``creat``, ``mkdir``, ``mkdirat``, ``mknod``, ``mknodat`` with a mode holding the setuid
-  or setgid bit fail with ``EPERM`` (no setuid file is left behind for someone on the host
-  to run); ``openat2`` (whose mode sits in a struct the filter cannot read) fails with
-  ``ENOSYS``, so libraries fall back to ``openat``; ``io_uring_setup`` fails with ``ENOSYS``
-  (an io_uring opens files and sockets without these system calls).
-* **Why not only a network namespace.** Without a socket, a module reaches neither the
-  network, nor loopback, nor a Unix socket that happens to be visible in one of its roots
-  (a network namespace leaves path-named Unix sockets reachable). Loading the filter costs
-  microseconds, where creating a network namespace costs about a millisecond per call
-  (measured side by side by ``benchmarks/bench_invoke.py``).
-* **Who loads it.** bubblewrap (``--seccomp FD``, the program handed over through a pipe),
-  right before it starts the module; without bubblewrap, the child itself between ``fork``
-  and ``exec`` (:meth:`Filter.apply`, after Landlock when there is Landlock). Either way
-  after ``PR_SET_NO_NEW_PRIVS``; the filter is inherited by every process the module starts
-  and cannot be lifted. The program is compiled once per process with libseccomp (through
-  ``pyseccomp``).
-* **Known limit.** The module can still read the machine's socket tables under
-  ``/proc/net`` (which ports are open, like any local user); it cannot use them.
+Without a network grant ``socket`` and ``socketcall`` fail (``EACCES``), which also closes
+loopback and Unix sockets visible in a root, at microseconds instead of a network namespace's
+millisecond; ``socketpair`` stays (it reaches nothing outside the tree). For every module:
+``keyctl``, ``add_key``, ``request_key`` fail (the session keyring survives ``fork`` and uid
+changes); ``chmod``-family calls and ``open``/``mkdir``/``mknod`` with a setuid or setgid mode
+fail; ``openat2`` and ``io_uring_setup`` fail with ``ENOSYS`` (the filter cannot read their
+arguments, and io_uring bypasses the rest). Another syscall ABI kills the process.
+bubblewrap loads the program (``--seccomp FD``); without it the child does, in
+:meth:`Filter.apply`, after ``PR_SET_NO_NEW_PRIVS``. Known limit: ``/proc/net`` stays readable.
 """
 
 from __future__ import annotations

@@ -1,39 +1,17 @@
 """Schema validation whose cost a module cannot blow up: a work budget and linear keywords.
 
-Design notes
-------------
-* **Why.** A module writes both a schema and the data checked against it (its result, up to
-  the output bound; a form's or a caller's input). Three things let it stall the kernel:
-  ``pattern``-like keywords cost time per character matched (RE2 is linear, but a pattern
-  built to defeat its DFA runs at about 10 ns per byte), ``uniqueItems``, which
-  ``jsonschema`` decides by comparing every pair of items (measured: 4,000 distinct objects
-  took 26 s), and a schema whose size multiplies the work (``allOf`` of a thousand
-  subschemas, a thousand ``patternProperties``, ``anyOf`` nested so that every level
-  re-checks the levels below: exponential).
-* **Two budgets per check** (:func:`check`), both counting work, not time, so a verdict
-  never depends on how loaded the machine is. *Pattern bytes*: each search costs the bytes
-  it scans past the first :data:`FREE_BYTES` (a short name, id or date costs nothing; a
-  megabyte string costs a megabyte); default :data:`DEFAULT_BUDGET`, 4 MiB, about 40 ms at
-  the worst. *Schema steps*: each keyword evaluated is one step; default
-  :data:`DEFAULT_STEPS`, one million: about 6 s of ``jsonschema`` at the worst (measured:
-  an exponential ``anyOf`` spent 10 million steps in 63 s), enough for the ~150,000 values
-  of a bulk result whose schema has patterns (schemas without them take the fast accept
-  and spend no steps). Past either, the check
-  stops and says which budget, how much was needed and how to allow more; nothing is
-  evaluated beyond it and the value is not accepted.
-* **uniqueItems in linear time.** Each item is reduced to a hashable canonical form that is
-  equal exactly when the items are equal as JSON values (``1 == 1.0``, ``true != 1``,
-  objects regardless of key order), and duplicates are found with a set.
-* **A fast accept for bulk data.** ``jsonschema`` spends about 10 us per value it visits, so
-  a result of 300,000 small objects (15 MiB) took 7-13 s to check. :func:`fast_validator`
-  compiles the same schema with ``jsonschema-rs`` (offline: no ``$ref`` is ever fetched;
-  formats not asserted, as here), which checks that result in about 30 ms; when it says
-  *valid*, the check is done. Every *invalid* verdict, and every message, still comes from
-  the one ``jsonschema`` validator, so the host, the result check and the form never
-  disagree about a refusal. Schemas where the two engines could judge differently are
-  never given the fast path: any ``pattern``/``patternProperties`` (the regex dialects
-  differ; RE2 is the reference) and a non-integer ``multipleOf`` (``jsonschema`` divides
-  floats, so ``0.07`` is not a multiple of ``0.01`` there).
+A module writes both a schema and the data checked against it, so a check must be bounded in
+work, not time (a verdict never depends on the machine's load). :func:`check` counts two
+budgets: *pattern bytes* scanned past :data:`FREE_BYTES` (default :data:`DEFAULT_BUDGET`,
+4 MiB, about 40 ms of RE2 at worst) and *schema steps*, one per keyword evaluated (default
+:data:`DEFAULT_STEPS`, one million: ``anyOf`` nesting and thousand-way ``allOf`` are
+exponential otherwise). Past either it stops, says which budget and how to allow more, and
+accepts nothing. ``uniqueItems`` is decided in linear time over canonical hashable forms.
+
+:func:`fast_validator` (``jsonschema-rs``, offline) accepts bulk data in milliseconds; every
+refusal and its message still comes from the one ``jsonschema`` validator, so host, result
+check and form agree. Schemas the two engines could judge differently (any pattern; a
+non-integer ``multipleOf``) never take the fast path.
 """
 
 from __future__ import annotations

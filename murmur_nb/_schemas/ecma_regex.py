@@ -1,17 +1,11 @@
 """ECMA-262 regexes (the JSON Schema ``pattern`` dialect) rewritten for RE2.
 
-Design notes
-------------
-* **Rewrite what has an equivalent, name what has none.** A pattern is read once, escape
-  by escape, with character classes tracked. ``\\uXXXX``, ``\\u{X...}`` and ``\\cX`` become
-  RE2's ``\\x{...}``; Unicode property escapes get RE2's names (general categories by their
-  short alias, scripts by their long name, ``ASCII`` as a range). Back-references and
-  look-around cannot run in linear time; they raise :class:`EcmaRefused` naming the
-  construct, where it is, and what to write instead.
-* **Tables, not guesses.** Long general-category names and their ``gc=``/
-  ``General_Category=`` forms come from Unicode's PropertyValueAliases; a script's four-letter
-  code is translated from a short table of common scripts and otherwise refused with the hint
-  to write the script's full name, which RE2 knows.
+A pattern is read once, escape by escape, tracking character classes. ``\\uXXXX``,
+``\\u{X...}`` and ``\\cX`` become RE2's ``\\x{...}``; Unicode property escapes get RE2's
+names (categories by short alias from Unicode's PropertyValueAliases, scripts by long name,
+``ASCII`` as a range; an uncommon four-letter script code is refused with the hint to write
+the full name). Back-references and look-around raise :class:`EcmaRefused`, naming the
+construct, where it is, and what to write instead.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """How deeply nested the JSON a module prints may be.
 
-Design notes
-------------
-* **One documented limit.** Arrays and objects in anything a module prints on standard
-  output (the ``describe`` envelope with its descriptor and schemas, the ``invoke`` envelope
-  with its result) may nest at most :data:`MAX_JSON_DEPTH` levels, the envelope itself being
-  level 1. That is far beyond any real descriptor or result, and far below the interpreter's
-  recursion limit, so every later step that recurses (pydantic, JSON Schema validation, the
-  canonical descriptor digest) stays safe.
-* **Parse, then measure, never crash.** The standard decoder raises ``RecursionError`` on
-  documents nested near the interpreter's limit; that is caught and reported like any other
-  depth breach. The depth of a parsed value is measured without recursion, and not at all
-  when the text holds fewer opening brackets than the limit (depth cannot exceed that).
+Arrays and objects in anything a module prints (the ``describe`` envelope with its schemas,
+the ``invoke`` envelope with its result) nest at most :data:`MAX_JSON_DEPTH` levels, the
+envelope being level 1: far beyond real documents, far below the recursion limit, so
+pydantic, schema validation and the descriptor digest stay safe. A ``RecursionError`` from the
+decoder is reported as a depth breach; depth is measured without recursion, and not at all
+when the text holds fewer opening brackets than the limit.
 """
 
 from __future__ import annotations

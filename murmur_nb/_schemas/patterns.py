@@ -1,29 +1,15 @@
 """JSON Schema ``pattern`` and ``patternProperties`` evaluated in linear time (RE2).
 
-Design notes
-------------
-* **Why.** A module controls both a schema and the data checked against it. Python's
-  ``re`` backtracks, so ``"pattern": "^(a+)+$"`` against 26 ``a`` and a ``!`` takes
-  seconds and doubles with each character. RE2 (``google-re2``) matches in time linear in
-  the input whatever the pattern, and bounds the memory a compiled pattern may take.
-* **Where.** :func:`linear_time_validator` turns a ``jsonschema`` validator class into one
-  whose ``pattern``, ``patternProperties`` and ``additionalProperties`` keywords match with
-  RE2; the one validator factory (:func:`murmur_nb._schemas.descriptor.schema_validator_class`)
-  applies it, so the host's request check, its result check and the form all use it.
-* **ECMA-262 in, RE2 out.** JSON Schema patterns are ECMA-262 regexes. :func:`to_re2`
-  rewrites what has an RE2 equivalent: ``\\uXXXX`` and ``\\u{X...}`` become ``\\x{...}``,
-  ``\\cX`` a control character, and Unicode property escapes their RE2 names
-  (``\\p{Letter}`` and ``\\p{General_Category=Letter}`` become ``\\p{L}``,
-  ``\\p{Script=Greek}`` and ``\\p{sc=Grek}`` become ``\\p{Greek}``, ``\\p{ASCII}`` a range).
-* **What RE2 cannot express is refused, never run by ``re``.** Back-references and
-  look-around have no linear-time evaluation: :func:`pattern_problems` names the construct
-  and what to write instead when a module is described (the descriptor is refused with the
-  reason), and a schema that reaches validation anyway (a form built on a hand-written
-  schema) reports the pattern as a validation error instead of evaluating it.
-* **unevaluatedProperties sees patternProperties through RE2.** ``jsonschema`` finds the
-  properties a schema evaluated with ``re``; :func:`_unevaluated_properties` finds them the
-  same way (``properties``, ``patternProperties``, ``additionalProperties``, applicators,
-  ``$ref``) with RE2, each search charged to the same budget.
+A module controls both a schema and the data checked against it, and Python's ``re``
+backtracks (``^(a+)+$`` doubles with each character). :func:`linear_time_validator` makes a
+``jsonschema`` validator class match ``pattern``, ``patternProperties`` and
+``additionalProperties`` with RE2; the one validator factory
+(:func:`murmur_nb._schemas.schemas.validator_class`) applies it everywhere. :func:`to_re2`
+rewrites ECMA-262 escapes that have an RE2 form (``\\uXXXX``, ``\\cX``, Unicode property
+names); what RE2 cannot express (back-references, look-around) is never run by ``re``:
+:func:`pattern_problems` refuses it at describe with what to write instead, and at validation
+it is an error. ``unevaluatedProperties`` finds evaluated properties through RE2 as well, each
+search charged to the same budget.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The one JSON Schema validator factory: descriptors, the host and the form all use it.
 
-Design notes
-------------
-* **One choice of draft.** A schema's ``$schema`` picks the validator class; without one it
-  is Draft 2020-12. An unknown ``$schema`` is an error (:class:`jsonschema.SchemaError`),
-  never a silent fallback, so describe refuses it and nothing later has to guess.
-* **Patterns run in linear time.** ``pattern``, ``patternProperties`` and
-  ``additionalProperties`` match with RE2 (:mod:`.patterns`); a pattern RE2 cannot run
-  refuses the schema at describe.
-* **Patterns are judged by RE2, not by ``re``.** The metaschema asserts ``format: regex``
-  on ``pattern`` and ``patternProperties`` names, which ``jsonschema`` checks with Python's
-  ``re``: that refuses valid ECMA-262 (``\\p{Letter}``) and accepts what RE2 cannot run
-  (look-around). The metaschema check therefore leaves ``regex`` out, and
-  :func:`~.patterns.pattern_problems` judges every pattern with the engine that runs it.
-* **Formats are annotations.** No format checker is attached: ``format`` never refuses a
-  value, in the form or in the host, so both give the same verdict.
-* **jsonschema is imported on first use** (about 0.2 s), never by ``import murmur_nb``.
+``$schema`` picks the validator class (Draft 2020-12 without one); an unknown one is a
+:class:`jsonschema.SchemaError`, so describe refuses it. ``pattern``, ``patternProperties``
+and ``additionalProperties`` match with RE2 (:mod:`.patterns`), and the metaschema's
+``format: regex`` check (Python's ``re``) is left out: :func:`~.patterns.pattern_problems`
+judges every pattern with the engine that runs it. No format checker is attached, so
+``format`` never refuses a value, in the form or the host. ``jsonschema`` (about 0.2 s) is
+imported on first use.
 """
 
 from __future__ import annotations

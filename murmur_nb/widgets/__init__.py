@@ -10,8 +10,8 @@ as an attribute of ``murmur_nb``.
 Examples
 --------
 >>> import murmur_nb as mnb                                       # doctest: +SKIP
->>> from murmur_nb.widgets import (ModuleBrowser, CapabilityForm, InvocationView,
-...                                HookConsole, ConversationExplorer)  # doctest: +SKIP
+>>> from murmur_nb.widgets import (BatchView, CapabilityForm, ConversationExplorer,
+...     HookConsole, InvocationView, LiveRun, ModuleBrowser)         # doctest: +SKIP
 >>> demo = mnb.prepare_demo_home()                                 # doctest: +SKIP
 >>> host = mnb.ModuleHost(home=demo.facet_home, policy=demo.policy(),
 ...                       artifact_store=demo.artifact_store)      # doctest: +SKIP
@@ -26,6 +26,7 @@ Examples
 >>> HookConsole(hooks, store)                                      # doctest: +SKIP
 >>> BatchView(host.map("docs.report", [{}] * 3, background=True))  # doctest: +SKIP
 >>> ConversationExplorer(store, demo.context_id)                   # doctest: +SKIP
+>>> CompactionViewer(hooks.replay(demo.context_id, windows=100), store)  # doctest: +SKIP
 
 Driving a widget from code (tests, scripts, a notebook cell that should run unattended)
 uses the same attributes a person clicks: set an input's ``.value`` (or
@@ -37,6 +38,7 @@ manager runs (nbconvert, GitHub, nbviewer, the headless report).
 
 from murmur_nb.widgets._batch_view import BatchView
 from murmur_nb.widgets._capability_form import CapabilityForm
+from murmur_nb.widgets._compaction_viewer import CompactionViewer
 from murmur_nb.widgets._conversation_explorer import ConversationExplorer
 from murmur_nb.widgets._hook_console import HookConsole
 from murmur_nb.widgets._invocation_view import InvocationView
@@ -46,6 +48,7 @@ from murmur_nb.widgets._module_browser import ModuleBrowser
 __all__ = [
     "BatchView",
     "CapabilityForm",
+    "CompactionViewer",
     "ConversationExplorer",
     "HookConsole",
     "InvocationView",

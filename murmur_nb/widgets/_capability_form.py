@@ -21,7 +21,8 @@ through the Markdown primitive) and what it left out.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
@@ -98,8 +99,12 @@ class CapabilityForm(TextView):
         values: Mapping[str, Any] | None = None,
         staged: Sequence[Any] = (),
         artifacts: list[Any] | None = None,
+        on_ran: Callable[[CapabilityForm], None] | None = None,
     ) -> None:
         self.host = host
+        self.on_ran = on_ran
+        self.ran: tuple[Any, ...] = ()  # the invocations of the last run: start, last poll
+        self._settled = threading.Event()  # set when _finished has taken a live run's end
         self.capability_id = capability_id
         self.staged = list(staged)
         self.artifacts: list[Any] = artifacts if artifacts is not None else []
@@ -309,8 +314,11 @@ class CapabilityForm(TextView):
 
     def wait(self, timeout: float | None = 120.0) -> Any:
         """Wait for the live run (and its polling) to end; returns the invocation or None."""
-        if self.live is not None and not self.live.wait(timeout):
+        live = self.live
+        if live is not None and not live.wait(timeout):
             raise TimeoutError(f"{self.capability_id} still running after {timeout} s")
+        if live is not None:  # LiveRun says done just before it calls _finished: let it end
+            self._settled.wait(timeout)
         return self.invocation
 
     def approve(self, *, live: bool = False) -> Any:
@@ -356,6 +364,7 @@ class CapabilityForm(TextView):
         self.state = "ran"
         tone = "ok" if inv.ok else "error"
         self._set_status(badge("ran", tone) + ("" if inv.ok else esc(self.result.status)))
+        self._ran(inv)
         return inv
 
     def _start(self) -> None:
@@ -365,6 +374,7 @@ class CapabilityForm(TextView):
         self._set_status("")  # the run below shows its own state and time
         self.invocation = None
         self.result = None
+        self._settled.clear()
         self.live = LiveRun(
             self.host, self.capability_id, self.form.value(), staged=self.staged,
             start=False, on_done=self._finished,
@@ -375,6 +385,12 @@ class CapabilityForm(TextView):
     def _finished(self, live: LiveRun) -> None:
         if live is not self.live:
             return  # reset while it ran: that run is no longer this form's
+        try:
+            self._take_outcome(live)
+        finally:
+            self._settled.set()
+
+    def _take_outcome(self, live: LiveRun) -> None:
         self.run_button.disabled = False
         error = live.error
         if isinstance(error, ApprovalRequired):
@@ -392,6 +408,12 @@ class CapabilityForm(TextView):
         self.state = "ran"
         tone = "ok" if live.last.ok else "error"
         self._set_status(badge("ran", tone) + esc(live.state))
+        self._ran(live.invocation, live.last)
+
+    def _ran(self, first: Any, last: Any = None) -> None:
+        self.ran = (first,) if last is None or last is first else (first, last)
+        if self.on_ran is not None:
+            self.on_ran(self)
 
     def _remember(self, *invocations: Any) -> None:
         """Add what the runs produced (verified) to the session's artifacts."""

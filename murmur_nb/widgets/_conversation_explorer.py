@@ -9,15 +9,17 @@ re-reads the current page, updating the live ``total``.
 
 Within a page the messages are shown oldest first, the DataFrame's order: one compact row
 each (role, id, time, name, tool call, a preview) that expands to the whole body, with
-line breaks kept. A role and a text filter narrow the page; "Find id" walks to the page
-holding a message id and opens it.
+line breaks kept. "Find id" walks to the page holding a message id and opens it, and says
+"not found" (staying on the page shown) when no page has it.
 
 "to DataFrame" is :func:`murmur_nb.read_conversation` run inside the explorer's output
 area, so the library's own progress bar (``tqdm.auto``: a widget in a kernel, text
-elsewhere) is the one shown.
+elsewhere) is the one shown; the frame stays on the explorer as ``explorer.dataframe``.
 
-The role filter applies to the page being shown (the API pages by position, not by
-role); the status line says how many of the page's messages it hides.
+A role or text filter applies to the whole record: the explorer walks it through the same
+paginated API, newest first, reading at most ``scan_limit`` messages (the status line says
+when it stopped short), and shows the newest ``shown_limit`` matches, oldest first. Page
+navigation waits while a filter is set.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ from murmur_nb.widgets._html import (
 __all__ = ["ConversationExplorer"]
 
 _ALL = "all"
+#: the roles a record holds; others seen in the record are added to the role filter
+_ROLES = ("user", "assistant", "tool", "system")
+#: pages of this size are read when a filter walks the record
+_WALK_PAGE = 100
 _SHORT = 120
 #: a body this short and on one line is shown whole in its row, with nothing to expand
 _ONE_LINE = 90
@@ -90,6 +96,10 @@ class ConversationExplorer(TextView):
         Messages per page (the reader clamps it to 1..100).
     granted : bool
         Passed to ``store.reader``; ``False`` shows what an ungranted hook gets.
+    scan_limit : int
+        The most messages a filter or "Find id" reads from the record (newest first).
+    shown_limit : int, optional
+        The most filter matches shown (the newest ones); ``page_size`` by default.
 
     Attributes
     ----------
@@ -102,22 +112,39 @@ class ConversationExplorer(TextView):
     page_input : ipywidgets.BoundedIntText
         The page shown (1 is the newest); type a number to go there.
     role_filter : ipywidgets.Dropdown
+        Only messages of this role, across the whole record.
     text_filter : ipywidgets.Text
-        Only messages whose content holds this text (case-insensitive).
+        Only messages whose content holds this text (case-insensitive), across the record.
+    matches : list
+        The filters' matches, newest first (empty without a filter).
+    scanned : int
+        How many messages the last filter walk read.
     find_input : ipywidgets.Text
         A message id for ``find_button``.
     frame_out : ipywidgets.Output
         Where "to DataFrame" shows its progress bar, then the frame.
     dataframe
-        The DataFrame built by :meth:`to_dataframe`, or ``None``.
+        The DataFrame built by :meth:`to_dataframe` ("to DataFrame"), or ``None``.
     """
 
     def __init__(
-        self, store: Any, context_id: str, *, page_size: int = 20, granted: bool = True
+        self,
+        store: Any,
+        context_id: str,
+        *,
+        page_size: int = 20,
+        granted: bool = True,
+        scan_limit: int = 20_000,
+        shown_limit: int | None = None,
     ) -> None:
         self.store = store
         self.context_id = context_id
         self.page_size = page_size
+        self.scan_limit = scan_limit
+        self.shown_limit = page_size if shown_limit is None else shown_limit
+        self.matches: list[Any] = []
+        self.scanned = 0
+        self._scan_complete = True
         self.reader = store.reader(context_id, granted=granted)
         self.page: Any = None
         self.error: Any = None
@@ -134,13 +161,19 @@ class ConversationExplorer(TextView):
         self.older_button = w.Button(description="Older ▶", layout=_fit())
         self.oldest_button = w.Button(description="Oldest »", layout=_fit())
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=_fit())
-        self.role_filter = w.Dropdown(description="Role", options=[_ALL], value=_ALL)
-        self.text_filter = w.Text(description="Contains", placeholder="text in the message")
+        self.role_filter = w.Dropdown(description="Role", options=[_ALL, *_ROLES], value=_ALL)
+        self.text_filter = w.Text(
+            description="Contains", placeholder="text, then Enter", continuous_update=False
+        )
         self.find_input = w.Text(description="Find id", placeholder="message id")
         self.find_button = w.Button(description="Go", layout=_fit())
         self.status = w.HTML()
         self.messages = w.HTML()
-        self.dataframe_button = w.Button(description="to DataFrame", icon="table")
+        self.dataframe_button = w.Button(
+            description="to DataFrame",
+            icon="table",
+            tooltip="the whole record as a DataFrame, kept as explorer.dataframe",
+        )
         self.frame_out = w.Output()
         self.newest_button.on_click(lambda _b: self.go_to_page(1))
         self.newer_button.on_click(lambda _b: self.newer())
@@ -150,8 +183,8 @@ class ConversationExplorer(TextView):
         self.find_button.on_click(lambda _b: self.find(self.find_input.value.strip()))
         self.dataframe_button.on_click(lambda _b: self._dataframe_clicked())
         self.page_input.observe(self._page_typed, names="value")
-        self.role_filter.observe(lambda _c: self._draw(), names="value")
-        self.text_filter.observe(lambda _c: self._draw(), names="value")
+        self.role_filter.observe(lambda _c: self._filter(), names="value")
+        self.text_filter.observe(lambda _c: self._filter(), names="value")
         nav = [self.newest_button, self.newer_button, self.page_input, self.page_count]
         nav += [self.older_button, self.oldest_button, self.refresh_button]
         super().__init__(
@@ -223,9 +256,13 @@ class ConversationExplorer(TextView):
         return True
 
     def find(self, message_id: str) -> bool:
-        """Walk to the page holding ``message_id`` and open it; ``False`` if no page has it."""
-        number = 1
-        while message_id:
+        """Walk to the page holding ``message_id`` and open it.
+
+        ``False``, staying on the page shown and saying "not found", when none of the
+        newest ``scan_limit`` messages has that id.
+        """
+        start, number = self.page_number, 1
+        while message_id and (number - 1) * self.page_size < self.scan_limit:
             if not self.go_to_page(number):
                 return False
             if any(m.id == message_id for m in self.page.messages):
@@ -237,20 +274,22 @@ class ConversationExplorer(TextView):
             if self.page.next_cursor is None:
                 break
             number += 1
-        self.status.value += " · " + badge(f"no message {message_id!r} in this record", "warn")
+        whole = self.page is not None and self.page.next_cursor is None
+        self.go_to_page(start)
+        where = "in this record" if whole else f"in the newest {self.scan_limit} messages"
+        self.status.value += " · " + badge(f"not found: no message {message_id!r} {where}", "warn")
         return False
 
+    @property
+    def filtering(self) -> bool:
+        """Whether a role or text filter is set."""
+        return self.role_filter.value != _ALL or bool(self.text_filter.value.strip())
+
     def visible_messages(self) -> list[Any]:
-        """The current page's messages that pass the filters, oldest first."""
-        if self.page is None:
-            return []
-        role = self.role_filter.value
-        needle = self.text_filter.value.strip().lower()
-        return [
-            m
-            for m in reversed(self.page.messages)
-            if role in (_ALL, m.role) and (not needle or needle in _searchable(m))
-        ]
+        """What is shown, oldest first: the page, or the newest matches of the filters."""
+        if self.filtering:
+            return list(reversed(self.matches[: self.shown_limit]))
+        return [] if self.page is None else list(reversed(self.page.messages))
 
     def to_dataframe(self, *, progress: bool = True) -> Any:
         """The whole record as a DataFrame, oldest first: :func:`murmur_nb.read_conversation`.
@@ -263,11 +302,50 @@ class ConversationExplorer(TextView):
         with self.frame_out:
             frame = read_conversation(self.context_id, home=self.store, progress=progress)
         self.dataframe = frame
-        set_output(self.frame_out, frame)
+        where = _Note(f"{len(frame)} rows, oldest first; in code: explorer.dataframe")
+        set_output(self.frame_out, where, frame)
         self._draw()
         return frame
 
     # internals
+
+    def _passes(self, m: Any) -> bool:
+        role = self.role_filter.value
+        needle = self.text_filter.value.strip().lower()
+        return role in (_ALL, m.role) and (not needle or needle in _searchable(m))
+
+    def _filter(self) -> None:
+        """Walk the record, newest first, for the filters' matches (within ``scan_limit``)."""
+        self.matches, self.scanned = [], 0
+        cursor: str | None = None
+        while self.filtering and self.scanned < self.scan_limit:
+            try:
+                page = self.reader.read_messages(
+                    cursor, min(_WALK_PAGE, self.scan_limit - self.scanned)
+                )
+            except ConversationReadError as exc:
+                self.error = exc
+                break
+            self.scanned += len(page.messages)
+            self.matches.extend(m for m in page.messages if self._passes(m))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self._scan_complete = cursor is None
+        self._draw()
+
+    def _filter_status(self) -> str:
+        what = [f"role {self.role_filter.value}"] if self.role_filter.value != _ALL else []
+        if self.text_filter.value.strip():
+            what.append(f"containing {self.text_filter.value.strip()!r}")
+        found = len(self.matches)
+        where = (
+            f"the whole record ({self.scanned} messages)"
+            if self._scan_complete
+            else f"the newest {self.scanned} of {self.total} messages (scan_limit)"
+        )
+        shown = f", the newest {self.shown_limit} shown" if found > self.shown_limit else ""
+        return f"{' and '.join(what)}: {found} matches in {where}{shown}"
 
     def _dataframe_clicked(self) -> None:
         try:
@@ -290,8 +368,8 @@ class ConversationExplorer(TextView):
             return False
         if self._index == len(self._cursors) - 1 and self.page.next_cursor is not None:
             self._cursors.append(self.page.next_cursor)
-        roles = sorted({m.role for m in self.page.messages} | set(self.role_filter.options))
-        roles = [_ALL] + [r for r in roles if r != _ALL]
+        seen = {m.role for m in self.page.messages} - {_ALL, *self.role_filter.options}
+        roles = [*self.role_filter.options, *sorted(seen)]
         if list(self.role_filter.options) != roles:
             current = self.role_filter.value
             self.role_filter.options = roles
@@ -302,9 +380,10 @@ class ConversationExplorer(TextView):
     def _draw(self) -> None:
         at_oldest = self.page is None or self.page.next_cursor is None
         for button in (self.older_button, self.oldest_button):
-            button.disabled = at_oldest or self.error is not None
+            button.disabled = at_oldest or self.error is not None or self.filtering
         for button in (self.newer_button, self.newest_button):
-            button.disabled = self._index == 0
+            button.disabled = self._index == 0 or self.filtering
+        self.page_input.disabled = self.filtering
         self.page_input.max = max(self.page_total, self.page_number)
         self.page_input.value = self.page_number
         self.page_count.value = f"of {self.page_total}"
@@ -313,13 +392,14 @@ class ConversationExplorer(TextView):
             return
         shown = self.visible_messages()
         count = len(self.page.messages) if self.page is not None else 0
-        hidden = count - len(shown)
         where = "newest" if self.page_number == 1 else ("oldest" if at_oldest else "")
-        self.status.value = (
-            f"page {self.page_number} of {self.page_total}{f' ({where})' if where else ''} · "
-            f"{count} messages, oldest first · total {badge(str(self.total), 'info')}"
-            + (f" · {hidden} hidden by the filters" if hidden else "")
+        head = (
+            esc(self._filter_status())
+            if self.filtering
+            else f"page {self.page_number} of {self.page_total}{f' ({where})' if where else ''}"
+            f" · {count} messages"
         )
+        self.status.value = f"{head}, oldest first · total {badge(str(self.total), 'info')}"
         self.messages.value = (
             f'<div class="murmur-messages" style="color:{FG}">'
             + "".join(self._message_html(m, opened=m.id == self.opened) for m in shown)
@@ -374,10 +454,10 @@ class ConversationExplorer(TextView):
         shown = self.visible_messages()
         count = len(self.page.messages) if self.page is not None else 0
         lines = [
-            head + f"page {self.page_number} of {self.page_total}, {count} of {self.total} "
-            f"messages, role {self.role_filter.value}"
-            + (f", containing {self.text_filter.value!r}" if self.text_filter.value else "")
-            + (f" ({len(shown)} shown)" if len(shown) != count else "")
+            head + self._filter_status()
+            if self.filtering
+            else head + f"page {self.page_number} of {self.page_total}, {count} of {self.total} "
+            "messages, role all"
             + (", oldest page" if self.page is not None and self.page.next_cursor is None else "")
         ]
         for m in shown:
@@ -391,5 +471,5 @@ class ConversationExplorer(TextView):
             else:
                 lines.append(f"  {m.role}: {_short(m.content)}")
         if self.dataframe is not None:
-            lines.append(f"  DataFrame: {len(self.dataframe)} rows")
+            lines.append(f"  DataFrame: {len(self.dataframe)} rows (explorer.dataframe)")
         return "\n".join(lines)

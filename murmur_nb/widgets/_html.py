@@ -1,18 +1,11 @@
 """What every murmur-nb widget shares: badges, output handling and a stable text form.
 
-Design notes:
-
-* Output widgets are filled by assigning ``Output.outputs`` rather than ``with out:``:
-  capturing needs a live kernel, assignment works the same in a kernel, in tests and in
-  scripts, and the saved notebook holds exactly the mimebundle we put there.
-* ``text/plain`` of a widget is its own summary, never ipywidgets' trait dump: nbval
-  compares it, so it holds no model id, memory address, wall-clock time or duration.
-* Colours are JupyterLab's CSS variables (``--jp-content-font-color1`` on
-  ``--jp-layout-color2`` for every badge, the tone only in the border), each with a light
-  fallback for pages without JupyterLab's theme (nbconvert, GitHub). Text never sits on a
-  tinted background, so it keeps the theme's own contrast in light and dark.
-* Every widget's mimebundle also carries ``text/html``: the widget's content as static
-  HTML, which is what nbconvert, GitHub, nbviewer and a page without a widget manager show.
+Outputs are filled by assigning ``Output.outputs`` (not ``with out:``, which needs a live
+kernel), so tests, scripts and saved notebooks hold exactly that mimebundle. A widget's
+``text/plain`` is its own summary, with no model id, address or time (nbval compares it), and
+its ``text/html`` the same content as static HTML for nbconvert, GitHub and nbviewer. Colours
+are JupyterLab's CSS variables with a light fallback; text never sits on a tinted background,
+so it keeps the theme's contrast. The required-field mark is :func:`field_label`.
 """
 
 from __future__ import annotations
@@ -54,6 +47,8 @@ FG = "var(--jp-content-font-color1, #1f1f1f)"
 FG_MUTED = "var(--jp-content-font-color2, #4d4d4d)"
 BG_SOFT = "var(--jp-layout-color2, #eeeeee)"
 BORDER = "var(--jp-border-color2, #dadada)"
+#: a neutral tint that needs no theme (what a badge keeps when ``var()`` is stripped)
+_GREY = "rgba(128,128,128,0.16)"
 
 
 def tone_colour(tone: str) -> str:
@@ -74,12 +69,19 @@ def esc(text: object) -> str:
 
 
 def badge(text: str, tone: str = "muted", title: str = "") -> str:
-    """A small inline label; ``tone`` is ok, error, warn, info or muted."""
+    """A small inline label; ``tone`` is ok, error, warn, info or muted.
+
+    Each colour is written twice, plain then themed: JupyterLab's sanitizer (an untrusted
+    notebook) drops every ``var()``, and the plain one is what stays: a translucent grey
+    under the inherited text colour, and the tone's own colour on the border.
+    """
     tip = f' title="{esc(title)}"' if title else ""
+    fallback = _TONES.get(tone, _TONES["muted"])[1]
     return (
         f'<span class="murmur-badge murmur-{esc(tone)}"{tip} style="display:inline-block;'
         f"padding:0 6px;margin:0 4px 2px 0;border-radius:8px;font-size:85%;"
-        f"background:{BG_SOFT};color:{FG};border:1px solid {tone_colour(tone)};"
+        f"background:{_GREY};background:{BG_SOFT};color:{FG};"
+        f"border:1px solid {fallback};border:1px solid {tone_colour(tone)};"
         f'border-left-width:4px">{esc(text)}</span>'
     )
 
@@ -260,9 +262,24 @@ def _leaf_html(widget: Any) -> str:
     if isinstance(widget, w.Button):  # a capability is content; other buttons are controls
         cap = "murmur-cap" in widget._dom_classes
         return f"<code>{esc(widget.description)}</code>" if cap else ""
+    if isinstance(widget, w.Dropdown | w.RadioButtons | w.Select):  # its label, not its index
+        return _choice_html(widget)
+    return _value_html(widget)
+
+
+def _value_html(widget: Any) -> str:
     if isinstance(widget, w.IntProgress | w.FloatProgress):
         return progress_html(int(widget.value), int(widget.max))
     value = getattr(widget, "value", None)
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         return f"<div>{esc(getattr(widget, 'description', ''))} {esc(value)}</div>"
     return ""
+
+
+def _choice_html(widget: Any) -> str:
+    """A selection as the option a reader sees; nothing while a placeholder is chosen."""
+    label = widget.label
+    if label is None or (str(label).startswith("—") and str(label).endswith("—")):
+        return ""
+    shown = " ".join(part for part in (getattr(widget, "description", ""), str(label)) if part)
+    return f"<div>{esc(shown)}</div>"

@@ -1,18 +1,12 @@
 """A run that does not freeze the notebook: elapsed time, Cancel, then the result; auto-poll.
 
-Design notes:
-
-* The invocation runs in a worker thread; the kernel stays free to handle the Cancel and
-  Stop clicks. Cancel sets a :class:`threading.Event` handed to ``host.invoke(cancel=...)``;
-  the runner's wait loop sees it and kills the module's whole process tree, exactly as at a
-  deadline. The widget never knows a pid.
-* A second thread ticks the elapsed time (every ``_TICK`` seconds) while a call is out.
-* A long-running capability's result identifies its job; the poll capability is called with
-  whichever result keys its request schema also names, every ``interval`` seconds (an input
-  the user can change while polling) until the result says it is finished, a call fails,
-  or Stop is clicked. ``done``/``total`` in a result drive the progress bar.
-* :meth:`wait` joins the worker: tests and scripts click, then wait.
-* ``text/plain`` holds the state, progress and the last invocation's view, never a time.
+The invocation runs in a worker thread, so the kernel handles Cancel and Stop. Cancel sets the
+:class:`threading.Event` passed as ``host.invoke(cancel=...)``: the runner kills the module's
+process tree as at a deadline, and the widget never knows a pid. A second thread ticks the
+elapsed time. A long-running capability is polled every ``interval`` seconds with the keys
+:func:`murmur_nb._modules.request.poll_request` picks, until
+:func:`~murmur_nb._modules.request.poll_finished`, a failure or Stop; ``done``/``total`` drive
+the bar. :meth:`wait` joins the worker. ``text/plain`` never holds a time.
 """
 
 from __future__ import annotations

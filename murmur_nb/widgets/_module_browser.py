@@ -2,10 +2,24 @@
 
 The browser is :meth:`ModuleHost.modules` drawn as compact cards, inspector style: each
 capability is a button in its module's card, and clicking it opens its
-:class:`CapabilityForm` below the list, so the whole loop — find, fill, approve, run, look
-at the artifacts — happens in one place. A capability of a module that needs setup opens
-its setup steps first; the form follows only when asked for. The picker offers the same
-capabilities for the keyboard and always has one chosen.
+:class:`CapabilityForm` right there, so the whole loop — find, fill, approve, run, look at
+the artifacts — happens where the click was. A capability of a module that needs setup
+opens its setup steps first; the form follows only when asked for. The picker offers the
+same capabilities for the keyboard and always has one chosen.
+
+List and detail, without a script
+---------------------------------
+The form's box (``form_box``) is placed in the clicked capability's card, right after its
+row. Where the output is wide the open card becomes a two-column grid (inline ``Layout``
+grid properties): the module's capability rows on the left, the form beside them from the
+card's top, as MCP Inspector puts its form beside its list. Where the output is under
+700 px a CSS container query turns the open card back into one column, so the form opens
+right under the clicked row. Both are plain CSS on one set of widget views (no second view
+of the form, no JavaScript), so Voila and JupyterLab behave alike, and the static HTML
+(nbconvert, nbval) shows the form under its row.
+
+The browser keeps a history of the runs its forms made (time, capability, outcome,
+duration); a row's Show button draws that run's :class:`InvocationView` again.
 
 Each card also lists the module's knowledge: every capability's skills and the module's
 agent overlays with their declared token estimates, and what the module costs an agent's
@@ -19,6 +33,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import ipywidgets as w
@@ -37,9 +53,46 @@ from murmur_nb.widgets._html import (
     effect_badges,
     effect_words,
     esc,
+    volatile,
 )
+from murmur_nb.widgets._invocation_view import InvocationView
 
-__all__ = ["ModuleBrowser", "format_validation_error"]
+__all__ = ["BrowserRun", "ModuleBrowser", "format_validation_error"]
+
+#: Under this output width the open card is one column: the form under the clicked row.
+NARROW_PX = 700
+#: The container query that does it (an ``!important`` rule beats the inline grid style).
+_STYLE = (
+    "<style>.murmur-browser{container-type:inline-size}"
+    f"@container (max-width:{NARROW_PX}px){{.murmur-browser .murmur-card.murmur-open"
+    "{display:flex !important;flex-direction:column}}</style>"
+)
+#: The open card's columns: the capability rows, then the form (never wider than the card).
+_GRID = "minmax(0, 2fr) minmax(0, 3fr)"
+
+
+@dataclass(frozen=True)
+class BrowserRun:
+    """One run a :class:`ModuleBrowser`'s form made: when, what, how it ended, how long.
+
+    ``invocations`` are the run's invocations (a long-running capability's start, then its
+    last poll); ``outcome`` is ``ok`` or the last one's error code.
+    """
+
+    time: datetime
+    capability: str
+    outcome: str
+    duration_s: float
+    invocations: tuple[Any, ...]
+
+    @property
+    def invocation(self) -> Any:
+        """The run's last invocation (what its InvocationView shows)."""
+        return self.invocations[-1]
+
+    def line(self) -> str:
+        return (f"{self.time:%H:%M:%S} {self.capability} {self.outcome} "
+                f"{self.duration_s:.2f} s")  # fmt: skip
 
 
 def format_validation_error(error: Any) -> str:
@@ -111,6 +164,11 @@ class ModuleBrowser(TextView):
         The setup steps shown for the capability opened last (empty when it needs none).
     artifacts : list
         Verified artifacts the browser's forms produced; file inputs offer them.
+    form_box : ipywidgets.VBox
+        Holds the open form (or setup steps); it sits in the chosen capability's card.
+    history : list of BrowserRun
+        The runs this browser's forms made, oldest first; ``history_box`` lists them newest
+        first, and :meth:`show_run` (a row's Show button) draws one in ``history_view``.
     """
 
     def __init__(self, host: ModuleHost) -> None:
@@ -127,7 +185,16 @@ class ModuleBrowser(TextView):
             description="Capability", options=[], layout=w.Layout(width="auto")
         )
         self.open_button = w.Button(description="Open form", button_style="primary")
-        self.form_box = w.VBox()
+        self.form_box = w.VBox(layout=w.Layout(min_width="0"))
+        self.form_box.add_class("murmur-form-box")
+        self.history: list[BrowserRun] = []
+        self.history_box = w.VBox()
+        self.history_box.add_class("murmur-history")
+        self.history_view = w.VBox()
+        self.history_view.add_class("murmur-history-view")
+        self.shown_run: BrowserRun | None = None
+        self._cards: dict[str, tuple[w.VBox, tuple[w.Widget, ...]]] = {}
+        self._rows: dict[str, tuple[str, w.Widget]] = {}
         self.listing: AgentListing | None = None
         self.document: Any = None
         self.document_error: ModuleHostError | None = None
@@ -140,14 +207,17 @@ class ModuleBrowser(TextView):
         self.knowledge_picker.observe(self._document_chosen, names="value")
         super().__init__(
             [
+                w.HTML(_STYLE),
                 w.HBox([self.refresh_button, self.summary]),
+                w.HBox([self.capability_picker, self.open_button]),
                 self.cards,
+                self.history_box,
+                self.history_view,
                 self.knowledge_picker,
                 self.document_view,
-                w.HBox([self.capability_picker, self.open_button]),
-                self.form_box,
             ]
         )
+        self.add_class("murmur-browser")
         self.refresh(rescan=False)
 
     def _open_clicked(self, capability_id: str | None = None) -> None:
@@ -158,6 +228,7 @@ class ModuleBrowser(TextView):
             self.form_box.children = (
                 w.HTML(f"<div>{badge(exc.code, 'error')}{esc(exc.message)}</div>"),
             )
+            self._place(capability_id or self.capability_picker.value)
 
     def _gate(self, descriptor: Descriptor, capability: Capability) -> list[str]:
         """Why the host's policy asks approval for ``capability`` (no module is run).
@@ -182,8 +253,10 @@ class ModuleBrowser(TextView):
                     self.host.describe(info.id)
         self.modules = sorted(self.host.modules(), key=lambda m: m.id)
         self.listing = agent_listing(self.modules)
-        self.capability_buttons = {}
+        self.capability_buttons, self._cards, self._rows = {}, {}, {}
         self.cards.children = tuple(self._card_widget(m) for m in self.modules)
+        if self.form_box.children:  # the open form stays beside its capability
+            self._place(self.form.capability_id if self.form else self.capability_picker.value)
         refused = sum(1 for m in self.modules if m.descriptor is None)
         setup = sum(1 for m in self.modules if m.descriptor is not None and m.needs_setup)
         self.summary.value = (
@@ -250,7 +323,7 @@ class ModuleBrowser(TextView):
         return None
 
     def open_form(self, capability_id: str | None, *, setup_first: bool = True) -> Any:
-        """Open ``capability_id`` below the list: its setup steps if its module needs setup
+        """Open ``capability_id`` beside its row: its setup steps if its module needs setup
         (then ``None`` is returned; ``setup_first=False`` opens the form anyway), else its
         :class:`CapabilityForm`."""
         if not capability_id:
@@ -262,10 +335,64 @@ class ModuleBrowser(TextView):
         if self.setup_steps and setup_first:
             self.form = None
             self.form_box.children = (self._setup_panel(capability_id, info),)
-            return None
-        self.form = CapabilityForm(self.host, capability_id, artifacts=self.artifacts)
-        self.form_box.children = (self.form,)
+        else:
+            self.form = CapabilityForm(
+                self.host, capability_id, artifacts=self.artifacts, on_ran=self._record
+            )
+            self.form_box.children = (self.form,)
+        self._place(capability_id)
         return self.form
+
+    def _place(self, capability_id: str) -> None:
+        """Put ``form_box`` in the capability's card, after its row; that card becomes a
+        two-column grid (one column under 700 px), the card open before goes back."""
+        module_id, row = self._rows.get(capability_id, ("", None))
+        for mid, (card, base) in self._cards.items():
+            if mid == module_id and row is not None:
+                at = base.index(row) + 1
+                card.children = (*base[:at], self.form_box, *base[at:])
+                _grid(card, base, self.form_box)
+                card.add_class("murmur-open")
+            elif "murmur-open" in card._dom_classes:
+                card.children = base
+                card.remove_class("murmur-open")
+                card.layout.display = card.layout.grid_template_columns = None
+                card.layout.grid_gap = None
+
+    # history
+
+    def _record(self, form: CapabilityForm) -> None:
+        """A form's run ended: add it to the history (newest row first)."""
+        invocations = form.ran
+        last = invocations[-1]
+        outcome = "ok" if last.ok else str(getattr(last.error, "code", "") or "error")
+        took = sum(getattr(i, "duration_ms", 0.0) or 0.0 for i in invocations) / 1000
+        run = BrowserRun(datetime.now(), form.capability_id, outcome, took, invocations)
+        rows = (self._history_row(run), *self.history_box.children[1:])
+        head = w.HTML(f"<b>Runs</b> <small style='color:{FG_MUTED}'>newest first; Show draws "
+                      "a run again</small>")  # fmt: skip
+        self.history.append(run)
+        self.history_box.children = (head, *rows)  # last: a watcher sees the whole run
+
+    def _history_row(self, run: BrowserRun) -> w.Widget:
+        show = w.Button(description="Show", tooltip=f"show this run of {run.capability} again",
+                        layout=w.Layout(width="auto"))  # fmt: skip
+        show.add_class("murmur-history-show")
+        show.on_click(lambda _b: self.show_run(run))
+        tone = "ok" if run.outcome == "ok" else "error"
+        line = w.HTML(
+            f'<div class="murmur-history-row">{volatile(f"{run.time:%H:%M:%S}")} '
+            f"<code>{esc(run.capability)}</code> {badge(run.outcome, tone)}"
+            f"{volatile(badge(f'{run.duration_s:.2f} s', 'muted'))}</div>"
+        )
+        return w.HBox([show, line], layout=w.Layout(align_items="center"))
+
+    def show_run(self, run: BrowserRun) -> InvocationView:
+        """Draw a run from the history again, below the history."""
+        self.shown_run = run
+        view = InvocationView(run.invocation)
+        self.history_view.children = (view,)
+        return view
 
     def _setup_panel(self, capability_id: str, info: Any) -> w.Widget:
         steps = "".join(
@@ -299,10 +426,12 @@ class ModuleBrowser(TextView):
             button.on_click(lambda _b, cid=cap.id: self._open_clicked(cid))
             self.capability_buttons[cap.id] = button
             rows.append(w.HBox([button, w.HTML(self._cap_line(info, d, cap))]))
+            self._rows[cap.id] = (info.id, rows[-1])
         knowledge = self._knowledge_html(info)
         if knowledge:
             rows.append(w.HTML(knowledge))
         card.children = (*card.children, *rows)
+        self._cards[info.id] = (card, card.children)
         return card
 
     def _card_head(self, info: Any) -> str:
@@ -394,6 +523,9 @@ class ModuleBrowser(TextView):
             lines.append(f"  refused {self.document_error.code}: {self.document_error.message}")
         if self.form is not None:
             lines.append(f"  open: {self.form.capability_id}")
+        if self.history:
+            lines.append(f"  runs: {len(self.history)} (last: {self.history[-1].capability} "
+                         f"{self.history[-1].outcome})")  # fmt: skip
         return self._portable("\n".join(lines))
 
     def _portable(self, text: str) -> str:
@@ -402,3 +534,14 @@ class ModuleBrowser(TextView):
         for spelling in sorted({os.fspath(home), os.path.realpath(home)}, key=len, reverse=True):
             text = text.replace(spelling, "$FACET_STUDIO_HOME")
         return text
+
+
+def _grid(card: w.VBox, rows: tuple[w.Widget, ...], form_box: w.VBox) -> None:
+    """Lay ``card`` out as rows on the left and ``form_box`` beside them from the top."""
+    card.layout.display = "grid"
+    card.layout.grid_template_columns = _GRID
+    card.layout.grid_gap = "0 12px"
+    for row in rows:
+        row.layout.grid_column = "1"
+    form_box.layout.grid_column = "2"
+    form_box.layout.grid_row = f"1 / span {len(rows)}"

@@ -1,37 +1,17 @@
 """The :class:`Batch`: one capability over many inputs, errors as rows, resumable.
 
-Design notes
-------------
-* **Named ``map``** after the habit every Python user already has for "one callable over an
-  iterable, results in input order": ``Executor.map`` (concurrent.futures), ``client.map``
-  (dask.distributed), ``Series.map`` (pandas). Unlike ``Executor.map`` it never raises for a
-  row: a failure is a row with its code, as in pandas, and the call returns when all rows
-  are settled (or ``background=True`` returns at once).
-* **Nothing runs before every input is checked** with ``invoke``'s own rules. The default,
-  ``on_invalid="raise"``, refuses the whole batch with one :class:`~murmur_nb.InvalidInput`
-  listing every bad row: a careful user learns about all of them before paying for any
-  row; ``on_invalid="skip"`` runs the others and keeps the bad ones as ``invalid_input``
-  rows.
-* **One approval for the batch.** When the capability needs approval the batch asks once,
-  before anything runs, naming the number of calls times the estimated cost (``unknown``
-  unless ``estimated_cost=`` says), and ``approve=True`` covers every row (each row's
-  ``invoke`` carries it). A module that changes mid-batch is not run under it
-  (``module_changed``).
-* **max_cost** stops *starting* rows once the known actual costs plus the estimate of every
-  row in flight (and the next one) would pass it; the estimate is ``estimated_cost=``, else
-  the largest cost a finished row reported. While no cost is known one row runs at a time,
-  and a row whose cost stays unknown stops the batch (``cost_unknown``): an unknown is never
-  taken for free.
-* **Concurrency defaults to two rows per usable core** (:data:`ROWS_PER_CORE`; the cores are
-  this process's CPU affinity). A row's thread holds no core while its sandboxed process
-  runs, and the host's own part of a row (request, launch, envelope, artifacts) runs under
-  the GIL: with one row per core, a core idles whenever both rows are in their Python part
-  at once. A second row per core keeps a process ready to run; more only adds sandboxes and
-  memory. Measured on 2 shared cores: ``benchmarks/bench_batch.py``.
-* **The coordinator is the calling thread**: it starts rows, gathers completions and writes
-  the journal; rows run on a thread pool (or Dask workers). Ctrl-C there (or
-  :meth:`cancel`) stops starting rows, cancels the running ones as ``invoke`` does (their
-  process trees are killed), keeps every finished row, then re-raises.
+Named ``map`` after ``Executor.map``, ``client.map`` and ``Series.map``, but a failure is a
+row with its code, never a raise. Every input is checked with ``invoke``'s rules before
+anything runs (``on_invalid="raise"`` lists every bad row in one
+:class:`~murmur_nb.InvalidInput`; ``"skip"`` keeps them as rows). Approval is asked once, for
+calls times estimated cost, and a module changed mid-batch is not run under it. ``max_cost``
+stops starting rows once known costs plus rows in flight would pass it; while no cost is known
+one row runs at a time, and an unknown cost is never taken for free. The calling thread
+coordinates and writes the journal; rows run on a thread pool or Dask. Ctrl-C or
+:meth:`cancel` stops starting rows, cancels running ones, keeps finished ones, then re-raises.
+Concurrency defaults to two rows per usable core (:data:`ROWS_PER_CORE`): a row's thread holds
+no core while its sandboxed process runs, and the host's part of a row runs under the GIL, so
+a second row per core keeps a process ready while the first is in Python.
 """
 
 from __future__ import annotations

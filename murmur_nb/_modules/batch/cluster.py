@@ -1,32 +1,17 @@
 """Rows on a Dask cluster: ``map(..., client=dask.distributed.Client)``.
 
-Design notes
-------------
-* **Each worker has its own sandboxed host.** The kernel ships the module's verified
-  snapshot once as a scattered :class:`~murmur_nb._modules.batch.payload.Payload` (broadcast: it
-  reaches each worker once, and a restarted worker fetches it from a peer). On first use in
-  a worker process, :func:`worker_host` installs it into a private home, lets a
-  :class:`~murmur_nb.ModuleHost` of that home snapshot and describe it, and compares the
-  module digest with the one shipped: a mismatch refuses every row (``digest_mismatch``,
-  not run). A worker never reads a live module folder.
-* **Each row runs exactly :func:`murmur_nb._modules.batch.local.run_row` there**, so a row on a
-  worker is the same ``invoke`` as at home (verified, audited in the worker's host), and
-  retries, ``max_cost`` and cancel stay with the kernel's coordinator. The rows the
-  coordinator starts together go as tasks of up to :data:`CHUNK` rows: a Dask task costs
-  a few scheduler round trips, which on a small machine cost as much CPU as a row itself.
-  A task runs its rows two at a time (``ROWS_PER_CORE``, the local rule: one row's process
-  runs while the other is in the host's Python part), so a worker thread keeps its core
-  busy as a local ``map`` does.
-* **Artifacts come back as bytes** up to ``artifact_bytes`` (default 8 MiB) each; the kernel
-  checks size and SHA-256 and stages them into its own content-addressed store, so the row
-  renders as a local one. A larger artifact stays in the worker's store; its record has a
-  ``location`` (``{"worker": address, "file": path}``) instead of a ``file``.
-* **The journal stays in the kernel.** A worker that dies costs only the rows it was
-  running (its task's rows): Dask reschedules them, and a task that still fails because
-  its worker was lost is submitted again (up to :data:`LOST_WORKER_RETRIES` times) before
-  its rows become ``worker_lost`` rows.
-* **Cancel** cancels the rows still queued; rows already running on a worker finish and
-  are kept (a worker's process tree is not reachable from the kernel).
+The kernel scatters the module's verified snapshot once
+(:class:`~murmur_nb._modules.batch.payload.Payload`); :func:`worker_host` installs it in a
+private home on first use and refuses every row when its digest differs
+(``digest_mismatch``), so a worker never reads a live module folder. Each row runs
+:func:`murmur_nb._modules.batch.local.run_row`, the same ``invoke`` as at home, in tasks of up
+to :data:`CHUNK` rows (a task costs scheduler round trips), two at a time within a task (the
+local rule, ``ROWS_PER_CORE``); a partial task goes only while a worker thread would idle.
+Artifacts come back as bytes up to ``artifact_bytes``, checked and staged in the kernel's
+store; larger ones stay on the worker (``location``). The journal, retries, ``max_cost`` and
+cancel stay in the kernel; a task lost with its worker is resubmitted up to
+:data:`LOST_WORKER_RETRIES` times before its rows are ``worker_lost``. Cancel drops queued
+rows; running ones finish and are kept.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """A batch as a DataFrame (:func:`batch_frame`) and its images as one grid (:func:`batch_grid`).
 
-Design notes
-------------
-* **One row per input, in input order**, indexed by the DataFrame's own index when one was
-  given (else ``0..n-1``), so ``df.join(batch.to_pandas())`` lines up.
-* **Typed columns:** ``ok`` is a nullable boolean (``<NA>`` while a row has no outcome);
-  costs are ``Float64`` where ``<NA>`` is *unknown*, never free; codes are strings.
-* **The result** is spread into ``result_<name>`` columns when the capability's result
-  schema is a flat object (every property a scalar); otherwise one ``result`` column of
-  objects. Input columns keep their names; one that clashes with an outcome column is
-  prefixed ``input_``.
+One row per input, in input order, on the input's own index, so ``df.join(batch.to_pandas())``
+lines up. ``ok`` is a nullable boolean, costs ``Float64`` (``<NA>`` is unknown, never free).
+A flat object result spreads into ``result_<name>`` columns, else one ``result`` column; an
+input column clashing with an outcome column is prefixed ``input_``.
 """
 
 from __future__ import annotations

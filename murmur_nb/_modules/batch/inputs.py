@@ -1,18 +1,11 @@
 """What a batch runs on: a DataFrame, a list or an iterable of dicts, as canonical rows.
 
-Design notes
-------------
-* **A DataFrame row is an object, its columns the properties.** A missing value (``NaN``,
-  ``None``, ``pd.NA``, ``NaT``) leaves the property *out* of that row's input, the way a
-  pandas user reads a hole in a table: "not given", so a schema default or ``required``
-  decides, never a ``null`` nobody typed. numpy scalars become Python numbers and bools;
-  arrays, lists and dicts in a cell are passed as JSON arrays and objects (nested values are
-  not flattened); a ``Timestamp`` becomes its ISO 8601 text. A column name must be a string.
-* **Canonical input.** Every row is turned into strict JSON once, with sorted keys and no
-  spaces (:func:`canonical`); its SHA-256 is the row's key in the journal, so the same input
-  is recognised whichever order its keys came in.
-* **The index is kept.** A DataFrame's own index labels the rows of ``Batch.to_pandas()``;
-  other inputs are numbered from 0.
+A DataFrame row is an object, its columns the properties; a missing value (``NaN``, ``None``,
+``pd.NA``, ``NaT``) leaves the property out ("not given", so a default or ``required``
+decides). numpy scalars become Python numbers, arrays and dicts in a cell JSON values, a
+``Timestamp`` ISO 8601 text; column names must be strings. Every row becomes strict JSON with
+sorted keys once (:func:`canonical`); its SHA-256 is the journal key. A DataFrame's index
+labels the rows of ``Batch.to_pandas()``; other inputs are numbered from 0.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The batch journal: every finished row, in SQLite, so a batch re-run skips what is done.
 
-Design notes
-------------
-* **Keyed by what decides the outcome:** the capability id, the module's approval digest
-  (the SHA-256 of its descriptor *and* the digest of its folder's verified snapshot, the two
-  an approval is pinned to) and the SHA-256 of the canonical input. When the module's code
-  or descriptor changes, no key matches any more: nothing is reused.
-* **A row is written as it finishes** and committed at once (WAL, ``synchronous=NORMAL``):
-  a kernel killed mid-batch loses only the rows still running, never a finished one.
-* **Only finished rows** (``ok`` or ``failed``) are journaled; a row not run (cancelled,
-  past ``max_cost``, invalid input) is not, so a re-run runs it.
-* **The journal is the batch's memory.** A row's result, error and artifacts live here, not in
-  Python objects, so a batch of 100,000 rows keeps the kernel small; ``:memory:`` when the
-  caller asked for no journal.
+Rows are keyed by the capability, the module's approval digest (descriptor and verified
+snapshot) and the SHA-256 of the canonical input, so a changed module reuses nothing. Each
+row is committed as it finishes (WAL, ``synchronous=NORMAL``): a killed kernel loses only
+rows still running. Only ``ok`` and ``failed`` rows are kept; a row not run is run again.
+Results live here, not in Python objects, so 100,000 rows keep the kernel small;
+``:memory:`` when the caller asked for no journal.
 """
 
 from __future__ import annotations

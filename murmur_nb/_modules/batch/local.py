@@ -1,17 +1,11 @@
 """One row on this machine: exactly one ``invoke`` (or a start and its polls), as a record.
 
-Design notes
-------------
-* **Each row is an ``invoke``** of the batch's host, from a worker thread: sandboxed,
-  verified and audited like any other call (``host.audit()`` has one row per call).
-* **The module changing mid-batch is caught.** Before each call the host's resolved target
-  (:meth:`ModuleHost.resolve`, cached) is compared with the batch's plan (``stat`` of the
-  folder, no describe): a row whose module no longer hashes to what the batch was approved
-  and journaled for is not run (``module_changed``). A change in the instant between that
-  check and the launch is still run from a verified snapshot, just of the newer code; the
-  next row sees it.
-* **Artifacts are staged as the row finishes** (in the worker thread, so copies run in
-  parallel): the record names them in the content-addressed store.
+Each row is an ``invoke`` of the batch's host from a worker thread, audited like any call.
+Before each call the host's resolved target (:meth:`ModuleHost.resolve`, cached) is compared
+with the batch's plan (a ``stat``, no describe): a module that no longer hashes to what the
+batch was approved for is not run (``module_changed``); a change in the instant after that
+check still runs from a verified snapshot, and the next row sees it. Artifacts are staged as
+the row finishes, in parallel.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """A long-running capability as one row: start it, poll until the job says it is finished.
 
-Design notes
-------------
-* **The same rule as the notebook's live run.** The poll capability gets the started
-  result's keys that its request schema names; a result is final when its ``state`` (or
-  ``status``) is a final word, or ``done`` reached ``total``, or it is not an object.
-  (``widgets.LiveRun`` applies this rule in the view layer; it lives here, below the
-  widgets, so a batch needs no widget.)
-* **Every start and poll is an ``invoke``**: sandboxed, verified and audited. The row's
-  outcome is the last poll's invocation, with the costs of every call summed (unknown if
-  any was unknown) and their warnings kept.
-* **Bounded:** ``poll_timeout`` seconds at most, then ``deadline_exceeded``; Cancel or Ctrl-C
-  between polls ends the row as ``cancelled``.
+The poll gets the started result's keys its request schema names; when the job is finished is
+decided by :func:`murmur_nb._modules.request.poll_finished`, the rule ``widgets.LiveRun``
+uses too. Every start and poll is an ``invoke`` (sandboxed, verified, audited); the row is the
+last poll's invocation with the costs of every call summed (unknown if any was) and their
+warnings kept. At most ``poll_timeout`` seconds (then ``deadline_exceeded``); Cancel or Ctrl-C
+between polls ends the row as ``cancelled``.
 """
 
 from __future__ import annotations

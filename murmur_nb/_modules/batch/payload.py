@@ -1,19 +1,11 @@
 """A module's verified snapshot as bytes, shipped to a Dask worker and installed there.
 
-Design notes
-------------
-* **What ships is the snapshot, never a path.** The kernel reads the verified, read-only
-  snapshot the batch's plan names (not the live folder) into a :class:`Payload`: every
-  entry's relative path, kind, executable bit and bytes (or a link's relative target), plus
-  the module digest the batch was approved and journaled under.
-* **The worker trusts nothing it was sent.** :func:`install` writes the entries into a
-  private home (``0700``, made for this payload), and a host of that home snapshots and
-  describes it with the host's own rules, so the code digest is recomputed from the bytes
-  that will run and the descriptor digest from the module's own ``describe``. When the
-  resulting module digest is not the one shipped, nothing runs (:class:`DigestRefused`,
-  code ``digest_mismatch``). The rule that hashes a folder stays in one place, the
-  snapshot store.
-* **Bounded** by the policy's ``max_module_entries`` / ``max_module_bytes`` on both sides.
+A :class:`Payload` holds the snapshot the batch's plan names, never the live folder: each
+entry's relative path, kind, executable bit and bytes (or a link's relative target), and the
+module digest the batch was approved under. The worker trusts none of it: :func:`install`
+writes the entries into a private ``0700`` home, a host there snapshots and describes it with
+the host's own rules, and a different module digest runs nothing (:class:`DigestRefused`,
+``digest_mismatch``). Bounded by ``max_module_entries`` / ``max_module_bytes`` on both sides.
 """
 
 from __future__ import annotations

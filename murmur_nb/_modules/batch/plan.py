@@ -1,14 +1,10 @@
 """What a batch runs, settled once before anything runs: the module, its digest, the checks.
 
-Design notes
-------------
-* **The host's batch entry points, and nothing private.** A batch needs what ``invoke``
-  settles for itself: the resolved capability (its descriptor digest, the digest and path of
-  the verified snapshot of the module folder), from :meth:`ModuleHost.resolve`, and the
-  request-schema check with ``invoke``'s own rules and budgets, from
-  :meth:`ModuleHost.input_problem`. A change of the host's insides stays behind those two.
-* **The module digest** is SHA-256 over the descriptor digest and the code digest: the two
-  an approval is pinned to, and the key the journal reuses rows under.
+What a batch needs from the host, through its two entry points and nothing private: the
+resolved capability (descriptor digest, verified snapshot) from :meth:`ModuleHost.resolve`
+and ``invoke``'s own input check from :meth:`ModuleHost.input_problem`. The module digest is
+SHA-256 over the descriptor and code digests: what an approval pins and what the journal
+keys rows by.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """One finished row of a batch as plain JSON (what the journal keeps), and back.
 
-Design notes
-------------
-* **Artifacts are kept content-addressed.** A row's verified artifacts are staged into the
-  host's artifact store as the row finishes (the run folder they were made in is private and
-  goes away); the record names each by digest and store path, so a row read back from the
-  journal, in this kernel or the next, renders with ``mnb.render(batch[i])``, which
-  re-verifies every byte against the digest.
-* **An artifact may stay where it was made.** On a cluster, an artifact past the batch's
-  size bound is not copied back; its record has no ``file`` but a ``location`` (the worker
-  and the path there), so the row says where it is and nothing renders it by mistake.
-* **A host error is a row too.** ``deadline_exceeded``, ``protocol_violation`` and the like
-  become ``ok: false`` rows with that code; what the partial invocation knew (costs,
-  warnings, stderr's tail) is kept.
+A row's verified artifacts are staged into the host's content-addressed store as it finishes
+(its run folder is private and goes away), so a row read back from the journal, in this
+kernel or the next, renders with ``mnb.render(batch[i])``, re-verified against the digest.
+On a cluster an artifact past the size bound stays on the worker: the record has a
+``location`` instead of a ``file``. A host error is a row too (``ok: false`` with its code),
+keeping what the partial invocation knew: costs, warnings, stderr's tail.
 """
 
 from __future__ import annotations

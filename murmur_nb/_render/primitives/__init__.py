@@ -1,1 +1,1 @@
-"""One renderer per presentation primitive; :mod:`..fallback` picks which."""
+"""One renderer per presentation primitive; :mod:`murmur_nb._render.fallback` picks which."""

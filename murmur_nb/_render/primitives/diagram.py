@@ -14,7 +14,7 @@ ours at all); ``mmdc`` needs files, so it gets a fresh private folder as its wor
 and only ``rw`` root, holding its input and output, and the SVG is read back without
 following a link. Where the sandbox cannot give every guarantee, the renderer is not run
 (never unconfined): the card shows the source and says why. The SVG is cut at
-``RenderBudget.embed_bytes`` and the run at :data:`TIMEOUT_S`, as before.
+``RenderBudget.embed_bytes`` and the run at :data:`TIMEOUT_S`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """``image_grid``: several images of one invocation, or a JSON list of image paths, as one grid.
 
 The images of one invocation that carry the ``image_grid`` hint render together, in order,
-placed where the first of them was (see :mod:`.render`); a JSON artifact with the hint may
-instead list image paths relative to its root, each opened beneath the root without
-following a link and read from the checked descriptor (:mod:`.listed`). Thumbnails and the
-byte budget live in :func:`~.media.grid_html`; this module builds the card and the
-``text/plain`` listing.
+placed where the first of them was (see :mod:`murmur_nb._render.render`); a JSON artifact
+with the hint may instead list image paths relative to its root, each opened beneath the root
+without following a link and read from the checked descriptor
+(:mod:`murmur_nb._render.listed`). Thumbnails and the byte budget live in
+:func:`~.media.grid_html`; this module builds the card and the ``text/plain`` listing.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def _capped(listing: list[str], keep: int = 50) -> list[str]:
 
 def json_grid_rendering(source: Source, budget: RenderBudget, notes: list[str]) -> Rendering:
     """A grid of the images a JSON artifact lists, each opened and checked beneath its root
-    (:mod:`.listed`) and read through that descriptor; a refused one is a tile saying why."""
+    (:mod:`murmur_nb._render.listed`) and read through that descriptor; a refused one is a
+    tile saying why."""
     entries = listed_paths(load_json(source, budget))
     with contextlib.ExitStack() as held:
         images = open_listed(

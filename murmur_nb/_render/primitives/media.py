@@ -255,7 +255,7 @@ class _GridFill:
 
 def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[str]]:
     """The grid's HTML and notes; thumbnails in order until the strip's allowance is spent
-    (:func:`~.core.strip_allowance`)."""
+    (:func:`~murmur_nb._render.core.strip_allowance`)."""
     px = budget.thumbnail_px
     box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
     limit, knob = strip_allowance(budget, len(items))

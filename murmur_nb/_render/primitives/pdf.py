@@ -104,7 +104,7 @@ def render_document(source: Source, budget: RenderBudget) -> Body:
         shown = "; preview of page 1" if pngs else ""
     figures = "".join(page_images_html(pngs, budget.preview_px))
     html = (
-        f"<div><b>{count}</b> {pages}</div>"
+        f"<div><b>{count}</b> {pages}{_showing(len(pngs), count)}</div>"
         f'<div style="display:flex;gap:8px;overflow-x:auto">{figures}</div>{link}'
     )
     placement = "linked" if got.how.startswith("linked") else got.how
@@ -113,6 +113,13 @@ def render_document(source: Source, budget: RenderBudget) -> Body:
         details=[f"{count} {pages}{shown}; download {placement}"],
         notes=notes,
     )
+
+
+def _showing(shown: int, count: int) -> str:
+    """`` · showing 2 of 5 pages`` when the previews are fewer than the pages, else ``""``."""
+    if shown >= count:
+        return ""
+    return f" · showing {shown} of {count} pages (RenderBudget.preview_pages)"
 
 
 def _fitting(pngs: list[bytes], limit: int) -> tuple[list[bytes], int]:

@@ -1,7 +1,7 @@
 """Slides: a PDF (one slide a page), a JSON list of image paths, or Markdown split on ``---``.
 
 Listed images are opened beneath the artifact's root without following a link and read
-from the checked descriptor, as a grid's are (:mod:`.listed`).
+from the checked descriptor, as a grid's are (:mod:`murmur_nb._render.listed`).
 
 The card is a static, horizontally scrolling strip: every viewer shows it without script.
 The same pages are returned as :class:`~murmur_nb._render.core.Slide` objects
@@ -110,7 +110,8 @@ def _listed_slides(
     budget: RenderBudget,
     held: contextlib.ExitStack,
 ) -> list[tuple[str, bytes | None, str]]:
-    """Listed images as slides, each opened and checked beneath the root (:mod:`.listed`)."""
+    """Listed images as slides, each opened and checked beneath the root
+    (:mod:`murmur_nb._render.listed`)."""
     images = open_listed(
         entries, source.root_dir, max_bytes=budget.parse_bytes, keep=max_held(), held=held
     )

@@ -36,6 +36,9 @@ _PRE = (
     "padding:6px;border-radius:4px;margin:0;max-height:480px;overflow:auto"
 )
 
+#: a long unbroken word (a hash, a URL) wraps inside the card instead of overflowing it
+_WRAP = "overflow-wrap:anywhere;word-break:break-word;max-width:100%"
+
 
 def read_text(path: Path, limit: int) -> tuple[str, bool]:
     """The first ``limit`` bytes of ``path`` as text, and whether it was cut."""
@@ -80,7 +83,7 @@ def markdown_block(text: str) -> tuple[str, bool]:
     converted = markdown_html(text)
     if converted is None:
         return f'<pre style="{_PRE}">{esc(text)}</pre>', False
-    return f'<div class="murmur-markdown">{converted}</div>', True
+    return f'<div class="murmur-markdown" style="{_WRAP}">{converted}</div>', True
 
 
 def render_markdown(source: Source, budget: RenderBudget) -> Body:

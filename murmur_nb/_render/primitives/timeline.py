@@ -1,10 +1,11 @@
-"""Timelines: SPEC §2 events drawn as a static SVG chart, one lane per ``lane`` value.
+"""Timelines: SPEC §2 events drawn as a static chart, one lane per ``lane`` value.
 
 Events are a JSON list or ``{"events": [...]}``; each has ``start`` (seconds as a number, or
 an RFC 3339 timestamp), optional ``end``, ``label`` and ``lane``. An event with an ``end``
 after its ``start`` is a bar, any other a marker. Lanes keep their order of first appearance.
-Everything is drawn in SVG with ``<title>`` tooltips: no script, so it reads the same in
-nbconvert output and on GitHub.
+The chart is plain HTML placed with inline styles, with ``title`` tooltips: no script and no
+SVG, so it reads the same in nbconvert output, on nbviewer and in a notebook JupyterLab does
+not trust (its sanitizer removes inline SVG, which left the labels as one run-on string).
 """
 
 from __future__ import annotations
@@ -16,21 +17,25 @@ from typing import Any
 
 from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc
 from murmur_nb._render.primitives.text import load_json
-from murmur_nb._render.theme import BG, BG_SOFT, BORDER, FG, FG_MUTED
+from murmur_nb._render.theme import FG, FG_MUTED, GREY
 
-__all__ = ["Event", "parse_events", "render_timeline", "timeline_svg"]
+__all__ = ["Event", "parse_events", "render_timeline", "timeline_html"]
 
 _MAX_TICKS = 20
 #: Lane colours. Fixed, not themed: each carries white labels at a contrast of at least 4.8
 #: (WCAG AA), and stands out against light and dark pages alike (>= 3.5).
 _PALETTE = ("#0969da", "#1a7f37", "#9a6700", "#8250df", "#cf222e", "#bf3989", "#1b7c83")
 _ON_PALETTE = "#ffffff"
-# SVG presentation attributes take no var(): the themed colours go in style attributes.
-_GRID = f"stroke:{BORDER}"
-_TICK = f"fill:{FG_MUTED}"
-_LANE = f"fill:{FG}"
-_BAND = f"fill:{BG_SOFT}"
-_HALO = f"fill:{FG};stroke:{BG}"
+_LABEL_W = 130
+_PAD = 12
+_LANE_H = 30
+_AXIS_H = 20
+_ABS = "position:absolute;white-space:nowrap"
+# Themed text colours; untrusted, the var() is dropped and the theme's own text colour shows.
+_TICK = f"color:{FG_MUTED}"
+_LANE = f"color:{FG};font-weight:bold"
+# Grid lines: grey at half opacity reads on light and dark pages without a theme.
+_GRID = "border-left:1px solid rgba(128,128,128,0.45)"
 
 
 @dataclass(frozen=True)
@@ -106,145 +111,158 @@ def _tick_label(t: float, origin: float, timestamps: bool, step: float) -> str:
 
 @dataclass(frozen=True)
 class _Chart:
-    """Where things go: the time window, the sizes, and time -> x."""
+    """The time window and time -> percent of the plot's width."""
 
     origin: float
     lo: float
     hi: float
     timestamps: bool
-    width: int
-    height: int
-    label_w: int = 130
-    pad: int = 12
-    lane_h: int = 30
-    axis_h: int = 26
 
     @property
     def span(self) -> float:
         return self.hi - self.lo or 1.0
 
     def x(self, t: float) -> float:
-        plot_w = self.width - self.label_w - 2 * self.pad
-        return self.label_w + self.pad + (t - self.lo) / self.span * plot_w
+        """Where ``t`` lies across the plot, in percent (0-100)."""
+        return min(max((t - self.lo) / self.span * 100, 0.0), 100.0)
 
 
-def _chart(events: list[Event], lanes: list[str], timestamps: bool, width: int) -> _Chart:
+def _chart(events: list[Event], timestamps: bool) -> _Chart:
     origin = min(e.start for e in events) if (timestamps and events) else 0.0
     lo = min((e.start for e in events), default=0.0) - origin
     hi = max((max(e.start, e.end or e.start) for e in events), default=1.0) - origin
     if not timestamps:
         lo = min(lo, 0.0)
-    height = _Chart.axis_h + _Chart.lane_h * max(len(lanes), 1) + _Chart.pad
-    return _Chart(origin, lo, hi, timestamps, width, height)
+    return _Chart(origin, lo, hi, timestamps)
 
 
-def _axis(c: _Chart) -> list[str]:
-    """Grid lines and tick labels along the top."""
-    parts: list[str] = []
+def _at(x: float, gap: int) -> str:
+    """Left of a point, ``gap`` px to its right; or, past 70 %, right of it, ``gap`` px left:
+    a label never runs off the plot's right edge."""
+    if x <= 70:
+        return f"left:{x:.2f}%;margin-left:{gap}px"
+    return f"right:{100 - x:.2f}%;margin-right:{gap}px"
+
+
+def _ticks(c: _Chart) -> list[tuple[float, str]]:
+    """``(percent, label)`` of each tick along the axis."""
     step = _nice_step(c.span)
     first = math.ceil(c.lo / step)
     count = min(math.floor(c.hi / step + 1e-9) - first + 1, _MAX_TICKS)
-    for k in range(max(count, 0)):  # by index: float steps below an ulp must not loop forever
-        tick = (first + k) * step
-        tx = c.x(tick)
-        parts.append(
-            f'<line x1="{tx:.1f}" y1="{c.axis_h - 4}" x2="{tx:.1f}" y2="{c.height - c.pad}" '
-            f'style="{_GRID}" stroke-width="1"/>'
-            f'<text class="murmur-tick" x="{tx:.1f}" y="{c.axis_h - 8}" text-anchor="middle" '
-            f'style="{_TICK}">'
-            f"{esc(_tick_label(tick, c.origin, c.timestamps, step))}</text>"
-        )
-    return parts
+    # by index: float steps below an ulp must not loop forever
+    ticks = [(first + k) * step for k in range(max(count, 0))]
+    return [(c.x(t), _tick_label(t, c.origin, c.timestamps, step)) for t in ticks]
 
 
-def _lane_bands(c: _Chart, lanes: list[str]) -> list[str]:
-    """One shaded band per lane, its name at the left."""
-    parts: list[str] = []
-    for li, lane in enumerate(lanes):
-        y0 = c.axis_h + li * c.lane_h
-        if li % 2 == 0:  # every other lane shaded
-            parts.append(
-                f'<rect x="0" y="{y0}" width="{c.width}" height="{c.lane_h}" '
-                f'style="{_BAND}" opacity="0.6"/>'
-            )
-        parts.append(
-            f'<text class="murmur-lane" x="6" y="{y0 + c.lane_h / 2 + 4:.1f}" '
-            f'style="{_LANE}" font-weight="bold">'
-            f"{esc((lane or 'events')[:20])}</text>"
-        )
-    return parts
+def _axis(c: _Chart) -> str:
+    """The tick labels, each beside its grid line, in a row above the lanes."""
+    labels = "".join(
+        f'<span class="murmur-tick" style="{_ABS};top:2px;{_at(x, 3)};{_TICK}">{esc(label)}</span>'
+        for x, label in _ticks(c)
+    )
+    return f'<div style="display:flex;height:{_AXIS_H}px">{_gutter("")}{_plot(labels)}</div>'
+
+
+def _grid(c: _Chart) -> str:
+    """The grid lines, one per tick, behind the lanes."""
+    return "".join(
+        f'<div style="{_ABS};top:0;bottom:0;left:{x:.2f}%;width:0;{_GRID}"></div>'
+        for x, _label in _ticks(c)
+    )
+
+
+def _gutter(inner: str, style: str = "") -> str:
+    """The column of lane names, left of the plot."""
+    return (
+        f'<div style="flex:none;width:{_LABEL_W}px;box-sizing:border-box;padding-left:6px;'
+        f"overflow:hidden;text-overflow:ellipsis;white-space:nowrap;{style}\">{inner}</div>"
+    )
+
+
+def _plot(inner: str) -> str:
+    """The plot area: events are placed in it by percent of its width."""
+    return f'<div style="position:relative;flex:1;margin-right:{_PAD}px">{inner}</div>'
 
 
 def _tip(c: _Chart, e: Event) -> str:
-    """The start of an event's tooltip: its label and when it starts (the caller closes it)."""
-    return f"{e.label} ({_tick_label(e.start - c.origin, c.origin, c.timestamps, 0.001)}"
+    """An event's tooltip: its label and when it happens."""
+    when = _tick_label(e.start - c.origin, c.origin, c.timestamps, 0.001)
+    if e.end is not None and e.end > e.start:
+        when += f" - {_tick_label(e.end - c.origin, c.origin, c.timestamps, 0.001)}"
+    return f"{e.label} ({when})"
 
 
-def _bar(c: _Chart, e: Event, end: float, y0: int, colour: str) -> list[str]:
-    """An event with an ``end`` after its ``start``: a bar, labelled inside when it fits."""
-    en = end - c.origin
-    tip = _tip(c, e) + f" - {_tick_label(en, c.origin, c.timestamps, 0.001)})"
-    x0, x1 = c.x(e.start - c.origin), c.x(en)
-    parts = [
-        f'<g><title>{esc(tip)}</title><rect x="{x0:.1f}" y="{y0 + 6}" '
-        f'width="{max(x1 - x0, 2):.1f}" height="{c.lane_h - 12}" rx="3" fill="{colour}"/>'
-    ]
-    if e.label and x1 - x0 > 30:
-        chars = max(int((x1 - x0 - 6) / 6), 1)
-        text = e.label if len(e.label) <= chars else e.label[: chars - 1] + "…"
-        parts.append(
-            f'<text class="murmur-event" x="{x0 + 3:.1f}" y="{y0 + c.lane_h / 2 + 4:.1f}" '
-            f'fill="{_ON_PALETTE}">'
-            f"{esc(text)}</text>"
-        )
-    parts.append("</g>")
-    return parts
+def _bar(c: _Chart, e: Event, end: float, colour: str) -> str:
+    """An event with an ``end`` after its ``start``: a bar, its label inside (cut to fit)."""
+    x0, x1 = c.x(e.start - c.origin), c.x(end - c.origin)
+    return (
+        f'<div class="murmur-event murmur-bar" title="{esc(_tip(c, e))}" style="{_ABS};top:6px;'
+        f"left:{x0:.2f}%;width:{max(x1 - x0, 0.3):.2f}%;min-width:2px;height:{_LANE_H - 12}px;"
+        f"line-height:{_LANE_H - 12}px;background:{colour};color:{_ON_PALETTE};"
+        f"border-radius:3px;padding:0 3px;box-sizing:border-box;overflow:hidden;"
+        f'white-space:nowrap;text-overflow:ellipsis">{esc(e.label)}</div>'
+    )
 
 
-def _marker(c: _Chart, e: Event, y0: int, colour: str) -> list[str]:
-    """An instant: a diamond, labelled to its right."""
-    cx, cy = c.x(e.start - c.origin), y0 + c.lane_h / 2
-    parts = [
-        f'<g><title>{esc(_tip(c, e) + ")")}</title><path d="M{cx:.1f} {cy - 7:.1f} '
-        f'L{cx + 7:.1f} {cy:.1f} L{cx:.1f} {cy + 7:.1f} L{cx - 7:.1f} {cy:.1f} Z" '
-        f'fill="{colour}"/>'
-    ]
-    if e.label:
-        parts.append(
-            f'<text class="murmur-event" x="{cx + 9:.1f}" y="{cy + 4:.1f}" style="{_HALO}" '
-            'stroke-width="3" paint-order="stroke">'
-            f"{esc(e.label[:24])}</text>"
-        )
-    parts.append("</g>")
-    return parts
+def _marker(c: _Chart, e: Event, colour: str) -> str:
+    """An instant: a diamond at its time, its label on a tab of the lane's colour beside it
+    (facing left near the right edge), outlined so it stands out on a bar of that colour."""
+    x = c.x(e.start - c.origin)
+    diamond = (
+        f'<span style="{_ABS};top:{_LANE_H / 2 - 9:.0f}px;left:{x:.2f}%;margin-left:-7px;'
+        f'width:14px;text-align:center;font-size:16px;line-height:18px;color:{colour}">◆</span>'
+    )
+    if not e.label:
+        return f'<div class="murmur-marker" title="{esc(_tip(c, e))}">{diamond}</div>'
+    tab = (
+        f'<span class="murmur-event" style="{_ABS};top:7px;{_at(x, 9)};max-width:45%;'
+        f"height:{_LANE_H - 14}px;line-height:{_LANE_H - 14}px;padding:0 4px;border-radius:3px;"
+        f"background:{colour};color:{_ON_PALETTE};box-shadow:0 0 0 2px rgba(255,255,255,0.85);"
+        f'overflow:hidden;white-space:nowrap;text-overflow:ellipsis">{esc(e.label[:40])}</span>'
+    )
+    return f'<div class="murmur-marker" title="{esc(_tip(c, e))}">{diamond}{tab}</div>'
 
 
-def timeline_svg(events: list[Event], timestamps: bool, width: int = 860) -> tuple[str, list[str]]:
-    """The SVG chart for ``events`` and its lane names (in order)."""
+def _lane(c: _Chart, lane: str, index: int, events: list[Event]) -> str:
+    """One lane: its name, then its bars, then its markers on top."""
+    colour = _PALETTE[index % len(_PALETTE)]
+    band = f"background:{GREY};" if index % 2 == 0 else ""  # every other lane shaded
+    bars = [e for e in events if e.end is not None and e.end > e.start]
+    marks = [e for e in events if not (e.end is not None and e.end > e.start)]
+    inner = "".join(_bar(c, e, e.end, colour) for e in bars if e.end is not None)
+    inner += "".join(_marker(c, e, colour) for e in marks)
+    name = f'<span class="murmur-lane" style="{_LANE}">{esc((lane or "events")[:20])}</span>'
+    return (
+        f'<div style="display:flex;height:{_LANE_H}px;line-height:{_LANE_H}px;{band}">'
+        f"{_gutter(name)}{_plot(inner)}</div>"
+    )
+
+
+def timeline_html(events: list[Event], timestamps: bool) -> tuple[str, list[str]]:
+    """The chart for ``events`` and its lane names (in order).
+
+    Plain HTML placed with inline styles in percent (no SVG, no script, no ``calc()`` or
+    ``transform``), so JupyterLab's sanitizer, GitHub and nbviewer keep its layout: an
+    untrusted notebook shows the same lanes, ticks and labels.
+    """
     lanes: list[str] = []
     for e in events:
         if e.lane not in lanes:
             lanes.append(e.lane)
-    c = _chart(events, lanes, timestamps, width)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{c.height}" '
-        f'viewBox="0 0 {width} {c.height}" role="img" font-family="sans-serif" font-size="11" '
-        'style="max-width:100%;height:auto">',
-        *_axis(c),
-        *_lane_bands(c, lanes),
-    ]
-    lane_index = {lane: i for i, lane in enumerate(lanes)}
-    # bars first, then markers on top, so an instant inside a bar stays visible
-    for e in sorted(events, key=lambda e: not (e.end is not None and e.end > e.start)):
-        li = lane_index[e.lane]
-        colour = _PALETTE[li % len(_PALETTE)]
-        y0 = c.axis_h + li * c.lane_h
-        if e.end is not None and e.end > e.start:
-            parts += _bar(c, e, e.end, y0, colour)
-        else:
-            parts += _marker(c, e, y0, colour)
-    parts.append("</svg>")
-    return "".join(parts), lanes
+    c = _chart(events, timestamps)
+    rows = "".join(
+        _lane(c, lane, i, [e for e in events if e.lane == lane]) for i, lane in enumerate(lanes)
+    )
+    grid = (
+        f'<div style="{_ABS};top:0;bottom:0;left:{_LABEL_W}px;right:{_PAD}px">{_grid(c)}</div>'
+    )
+    body = (
+        f'<div class="murmur-timeline" role="img" aria-label="timeline of {len(events)} events" '
+        'style="position:relative;font-family:sans-serif;font-size:11px;min-width:420px;'
+        f'padding-bottom:{_PAD}px">{_axis(c)}<div style="position:relative">{grid}{rows}</div>'
+        "</div>"
+    )
+    return body, lanes
 
 
 def render_timeline(source: Source, budget: RenderBudget) -> Body:
@@ -252,7 +270,7 @@ def render_timeline(source: Source, budget: RenderBudget) -> Body:
     if not events:
         raise CannotRender("the timeline has no events")
     drawn = events[: budget.timeline_events]
-    svg, lanes = timeline_svg(drawn, timestamps)
+    chart, lanes = timeline_html(drawn, timestamps)
     span_lo = min(e.start for e in events)
     span_hi = max(max(e.start, e.end or e.start) for e in events)
     if timestamps:
@@ -261,7 +279,7 @@ def render_timeline(source: Source, budget: RenderBudget) -> Body:
     else:
         span = f"spanning {span_lo:g}-{span_hi:g} s"
     body = Body(
-        html=svg,
+        html=chart,
         details=[f"{len(events)} events in {len(lanes)} lanes, {span}"],
     )
     if len(drawn) < len(events):

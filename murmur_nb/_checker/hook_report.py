@@ -1,0 +1,165 @@
+"""The hook checker's report: one row per rule, as text, JSON, HTML or a DataFrame.
+
+Its own small code, with the module checker's conventions (:mod:`.check_report`): a verdict
+line first, then every row that did not pass with its rule and fix line; ``ok`` is false when
+any rule failed; pandas only in :meth:`HookCheckReport.to_frame`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["HookCheckReport", "HookCheckResult"]
+
+HookStatus = Literal["pass", "fail", "warn", "skipped"]
+_STATUSES: tuple[HookStatus, ...] = ("fail", "warn", "skipped", "pass")
+_COLOURS = {
+    "fail": "var(--jp-error-color1, #c62828)",
+    "warn": "var(--jp-warn-color1, #a15c00)",
+    "skipped": "var(--jp-ui-font-color2, #616161)",
+    "pass": "var(--jp-success-color1, #2e7d32)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HookCheckResult:
+    """One rule: its id (``check``), how it went, what happened, the rule's text and the fix."""
+
+    check: str
+    status: HookStatus
+    detail: str = ""
+    rule: str = ""
+    fix: str = ""
+
+    def line(self) -> str:
+        detail = f": {self.detail}" if self.detail else ""
+        return f"{self.status.upper():7} {self.check}{detail}"
+
+
+@dataclass
+class HookCheckReport:
+    """The outcome of :func:`murmur_nb.check_hook`.
+
+    Iterate it for :class:`HookCheckResult` rows (one per rule); :attr:`ok` is false when any
+    rule failed. In a notebook it shows as a table; ``str(report)`` is the text summary.
+    """
+
+    component: Path
+    results: list[HookCheckResult] = field(default_factory=list)
+    duration_s: float = 0.0
+    digest: str = ""
+    #: The limits every call ran under (``murmur.yaml``'s, or the defaults).
+    limits: dict[str, Any] = field(default_factory=dict)
+    #: The generated records: name -> messages in it.
+    cases: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+
+    def __iter__(self) -> Iterator[HookCheckResult]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @property
+    def ok(self) -> bool:
+        """Whether no rule failed (warnings and skipped rules do not fail a hook)."""
+        return not self.failures
+
+    @property
+    def failures(self) -> list[HookCheckResult]:
+        return [r for r in self.results if r.status == "fail"]
+
+    def counts(self) -> dict[str, int]:
+        seen = Counter(r.status for r in self.results)
+        return {s: seen.get(s, 0) for s in _STATUSES}
+
+    def ran(self) -> str:
+        """What was run: calls, records and the time limit."""
+        return (
+            f"{self.calls} calls on {len(self.cases)} generated records, "
+            f"time limit {self.limits.get('time_ms', '?')} ms a call"
+        )
+
+    def summary(self) -> str:
+        verdict = "PASS" if self.ok else "FAIL"
+        head = (
+            f"{verdict} {self.component.name} ({self.component}): "
+            + ", ".join(f"{n} {s}" for s, n in self.counts().items())
+            + f" in {self.duration_s:.1f} s ({self.ran()})"
+        )
+        lines = [head]
+        for result in self.results:
+            if result.status == "pass":
+                continue
+            lines.append("  " + result.line())
+            if result.status == "fail":
+                lines.append(f"          rule: {result.rule}")
+                lines.append(f"          fix:  {result.fix}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_records(self) -> list[dict[str, Any]]:
+        return [asdict(r) for r in self.results]
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything in the report as JSON values (the ``--json`` output)."""
+        return {
+            "component": str(self.component),
+            "digest": self.digest,
+            "ok": self.ok,
+            "counts": self.counts(),
+            "duration_s": round(self.duration_s, 3),
+            "calls": self.calls,
+            "limits": self.limits,
+            "cases": self.cases,
+            "checks": self.to_records(),
+        }
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per rule; columns check, status, detail, rule and fix."""
+        import pandas as pd  # noqa: PLC0415 - pandas only when a frame is asked for
+
+        frame = pd.DataFrame(self.to_records(), columns=["check", "status", "detail", "rule",
+                                                         "fix"])  # fmt: skip
+        frame["status"] = pd.Categorical(frame["status"], categories=list(_STATUSES))
+        return frame
+
+    def _repr_html_(self) -> str:
+        verdict = "passes" if self.ok else "fails"
+        badges = " ".join(
+            f'<span style="color:{_COLOURS[s]};font-weight:600">{n} {s}</span>'
+            for s, n in self.counts().items()
+        )
+        rows = "".join(_html_row(r) for r in self.results)
+        return (
+            f'<div class="murmur-check-hook"><p><b>{html.escape(self.component.name)}</b> '
+            f"{verdict} the hook checks: {badges} <small>({self.duration_s:.1f} s, "
+            f"{html.escape(self.ran())})</small></p>"
+            "<table><thead><tr><th>status</th><th>check</th><th>detail</th><th>rule</th>"
+            f"<th>fix</th></tr></thead><tbody>{rows}</tbody></table></div>"
+        )
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.summary())
+
+
+def _html_row(result: HookCheckResult) -> str:
+    colour = _COLOURS[result.status]
+    cells = "".join(
+        f"<td>{html.escape(text)}</td>" for text in (result.check, result.detail, result.rule)
+    )
+    fix = html.escape(result.fix) if result.status != "pass" else ""
+    return (
+        f'<tr><td style="color:{colour};font-weight:600">{result.status}</td>{cells}'
+        f"<td>{fix}</td></tr>"
+    )

@@ -1,0 +1,259 @@
+"""Replay on a Dask cluster: ``HookHost.replay(..., client=dask.distributed.Client)``.
+
+Design notes
+------------
+* **Each worker loads the hooks itself, from their bytes.** The kernel ships one
+  :class:`Payload` (scattered with ``broadcast``: it reaches each worker once): every
+  hook's component bytes and SHA-256, its events, grant and the very limits of the kernel's
+  ``murmur.yaml``, and the murmur home. On first use in a worker process :func:`worker_host`
+  writes the bytes into a private folder, checks their digest, and builds a
+  :class:`~murmur_nb.HookHost` over them, which loads each component through the
+  process's compiled-component cache: an entry is used only when its seal checks out under
+  the user's cache key, exactly as in the kernel (else it is recompiled). A hook whose bytes
+  do not hash to the digest the kernel sent is refused: its rows are ``digest_mismatch``.
+* **Each worker reads records through a store of the same home**, page by page with the
+  cursor rules, as the kernel would; hooks with the ``read`` grant read the record through
+  it too. Records given as a DataFrame travel with their messages.
+* **Records go as tasks of a few records** (a task costs scheduler round trips). A worker
+  that dies costs only the tasks it held: Dask reschedules them on the others, and a task
+  that still fails because its worker was lost is submitted again (up to
+  :data:`LOST_WORKER_RETRIES` times) before its records become ``worker_lost`` rows.
+* Ctrl-C in the kernel cancels the tasks not finished and returns the finished rows.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import math
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._hooks.replay.run import finish, progress_bar, replay_job, unreadable_rows
+from murmur_nb._hooks.replay.sources import RecordJob
+from murmur_nb._hooks.replay.windows import ReplayWindows
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from murmur_nb._hooks.host import HookHost
+
+__all__ = [
+    "LOST_WORKER_RETRIES",
+    "Payload",
+    "ShippedHook",
+    "payload_of",
+    "replay_chunk",
+    "replay_on_cluster",
+    "worker_host",
+]
+
+#: how often a task whose worker died is submitted again before its records are lost rows
+LOST_WORKER_RETRIES = 3
+#: the most records one task carries
+MAX_CHUNK = 16
+
+
+@dataclass(frozen=True)
+class ShippedHook:
+    """One hook as a worker receives it: the component's bytes and its configuration."""
+
+    id: str
+    digest: str
+    data: bytes
+    events: tuple[str, ...]
+    read_granted: bool
+    limits: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Everything a worker needs to host the kernel's hooks over the same records."""
+
+    hooks: tuple[ShippedHook, ...]
+    transport: str
+    home: str
+
+    @property
+    def key(self) -> str:
+        parts = [self.transport, self.home]
+        parts += [f"{h.id}:{h.digest}:{h.events}:{h.read_granted}:{sorted(h.limits.items())}"
+                  for h in self.hooks]  # fmt: skip
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def payload_of(host: HookHost, hooks: tuple[str, ...]) -> Payload:
+    """The kernel's hooks, as loaded (their digests are the ones its cache verified)."""
+    shipped = []
+    for entry in host.config.hooks:
+        if entry.id not in hooks:
+            continue
+        data = entry.component.read_bytes() if entry.component.is_file() else b""
+        shipped.append(ShippedHook(
+            entry.id, hashlib.sha256(data).hexdigest(), data, entry.events, entry.read_granted,
+            entry.limits.model_dump(),
+        ))  # fmt: skip
+    home = getattr(host.conversations, "home", None)
+    if home is None:
+        raise ValueError(
+            "replay(client=...) needs the HookHost's conversations to be a ConversationStore "
+            "(workers open a store of the same home)"
+        )
+    return Payload(tuple(shipped), host.config.transport, str(home))
+
+
+# -- on the worker -------------------------------------------------------------------------
+
+_hosts: dict[str, tuple[HookHost, dict[str, str]]] = {}
+_hosts_lock = threading.Lock()
+
+
+def worker_host(payload: Payload) -> tuple[HookHost, dict[str, str]]:
+    """This process's host for ``payload`` and the hooks it refused (id -> why), made once."""
+    from murmur_nb._conversations.store import ConversationStore  # noqa: PLC0415
+    from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits  # noqa: PLC0415
+    from murmur_nb._hooks.host import HookHost  # noqa: PLC0415 - host imports this package
+
+    with _hosts_lock:
+        if payload.key in _hosts:
+            return _hosts[payload.key]
+        folder = Path(tempfile.mkdtemp(prefix="murmur-nb-replay-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        entries, refused = [], {}
+        for hook in payload.hooks:
+            if hashlib.sha256(hook.data).hexdigest() != hook.digest:
+                refused[hook.id] = (
+                    f"the component of hook {hook.id!r} as received does not hash to "
+                    f"{hook.digest}, the digest the kernel sent; it was not loaded here"
+                )
+            path = folder / f"{hook.digest}.wasm"
+            path.write_bytes(hook.data)
+            entries.append(HookEntry(id=hook.id, component=path, events=hook.events,
+                                     read_granted=hook.read_granted,
+                                     limits=HookLimits(**hook.limits)))  # fmt: skip
+        config = HookConfig(path=None, transport=payload.transport,
+                            default_limits=HookLimits(), hooks=tuple(entries))  # fmt: skip
+        host = HookHost(config, conversations=ConversationStore(payload.home))
+        _hosts[payload.key] = (host, refused)
+        return host, refused
+
+
+def loaded_from() -> dict[str, dict[str, str | None]]:
+    """Per payload on this worker: hook id -> where its compiled component came from."""
+    return {key: {h: i.loaded_from for h, i in host.hooks.items()}
+            for key, (host, _) in _hosts.items()}  # fmt: skip
+
+
+def _refused_rows(job: RecordJob, refused: dict[str, str], worker: str) -> list[dict[str, Any]]:
+    return [
+        {"context_id": job.context_id, "hook_id": h, "event": "compact", "ok": False,
+         "code": "digest_mismatch", "error": why, "duration_ms": 0.0, "fuel_used": 0,
+         "worker": worker}
+        for h, why in refused.items()
+    ]  # fmt: skip
+
+
+def replay_chunk(
+    payload: Payload, jobs: list[RecordJob], hooks: tuple[str, ...], windows: ReplayWindows,
+    task_id: str,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """A few records on a worker, one after the other (a Dask task): their rows."""
+    from distributed import get_worker  # noqa: PLC0415 - only ever runs on a worker
+
+    worker = get_worker().address
+    host, refused = worker_host(payload)
+    usable = tuple(h for h in hooks if h not in refused)
+    rows: list[dict[str, Any]] = []
+    for job in jobs:
+        rows += _refused_rows(job, refused, worker)
+        if usable:
+            replay_job(host, job, hooks=usable, windows=windows, task_id=task_id,
+                       emit=rows.append, worker=worker)  # fmt: skip
+    return rows
+
+
+# -- in the kernel -------------------------------------------------------------------------
+
+
+def _lost(exc: BaseException | None) -> bool:
+    from distributed import KilledWorker  # noqa: PLC0415
+
+    return isinstance(exc, KilledWorker | OSError)  # CommClosedError is an OSError
+
+
+def _chunks(jobs: list[RecordJob], slots: int) -> list[list[RecordJob]]:
+    size = max(1, min(MAX_CHUNK, math.ceil(len(jobs) / (slots * 4))))
+    return [jobs[i : i + size] for i in range(0, len(jobs), size)]
+
+
+class _Run:
+    """The tasks of one replay: submitted, resubmitted after a lost worker, collected."""
+
+    def __init__(self, client: Any, payload: Any, args: tuple[Any, ...]) -> None:
+        self.client, self.payload, self.args = client, payload, args
+        self.tries: dict[Any, tuple[int, int]] = {}  # future -> (chunk index, losses)
+
+    def submit(self, index: int, chunk: list[RecordJob], losses: int) -> Any:
+        fut = self.client.submit(replay_chunk, self.payload, chunk, *self.args, pure=False)
+        self.tries[fut] = (index, losses)
+        return fut
+
+
+def replay_on_cluster(
+    host: HookHost,
+    jobs: list[RecordJob],
+    client: Any,
+    *,
+    hooks: tuple[str, ...],
+    windows: ReplayWindows,
+    task_id: str,
+    progress: bool,
+) -> pd.DataFrame:
+    """The records spread over the cluster's workers; rows in the order of the records."""
+    from distributed import as_completed  # noqa: PLC0415 - the dask extra
+
+    completed: Any = as_completed  # untyped
+
+    slots = max(1, sum(int(n) for n in client.nthreads().values()))
+    chunks = _chunks(jobs, slots)
+    payload = client.scatter(payload_of(host, hooks), broadcast=True)
+    run = _Run(client, payload, (hooks, windows, task_id))
+    done: dict[int, list[dict[str, Any]]] = {}
+    interrupted = False
+    with progress_bar(len(jobs), progress, "replay on cluster") as bar:
+        pending = completed([run.submit(i, c, 0) for i, c in enumerate(chunks)])
+        try:
+            for fut in pending:
+                index, losses = run.tries.pop(fut)
+                if fut.status == "error" and _lost(fut.exception()) and (
+                    losses < LOST_WORKER_RETRIES
+                ):
+                    pending.add(run.submit(index, chunks[index], losses + 1))
+                    continue
+                done[index] = _collect(fut, chunks[index], hooks)
+                if bar is not None:
+                    bar.update(len(chunks[index]))
+        except KeyboardInterrupt:
+            interrupted = True
+            client.cancel(list(run.tries))
+    rows = [row for i in sorted(done) for row in done[i]]
+    return finish(rows, interrupted, len(jobs))
+
+
+def _collect(fut: Any, chunk: list[RecordJob], hooks: tuple[str, ...]) -> list[dict[str, Any]]:
+    if fut.status != "error":
+        rows: list[dict[str, Any]] = fut.result()
+        return rows
+    exc = fut.exception()
+    code = "worker_lost" if _lost(exc) else "host_error"
+    out = []
+    for job in chunk:
+        for row in unreadable_rows(job, hooks, exc, None):
+            row.update(code=code, error=f"the task replaying {job.context_id!r} failed on the "
+                       f"cluster: {type(exc).__name__}: {exc}")  # fmt: skip
+            out.append(row)
+    return out

@@ -1,0 +1,213 @@
+"""Two replays side by side: joined on (record, event, window), differences named per row.
+
+Wall time and fuel always differ between two runs, so they are shown but never make a row
+"different"; what does is the outcome (``ok``, ``code``), the note, what compaction kept
+(``kept_ids``, counts, characters, ``kept_ratio``) and whether the first system message and
+the last user message survived. When either side failed only the outcome is compared: the
+rest is missing on that side because of it, which is not a second difference.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["COMPARED", "ReplayComparison", "compare_replays"]
+
+KEYS = ["context_id", "event", "window"]
+#: Columns whose difference makes two rows differ, in the order they are reported.
+COMPARED = (
+    "ok", "code", "note", "messages_out", "chars_out", "kept_ratio", "first_system_kept",
+    "last_user_kept", "kept_ids",
+)  # fmt: skip
+SHOWN = (*COMPARED, "duration_ms", "fuel_used")
+#: What is compared when either side failed.
+OUTCOME = ("ok", "code")
+#: How many rows the HTML view shows (the frame has them all).
+HTML_ROWS = 40
+
+
+def _one_hook(frame: pd.DataFrame, hook: str | None, which: str) -> tuple[str, pd.DataFrame]:
+    ids = list(dict.fromkeys(frame["hook_id"].dropna()))
+    if hook is None:
+        if len(ids) != 1:
+            raise ValueError(
+                f"the {which} replay has hooks {ids}: name the one to compare, "
+                "compare_replays(a, b, hooks=('old', 'new'))"
+            )
+        hook = ids[0]
+    elif hook not in ids:
+        raise ValueError(f"the {which} replay has no rows of hook {hook!r} (it has {ids})")
+    return hook, frame[frame["hook_id"] == hook]
+
+
+def _sides(results: pd.DataFrame, other: pd.DataFrame | None, hooks: Any
+           ) -> tuple[tuple[str, pd.DataFrame], tuple[str, pd.DataFrame]]:  # fmt: skip
+    a, b = hooks if hooks is not None else (None, None)
+    if other is not None:
+        return _one_hook(results, a, "first"), _one_hook(other, b, "second")
+    if hooks is None:
+        ids = list(dict.fromkeys(results["hook_id"].dropna()))
+        if len(ids) != 2:
+            raise ValueError(
+                f"this replay has hooks {ids}, not two: pass hooks=('old', 'new'), or two "
+                "replays, compare_replays(old_run, new_run)"
+            )
+        a, b = ids
+    return _one_hook(results, a, "first"), _one_hook(results, b, "second")
+
+
+def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame[[*KEYS, *SHOWN]].copy()
+    out["window"] = out["window"].astype(object).where(out["window"].notna(), None)
+    out["event"] = out["event"].astype(str)
+    kept: Any = [tuple(v) if isinstance(v, list) else None for v in out["kept_ids"]]
+    out["kept_ids"] = kept
+    return out
+
+
+def _same(x: Any, y: Any) -> bool:
+    missing_x = x is None or (not isinstance(x, tuple) and _isna(x))
+    missing_y = y is None or (not isinstance(y, tuple) and _isna(y))
+    if missing_x or missing_y:
+        return missing_x and missing_y
+    return bool(x == y)
+
+
+def _isna(value: Any) -> bool:
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    return bool(pd.isna(value))
+
+
+@dataclass(frozen=True)
+class ReplayComparison:
+    """Two replays joined on (``context_id``, ``event``, ``window``).
+
+    Attributes
+    ----------
+    left, right : str
+        The two sides' labels (their hook ids; ``<id> (1)``/``<id> (2)`` when the same).
+    frame : pandas.DataFrame
+        One row per key: ``<column>_<side>`` for each compared column, ``duration_ms`` and
+        ``fuel_used``, ``differs`` (the compared columns that differ, a list) and ``same``.
+        A key only one side has is a difference (``"missing"``).
+    """
+
+    left: str
+    right: str
+    frame: pd.DataFrame
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The joined frame (a copy)."""
+        return self.frame.copy()
+
+    @property
+    def differences(self) -> pd.DataFrame:
+        """Only the rows that differ."""
+        return self.frame[~self.frame["same"]]
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for names in self.frame["differs"]:
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+        what = ", ".join(f"{k} in {v}" for k, v in counts.items()) or "nothing"
+        n, total = int((~self.frame["same"]).sum()), len(self.frame)
+        return f"{self.left} vs {self.right}: {n} of {total} rows differ ({what})"
+
+    def __repr__(self) -> str:
+        return f"ReplayComparison({self.summary()})"
+
+    def _repr_html_(self) -> str:
+        shown = self.differences.head(HTML_ROWS)
+        # wall time differs on every run: in the frame, not in the view a notebook saves
+        cols = [c for c in shown.columns
+                if c not in {"same", "differs"} and not c.startswith("duration_ms_")]  # fmt: skip
+        cells = []
+        for _, row in shown.iterrows():
+            differs = set(row["differs"])
+            tds = []
+            for c in cols:
+                base = _base_of(c, self.left, self.right)
+                mark = base in differs or "missing" in differs
+                style = ' style="font-weight:bold;text-decoration:underline"' if mark else ""
+                tds.append(f"<td{style}>{html.escape(_cell(row[c]))}</td>")
+            cells.append(f"<tr>{''.join(tds)}</tr>")
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        more = len(self.differences) - len(shown)
+        tail = f"<p>{more} more differing rows in .differences</p>" if more > 0 else ""
+        return (
+            f'<div class="murmur-comparison"><p><b>{html.escape(self.summary())}</b></p>'
+            f"<p>differing values in bold, underlined</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(cells)}</tbody></table>"
+            f"{tail}</div>"
+        )
+
+
+def _base_of(column: str, left: str, right: str) -> str:
+    for label in (left, right):
+        if column.endswith(f"_{label}"):
+            return column[: -len(label) - 1]
+    return column
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, tuple):
+        more = f" ... (+{len(value) - 6})" if len(value) > 6 else ""
+        return ", ".join(map(str, value[:6])) + more
+    if value is None or (not isinstance(value, list | dict) and _isna(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def compare_replays(
+    results: pd.DataFrame,
+    other: pd.DataFrame | None = None,
+    *,
+    hooks: tuple[str | None, str | None] | None = None,
+) -> ReplayComparison:
+    """Join two replays on (record, event, window) and name what differs in each row.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame
+        A :meth:`HookHost.replay` frame: with two hooks (``replay(..., hooks=[a, b])``),
+        or one hook when ``other`` is given.
+    other : pandas.DataFrame, optional
+        A second replay (another host, another ``murmur.yaml``) of one hook.
+    hooks : (str, str), optional
+        Which hook of each side to compare, when a side has several.
+
+    Returns
+    -------
+    ReplayComparison
+        ``.frame`` (every key), ``.differences``, ``.summary()``; shown as an HTML table of
+        the differing rows in a notebook.
+    """
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
+    (a, left), (b, right) = _sides(results, other, hooks)
+    la, lb = (a, b) if a != b else (f"{a} (1)", f"{b} (2)")
+    joined = pd.merge(_keyed(left), _keyed(right), on=KEYS, how="outer",
+                      suffixes=(f"_{la}", f"_{lb}"), indicator=True)  # fmt: skip
+    differs = []
+    for _, row in joined.iterrows():
+        if row["_merge"] != "both":
+            differs.append(["missing"])
+            continue
+        both_ok = bool(row[f"ok_{la}"]) and bool(row[f"ok_{lb}"])
+        names = COMPARED if both_ok else OUTCOME  # a failed call has nothing else to compare
+        differs.append([c for c in names if not _same(row[f"{c}_{la}"], row[f"{c}_{lb}"])])
+    joined["differs"] = differs
+    joined["same"] = [not d for d in differs]
+    joined["event"] = pd.Categorical(joined["event"], ["task-start", "compact"])
+    order = [*KEYS, *(f"{c}_{side}" for c in SHOWN for side in (la, lb)), "differs", "same"]
+    joined = joined.sort_values(["context_id", "event"], kind="stable")[order]
+    return ReplayComparison(la, lb, joined.reset_index(drop=True))

@@ -1,0 +1,140 @@
+"""Replaying records through hooks in this process: the lifecycle per record, progress, Ctrl-C.
+
+Per record, as the runtime would drive it: ``on-task-start`` with the record's context id
+(so a hook holding the ``read`` grant pages through the real record through the same store
+and cursors as in production), then ``on-compact`` on each window of the record's messages.
+A call's failure is its row (the host already turns traps, deadlines and limits into
+results); an error reading a record is a row too (``record_unreadable``), for every hook.
+
+Ctrl-C ends the replay at once: a call in progress is stopped by the host (its row is not
+kept, it did not finish), every finished row is returned and ``frame.attrs["interrupted"]``
+is ``True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._exceptions import ConversationReadError, HookError, InvalidContextId
+from murmur_nb._hooks.replay.rows import compact_row, frame_of, start_row
+from murmur_nb._hooks.replay.sources import RecordJob, record_messages
+from murmur_nb._hooks.replay.windows import ReplayWindows
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from murmur_nb._hooks.host import HookHost
+
+__all__ = ["DEFAULT_TASK_ID", "hooks_for", "replay_job", "replay_local", "unreadable_rows"]
+
+#: The task id hooks see on ``task-start`` during a replay (``{context_id}`` is filled in).
+DEFAULT_TASK_ID = "replay-{context_id}"
+
+
+def hooks_for(host: HookHost, hooks: Sequence[str] | str | None) -> tuple[str, ...]:
+    """The hook ids a replay drives: ``None`` for every configured hook, else those named."""
+    known = tuple(host.hooks)
+    if hooks is None:
+        return known
+    wanted = (hooks,) if isinstance(hooks, str) else tuple(hooks)
+    unknown = [h for h in wanted if h not in known]
+    if unknown or not wanted:
+        raise HookError(
+            f"no hook {', '.join(map(repr, unknown)) or 'given'} in this HookHost; it has "
+            f"{', '.join(known) or 'none'} (ids from murmur.yaml's hooks:)",
+            code="unknown_hook",
+        )
+    return wanted
+
+
+def unreadable_rows(job: RecordJob, hooks: Sequence[str], exc: Exception, worker: str | None
+                    ) -> list[dict[str, Any]]:  # fmt: skip
+    code = getattr(exc, "code", None) or "record_unreadable"
+    error = f"the record {job.context_id!r} could not be read for replay: {exc} ({code})"
+    return [
+        {"context_id": job.context_id, "hook_id": h, "event": "compact", "ok": False,
+         "code": "record_unreadable", "error": error, "duration_ms": 0.0, "fuel_used": 0,
+         "worker": worker}
+        for h in hooks
+    ]  # fmt: skip
+
+
+def replay_job(
+    host: HookHost,
+    job: RecordJob,
+    *,
+    hooks: Sequence[str],
+    windows: ReplayWindows,
+    task_id: str,
+    emit: Callable[[dict[str, Any]], None],
+    worker: str | None = None,
+) -> None:
+    """Every call of one record; each finished row goes to ``emit`` as soon as it exists."""
+    try:
+        messages = (
+            list(job.messages)
+            if job.messages is not None
+            else record_messages(host.conversations, job.context_id)
+        )
+    except (ConversationReadError, InvalidContextId, OSError) as exc:
+        for row in unreadable_rows(job, hooks, exc, worker):
+            emit(row)
+        return
+    tid = task_id.format(context_id=job.context_id)
+    for result in host.task_start(task_id=tid, context_id=job.context_id, hooks=hooks).values():
+        emit(start_row(job.context_id, result, worker))
+    ends = windows.ends(messages)
+    for end in ends:
+        window = messages[:end]
+        for result in host.compact(window, hooks=hooks).values():
+            emit(compact_row(job.context_id, result, window, final=end == ends[-1],
+                             worker=worker))  # fmt: skip
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, enabled: bool, desc: str) -> Iterator[Any]:
+    """A ``tqdm.auto`` bar (a live widget in a notebook, text in a terminal), or none."""
+    if not enabled:
+        yield None
+        return
+    from tqdm.auto import tqdm  # noqa: PLC0415 - tqdm loads on first use
+
+    bar = tqdm(total=total, desc=desc, unit="record")
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def replay_local(
+    host: HookHost,
+    jobs: Sequence[RecordJob],
+    *,
+    hooks: Sequence[str],
+    windows: ReplayWindows,
+    task_id: str,
+    progress: bool,
+) -> pd.DataFrame:
+    """Every job in this process, in order; Ctrl-C keeps the rows finished so far."""
+    rows: list[dict[str, Any]] = []
+    interrupted = False
+    with progress_bar(len(jobs), progress, "replay") as bar:
+        try:
+            for job in jobs:
+                replay_job(host, job, hooks=hooks, windows=windows, task_id=task_id,
+                           emit=rows.append)  # fmt: skip
+                if bar is not None:
+                    bar.update(1)
+        except KeyboardInterrupt:
+            interrupted = True
+            if bar is not None:
+                bar.set_description("replay interrupted")
+    return finish(rows, interrupted, len(jobs))
+
+
+def finish(rows: list[dict[str, Any]], interrupted: bool, records: int) -> pd.DataFrame:
+    frame = frame_of(rows)
+    frame.attrs.update(interrupted=interrupted, records=records)
+    return frame

@@ -1,0 +1,104 @@
+"""What a replay runs over: record jobs from a context id, a list, a home or a DataFrame.
+
+A job is a context id and, when the source was a DataFrame, the messages the frame holds
+(the frame is what the user chose to replay: perhaps filtered). Otherwise the messages are
+read when the job runs, through the store's ``read-messages`` pages and cursors, exactly as
+a hook reads them, so a job can travel to a Dask worker as its context id alone.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from murmur_nb._conversations.store import MAX_PAGE, Message, check_context_id
+
+__all__ = ["HOME", "RecordJob", "jobs_of", "record_messages"]
+
+#: ``source=HOME`` replays every record under the host's store.
+HOME = "*"
+
+
+@dataclass(frozen=True)
+class RecordJob:
+    """One record to replay: its context id and, from a DataFrame, its messages."""
+
+    context_id: str
+    messages: tuple[Message, ...] | None = None
+
+
+def record_messages(conversations: Any, context_id: str) -> list[Message]:
+    """The record's messages, oldest first, read page by page until no cursor is returned.
+
+    The pages tile the record as it stood at the first page (later appends are not
+    included), as :func:`murmur_nb.read_conversation` reads it.
+    """
+    reader = conversations.reader(context_id, granted=True)
+    pages: list[list[Message]] = []
+    cursor: str | None = None
+    while True:
+        page = reader.read_messages(cursor, MAX_PAGE)
+        pages.append(page.messages)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return [m for page in reversed(pages) for m in reversed(page)]
+
+
+def _text(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if type(value).__name__ in {"NAType", "NaTType"}:
+        return None
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat()).replace("+00:00", "Z")
+    return str(value)
+
+
+def _frame_jobs(frame: Any) -> list[RecordJob]:
+    """Jobs from a ``read_conversation(s)`` frame: one per context, messages in frame order."""
+    if "context_id" in frame.columns:
+        contexts = frame["context_id"]
+    elif frame.attrs.get("context_id"):
+        contexts = [frame.attrs["context_id"]] * len(frame)
+    else:
+        raise ValueError(
+            "this DataFrame has no context_id column: pass a frame from "
+            "mnb.read_conversations(...), one from mnb.read_conversation(context_id, ...), or "
+            "add the column (frame.insert(0, 'context_id', 'my-context'))"
+        )
+    grouped: dict[str, list[Message]] = {}
+    columns = [frame[c] for c in ("id", "role", "content", "name", "created_at")]
+    for context, *fields in zip(contexts, *columns, strict=True):
+        m_id, role, content, name, created = (_text(v) for v in fields)
+        message = Message(m_id or "", role or "", content or "", name, created)
+        grouped.setdefault(check_context_id(str(context)), []).append(message)
+    return [RecordJob(c, tuple(ms)) for c, ms in grouped.items()]
+
+
+def jobs_of(source: Any, conversations: Any) -> list[RecordJob]:
+    """The records ``source`` names (see :meth:`murmur_nb.HookHost.replay`)."""
+    if hasattr(source, "columns") and hasattr(source, "attrs"):
+        return _frame_jobs(source)
+    if isinstance(source, os.PathLike) or hasattr(source, "contexts"):
+        home = Path(getattr(source, "home", source)).expanduser().resolve()
+        if home != Path(conversations.home).expanduser().resolve():
+            raise ValueError(
+                f"the hooks read records under {conversations.home}, not {home}: build the "
+                "HookHost with conversations=mnb.ConversationStore(home) to replay that home"
+            )
+        source = HOME
+    if source == HOME:
+        return [RecordJob(c) for c in conversations.contexts()]
+    if isinstance(source, str):
+        return [RecordJob(check_context_id(source))]
+    if isinstance(source, Sequence) or hasattr(source, "__iter__"):
+        return [RecordJob(check_context_id(c)) for c in source]
+    raise TypeError(
+        f"cannot replay {type(source).__name__}: pass a context id, a list of them, "
+        "'*' (every record under the home) or a DataFrame from mnb.read_conversation(s)"
+    )

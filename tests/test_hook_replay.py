@@ -1,0 +1,294 @@
+"""HookHost.replay with real WAT components over real records: rows, windows, faults, Ctrl-C.
+
+``tests/wat/replay.wat`` answers ``task-start`` with the context id and drops the first
+message of each window, unless the window's first message asks it to misbehave (see the
+guest's header); ``tests/wat/guest.wat`` reads the record when its task id is ``!read``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import wasmtime
+
+import murmur_nb as mnb
+from murmur_nb import RecordWriter
+
+WAT = Path(__file__).with_name("wat")
+
+
+def assemble(core_file: str) -> bytes:
+    """A component binary: the core module spliced into ``component.wat``."""
+    core = (WAT / core_file).read_text(encoding="utf-8")
+    body = core[core.index("(module") + len("(module") :]
+    text = (WAT / "component.wat").read_text(encoding="utf-8")
+    text = text.replace("(core module $main @MAIN@)", "(core module $main" + body)
+    return wasmtime.wat2wasm(text)
+
+
+def write(home: Path, context: str, contents: list[tuple[str, str]]) -> None:
+    with RecordWriter(home, context) as writer:
+        for i, (role, content) in enumerate(contents):
+            writer.append(role, content, id=f"{context}-{i}")
+
+
+def talk(n: int, first: str = "You are helpful.") -> list[tuple[str, str]]:
+    """A system message, then ``n - 1`` user/assistant turns."""
+    turns = [("user", f"question {i} " + "x" * i) if i % 2 else ("assistant", f"answer {i}")
+             for i in range(1, n)]  # fmt: skip
+    return [("system", first), *turns]
+
+
+def capsule(folder: Path, yaml_text: str, **guests: bytes) -> Path:
+    (folder / "hooks").mkdir(parents=True, exist_ok=True)
+    for name, data in guests.items():
+        (folder / "hooks" / f"{name}.wasm").write_bytes(data)
+    path = folder / "murmur.yaml"
+    path.write_text(yaml_text, encoding="utf-8")
+    return path
+
+
+TWO_VERSIONS = """\
+hooks:
+  old:
+    component: hooks/replay.wasm
+    limits: {time_ms: 200, memory_mib: 4}
+  new:
+    component: hooks/replay.wasm
+    limits: {time_ms: 400, memory_mib: 8}
+"""
+
+
+@pytest.fixture(scope="module")
+def replay_guest() -> bytes:
+    return assemble("replay.wat")
+
+
+@pytest.fixture
+def records(murmur_home: Path) -> Path:
+    """Three plain records (12, 30 and 5 messages) and three that make the guest misbehave."""
+    write(murmur_home, "plain-a", talk(12))
+    write(murmur_home, "plain-b", talk(30))
+    write(murmur_home, "plain-c", talk(5))
+    write(murmur_home, "x-spin", [("user", "!loop"), ("user", "more")])
+    write(murmur_home, "x-trap", [("user", "!trap"), ("user", "more")])
+    write(murmur_home, "x-hog", [("user", "!oom"), ("user", "more")])
+    return murmur_home
+
+
+@pytest.fixture
+def hooks(tmp_path: Path, records: Path, replay_guest: bytes) -> Iterator[mnb.HookHost]:
+    path = capsule(tmp_path / "capsule", TWO_VERSIONS, replay=replay_guest)
+    with mnb.HookHost.from_config(path, conversations=mnb.ConversationStore(records)) as host:
+        yield host
+
+
+def test_one_record_gives_a_typed_row_per_hook_event_and_window(hooks: mnb.HookHost) -> None:
+    out = hooks.replay("plain-a", hooks="old", progress=False)
+    assert list(out["event"]) == ["task-start", "compact"]
+    assert str(out["window"].dtype) == "Int64" and str(out["kept_ratio"].dtype) == "Float64"
+    assert str(out["first_system_kept"].dtype) == "boolean" and out["ok"].all()
+    start, compact = out.iloc[0], out.iloc[1]
+    assert start["note"] == "plain-a" and pd.isna(start["window"])
+    assert pd.isna(start["messages_in"]) and start["fuel_used"] > 0
+    assert (compact["window"], compact["final"]) == (12, True)
+    assert (compact["messages_in"], compact["messages_out"]) == (12, 11)
+    assert compact["chars_in"] - compact["chars_out"] == len("You are helpful.")
+    assert compact["kept_ids"] == [f"plain-a-{i}" for i in range(1, 12)]
+    assert compact["new_ids"] == [] and compact["roles_dropped"] == {"system": 1}
+    assert compact["kept_ratio"] == pytest.approx(11 / 12)
+    assert not compact["first_system_kept"] and compact["last_user_kept"]
+    assert [m.id for m in compact["output"]] == compact["kept_ids"]
+    assert compact["duration_ms"] > 0 and pd.isna(compact["code"]) and pd.isna(compact["worker"])
+
+
+def test_many_records_every_record_of_the_home_and_a_list(
+    hooks: mnb.HookHost, records: Path
+) -> None:
+    listed = hooks.replay(["plain-b", "plain-a"], progress=False)
+    assert list(dict.fromkeys(listed["context_id"])) == ["plain-b", "plain-a"]
+    assert len(listed) == 2 * 2 * 2  # records x hooks x (task-start, one window)
+    everything = hooks.replay("*", progress=False)
+    assert sorted(set(everything["context_id"])) == mnb.ConversationStore(records).contexts()
+    by_store = hooks.replay(mnb.ConversationStore(records), hooks=["new"], progress=False)
+    assert len(by_store) == 6 * 2 and set(by_store["hook_id"]) == {"new"}
+    with pytest.raises(ValueError, match="ConversationStore"):
+        hooks.replay(mnb.ConversationStore(records.parent / "elsewhere"), progress=False)
+    with pytest.raises(mnb.HookError, match="no hook 'newest'") as caught:
+        hooks.replay("plain-a", hooks=["newest"], progress=False)
+    assert caught.value.code == "unknown_hook"
+    with pytest.raises(mnb.InvalidContextId):
+        hooks.replay("../plain-a", progress=False)
+
+
+def test_a_dataframe_offers_exactly_its_messages(hooks: mnb.HookHost, records: Path) -> None:
+    frame = mnb.read_conversations(records, progress=False)
+    plain = frame[frame["context_id"].str.startswith("plain") & (frame["position"] < 8)]
+    out = hooks.replay(plain, hooks="old", progress=False)
+    compact = out[out["event"] == "compact"].set_index("context_id")
+    assert compact["messages_in"].to_dict() == {"plain-a": 8, "plain-b": 8, "plain-c": 5}
+    assert compact.loc["plain-b", "kept_ids"] == [f"plain-b-{i}" for i in range(1, 8)]
+    one = mnb.read_conversation("plain-c", records, progress=False)
+    assert one.attrs["context_id"] == "plain-c"
+    again = hooks.replay(one, hooks="old", progress=False)
+    assert list(again["context_id"]) == ["plain-c", "plain-c"]
+    with pytest.raises(ValueError, match="no context_id column"):
+        hooks.replay(_without_attrs(one.copy()), progress=False)
+
+
+def _without_attrs(frame: pd.DataFrame) -> pd.DataFrame:
+    frame.attrs.clear()
+    return frame
+
+
+def test_growth_windows_every_n_messages_and_by_characters(hooks: mnb.HookHost) -> None:
+    out = hooks.replay("plain-b", windows=8, hooks="old", progress=False)
+    compact = out[out["event"] == "compact"]
+    assert list(compact["window"]) == [8, 16, 24, 30]
+    assert list(compact["final"]) == [False, False, False, True]
+    assert list(compact["messages_out"]) == [7, 15, 23, 29]
+    # characters: a window each time the record passes another 100 characters
+    spec = mnb.ReplayWindows(chars=100)
+    chars = hooks.replay("plain-b", windows=spec, hooks="old", progress=False)
+    ends = list(chars.loc[chars["event"] == "compact", "window"])
+    messages = [m for role, m in talk(30)]
+    totals = [sum(len(m) for m in messages[:n]) for n in ends]
+    assert ends[-1] == 30 and len(ends) > 3
+    for before, after in itertools.pairwise(totals[:-1]):
+        assert after // 100 > before // 100  # each window passed a new multiple of 100
+    with pytest.raises(ValueError, match="ReplayWindows"):
+        hooks.replay("plain-b", windows="grow", progress=False)
+    with pytest.raises(ValueError, match="at least 1"):
+        mnb.ReplayWindows(every=0)
+
+
+def test_trap_deadline_and_memory_limit_are_rows_not_exceptions(hooks: mnb.HookHost) -> None:
+    started = time.monotonic()
+    out = hooks.replay(["x-spin", "x-trap", "x-hog", "plain-c"], progress=False)
+    assert time.monotonic() - started < 10
+    compact = out[out["event"] == "compact"].set_index(["context_id", "hook_id"])
+    assert compact["code"].to_dict() == {
+        ("x-spin", "old"): "deadline_exceeded", ("x-spin", "new"): "deadline_exceeded",
+        ("x-trap", "old"): "trap", ("x-trap", "new"): "trap",
+        ("x-hog", "old"): "memory_limit", ("x-hog", "new"): "memory_limit",
+        ("plain-c", "old"): None, ("plain-c", "new"): None,
+    }  # fmt: skip
+    assert 200 <= compact.loc[("x-spin", "old"), "duration_ms"] < 1500
+    assert 400 <= compact.loc[("x-spin", "new"), "duration_ms"] < 1700
+    assert "4 MiB" in compact.loc[("x-hog", "old"), "error"]
+    assert "unreachable" in compact.loc[("x-trap", "old"), "error"]
+    failed = compact[~compact["ok"]]
+    assert failed["messages_out"].isna().all() and (failed["messages_in"] == 2).all()
+    assert out.loc[out["event"] == "task-start", "ok"].all()
+
+
+def test_the_read_grant_pages_through_the_real_record(
+    tmp_path: Path, records: Path
+) -> None:
+    guest = assemble("guest.wat")
+    text = ("hooks:\n  reader:\n    component: hooks/guest.wasm\n"
+            "    capabilities: {conversation: {read: true}}\n"
+            "  denied:\n    component: hooks/guest.wasm\n")  # fmt: skip
+    path = capsule(tmp_path / "reading", text, guest=guest)
+    with mnb.HookHost.from_config(path, conversations=mnb.ConversationStore(records)) as host:
+        out = host.replay(["plain-b", "plain-c"], task_id="!read", progress=False)
+    notes = out[out["event"] == "task-start"].set_index(["context_id", "hook_id"])
+    assert notes.loc[("plain-b", "reader"), "note"] == "30|30|plain-b-29|-"
+    assert notes.loc[("plain-c", "reader"), "note"] == "5|5|plain-c-4|-"
+    assert notes.loc[("plain-b", "denied"), "code"] == "guest_error"
+    assert notes.loc[("plain-b", "denied"), "error"] == "not-granted"
+
+
+def test_a_record_that_cannot_be_read_is_a_row(hooks: mnb.HookHost, records: Path) -> None:
+    (records / "conversations" / "broken.jsonl").mkdir()  # a folder where a record should be
+    out = hooks.replay(["broken", "plain-c"], progress=False)
+    broken = out[out["context_id"] == "broken"]
+    assert set(broken["code"]) == {"record_unreadable"}, broken["error"].tolist()
+    assert out[out["context_id"] == "plain-c"]["ok"].all()
+
+
+@pytest.fixture
+def restore_sigint() -> Iterator[None]:
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_ctrl_c_stops_the_replay_and_keeps_the_finished_rows(
+    tmp_path: Path, records: Path, replay_guest: bytes, restore_sigint: None
+) -> None:
+    text = "hooks:\n  slow:\n    component: hooks/replay.wasm\n    limits: {time_ms: 60000}\n"
+    path = capsule(tmp_path / "slow", text, replay=replay_guest)
+    with mnb.HookHost.from_config(path, conversations=mnb.ConversationStore(records)) as host:
+        timer = threading.Timer(0.5, os.kill, args=(os.getpid(), signal.SIGINT))
+        started = time.monotonic()
+        timer.start()
+        try:
+            out = host.replay(["plain-a", "plain-b", "x-spin", "plain-c"], progress=True)
+        finally:
+            timer.cancel()
+        assert time.monotonic() - started < 10  # not the spinning guest's 60 s
+        assert out.attrs["interrupted"] is True
+        assert list(out["context_id"]) == ["plain-a", "plain-a", "plain-b", "plain-b", "x-spin"]
+        assert out["ok"].all()  # the interrupted call left no row
+        after = host.replay("plain-c", progress=False)
+        assert after["ok"].all() and after.attrs["interrupted"] is False
+
+
+def test_two_versions_compared_on_record_and_window(hooks: mnb.HookHost) -> None:
+    out = hooks.replay(["plain-a", "x-spin", "x-hog"], hooks=["old", "new"], progress=False)
+    comparison = mnb.compare_replays(out)
+    assert (comparison.left, comparison.right) == ("old", "new")
+    frame = comparison.to_pandas()
+    assert len(frame) == 6 and set(frame.columns) >= {"code_old", "code_new", "differs"}
+    assert comparison.differences.empty  # both versions fail the same way
+    assert "0 of 6 rows differ" in comparison.summary()
+    # a second run with one hook that behaves differently, compared run against run
+    wide = hooks.replay(["plain-a", "x-spin"], hooks="new", windows=1, progress=False)
+    narrow = hooks.replay(["plain-a", "x-spin"], hooks="new", windows=2, progress=False)
+    other = mnb.compare_replays(wide, narrow)
+    assert (other.left, other.right) == ("new (1)", "new (2)")
+    missing = other.differences
+    assert set(missing["window"].dropna()) == {1, 3, 5, 7, 9, 11}
+    assert all(d == ["missing"] for d in missing["differs"])
+    html = other._repr_html_()
+    assert "rows differ" in html and "font-weight:bold" in html
+    with pytest.raises(ValueError, match="not two"):
+        mnb.compare_replays(wide)
+
+
+DEMO_HOOKS = True  # demo_home builds the demo hook (componentize-py); only the slow test uses it
+
+
+@pytest.mark.slow
+def test_the_demo_hook_replayed_over_the_demo_record(demo_home: mnb.DemoHome) -> None:
+    store = mnb.ConversationStore(demo_home.murmur_home)
+    with mnb.HookHost.from_config(demo_home.murmur_yaml, conversations=store) as hooks:
+        grown = hooks.replay(demo_home.context_id, windows=mnb.ReplayWindows(chars=20_000),
+                             progress=False)  # fmt: skip
+        frame = mnb.read_conversations(store, progress=False)
+        from_frame = hooks.replay(frame, hooks="summarize", progress=False)
+    notes = grown[grown["event"] == "task-start"].set_index("hook_id")
+    assert notes.loc["summarize", "note"].startswith(
+        "task replay-demo-session: 320 messages (assistant 158, system 4, tool 113, user 45)"
+    )
+    assert notes.loc["peek", "code"] == "guest_error"
+    assert "not-granted" in notes.loc["peek", "error"]
+    compact = grown[(grown["event"] == "compact") & (grown["hook_id"] == "summarize")]
+    assert list(compact["window"])[-1] == 320 and len(compact) == 4  # 66,225 characters
+    assert compact["ok"].all() and compact["first_system_kept"].all()
+    assert compact["last_user_kept"].all() and (compact["messages_out"] <= 13).all()
+    last = compact.iloc[-1]
+    assert last["new_ids"] == ["summary-m00002-m00312"]
+    assert last["roles_dropped"] == {"assistant": 154, "tool": 110, "user": 44}
+    assert last["kept_ratio"] == pytest.approx(12 / 320)
+    whole = from_frame[from_frame["event"] == "compact"].iloc[0]
+    assert whole["kept_ids"] == last["kept_ids"] and whole["fuel_used"] == last["fuel_used"]

@@ -1,0 +1,186 @@
+"""HookHost.replay(..., client=) on a real LocalCluster with two worker processes."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_hook_replay import assemble, capsule, talk, write
+
+import murmur_nb as mnb
+
+distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow
+
+HOOKS = """\
+hooks:
+  reader:
+    component: hooks/guest.wasm
+    capabilities: {conversation: {read: true}}
+  dropper:
+    component: hooks/replay.wasm
+    limits: {time_ms: 300, memory_mib: 4}
+"""
+#: columns that differ between two runs of the same calls
+VOLATILE = ["duration_ms", "worker"]
+
+
+@pytest.fixture(scope="module")
+def worker_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The workers' compiled-component cache: a folder of this file's own."""
+    folder = tmp_path_factory.mktemp("worker-cache")
+    before = os.environ.get("MURMUR_NB_CACHE")
+    os.environ["MURMUR_NB_CACHE"] = str(folder)  # inherited by the worker processes
+    yield folder
+    if before is None:
+        os.environ.pop("MURMUR_NB_CACHE", None)
+    else:
+        os.environ["MURMUR_NB_CACHE"] = before
+
+
+@pytest.fixture(scope="module")
+def client(worker_cache: Path) -> Iterator[distributed.Client]:
+    """Two worker processes, one thread each (started once for the file)."""
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=":0")  # fmt: skip
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+@pytest.fixture
+def hooks(tmp_path: Path, murmur_home: Path) -> Iterator[mnb.HookHost]:
+    for i in range(12):
+        write(murmur_home, f"plain-{i:02d}", talk(5 + 7 * i))
+    write(murmur_home, "x-trap", [("user", "!trap"), ("user", "more")])
+    path = capsule(tmp_path / "capsule", HOOKS, guest=assemble("guest.wat"),
+                   replay=assemble("replay.wat"))  # fmt: skip
+    with mnb.HookHost.from_config(path, conversations=mnb.ConversationStore(murmur_home)) as h:
+        yield h
+
+
+def test_cluster_rows_equal_local_rows(hooks: mnb.HookHost, client: distributed.Client) -> None:
+    local = hooks.replay("*", windows=10, task_id="!read", progress=False)
+    remote = hooks.replay("*", windows=10, task_id="!read", client=client, progress=False)
+    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert set(remote["worker"]) <= set(client.nthreads()) and remote["worker"].notna().all()
+    assert len(set(remote["worker"])) == 2  # both workers replayed records
+    # the granted hook paged through each record on its worker: total and newest id
+    notes = remote[(remote["event"] == "task-start") & (remote["hook_id"] == "reader")]
+    assert notes.set_index("context_id").loc["plain-11", "note"] == "82|82|plain-11-81|-"
+    trap = remote[(remote["context_id"] == "x-trap") & (remote["event"] == "compact")]
+    assert set(trap.loc[trap["hook_id"] == "dropper", "code"]) == {"trap"}
+
+
+def sources_by_hook(client: distributed.Client) -> dict[str, set[str | None]]:
+    """Hook id -> where the workers' compiled components came from (``cache``, ``recompiled``,
+    ...), through the private worker helper: no public path reports it for a worker."""
+    from murmur_nb._hooks.replay.cluster import loaded_from  # private: worker-side state
+
+    out: dict[str, set[str | None]] = {}
+    for worker in client.run(loaded_from).values():
+        for hooks in worker.values():
+            for hook, source in hooks.items():
+                out.setdefault(hook, set()).add(source)
+    return out
+
+
+def test_workers_load_only_sealed_compiled_components(
+    hooks: mnb.HookHost, client: distributed.Client, worker_cache: Path
+) -> None:
+    """Fresh worker processes (a cluster of their own) load the compiled components from the
+    workers' cache only when their seal checks out."""
+    hooks.replay("plain-00", client=client, progress=False)
+    entries = list((worker_cache / "components").glob("*.cwasm"))
+    assert len(entries) == 2  # the two guests, compiled once by the first worker to load
+    local = hooks.replay([f"plain-{i:02d}" for i in range(6)], progress=False)
+    for entry in entries:  # planted code under the same names: the seal no longer matches
+        data = bytearray(entry.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        entry.write_bytes(bytes(data))
+    # each tampered entry is discarded by the first worker to open it and compiled anew
+    # ("recompiled"; the other worker then compiles too, or loads the new sealed entry)
+    with fresh_client() as other:
+        out = hooks.replay([f"plain-{i:02d}" for i in range(6)], client=other, progress=False)
+        first = sources_by_hook(other)
+    assert out.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert all("recompiled" in seen for seen in first.values()), first
+    with fresh_client() as other:  # and the next workers load the sealed entries as they are
+        again = hooks.replay([f"plain-{i:02d}" for i in range(6)], client=other, progress=False)
+        second = sources_by_hook(other)
+    assert again.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert all(seen <= {"cache", "memory"} for seen in second.values()), second
+
+
+@contextlib.contextmanager
+def fresh_client() -> Iterator[distributed.Client]:
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=":0")  # fmt: skip
+    try:
+        with distributed.Client(cluster) as c:
+            yield c
+    finally:
+        cluster.close()
+
+
+def test_a_worker_refuses_a_component_that_does_not_hash_to_its_digest(
+    hooks: mnb.HookHost, client: distributed.Client
+) -> None:
+    """Drives the worker task directly with a payload changed in transit (the kernel never
+    sends one, so only the worker's own check can be observed this way)."""
+    # private: the worker task itself, fed a payload the kernel would never send
+    from murmur_nb._hooks.replay.cluster import payload_of, replay_chunk  # private: see above
+    from murmur_nb._hooks.replay.sources import RecordJob  # private: see above
+
+    good = payload_of(hooks, ("reader", "dropper"))
+    changed = [dataclasses.replace(h, data=h.data + b"\0") if h.id == "dropper" else h
+               for h in good.hooks]  # fmt: skip
+    bad = dataclasses.replace(good, hooks=tuple(changed))
+    rows = client.submit(replay_chunk, bad, [RecordJob("plain-01")], ("reader", "dropper"),
+                         mnb.ReplayWindows(), "t", pure=False).result(timeout=120)  # fmt: skip
+    dropper = [r for r in rows if r["hook_id"] == "dropper"]
+    assert [r["code"] for r in dropper] == ["digest_mismatch"]
+    assert "does not hash to" in dropper[0]["error"]
+    assert all(r["ok"] for r in rows if r["hook_id"] == "reader")
+
+
+def test_a_worker_killed_mid_run_costs_only_its_records_in_flight(
+    tmp_path: Path, murmur_home: Path, client: distributed.Client
+) -> None:
+    for i in range(30):  # each compaction spins to its 300 ms limit
+        write(murmur_home, f"slow-{i:02d}", [("user", "!loop"), ("user", f"record {i}")])
+    text = "hooks:\n  dropper:\n    component: hooks/replay.wasm\n    limits: {time_ms: 300}\n"
+    path = capsule(tmp_path / "slow", text, replay=assemble("replay.wat"))
+    store = mnb.ConversationStore(murmur_home)
+    killed: list[int] = []
+
+    def kill_a_busy_worker() -> None:
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            busy = [addr for addr, keys in client.processing().items() if keys]
+            if busy:
+                pid = client.run(os.getpid)[busy[0]]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.05)
+
+    with mnb.HookHost.from_config(path, conversations=store) as host:
+        assert list(host.hooks) == ["dropper"]
+        timer = threading.Timer(1.5, kill_a_busy_worker)
+        timer.start()
+        try:
+            out = host.replay("*", client=client, progress=False)
+        finally:
+            timer.cancel()
+    assert killed, "no worker was killed"
+    compact = out[out["event"] == "compact"]
+    assert list(compact["context_id"]) == [f"slow-{i:02d}" for i in range(30)]  # once each
+    assert set(compact["code"]) == {"deadline_exceeded"}
+    assert out.loc[out["event"] == "task-start", "ok"].all() and len(out) == 60

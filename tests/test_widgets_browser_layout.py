@@ -1,0 +1,105 @@
+"""ModuleBrowser list and detail: the form opens in the clicked capability's card, beside its
+rows (under them when narrow), and the browser keeps a history of its runs.
+
+Driven from Python against the real demo modules; the browser tests
+(``test_browser_widgets.py``) measure the same layout in JupyterLab.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from murmur_nb import DemoHome, ModuleHost
+from murmur_nb.widgets import InvocationView, ModuleBrowser
+
+
+@pytest.fixture
+def host(demo_home: DemoHome) -> Iterator[ModuleHost]:
+    with ModuleHost(home=demo_home.facet_home, policy=demo_home.policy(),
+                    artifact_store=demo_home.artifact_store) as h:  # fmt: skip
+        yield h
+
+
+def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def _card(browser: ModuleBrowser, module_id: str) -> object:
+    index = [m.id for m in browser.modules].index(module_id)
+    return browser.cards.children[index]
+
+
+def test_the_form_opens_beside_its_capability_rows_and_moves_with_the_click(
+    host: ModuleHost,
+) -> None:
+    browser = ModuleBrowser(host)
+    browser.capability_buttons["gallery.thumbs"].click()
+    gallery = _card(browser, "gallery")
+    children = list(gallery.children)
+    row = next(c for c in children if browser.capability_buttons["gallery.thumbs"] in
+               getattr(c, "children", ()))  # fmt: skip
+    assert children[children.index(row) + 1] is browser.form_box  # right after its row
+    assert browser.form_box.children == (browser.form,)
+    assert "murmur-open" in gallery._dom_classes
+    assert gallery.layout.display == "grid" and "3fr" in gallery.layout.grid_template_columns
+    assert browser.form_box.layout.grid_column == "2"  # beside the rows, from the top
+    assert browser.form_box.layout.grid_row == f"1 / span {len(children) - 1}"
+    assert all(c.layout.grid_column == "1" for c in children if c is not browser.form_box)
+    # another module's capability: the form moves there, the gallery card is as before
+    browser.capability_buttons["docs.report"].click()
+    assert browser.form_box not in gallery.children and len(gallery.children) == len(children) - 1
+    assert "murmur-open" not in gallery._dom_classes and gallery.layout.display is None
+    assert browser.form_box in _card(browser, "docs").children
+    # one view of the form only, and a container query for narrow outputs
+    assert sum(browser.form_box in getattr(c, "children", ()) for c in browser.cards.children) == 1
+    assert "murmur-browser" in browser._dom_classes
+    assert "@container (max-width:700px)" in browser.children[0].value
+    # Refresh keeps the open form beside its capability
+    browser.refresh(rescan=False)
+    assert browser.form_box in _card(browser, "docs").children
+
+
+def test_static_html_shows_the_form_under_its_row(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    browser.capability_buttons["gallery.thumbs"].click()
+    page = browser.static_html()
+    form = page.index("How many images to paint.")  # the thumbs form's first field
+    # after the thumbs row, before the next capability's row (gallery.poster)
+    assert page.index("<code>gallery.thumbs</code>") < form < page.index("<code>gallery.poster")
+
+
+def test_history_lists_runs_newest_first_and_shows_one_again(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    assert browser.history == [] and browser.history_box.children == ()
+    browser.open_form("gallery.thumbs")
+    assert browser.form is not None
+    first = browser.form.run()  # the plain call
+    browser.open_form("docs.report")
+    browser.form.run(live=True)  # the Run button's way: a LiveRun in the background
+    browser.form.wait()
+    # LiveRun sets "done" just before it calls the form back: wait for the history row
+    _until(lambda: len(browser.history_box.children) == 3)
+    second = browser.form.invocation
+    assert [(r.capability, r.outcome) for r in browser.history] == [
+        ("gallery.thumbs", "ok"), ("docs.report", "ok" if second.ok else second.error.code)
+    ]
+    assert browser.history[0].invocation is first and browser.history[1].invocation is second
+    assert all(r.duration_s >= 0 for r in browser.history)
+    head, newest, oldest = browser.history_box.children
+    assert "Runs" in head.value
+    assert "docs.report" in newest.children[1].value
+    assert "gallery.thumbs" in oldest.children[1].value
+    oldest.children[0].click()  # its Show button
+    (view,) = browser.history_view.children
+    assert isinstance(view, InvocationView) and view.invocation is first
+    assert browser.shown_run is browser.history[0]
+    assert browser.text().endswith(f"runs: 2 (last: docs.report {browser.history[1].outcome})")
+    static = browser.static_html()
+    assert "murmur-history-row" in static and "gallery.thumbs" in static
+    assert ":" not in static.split("murmur-history-row", 1)[1][:40]  # the time is volatile
