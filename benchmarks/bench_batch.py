@@ -6,10 +6,11 @@ Every row is a real sandboxed ``invoke`` of a trivial ``/bin/sh`` module (the sa
 module as ``bench_invoke.py``), with the host's default policy.
 
 1. *Batch speedup.* ``--rows`` (1,000) invocations as a sequential loop of ``invoke`` and as
-   one ``map`` (default concurrency: the usable cores), measured back to back.
+   one ``map`` (default concurrency: two rows per usable core), measured back to back.
    Speedup = loop time / map time. Goal: >= 1.7 on 2 cores.
 2. *Dask ratio.* The same rows by ``map(..., client=)`` on a ``LocalCluster`` of 2 worker
-   processes (1 thread each), against local ``map``. Ratio = local time / cluster time
+   processes (1 thread each; a task runs its rows two at a time), against local ``map``.
+   Ratio = local time / cluster time
    (cluster start-up excluded, the first shipment of the module included). Goal: >= 0.7.
 3. *Resume.* The finished ``--rows`` batch (journaled) run again: every row is skipped.
    Goal: < 1 s.

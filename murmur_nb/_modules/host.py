@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from murmur_nb._exceptions import (
     ApprovalRequired,
     ArtifactRejected,
+    InvalidInput,
     MissingRequirement,
     ModuleHostError,
     ProtocolViolation,
@@ -49,7 +50,7 @@ from murmur_nb._knowledge.knowledge import (
 )
 from murmur_nb._modules.approval import Approvals
 from murmur_nb._modules.audit import AuditRow, audit_frame
-from murmur_nb._modules.call import Built, Call, build_request
+from murmur_nb._modules.call import Built, Call, build_request, checked_input
 from murmur_nb._modules.catalog import Catalog, Target
 from murmur_nb._modules.envelope import read_envelope
 from murmur_nb._modules.gate import SandboxGate
@@ -542,6 +543,25 @@ class ModuleHost(KnowledgeMethods):
         from murmur_nb._modules.batch.batch import Batch  # noqa: PLC0415 - _batch sits above the host
 
         return Batch.start(self, capability, inputs, **options)
+
+    def resolve(self, capability: str, *, refresh: bool = False) -> Target:
+        """``capability`` resolved against its module, as ``invoke`` resolves it: the
+        accepted descriptor and its digest, the code digest and the verified snapshot.
+
+        For callers that run one capability many times (``map``): ``refresh=True`` runs
+        ``describe`` again; otherwise the module's folder is only compared (a ``stat`` walk)
+        with what was last described.
+        """
+        return self._target(capability, refresh=refresh)
+
+    def input_problem(self, target: Target, value: Any) -> str | None:
+        """Why ``invoke`` would refuse ``value`` for ``target`` (from :meth:`resolve`), with
+        the same rules and budgets, or ``None`` when it would be sent."""
+        try:
+            checked_input(Call(target.cap.id, value, ""), target, self._validators, self.policy)
+        except InvalidInput as exc:
+            return exc.message
+        return None
 
     # -- audit -------------------------------------------------------------------------
 

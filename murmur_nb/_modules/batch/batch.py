@@ -9,6 +9,9 @@ stops starting rows once known costs plus rows in flight would pass it; while no
 one row runs at a time, and an unknown cost is never taken for free. The calling thread
 coordinates and writes the journal; rows run on a thread pool or Dask. Ctrl-C or
 :meth:`cancel` stops starting rows, cancels running ones, keeps finished ones, then re-raises.
+Concurrency defaults to two rows per usable core (:data:`ROWS_PER_CORE`): a row's thread holds
+no core while its sandboxed process runs, and the host's part of a row runs under the GIL, so
+a second row per core keeps a process ready while the first is in Python.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import ApprovalRequired, InvalidInput
 from murmur_nb._modules.batch.inputs import Inputs, canonical, input_key, read_inputs
-from murmur_nb._modules.batch.local import run_row
+from murmur_nb._modules.batch.local import ROWS_PER_CORE, run_row
 from murmur_nb._modules.batch.plan import Plan, input_problem, plan_for
 from murmur_nb._modules.batch.progress import BatchProgress
 from murmur_nb._modules.batch.record import invocation_of, not_run_record
@@ -53,9 +57,9 @@ def usable_cores() -> int:
 
 
 def _default_concurrency(client: Any) -> int:
-    """The usable cores here; on a cluster, two tasks of rows per worker thread."""
+    """Two rows per usable core here; on a cluster, two tasks of rows per worker thread."""
     if client is None:
-        return usable_cores()
+        return ROWS_PER_CORE * usable_cores()
     from murmur_nb._modules.batch.cluster import CHUNK, dask_slots  # noqa: PLC0415
 
     return 2 * CHUNK * dask_slots(client)
@@ -224,28 +228,34 @@ class Batch:
         self._delayed: list[tuple[float, int, int]] = []
         self._running: dict[int, int] = {}
         self._done: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
+        self._inbox: deque[tuple[int, int, Any]] = deque()
         self._runner_ref = runner
         while True:
             self._launch(runner)
             runner.flush()
             if not self._running and (self._stop_reason or not (self._pending or self._delayed)):
                 break
-            try:
-                row, attempt, fut = self._done.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            self._finished(runner, row, attempt, fut)
+            self._settle_completed(runner)
         self._leave_unstarted()
+
+    def _settle_completed(self, runner: Any) -> None:
+        """Settle every row finished since the last look (waiting up to 50 ms for one), all
+        before new rows start: rows start in rounds, not one by one. They wait in
+        ``_inbox`` until settled, so a Ctrl-C while they are gathered loses none."""
+        try:
+            self._inbox.append(self._done.get(timeout=0.05))
+            while True:
+                self._inbox.append(self._done.get_nowait())
+        except queue.Empty:
+            pass
+        while self._inbox:
+            self._finished(runner, *self._inbox.popleft())
 
     def _drain(self, runner: Any) -> None:
         """After Ctrl-C: let the running rows end (they are being cancelled), keep them."""
         runner.cancel_running()
         while self._running:
-            try:
-                row, attempt, fut = self._done.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            self._finished(runner, row, attempt, fut)
+            self._settle_completed(runner)
         self._leave_unstarted()
 
     def _leave_unstarted(self) -> None:

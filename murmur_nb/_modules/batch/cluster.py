@@ -5,11 +5,13 @@ The kernel scatters the module's verified snapshot once
 private home on first use and refuses every row when its digest differs
 (``digest_mismatch``), so a worker never reads a live module folder. Each row runs
 :func:`murmur_nb._modules.batch.local.run_row`, the same ``invoke`` as at home, in tasks of up
-to :data:`CHUNK` rows (a task costs scheduler round trips). Artifacts come back as bytes up to
-``artifact_bytes``, checked and staged in the kernel's store; larger ones stay on the worker
-(``location``). The journal, retries, ``max_cost`` and cancel stay in the kernel; a task lost
-with its worker is resubmitted up to :data:`LOST_WORKER_RETRIES` times before its rows are
-``worker_lost``. Cancel drops queued rows; running ones finish and are kept.
+to :data:`CHUNK` rows (a task costs scheduler round trips), two at a time within a task (the
+local rule, ``ROWS_PER_CORE``); a partial task goes only while a worker thread would idle.
+Artifacts come back as bytes up to ``artifact_bytes``, checked and staged in the kernel's
+store; larger ones stay on the worker (``location``). The journal, retries, ``max_cost`` and
+cancel stay in the kernel; a task lost with its worker is resubmitted up to
+:data:`LOST_WORKER_RETRIES` times before its rows are ``worker_lost``. Cancel drops queued
+rows; running ones finish and are kept.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ import hashlib
 import os
 import tempfile
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._modules.batch.local import run_row
+from murmur_nb._modules.batch.local import ROWS_PER_CORE, run_row
 from murmur_nb._modules.batch.payload import DigestRefused, Payload, install, payload_of
 from murmur_nb._modules.batch.record import not_run_record
 
@@ -79,14 +81,21 @@ def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeou
         return host, plan
 
 
-def _shipped_artifacts(host: ModuleHost, record: dict[str, Any], bound: int) -> list[bytes | None]:
-    """Each artifact's bytes (``None`` past ``bound``: it stays, its record says where)."""
+def _worker_address() -> str:
+    """This worker's address (asked from the task's own thread: Dask knows it there)."""
     from distributed import get_worker  # noqa: PLC0415 - only ever runs on a worker
 
+    return str(get_worker().address)
+
+
+def _shipped_artifacts(record: dict[str, Any], bound: int, where: str | None
+                       ) -> list[bytes | None]:  # fmt: skip
+    """Each artifact's bytes (``None`` past ``bound``: it stays, its record says where)."""
     out: list[bytes | None] = []
     for entry in record["artifacts"]:
         if entry["bytes"] > bound:
-            entry["location"] = {"worker": get_worker().address, "file": entry.pop("file")}
+            address = where or _worker_address()
+            entry["location"] = {"worker": address, "file": entry.pop("file")}
             out.append(None)
         else:
             out.append(Path(entry["file"]).read_bytes())
@@ -95,23 +104,30 @@ def _shipped_artifacts(host: ModuleHost, record: dict[str, Any], bound: int) -> 
 
 def run_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
     payload: Payload, policy: Policy, value: Any, attempt: int, options: dict[str, Any],
-    poll: tuple[float, float], bound: int,
+    poll: tuple[float, float], bound: int, where: str | None = None,
 ) -> tuple[dict[str, Any], list[bytes | None]]:  # fmt: skip
-    """One row on a worker: its record and its artifacts' bytes."""
+    """One row on a worker: its record and its artifacts' bytes (``where``: the worker's
+    address, asked from Dask when not given)."""
     try:
         host, plan = worker_host(payload, policy, *poll)
     except DigestRefused as exc:
         return not_run_record(DigestRefused.code, str(exc)), []
     record = run_row(host, plan, value, attempt, cancel=threading.Event(), options=options)
-    return record, _shipped_artifacts(host, record, bound)
+    return record, _shipped_artifacts(record, bound, where)
 
 
 def run_chunk_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
     payload: Payload, policy: Policy, rows: list[tuple[Any, int]], options: dict[str, Any],
     poll: tuple[float, float], bound: int,
 ) -> list[tuple[dict[str, Any], list[bytes | None]]]:  # fmt: skip
-    """A few rows on a worker, one after the other (a Dask task)."""
-    return [run_on_worker(payload, policy, v, a, options, poll, bound) for v, a in rows]
+    """A few rows on a worker (a Dask task), :data:`ROWS_PER_CORE` at a time, in order."""
+    where = _worker_address()
+
+    def one(row: tuple[Any, int]) -> tuple[dict[str, Any], list[bytes | None]]:
+        return run_on_worker(payload, policy, row[0], row[1], options, poll, bound, where)
+
+    with ThreadPoolExecutor(ROWS_PER_CORE, thread_name_prefix="murmur-task") as pool:
+        return list(pool.map(one, rows))
 
 
 # -- in the kernel -------------------------------------------------------------------------
@@ -139,6 +155,7 @@ class DaskRunner:
         self.poll = (plan.poll.every, plan.poll.timeout) if plan.poll else (0.2, 600.0)
         self._live: dict[int, Any] = {}
         self._buffer: list[_Row] = []
+        self.slots = dask_slots(client)
         self._lock = threading.Lock()
         self._count = 0
 
@@ -150,11 +167,25 @@ class DaskRunner:
         return out
 
     def flush(self) -> None:
-        """Send the rows submitted since the last task (the coordinator calls this after
-        each round of starts)."""
-        while self._buffer:
+        """Send the rows submitted so far as tasks of :data:`CHUNK` rows; a partial task only
+        while fewer tasks than worker threads are out (the coordinator calls this after each
+        round of starts: rows finish a task at a time, and the rows started in their place
+        make the next task whole, not one task per row)."""
+        if self.batch._cancel.is_set():
+            self._drop_buffer()
+        while len(self._buffer) >= self.chunk or (self._buffer and self._idle()):
             rows, self._buffer = self._buffer[: self.chunk], self._buffer[self.chunk :]
             self._send(rows, 0)
+
+    def _idle(self) -> bool:
+        with self._lock:
+            return len(self._live) < self.slots
+
+    def _drop_buffer(self) -> None:
+        rows, self._buffer = self._buffer, []
+        for out, _, _ in rows:
+            out.set_result(not_run_record("cancelled", "the batch was cancelled before this "
+                                          "row was sent to a worker"))  # fmt: skip
 
     def _send(self, rows: list[_Row], lost: int) -> None:
         b = self.batch
@@ -220,6 +251,7 @@ class DaskRunner:
         return {"root": "staged", "path": staged.path, "file": str(staged.file)}
 
     def cancel_running(self) -> None:
+        self._drop_buffer()
         with self._lock:
             futs = list(self._live.values())
         if futs:

@@ -1,10 +1,11 @@
 """One row on this machine: exactly one ``invoke`` (or a start and its polls), as a record.
 
 Each row is an ``invoke`` of the batch's host from a worker thread, audited like any call.
-Before each call the host's cached target is compared with the batch's plan (a ``stat``, no
-describe): a module that no longer hashes to what the batch was approved for is not run
-(``module_changed``); a change in the instant after that check still runs from a verified
-snapshot, and the next row sees it. Artifacts are staged as the row finishes, in parallel.
+Before each call the host's resolved target (:meth:`ModuleHost.resolve`, cached) is compared
+with the batch's plan (a ``stat``, no describe): a module that no longer hashes to what the
+batch was approved for is not run (``module_changed``); a change in the instant after that
+check still runs from a verified snapshot, and the next row sees it. Artifacts are staged as
+the row finishes, in parallel.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from murmur_nb._modules.batch.longrun import run_long
 from murmur_nb._modules.batch.plan import Plan
 from murmur_nb._modules.batch.record import error_record, invocation_record, not_run_record
 
-__all__ = ["run_row", "staged_artifacts"]
+__all__ = ["ROWS_PER_CORE", "run_row", "staged_artifacts"]
+
+#: rows in flight per usable core: one in its sandboxed process, one in the host's Python part
+ROWS_PER_CORE = 2
 
 
 def staged_artifacts(host: ModuleHost, inv: Any) -> list[dict[str, Any]]:
@@ -35,7 +39,7 @@ def staged_artifacts(host: ModuleHost, inv: Any) -> list[dict[str, Any]]:
 
 
 def _changed(host: ModuleHost, plan: Plan) -> bool:
-    now = host._target(plan.capability)
+    now = host.resolve(plan.capability)
     return (now.digest, now.code) != (plan.descriptor_digest, plan.code)
 
 

@@ -1,9 +1,10 @@
 """What a batch runs, settled once before anything runs: the module, its digest, the checks.
 
-The one place a batch reaches into the host: the resolved capability (descriptor digest,
-verified snapshot) and ``invoke``'s own input check
-(:func:`murmur_nb._modules.call.checked_input`). The module digest is SHA-256 over the
-descriptor and code digests: what an approval pins and what the journal keys rows by.
+What a batch needs from the host, through its two entry points and nothing private: the
+resolved capability (descriptor digest, verified snapshot) from :meth:`ModuleHost.resolve`
+and ``invoke``'s own input check from :meth:`ModuleHost.input_problem`. The module digest is
+SHA-256 over the descriptor and code digests: what an approval pins and what the journal
+keys rows by.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from murmur_nb._exceptions import InvalidInput
 
 if TYPE_CHECKING:
     from murmur_nb._modules.host import ModuleHost
@@ -73,7 +72,7 @@ def plan_for(
     host: ModuleHost, capability: str, *, poll_every: float, poll_timeout: float
 ) -> Plan:
     """Resolve ``capability`` against its module's current descriptor (describe runs)."""
-    target = host._target(capability, refresh=True)
+    target = host.resolve(capability, refresh=True)
     desc = target.descriptor
     result_schema = (desc.result_schemas or {}).get(target.cap.result_schema)
     final = target.cap
@@ -91,11 +90,4 @@ def plan_for(
 
 def input_problem(host: ModuleHost, plan: Plan, value: Any) -> str | None:
     """Why ``value`` would be refused by ``invoke`` (the same rules), or ``None``."""
-    from murmur_nb._modules.call import Call, checked_input  # noqa: PLC0415 - see the notes
-
-    try:
-        checked_input(Call(plan.capability, value, ""), plan.target, host._validators,
-                      host.policy)  # fmt: skip
-    except InvalidInput as exc:
-        return exc.message
-    return None
+    return host.input_problem(plan.target, value)

@@ -1,0 +1,146 @@
+"""Ctrl-C in the middle of a batch, for real: SIGINT to a Python process running ``map``.
+
+The batch runs in a child process of its own session, as in a terminal, and the test sends
+SIGINT to that whole foreground group (what Ctrl-C in a terminal does). The module rows run
+sandboxed (tests/modules/batchy.py), each sleeping, so some are running at the interrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+FACET_MODULES = [("batchy", "batchy")]
+ROWS, SLEEP = 12, 1.5
+
+_SCRIPT = """
+import json, sys
+import murmur_nb as mnb
+policy = mnb.Policy(roots={{"log": {log!r}}})
+rows = [{{"n": i, "sleep": {sleep!r}}} for i in range({rows})]
+with mnb.ModuleHost(home={home!r}, policy=policy) as host:
+    try:
+        b = host.map("batchy.work", rows, concurrency=2, progress=False)
+    except KeyboardInterrupt:
+        outcomes = host.audit()["outcome"].value_counts().to_dict()
+        print(json.dumps({{"interrupted": True, "outcomes": outcomes}}), flush=True)
+        sys.stdin.readline()  # alive while the test looks for the rows' processes
+    else:
+        p = b.progress
+        print(json.dumps({{"interrupted": False, "from_journal": p.from_journal, "ok": p.ok}}),
+              flush=True)
+"""
+
+
+def _started(log: Path) -> set[str]:
+    """The rows whose module process started (each writes ``work-<n>-<request id>`` first)."""
+    return {p.name for p in log.glob("work-*")}
+
+
+def _journaled(journal: Path) -> int:
+    if not journal.exists():
+        return 0
+    with closing(sqlite3.connect(journal)) as db:
+        try:
+            return int(db.execute("SELECT count(*) FROM rows WHERE status='ok'").fetchone()[0])
+        except sqlite3.OperationalError:  # the file is there, its table not yet
+            return 0
+
+
+def _descendants(root: int) -> set[tuple[int, str]]:
+    """``(pid, start time)`` of every live process below ``root`` (the sandboxes included)."""
+    parents: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = (int(fields[1]), fields[19])
+    found: set[tuple[int, str]] = set()
+    frontier = {root}
+    while frontier:
+        kids = {pid for pid, (ppid, _) in parents.items() if ppid in frontier}
+        found |= {(pid, parents[pid][1]) for pid in kids}
+        frontier = kids
+    return found
+
+
+def _alive(proc: tuple[int, str]) -> bool:
+    try:
+        fields = Path(f"/proc/{proc[0]}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[19] == proc[1] and fields[0] != "Z"
+
+
+def _run(code: str, **kwargs: object) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, **kwargs,
+    )  # fmt: skip
+
+
+def _until(check: object, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while not check() and time.monotonic() < end:  # type: ignore[operator]
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_finished_rows_ends_running_ones_and_resumes(
+    facet_home: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    log.mkdir()
+    log.chmod(0o777)
+    journal = facet_home / "batches" / "journal.sqlite"
+    code = _SCRIPT.format(log=str(log), home=str(facet_home), rows=ROWS, sleep=SLEEP)
+    child = _run(code, start_new_session=True)  # its own foreground group, as in a terminal
+    try:
+        _interrupt_and_check(child, log, journal)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    # run again: the journaled rows are skipped, the others (the cancelled ones too) run
+    started, kept = _started(log), _journaled(journal)
+    again = _run(code)
+    out, _ = again.communicate(timeout=300)
+    result = json.loads(out)
+    assert result == {"interrupted": False, "from_journal": kept, "ok": ROWS}
+    assert len(_started(log)) == len(started) + ROWS - kept
+
+
+def _interrupt_and_check(child: subprocess.Popen[str], log: Path, journal: Path) -> None:
+    # mid-batch: two rows finished and journaled, two more running
+    _until(lambda: _journaled(journal) >= 2 and len(_started(log)) >= 4, 120)
+    running = _descendants(child.pid)
+    assert running, "no module process was running below the batch"
+    os.killpg(child.pid, signal.SIGINT)  # Ctrl-C
+    assert child.stdout is not None
+    report = json.loads(child.stdout.readline())
+    assert report["interrupted"]
+
+    # the rows that were running were ended as invoke ends them: their processes are gone
+    assert not [p for p in running if _alive(p)]
+    assert not _descendants(child.pid)
+    kept, started = _journaled(journal), _started(log)
+    cancelled = report["outcomes"].get("cancelled", 0)
+    assert report["outcomes"].get("ok", 0) == kept >= 2
+    assert 1 <= cancelled <= 2 and len(started) == kept + cancelled
+    time.sleep(2 * SLEEP)  # no new row starts after the interrupt
+    assert _started(log) == started and _journaled(journal) == kept
+    child.communicate("\n", timeout=60)
+    assert child.returncode == 0
