@@ -144,3 +144,48 @@ def _interrupt_and_check(child: subprocess.Popen[str], log: Path, journal: Path)
     assert _started(log) == started and _journaled(journal) == kept
     child.communicate("\n", timeout=60)
     assert child.returncode == 0
+
+
+_BACKGROUND = """
+import sys
+import murmur_nb as mnb
+policy = mnb.Policy(roots={{"log": {log!r}}})
+rows = [{{"n": i, "sleep": {sleep!r}}} for i in range({rows})]
+host = mnb.ModuleHost(home={home!r}, policy=policy)
+batch = host.map("batchy.work", rows, concurrency=2, progress=False, background=True)
+sys.stdin.readline()  # then the script ends, the batch still running
+"""
+
+
+@pytest.mark.slow
+def test_exiting_with_a_background_batch_running_ends_it_cleanly_and_resumes(
+    facet_home: Path, tmp_path: Path
+) -> None:
+    """A script (or a kernel shutting down) that exits while ``map(background=True)`` runs:
+    the exit cancels the batch as Cancel would. Its running module processes end, finished
+    rows stay journaled, nothing more starts, nothing is printed, and the batch resumes."""
+    log = tmp_path / "log"
+    log.mkdir()
+    log.chmod(0o777)
+    journal = facet_home / "batches" / "journal.sqlite"
+    fmt = {"log": str(log), "home": str(facet_home), "rows": ROWS, "sleep": SLEEP}
+    child = _run(_BACKGROUND.format(**fmt), stderr=subprocess.PIPE)
+    try:
+        _until(lambda: _journaled(journal) >= 2 and len(_started(log)) >= 4, 120)
+        running = _descendants(child.pid)
+        assert running, "no module process was running below the batch"
+        _, err = child.communicate("\n", timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, err
+    assert err == "", err  # no "cannot schedule new futures after interpreter shutdown"
+    assert not [p for p in running if _alive(p)]  # the rows running at exit were ended
+    started, kept = _started(log), _journaled(journal)
+    assert kept >= 2 and len(started) <= kept + 2
+    time.sleep(2 * SLEEP)
+    assert _started(log) == started  # nothing started after the exit
+    again = _run(_SCRIPT.format(**fmt))
+    out, _ = again.communicate(timeout=300)
+    assert json.loads(out) == {"interrupted": False, "from_journal": kept, "ok": ROWS}

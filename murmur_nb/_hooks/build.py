@@ -48,11 +48,11 @@ def wit_dir() -> Path:
 
 
 def _componentize_available() -> bool:
-    try:
-        import componentize_py  # noqa: F401, PLC0415 - only probing that it is installed
-    except ImportError:
-        return False
-    return True
+    # Found, not imported: its extension embeds a wasmtime of its own, which has no business
+    # in this process (componentize-py runs in a subprocess).
+    from importlib.util import find_spec  # noqa: PLC0415
+
+    return find_spec("componentize_py") is not None
 
 
 def _tool_version() -> str:

@@ -8,12 +8,15 @@ references and exceptions are off, because the store limits do not reach wasmtim
 such a component fails at load (:data:`NO_GC_HINT`). While a call runs on the main thread,
 SIGINT sets a flag the ticker turns into an epoch past the deadline, and the call raises
 ``KeyboardInterrupt`` with the host intact. Teardown has an order: :meth:`Runtime.shutdown`.
+Every entry into a guest first puts wasmtime's trap handlers back if something replaced them
+(:class:`TrapHandlers`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import select
 import signal
@@ -42,6 +45,53 @@ IDLE_S = 1.0
 DRAIN_S = 5.0  # at exit: how long to wait for a running call and the output callbacks
 
 
+#: The signals a guest's trap raises: ``unreachable`` and friends (SIGILL), guard pages
+#: (SIGSEGV, SIGBUS), integer division (SIGFPE).
+TRAP_SIGNALS = (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE)
+
+
+class TrapHandlers:
+    """wasmtime's handlers for the trap signals, saved once and put back when replaced.
+
+    wasmtime turns a guest's trap into an error from signal handlers it installs with its
+    engine. A handler installed after them that does not hand a trap back to them kills the
+    process at the next trap ("Illegal instruction"): ``faulthandler.enable()`` called once
+    the engine exists does exactly that, and pytest's in-process runs (``pytester``) call it.
+    :meth:`ensure` reads each handler (one ``sigaction`` per signal, about a microsecond) and
+    restores wasmtime's where another took its place. Faults outside a guest still reach
+    whatever handled them before the engine existed, as wasmtime forwards those. Linux only;
+    elsewhere this does nothing.
+    """
+
+    _SIZE = 256  # larger than any libc's ``struct sigaction``; the handler pointer comes first
+
+    def __init__(self) -> None:
+        self._libc: Any = None
+        self._saved: dict[int, ctypes.Array[ctypes.c_char]] = {}
+        self.replaced = 0  # how many times a handler was put back
+        if os.uname().sysname != "Linux":
+            return
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        for signum in TRAP_SIGNALS:
+            self._saved[signum] = self._read(signum)
+
+    def _read(self, signum: int) -> ctypes.Array[ctypes.c_char]:
+        action = ctypes.create_string_buffer(self._SIZE)
+        self._libc.sigaction(signum, None, action)
+        return action
+
+    @staticmethod
+    def _handler(action: ctypes.Array[ctypes.c_char]) -> int:
+        return ctypes.c_void_p.from_buffer(action).value or 0
+
+    def ensure(self) -> None:
+        """Put back wasmtime's handler for every trap signal whose handler was replaced."""
+        for signum, saved in self._saved.items():
+            if self._handler(self._read(signum)) != self._handler(saved):
+                self._libc.sigaction(signum, saved, None)
+                self.replaced += 1
+
+
 class Ticker:
     """Advances the engine epoch in real time while hooks run; turns SIGINT into a deadline.
 
@@ -51,8 +101,9 @@ class Ticker:
     never stretches a deadline. Deadlines are relative to the epoch when each store is made.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, traps: TrapHandlers) -> None:
         self._engine = engine
+        self._traps = traps
         self._ctl_r, self._ctl_w = os.pipe()
         self._sig_r, self._sig_w = os.pipe()
         for fd in (self._ctl_r, self._ctl_w, self._sig_r, self._sig_w):
@@ -136,8 +187,10 @@ class Ticker:
     def running(self, ticks: int) -> Iterator[None]:
         """Time one call whose store expires ``ticks`` ticks from now; route SIGINT to it.
 
-        SIGINT is routed only on the main thread (where Python delivers signals).
+        SIGINT is routed only on the main thread (where Python delivers signals). Every entry
+        into a guest passes here, so this is also where wasmtime's trap handlers are checked.
         """
+        self._traps.ensure()
         self.interrupted = False
         with self._lock:
             self._active_ticks = ticks
@@ -201,8 +254,10 @@ class Runtime:
         config.wasm_exceptions = False
         self.fingerprint = "component-model;epoch_interruption;consume_fuel;no-gc;no-exceptions"
         self.engine = Engine(config)
+        # wasmtime has installed its trap handlers with the engine: these are what to keep.
+        self.traps = TrapHandlers()
         self.cache = ComponentCache(self.engine, self.fingerprint, keep_in_memory=16)
-        self.ticker = Ticker(self.engine)
+        self.ticker = Ticker(self.engine, self.traps)
         self.call_lock = threading.RLock()
         self.hosts: weakref.WeakSet[Any] = weakref.WeakSet()
         self.stores: weakref.WeakSet[Any] = weakref.WeakSet()

@@ -11,17 +11,21 @@ coordinates and writes the journal; rows run on a thread pool or Dask. Ctrl-C or
 :meth:`cancel` stops starting rows, cancels running ones, keeps finished ones, then re-raises.
 Concurrency defaults to two rows per usable core (:data:`ROWS_PER_CORE`): a row's thread holds
 no core while its sandboxed process runs, and the host's part of a row runs under the GIL, so
-a second row per core keeps a process ready while the first is in Python.
+a second row per core keeps a process ready while the first is in Python. When the interpreter
+exits with a background batch running, the batch is cancelled the same way before the thread
+pools shut down (:func:`stop_background_batches`), so its processes end and its rows settle.
 """
 
 from __future__ import annotations
 
+import atexit
 import heapq
 import json
 import os
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +48,9 @@ __all__ = ["Batch"]
 
 _DEFAULT = object()
 _MAX_BACKOFF = 30.0
+#: At interpreter exit, how long a cancelled background batch may take to settle its rows.
+EXIT_WAIT_S = 30.0
+_background: weakref.WeakSet[Batch] = weakref.WeakSet()
 #: row states; ok and failed are finished (and journaled)
 PENDING, RUNNING, OK, FAILED, NOT_RUN = "pending", "running", "ok", "failed", "not_run"
 
@@ -195,6 +202,7 @@ class Batch:
         self._cancel.clear()
         self._stop_reason = None
         if background:
+            _background.add(self)
             self._thread = threading.Thread(target=self._run, args=(todo,), daemon=True)
             self._thread.start()
         else:
@@ -282,7 +290,15 @@ class Batch:
         self._running[row] = attempt
         self._state[row] = RUNNING
         value = json.loads(self._texts[row])
-        fut = runner.submit(value, attempt)
+        try:
+            fut = runner.submit(value, attempt)
+        except RuntimeError:  # the pools refuse work: the interpreter is shutting down
+            self._running.pop(row)
+            self._state[row] = PENDING
+            self._pending.append(row)
+            self._stop("cancelled", _EXITING)
+            self._cancel.set()
+            return
         fut.add_done_callback(lambda f, r=row, a=attempt: self._done.put((r, a, f)))
 
     def _cost_allows(self) -> bool:
@@ -482,6 +498,30 @@ def _checked(
             "on_invalid='skip' to run the others and keep these as invalid_input rows"
         )
     return texts, invalid
+
+
+_EXITING = "the Python interpreter exited before this row started"
+
+
+def stop_background_batches() -> None:
+    """Cancel every running background batch and wait (up to :data:`EXIT_WAIT_S` each) for its
+    rows to settle: running processes end, finished rows stay journaled, the rest are not run.
+
+    Runs as the interpreter exits, before ``concurrent.futures`` shuts its pools down: a batch
+    left alone would find its pool closed ("cannot schedule new futures after interpreter
+    shutdown") with its modules still running.
+    """
+    for batch in list(_background):
+        if batch._thread is None or not batch._thread.is_alive():
+            continue
+        batch._stop("cancelled", _EXITING)
+        batch.cancel()
+        batch._thread.join(EXIT_WAIT_S)
+
+
+# threading's exit hooks run last-registered first: this one before the pools' own, which
+# concurrent.futures.thread registered when ``ThreadPoolExecutor`` was imported above.
+getattr(threading, "_register_atexit", atexit.register)(stop_background_batches)
 
 
 class LocalRunner:
