@@ -2,9 +2,8 @@
 
 A notebook starts two real batches in the background (tests/modules/batchy.py, sandboxed)
 and shows each in a ``BatchView``. The test watches the first one's progress bar move and
-its row list fill in; it clicks Cancel on the second, slow one and sees it stop with its
-finished rows kept. (Picking a row in the list did not reach the kernel in Chromium here,
-though Cancel's click does; the pick is tested in Python in test_batch_view.py.) Screenshots go to
+its row list fill in, then clicks a row and sees that row's invocation; it clicks Cancel
+on the second, slow one and sees it stop with its finished rows kept. Screenshots go to
 ``test-artifacts/batch-*.png``.
 """
 
@@ -48,11 +47,24 @@ CELLS = [
 FAST, SLOW = 1, 2
 
 #: Run every cell, without waiting for the run to end (the batches are watched as they run).
+#: First the widget manager finishes restoring state: its control comm opens and closes. In
+#: JupyterLab 4.6 (comms over per-target kernel subshells), widget comms opened while that
+#: comm's subshell is torn down can be left addressing a deleted subshell, and the kernel then
+#: drops every message they send ("Unknown subshell_id"): a row pick would never arrive.
 START_ALL_JS = """async () => {
     const app = window.jupyterapp;
     const panel = app.shell.currentWidget;
     await panel.context.ready;
     await panel.sessionContext.ready;
+    const kernel = panel.sessionContext.session.kernel;
+    await kernel.info;
+    const control = () => [...kernel._comms.values()].some(
+        c => c._target === 'jupyter.widget.control');
+    let seen = false;
+    for (let i = 0; i < 200 && !(seen && !control()); i++) {
+        seen = seen || control();
+        await new Promise(r => setTimeout(r, 50));
+    }
     app.commands.execute('notebook:run-all-cells');
 }"""
 
@@ -81,6 +93,14 @@ def _bar_percent(view: Any) -> float:
     return float(found.group(1)) if found else -1.0
 
 
+def _wait_text(page: Any, element: Any, pattern: str) -> None:
+    """Wait until ``element``'s rendered text matches ``pattern`` (a JavaScript regex)."""
+    page.wait_for_function(
+        "([el, p]) => new RegExp(p).test(el.innerText)", arg=[element.element_handle(), pattern],
+        timeout=WAIT_MS,
+    )  # fmt: skip
+
+
 def _watch_progress(page: Any) -> list[tuple[int, float]]:
     """``(settled, bar %)`` each time either changes, until the first batch is done."""
     view = _out(page, FAST)
@@ -99,7 +119,7 @@ def _watch_progress(page: Any) -> list[tuple[int, float]]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_batch_view_progress_moves_and_cancel_stops(
+def test_batch_view_progress_moves_a_row_click_shows_it_and_cancel_stops(
     tmp_path: Path, facet_home: Path
 ) -> None:
     env = jupyter_env(tmp_path, facet_home)
@@ -130,10 +150,16 @@ def test_batch_view_progress_moves_and_cancel_stops(
         assert "9 ok" in fast.inner_text() and "3 failed" in fast.inner_text()  # k0, k5, k10
         assert fast.locator("button:has-text('Cancel')").is_disabled()
 
-        # the row list holds every row; a row's invocation (shown on a pick) is checked in
-        # test_batch_view.py: picked here, it did not reach the kernel (see the README's notes)
+        # a row click shows its invocation: the result of k4, then the error of k5
         listing = fast.locator("select")
         assert listing.locator("option").count() == ROWS
+        detail = fast.locator(".widget-output").first
+        listing.locator("option", has_text="k4 · ok").click()
+        _wait_text(page, detail, r"square\W+16")
+        fast.screenshot(path=str(shots / "batch-row-clicked.png"))
+        listing.locator("option", has_text="k5 · failed").click()
+        _wait_text(page, detail, "bad_number")
+        assert "16" not in detail.inner_text()  # the detail shows the picked row only
 
         # Cancel: the slow batch stops, its finished rows kept, the rest not run
         slow = _out(page, SLOW)

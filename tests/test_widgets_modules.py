@@ -668,13 +668,13 @@ def test_file_inputs_are_picked_from_the_session_or_uploaded(host: ModuleHost) -
     labels = [label for label, _ in picker.choice.options]
     assert labels[0] == "— choose a file —" and len(labels) == 3
     assert all("image/png" in label and "verified" in label for label in labels[1:])
-    html = form.static_html()
-    assert "root" not in [s.strip() for s in html.replace("<", ">").split(">")]
-    assert "characters" not in html
+    before = form.static_html()
+    assert "root" not in [s.strip() for s in before.replace("<", ">").split(">")]
+    assert "characters" not in before
     form.run_button.click()
     form.wait()
     assert form.state == "invalid" and "choose a file" in picker.error_view.value
-    assert "-1" not in html  # the placeholder's index is no content
+    assert "-1" not in before  # the placeholder's index is no content
     picker.choice.value = 1  # the person picks the second thumbnail
     assert picker.staged is not None and picker.staged.digest == session[1].digest
     chosen = form.static_html()  # the static form names the file, never its index ("0", "1")
