@@ -185,12 +185,30 @@ def lab_in_chromium(
         yield (lambda notebook: f"{base}/lab/tree/{notebook}?token={token}"), ctx
 
 
+#: Inside an async page function with ``panel``: wait for the kernel, then for the widget
+#: manager to have restored its state (its control comm opened and closed, if it opens). In
+#: JupyterLab 4.6 (comms over per-target kernel subshells) widget comms opened while that
+#: comm's subshell is torn down can be left addressing a deleted subshell; the kernel then
+#: drops every message they send ("Unknown subshell_id"), and clicks in them never arrive.
+WIDGETS_READY_JS = """
+    await panel.context.ready;
+    await panel.sessionContext.ready;
+    const kernel = panel.sessionContext.session.kernel;
+    await kernel.info;
+    const control = () => [...kernel._comms.values()].some(
+        c => c._target === 'jupyter.widget.control');
+    let seen = false;  // it opens soon after the kernel connects; none within 2 s: done
+    for (let i = 0; i < 200; i++) {
+        if (control()) seen = true;
+        else if (seen || i >= 40) break;
+        await new Promise(r => setTimeout(r, 50));
+    }
+"""
+
 #: Run every cell of the open notebook with a fresh kernel state.
 RUN_ALL_JS = """async () => {
     const app = window.jupyterapp;
-    const panel = app.shell.currentWidget;
-    await panel.context.ready;
-    await panel.sessionContext.ready;
+    const panel = app.shell.currentWidget;""" + WIDGETS_READY_JS + """
     await app.commands.execute('notebook:clear-all-cell-outputs');
     await app.commands.execute('notebook:run-all-cells');
 }"""

@@ -17,6 +17,7 @@ from typing import Any
 import nbformat
 import pytest
 from _jupyter import (
+    WIDGETS_READY_JS,
     artifacts_dir,
     jupyter_env,
     lab_in_chromium,
@@ -47,24 +48,9 @@ CELLS = [
 FAST, SLOW = 1, 2
 
 #: Run every cell, without waiting for the run to end (the batches are watched as they run).
-#: First the widget manager finishes restoring state: its control comm opens and closes. In
-#: JupyterLab 4.6 (comms over per-target kernel subshells), widget comms opened while that
-#: comm's subshell is torn down can be left addressing a deleted subshell, and the kernel then
-#: drops every message they send ("Unknown subshell_id"): a row pick would never arrive.
 START_ALL_JS = """async () => {
     const app = window.jupyterapp;
-    const panel = app.shell.currentWidget;
-    await panel.context.ready;
-    await panel.sessionContext.ready;
-    const kernel = panel.sessionContext.session.kernel;
-    await kernel.info;
-    const control = () => [...kernel._comms.values()].some(
-        c => c._target === 'jupyter.widget.control');
-    let seen = false;
-    for (let i = 0; i < 200 && !(seen && !control()); i++) {
-        seen = seen || control();
-        await new Promise(r => setTimeout(r, 50));
-    }
+    const panel = app.shell.currentWidget;""" + WIDGETS_READY_JS + """
     app.commands.execute('notebook:run-all-cells');
 }"""
 
