@@ -85,18 +85,26 @@ _ENV = shutil.which("env", path="/usr/bin:/bin") or "/usr/bin/env"
 
 @functools.cache
 def drop_helper() -> str | None:
-    """The compiled ``drop.c`` (built once into the cache), or ``None`` without a compiler."""
+    """The compiled ``drop.c`` (built once into the cache), or ``None`` without a compiler.
+
+    Linked statically where the C library allows it: it runs before every module, and a
+    static binary skips the dynamic loader (about 0.15 ms of CPU per run).
+    """
     source = _DROP_SOURCE.read_bytes()
-    target = cache_dir() / "sandbox" / f"drop-{hashlib.sha256(source).hexdigest()[:16]}"
+    key = hashlib.sha256(source + b"\0-O2 -static").hexdigest()[:16]
+    target = cache_dir() / "sandbox" / f"drop-{key}"
     if not target.is_file():
         cc = shutil.which("cc", path="/usr/bin:/bin") or shutil.which("gcc", path="/usr/bin")
         if cc is None:
             return None
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        built = subprocess.run([cc, "-O2", "-o", str(partial), str(_DROP_SOURCE)],
-                               capture_output=True, check=False, timeout=60)
-        if built.returncode != 0:
+        for link in (["-static"], []):  # no static libc: a dynamic one
+            built = subprocess.run([cc, "-O2", *link, "-o", str(partial), str(_DROP_SOURCE)],
+                                   capture_output=True, check=False, timeout=60)
+            if built.returncode == 0:
+                break
+        else:
             return None
         partial.replace(target)
     ident = str(sandbox_id())
