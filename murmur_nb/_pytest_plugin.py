@@ -65,12 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """With ``--modproto`` and no test paths named, collect only the module checks.
+    """With ``--modproto`` or ``--hook`` and no test paths named, collect only the checks.
 
     ``pytest --modproto PATH`` run in a project folder would otherwise also collect every
     test under it; naming test paths (``pytest tests --modproto PATH``) collects both.
     """
-    if not config.getoption("--modproto"):
+    if not (config.getoption("--modproto") or config.getoption("--hook")):
         return None
     return config.args_source is not pytest.Config.ArgsSource.ARGS or None
 
@@ -87,16 +87,54 @@ def pytest_collection_modifyitems(
         items.extend(hook.collect())
 
 
-class ModprotoCheckFailed(Exception):
-    """A module check failed; the message carries the rule, where and the fix."""
-
-
-class ModprotoModule(pytest.Collector):
-    """The checks of one module folder, collected by running the checker once."""
+class _Checked(pytest.Collector):
+    """One checked target (a module folder, a component): its rows, from one checker run."""
 
     def __init__(self, *, target: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target = target
+
+
+class _Row(pytest.Item):
+    """One row of a checker's report as a test: it passes, fails with the row's text (the
+    rule and the fix), or is skipped with the reason; a warning passes and shows the text
+    in the item's report sections."""
+
+    failed: type[Exception] = Exception
+    kind = ""
+
+    def __init__(self, *, result: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.result = result
+
+    def runtest(self) -> None:
+        row = self.result
+        if row.status == "skipped":
+            pytest.skip(row.detail)
+        if row.status == "warn":
+            self.add_report_section("call", f"{self.kind} warning", self.text())
+        if row.status == "fail":
+            raise self.failed(row.detail)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if not isinstance(excinfo.value, self.failed):
+            return str(super().repr_failure(excinfo))
+        return self.text()
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        target = self.parent.target if isinstance(self.parent, _Checked) else "."
+        return Path(target), 0, f"{self.kind} check {self.name}"
+
+
+class ModprotoCheckFailed(Exception):
+    """A module check failed; the message carries the rule, where and the fix."""
+
+
+class ModprotoModule(_Checked):
+    """The checks of one module folder, collected by running the checker once."""
 
     def collect(self) -> list[pytest.Item]:
         from murmur_nb._checker.check import check_module  # noqa: PLC0415 - only when used
@@ -129,50 +167,27 @@ class ModprotoModule(pytest.Collector):
             yield ModprotoCheck.from_parent(self, name=name, result=row)
 
 
-class ModprotoCheck(pytest.Item):
+class ModprotoCheck(_Row):
     """One check of the module: passes, fails with the rule and fix, or skips with why."""
 
-    def __init__(self, *, result: CheckResult, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.result = result
+    failed = ModprotoCheckFailed
+    kind = "modproto"
+    result: CheckResult
 
-    def runtest(self) -> None:
-        row = self.result
-        if row.status == "skipped":
-            pytest.skip(row.detail)
-        if row.status == "warn":
-            self.add_report_section("call", "modproto warning", self._text())
-        if row.status == "fail":
-            raise ModprotoCheckFailed(row.detail)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if not isinstance(excinfo.value, ModprotoCheckFailed):
-            return str(super().repr_failure(excinfo))
-        return self._text()
-
-    def _text(self) -> str:
+    def text(self) -> str:
         """The row as ``murmur-nb check`` prints it, wrapped to pytest's terminal width."""
         from murmur_nb._checker.check_report import problem_text  # noqa: PLC0415 - when used
 
         writer = self.config.get_terminal_writer()
         return problem_text(self.result, max(60, min(120, writer.fullwidth)))
 
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return Path(self.parent.target if isinstance(self.parent, ModprotoModule) else "."), 0, (
-            f"modproto check {self.name}"
-        )
-
 
 class HookCheckFailed(Exception):
     """A hook rule failed; the message carries what happened."""
 
 
-class HookComponent(pytest.Collector):
+class HookComponent(_Checked):
     """The rules of one hook component, collected by running the hook checker once."""
-
-    def __init__(self, *, target: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.target = target
 
     def collect(self) -> list[pytest.Item]:
         from murmur_nb._checker.hook_check import check_hook  # noqa: PLC0415 - only when used
@@ -181,29 +196,16 @@ class HookComponent(pytest.Collector):
         return [HookCheck.from_parent(self, name=row.check, result=row) for row in report]
 
 
-class HookCheck(pytest.Item):
+class HookCheck(_Row):
     """One rule of the hook world: passes, fails with the rule and fix, or skips with why."""
 
-    def __init__(self, *, result: HookCheckResult, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.result = result
+    failed = HookCheckFailed
+    kind = "hook"
+    result: HookCheckResult
 
-    def runtest(self) -> None:
+    def text(self) -> str:
         row = self.result
-        if row.status == "skipped":
-            pytest.skip(row.detail)
-        if row.status == "warn":
-            self.add_report_section("call", "hook warning", row.detail)
-        if row.status == "fail":
-            raise HookCheckFailed(row.detail)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if not isinstance(excinfo.value, HookCheckFailed):
-            return str(super().repr_failure(excinfo))
-        row = self.result
+        if row.status != "fail":
+            return row.detail
         return "\n".join([f"{row.check} failed", f"  detail: {row.detail}",
                           f"  rule:   {row.rule}", f"  fix:    {row.fix}"])  # fmt: skip
-
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        target = self.parent.target if isinstance(self.parent, HookComponent) else "."
-        return Path(target), 0, f"hook check {self.name}"

@@ -213,6 +213,22 @@ RUN_ALL_JS = """async () => {
     await app.commands.execute('notebook:run-all-cells');
 }"""
 
+def run_in_lab(
+    ctx: Any, address: str, *, run_js: str = RUN_ALL_JS, timeout_ms: int = 120_000
+) -> tuple[Any, list[str]]:
+    """Open the notebook at ``address`` in a new page of ``ctx`` and start ``run_js`` on it
+    (:data:`RUN_ALL_JS`: run every cell). Returns the page and the list its uncaught page
+    errors are appended to (a test ends by asserting it is empty)."""
+    page = ctx.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(str(exc)))
+    page.goto(address, timeout=timeout_ms)
+    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=timeout_ms)
+    page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=timeout_ms)
+    page.evaluate(run_js)
+    return page, problems
+
+
 #: Contrast ratio (WCAG 2) of each element matching a selector against the background it is
 #: drawn on: the colour is blended over the first opaque-enough background of its ancestors.
 #: SVG text is measured by its fill, against the shapes painted under its centre (a bar, a

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 from _jupyter import (
-    RUN_ALL_JS,
     artifacts_dir,
     jupyter_env,
     lab_in_chromium,
     quiet_lab_settings,
+    run_in_lab,
     tour_copy,
 )
 
@@ -57,13 +57,7 @@ def test_tour_runs_in_jupyterlab_and_shows_every_widget_and_artifact(tmp_path: P
     root = tmp_path / "root"
     tour_copy(root)
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.goto(url("01-tour.ipynb"), timeout=SHOW_TIMEOUT_MS)
-        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=SHOW_TIMEOUT_MS)
-        page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=SHOW_TIMEOUT_MS)
-        page.evaluate(RUN_ALL_JS)
+        page, problems = run_in_lab(ctx, url("01-tour.ipynb"), timeout_ms=SHOW_TIMEOUT_MS)
         _all_cells_ran(page)
         out = ".jp-OutputArea-output"
 

@@ -22,6 +22,7 @@ from _jupyter import (
     jupyter_env,
     lab_in_chromium,
     quiet_lab_settings,
+    run_in_lab,
 )
 
 FACET_MODULES = [("batchy", "batchy")]
@@ -115,14 +116,8 @@ def test_batch_view_progress_moves_a_row_click_shows_it_and_cancel_stops(
     _notebook(root / "batch.ipynb", facet_home)
     shots = artifacts_dir()
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.goto(url("batch.ipynb"), timeout=WAIT_MS)
-        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=WAIT_MS)
-        page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=WAIT_MS)
+        page, problems = run_in_lab(ctx, url("batch.ipynb"), run_js=START_ALL_JS)
         page.set_viewport_size({"width": 1280, "height": 2400})
-        page.evaluate(START_ALL_JS)
 
         # progress moves: settled rows and the bar grow step by step, to the end
         seen = _watch_progress(page)

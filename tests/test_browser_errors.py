@@ -17,11 +17,11 @@ import nbformat
 import pytest
 from _jupyter import (
     CONTRAST_JS,
-    RUN_ALL_JS,
     artifacts_dir,
     jupyter_env,
     lab_in_chromium,
     quiet_lab_settings,
+    run_in_lab,
 )
 from _modules import install
 
@@ -103,13 +103,7 @@ def test_a_crash_and_an_invocation_card_in_jupyterlab_light_and_dark(tmp_path: P
     root.mkdir()
     _notebook(root / "errors.ipynb", home, out)
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.goto(url("errors.ipynb"), timeout=WAIT_MS)
-        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=WAIT_MS)
-        page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=WAIT_MS)
-        page.evaluate(RUN_ALL_JS)
+        page, problems = run_in_lab(ctx, url("errors.ipynb"))
         # run-all stops at the raising cell: run the card's cell on its own
         _see(page, CRASH, ".murmur-error-box")
         page.locator(".jp-Notebook .jp-CodeCell").nth(CARD).click()

@@ -16,11 +16,11 @@ import nbformat
 import pytest
 from _jupyter import (
     CONTRAST_JS,
-    RUN_ALL_JS,
     artifacts_dir,
     jupyter_env,
     lab_in_chromium,
     quiet_lab_settings,
+    run_in_lab,
 )
 
 import murmur_nb as mnb
@@ -90,13 +90,7 @@ def test_compaction_viewer_in_jupyterlab_light_and_dark(tmp_path: Path) -> None:
     root.mkdir()
     _notebook(root / "replay.ipynb")
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.goto(url("replay.ipynb"), timeout=WAIT_MS)
-        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=WAIT_MS)
-        page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=WAIT_MS)
-        page.evaluate(RUN_ALL_JS)
+        page, problems = run_in_lab(ctx, url("replay.ipynb"))
         page.set_viewport_size({"width": 1280, "height": 2000})
         _check(page, "light")
         page.evaluate(

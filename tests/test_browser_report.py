@@ -18,11 +18,11 @@ import nbformat
 import pytest
 from _jupyter import (
     CONTRAST_JS,
-    RUN_ALL_JS,
     artifacts_dir,
     jupyter_env,
     lab_in_chromium,
     quiet_lab_settings,
+    run_in_lab,
 )
 from _modules import install
 
@@ -171,13 +171,7 @@ def test_checker_report_and_module_browser_in_jupyterlab_light_and_dark(tmp_path
     root.mkdir()
     _notebook(root / "report.ipynb", faulty)
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.goto(url("report.ipynb"), timeout=WAIT_MS)
-        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=WAIT_MS)
-        page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=WAIT_MS)
-        page.evaluate(RUN_ALL_JS)
+        page, problems = run_in_lab(ctx, url("report.ipynb"))
         lab = _Lab(page)
         lab.see(BROWSER, "button.murmur-cap")
         _report_fits_and_fails_first(lab)

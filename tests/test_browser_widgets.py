@@ -24,12 +24,12 @@ from _jupyter import (
     BIN,
     CONTRAST_JS,
     REPO,
-    RUN_ALL_JS,
     artifacts_dir,
     chromium,
     jupyter_env,
     lab_in_chromium,
     quiet_lab_settings,
+    run_in_lab,
 )
 
 import murmur_nb as mnb
@@ -248,13 +248,7 @@ def test_widgets_clicked_typed_run_cancelled_polled_and_paged_in_both_themes(
     root.mkdir()
     _notebook(root / "widgets.ipynb")
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.goto(url("widgets.ipynb"), timeout=WAIT_MS)
-        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=WAIT_MS)
-        page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=WAIT_MS)
-        page.evaluate(RUN_ALL_JS)
+        page, problems = run_in_lab(ctx, url("widgets.ipynb"))
         page.set_viewport_size({"width": 1280, "height": 2000})
         lab = _Lab(page)
         lab.see(PROGRESS, ".murmur-live[data-state='ok']:has-text('docs.report')")

@@ -284,14 +284,17 @@ def test_pytest_plugin_collects_one_test_per_rule(
     import numpy  # noqa: F401
 
     good = capsule(tmp_path / "good")
+    # the project's own failing test is not collected when no test path is named
+    pytester.makepyfile(test_project="def test_of_the_project():\n    assert False\n")
     passed = pytester.runpytest("--hook", str(good.parent / "hooks" / "hook.wasm"),
                                 "--hook-config", str(good))  # fmt: skip
     passed.assert_outcomes(passed=7)
+    assert "test_of_the_project" not in passed.stdout.str()
     bad = capsule(tmp_path / "bad", "world.imports")
     result = pytester.runpytest("--hook", str(bad.parent / "hooks" / "hook.wasm"),
                                 "--hook-config", str(bad), "-rs")  # fmt: skip
     assert result.ret == 1
-    result.assert_outcomes(passed=1, failed=1, skipped=5)
+    result.assert_outcomes(passed=1, failed=1, skipped=5)  # still only the hook's rules
     result.stdout.fnmatch_lines([
         "*world.imports failed*",
         "*detail: it imports murmur:secrets/vault@1.0.0, which the host does not link*",

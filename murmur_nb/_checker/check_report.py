@@ -26,18 +26,59 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from murmur_nb._checker.check_html import BLOCKS, report_html
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["STATUSES", "CheckReport", "CheckResult", "Status", "problem_text"]
+__all__ = ["STATUSES", "CheckReport", "CheckResult", "Results", "Status", "problem_text"]
 
 Status = Literal["pass", "fail", "warn", "skipped"]
 #: Every status, worst first (the order of the summary line and of the report).
 STATUSES: tuple[Status, ...] = ("fail", "warn", "skipped", "pass")
+
+
+class _Row(Protocol):
+    @property
+    def status(self) -> Status: ...
+
+
+R = TypeVar("R", bound=_Row)
+
+
+class Results(Generic[R]):
+    """What both checkers' reports share: their rows in ``results``, iterated and counted,
+    ``ok`` while none failed, the failures and warnings in order, and the count per status."""
+
+    results: list[R]
+
+    def __iter__(self) -> Iterator[R]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @property
+    def ok(self) -> bool:
+        """Whether nothing failed (warnings and skipped checks do not fail)."""
+        return not self.failures
+
+    @property
+    def failures(self) -> list[R]:
+        """The failed rows, in order."""
+        return [r for r in self.results if r.status == "fail"]
+
+    @property
+    def warnings(self) -> list[R]:
+        """The rows that passed with a warning, in order."""
+        return [r for r in self.results if r.status == "warn"]
+
+    def counts(self) -> dict[str, int]:
+        """How many rows ended in each status (every status present, zero included)."""
+        seen = Counter(r.status for r in self.results)
+        return {s: seen.get(s, 0) for s in STATUSES}
 #: An input's pretty JSON is cut after this many characters (the reproduction has it all).
 _INPUT_CHARS = 2000
 
@@ -132,7 +173,7 @@ def output_width() -> int:
 
 
 @dataclass
-class CheckReport:
+class CheckReport(Results[CheckResult]):
     """The outcome of :func:`murmur_nb.check_module`.
 
     Iterate it for :class:`CheckResult` rows (in the order the checks ran); :attr:`ok` is
@@ -151,35 +192,9 @@ class CheckReport:
     #: ``random``.
     inputs: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def __iter__(self) -> Iterator[CheckResult]:
-        return iter(self.results)
-
-    def __len__(self) -> int:
-        return len(self.results)
-
-    @property
-    def ok(self) -> bool:
-        """Whether no check failed (warnings and skipped checks do not fail a module)."""
-        return not self.failures
-
-    @property
-    def failures(self) -> list[CheckResult]:
-        """The failed checks, in order."""
-        return [r for r in self.results if r.status == "fail"]
-
-    @property
-    def warnings(self) -> list[CheckResult]:
-        """The checks that passed with a warning, in order."""
-        return [r for r in self.results if r.status == "warn"]
-
     def ordered(self) -> list[CheckResult]:
         """Every row, worst first (failures, warnings, skipped, passes), else as they ran."""
         return sorted(self.results, key=lambda r: STATUSES.index(r.status))
-
-    def counts(self) -> dict[str, int]:
-        """How many checks ended in each status (every status present, zero included)."""
-        seen = Counter(r.status for r in self.results)
-        return {s: seen.get(s, 0) for s in STATUSES}
 
     def headline(self) -> str:
         """``FAIL id (path): 3 fail, 1 warn, 0 skipped, 20 pass in 4.2 s (what was sent)``."""

@@ -8,19 +8,19 @@ any rule failed; pandas only in :meth:`HookCheckReport.to_frame`.
 from __future__ import annotations
 
 import html
-from collections import Counter
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from murmur_nb._checker.check_report import STATUSES, Results, Status
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["HookCheckReport", "HookCheckResult"]
 
-HookStatus = Literal["pass", "fail", "warn", "skipped"]
-_STATUSES: tuple[HookStatus, ...] = ("fail", "warn", "skipped", "pass")
+#: A rule's outcome: the module checker's statuses.
+HookStatus = Status
 _COLOURS = {
     "fail": "var(--jp-error-color1, #c62828)",
     "warn": "var(--jp-warn-color1, #a15c00)",
@@ -45,7 +45,7 @@ class HookCheckResult:
 
 
 @dataclass
-class HookCheckReport:
+class HookCheckReport(Results[HookCheckResult]):
     """The outcome of :func:`murmur_nb.check_hook`.
 
     Iterate it for :class:`HookCheckResult` rows (one per rule); :attr:`ok` is false when any
@@ -61,25 +61,6 @@ class HookCheckReport:
     #: The generated records: name -> messages in it.
     cases: dict[str, int] = field(default_factory=dict)
     calls: int = 0
-
-    def __iter__(self) -> Iterator[HookCheckResult]:
-        return iter(self.results)
-
-    def __len__(self) -> int:
-        return len(self.results)
-
-    @property
-    def ok(self) -> bool:
-        """Whether no rule failed (warnings and skipped rules do not fail a hook)."""
-        return not self.failures
-
-    @property
-    def failures(self) -> list[HookCheckResult]:
-        return [r for r in self.results if r.status == "fail"]
-
-    def counts(self) -> dict[str, int]:
-        seen = Counter(r.status for r in self.results)
-        return {s: seen.get(s, 0) for s in _STATUSES}
 
     def ran(self) -> str:
         """What was run: calls, records and the time limit."""
@@ -131,7 +112,7 @@ class HookCheckReport:
 
         frame = pd.DataFrame(self.to_records(), columns=["check", "status", "detail", "rule",
                                                          "fix"])  # fmt: skip
-        frame["status"] = pd.Categorical(frame["status"], categories=list(_STATUSES))
+        frame["status"] = pd.Categorical(frame["status"], categories=list(STATUSES))
         return frame
 
     def _repr_html_(self) -> str:
