@@ -67,18 +67,16 @@ class TrapHandlers:
 
     def __init__(self) -> None:
         self._libc: Any = None
-        self._saved: dict[int, ctypes.Array[ctypes.c_char]] = {}
-        self.replaced = 0  # how many times a handler was put back
+        #: signal -> (wasmtime's whole ``struct sigaction``, its handler address)
+        self._saved: dict[int, tuple[ctypes.Array[ctypes.c_char], int]] = {}
+        self._now = ctypes.create_string_buffer(self._SIZE)  # calls run one at a time
         if os.uname().sysname != "Linux":
             return
-        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._libc = ctypes.CDLL(None)
         for signum in TRAP_SIGNALS:
-            self._saved[signum] = self._read(signum)
-
-    def _read(self, signum: int) -> ctypes.Array[ctypes.c_char]:
-        action = ctypes.create_string_buffer(self._SIZE)
-        self._libc.sigaction(signum, None, action)
-        return action
+            action = ctypes.create_string_buffer(self._SIZE)
+            self._libc.sigaction(signum, None, action)
+            self._saved[signum] = (action, self._handler(action))
 
     @staticmethod
     def _handler(action: ctypes.Array[ctypes.c_char]) -> int:
@@ -86,10 +84,10 @@ class TrapHandlers:
 
     def ensure(self) -> None:
         """Put back wasmtime's handler for every trap signal whose handler was replaced."""
-        for signum, saved in self._saved.items():
-            if self._handler(self._read(signum)) != self._handler(saved):
+        for signum, (saved, handler) in self._saved.items():
+            self._libc.sigaction(signum, None, self._now)
+            if self._handler(self._now) != handler:
                 self._libc.sigaction(signum, saved, None)
-                self.replaced += 1
 
 
 class Ticker:
