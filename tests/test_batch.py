@@ -102,6 +102,28 @@ def test_code_change_voids_the_journal(
     assert len(runs(log_root)) == 8
 
 
+def test_module_changed_mid_batch_runs_no_row_of_the_new_code(
+    host: mnb.ModuleHost, facet_home: Path, log_root: Path
+) -> None:
+    inputs = [{"n": i, "sleep": 0.2} for i in range(24)]
+    batch = host.map("batchy.work", inputs, concurrency=2, background=True, progress=False,
+                     journal=None)  # fmt: skip
+    while batch.progress.ok < 3:
+        time.sleep(0.02)
+    exe = facet_home / "modules" / "batchy" / "module"
+    # the new code would leave "changed-*" files where the approved code leaves "work-*"
+    exe.write_text(exe.read_text().replace('f"{name}-{n}-{rid}"', 'f"changed-{n}-{rid}"'))
+    batch.wait(60)
+    out = batch.to_pandas()
+    assert list(log_root.glob("changed-*")) == []
+    assert set(out["status"]) == {"ok", "not_run"}
+    changed = out[out["status"] == "not_run"]
+    assert len(changed) >= 10 and set(changed["error_code"]) == {"module_changed"}
+    assert "run map() again" in changed["error_message"].iloc[0]
+    assert len(runs(log_root)) == int(out["ok"].sum())
+    assert (host.audit()["outcome"] == "module_changed").sum() == len(changed)
+
+
 def test_retries_with_backoff(host: mnb.ModuleHost, log_root: Path) -> None:
     inputs = [{"n": i, "tries": 2} for i in range(3)]
     no = host.map("batchy.flaky", inputs, progress=False, journal=None)

@@ -31,12 +31,16 @@ from murmur_nb._schemas.bounded import check
 from murmur_nb._schemas.schemas import ValidatorCache
 from murmur_nb.protocol import PROTOCOL_ID, Descriptor, Grants, Request, Root
 
-__all__ = ["HOST_FIELDS", "Call", "build_request"]
+__all__ = ["HOST_FIELDS", "MODULE_CHANGED", "Call", "build_request"]
 
 HOST_FIELDS = frozenset(Request.model_fields) - {"extra"}
 
 #: Makes the consumer's ``staged`` root under a run folder: exactly the staged files.
 StagedView = Callable[[Path, Sequence[StagedArtifact]], Path]
+
+
+#: The code of a batch row refused because its module changed after the batch was approved.
+MODULE_CHANGED = "module_changed"
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,9 @@ class Call:
     staged: Sequence[StagedArtifact] = ()
     validate_input: bool = True
     cancel: threading.Event | None = None
+    #: ``(descriptor digest, code digest)`` the caller approved (a batch): a module that
+    #: resolves to anything else is refused (``module_changed``) before it runs
+    expect: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from murmur_nb._knowledge.knowledge import (
 )
 from murmur_nb._modules.approval import Approvals
 from murmur_nb._modules.audit import AuditRow, audit_frame
-from murmur_nb._modules.call import Built, Call, build_request, checked_input
+from murmur_nb._modules.call import MODULE_CHANGED, Built, Call, build_request, checked_input
 from murmur_nb._modules.catalog import Catalog, Target
 from murmur_nb._modules.envelope import read_envelope
 from murmur_nb._modules.gate import SandboxGate
@@ -75,6 +75,17 @@ __all__ = ["Invocation", "ModuleHost", "ModuleInfo"]
 
 def _since(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
+
+
+def _unchanged(call: Call, target: Target) -> None:
+    """Refuse a batch row whose module no longer resolves to what the batch approved."""
+    if call.expect is not None and (target.digest, target.code) != call.expect:
+        raise ModuleHostError(
+            f"module {target.module_id!r} changed after the batch started (its descriptor or "
+            "code digest differs): this row was not run; run map() again to approve and run "
+            "the new code",
+            code=MODULE_CHANGED,
+        )
 
 
 @dataclass(frozen=True)
@@ -338,6 +349,14 @@ class ModuleHost(KnowledgeMethods):
         )
         return self._audited(call)
 
+    def _invoke_planned(
+        self, capability: str, input: Any, expect: tuple[str, str], **options: Any
+    ) -> Invocation:
+        """:meth:`invoke` for a batch row: refused with code ``module_changed`` unless the
+        module resolves to ``expect`` (the descriptor and code digests the batch was approved
+        for), checked on the same resolution that picks the snapshot which runs."""
+        return self._audited(Call(capability, input, uuid.uuid4().hex, expect=expect, **options))
+
     def _audited(self, call: Call) -> Invocation:
         """The pipeline, and its audit row built once however the call ends.
 
@@ -352,6 +371,7 @@ class ModuleHost(KnowledgeMethods):
             target = self._ready(call.capability)
             module = target.module_id
             target, approval = self._approval(call, target)
+            _unchanged(call, target)
             built = self._build(call, target)
             grants = built.request.grants.model_dump(mode="json")
             ran = self._run(call, target, approval, built)

@@ -256,8 +256,9 @@ class Batch:
                 self._inbox.append(self._done.get_nowait())
         except queue.Empty:
             pass
-        while self._inbox:
-            self._finished(runner, *self._inbox.popleft())
+        with self.journal.round():
+            while self._inbox:
+                self._finished(runner, *self._inbox.popleft())
 
     def _drain(self, runner: Any) -> None:
         """After Ctrl-C: let the running rows end (they are being cancelled), keep them."""

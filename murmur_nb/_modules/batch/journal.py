@@ -2,14 +2,16 @@
 
 Rows are keyed by the capability, the module's approval digest (descriptor and verified
 snapshot) and the SHA-256 of the canonical input, so a changed module reuses nothing. Each
-row is committed as it finishes (WAL, ``synchronous=NORMAL``): a killed kernel loses only
-rows still running. Only ``ok`` and ``failed`` rows are kept; a row not run is run again.
-Results live here, not in Python objects, so 100,000 rows keep the kernel small;
+settle round (the rows that finished since the batch last looked, a few milliseconds' worth)
+is committed as one transaction (WAL, ``synchronous=NORMAL``): a killed kernel loses only rows
+still running or not yet settled. Only ``ok`` and ``failed`` rows are kept; a row not run is
+run again. Results live here, not in Python objects, so 100,000 rows keep the kernel small;
 ``:memory:`` when the caller asked for no journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -48,7 +50,7 @@ class Journal:
         self.path = Path(path) if path is not None else None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._db = sqlite3.connect(
             str(self.path) if self.path is not None else ":memory:",
             check_same_thread=False, isolation_level=None, timeout=30.0,
@@ -76,6 +78,16 @@ class Journal:
                 )
                 found.update(cursor.fetchall())
         return found
+
+    @contextlib.contextmanager
+    def round(self) -> Iterator[None]:
+        """One transaction around the writes inside (committed however the block ends)."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self._db.execute("COMMIT")
 
     def write(self, key: JournalKey, input_key: str, status: str, record: str) -> None:
         """Keep one finished row (replacing an earlier outcome of the same input)."""

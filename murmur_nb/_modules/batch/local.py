@@ -1,11 +1,11 @@
 """One row on this machine: exactly one ``invoke`` (or a start and its polls), as a record.
 
 Each row is an ``invoke`` of the batch's host from a worker thread, audited like any call.
-Before each call the host's resolved target (:meth:`ModuleHost.resolve`, cached) is compared
-with the batch's plan (a ``stat``, no describe): a module that no longer hashes to what the
-batch was approved for is not run (``module_changed``); a change in the instant after that
-check still runs from a verified snapshot, and the next row sees it. Artifacts are staged as
-the row finishes, in parallel.
+The call itself compares the target it resolves (cached while the folder's ``stat`` is
+unchanged, no describe) with the batch's plan: a module that no longer hashes to what the
+batch was approved for is not run (``module_changed``). The snapshot that runs is the one so
+compared, so no change slips in between. Artifacts are staged as the row finishes, in
+parallel.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
 
 if TYPE_CHECKING:
-    from murmur_nb._modules.host import ModuleHost
+    from murmur_nb._modules.host import Invocation, ModuleHost
 from murmur_nb._modules.batch.longrun import run_long
 from murmur_nb._modules.batch.plan import Plan
 from murmur_nb._modules.batch.record import error_record, invocation_record, not_run_record
+from murmur_nb._modules.call import MODULE_CHANGED
 
 __all__ = ["ROWS_PER_CORE", "run_row", "staged_artifacts"]
 
@@ -38,11 +39,6 @@ def staged_artifacts(host: ModuleHost, inv: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _changed(host: ModuleHost, plan: Plan) -> bool:
-    now = host.resolve(plan.capability)
-    return (now.digest, now.code) != (plan.descriptor_digest, plan.code)
-
-
 def run_row(
     host: ModuleHost,
     plan: Plan,
@@ -54,22 +50,22 @@ def run_row(
 ) -> dict[str, Any]:
     """Run one row; return its record (``ok``, ``failed`` or ``not_run``). Never raises for
     a row's own failure; a bug of the host surfaces as a ``host_error`` row, not run."""
+    expect = (plan.descriptor_digest, plan.code)
+
+    def invoke(capability: str, request: Any) -> Invocation:
+        return host._invoke_planned(capability, request, expect, cancel=cancel, **options)
+
     try:
-        if _changed(host, plan):
-            return not_run_record(
-                "module_changed",
-                f"module {plan.module!r} changed after the batch started (its descriptor or "
-                "code digest differs): this row was not run; run map() again to approve and "
-                "run the new code",
-            )
         if plan.poll is not None:
-            inv = run_long(host, plan.capability, value, plan.poll, cancel=cancel, **options)
+            inv = run_long(invoke, plan.capability, value, plan.poll, cancel=cancel)
         else:
-            inv = host.invoke(plan.capability, value, cancel=cancel, **options)
+            inv = invoke(plan.capability, value)
         return invocation_record(inv, staged_artifacts(host, inv), attempt)
     except InvocationCancelled as exc:
         return not_run_record("cancelled", exc.message or "cancelled")
     except ModuleHostError as exc:
+        if exc.code == MODULE_CHANGED:
+            return not_run_record(MODULE_CHANGED, exc.message)
         return error_record(exc, attempt)
     except Exception as exc:
         return not_run_record("host_error", f"{type(exc).__name__}: {exc}")

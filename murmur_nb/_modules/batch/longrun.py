@@ -13,16 +13,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from murmur_nb._exceptions import DeadlineExceeded, InvocationCancelled
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.request import poll_finished
-
-if TYPE_CHECKING:
-    from murmur_nb._modules.host import ModuleHost
 
 __all__ = ["Poll", "poll_input", "run_long"]
 
@@ -68,16 +65,17 @@ def _combined(calls: list[Invocation]) -> Invocation:
 
 
 def run_long(
-    host: ModuleHost,
+    invoke: Callable[[str, Any], Invocation],
     capability: str,
     value: Any,
     poll: Poll,
     *,
     cancel: threading.Event,
-    **options: Any,
 ) -> Invocation:
-    """Start ``capability`` on ``value`` and poll until finished; one combined invocation."""
-    calls = [host.invoke(capability, value, cancel=cancel, **options)]
+    """Start ``capability`` on ``value`` and poll until finished; one combined invocation.
+
+    ``invoke(capability, request)`` is the row's call (the batch's options bound in)."""
+    calls = [invoke(capability, value)]
     end = time.monotonic() + poll.timeout
     while calls[-1].ok and not (len(calls) > 1 and poll_finished(calls[-1].result)):
         if time.monotonic() > end:
@@ -88,5 +86,5 @@ def run_long(
         if len(calls) > 1 and cancel.wait(poll.every):
             raise InvocationCancelled(f"{capability}: cancelled while polling {poll.capability}")
         request = poll_input(poll.fields, calls[-1].result)
-        calls.append(host.invoke(poll.capability, request, cancel=cancel, **options))
+        calls.append(invoke(poll.capability, request))
     return _combined(calls)
