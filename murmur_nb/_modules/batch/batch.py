@@ -293,7 +293,9 @@ class Batch:
         value = json.loads(self._texts[row])
         try:
             fut = runner.submit(value, attempt)
-        except RuntimeError:  # the pools refuse work: the interpreter is shutting down
+        except RuntimeError as exc:
+            if "after shutdown" not in str(exc) and "interpreter shutdown" not in str(exc):
+                raise  # concurrent.futures' only two refusals: a pool or the interpreter ending
             self._running.pop(row)
             self._state[row] = PENDING
             self._pending.append(row)
