@@ -34,6 +34,7 @@ from murmur_nb._checker.hook_world import export_problems, import_problems
 from murmur_nb._conversations.store import ConversationStore, Message
 from murmur_nb._conversations.tool_envelope import decode as decode_tool_envelope
 from murmur_nb._exceptions import ConversationReadError, HookConfigError, HookError
+from murmur_nb._hooks.bounding import Unbounded, rewrite_for
 from murmur_nb._hooks.config import EVENTS, HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.host import FUNCS, HookHost
 from murmur_nb._hooks.results import HookResult
@@ -196,7 +197,10 @@ def _check(
 ) -> Checked:
     runtime = Runtime.get()
     try:
-        loaded = runtime.cache.load(path)
+        try:  # the variant the host runs (compact's result bounded in the guest), if it can
+            loaded = runtime.cache.load(path, rewrite=rewrite_for(limits.result_messages))
+        except Unbounded:  # the host refuses to load it: the calls' rows say why
+            loaded = runtime.cache.load(path)
     except (OSError, runtime.WasmtimeError) as exc:
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return Checked([

@@ -25,6 +25,7 @@ import secrets
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ from murmur_nb._exceptions import HookError
 
 __all__ = [
     "ComponentCache",
+    "Rewrite",
     "LoadedComponent",
     "cache_dir",
     "cache_key",
@@ -108,6 +110,17 @@ def cache_key(directory: Path | None = None) -> bytes:
         handle.write(key)
     Path(tmp).replace(path)
     return key
+
+
+#: ``(tag, function)``: bytes in, bytes to compile out; the tag names the function's variant.
+Rewrite = tuple[str, Callable[[bytes], bytes]]
+
+
+def _keyed(digest: str, rewrite: Rewrite | None) -> str:
+    """The entry key: the file's digest, or its digest and the rewrite's tag hashed."""
+    if rewrite is None:
+        return digest
+    return hashlib.sha256(f"{digest}|{rewrite[0]}".encode()).hexdigest()
 
 
 def _wasmtime_version() -> str:
@@ -274,8 +287,12 @@ class ComponentCache:
             _atomic_write(memo, f"{digest} {self._mac(signature, digest)}".encode("ascii"))
         return digest
 
-    def load(self, path: Path) -> LoadedComponent:
+    def load(self, path: Path, *, rewrite: Rewrite | None = None) -> LoadedComponent:
         """Compile ``path``, or load its compiled form from the cache.
+
+        ``rewrite`` is ``(tag, function)``: the component's bytes go through ``function``
+        before they are compiled, and the entry is keyed by the file's digest and ``tag``
+        (the returned ``digest`` is still the file's).
 
         Raises
         ------
@@ -283,30 +300,35 @@ class ComponentCache:
             The component file cannot be read.
         wasmtime.WasmtimeError
             The file is not a valid component.
+        Exception
+            Whatever ``rewrite`` raises.
         """
         digest = self._digest(path)
-        entry = self.entry_path(digest)
+        key = _keyed(digest, rewrite)
+        entry = self.entry_path(key)
         with self._lock:
-            kept = self._memory.pop(digest, None)
+            kept = self._memory.pop(key, None)
             if kept is not None:
-                self._memory[digest] = kept  # most recently used last
+                self._memory[key] = kept  # most recently used last
                 return LoadedComponent(kept, digest, "memory", entry)
-        loaded = self._load(path, digest, entry)
+        loaded = self._load(path, digest, entry, rewrite)
         if self._keep > 0:
             with self._lock:
-                self._memory[digest] = loaded.component
+                self._memory[_keyed(loaded.digest, rewrite)] = loaded.component
                 while len(self._memory) > self._keep:
                     del self._memory[next(iter(self._memory))]
         return loaded
 
-    def _load(self, path: Path, digest: str, entry: Path) -> LoadedComponent:
+    def _load(
+        self, path: Path, digest: str, entry: Path, rewrite: Rewrite | None
+    ) -> LoadedComponent:
         from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
         from wasmtime.component import Component  # noqa: PLC0415
 
         source = "compiled"
         if entry.is_file():
             component = None
-            data = self._verified_bytes(entry, digest)
+            data = self._verified_bytes(entry, _keyed(digest, rewrite))
             if data is not None:
                 with contextlib.suppress(WasmtimeError):
                     component = Component.deserialize(self._engine, data)
@@ -320,12 +342,14 @@ class ComponentCache:
         data = path.read_bytes()
         actual = hashlib.sha256(data).hexdigest()
         if actual != digest:  # the file changed between the stat and the read
-            digest, entry = actual, self.entry_path(actual)
+            digest, entry = actual, self.entry_path(_keyed(actual, rewrite))
+        if rewrite is not None:
+            data = rewrite[1](data)
         component = Component(self._engine, data)
         with contextlib.suppress(OSError):  # a read-only cache only costs a compile next time
             compiled = component.serialize()
             _atomic_write(entry, compiled)
-            self._seal(entry, self._entry_mac(digest, data=bytes(compiled)))
+            self._seal(entry, self._entry_mac(_keyed(digest, rewrite), data=bytes(compiled)))
             self.prune()
         return LoadedComponent(component, digest, source, entry)
 

@@ -17,7 +17,8 @@ relative to the file's folder. Limits are this package's addition (the runtime i
 
 Store limits hold for one call's whole store: ``memory_mib`` is the total of all linear
 memories, and ``instances``, ``tables``, ``table_elements`` bound the rest.
-``result_messages`` (10,000) and ``result_mib`` (16) bound what is lifted out of a result.
+``result_messages`` (10,000) and ``result_mib`` (16) bound what is lifted out of a result; the
+message count is checked inside the guest, before wasmtime copies anything out of it.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ class HookLimits(BaseModel):
         Elements one table may grow to.
     result_messages, result_mib : int
         The most messages, and MiB of text (every string counted), one result may hold; a
-        larger result is refused with ``result_too_large`` before it becomes Python objects.
+        larger result is refused with ``result_too_large`` before it becomes Python objects
+        (a longer list before wasmtime copies any of it: :mod:`murmur_nb._hooks.bounding`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

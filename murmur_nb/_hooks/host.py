@@ -12,7 +12,8 @@ Result codes (``HookResult.code``): ``guest_error`` (the hook returned ``err``),
 ``deadline_exceeded``, ``fuel_exhausted``, ``memory_limit``, ``table_limit``,
 ``instance_limit``, ``host_error``, ``load_failed`` / ``link_error`` (the hook did not load),
 ``invalid_output`` (a value with no Python form), ``result_too_large`` (past
-``limits.result_messages`` or ``limits.result_mib``; see :mod:`murmur_nb._hooks.lifting`).
+``limits.result_messages`` or ``limits.result_mib``; see :mod:`murmur_nb._hooks.lifting`
+and, for the count checked in the guest, :mod:`murmur_nb._hooks.bounding`).
 """
 
 from __future__ import annotations
@@ -30,11 +31,19 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._conversations.store import ConversationStore, Message, check_context_id
 from murmur_nb._exceptions import HookError
+from murmur_nb._hooks.bounding import Unbounded, refused_count, rewrite_for
 from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hook, wit_dir
+from murmur_nb._hooks.cache import LoadedComponent, Rewrite
 from murmur_nb._hooks.calls import HookCall, Reader, ReaderSource
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.diagnostics import classify, explain, reason
-from murmur_nb._hooks.lifting import Budget, LiftStopped, call_and_lift, public_lift
+from murmur_nb._hooks.lifting import (
+    Budget,
+    LiftStopped,
+    call_and_lift,
+    public_lift,
+    too_many,
+)
 from murmur_nb._hooks.linking import HostFunctions, make_linker
 from murmur_nb._hooks.lowering import (
     FAST_PATH_ERRORS,
@@ -162,7 +171,6 @@ class HookHost:
     # ----------------------------------------------------------------- loading
 
     def _load(self, entry: HookEntry) -> Loaded:
-        from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
 
         info = HookInfo(
             id=entry.id,
@@ -178,14 +186,9 @@ class HookHost:
                 f"component file {entry.component} does not exist; build the hook "
                 "(mnb.build_python_hook) or fix `component:` in murmur.yaml",
             )
-        try:
-            loaded = self.runtime.cache.load(entry.component)
-        except (OSError, WasmtimeError) as exc:
-            why = reason(str(exc))
-            hint = f"; {NO_GC_HINT}" if NEEDS_OFF_FEATURE.search(why) else ""
-            return failed(
-                info, f"{entry.component} is not a loadable WebAssembly component: {why}{hint}"
-            )
+        loaded = self._compiled(entry, info)
+        if isinstance(loaded, Loaded):
+            return loaded
         info = dataclasses.replace(info, digest=loaded.digest, loaded_from=loaded.source)
         component = loaded.component
         handlers = component.get_export_index(HANDLERS)
@@ -213,6 +216,26 @@ class HookHost:
         if probe is not None:
             return failed(info, *probe)
         return Loaded(info, component, funcs)
+
+    def _compiled(self, entry: HookEntry, info: HookInfo) -> LoadedComponent | Loaded:
+        """The compiled component, or the failed :class:`Loaded` saying why there is none."""
+        from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
+
+        try:
+            return self.runtime.cache.load(entry.component, rewrite=_bounded(entry))
+        except Unbounded as exc:
+            return failed(
+                info,
+                f"{entry.component} cannot run `compact`: its on-compact result cannot be "
+                f"bounded before wasmtime copies it out ({exc}); build it with "
+                "componentize-py or componentize-js, or drop `compact` from its events",
+            )
+        except (OSError, WasmtimeError) as exc:
+            why = reason(str(exc))
+            hint = f"; {NO_GC_HINT}" if NEEDS_OFF_FEATURE.search(why) else ""
+            return failed(
+                info, f"{entry.component} is not a loadable WebAssembly component: {why}{hint}"
+            )
 
     def _instantiate_probe(
         self, component: Component, limits: HookLimits, funcs: dict[str, ExportIndex]
@@ -582,6 +605,9 @@ class HookHost:
                 else:  # no tested private layer: the binding lifts, the sizes are checked after
                     raw = public_lift(func(store, *args), budget)
                 func.post_return(store)
+            if event == "compact" and not raw[0] and (count := refused_count(raw[1])) is not None:
+                why = too_many(count, budget.max_messages) + " (counted in the guest: none copied)"
+                return None, why, "result_too_large"
         except self.runtime.WasmtimeError as exc:
             # wasmtime-py's enter_wasm holds this error in a frame of its own traceback: cut
             # the cycle so the call's frames go now, not at some later collection.
@@ -601,6 +627,11 @@ class HookHost:
             return start - store.get_fuel()
         except self.runtime.WasmtimeError:
             return 0
+
+
+def _bounded(entry: HookEntry) -> Rewrite | None:
+    """A hook that runs ``compact`` is compiled with its result bounded in the guest."""
+    return rewrite_for(entry.limits.result_messages) if "compact" in entry.events else None
 
 
 def lift_note(value: Any) -> str:

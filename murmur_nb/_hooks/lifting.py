@@ -5,8 +5,9 @@ outside every limit (a 300,000-message result ran 13-20 s past a 300 ms limit). 
 C function is called and the result read from wasmtime's C values with bounds first: the
 message count, then each string's size, the deadline and Ctrl-C checked every
 :data:`CHECK_EVERY` values; past ``limits.result_messages`` or ``result_mib`` it is
-``result_too_large`` before any Python object exists. Still outside: wasmtime's own copy out
-of guest memory (bounded by that memory; about 3 µs and 1.4 KiB per message). Each value's
+``result_too_large`` before any Python object exists. wasmtime's own copy out of guest memory
+(about 3 µs and 1.4 KiB per message) comes before all of this: the message count is checked
+in the guest first (:mod:`.bounding`), so that copy holds at most ``result_messages``. Each value's
 kind is checked against the world's type (``invalid_output`` otherwise). Like
 :mod:`.lowering`, this uses ``wasmtime._ffi`` and is pinned to the same tested versions.
 """
@@ -21,7 +22,7 @@ from typing import Any
 
 from murmur_nb._hooks.lowering import Messages, PageLowering
 
-__all__ = ["CHECK_EVERY", "Budget", "LiftStopped", "call_and_lift", "public_lift"]
+__all__ = ["CHECK_EVERY", "Budget", "LiftStopped", "call_and_lift", "public_lift", "too_many"]
 
 #: How many values are read between two looks at the deadline and the Ctrl-C flag.
 CHECK_EVERY = 512
@@ -68,6 +69,11 @@ class Budget:
                 "result_too_large",
                 f"its result holds more than {self.max_bytes} bytes of text",
             )
+
+
+def too_many(count: int, bound: int) -> str:
+    """Why a result of ``count`` messages was refused."""
+    return f"its result holds {count} messages, more than the {bound} allowed"
 
 
 def call_and_lift(
@@ -148,11 +154,7 @@ def lift_messages(val: Any, budget: Budget, ffi: Any) -> list[dict[str, str | No
         raise ValueError("expected a list of messages")
     items = val.of.list
     if items.size > budget.max_messages:
-        raise LiftStopped(
-            "result_too_large",
-            f"its result holds {items.size} messages, more than the {budget.max_messages} "
-            "allowed",
-        )
+        raise LiftStopped("result_too_large", too_many(items.size, budget.max_messages))
     k_record, k_option = ffi.WASMTIME_COMPONENT_RECORD.value, ffi.WASMTIME_COMPONENT_OPTION.value
     # Sizes first, then text: a result past the byte bound is refused before decoding any.
     records = []

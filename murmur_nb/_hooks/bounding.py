@@ -1,0 +1,613 @@
+"""Bounding ``on-compact``'s result inside the guest, before wasmtime copies it out.
+
+wasmtime lifts a ``list<message>`` into its own values (about 1.4 KiB and 3 µs a message)
+after the guest returned and before the host sees a single one, so a guest could make the
+host spend ~45 times its own memory and seconds past its deadline (issue 22, point 10).
+The count is checked where it is still cheap: in the guest's code, between its
+``on-compact`` and the lift.
+
+:func:`bound_compact` rewrites the component's bytes before they are compiled. It follows the
+export ``murmur:hook/handlers@0.8.0`` / ``on-compact`` back to the core function the
+``canon lift`` takes (through an inline instance or a re-exporting shim component, as
+wit-component makes them), adds to that core module a function that calls the original,
+reads the list's length from the return area (``result<list<message>, string>``: tag byte at
+0, list pointer and length at 4 and 8) and, past the bound, turns the result into the error
+``result_too_large <count, 10 digits>`` written over the list's first bytes. The ``canon
+lift``'s alias is pointed at that function, so index spaces stay as they were. The memory the
+check reads is proven to be the one the lift reads, by following both through the core
+instances. Anything laid out otherwise is refused (:class:`Unbounded`): the host then does not
+load the hook for ``compact`` rather than lift an unbounded result.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MARKER", "VERSION", "Unbounded", "bound_compact", "refused_count", "rewrite_for"]
+
+#: What the check leaves as the error text; ten digits of the count follow.
+MARKER = b"result_too_large "
+_REFUSED = re.compile(r"result_too_large (\d{10})")
+#: Bumped whenever the rewrite changes, so compiled entries of an older rewrite are not reused.
+VERSION = 1
+
+_HANDLERS = "murmur:hook/handlers@0.8.0"
+_EXPORT = "on-compact"
+_CHECKED = "murmur-nb:bounded#on-compact"
+_COMPONENT = b"\x00asm\x0d\x00\x01\x00"
+_MODULE = b"\x00asm\x01\x00\x00\x00"
+
+# component-level sorts (a core item is 0x00 followed by its core sort)
+_CORE, _FUNC, _VALUE, _TYPE, _COMPONENT_SORT, _INSTANCE = range(6)
+# core sorts
+_C_FUNC, _C_TABLE, _C_MEMORY, _C_GLOBAL = 0x00, 0x01, 0x02, 0x03
+_C_TYPE, _C_MODULE, _C_INSTANCE, _C_TAG = 0x10, 0x11, 0x12, 0x04
+
+
+class Unbounded(Exception):
+    """The component is not laid out so that its ``on-compact`` result can be bounded."""
+
+
+def refused_count(text: str) -> int | None:
+    """The message count when ``text`` is the check's error, else ``None``."""
+    match = _REFUSED.fullmatch(text)
+    return int(match.group(1)) if match else None
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+class _Reader:
+    def __init__(self, data: bytes, pos: int = 0, end: int | None = None) -> None:
+        self.data, self.pos = data, pos
+        self.end = len(data) if end is None else end
+
+    def byte(self) -> int:
+        if self.pos >= self.end:
+            raise Unbounded("the binary ends inside a section")
+        value = self.data[self.pos]
+        self.pos += 1
+        return value
+
+    def u32(self) -> int:
+        result = shift = 0
+        while True:
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                return result
+            shift += 7
+            if shift > 63:
+                raise Unbounded("a number is too long")
+
+    def s33(self) -> None:
+        while self.byte() & 0x80:
+            pass
+
+    def name(self) -> str:
+        size = self.u32()
+        start, self.pos = self.pos, self.pos + size
+        if self.pos > self.end:
+            raise Unbounded("a name runs past its section")
+        return self.data[start : self.pos].decode("utf-8", "replace")
+
+    def name_span(self) -> tuple[int, int]:
+        """Where a name's length and bytes lie."""
+        start = self.pos
+        self.name()
+        return start, self.pos
+
+    def extern_name(self) -> str:
+        kind = self.byte()
+        if kind not in (0x00, 0x01):
+            raise Unbounded(f"unknown import or export name form 0x{kind:02x}")
+        return self.name()
+
+    def sort(self) -> int:
+        sort = self.byte()
+        return 0x100 | self.byte() if sort == _CORE else sort  # core sorts above 0xff
+
+    def vec(self) -> range:
+        return range(self.u32())
+
+
+def _sections(data: bytes, header: bytes) -> list[tuple[int, int, int, int]]:
+    """``(id, section start, payload start, end)`` of each section."""
+    if data[:8] != header:
+        raise Unbounded("not a component" if header == _COMPONENT else "not a core module")
+    out, reader = [], _Reader(data, 8)
+    while reader.pos < len(data):
+        start, sid = reader.pos, reader.byte()
+        size = reader.u32()
+        out.append((sid, start, reader.pos, reader.pos + size))
+        reader.pos += size
+        if reader.pos > len(data):
+            raise Unbounded("a section runs past the end")
+    return out
+
+
+@dataclass
+class _Component:
+    """The index spaces of one component, each entry saying how it was made."""
+
+    data: bytes
+    spaces: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
+    exports: dict[str, tuple[int, int]] = field(default_factory=dict)
+    sections: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+    def add(self, sort: int, entry: tuple[Any, ...]) -> None:
+        self.spaces.setdefault(sort, []).append(entry)
+
+    def get(self, sort: int, index: int) -> tuple[Any, ...]:
+        space = self.spaces.get(sort, [])
+        seen = 0
+        while True:
+            if index >= len(space):
+                raise Unbounded("an index points past its space")
+            entry = space[index]
+            if entry[0] != "export" or entry[1] != sort:
+                return entry
+            index, seen = entry[2], seen + 1  # an export is a new index for the same item
+            if seen > 64:
+                raise Unbounded("exports re-export each other too deep")
+
+
+def _parse_component(data: bytes) -> _Component:
+    comp = _Component(data, sections=_sections(data, _COMPONENT))
+    for number, (sid, _start, begin, end) in enumerate(comp.sections):
+        r = _Reader(data, begin, end)
+        if sid == 1:
+            comp.add(0x100 | _C_MODULE, ("module", begin, end))
+        elif sid == 4:
+            comp.add(_COMPONENT_SORT, ("component", begin, end))
+        elif sid == 6:
+            _aliases(comp, r, number)
+        elif sid in _READERS:
+            _READERS[sid](comp, r)
+        elif sid in (9, 12):
+            raise Unbounded("the component has values or a start function")
+        # 0 custom, 3 core types, 7 types: no index this check follows
+    return comp
+
+
+def _imports(comp: _Component, r: _Reader) -> None:
+    for _ in r.vec():
+        name = r.extern_name()
+        comp.add(_extern_desc(r), ("import", name))
+
+
+def _exports(comp: _Component, r: _Reader) -> None:
+    for _ in r.vec():
+        name = r.extern_name()
+        sort, index = r.sort(), r.u32()
+        if r.byte() == 0x01:
+            _extern_desc(r)
+        comp.exports[name] = (sort, index)
+        comp.add(sort, ("export", sort, index))
+
+
+def _core_instances(comp: _Component, r: _Reader) -> None:
+    for _ in r.vec():
+        kind = r.byte()
+        if kind == 0x00:
+            module = r.u32()
+            args = {}
+            for _ in r.vec():
+                name = r.name()
+                if r.byte() != _C_INSTANCE:
+                    raise Unbounded("a core instantiation argument is not an instance")
+                args[name] = r.u32()
+            comp.add(0x100 | _C_INSTANCE, ("instantiate", module, args))
+        elif kind == 0x01:
+            exports = {}
+            for _ in r.vec():
+                name = r.name()
+                exports[name] = (0x100 | r.byte(), r.u32())
+            comp.add(0x100 | _C_INSTANCE, ("exports", exports))
+        else:
+            raise Unbounded(f"unknown core instance form 0x{kind:02x}")
+
+
+def _instances(comp: _Component, r: _Reader) -> None:
+    for _ in r.vec():
+        kind = r.byte()
+        if kind == 0x00:
+            component = r.u32()
+            args = {}
+            for _ in r.vec():
+                name = r.name()
+                args[name] = (r.sort(), r.u32())
+            comp.add(_INSTANCE, ("instantiate", component, args))
+        elif kind == 0x01:
+            exports = {}
+            for _ in r.vec():
+                name = r.extern_name()
+                exports[name] = (r.sort(), r.u32())
+            comp.add(_INSTANCE, ("exports", exports))
+        else:
+            raise Unbounded(f"unknown instance form 0x{kind:02x}")
+
+
+def _aliases(comp: _Component, r: _Reader, section: int) -> None:
+    for _ in r.vec():
+        entry_start = r.pos
+        sort, target = r.sort(), r.byte()
+        if target in (0x00, 0x01):
+            instance = r.u32()
+            span = r.name_span()
+            name = r.data[span[0] : span[1]]
+            kind = "core-export" if target == 0x01 else "export"
+            comp.add(sort, (kind, instance, _Reader(name).name(), section, entry_start, span))
+        elif target == 0x02:
+            comp.add(sort, ("outer", r.u32(), r.u32()))
+        else:
+            raise Unbounded(f"unknown alias target 0x{target:02x}")
+
+
+def _canon_options(r: _Reader) -> dict[str, int]:
+    opts: dict[str, int] = {}
+    for _ in r.vec():
+        opt = r.byte()
+        if opt in (0x00, 0x01, 0x02, 0x06):
+            continue
+        if opt in (0x03, 0x04, 0x05, 0x07):
+            opts[{3: "memory", 4: "realloc", 5: "post-return", 7: "callback"}[opt]] = r.u32()
+        else:
+            raise Unbounded(f"unknown canonical option 0x{opt:02x}")
+    return opts
+
+
+def _canons(comp: _Component, r: _Reader) -> None:
+    for _ in r.vec():
+        kind = r.byte()
+        if kind in (0x00, 0x01):
+            if r.byte() != 0x00:
+                raise Unbounded("unknown canonical function form")
+            func = r.u32()
+            opts = _canon_options(r)
+            if kind == 0x00:
+                comp.add(_FUNC, ("lift", func, opts, r.u32()))
+            else:
+                comp.add(0x100 | _C_FUNC, ("lower", func))
+        elif kind in (0x02, 0x03, 0x04, 0x07):
+            r.u32()
+            comp.add(0x100 | _C_FUNC, ("resource", kind))
+        else:
+            raise Unbounded(f"canonical built-in 0x{kind:02x} is not one this check knows")
+
+
+_READERS: dict[int, Callable[[_Component, _Reader], None]] = {
+    2: _core_instances, 5: _instances, 8: _canons, 10: _imports, 11: _exports,
+}  # fmt: skip
+
+
+def _extern_desc(r: _Reader) -> int:
+    """Read an import's or export's type; return the sort it adds to."""
+    kind = r.byte()
+    if kind == 0x00:
+        if r.byte() != _C_MODULE:
+            raise Unbounded("a core import other than a module")
+        r.u32()
+        return 0x100 | _C_MODULE
+    if kind in (0x01, 0x04, 0x05):
+        r.u32()
+        return {0x01: _FUNC, 0x04: _COMPONENT_SORT, 0x05: _INSTANCE}[kind]
+    if kind == 0x03:
+        if r.byte() == 0x00:
+            r.u32()
+        return _TYPE
+    raise Unbounded("a value import or export")
+
+
+# ------------------------------------------------------------------------------ core module
+
+
+@dataclass
+class _Module:
+    data: bytes
+    sections: list[tuple[int, int, int, int]]
+    func_types: list[int]  # imported functions first
+    imported_funcs: int
+    memories: list[tuple[str, str] | None]  # (module, name) when imported, None when defined
+    exports: dict[str, tuple[int, int]]
+
+
+def _limits(r: _Reader) -> None:
+    flags = r.byte()
+    r.u32()
+    if flags & 0x01:
+        r.u32()
+
+
+def _ref_type(r: _Reader) -> None:
+    if r.byte() in (0x63, 0x64):
+        r.s33()
+
+
+def _module_imports(r: _Reader, func_types: list[int], memories: list[Any]) -> int:
+    """Read a core import section; return how many functions it imports."""
+    imported = 0
+    for _ in r.vec():
+        module, name, kind = r.name(), r.name(), r.byte()
+        if kind == 0x00:
+            func_types.append(r.u32())
+            imported += 1
+        elif kind == 0x01:
+            _ref_type(r)
+            _limits(r)
+        elif kind == 0x02:
+            _limits(r)
+            memories.append((module, name))
+        elif kind == 0x03:
+            _ref_type(r)
+            r.byte()
+        elif kind == 0x04:
+            r.byte()
+            r.u32()
+        else:
+            raise Unbounded(f"unknown core import kind 0x{kind:02x}")
+    return imported
+
+
+def _parse_module(data: bytes) -> _Module:
+    sections = _sections(data, _MODULE)
+    func_types: list[int] = []
+    memories: list[tuple[str, str] | None] = []
+    exports: dict[str, tuple[int, int]] = {}
+    imported = 0
+    for sid, _start, begin, end in sections:
+        r = _Reader(data, begin, end)
+        if sid == 2:
+            imported = _module_imports(r, func_types, memories)
+        elif sid == 3:
+            func_types += [r.u32() for _ in r.vec()]
+        elif sid == 5:
+            for _ in r.vec():
+                _limits(r)
+                memories.append(None)
+        elif sid == 7:
+            for _ in r.vec():
+                name = r.name()
+                exports[name] = (r.byte(), r.u32())
+    return _Module(data, sections, func_types, imported, memories, exports)
+
+
+def _uleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        out.append(b | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _sleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        done = (value == 0 and not b & 0x40) or (value == -1 and b & 0x40)
+        out.append(b if done else b | 0x80)
+        if done:
+            return bytes(out)
+
+
+def _section(sid: int, payload: bytes) -> bytes:
+    return bytes([sid]) + _uleb(len(payload)) + payload
+
+
+def _get(local: int) -> bytes:
+    return bytes([0x20, local])
+
+
+def _put(local: int) -> bytes:
+    return bytes([0x21, local])
+
+
+def _tee(local: int) -> bytes:
+    return bytes([0x22, local])
+
+
+def _check_body(original: int, bound: int) -> bytes:
+    """``(param i32 i32) (result i32)``: call ``original``, refuse a list past ``bound``."""
+    const = bound if bound < 1 << 31 else bound - (1 << 32)
+    at, n, p, i = 2, 3, 4, 5  # locals after the two parameters
+    code = _get(0) + _get(1) + b"\x10" + _uleb(original) + _put(at)
+    code += _get(at) + b"\x2d\x00\x00" + b"\x45" + b"\x04\x40"  # ok tag?
+    code += _get(at) + b"\x28\x02\x08" + _tee(n) + b"\x41" + _sleb(const) + b"\x4b" + b"\x04\x40"
+    code += _get(at) + b"\x28\x02\x04" + _put(p)
+    for offset, char in enumerate(MARKER):
+        code += _get(p) + b"\x41" + _sleb(char) + b"\x3a\x00" + _uleb(offset)
+    code += b"\x41\x0a" + _put(i) + b"\x03\x40"  # ten digits, last first
+    code += _get(i) + b"\x41\x01\x6b" + _put(i)
+    code += _get(p) + _get(i) + b"\x6a"
+    code += _get(n) + b"\x41\x0a\x70\x41\x30\x6a" + b"\x3a\x00" + _uleb(len(MARKER))
+    code += _get(n) + b"\x41\x0a\x6e" + _put(n)
+    code += _get(i) + b"\x0d\x00" + b"\x0b"
+    code += _get(at) + b"\x41\x01\x3a\x00\x00"  # err
+    code += _get(at) + _get(p) + b"\x36\x02\x04"
+    code += _get(at) + b"\x41" + _sleb(len(MARKER) + 10) + b"\x36\x02\x08"
+    code += b"\x0b\x0b" + _get(at) + b"\x0b"
+    body = b"\x01\x04\x7f" + code  # four i32 locals
+    return _uleb(len(body)) + body
+
+
+def _with_check(module: _Module, export: str, bound: int) -> tuple[bytes, str]:
+    """The module with the checked function exported under a name of its own."""
+    kind, original = module.exports.get(export, (None, 0))
+    if kind != 0x00:
+        raise Unbounded(f"the core export {export!r} is not a function")
+    name = _CHECKED
+    while name in module.exports:
+        name += "'"
+    new_index = len(module.func_types)
+    type_index = module.func_types[original]
+    ids = {sid for sid, *_ in module.sections}
+    if not {3, 7, 10} <= ids:
+        raise Unbounded("the core module lacks a function, export or code section")
+    out = bytearray(module.data[:8])
+    for sid, start, begin, end in module.sections:
+        if sid in (3, 7, 10):
+            r = _Reader(module.data, begin, end)
+            count = r.u32()
+            rest = module.data[r.pos : end]
+            added = {
+                3: _uleb(type_index),
+                7: _uleb(len(name.encode())) + name.encode() + b"\x00" + _uleb(new_index),
+                10: _check_body(original, bound),
+            }[sid]
+            out += _section(sid, _uleb(count + 1) + rest + added)
+        else:
+            out += module.data[start:end]
+    return bytes(out), name
+
+
+# ------------------------------------------------------------------------------ following
+
+
+def _lifted(comp: _Component) -> tuple[int, dict[str, int]] | None:
+    """The core function index and options of the ``canon lift`` behind ``on-compact``;
+    ``None`` when there is no such export (the host reports the missing export itself)."""
+    sort, index = comp.exports.get(_HANDLERS, (None, 0))
+    if sort != _INSTANCE:
+        return None
+    instance = comp.get(_INSTANCE, index)
+    if instance[0] == "exports":
+        sort, func = instance[1].get(_EXPORT, (None, 0))
+    elif instance[0] == "instantiate":
+        sort, func = _through_shim(comp, instance[1], instance[2])
+    else:
+        raise Unbounded(f"{_HANDLERS} is neither built from exports nor a shim's instance")
+    if sort is None:
+        return None
+    if sort != _FUNC:
+        raise Unbounded(f"{_HANDLERS}'s {_EXPORT} is not a function")
+    lift = comp.get(_FUNC, func)
+    if lift[0] != "lift":
+        raise Unbounded(f"{_EXPORT} is not a lifted core function")
+    return lift[1], lift[2]
+
+
+def _through_shim(
+    comp: _Component, component: int, args: dict[str, tuple[int, int]]
+) -> tuple[int | None, int]:
+    """A nested component that re-exports one of its imports: the argument given for it."""
+    nested = comp.get(_COMPONENT_SORT, component)
+    if nested[0] != "component":
+        raise Unbounded(f"{_HANDLERS} comes from a component that is not nested in this one")
+    inner = _parse_component(comp.data[nested[1] : nested[2]])
+    sort, func = inner.exports.get(_EXPORT, (None, 0))
+    if sort is None:
+        return None, 0
+    if sort != _FUNC:
+        raise Unbounded(f"the shim component's {_EXPORT} is not a function")
+    made = inner.get(_FUNC, func)
+    if made[0] != "import" or made[1] not in args:
+        raise Unbounded(f"the shim component's {_EXPORT} is not one of its imports")
+    return args[made[1]]
+
+
+@dataclass
+class _Memories:
+    """Resolves a core memory to where it is defined: ``(core instance, memory index)``."""
+
+    comp: _Component
+    modules: dict[int, _Module]
+    load: Callable[[int], _Module]
+
+    def of_memory(self, index: int, depth: int = 0) -> tuple[int, int]:
+        entry = self.comp.get(0x100 | _C_MEMORY, index)
+        if entry[0] != "core-export":
+            raise Unbounded("a memory that is not a core instance's export")
+        return self.of_export(entry[1], entry[2], depth + 1)
+
+    def of_export(self, instance: int, name: str, depth: int) -> tuple[int, int]:
+        if depth > 64:
+            raise Unbounded("memories re-exported too deep")
+        entry = self.comp.get(0x100 | _C_INSTANCE, instance)
+        if entry[0] == "exports":
+            sort, index = entry[1].get(name, (None, 0))
+            if sort != 0x100 | _C_MEMORY:
+                raise Unbounded(f"core instance {instance} exports no memory {name!r}")
+            return self.of_memory(index, depth + 1)
+        module = self.load(entry[1])
+        kind, index = module.exports.get(name, (None, 0))
+        if kind != 0x02:
+            raise Unbounded(f"core module {entry[1]} exports no memory {name!r}")
+        return self.in_module(instance, index, depth + 1)
+
+    def in_module(self, instance: int, index: int, depth: int) -> tuple[int, int]:
+        entry = self.comp.get(0x100 | _C_INSTANCE, instance)
+        module = self.load(entry[1])
+        if index >= len(module.memories):
+            raise Unbounded("a memory index past the module's memories")
+        imported = module.memories[index]
+        if imported is None:
+            return instance, index
+        source = entry[2].get(imported[0])
+        if source is None:
+            raise Unbounded(f"core instance {instance} has no argument {imported[0]!r}")
+        return self.of_export(source, imported[1], depth + 1)
+
+
+def rewrite_for(bound: int) -> tuple[str, Callable[[bytes], bytes]]:
+    """The cache's ``rewrite`` for a hook running ``compact`` with ``result_messages=bound``."""
+    return f"bounded-compact-v{VERSION}-{bound}", functools.partial(bound_compact, bound=bound)
+
+
+def bound_compact(data: bytes, bound: int) -> bytes:
+    """``data`` (a component) with ``on-compact`` refusing more than ``bound`` messages.
+
+    Raises
+    ------
+    Unbounded
+        The component is laid out otherwise (see the module docstring): the host cannot
+        bound the result, and says so instead of loading the hook for ``compact``.
+    """
+    if data[:8] != _COMPONENT:
+        return data  # not a component: wasmtime says what it is instead
+    comp = _parse_component(data)
+    lifted = _lifted(comp)
+    if lifted is None:
+        return data
+    core_func, opts = lifted
+    alias = comp.get(0x100 | _C_FUNC, core_func)
+    if alias[0] != "core-export":
+        raise Unbounded(f"{_EXPORT}'s core function is not a core instance's export")
+    instance = comp.get(0x100 | _C_INSTANCE, alias[1])
+    if instance[0] != "instantiate":
+        raise Unbounded(f"{_EXPORT}'s core function comes from an instance of no module")
+    modules: dict[int, _Module] = {}
+
+    def load(index: int) -> _Module:
+        if index not in modules:
+            entry = comp.get(0x100 | _C_MODULE, index)
+            if entry[0] != "module":
+                raise Unbounded("a core module that is not defined in the component")
+            modules[index] = _parse_module(data[entry[1] : entry[2]])
+        return modules[index]
+
+    memories = _Memories(comp, modules, load)
+    if "memory" not in opts:
+        raise Unbounded(f"{_EXPORT} is lifted without a memory")
+    if memories.in_module(alias[1], 0, 0) != memories.of_memory(opts["memory"]):
+        raise Unbounded(f"{_EXPORT}'s module reads another memory than the lift")
+    module_index = instance[1]
+    checked, name = _with_check(load(module_index), alias[2], bound)
+    module_begin = comp.get(0x100 | _C_MODULE, module_index)[1]
+    section, (name_start, name_end) = alias[3], alias[5]
+    encoded = _uleb(len(name.encode())) + name.encode()
+    out = bytearray(data[:8])
+    for number, (sid, start, begin, end) in enumerate(comp.sections):
+        if sid == 1 and begin == module_begin:
+            out += _section(1, checked)
+        elif number == section:
+            out += _section(6, data[begin:name_start] + encoded + data[name_end:end])
+        else:
+            out += data[start:end]
+    return bytes(out)

@@ -1,0 +1,165 @@
+"""on-compact's result is counted inside the guest, before wasmtime copies any of it out.
+
+Each test loads a real component through :class:`HookHost`: the WAT flood guest, the
+componentize-py and componentize-js echo guests of ``test_hook_exit``, and hostile layouts that
+try to make the count read something other than what the lift reads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import wasmtime
+from test_hook_exit import js_guest, python_guest
+from test_hook_guard import MIB, WAT, PeakRss, flood_guest, host
+
+import murmur_nb as mnb
+from murmur_nb import ConversationStore, RecordWriter
+from murmur_nb._hooks.bounding import Unbounded, bound_compact  # private: the rewrite itself
+
+COMPACT = "hooks:\n  h:\n    component: hooks/h.wasm\n    events: [compact]\n"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ConversationStore:
+    home = tmp_path / "home"
+    with RecordWriter(home, "ctx-1") as writer:
+        writer.append("user", "hello")
+    return ConversationStore(home)
+
+
+def three() -> list[mnb.Message]:
+    return [mnb.Message(id=f"m{i}", role="user", content=f"text {i}") for i in range(3)]
+
+
+ECHO_GUESTS: list[Any] = [
+    pytest.param(python_guest, id="componentize-py", marks=pytest.mark.slow),
+    pytest.param(js_guest, id="componentize-js", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "binding"])
+@pytest.mark.parametrize("make_guest", ECHO_GUESTS)
+def test_built_guests_refuse_a_long_result_themselves(
+    make_guest: Callable[[Path], Path], fast: bool, tmp_path: Path, store: ConversationStore
+) -> None:
+    """An echo hook given 3 messages with ``result_messages: 2``: its own code refuses them
+    (the error says so; the host's own count would not), and 3 allowed come back whole."""
+    component = make_guest(tmp_path)
+    for bound, refused in ((2, True), (3, False)):
+        config = tmp_path / f"murmur-{bound}.yaml"
+        config.write_text(
+            f"hooks:\n  h:\n    component: {component}\n    events: [compact]\n"
+            f"    limits: {{result_messages: {bound}}}\n",
+            encoding="utf-8",
+        )
+        hooks = mnb.HookHost(
+            mnb._hooks.config.load_hook_config(config), conversations=store, fast_lowering=fast
+        )
+        assert hooks.hooks["h"].loaded, hooks.hooks["h"].load_error
+        result = hooks.compact(three())["h"]
+        if refused:
+            assert result.code == "result_too_large", result
+            assert "holds 3 messages, more than the 2 allowed" in (result.error or "")
+            assert "counted in the guest" in (result.error or "")
+        else:
+            assert result.ok and result.value == three(), result
+
+
+def test_a_flood_is_refused_in_the_guest_before_any_copy(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """300,000 messages: wasmtime's copy of them took ~400 MiB and a second; now none is made."""
+    text = COMPACT + "    limits: {time_ms: 300, memory_mib: 32}\n"
+    hooks = host(tmp_path, store, text, h=flood_guest(300_000))
+    started = time.monotonic()
+    with PeakRss() as rss:
+        result = hooks.compact([])["h"]
+    elapsed = time.monotonic() - started
+    assert result.code == "result_too_large" and "counted in the guest" in (result.error or "")
+    assert "300000 messages" in (result.error or "")
+    assert rss.peak - rss.baseline < 24 * MIB, (rss.peak - rss.baseline) / MIB
+    assert elapsed < 1.0, elapsed
+
+
+def decoy_guest(count: int) -> bytes:
+    """A guest whose on-compact module reads a memory of its own as memory 0 (a decoy that
+    says "ok, no messages") and writes a ``count``-message list into memory 1, the memory the
+    component lifts from, at the same address."""
+    flood = (WAT / "flood.wat").read_text(encoding="utf-8")
+    flood = flood.replace("@COUNT@", str(count)).replace("@LEN@", "1")
+    body = flood[flood.index("(module") + len("(module") :]
+    body = body.replace(
+        '(import "env" "memory" (memory 1))',
+        '(import "decoy" "memory" (memory $decoy 1))\n  (import "env" "memory" (memory $lift 1))',
+    )
+    for op in ("i32.store8", "i32.store", "memory.fill"):  # every write goes to the lift's memory
+        body = body.replace(f"({op} ", f"({op} $lift ")
+    body = body.replace('(data (i32.const 16) "x")', '(data $lift (i32.const 16) "x")')
+    body = body.replace(
+        "(call $result (i32.const 0) (local.get $base) (local.get $count))))",
+        "(drop (call $result (i32.const 0) (local.get $base) (local.get $count)))\n"
+        "    (i32.store8 $decoy (i32.const 64) (i32.const 0))\n"
+        "    (i32.store $decoy (i32.const 72) (i32.const 0))\n"
+        "    (i32.const 64)))",
+    )
+    text = (WAT / "component.wat").read_text(encoding="utf-8")
+    text = text.replace(
+        "(core module $main @MAIN@)",
+        "(core module $decoy-m (memory (export \"memory\") 1))\n"
+        "  (core instance $decoy-i (instantiate $decoy-m))\n"
+        "  (core module $main" + body,
+    )
+    text = text.replace(
+        '(with "host" (instance $host))',
+        '(with "host" (instance $host)) (with "decoy" (instance $decoy-i))',
+    )
+    return wasmtime.wat2wasm(text)
+
+
+def test_a_count_that_would_read_another_memory_is_refused_at_load(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """The decoy layout is not loaded for compact: the check cannot read what the lift reads."""
+    data = decoy_guest(300_000)
+    with pytest.raises(Unbounded, match="another memory"):
+        bound_compact(data, 10)
+    text = COMPACT + "    limits: {time_ms: 300, memory_mib: 32}\n"
+    text += "  fine:\n    component: hooks/fine.wasm\n    events: [compact]\n"
+    with PeakRss() as rss:
+        hooks = host(tmp_path, store, text, h=data, fine=flood_guest(1))
+        results = hooks.compact([])
+    h = hooks.hooks["h"]
+    assert not h.loaded and "cannot run `compact`" in (h.load_error or ""), h.load_error
+    assert "another memory" in (h.load_error or "")
+    assert results["h"].code == "load_failed" and results["h"].value is None
+    assert rss.peak - rss.baseline < 24 * MIB, (rss.peak - rss.baseline) / MIB
+    assert results["fine"].ok and len(results["fine"].value) == 1
+
+
+def test_a_lift_of_a_function_no_module_defines_is_refused(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """on-compact lifted from a core instance made of exports, not from a module instance."""
+    text = (WAT / "component.wat").read_text(encoding="utf-8")
+    body = (WAT / "flood.wat").read_text(encoding="utf-8").replace("@COUNT@", "5")
+    body = body.replace("@LEN@", "1")
+    text = text.replace("(core module $main @MAIN@)",
+                        "(core module $main" + body[body.index("(module") + 7 :])  # fmt: skip
+    text = text.replace(
+        '(canon lift (core func $main-i "on-compact")',
+        '(canon lift (core func $relay "on-compact")',
+    )
+    text = text.replace(
+        '  (type $note (result string (error string)))',
+        '  (alias core export $main-i "on-compact" (core func $oc))\n'
+        '  (core instance $relay (export "on-compact" (func $oc)))\n'
+        '  (type $note (result string (error string)))',
+    )
+    hooks = host(tmp_path, store, COMPACT, h=wasmtime.wat2wasm(text))
+    h = hooks.hooks["h"]
+    assert not h.loaded and "instance of no module" in (h.load_error or ""), h.load_error
