@@ -317,9 +317,11 @@ class _Module:
 
 
 def _limits(r: _Reader) -> None:
-    flags = r.byte()
+    flags = r.byte()  # 0x01 a maximum, 0x02 shared, 0x04 64-bit, 0x08 a custom page size
     r.u32()
     if flags & 0x01:
+        r.u32()
+    if flags & 0x08:
         r.u32()
 
 
