@@ -42,10 +42,9 @@ _COMPONENT = b"\x00asm\x0d\x00\x01\x00"
 _MODULE = b"\x00asm\x01\x00\x00\x00"
 
 # component-level sorts (a core item is 0x00 followed by its core sort)
-_CORE, _FUNC, _VALUE, _TYPE, _COMPONENT_SORT, _INSTANCE = range(6)
+_CORE, _FUNC, _TYPE, _COMPONENT_SORT, _INSTANCE = 0x00, 0x01, 0x03, 0x04, 0x05
 # core sorts
-_C_FUNC, _C_TABLE, _C_MEMORY, _C_GLOBAL = 0x00, 0x01, 0x02, 0x03
-_C_TYPE, _C_MODULE, _C_INSTANCE, _C_TAG = 0x10, 0x11, 0x12, 0x04
+_C_FUNC, _C_MEMORY, _C_MODULE, _C_INSTANCE = 0x00, 0x02, 0x11, 0x12
 
 
 class Unbounded(Exception):
@@ -94,12 +93,6 @@ class _Reader:
         if self.pos > self.end:
             raise Unbounded("a name runs past its section")
         return self.data[start : self.pos].decode("utf-8", "replace")
-
-    def name_span(self) -> tuple[int, int]:
-        """Where a name's length and bytes lie."""
-        start = self.pos
-        self.name()
-        return start, self.pos
 
     def extern_name(self) -> str:
         kind = self.byte()
@@ -190,58 +183,62 @@ def _exports(comp: _Component, r: _Reader) -> None:
         comp.add(sort, ("export", sort, index))
 
 
-def _core_instances(comp: _Component, r: _Reader) -> None:
+def _core_arg(r: _Reader) -> int:
+    if r.byte() != _C_INSTANCE:
+        raise Unbounded("a core instantiation argument is not an instance")
+    return r.u32()
+
+
+def _core_sortidx(r: _Reader) -> tuple[int, int]:
+    return 0x100 | r.byte(), r.u32()
+
+
+def _sortidx(r: _Reader) -> tuple[int, int]:
+    return r.sort(), r.u32()
+
+
+def _instance_section(
+    comp: _Component,
+    r: _Reader,
+    space: int,
+    *,
+    arg: Callable[[_Reader], Any],
+    export_name: Callable[[_Reader], str],
+    item: Callable[[_Reader], tuple[int, int]],
+) -> None:
+    """A core instance or instance section: instantiations (with their arguments) and
+    instances made of exports, in ``space``."""
     for _ in r.vec():
         kind = r.byte()
         if kind == 0x00:
-            module = r.u32()
-            args = {}
-            for _ in r.vec():
-                name = r.name()
-                if r.byte() != _C_INSTANCE:
-                    raise Unbounded("a core instantiation argument is not an instance")
-                args[name] = r.u32()
-            comp.add(0x100 | _C_INSTANCE, ("instantiate", module, args))
+            made = r.u32()
+            args = {r.name(): arg(r) for _ in r.vec()}
+            comp.add(space, ("instantiate", made, args))
         elif kind == 0x01:
-            exports = {}
-            for _ in r.vec():
-                name = r.name()
-                exports[name] = (0x100 | r.byte(), r.u32())
-            comp.add(0x100 | _C_INSTANCE, ("exports", exports))
-        else:
-            raise Unbounded(f"unknown core instance form 0x{kind:02x}")
-
-
-def _instances(comp: _Component, r: _Reader) -> None:
-    for _ in r.vec():
-        kind = r.byte()
-        if kind == 0x00:
-            component = r.u32()
-            args = {}
-            for _ in r.vec():
-                name = r.name()
-                args[name] = (r.sort(), r.u32())
-            comp.add(_INSTANCE, ("instantiate", component, args))
-        elif kind == 0x01:
-            exports = {}
-            for _ in r.vec():
-                name = r.extern_name()
-                exports[name] = (r.sort(), r.u32())
-            comp.add(_INSTANCE, ("exports", exports))
+            comp.add(space, ("exports", {export_name(r): item(r) for _ in r.vec()}))
         else:
             raise Unbounded(f"unknown instance form 0x{kind:02x}")
 
 
+def _core_instances(comp: _Component, r: _Reader) -> None:
+    _instance_section(comp, r, 0x100 | _C_INSTANCE, arg=_core_arg, export_name=_Reader.name,
+                      item=_core_sortidx)  # fmt: skip
+
+
+def _instances(comp: _Component, r: _Reader) -> None:
+    _instance_section(comp, r, _INSTANCE, arg=_sortidx, export_name=_Reader.extern_name,
+                      item=_sortidx)  # fmt: skip
+
+
 def _aliases(comp: _Component, r: _Reader, section: int) -> None:
     for _ in r.vec():
-        entry_start = r.pos
         sort, target = r.sort(), r.byte()
         if target in (0x00, 0x01):
-            instance = r.u32()
-            span = r.name_span()
-            name = r.data[span[0] : span[1]]
+            instance, start = r.u32(), r.pos
+            name = r.name()
             kind = "core-export" if target == 0x01 else "export"
-            comp.add(sort, (kind, instance, _Reader(name).name(), section, entry_start, span))
+            # where the name lies, so the lift's alias can be pointed elsewhere
+            comp.add(sort, (kind, instance, name, section, (start, r.pos)))
         elif target == 0x02:
             comp.add(sort, ("outer", r.u32(), r.u32()))
         else:
@@ -311,7 +308,6 @@ class _Module:
     data: bytes
     sections: list[tuple[int, int, int, int]]
     func_types: list[int]  # imported functions first
-    imported_funcs: int
     memories: list[tuple[str, str] | None]  # (module, name) when imported, None when defined
     exports: dict[str, tuple[int, int]]
 
@@ -330,14 +326,12 @@ def _ref_type(r: _Reader) -> None:
         r.s33()
 
 
-def _module_imports(r: _Reader, func_types: list[int], memories: list[Any]) -> int:
-    """Read a core import section; return how many functions it imports."""
-    imported = 0
+def _module_imports(r: _Reader, func_types: list[int], memories: list[Any]) -> None:
+    """Read a core import section: the functions' types and the memories, in order."""
     for _ in r.vec():
         module, name, kind = r.name(), r.name(), r.byte()
         if kind == 0x00:
             func_types.append(r.u32())
-            imported += 1
         elif kind == 0x01:
             _ref_type(r)
             _limits(r)
@@ -352,7 +346,6 @@ def _module_imports(r: _Reader, func_types: list[int], memories: list[Any]) -> i
             r.u32()
         else:
             raise Unbounded(f"unknown core import kind 0x{kind:02x}")
-    return imported
 
 
 def _parse_module(data: bytes) -> _Module:
@@ -360,11 +353,10 @@ def _parse_module(data: bytes) -> _Module:
     func_types: list[int] = []
     memories: list[tuple[str, str] | None] = []
     exports: dict[str, tuple[int, int]] = {}
-    imported = 0
     for sid, _start, begin, end in sections:
         r = _Reader(data, begin, end)
         if sid == 2:
-            imported = _module_imports(r, func_types, memories)
+            _module_imports(r, func_types, memories)
         elif sid == 3:
             func_types += [r.u32() for _ in r.vec()]
         elif sid == 5:
@@ -375,7 +367,7 @@ def _parse_module(data: bytes) -> _Module:
             for _ in r.vec():
                 name = r.name()
                 exports[name] = (r.byte(), r.u32())
-    return _Module(data, sections, func_types, imported, memories, exports)
+    return _Module(data, sections, func_types, memories, exports)
 
 
 def _uleb(value: int) -> bytes:
@@ -447,23 +439,19 @@ def _with_check(module: _Module, export: str, bound: int) -> tuple[bytes, str]:
     name = _CHECKED
     while name in module.exports:
         name += "'"
-    new_index = len(module.func_types)
-    type_index = module.func_types[original]
-    ids = {sid for sid, *_ in module.sections}
-    if not {3, 7, 10} <= ids:
+    added = {  # one more entry in the function, export and code sections
+        3: _uleb(module.func_types[original]),
+        7: _uleb(len(name.encode())) + name.encode() + b"\x00" + _uleb(len(module.func_types)),
+        10: _check_body(original, bound),
+    }
+    if not added.keys() <= {sid for sid, *_ in module.sections}:
         raise Unbounded("the core module lacks a function, export or code section")
     out = bytearray(module.data[:8])
     for sid, start, begin, end in module.sections:
-        if sid in (3, 7, 10):
+        if sid in added:
             r = _Reader(module.data, begin, end)
             count = r.u32()
-            rest = module.data[r.pos : end]
-            added = {
-                3: _uleb(type_index),
-                7: _uleb(len(name.encode())) + name.encode() + b"\x00" + _uleb(new_index),
-                10: _check_body(original, bound),
-            }[sid]
-            out += _section(sid, _uleb(count + 1) + rest + added)
+            out += _section(sid, _uleb(count + 1) + module.data[r.pos : end] + added[sid])
         else:
             out += module.data[start:end]
     return bytes(out), name
@@ -519,7 +507,6 @@ class _Memories:
     """Resolves a core memory to where it is defined: ``(core instance, memory index)``."""
 
     comp: _Component
-    modules: dict[int, _Module]
     load: Callable[[int], _Module]
 
     def of_memory(self, index: int, depth: int = 0) -> tuple[int, int]:
@@ -594,7 +581,7 @@ def bound_compact(data: bytes, bound: int) -> bytes:
             modules[index] = _parse_module(data[entry[1] : entry[2]])
         return modules[index]
 
-    memories = _Memories(comp, modules, load)
+    memories = _Memories(comp, load)
     if "memory" not in opts:
         raise Unbounded(f"{_EXPORT} is lifted without a memory")
     if memories.in_module(alias[1], 0, 0) != memories.of_memory(opts["memory"]):
@@ -602,7 +589,7 @@ def bound_compact(data: bytes, bound: int) -> bytes:
     module_index = instance[1]
     checked, name = _with_check(load(module_index), alias[2], bound)
     module_begin = comp.get(0x100 | _C_MODULE, module_index)[1]
-    section, (name_start, name_end) = alias[3], alias[5]
+    section, (name_start, name_end) = alias[3], alias[4]
     encoded = _uleb(len(name.encode())) + name.encode()
     out = bytearray(data[:8])
     for number, (sid, start, begin, end) in enumerate(comp.sections):

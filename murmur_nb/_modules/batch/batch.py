@@ -256,6 +256,8 @@ class Batch:
                 self._inbox.append(self._done.get_nowait())
         except queue.Empty:
             pass
+        if not self._inbox:
+            return
         with self.journal.round():
             while self._inbox:
                 self._finished(runner, *self._inbox.popleft())
