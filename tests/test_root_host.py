@@ -204,6 +204,59 @@ def test_every_call_gets_a_new_working_folder_with_nothing_of_the_last(
         assert secret not in repr(peek)
 
 
+def test_the_devices_cannot_be_changed_or_added_to(confined: Confined) -> None:
+    """Under bwrap, /dev holds only the four safe devices (on a root host one folder of
+    root's, bound once, kept in the cache): a module can use them and change none of them,
+    and the next module sees the same /dev. As a user, /dev is a folder of the user's on the
+    sandbox's own tmpfs: what a module adds there is its own and gone with the call."""
+    from murmur_nb._sandbox import identity  # private: where the device folder lives
+
+    host_null = os.stat("/dev/null")
+    with confined.host() as host:
+        tried = [_result(host.invoke(f"{m}.devices", {})) for m in ("escape", "escape2")]
+    folder = identity.device_folder(("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"))
+    for seen in tried:
+        assert seen["zero"] == {"ok": True, "value": "00000000"}, seen
+        assert seen["null"] == {"ok": True, "value": "written"}, seen
+        for change in ("chmod", "rename", "remove"):
+            assert not seen[change]["ok"], (change, seen)
+        if os.geteuid() == 0 or "bwrap" not in confined.mechanisms:
+            assert not seen["plant"]["ok"] and not seen["mkdir"]["ok"], seen
+        if "bwrap" in confined.mechanisms:
+            assert seen["entries"] == {"ok": True, "value": ["null", "random", "urandom", "zero"]}
+    assert os.stat("/dev/null").st_mode == host_null.st_mode
+    assert not Path("/dev/planted").exists() and Path("/dev/zero").exists()
+    if folder is not None:  # what the module tried reached none of root's nodes
+        assert sorted(os.listdir(folder)) == ["null", "random", "urandom", "zero"]
+        for name in ("null", "random", "urandom", "zero"):
+            node = os.lstat(Path(folder, name))
+            assert stat.S_ISCHR(node.st_mode) and stat.S_IMODE(node.st_mode) == 0o666
+            assert node.st_rdev == os.stat(f"/dev/{name}").st_rdev and node.st_uid == 0
+
+
+def test_a_tampered_device_folder_is_made_again(tmp_path: Path) -> None:
+    """Whoever can write the cache cannot hand modules another device through /dev: the
+    folder is checked and made again from the host's own nodes."""
+    if os.geteuid() != 0:
+        pytest.skip("the device folder is made on root hosts only (mknod)")
+    from murmur_nb._sandbox import identity  # private: where the device folder lives
+
+    devices = ("/dev/null", "/dev/zero")
+    identity.device_folder.cache_clear()
+    try:
+        folder = identity.device_folder(devices)
+        assert folder is not None
+        os.remove(Path(folder, "zero"))
+        os.mknod(Path(folder, "zero"), stat.S_IFCHR | 0o666, os.stat("/dev/full").st_rdev)
+        Path(folder, "extra").write_text("planted")
+        identity.device_folder.cache_clear()
+        again = identity.device_folder(devices)
+        assert again == folder and sorted(os.listdir(folder)) == ["null", "zero"]
+        assert os.stat(Path(folder, "zero")).st_rdev == os.stat("/dev/zero").st_rdev
+    finally:
+        identity.device_folder.cache_clear()
+
+
 # -- the same suites as an unprivileged user ---------------------------------------------------
 # (the user is created with useradd; setpriv, which the sandbox itself uses, switches to it)
 

@@ -120,7 +120,7 @@ def run_describe(
         return ready
     key, snap = ready
     exe = snap.path / "module"
-    cwd = workspace.take_cwd()
+    cwd = workspace.take_cwd(named_only=gate.makes_cwd)
     try:
         run = _run_confined(exe, cwd, policy, gate)
     except SandboxUnavailable as exc:

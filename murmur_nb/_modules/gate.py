@@ -74,7 +74,14 @@ class SandboxGate:
             roots=roots,
             binaries=binaries,
             network=network,
+            private_cwd=self.makes_cwd,
         )
+
+    @property
+    def makes_cwd(self) -> bool:
+        """bwrap makes each run's working folder on the sandbox's own tmpfs: the host only
+        names it (:meth:`.Workspace.take_cwd`)."""
+        return self.report.makes_cwd
 
     def warning(self) -> list[str]:
         """The invocation warning of a best-effort sandbox with a guarantee missing."""

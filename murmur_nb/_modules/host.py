@@ -449,7 +449,7 @@ class ModuleHost(KnowledgeMethods):
         payload = json.dumps(
             request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
         ).encode()
-        cwd = self._workspace.take_cwd()
+        cwd = self._workspace.take_cwd(named_only=self._gate.makes_cwd)
         try:
             how = self._gate.launch(
                 [str(exe), "invoke"],

@@ -2,8 +2,10 @@
 
 Without a ``runs_dir`` the host gets a private temporary folder, removed by
 :meth:`Workspace.close` or at exit. Each run gets a new working folder, removed afterwards: an
-emptied one would still carry extended attributes and timestamps to the next module. On a
-root host the runs folder is ``0711`` and each working folder is handed to the sandbox uid
+emptied one would still carry extended attributes and timestamps to the next module. Under
+bwrap the folder is made inside the sandbox, on its private tmpfs, and only its name is taken
+here (no disk work per call). Otherwise it is made here: on a root host the runs folder is
+``0711`` and each working folder is handed to the sandbox uid
 (:mod:`murmur_nb._sandbox.identity`).
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -51,8 +54,14 @@ class Workspace:
         self._ready = True
         return self._runs
 
-    def take_cwd(self) -> Path:
-        """A new, private, empty working folder for one run (never a recycled one)."""
+    def take_cwd(self, *, named_only: bool = False) -> Path:
+        """A new, private, empty working folder for one run (never a recycled one).
+
+        ``named_only``: the sandbox makes the folder itself (bwrap, on its own tmpfs), so
+        only a new name in the runs folder is chosen and nothing is made on the disk.
+        """
+        if named_only:
+            return self.runs_dir() / f"cwd-{secrets.token_hex(8)}"
         cwd = Path(tempfile.mkdtemp(prefix="cwd-", dir=self.runs_dir()))
         identity.hand_over(cwd)
         return cwd
@@ -61,6 +70,8 @@ class Workspace:
         """Remove a working folder after its run, whatever the module left in it."""
         try:
             cwd.rmdir()  # most runs leave it empty: one system call
+        except FileNotFoundError:
+            return  # made in the sandbox, or already gone
         except OSError:
             shutil.rmtree(cwd, ignore_errors=True)
 

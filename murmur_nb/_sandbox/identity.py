@@ -34,6 +34,7 @@ from murmur_nb._sandbox.libc import libc
 __all__ = [
     "ACL_BUDGET",
     "SETPRIV",
+    "device_folder",
     "drop_argv",
     "drop_helper",
     "grant_passage",
@@ -120,6 +121,59 @@ def drop_argv() -> list[str]:
         return [_ENV, "-i", *setpriv_argv()]
     ident = str(sandbox_id())
     return [helper, ident, ident]
+
+
+@functools.cache
+def device_folder(devices: tuple[str, ...]) -> str | None:
+    """A root-owned ``0755`` folder holding ``devices`` as ``0666`` nodes (root hosts only).
+
+    bwrap binds it at ``/dev`` in one mount instead of one per device (0.3 ms less per run).
+    Made once in the cache with ``mknod`` and checked on first use: every node a character
+    device of the same number as the host's, and the file system allowing device files.
+    ``None`` where that does not hold (no ``CAP_MKNOD``, a ``nodev`` cache): one bind each.
+    """
+    if not is_root():
+        return None
+    try:
+        wanted = {Path(dev).name: os.stat(dev).st_rdev for dev in devices}
+        key = hashlib.sha256(repr(sorted(wanted.items())).encode()).hexdigest()[:16]
+        folder = cache_dir() / "sandbox" / f"dev-{key}"
+        if not _devices_hold(folder, wanted):
+            partial = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir(mode=0o755, parents=True)
+            partial.chmod(0o755)
+            for name, rdev in wanted.items():
+                os.mknod(partial / name, stat.S_IFCHR | 0o666, rdev)
+                os.chmod(partial / name, 0o666)  # noqa: PTH101 - no umask
+            shutil.rmtree(folder, ignore_errors=True)
+            partial.replace(folder)
+            if not _devices_hold(folder, wanted):
+                return None
+        fd = os.open(folder / "null", os.O_WRONLY | os.O_CLOEXEC)  # EACCES on a nodev mount
+        os.close(fd)
+    except OSError:
+        return None
+    return str(folder)
+
+
+def _devices_hold(folder: Path, wanted: dict[str, int]) -> bool:
+    """The folder holds exactly ``wanted``: root's, nothing else writable, no other entry."""
+    try:
+        st = os.lstat(folder)
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or stat.S_IMODE(st.st_mode) != 0o755:
+        return False
+    if names != sorted(wanted):
+        return False
+    for name, rdev in wanted.items():
+        node = os.lstat(folder / name)
+        if (not stat.S_ISCHR(node.st_mode) or node.st_rdev != rdev or node.st_uid != 0
+                or stat.S_IMODE(node.st_mode) != 0o666 or node.st_nlink != 1):
+            return False
+    return True
 
 
 _USERNS: list[int] = []

@@ -259,6 +259,7 @@ def run_process(
     pass_fds: Sequence[int] = (),
     walk_tree: bool = True,
     user: int | None = None,
+    start_in: Path | None = None,
 ) -> RunResult:
     """Run ``argv`` as a module process and return what it printed.
 
@@ -270,7 +271,8 @@ def run_process(
     and gid, no supplementary group) when one is given; ``pass_fds`` are inherited.
     ``walk_tree=False`` skips the periodic walks of the running tree, for a process that
     leads its own PID namespace (nothing it starts survives it); the tree is still walked
-    when it has to be killed.
+    when it has to be killed. ``start_in`` is where ``argv`` starts when ``cwd`` is made by
+    the launcher itself (bwrap's private working folder).
     """
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -278,7 +280,7 @@ def run_process(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=cwd,
+        cwd=start_in or cwd,
         env={},
         start_new_session=True,
         close_fds=True,
@@ -519,6 +521,7 @@ def run_launched(
             pass_fds=how.pass_fds,
             walk_tree=not how.owns_pid_namespace,
             user=how.user,
+            start_in=how.start_in,
         )
     finally:
         how.close()

@@ -183,6 +183,15 @@ class SandboxReport:
         return [name for name, how in self.guarantees.items() if how is None]
 
     @property
+    def makes_cwd(self) -> bool:
+        """Whether :func:`launch` makes each run's working folder inside the sandbox: bwrap,
+        on the sandbox's own tmpfs (on a root host the drop helper makes it the sandbox
+        id's), so the host makes none on its disk."""
+        return self._bwrap is not None and (
+            not identity.is_root() or identity.drop_helper() is not None
+        )
+
+    @property
     def complete(self) -> bool:
         return not self.missing
 
@@ -358,6 +367,8 @@ class Launch:
     owns_pid_namespace: bool = False
     #: the uid and gid the child switches to before ``preexec`` (a root host without bwrap)
     user: int | None = None
+    #: where the launcher starts when the working folder exists only inside the sandbox
+    start_in: Path | None = None
 
 
 def _pair(path: str | os.PathLike[str]) -> tuple[str, str]:
@@ -394,18 +405,23 @@ def launch(
     roots: Mapping[str, Root],
     binaries: Iterable[str] = (),
     network: bool = False,
+    private_cwd: bool = False,
 ) -> Launch:
     """The argv, ``preexec_fn`` and label that run ``argv`` as confined as ``report`` allows.
 
     On a root host the working folder is handed to the sandbox id and each root is made
     reachable for it (:mod:`.identity`); a root it cannot be given is refused with
-    :class:`~murmur_nb.SandboxUnavailable`.
+    :class:`~murmur_nb.SandboxUnavailable`. With ``private_cwd`` (bwrap only) ``cwd`` is
+    just a name: bwrap makes the folder on the sandbox's own tmpfs, new and empty, and it
+    is gone with the sandbox.
     """
+    if private_cwd and not report.makes_cwd:
+        raise ValueError("private_cwd needs bwrap (and the drop helper on a root host)")
     reads = [*_interpreter_trees(), _pair(module_dir), *(_pair(b) for b in binaries)]
     ro = [_pair(r.path) for r in roots.values() if r.mode != "rw"]
     rw = [_pair(r.path) for r in roots.values() if r.mode == "rw"]
     if report.mode != "off" and report.guarantees.get("identity"):
-        _reachable_for_the_sandbox_id(cwd, ro, rw)
+        _reachable_for_the_sandbox_id(None if private_cwd else cwd, ro, rw)
         if report._bwrap is None:  # real paths, no mount namespace: pass through parents
             for real, _ in [*reads, *ro, *rw, _pair(cwd)]:
                 identity.grant_passage(real)
@@ -414,7 +430,7 @@ def launch(
         fd = seccomp.program_fd(bpf) if bpf is not None else None
         filtered = ["--seccomp", str(fd)] if fd is not None else []
         argv, fds = _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw,
-                                network=network, filtered=filtered)
+                                network=network, filtered=filtered, private_cwd=private_cwd)
         return Launch(
             argv,
             None,
@@ -422,6 +438,7 @@ def launch(
             (lambda: os.close(fd)) if fd is not None else (lambda: None),
             pass_fds=(*fds, fd) if fd is not None else fds,
             owns_pid_namespace=True,
+            start_in=cwd.parent if private_cwd else None,
         )
     user = identity.sandbox_id() if identity.is_root() and report.mode != "off" else None
     rules = _filter(bpf) if bpf is not None else None
@@ -443,12 +460,14 @@ def launch(
 
 
 def _reachable_for_the_sandbox_id(
-    cwd: Path, ro: list[tuple[str, str]], rw: list[tuple[str, str]]
+    cwd: Path | None, ro: list[tuple[str, str]], rw: list[tuple[str, str]]
 ) -> None:
-    """Root hosts: the working folder becomes the sandbox id's, each root reachable for it."""
+    """Root hosts: the working folder (one on the host's disk) becomes the sandbox id's,
+    each root reachable for it."""
     if not identity.is_root():
         return
-    identity.hand_over(cwd)
+    if cwd is not None:
+        identity.hand_over(cwd)
     for paths, write in ((rw, True), (ro, False)):
         for real, given in paths:
             problem = identity.grant_root(real, write=write)
@@ -474,8 +493,12 @@ def _system_args() -> tuple[str, ...]:
             out += ["--ro-bind", tree, tree]
     # the sandbox root is already a private tmpfs: /tmp on it is private and thrown away
     out += ["--proc", "/proc"]
-    for dev in _DEVICES:
-        out += ["--dev-bind-try", dev, dev]
+    folder = identity.device_folder(_DEVICES)
+    if folder is not None:  # root hosts: the safe devices in one mount, a folder of root's
+        out += ["--dev-bind", folder, "/dev"]
+    else:
+        for dev in _DEVICES:
+            out += ["--dev-bind-try", dev, dev]
     return tuple(out)
 
 
@@ -518,10 +541,12 @@ def _bwrap_argv(
     rw: list[tuple[str, str]],
     network: bool,
     filtered: list[str],
+    private_cwd: bool,
 ) -> tuple[list[str], tuple[int, ...]]:
     flags, fds = _namespace_flags(network=network, seccomp=bool(filtered))
     real_cwd = os.path.realpath(cwd)
-    parents = _parent_dirs([given for _, given in [*reads, *ro, *rw]] + [real_cwd, *_DEVICES])
+    devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
+    parents = _parent_dirs([given for _, given in [*reads, *ro, *rw]] + [real_cwd, *devices])
     out = [bwrap, *flags, *filtered, *parents, *_system_args()]
     if network:
         # name resolution: /etc/resolv.conf may point into /run (systemd-resolved)
@@ -538,5 +563,11 @@ def _bwrap_argv(
     prefix = _identity_prefix()
     if prefix[0] != _ENV:  # the drop helper, bound where it is
         out += ["--ro-bind", prefix[0], prefix[0]]
-    out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd, "--", *prefix, *argv]
+    if not private_cwd:
+        out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd]
+    elif identity.is_root():  # the drop helper makes it, the sandbox id's, and starts there
+        prefix = [*prefix, "-C", real_cwd]
+    else:  # made on the sandbox's own tmpfs by bwrap, as the user
+        out += ["--perms", "0700", "--dir", real_cwd, "--chdir", real_cwd]
+    out += ["--", *prefix, *argv]
     return out, fds

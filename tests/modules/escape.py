@@ -27,7 +27,7 @@ _SESSION_KEYRING = -3
 def default():
     return descriptor(
         [capability(n) for n in ("identity", "core_pattern", "setuid", "keyring", "mark_workdir",
-                                 "peek_workdir")],
+                                 "peek_workdir", "devices")],
         permissions={"filesystem_write": ["out"], "network": ["api.example"]},
     )
 
@@ -164,6 +164,28 @@ def peek_workdir():
     }
 
 
+def devices():
+    """Leave something in /dev for the next module, or change the device nodes."""
+    def rename():
+        os.rename("/dev/zero", "/dev/zero-moved")
+        return "renamed"
+
+    def read_zero():
+        with open("/dev/zero", "rb") as fh:
+            return fh.read(4).hex()
+
+    return {
+        "entries": attempt(lambda: sorted(os.listdir("/dev"))),
+        "plant": attempt(write_text("/dev/planted", "for the next module")),
+        "mkdir": attempt(lambda: os.mkdir("/dev/planted-dir") or "made"),
+        "chmod": attempt(lambda: os.chmod("/dev/null", 0o600) or "changed"),
+        "rename": attempt(rename),
+        "remove": attempt(lambda: os.remove("/dev/random") or "removed"),
+        "zero": attempt(read_zero),
+        "null": attempt(write_text("/dev/null", "discarded")),
+    }
+
+
 def handle(name, request):
     rid = request["request_id"]
     inp = dict(request.get("input") or {})
@@ -175,6 +197,7 @@ def handle(name, request):
         "keyring": lambda: keyring(inp),
         "mark_workdir": lambda: mark_workdir(inp),
         "peek_workdir": peek_workdir,
+        "devices": devices,
     }
     if name not in results:
         return envelope("invoke", rid, error={"code": "unknown", "message": name,
