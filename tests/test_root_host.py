@@ -211,7 +211,7 @@ def test_the_devices_cannot_be_changed_or_added_to(confined: Confined) -> None:
     sandbox's own tmpfs: what a module adds there is its own and gone with the call."""
     from murmur_nb._sandbox import identity  # private: where the device folder lives
 
-    host_null = os.stat("/dev/null")
+    host_null = Path("/dev/null").stat()
     with confined.host() as host:
         tried = [_result(host.invoke(f"{m}.devices", {})) for m in ("escape", "escape2")]
     folder = identity.device_folder(("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"))
@@ -224,14 +224,15 @@ def test_the_devices_cannot_be_changed_or_added_to(confined: Confined) -> None:
             assert not seen["plant"]["ok"] and not seen["mkdir"]["ok"], seen
         if "bwrap" in confined.mechanisms:
             assert seen["entries"] == {"ok": True, "value": ["null", "random", "urandom", "zero"]}
-    assert os.stat("/dev/null").st_mode == host_null.st_mode
+    assert Path("/dev/null").stat().st_mode == host_null.st_mode
     assert not Path("/dev/planted").exists() and Path("/dev/zero").exists()
     if folder is not None:  # what the module tried reached none of root's nodes
-        assert sorted(os.listdir(folder)) == ["null", "random", "urandom", "zero"]
+        names = sorted(p.name for p in Path(folder).iterdir())
+        assert names == ["null", "random", "urandom", "zero"]
         for name in ("null", "random", "urandom", "zero"):
             node = os.lstat(Path(folder, name))
             assert stat.S_ISCHR(node.st_mode) and stat.S_IMODE(node.st_mode) == 0o666
-            assert node.st_rdev == os.stat(f"/dev/{name}").st_rdev and node.st_uid == 0
+            assert node.st_rdev == Path(f"/dev/{name}").stat().st_rdev and node.st_uid == 0
 
 
 def test_a_tampered_device_folder_is_made_again(tmp_path: Path) -> None:
@@ -246,13 +247,14 @@ def test_a_tampered_device_folder_is_made_again(tmp_path: Path) -> None:
     try:
         folder = identity.device_folder(devices)
         assert folder is not None
-        os.remove(Path(folder, "zero"))
-        os.mknod(Path(folder, "zero"), stat.S_IFCHR | 0o666, os.stat("/dev/full").st_rdev)
+        Path(folder, "zero").unlink()
+        os.mknod(Path(folder, "zero"), stat.S_IFCHR | 0o666, Path("/dev/full").stat().st_rdev)
         Path(folder, "extra").write_text("planted")
         identity.device_folder.cache_clear()
         again = identity.device_folder(devices)
-        assert again == folder and sorted(os.listdir(folder)) == ["null", "zero"]
-        assert os.stat(Path(folder, "zero")).st_rdev == os.stat("/dev/zero").st_rdev
+        assert again == folder
+        assert sorted(p.name for p in Path(folder).iterdir()) == ["null", "zero"]
+        assert Path(folder, "zero").stat().st_rdev == Path("/dev/zero").stat().st_rdev
     finally:
         identity.device_folder.cache_clear()
 

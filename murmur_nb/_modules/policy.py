@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._files.beneath import real_path
 from murmur_nb._sandbox import MECHANISMS, SANDBOX_MODES
 from murmur_nb._schemas.bounded import DEFAULT_BUDGET, DEFAULT_STEPS
 from murmur_nb.protocol import Capability, Descriptor, Grants
@@ -232,7 +233,7 @@ class Policy:
         value = self.roots.get(name)
         if value is None:
             return None
-        return Path(os.path.realpath(os.fspath(value)))
+        return Path(real_path(value))
 
     def approval_reasons(self, descriptor: Descriptor, capability: Capability) -> list[str]:
         """Why ``capability`` needs operator approval under the SPEC default; empty: it does not.

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from murmur_nb._exceptions import InvalidInput
+from murmur_nb._files.beneath import real_path
 from murmur_nb.protocol._fold import go_fold, shadowing_keys
 
 __all__ = [
@@ -74,7 +75,7 @@ def check_bounds(values: Mapping[str, int], limits: Mapping[str, int]) -> None:
 
 def canonical_path(path: str | os.PathLike[str]) -> str:
     """The canonical absolute form of ``path`` (links resolved), as roots are sent."""
-    return os.path.realpath(os.fspath(path))
+    return real_path(path)
 
 
 def poll_request(schema: Any, started: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from murmur_nb._files.beneath import real_path
 from murmur_nb._rules import cache_dir
 
 __all__ = ["Entry", "Refused", "SnapshotStore", "Snapshot", "snapshots_dir", "walk"]
@@ -87,7 +88,7 @@ def walk(
     before any work is spent on it. A snapshot is walked with ``skip=""``: a ``__pycache__``
     planted in one makes it differ from what was verified.
     """
-    root = os.path.realpath(folder)
+    root = real_path(folder)
     out: list[Entry] = []
     total = 0
     pending = [""]

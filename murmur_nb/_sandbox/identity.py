@@ -135,7 +135,7 @@ def device_folder(devices: tuple[str, ...]) -> str | None:
     if not is_root():
         return None
     try:
-        wanted = {Path(dev).name: os.stat(dev).st_rdev for dev in devices}
+        wanted = {Path(dev).name: Path(dev).stat().st_rdev for dev in devices}
         key = hashlib.sha256(repr(sorted(wanted.items())).encode()).hexdigest()[:16]
         folder = cache_dir() / "sandbox" / f"dev-{key}"
         if not _devices_hold(folder, wanted):
@@ -161,7 +161,7 @@ def _devices_hold(folder: Path, wanted: dict[str, int]) -> bool:
     """The folder holds exactly ``wanted``: root's, nothing else writable, no other entry."""
     try:
         st = os.lstat(folder)
-        names = sorted(os.listdir(folder))
+        names = sorted(entry.name for entry in folder.iterdir())
     except OSError:
         return False
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or stat.S_IMODE(st.st_mode) != 0o755:

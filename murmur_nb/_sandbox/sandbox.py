@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable
+from murmur_nb._files.beneath import real_path
 from murmur_nb._sandbox import identity, landlock, seccomp
 from murmur_nb.protocol import Root
 
@@ -373,7 +374,7 @@ class Launch:
 
 def _pair(path: str | os.PathLike[str]) -> tuple[str, str]:
     """(real path, absolute path as given): bind the real one where the module looks."""
-    return os.path.realpath(path), str(Path(path).absolute())
+    return real_path(path), str(Path(path).absolute())
 
 
 @functools.cache
@@ -544,7 +545,7 @@ def _bwrap_argv(
     private_cwd: bool,
 ) -> tuple[list[str], tuple[int, ...]]:
     flags, fds = _namespace_flags(network=network, seccomp=bool(filtered))
-    real_cwd = os.path.realpath(cwd)
+    real_cwd = real_path(cwd)
     devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
     parents = _parent_dirs([given for _, given in [*reads, *ro, *rw]] + [real_cwd, *devices])
     out = [bwrap, *flags, *filtered, *parents, *_system_args()]

@@ -1,4 +1,4 @@
-# ruff: noqa: PTH101, PTH102, PTH107, PTH109, PTH116, PTH123, PTH208
+# ruff: noqa: PTH101, PTH102, PTH104, PTH107, PTH109, PTH116, PTH123, PTH208
 # (each attempt is the raw system call the sandbox must refuse, as a module would make it)
 """A hostile fixture module that tries what escapes a sandbox on a root host (issue 22, 1-5).
 
