@@ -6,8 +6,12 @@ Every row is a real sandboxed ``invoke`` of a trivial ``/bin/sh`` module (the sa
 module as ``bench_invoke.py``), with the host's default policy.
 
 1. *Batch speedup.* ``--rows`` (1,000) invocations as a sequential loop of ``invoke`` and as
-   one ``map`` (default concurrency: two rows per usable core), measured back to back.
-   Speedup = loop time / map time. Goal: >= 1.7 on 2 cores.
+   one ``map`` (default concurrency: two rows per usable core), measured A-B-A: half of the
+   loop's rows right before the map and half right after, so a shared machine that speeds
+   up or slows down during the run moves both sides alike. Speedup = loop time / map time.
+   Goal: >= 1.7 on 2 cores. For reference, the same is measured for bare ``bwrap`` runs of
+   ``/bin/true`` (a mount, PID and IPC namespace each, no host): how far a namespace per run
+   scales on this machine's kernel at all.
 2. *Dask ratio.* The same rows by ``map(..., client=)`` on a ``LocalCluster`` of 2 worker
    processes (1 thread each; a task runs its rows two at a time), against local ``map``.
    Ratio = local time / cluster time
@@ -24,10 +28,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import murmur_nb as mnb
@@ -86,6 +93,28 @@ def _timed(fn: object) -> float:
     return time.perf_counter() - t
 
 
+def bwrap_scaling(runs: int, workers: int) -> float:
+    """Sequential time / ``workers``-at-a-time time of ``runs`` bare bwrap runs (A-B-A)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return float("nan")
+    argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin"):
+        if Path("/" + name).is_symlink():
+            argv += ["--symlink", str(Path("/" + name).readlink()), "/" + name]
+    argv += ["--proc", "/proc", "/bin/true"]
+
+    def one(_: object = None) -> None:
+        subprocess.run(argv, check=True)
+
+    half = runs // 2
+    seq = _timed(lambda: [one() for _ in range(half)])
+    with ThreadPoolExecutor(workers) as pool:
+        par = _timed(lambda: list(pool.map(one, range(runs))))
+    seq += _timed(lambda: [one() for _ in range(runs - half)])
+    return seq / par
+
+
 def _rss_kib() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -129,11 +158,16 @@ def main() -> None:
         install(host.home)
         inputs = [{"count": i} for i in range(args.rows)]
         host.invoke("benchsh.run", {"count": -1})  # describe and snapshot once
-        seq = _timed(lambda: [host.invoke("benchsh.run", x) for x in inputs])
+        half = args.rows // 2
+        seq = _timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[:half]])
         journal = Path(tmp, "journal.sqlite")
         local = _timed(lambda: host.map("benchsh.run", inputs, progress=False, journal=journal))
-        print(f"{args.rows} rows: invoke loop {seq:.2f} s, map {local:.2f} s "
-              f"({args.rows / local:.0f} rows/s)")  # fmt: skip
+        seq += _timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[half:]])
+        print(f"{args.rows} rows: invoke loop {seq:.2f} s (half before the map, half after), "
+              f"map {local:.2f} s ({args.rows / local:.0f} rows/s)")  # fmt: skip
+        workers = 2 * len(os.sched_getaffinity(0))
+        print(f"reference: bare bwrap runs of /bin/true, {workers} at a time vs one at a time: "
+              f"{bwrap_scaling(400, workers):.2f}x")  # fmt: skip
         resume = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
                                          journal=journal))  # fmt: skip
         print(f"resume of the finished {args.rows}-row batch: {resume:.3f} s")
