@@ -120,7 +120,8 @@ def run_describe(
         return ready
     key, snap = ready
     exe = snap.path / "module"
-    cwd = workspace.take_cwd(named_only=gate.makes_cwd)
+    in_sandbox = gate.makes_cwd  # made (and gone) with the sandbox: nothing to remove
+    cwd = workspace.take_cwd(named_only=in_sandbox)
     try:
         run = _run_confined(exe, cwd, policy, gate)
     except SandboxUnavailable as exc:
@@ -128,7 +129,8 @@ def run_describe(
     except OSError as exc:
         return Described.refused(key, "module", f"{exe} cannot be executed: {exc}")
     finally:
-        workspace.give_back_cwd(cwd)
+        if not in_sandbox:
+            workspace.give_back_cwd(cwd)
     failure = _run_failure(run, policy)
     if failure is not None:
         return Described.refused(key, *failure)

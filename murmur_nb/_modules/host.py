@@ -449,7 +449,8 @@ class ModuleHost(KnowledgeMethods):
         payload = json.dumps(
             request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
         ).encode()
-        cwd = self._workspace.take_cwd(named_only=self._gate.makes_cwd)
+        in_sandbox = self._gate.makes_cwd  # made (and gone) with the sandbox: nothing to remove
+        cwd = self._workspace.take_cwd(named_only=in_sandbox)
         try:
             how = self._gate.launch(
                 [str(exe), "invoke"],
@@ -475,7 +476,8 @@ class ModuleHost(KnowledgeMethods):
                 rule="executable",
             ) from exc
         finally:
-            self._workspace.give_back_cwd(cwd)
+            if not in_sandbox:
+                self._workspace.give_back_cwd(cwd)
         return Ran(
             module=module_id,
             capability=call.capability,

@@ -71,7 +71,7 @@ class Workspace:
         try:
             cwd.rmdir()  # most runs leave it empty: one system call
         except FileNotFoundError:
-            return  # made in the sandbox, or already gone
+            return  # already gone
         except OSError:
             shutil.rmtree(cwd, ignore_errors=True)
 

@@ -1,7 +1,7 @@
 """Run one module process: empty environment, own session, bounded output, whole-tree kill.
 
 The child gets ``env={}``, a private working folder, the request on stdin and its own session.
-One thread multiplexes stdin, stdout, stderr and a pidfd with ``selectors``: stdout is read up
+One thread multiplexes stdin, stdout, stderr and a pidfd with ``poll``: stdout is read up
 to ``max_output_bytes`` (+ one chunk), stderr drained to a bounded tail. Descendants are
 walked at doubling gaps (``/proc/<pid>/task/*/children``, psutil elsewhere) and remembered
 with their start time, so a ``setsid`` grandchild is still found and a recycled pid is never
@@ -14,9 +14,9 @@ limit: a fully detached descendant whose parent exits between two walks escapes 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
-import selectors
 import signal
 import subprocess
 import threading
@@ -334,7 +334,8 @@ class _Run:
         self.timed_out = self.exceeded = self.cancelled = False
         self.cancel = cancel
         self.killed: list[int] = []
-        self.sel = selectors.DefaultSelector()
+        # poll, not epoll: four descriptors, and no descriptor of its own to make, fill and close
+        self.poller = select.poll()
         self.pidfd: int | None = None
         self.pending = memoryview(b"")
         self.open_pipes = 2
@@ -348,13 +349,13 @@ class _Run:
         os.set_blocking(self.in_fd, False)
         self.pending = memoryview(stdin)
         if self.pending:
-            self.sel.register(self.in_fd, selectors.EVENT_WRITE)
+            self.poller.register(self.in_fd, select.POLLOUT)
         else:
             self.stdin.close()
-        self.sel.register(self.out_fd, selectors.EVENT_READ)
-        self.sel.register(self.err_fd, selectors.EVENT_READ)
+        self.poller.register(self.out_fd, select.POLLIN)
+        self.poller.register(self.err_fd, select.POLLIN)
         if self.pidfd is not None:
-            self.sel.register(self.pidfd, selectors.EVENT_READ)
+            self.poller.register(self.pidfd, select.POLLIN)
 
     def pump(self, stdin: bytes, start: float | None) -> None:
         """Feed the request, drain both outputs and walk the tree (from ``start``; never when
@@ -385,8 +386,9 @@ class _Run:
             wake = min(wake, now + _SCAN_INTERVAL)
             if self.cancel is not None:
                 wake = min(wake, now + _CANCEL_CHECK)
-            for key, _ in self.sel.select(max(0.0, wake - now)):
-                if self._ready(key.fd):
+            # a hang-up or an error counts as ready: the read or write then says which
+            for fd, _ in self.poller.poll(max(0, math.ceil((wake - now) * 1000))):
+                if self._ready(fd):
                     return
 
     def _ready(self, fd: int) -> bool:
@@ -398,7 +400,7 @@ class _Run:
         elif fd == self.err_fd:
             self._read_err()
         elif fd == self.pidfd:
-            self.sel.unregister(fd)
+            self.poller.unregister(fd)
             self.exited_at = time.monotonic()
         return False
 
@@ -411,7 +413,7 @@ class _Run:
             return
         self.pending = self.pending[n:]
         if not self.pending:
-            self.sel.unregister(self.in_fd)
+            self.poller.unregister(self.in_fd)
             with contextlib.suppress(BrokenPipeError):
                 self.stdin.close()
 
@@ -419,7 +421,7 @@ class _Run:
         room = self.bound + 1 - len(self.out)
         data = os.read(self.out_fd, min(_CHUNK, max(room, 1)))
         if not data:
-            self.sel.unregister(self.out_fd)
+            self.poller.unregister(self.out_fd)
             self.open_pipes -= 1
             return False
         self.out += data
@@ -432,7 +434,7 @@ class _Run:
     def _read_err(self) -> None:
         data = os.read(self.err_fd, _CHUNK)
         if not data:
-            self.sel.unregister(self.err_fd)
+            self.poller.unregister(self.err_fd)
             self.open_pipes -= 1
             return
         self.err += data
@@ -475,7 +477,6 @@ class _Run:
             self.proc.wait()
 
     def close(self) -> None:
-        self.sel.close()
         if self.pidfd is not None:
             with contextlib.suppress(OSError):
                 os.close(self.pidfd)
