@@ -90,6 +90,39 @@ def test_resume_skips_journaled_rows_and_retry_failed(
     assert again.progress.failed == 2  # they fail the same way
 
 
+def test_progress_counts_stay_true_through_twins_failures_resume_and_retry(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    """The counts a view reads after every row are kept as rows move (not recounted over
+    all rows each time): at every notification they equal a recount of the rows' states."""
+    inputs = [{"n": i % 7, "fail_every": 3} for i in range(20)]  # repeated inputs, failures
+    checked: list[mnb.BatchProgress] = []
+
+    def watching(batch: mnb.Batch) -> None:
+        def check(p: mnb.BatchProgress) -> None:
+            states = [batch.status(i) for i in range(len(batch))]
+            counted = {s: states.count(s) for s in ("ok", "failed", "running", "not_run")}
+            assert (p.ok, p.failed, p.running, p.not_run) == (
+                counted["ok"], counted["failed"], counted["running"], counted["not_run"])
+            assert p.total == 20
+            checked.append(p)
+        batch.on_change(check)
+
+    first = host.map("batchy.work", inputs, progress=False, background=True, concurrency=3)
+    watching(first)
+    first.wait()
+    assert (first.progress.ok, first.progress.failed) == (12, 8)  # n in (0, 3, 6) fails
+    again = host.map("batchy.work", inputs, progress=False)
+    assert again.progress.from_journal == 20 == int(again.to_pandas()["from_journal"].sum())
+    watching(again)
+    again.retry_failed()
+    p = again.progress
+    assert (p.ok, p.failed, p.running, p.not_run) == (12, 8, 0, 0)
+    assert p.from_journal == 12 == int(again.to_pandas()["from_journal"].sum())
+    assert len(checked) > 3 and checked[-1].running == 0
+    assert len(runs(log_root)) == 7 + 3  # each distinct input once, then the failed ones
+
+
 def test_code_change_voids_the_journal(
     host: mnb.ModuleHost, facet_home: Path, log_root: Path
 ) -> None:

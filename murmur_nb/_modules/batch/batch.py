@@ -100,8 +100,12 @@ class Batch:
         self.max_cost, self.estimated_cost = max_cost, estimated_cost
         self.artifact_bytes = artifact_bytes
         self._state = [PENDING] * len(texts)
+        # kept as rows move, so the progress a view reads after every row costs O(1), not O(N)
+        self._counts = dict.fromkeys((PENDING, RUNNING, OK, FAILED, NOT_RUN), 0)
+        self._counts[PENDING] = len(texts)
         self._attempts: dict[int, int] = {}
         self._journaled = bytearray(len(texts))
+        self._from_journal = 0
         self._unrun: dict[int, dict[str, Any]] = {}
         self._twins: dict[int, list[int]] = {}
         self._lock = threading.Lock()
@@ -167,8 +171,9 @@ class Batch:
             if self._state[i] != PENDING:
                 continue
             if key in done:
-                self._state[i] = done[key]
+                self._move(i, done[key])
                 self._journaled[i] = 1
+                self._from_journal += 1
             elif key in first:
                 self._twins.setdefault(first[key], []).append(i)
             else:
@@ -291,7 +296,7 @@ class Batch:
 
     def _start_row(self, runner: Any, row: int, attempt: int) -> None:
         self._running[row] = attempt
-        self._state[row] = RUNNING
+        self._move(row, RUNNING)
         value = json.loads(self._texts[row])
         try:
             fut = runner.submit(value, attempt)
@@ -299,7 +304,7 @@ class Batch:
             if "after shutdown" not in str(exc) and "interpreter shutdown" not in str(exc):
                 raise  # concurrent.futures' only two refusals: a pool or the interpreter ending
             self._running.pop(row)
-            self._state[row] = PENDING
+            self._move(row, PENDING)
             self._pending.append(row)
             self._stop("cancelled", _EXITING)
             self._cancel.set()
@@ -342,7 +347,7 @@ class Batch:
         ):
             wait = min(_MAX_BACKOFF, self.backoff * 2 ** (attempt - 1))
             heapq.heappush(self._delayed, (time.monotonic() + wait, row, attempt + 1))
-            self._state[row] = PENDING
+            self._move(row, PENDING)
             return
         self._run_here += 1
         self._settle(row, record)
@@ -353,10 +358,16 @@ class Batch:
             self.journal.write(self._jkey, self._keys[row], status, json.dumps(record))
             self._count_cost(record)
         for i in [row, *self._twins.get(row, [])]:
-            self._state[i] = status
+            self._move(i, status)
             if status == NOT_RUN:
                 self._unrun[i] = record
         self._notify()
+
+    def _move(self, row: int, status: str) -> None:
+        """Set one row's status, keeping the counts."""
+        self._counts[self._state[row]] -= 1
+        self._counts[status] += 1
+        self._state[row] = status
 
     def _count_cost(self, record: dict[str, Any]) -> None:
         execution = record.get("execution") or {}
@@ -385,11 +396,22 @@ class Batch:
         return self
 
     def retry_failed(self, *, background: bool = False) -> Batch:
-        """Run again only the rows that failed (their journal entries are replaced)."""
-        todo = [i for i, s in enumerate(self._state) if s == FAILED and i not in
-                {t for ts in self._twins.values() for t in ts}]  # fmt: skip
-        for i in todo:
+        """Run again only the rows that failed (their journal entries are replaced); an input
+        that failed in several rows runs once, and its outcome fills them all."""
+        twins = {t for ts in self._twins.values() for t in ts}
+        todo: list[int] = []
+        first: dict[str, int] = {}
+        for i, status in enumerate(self._state):
+            if status != FAILED or i in twins:
+                continue
+            self._from_journal -= self._journaled[i]
             self._journaled[i] = 0
+            key = self._keys[i]
+            if key in first:  # the same input failed twice (both from the journal): run once
+                self._twins.setdefault(first[key], []).append(i)
+            else:
+                first[key] = i
+                todo.append(i)
         self._begin(todo, background)
         return self
 
@@ -407,13 +429,11 @@ class Batch:
     @property
     def progress(self) -> BatchProgress:
         """The batch's counts, cost and timing right now."""
-        counts = dict.fromkeys((PENDING, RUNNING, OK, FAILED, NOT_RUN), 0)
-        for s in self._state:
-            counts[s] += 1
+        counts = self._counts
         return BatchProgress(
             total=len(self._state), ok=counts[OK], failed=counts[FAILED],
             running=counts[RUNNING], not_run=counts[NOT_RUN],
-            from_journal=sum(self._journaled), cost=self._cost,
+            from_journal=self._from_journal, cost=self._cost,
             cost_unknown=self._cost_unknown, elapsed_s=time.monotonic() - self._t0,
             state=self._status, run_here=self._run_here,
         )  # fmt: skip
