@@ -514,7 +514,8 @@ def _folders_from_root(folder: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _parent_dirs(dests: Iterable[str]) -> list[str]:
+@functools.lru_cache(maxsize=256)
+def _parent_dirs(dests: tuple[str, ...]) -> tuple[str, ...]:
     """``--dir`` (mode 0755) for each folder above a mount point.
 
     bwrap would otherwise create them with the mode of the host folder (a pytest or
@@ -529,7 +530,7 @@ def _parent_dirs(dests: Iterable[str]) -> list[str]:
     parents.discard("/tmp")
     for folder in sorted(parents, key=lambda p: (_depth(p), p)):
         out += ["--dir", folder]
-    return out
+    return tuple(out)
 
 
 def _bwrap_argv(
@@ -547,7 +548,9 @@ def _bwrap_argv(
     flags, fds = _namespace_flags(network=network, seccomp=bool(filtered))
     real_cwd = real_path(cwd)
     devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
-    parents = _parent_dirs([given for _, given in [*reads, *ro, *rw]] + [real_cwd, *devices])
+    # the same folders call after call (a working folder's name is new, its parent is not)
+    parents = _parent_dirs((*(given for _, given in [*reads, *ro, *rw]),
+                            os.path.join(os.path.dirname(real_cwd), "-"), *devices))  # noqa: PTH118, PTH120
     out = [bwrap, *flags, *filtered, *parents, *_system_args()]
     if network:
         # name resolution: /etc/resolv.conf may point into /run (systemd-resolved)
