@@ -120,17 +120,13 @@ def run_describe(
         return ready
     key, snap = ready
     exe = snap.path / "module"
-    in_sandbox = gate.makes_cwd  # made (and gone) with the sandbox: nothing to remove
-    cwd = workspace.take_cwd(named_only=in_sandbox)
-    try:
-        run = _run_confined(exe, cwd, policy, gate)
-    except SandboxUnavailable as exc:
-        return Described.refused(key, "sandbox", exc.message)
-    except OSError as exc:
-        return Described.refused(key, "module", f"{exe} cannot be executed: {exc}")
-    finally:
-        if not in_sandbox:
-            workspace.give_back_cwd(cwd)
+    with workspace.cwd(in_sandbox=gate.makes_cwd) as cwd:
+        try:
+            run = _run_confined(exe, cwd, policy, gate)
+        except SandboxUnavailable as exc:
+            return Described.refused(key, "sandbox", exc.message)
+        except OSError as exc:
+            return Described.refused(key, "module", f"{exe} cannot be executed: {exc}")
     failure = _run_failure(run, policy)
     if failure is not None:
         return Described.refused(key, *failure)

@@ -80,7 +80,7 @@ class SandboxGate:
     @property
     def makes_cwd(self) -> bool:
         """bwrap makes each run's working folder on the sandbox's own tmpfs: the host only
-        names it (:meth:`.workspace.Workspace.take_cwd`)."""
+        names it (:meth:`.workspace.Workspace.cwd`)."""
         return self.report.makes_cwd
 
     def warning(self) -> list[str]:

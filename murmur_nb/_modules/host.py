@@ -449,35 +449,31 @@ class ModuleHost(KnowledgeMethods):
         payload = json.dumps(
             request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
         ).encode()
-        in_sandbox = self._gate.makes_cwd  # made (and gone) with the sandbox: nothing to remove
-        cwd = self._workspace.take_cwd(named_only=in_sandbox)
-        try:
-            how = self._gate.launch(
-                [str(exe), "invoke"],
-                cwd,
-                exe.parent,
-                request.roots or {},
-                list((request.binaries or {}).values()),
-                network=bool(request.grants.network),
-            )
-            confinement, warnings = how.confinement, self._gate.warning()
-            run = run_launched(
-                how,
-                payload,
-                cwd=cwd,
-                deadline_s=request.deadline_ms / 1000.0,
-                max_output_bytes=request.max_output_bytes,
-                cancel=call.cancel,
-            )
-        except OSError as exc:
-            raise ProtocolViolation(
-                f"module {module_id!r} could not be started ({exc}); {exe} must be an "
-                "executable with an absolute interpreter path (there is no PATH)",
-                rule="executable",
-            ) from exc
-        finally:
-            if not in_sandbox:
-                self._workspace.give_back_cwd(cwd)
+        with self._workspace.cwd(in_sandbox=self._gate.makes_cwd) as cwd:
+            try:
+                how = self._gate.launch(
+                    [str(exe), "invoke"],
+                    cwd,
+                    exe.parent,
+                    request.roots or {},
+                    list((request.binaries or {}).values()),
+                    network=bool(request.grants.network),
+                )
+                confinement, warnings = how.confinement, self._gate.warning()
+                run = run_launched(
+                    how,
+                    payload,
+                    cwd=cwd,
+                    deadline_s=request.deadline_ms / 1000.0,
+                    max_output_bytes=request.max_output_bytes,
+                    cancel=call.cancel,
+                )
+            except OSError as exc:
+                raise ProtocolViolation(
+                    f"module {module_id!r} could not be started ({exc}); {exe} must be an "
+                    "executable with an absolute interpreter path (there is no PATH)",
+                    rule="executable",
+                ) from exc
         return Ran(
             module=module_id,
             capability=call.capability,

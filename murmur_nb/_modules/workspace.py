@@ -12,11 +12,13 @@ here (no disk work per call). Otherwise it is made here: on a root host the runs
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from murmur_nb._exceptions import ModuleHostError
@@ -54,26 +56,27 @@ class Workspace:
         self._ready = True
         return self._runs
 
-    def take_cwd(self, *, named_only: bool = False) -> Path:
-        """A new, private, empty working folder for one run (never a recycled one).
+    @contextlib.contextmanager
+    def cwd(self, *, in_sandbox: bool) -> Iterator[Path]:
+        """A new, private, empty working folder for one run (never a recycled one), removed
+        afterwards whatever the module left in it.
 
-        ``named_only``: the sandbox makes the folder itself (bwrap, on its own tmpfs), so
-        only a new name in the runs folder is chosen and nothing is made on the disk.
+        ``in_sandbox``: the sandbox makes the folder itself (bwrap, on its own tmpfs, gone
+        with it), so only a new name in the runs folder is chosen: nothing is made on the
+        disk, nor removed from it.
         """
-        if named_only:
-            return self.runs_dir() / f"cwd-{secrets.token_hex(8)}"
+        if in_sandbox:
+            yield self.runs_dir() / f"cwd-{secrets.token_hex(8)}"
+            return
         cwd = Path(tempfile.mkdtemp(prefix="cwd-", dir=self.runs_dir()))
         identity.hand_over(cwd)
-        return cwd
-
-    def give_back_cwd(self, cwd: Path) -> None:
-        """Remove a working folder after its run, whatever the module left in it."""
         try:
-            cwd.rmdir()  # most runs leave it empty: one system call
-        except FileNotFoundError:
-            return  # already gone
-        except OSError:
-            shutil.rmtree(cwd, ignore_errors=True)
+            yield cwd
+        finally:
+            try:
+                cwd.rmdir()  # most runs leave it empty: one system call
+            except OSError:
+                shutil.rmtree(cwd, ignore_errors=True)
 
     def close(self) -> None:
         """Remove the working folders and the private runs folder. Idempotent."""

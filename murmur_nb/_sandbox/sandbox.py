@@ -515,13 +515,16 @@ def _folders_from_root(folder: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _parent_dirs(dests: tuple[str, ...]) -> tuple[str, ...]:
-    """``--dir`` (mode 0755) for each folder above a mount point.
+def _parent_dirs(dests: tuple[str, ...], runs: str) -> tuple[str, ...]:
+    """``--dir`` (mode 0755) for each folder above a mount point and for the runs folder
+    (with what is above it), where each call's working folder is.
 
     bwrap would otherwise create them with the mode of the host folder (a pytest or
     ``mkdtemp`` folder is ``0700``), which the sandbox id, not their owner, cannot pass.
+    Cached: the same folders call after call (a working folder's name is new, its runs
+    folder is not).
     """
-    parents: set[str] = set()
+    parents: set[str] = set(_folders_from_root(runs))
     for dest in dests:
         parents.update(_folders_from_root(os.path.dirname(dest.rstrip("/"))))  # noqa: PTH120
     # /tmp first, sticky and world-writable like any /tmp (on a root host the module is not
@@ -546,11 +549,14 @@ def _bwrap_argv(
     private_cwd: bool,
 ) -> tuple[list[str], tuple[int, ...]]:
     flags, fds = _namespace_flags(network=network, seccomp=bool(filtered))
-    real_cwd = real_path(cwd)
+    if private_cwd:  # it exists only in the sandbox: resolve the runs folder it is in
+        runs = real_path(cwd.parent)
+        real_cwd = os.path.join(runs, cwd.name)  # noqa: PTH118 - argv strings
+    else:
+        real_cwd = real_path(cwd)
+        runs = os.path.dirname(real_cwd)  # noqa: PTH120
     devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
-    # the same folders call after call (a working folder's name is new, its parent is not)
-    parents = _parent_dirs((*(given for _, given in [*reads, *ro, *rw]),
-                            os.path.join(os.path.dirname(real_cwd), "-"), *devices))  # noqa: PTH118, PTH120
+    parents = _parent_dirs((*(given for _, given in [*reads, *ro, *rw]), *devices), runs)
     out = [bwrap, *flags, *filtered, *parents, *_system_args()]
     if network:
         # name resolution: /etc/resolv.conf may point into /run (systemd-resolved)
