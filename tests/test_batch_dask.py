@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import time
@@ -126,3 +127,47 @@ def test_a_worker_killed_mid_batch_costs_only_its_rows_in_flight(
     assert list(out["result_square"]) == [i * i for i in range(40)]
     assert not out["from_journal"].any()
     assert len(list(log_root.glob("work-*"))) >= 40
+
+
+
+def _sh_module_home(tmp_path: Path) -> Path:
+    """A home with the benchmarks' ``/bin/sh`` module (``benchsh.run``: a few ms a row)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_batch", Path(__file__).parents[1] / "benchmarks" / "bench_batch.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    home = tmp_path / "sh-home"
+    bench.install(home)
+    return home
+
+
+def test_tasks_grow_for_quick_rows_and_stay_small_for_slow_ones(
+    host: mnb.ModuleHost, client: distributed.Client, log_root: Path, tmp_path: Path
+) -> None:
+    from murmur_nb._modules.batch.cluster import (  # private: the task sizing rule itself
+        CHUNK,
+        ROWS_PER_CORE,
+        rows_per_task,
+    )
+
+    # the sizing rule: a task runs about TASK_SECONDS, within its bounds
+    assert rows_per_task(0.25 / 40) == 40 and rows_per_task(10.0) == ROWS_PER_CORE
+    assert rows_per_task(0.0) == rows_per_task(1e-9) > CHUNK
+
+    def tasks(on: mnb.ModuleHost, capability: str, inputs: list[dict[str, object]]) -> int:
+        with distributed.get_task_stream(client) as stream:
+            batch = on.map(capability, inputs, progress=False, journal=None, client=client)
+        assert batch.progress.ok == len(inputs), batch.progress.line()
+        return sum(str(t["key"]).startswith("murmur-rows-") for t in stream.data)
+
+    # rows of a few ms: after the first tasks of CHUNK rows, tasks carry many more
+    with mnb.ModuleHost(home=_sh_module_home(tmp_path)) as quick_host:
+        quick = tasks(quick_host, "benchsh.run", [{"count": i} for i in range(400)])
+    assert quick < 400 / CHUNK, quick
+    # rows of 0.2 s: after the first tasks, a task holds two or three (a cancel, which lets
+    # running tasks finish, never waits long)
+    slow = tasks(host, "batchy.work", [{"n": i, "sleep": 0.2} for i in range(60)])
+    assert slow >= 12, slow
+    assert len(list(log_root.glob("work-*"))) == 60  # every row really ran

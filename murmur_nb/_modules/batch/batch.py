@@ -64,12 +64,13 @@ def usable_cores() -> int:
 
 
 def _default_concurrency(client: Any) -> int:
-    """Two rows per usable core here; on a cluster, two tasks of rows per worker thread."""
+    """Two rows per usable core here; on a cluster, two of the largest tasks of rows per
+    worker thread (the runner keeps fewer out while its tasks are smaller)."""
     if client is None:
         return ROWS_PER_CORE * usable_cores()
-    from murmur_nb._modules.batch.cluster import CHUNK, dask_slots  # noqa: PLC0415
+    from murmur_nb._modules.batch.cluster import CHUNK_MAX, dask_slots  # noqa: PLC0415
 
-    return 2 * CHUNK * dask_slots(client)
+    return 2 * CHUNK_MAX * dask_slots(client)
 
 
 def _fmt(cost: float | None) -> str:
@@ -284,7 +285,7 @@ class Batch:
     def _launch(self, runner: Any) -> None:
         if self._cancel.is_set():
             self._stop("cancelled", "the batch was cancelled before this row started")
-        while not self._stop_reason and len(self._running) < self.concurrency:
+        while not self._stop_reason and len(self._running) < runner.limit():
             retry = bool(self._delayed and self._delayed[0][0] <= time.monotonic())
             if not (retry or self._pending) or not self._cost_allows():
                 return
@@ -560,6 +561,10 @@ class LocalRunner:
         b = self.batch
         return self.pool.submit(run_row, b.host, b.plan, value, attempt, cancel=b._cancel,
                                 options=b.options)  # fmt: skip
+
+    def limit(self) -> int:
+        """How many rows may be out at once: the batch's ``concurrency``."""
+        return self.batch.concurrency
 
     def collect(self, fut: Any) -> dict[str, Any]:
         record: dict[str, Any] = fut.result()

@@ -4,9 +4,13 @@ The kernel scatters the module's verified snapshot once
 (:class:`~murmur_nb._modules.batch.payload.Payload`); :func:`worker_host` installs it in a
 private home on first use and refuses every row when its digest differs
 (``digest_mismatch``), so a worker never reads a live module folder. Each row runs
-:func:`murmur_nb._modules.batch.local.run_row`, the same ``invoke`` as at home, in tasks of up
-to :data:`CHUNK` rows (a task costs scheduler round trips), two at a time within a task (the
-local rule, ``ROWS_PER_CORE``); a partial task goes only while a worker thread would idle.
+:func:`murmur_nb._modules.batch.local.run_row`, the same ``invoke`` as at home, in tasks of
+several rows, two at a time within a task (the local rule, ``ROWS_PER_CORE``). A task costs
+the scheduler and both ends about a millisecond of work, so, as Dask's own advice goes, a task
+should run for a good fraction of a second: the first tasks have :data:`CHUNK` rows, then
+each task is sized from the rows' measured time to run about :data:`TASK_SECONDS` (between
+``ROWS_PER_CORE`` and :data:`CHUNK_MAX` rows). A partial task goes only while a worker thread
+would idle.
 Artifacts come back as bytes up to ``artifact_bytes``, checked and staged in the kernel's
 store; larger ones stay on the worker (``location``). The journal, retries, ``max_cost`` and
 cancel stay in the kernel; a task lost with its worker is resubmitted up to
@@ -20,6 +24,7 @@ import hashlib
 import os
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,16 +40,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK",
+    "CHUNK_MAX",
     "LOST_WORKER_RETRIES",
+    "TASK_SECONDS",
     "DaskRunner",
     "dask_slots",
     "run_chunk_on_worker",
+    "rows_per_task",
     "run_on_worker",
     "worker_host",
 ]
 
-#: rows per Dask task: a task costs a few scheduler round trips, a row one sandboxed run
+#: rows in each of the first Dask tasks, before any row's time is known
 CHUNK = 8
+#: the most rows in one task (what a dead worker's task costs to run again stays small)
+CHUNK_MAX = 64
+#: how long a task should run: long enough that Dask's cost per task (scheduler round trips,
+#: about a millisecond) is small beside it, short enough that a cancel, which lets running
+#: tasks finish, is not kept waiting
+TASK_SECONDS = 0.25
 #: a row on its way: the coordinator's future, the input, the attempt
 _Row = tuple[Future[Any], Any, int]
 #: how often a row whose worker died is submitted again before it is a ``worker_lost`` row
@@ -119,15 +133,18 @@ def run_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positional
 def run_chunk_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
     payload: Payload, policy: Policy, rows: list[tuple[Any, int]], options: dict[str, Any],
     poll: tuple[float, float], bound: int,
-) -> list[tuple[dict[str, Any], list[bytes | None]]]:  # fmt: skip
-    """A few rows on a worker (a Dask task), :data:`ROWS_PER_CORE` at a time, in order."""
+) -> tuple[list[tuple[dict[str, Any], list[bytes | None]]], float]:  # fmt: skip
+    """A few rows on a worker (a Dask task), :data:`ROWS_PER_CORE` at a time, in order;
+    with the seconds they took here (which size the next tasks)."""
+    start = time.monotonic()
     where = _worker_address()
 
     def one(row: tuple[Any, int]) -> tuple[dict[str, Any], list[bytes | None]]:
         return run_on_worker(payload, policy, row[0], row[1], options, poll, bound, where)
 
     with ThreadPoolExecutor(ROWS_PER_CORE, thread_name_prefix="murmur-task") as pool:
-        return list(pool.map(one, rows))
+        results = list(pool.map(one, rows))
+    return results, time.monotonic() - start
 
 
 # -- in the kernel -------------------------------------------------------------------------
@@ -138,6 +155,19 @@ def dask_slots(client: Any) -> int:
     return max(1, sum(int(n) for n in client.nthreads().values()))
 
 
+def rows_per_task(row_seconds: float) -> int:
+    """Rows for a task to run about :data:`TASK_SECONDS` when each row's share of its task
+    is ``row_seconds`` (between ``ROWS_PER_CORE`` and :data:`CHUNK_MAX`).
+
+    Examples
+    --------
+    >>> rows_per_task(0.004), rows_per_task(0.02), rows_per_task(3.0)
+    (62, 12, 2)
+    """
+    wanted = round(TASK_SECONDS / max(row_seconds, 1e-6))
+    return max(ROWS_PER_CORE, min(CHUNK_MAX, wanted))
+
+
 def _lost(exc: BaseException) -> bool:
     from distributed import KilledWorker  # noqa: PLC0415
 
@@ -145,11 +175,12 @@ def _lost(exc: BaseException) -> bool:
 
 
 class DaskRunner:
-    """Rows as Dask tasks of up to ``chunk`` rows; the kernel's coordinator sees one plain
-    ``concurrent.futures`` future per row."""
+    """Rows as Dask tasks of ``chunk`` rows (sized as rows finish, see the module's text);
+    the kernel's coordinator sees one plain ``concurrent.futures`` future per row."""
 
-    def __init__(self, batch: Batch, client: Any, chunk: int = CHUNK) -> None:
-        self.batch, self.client, self.chunk = batch, client, chunk
+    def __init__(self, batch: Batch, client: Any) -> None:
+        self.batch, self.client, self.chunk = batch, client, CHUNK
+        self._row_seconds: float | None = None  # a row's share of its task's time, smoothed
         plan = batch.plan
         self.payload = client.scatter(payload_of(plan, batch.host.policy), broadcast=True)
         self.poll = (plan.poll.every, plan.poll.timeout) if plan.poll else (0.2, 600.0)
@@ -176,6 +207,21 @@ class DaskRunner:
         while len(self._buffer) >= self.chunk or (self._buffer and self._idle()):
             rows, self._buffer = self._buffer[: self.chunk], self._buffer[self.chunk :]
             self._send(rows, 0)
+
+    def limit(self) -> int:
+        """How many rows may be out at once: two tasks per worker thread (one running,
+        one queued behind it, so a worker never waits for the kernel), within the batch's
+        ``concurrency``."""
+        return min(self.batch.concurrency, 2 * self.chunk * self.slots)
+
+    def _sized(self, rows: int, seconds: float) -> None:
+        """Learn from a task of ``rows`` rows that ran ``seconds``: the next tasks aim at
+        :data:`TASK_SECONDS`."""
+        share = seconds / max(rows, 1)
+        with self._lock:
+            old = self._row_seconds
+            self._row_seconds = share if old is None else 0.7 * old + 0.3 * share
+            self.chunk = rows_per_task(self._row_seconds)
 
     def _idle(self) -> bool:
         with self._lock:
@@ -218,7 +264,9 @@ class DaskRunner:
             for out, _, _ in rows:
                 out.set_result(not_run_record(code, f"{type(exc).__name__}: {exc}"))
             return
-        for (out, _, _), result in zip(rows, fut.result(), strict=True):
+        results, seconds = fut.result()
+        self._sized(len(rows), seconds)
+        for (out, _, _), result in zip(rows, results, strict=True):
             out.set_result(result)
 
     def collect(self, fut: Future[dict[str, Any]]) -> dict[str, Any]:
