@@ -7,65 +7,169 @@
  * effective and saved ids (which empties every capability set), sets no_new_privs, checks
  * that root cannot be regained, and execs PROGRAM with no environment at all (bwrap sets
  * PWD). One small exec instead of `env -i` plus `setpriv`.
+ *
+ * Built with -DDROP_NOLIBC (x86-64 and AArch64) it needs no C library: it makes the system
+ * calls itself from its own entry point. It runs before every module, and a static C
+ * library's start-up alone (CPU feature probing, which traps to the hypervisor in a VM)
+ * costs about 0.3 ms of CPU per run; this costs next to nothing. Elsewhere it is built
+ * against the C library, with the same steps and exit codes.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/prctl.h>
+#include <sys/syscall.h>
+
+#ifdef DROP_NOLIBC
+
+static long sys(long n, long a, long b, long c, long d, long e) {
+#if defined(__x86_64__)
+    long ret;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+                     : "rcx", "r11", "memory");
+    return ret;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    register long x4 __asm__("x4") = e;
+    __asm__ volatile("svc 0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4)
+                     : "memory");
+    return x0;
+#else
+#error "DROP_NOLIBC: no system call convention for this architecture (build without it)"
+#endif
+}
+
+/* a raw system call returns -errno on failure; every call passes five arguments (the ones
+ * a call does not take are 0: prctl and fchownat check theirs) */
+#define CALL(n, a, b, c, d) sys((n), (long)(a), (long)(b), (long)(c), (long)(d), 0L)
+#define FAILED(r) ((unsigned long)(r) > -4096UL)
+
+__attribute__((noreturn)) static void quit(int status) {
+    for (;;) CALL(SYS_exit_group, status, 0, 0, 0);
+}
+
+#else /* against the C library */
+
 #include <errno.h>
 #include <grp.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-static unsigned long parse_id(const char *text) {
-    char *end = NULL;
-    errno = 0;
-    unsigned long value = strtoul(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value == 0 || value > 0xFFFFFFFEUL) {
-        fprintf(stderr, "murmur-nb drop: bad id %s\n", text);
-        exit(126);
+static long checked(long r) { return r == -1 ? -errno : r; }
+#define CALL(n, a, b, c, d) checked(syscall((n), (long)(a), (long)(b), (long)(c), (long)(d), 0L))
+#define FAILED(r) ((r) < 0)
+
+__attribute__((noreturn)) static void quit(int status) { _exit(status); }
+
+#endif
+
+static unsigned long length(const char *s) {
+    unsigned long n = 0;
+    while (s[n]) n++;
+    return n;
+}
+
+static void say(const char *s) { CALL(SYS_write, 2, s, length(s), 0); }
+
+/* "<what><detail> (errno N)\n" on stderr, then exit with `status` */
+__attribute__((noreturn)) static void fail(const char *what, const char *detail, long err, int status) {
+    char digits[24];
+    int i = (int)sizeof digits;
+    unsigned long n = (unsigned long)(err < 0 ? -err : err);
+    digits[--i] = '\0';
+    do {
+        digits[--i] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n && i > 0);
+    say("murmur-nb drop: ");
+    say(what);
+    say(detail);
+    if (err) {
+        say(" (errno ");
+        say(&digits[i]);
+        say(")");
     }
+    say("\n");
+    quit(status);
+}
+
+static int same(const char *a, const char *b) {
+    while (*a && *a == *b) a++, b++;
+    return *a == *b;
+}
+
+/* a decimal id from 1 to 0xFFFFFFFE, digits only */
+static unsigned long parse_id(const char *text) {
+    unsigned long value = 0;
+    if (!*text) fail("bad id ", text, 0, 126);
+    for (const char *p = text; *p; p++) {
+        if (*p < '0' || *p > '9') fail("bad id ", text, 0, 126);
+        value = value * 10 + (unsigned long)(*p - '0');
+        if (value > 0xFFFFFFFEUL) fail("bad id ", text, 0, 126);
+    }
+    if (value == 0) fail("bad id ", text, 0, 126);
     return value;
 }
 
-int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: drop UID GID PROGRAM [ARG...]\n");
-        return 126;
-    }
-    uid_t uid = (uid_t)parse_id(argv[1]);
-    gid_t gid = (gid_t)parse_id(argv[2]);
+static int drop(int argc, char **argv) {
+    if (argc < 4) fail("usage: drop UID GID [-C DIR] PROGRAM [ARG...]", "", 0, 126);
+    unsigned long uid = parse_id(argv[1]);
+    unsigned long gid = parse_id(argv[2]);
     int program = 3;
-    if (strcmp(argv[3], "-C") == 0) {
-        if (argc < 6) {
-            fprintf(stderr, "usage: drop UID GID [-C DIR] PROGRAM [ARG...]\n");
-            return 126;
-        }
+    long r;
+    if (same(argv[3], "-C")) {
+        if (argc < 6) fail("usage: drop UID GID [-C DIR] PROGRAM [ARG...]", "", 0, 126);
         const char *dir = argv[4];
-        if (mkdir(dir, 0700) != 0 || chown(dir, uid, gid) != 0 || chdir(dir) != 0) {
-            fprintf(stderr, "murmur-nb drop: cannot make the working folder %s: ", dir);
-            perror(NULL);
-            return 126;
-        }
+        if (FAILED(r = CALL(SYS_mkdirat, AT_FDCWD, dir, 0700, 0)) ||
+            FAILED(r = CALL(SYS_fchownat, AT_FDCWD, dir, uid, gid)) ||
+            FAILED(r = CALL(SYS_chdir, dir, 0, 0, 0)))
+            fail("cannot make the working folder ", dir, r, 126);
         program = 5;
     }
-    if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
-        setresuid(uid, uid, uid) != 0) {
-        perror("murmur-nb drop: cannot switch to the sandbox id");
-        return 126;
-    }
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-        perror("murmur-nb drop: prctl(PR_SET_NO_NEW_PRIVS)");
-        return 126;
-    }
-    if (setuid(0) == 0 || setgid(0) == 0) {
-        fprintf(stderr, "murmur-nb drop: root could be regained; refusing to run\n");
-        return 126;
-    }
-    char *empty[] = {NULL};
-    execve(argv[program], &argv[program], empty);
-    fprintf(stderr, "murmur-nb drop: cannot execute %s: ", argv[program]);
-    perror(NULL);
-    return 127;
+    if (FAILED(r = CALL(SYS_setgroups, 0, 0, 0, 0)) ||
+        FAILED(r = CALL(SYS_setresgid, gid, gid, gid, 0)) ||
+        FAILED(r = CALL(SYS_setresuid, uid, uid, uid, 0)))
+        fail("cannot switch to the sandbox id", "", r, 126);
+    if (FAILED(r = CALL(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0)))
+        fail("prctl(PR_SET_NO_NEW_PRIVS)", "", r, 126);
+    if (!FAILED(CALL(SYS_setuid, 0, 0, 0, 0)) || !FAILED(CALL(SYS_setgid, 0, 0, 0, 0)))
+        fail("root could be regained; refusing to run", "", 0, 126);
+    char *empty[] = {0};
+    r = CALL(SYS_execve, argv[program], &argv[program], empty, 0);
+    fail("cannot execute ", argv[program], r, 127);
 }
+
+#ifdef DROP_NOLIBC
+
+/* the entry point: the stack holds argc, then argv */
+void drop_start(long *stack);
+
+__attribute__((used, noreturn)) void drop_start(long *stack) {
+    quit(drop((int)stack[0], (char **)(stack + 1)));
+}
+
+#if defined(__x86_64__)
+__asm__(".text\n.global _start\n_start:\n"
+        "  xor %rbp, %rbp\n  mov %rsp, %rdi\n  and $-16, %rsp\n  call drop_start\n  hlt\n");
+#elif defined(__aarch64__)
+__asm__(".text\n.global _start\n_start:\n"
+        "  mov x29, #0\n  mov x30, #0\n  mov x0, sp\n  and x1, x0, #-16\n  mov sp, x1\n"
+        "  bl drop_start\n  brk #0\n");
+#endif
+
+#else
+
+int main(int argc, char **argv) { return drop(argc, argv); }
+
+#endif

@@ -84,15 +84,34 @@ _DROP_SOURCE = Path(__file__).with_name("drop.c")
 _ENV = shutil.which("env", path="/usr/bin:/bin") or "/usr/bin/env"
 
 
+#: how ``drop.c`` is built, best first: without a C library (x86-64 and AArch64: no start-up
+#: work, about 0.3 ms of CPU less per run than a static C library), static, dynamic
+_DROP_BUILDS = (
+    ("-static", "-nostdlib", "-ffreestanding", "-fno-stack-protector",
+     "-fno-tree-loop-distribute-patterns", "-DDROP_NOLIBC"),
+    ("-static",),
+    (),
+)
+
+
+def _drop_works(path: Path) -> bool:
+    """Whether the built helper leaves root and runs a program (here, as root)."""
+    ident = str(sandbox_id())
+    probe = subprocess.run([str(path), ident, ident, "/bin/true"], env={},
+                           capture_output=True, check=False, timeout=10)  # fmt: skip
+    return probe.returncode == 0
+
+
 @functools.cache
 def drop_helper() -> str | None:
     """The compiled ``drop.c`` (built once into the cache), or ``None`` without a compiler.
 
-    Linked statically where the C library allows it: it runs before every module, and a
-    static binary skips the dynamic loader (about 0.15 ms of CPU per run).
+    Each way of :data:`_DROP_BUILDS` is tried in turn until one builds and works: it runs
+    before every module, so the cheapest start-up wins.
     """
     source = _DROP_SOURCE.read_bytes()
-    key = hashlib.sha256(source + b"\0-O2 -static").hexdigest()[:16]
+    recipe = b"\0".join(b" ".join(f.encode() for f in flags) for flags in _DROP_BUILDS)
+    key = hashlib.sha256(source + b"\0-O2\0" + recipe).hexdigest()[:16]
     target = cache_dir() / "sandbox" / f"drop-{key}"
     if not target.is_file():
         cc = shutil.which("cc", path="/usr/bin:/bin") or shutil.which("gcc", path="/usr/bin")
@@ -100,18 +119,16 @@ def drop_helper() -> str | None:
             return None
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        for link in (["-static"], []):  # no static libc: a dynamic one
-            built = subprocess.run([cc, "-O2", *link, "-o", str(partial), str(_DROP_SOURCE)],
-                                   capture_output=True, check=False, timeout=60)
-            if built.returncode == 0:
+        for flags in _DROP_BUILDS:
+            built = subprocess.run([cc, "-O2", *flags, "-o", str(partial), str(_DROP_SOURCE)],
+                                   capture_output=True, check=False, timeout=60)  # fmt: skip
+            if built.returncode == 0 and _drop_works(partial):
                 break
         else:
+            partial.unlink(missing_ok=True)
             return None
         partial.replace(target)
-    ident = str(sandbox_id())
-    probe = subprocess.run([str(target), ident, ident, "/bin/true"], env={},
-                           capture_output=True, check=False, timeout=10)
-    return str(target) if probe.returncode == 0 else None
+    return str(target) if _drop_works(target) else None
 
 
 def drop_argv() -> list[str]:
