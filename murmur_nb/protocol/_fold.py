@@ -62,7 +62,13 @@ def go_fold(name: str) -> str:
     return "".join(c.upper() if c < "\x80" else _orbit_min(c) for c in name)
 
 
+@functools.lru_cache(maxsize=32)
+def _folds(fields: frozenset[str]) -> frozenset[str]:
+    """The folds of ``fields`` (the host's own field names: the same few sets every call)."""
+    return frozenset(go_fold(f) for f in fields)
+
+
 def shadowing_keys(keys: Iterable[str], host_fields: Iterable[str]) -> list[str]:
     """The keys of ``keys`` a Go decoder would take for one of ``host_fields``, sorted."""
-    folded = {go_fold(f) for f in host_fields}
+    folded = _folds(frozenset(host_fields))
     return sorted(k for k in keys if go_fold(k) in folded)

@@ -284,5 +284,7 @@ class Request(_Wire):
 
 def _own_extra(fields: dict[str, Any]) -> dict[str, Any]:
     """``fields`` without every key a Go decoder would take for a host field (exact or folded)."""
+    if not fields:
+        return {}
     taken = set(shadowing_keys(fields, _REQUEST_HOST_FIELDS))
     return {k: v for k, v in fields.items() if k not in taken}
