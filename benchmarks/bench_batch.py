@@ -11,7 +11,9 @@ module as ``bench_invoke.py``), with the host's default policy.
    up or slows down during the run moves both sides alike. Speedup = loop time / map time.
    Goal: >= 1.7 on 2 cores. For reference, the same is measured for bare ``bwrap`` runs of
    ``/bin/true`` (a mount, PID and IPC namespace each, no host): how far a namespace per run
-   scales on this machine's kernel at all.
+   scales on this machine's kernel at all; and for pure-Python loops in one process per core,
+   which share nothing: how far this machine's cores scale for any work (a shared VM's
+   virtual cores often give less than one core's worth each).
 2. *Dask ratio.* The same rows by ``map(..., client=)`` on a ``LocalCluster`` of 2 worker
    processes (1 thread each; a task runs its rows two at a time), against local ``map``.
    Ratio = local time / cluster time
@@ -115,6 +117,30 @@ def bwrap_scaling(runs: int, workers: int) -> float:
     return seq / par
 
 
+def _spin(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def cpu_scaling(cores: int, rounds: int = 4, n: int = 2_000_000) -> float:
+    """Sequential time / parallel time of ``rounds * cores`` pure-Python loops, in ``cores``
+    processes (A-B-A): how far this machine's cores scale for work that shares nothing."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = [n] * (rounds * cores)
+    half = len(jobs) // 2
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(cores, mp_context=context) as pool:
+        list(pool.map(_spin, [1000] * cores))  # the workers are up before the clock starts
+        seq = _timed(lambda: [_spin(j) for j in jobs[:half]])
+        par = _timed(lambda: list(pool.map(_spin, jobs)))
+        seq += _timed(lambda: [_spin(j) for j in jobs[half:]])
+    return seq / par
+
+
 def _rss_kib() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -168,6 +194,9 @@ def main() -> None:
         workers = 2 * len(os.sched_getaffinity(0))
         print(f"reference: bare bwrap runs of /bin/true, {workers} at a time vs one at a time: "
               f"{bwrap_scaling(400, workers):.2f}x")  # fmt: skip
+        cores = len(os.sched_getaffinity(0))
+        print(f"reference: pure-Python loops in {cores} processes vs one at a time: "
+              f"{cpu_scaling(cores):.2f}x (what {cores} cores give here)")  # fmt: skip
         resume = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
                                          journal=journal))  # fmt: skip
         print(f"resume of the finished {args.rows}-row batch: {resume:.3f} s")
