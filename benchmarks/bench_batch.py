@@ -191,10 +191,10 @@ def main() -> None:
         seq += _timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[half:]])
         print(f"{args.rows} rows: invoke loop {seq:.2f} s (half before the map, half after), "
               f"map {local:.2f} s ({args.rows / local:.0f} rows/s)")  # fmt: skip
-        workers = 2 * len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
+        workers = 2 * cores
         print(f"reference: bare bwrap runs of /bin/true, {workers} at a time vs one at a time: "
               f"{bwrap_scaling(400, workers):.2f}x")  # fmt: skip
-        cores = len(os.sched_getaffinity(0))
         print(f"reference: pure-Python loops in {cores} processes vs one at a time: "
               f"{cpu_scaling(cores):.2f}x (what {cores} cores give here)")  # fmt: skip
         resume = _timed(lambda: host.map("benchsh.run", inputs, progress=False,

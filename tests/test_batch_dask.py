@@ -129,7 +129,6 @@ def test_a_worker_killed_mid_batch_costs_only_its_rows_in_flight(
     assert len(list(log_root.glob("work-*"))) >= 40
 
 
-
 def _sh_module_home(tmp_path: Path) -> Path:
     """A home with the benchmarks' ``/bin/sh`` module (``benchsh.run``: a few ms a row)."""
     spec = importlib.util.spec_from_file_location(

@@ -17,9 +17,10 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/prctl.h>
-#include <sys/syscall.h>
 
 #ifdef DROP_NOLIBC
+#include <sys/syscall.h>
+
 
 static long sys(long n, long a, long b, long c, long d, long e) {
 #if defined(__x86_64__)
@@ -51,28 +52,56 @@ static long sys(long n, long a, long b, long c, long d, long e) {
 /* a raw system call returns -errno on failure; every call passes five arguments (the ones
  * a call does not take are 0: prctl and fchownat check theirs) */
 #define CALL(n, a, b, c, d) sys((n), (long)(a), (long)(b), (long)(c), (long)(d), 0L)
-#define FAILED(r) ((unsigned long)(r) > -4096UL)
 
 __attribute__((noreturn)) static void quit(int status) {
     for (;;) CALL(SYS_exit_group, status, 0, 0, 0);
 }
 
-#else /* against the C library */
+static long put(const char *s, unsigned long n) { return CALL(SYS_write, 2, s, n, 0); }
+static long make_dir(const char *d) { return CALL(SYS_mkdirat, AT_FDCWD, d, 0700, 0); }
+static long give(const char *d, unsigned long u, unsigned long g) {
+    return CALL(SYS_fchownat, AT_FDCWD, d, u, g);
+}
+static long enter(const char *d) { return CALL(SYS_chdir, d, 0, 0, 0); }
+static long no_groups(void) { return CALL(SYS_setgroups, 0, 0, 0, 0); }
+static long to_gid(unsigned long g) { return CALL(SYS_setresgid, g, g, g, 0); }
+static long to_uid(unsigned long u) { return CALL(SYS_setresuid, u, u, u, 0); }
+static long no_new_privs(void) { return CALL(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0); }
+static long root_uid(void) { return CALL(SYS_setuid, 0, 0, 0, 0); }
+static long root_gid(void) { return CALL(SYS_setgid, 0, 0, 0, 0); }
+static long run(char **argv, char **envp) { return CALL(SYS_execve, argv[0], argv, envp, 0); }
+
+#else /* against the C library: its own wrappers (the right system call on every arch) */
 
 #include <errno.h>
 #include <grp.h>
-#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* the C library's -1 and errno as the kernel's -errno */
 static long checked(long r) { return r == -1 ? -errno : r; }
-#define CALL(n, a, b, c, d) checked(syscall((n), (long)(a), (long)(b), (long)(c), (long)(d), 0L))
-#define FAILED(r) ((r) < 0)
 
 __attribute__((noreturn)) static void quit(int status) { _exit(status); }
 
+static long put(const char *s, unsigned long n) { return checked(write(2, s, n)); }
+static long make_dir(const char *d) { return checked(mkdir(d, 0700)); }
+static long give(const char *d, unsigned long u, unsigned long g) {
+    return checked(chown(d, (uid_t)u, (gid_t)g));
+}
+static long enter(const char *d) { return checked(chdir(d)); }
+static long no_groups(void) { return checked(setgroups(0, NULL)); }
+static long to_gid(unsigned long g) { return checked(setresgid(g, g, g)); }
+static long to_uid(unsigned long u) { return checked(setresuid(u, u, u)); }
+static long no_new_privs(void) { return checked(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)); }
+static long root_uid(void) { return checked(setuid(0)); }
+static long root_gid(void) { return checked(setgid(0)); }
+static long run(char **argv, char **envp) { return checked(execve(argv[0], argv, envp)); }
+
 #endif
+
+/* a failed call: the kernel's -errno, either way */
+#define FAILED(r) ((r) < 0)
 
 static unsigned long length(const char *s) {
     unsigned long n = 0;
@@ -80,7 +109,7 @@ static unsigned long length(const char *s) {
     return n;
 }
 
-static void say(const char *s) { CALL(SYS_write, 2, s, length(s), 0); }
+static void say(const char *s) { put(s, length(s)); }
 
 /* "<what><detail> (errno N)\n" on stderr, then exit with `status` */
 __attribute__((noreturn)) static void fail(const char *what, const char *detail, long err, int status) {
@@ -115,8 +144,9 @@ static unsigned long parse_id(const char *text) {
     if (!*text) fail("bad id ", text, 0, 126);
     for (const char *p = text; *p; p++) {
         if (*p < '0' || *p > '9') fail("bad id ", text, 0, 126);
-        value = value * 10 + (unsigned long)(*p - '0');
-        if (value > 0xFFFFFFFEUL) fail("bad id ", text, 0, 126);
+        unsigned long digit = (unsigned long)(*p - '0');
+        if (value > (0xFFFFFFFEUL - digit) / 10) fail("bad id ", text, 0, 126);
+        value = value * 10 + digit;
     }
     if (value == 0) fail("bad id ", text, 0, 126);
     return value;
@@ -131,22 +161,18 @@ static int drop(int argc, char **argv) {
     if (same(argv[3], "-C")) {
         if (argc < 6) fail("usage: drop UID GID [-C DIR] PROGRAM [ARG...]", "", 0, 126);
         const char *dir = argv[4];
-        if (FAILED(r = CALL(SYS_mkdirat, AT_FDCWD, dir, 0700, 0)) ||
-            FAILED(r = CALL(SYS_fchownat, AT_FDCWD, dir, uid, gid)) ||
-            FAILED(r = CALL(SYS_chdir, dir, 0, 0, 0)))
+        if (FAILED(r = make_dir(dir)) || FAILED(r = give(dir, uid, gid)) ||
+            FAILED(r = enter(dir)))
             fail("cannot make the working folder ", dir, r, 126);
         program = 5;
     }
-    if (FAILED(r = CALL(SYS_setgroups, 0, 0, 0, 0)) ||
-        FAILED(r = CALL(SYS_setresgid, gid, gid, gid, 0)) ||
-        FAILED(r = CALL(SYS_setresuid, uid, uid, uid, 0)))
+    if (FAILED(r = no_groups()) || FAILED(r = to_gid(gid)) || FAILED(r = to_uid(uid)))
         fail("cannot switch to the sandbox id", "", r, 126);
-    if (FAILED(r = CALL(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0)))
-        fail("prctl(PR_SET_NO_NEW_PRIVS)", "", r, 126);
-    if (!FAILED(CALL(SYS_setuid, 0, 0, 0, 0)) || !FAILED(CALL(SYS_setgid, 0, 0, 0, 0)))
+    if (FAILED(r = no_new_privs())) fail("prctl(PR_SET_NO_NEW_PRIVS)", "", r, 126);
+    if (!FAILED(root_uid()) || !FAILED(root_gid()))
         fail("root could be regained; refusing to run", "", 0, 126);
     char *empty[] = {0};
-    r = CALL(SYS_execve, argv[program], &argv[program], empty, 0);
+    r = run(&argv[program], empty);
     fail("cannot execute ", argv[program], r, 127);
 }
 

@@ -127,7 +127,8 @@ def drop_helper() -> str | None:
         else:
             partial.unlink(missing_ok=True)
             return None
-        partial.replace(target)
+        partial.replace(target)  # probed just now, as it was built
+        return str(target)
     return str(target) if _drop_works(target) else None
 
 
