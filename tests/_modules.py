@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -51,6 +52,19 @@ def default_descriptor(home: Path, module_id: str) -> dict[str, Any]:
     )
     result: dict[str, Any] = json.loads(out.stdout)["result"]
     return result
+
+
+def journaled(journal: Path, status: str | None = None) -> int:
+    """Rows a batch journal holds (only ``status`` ones, if given); 0 until the writer has
+    made the file *and* its table, which are two steps another process can fall between."""
+    if not journal.exists():
+        return 0
+    where, args = ("WHERE status=?", (status,)) if status else ("", ())
+    with contextlib.closing(sqlite3.connect(journal)) as db:
+        try:
+            return int(db.execute(f"SELECT count(*) FROM rows {where}", args).fetchone()[0])
+        except sqlite3.OperationalError:  # the file is there, its table not yet
+            return 0
 
 
 def alive(pid: int) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _modules import journaled
 
 import murmur_nb as mnb
 
@@ -242,22 +242,16 @@ def test_kernel_killed_mid_batch_resumes(
     code = _CHILD.format(tests=str(Path(__file__).parent), log=str(log_root),
                          home=str(facet_home))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                             text=True)
     journal = facet_home / "batches" / "journal.sqlite"
-    deadline = time.monotonic() + 120
-    done = 0
-    while done < 5 and time.monotonic() < deadline:
-        time.sleep(0.1)
-        if journal.exists():
-            with sqlite3.connect(journal) as db:
-                done = db.execute("SELECT count(*) FROM rows").fetchone()[0]
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
-    assert child.stdout is not None
-    child.stdout.close()
-    with sqlite3.connect(journal) as db:
-        kept = db.execute("SELECT count(*) FROM rows").fetchone()[0]
+    with subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                          text=True) as child:
+        try:
+            deadline = time.monotonic() + 120
+            while journaled(journal) < 5 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            os.kill(child.pid, signal.SIGKILL)
+    kept = journaled(journal)
     assert 5 <= kept < 24
     again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, timeout=300, check=True)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
 from pathlib import Path
 
 import pytest
+from _modules import journaled
 
 FACET_MODULES = [("batchy", "batchy")]
 ROWS, SLEEP = 12, 1.5
@@ -44,16 +43,6 @@ with mnb.ModuleHost(home={home!r}, policy=policy) as host:
 def _started(log: Path) -> set[str]:
     """The rows whose module process started (each writes ``work-<n>-<request id>`` first)."""
     return {p.name for p in log.glob("work-*")}
-
-
-def _journaled(journal: Path) -> int:
-    if not journal.exists():
-        return 0
-    with closing(sqlite3.connect(journal)) as db:
-        try:
-            return int(db.execute("SELECT count(*) FROM rows WHERE status='ok'").fetchone()[0])
-        except sqlite3.OperationalError:  # the file is there, its table not yet
-            return 0
 
 
 def _descendants(root: int) -> set[tuple[int, str]]:
@@ -115,7 +104,7 @@ def test_ctrl_c_keeps_finished_rows_ends_running_ones_and_resumes(
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
     # run again: the journaled rows are skipped, the others (the cancelled ones too) run
-    started, kept = _started(log), _journaled(journal)
+    started, kept = _started(log), journaled(journal, "ok")
     again = _run(code)
     out, _ = again.communicate(timeout=300)
     result = json.loads(out)
@@ -125,7 +114,7 @@ def test_ctrl_c_keeps_finished_rows_ends_running_ones_and_resumes(
 
 def _interrupt_and_check(child: subprocess.Popen[str], log: Path, journal: Path) -> None:
     # mid-batch: two rows finished and journaled, two more running
-    _until(lambda: _journaled(journal) >= 2 and len(_started(log)) >= 4, 120)
+    _until(lambda: journaled(journal, "ok") >= 2 and len(_started(log)) >= 4, 120)
     running = _descendants(child.pid)
     assert running, "no module process was running below the batch"
     os.killpg(child.pid, signal.SIGINT)  # Ctrl-C
@@ -136,12 +125,12 @@ def _interrupt_and_check(child: subprocess.Popen[str], log: Path, journal: Path)
     # the rows that were running were ended as invoke ends them: their processes are gone
     assert not [p for p in running if _alive(p)]
     assert not _descendants(child.pid)
-    kept, started = _journaled(journal), _started(log)
+    kept, started = journaled(journal, "ok"), _started(log)
     cancelled = report["outcomes"].get("cancelled", 0)
     assert report["outcomes"].get("ok", 0) == kept >= 2
     assert 1 <= cancelled <= 2 and len(started) == kept + cancelled
     time.sleep(2 * SLEEP)  # no new row starts after the interrupt
-    assert _started(log) == started and _journaled(journal) == kept
+    assert _started(log) == started and journaled(journal, "ok") == kept
     child.communicate("\n", timeout=60)
     assert child.returncode == 0
 
@@ -171,7 +160,7 @@ def test_exiting_with_a_background_batch_running_ends_it_cleanly_and_resumes(
     fmt = {"log": str(log), "home": str(facet_home), "rows": ROWS, "sleep": SLEEP}
     child = _run(_BACKGROUND.format(**fmt), stderr=subprocess.PIPE)
     try:
-        _until(lambda: _journaled(journal) >= 2 and len(_started(log)) >= 4, 120)
+        _until(lambda: journaled(journal, "ok") >= 2 and len(_started(log)) >= 4, 120)
         running = _descendants(child.pid)
         assert running, "no module process was running below the batch"
         _, err = child.communicate("\n", timeout=120)
@@ -182,7 +171,7 @@ def test_exiting_with_a_background_batch_running_ends_it_cleanly_and_resumes(
     assert child.returncode == 0, err
     assert err == "", err  # no "cannot schedule new futures after interpreter shutdown"
     assert not [p for p in running if _alive(p)]  # the rows running at exit were ended
-    started, kept = _started(log), _journaled(journal)
+    started, kept = _started(log), journaled(journal, "ok")
     assert kept >= 2 and len(started) <= kept + 2
     time.sleep(2 * SLEEP)
     assert _started(log) == started  # nothing started after the exit
