@@ -223,6 +223,31 @@ def test_cancel_keeps_finished_rows(host: mnb.ModuleHost, log_root: Path) -> Non
     assert again.progress.from_journal == p.ok and again.progress.ok == 20
 
 
+def test_a_failure_of_the_host_stops_the_batch_and_wait_raises_it(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    """A listener that raises is a failure of the host's side (as a journal that cannot be
+    written would be): rows stop starting, none is left running, wait() raises it."""
+    inputs = [{"n": i, "sleep": 0.3} for i in range(16)]
+    batch = host.map("batchy.work", inputs, concurrency=2, background=True, progress=False)
+
+    def broken(p: mnb.BatchProgress) -> None:
+        if p.ok >= 2:
+            raise RuntimeError("the listener's own bug")
+
+    batch.on_change(broken)
+    with pytest.raises(RuntimeError, match="the listener's own bug"):
+        batch.wait(60)
+    p = batch.progress
+    assert p.state == "finished" and p.running == 0 and p.ok >= 2 and p.not_run > 0
+    codes = {batch[i].error.code for i in range(16) if batch.status(i) == "not_run"}
+    assert codes == {"host_error"}
+    ran = runs(log_root)
+    assert len(ran) == p.ok + p.failed < 16  # the rows not run never started a module
+    time.sleep(1.0)
+    assert runs(log_root) == ran  # and nothing starts later
+
+
 _CHILD = """
 import sys
 sys.path.insert(0, {tests!r})

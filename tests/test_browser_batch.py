@@ -140,7 +140,8 @@ def test_batch_view_progress_moves_a_row_click_shows_it_and_cancel_stops(
         fast.screenshot(path=str(shots / "batch-row-clicked.png"))
         listing.locator("option", has_text="k5 · failed").click()
         _wait_text(page, detail, "bad_number")
-        assert "16" not in detail.inner_text()  # the detail shows the picked row only
+        # the detail shows the picked row only (k4's result is gone; a duration may hold "16")
+        assert not re.search(r"square\W+16", detail.inner_text())
 
         # Cancel: the slow batch stops, its finished rows kept, the rest not run
         slow = _out(page, SLOW)

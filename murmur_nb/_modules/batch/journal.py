@@ -1,12 +1,12 @@
 """The batch journal: every finished row, in SQLite, so a batch re-run skips what is done.
 
 Rows are keyed by the capability, the module's approval digest (descriptor and verified
-snapshot) and the SHA-256 of the canonical input, so a changed module reuses nothing. Each
-settle round (the rows that finished since the batch last looked, a few milliseconds' worth)
-is committed as one transaction (WAL, ``synchronous=NORMAL``): a killed kernel loses only rows
-still running or not yet settled. Only ``ok`` and ``failed`` rows are kept; a row not run is
-run again. Results live here, not in Python objects, so 100,000 rows keep the kernel small;
-``:memory:`` when the caller asked for no journal.
+snapshot) and the SHA-256 of the canonical input, so a changed module reuses nothing. The rows
+a batch settles are committed in groups (WAL, ``synchronous=NORMAL``), at most
+:data:`GROUP_S` after the first of them: a killed kernel loses only rows still running or
+settled in that last moment, and they run again. Only ``ok`` and ``failed`` rows are kept;
+a row not run is run again. Results live here, not in Python objects, so 100,000 rows keep
+the kernel small; ``:memory:`` when the caller asked for no journal.
 """
 
 from __future__ import annotations
@@ -37,13 +37,16 @@ CREATE TABLE IF NOT EXISTS rows (
 JournalKey = tuple[str, str]
 
 _CHUNK = 500
+#: How long a settled row may wait for its group's commit (a transaction per row would cost
+#: more than the host's whole bookkeeping of the row)
+GROUP_S = 0.05
 
 
 class Journal:
     """One SQLite journal file (or ``None``: in memory, nothing kept past the process).
 
-    Thread-safe: one connection behind a lock (the batch writes from one thread; a view or
-    ``to_pandas`` may read from another).
+    Thread-safe: one connection behind a lock (a batch's worker threads write; a view or
+    ``to_pandas`` may read from another thread, and sees the rows of an open group too).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
@@ -59,9 +62,12 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_SCHEMA)
+        self._groups = 0
+        self._opened = 0.0
 
     def close(self) -> None:
         with self._lock:
+            self._commit()
             self._db.close()
 
     def done(self, key: JournalKey, input_keys: Sequence[str]) -> dict[str, str]:
@@ -80,18 +86,35 @@ class Journal:
         return found
 
     @contextlib.contextmanager
-    def round(self) -> Iterator[None]:
-        """One transaction around the writes inside (committed however the block ends)."""
+    def grouped(self) -> Iterator[None]:
+        """Inside, :meth:`write` adds to one open transaction, committed by :meth:`commit_due`
+        once it is :data:`GROUP_S` old, and in any case when the (outermost) block ends."""
         with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                yield
-            finally:
-                self._db.execute("COMMIT")
+            self._groups += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._groups -= 1
+                if not self._groups:
+                    self._commit()
+
+    def commit_due(self) -> None:
+        """Commit the open group of writes if it is :data:`GROUP_S` old."""
+        with self._lock:
+            if self._db.in_transaction and time.monotonic() - self._opened >= GROUP_S:
+                self._commit()
+
+    def _commit(self) -> None:
+        if self._db.in_transaction:
+            self._db.execute("COMMIT")
 
     def write(self, key: JournalKey, input_key: str, status: str, record: str) -> None:
         """Keep one finished row (replacing an earlier outcome of the same input)."""
         with self._lock:
+            if self._groups and not self._db.in_transaction:
+                self._db.execute("BEGIN")
+                self._opened = time.monotonic()
             self._db.execute(
                 "INSERT OR REPLACE INTO rows VALUES (?, ?, ?, ?, ?, ?)",
                 (*key, input_key, status, record, time.time()),
