@@ -229,6 +229,7 @@ class Batch:
         self._delayed: list[tuple[float, int, int]] = []
         self._running: dict[int, int] = {}
         self._live = 0  # worker threads still running
+        self._threads: list[threading.Thread] = []
         runner = None
         if self.client is not None:
             from murmur_nb._modules.batch.cluster import DaskRunner  # noqa: PLC0415 - distributed lazily
@@ -278,6 +279,7 @@ class Batch:
         journal's group of settled rows at least every :data:`~.journal.GROUP_S`."""
         for i in range(min(self.concurrency, len(self._pending))):
             worker = threading.Thread(target=self._work, name=f"murmur-batch_{i}", daemon=True)
+            self._threads.append(worker)
             with self._wake:
                 self._live += 1
             try:
@@ -297,10 +299,12 @@ class Batch:
     def _wait_for_workers(self) -> None:
         """Until every worker has ended; Ctrl-C reaches this thread between waits. (Not
         ``Thread.join``: on Python 3.11 a join that Ctrl-C interrupts marks the thread as
-        ended while it still runs, and the next join returns at once.)"""
+        ended while it still runs, and the next join returns at once.) The count of live
+        workers answers at once; their threads are looked at too, in case a Ctrl-C came
+        between counting a worker and starting it."""
         while True:
             with self._wake:
-                if not self._live:
+                if not self._live or not any(t.is_alive() for t in self._threads):
                     return
                 self._wake.wait(_TICK_S)
             self.journal.commit_due()
