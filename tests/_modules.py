@@ -67,6 +67,35 @@ def journaled(journal: Path, status: str | None = None) -> int:
             return 0
 
 
+def descendants(root: int) -> set[tuple[int, str]]:
+    """``(pid, start time)`` of every live process below ``root`` (the sandboxes included)."""
+    parents: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = (int(fields[1]), fields[19])
+    found: set[tuple[int, str]] = set()
+    frontier = {root}
+    while frontier:
+        kids = {pid for pid, (ppid, _) in parents.items() if ppid in frontier}
+        found |= {(pid, parents[pid][1]) for pid in kids}
+        frontier = kids
+    return found
+
+
+def still_runs(proc: tuple[int, str]) -> bool:
+    """Whether the process seen by :func:`descendants` still runs (not reused, not a zombie)."""
+    try:
+        fields = Path(f"/proc/{proc[0]}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[19] == proc[1] and fields[0] != "Z"
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a live (non-zombie) process."""
     try:

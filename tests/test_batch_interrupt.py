@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _modules import journaled
+from _modules import descendants, journaled, still_runs
 
 FACET_MODULES = [("batchy", "batchy")]
 ROWS, SLEEP = 12, 1.5
@@ -43,34 +43,6 @@ with mnb.ModuleHost(home={home!r}, policy=policy) as host:
 def _started(log: Path) -> set[str]:
     """The rows whose module process started (each writes ``work-<n>-<request id>`` first)."""
     return {p.name for p in log.glob("work-*")}
-
-
-def _descendants(root: int) -> set[tuple[int, str]]:
-    """``(pid, start time)`` of every live process below ``root`` (the sandboxes included)."""
-    parents: dict[int, tuple[int, str]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry.name)] = (int(fields[1]), fields[19])
-    found: set[tuple[int, str]] = set()
-    frontier = {root}
-    while frontier:
-        kids = {pid for pid, (ppid, _) in parents.items() if ppid in frontier}
-        found |= {(pid, parents[pid][1]) for pid in kids}
-        frontier = kids
-    return found
-
-
-def _alive(proc: tuple[int, str]) -> bool:
-    try:
-        fields = Path(f"/proc/{proc[0]}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[19] == proc[1] and fields[0] != "Z"
 
 
 def _run(code: str, **kwargs: object) -> subprocess.Popen[str]:
@@ -115,7 +87,7 @@ def test_ctrl_c_keeps_finished_rows_ends_running_ones_and_resumes(
 def _interrupt_and_check(child: subprocess.Popen[str], log: Path, journal: Path) -> None:
     # mid-batch: two rows finished and journaled, two more running
     _until(lambda: journaled(journal, "ok") >= 2 and len(_started(log)) >= 4, 120)
-    running = _descendants(child.pid)
+    running = descendants(child.pid)
     assert running, "no module process was running below the batch"
     os.killpg(child.pid, signal.SIGINT)  # Ctrl-C
     assert child.stdout is not None
@@ -123,8 +95,8 @@ def _interrupt_and_check(child: subprocess.Popen[str], log: Path, journal: Path)
     assert report["interrupted"]
 
     # the rows that were running were ended as invoke ends them: their processes are gone
-    assert not [p for p in running if _alive(p)]
-    assert not _descendants(child.pid)
+    assert not [p for p in running if still_runs(p)]
+    assert not descendants(child.pid)
     kept, started = journaled(journal, "ok"), _started(log)
     cancelled = report["outcomes"].get("cancelled", 0)
     assert report["outcomes"].get("ok", 0) == kept >= 2
@@ -161,7 +133,7 @@ def test_exiting_with_a_background_batch_running_ends_it_cleanly_and_resumes(
     child = _run(_BACKGROUND.format(**fmt), stderr=subprocess.PIPE)
     try:
         _until(lambda: journaled(journal, "ok") >= 2 and len(_started(log)) >= 4, 120)
-        running = _descendants(child.pid)
+        running = descendants(child.pid)
         assert running, "no module process was running below the batch"
         _, err = child.communicate("\n", timeout=120)
     finally:
@@ -170,7 +142,7 @@ def test_exiting_with_a_background_batch_running_ends_it_cleanly_and_resumes(
             child.wait()
     assert child.returncode == 0, err
     assert err == "", err  # no "cannot schedule new futures after interpreter shutdown"
-    assert not [p for p in running if _alive(p)]  # the rows running at exit were ended
+    assert not [p for p in running if still_runs(p)]  # the rows running at exit were ended
     started, kept = _started(log), journaled(journal, "ok")
     assert kept >= 2 and len(started) <= kept + 2
     time.sleep(2 * SLEEP)

@@ -319,12 +319,15 @@ class LiveRun(TextView):
         run = cls(host, capability, input, poll=False, start=False)
         run._cancel = cancel
         outcome: dict[str, Any] = {}
+        ended = threading.Event()
 
         def call() -> None:
             try:
                 outcome["inv"] = host.invoke(capability, input, cancel=cancel, **kwargs)
             except BaseException as exc:  # handed over to the cell's thread below
                 outcome["exc"] = exc
+            finally:
+                ended.set()
 
         run._started = time.monotonic()
         run.state = "running"
@@ -332,13 +335,14 @@ class LiveRun(TextView):
         handle = display(run, display_id=True)  # type: ignore[no-untyped-call]
         worker = threading.Thread(target=call, name=f"murmur-invoke-{capability}", daemon=True)
         worker.start()
+        # an Event, not Thread.join: on Python 3.11 a join that Ctrl-C interrupts marks the
+        # thread as ended while it still runs, and the next join returns at once
         try:
-            while worker.is_alive():
+            while not ended.wait(_TICK):
                 run._show_status()
-                worker.join(_TICK)
         except KeyboardInterrupt:
             cancel.set()
-            worker.join()
+            ended.wait()  # the call ends as a cancelled invoke: its processes gone, audited
             raise
         finally:
             run._done.set()
