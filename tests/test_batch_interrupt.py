@@ -150,3 +150,45 @@ def test_exiting_with_a_background_batch_running_ends_it_cleanly_and_resumes(
     again = _run(_SCRIPT.format(**fmt))
     out, _ = again.communicate(timeout=300)
     assert json.loads(out) == {"interrupted": False, "from_journal": kept, "ok": ROWS}
+
+
+_WAITING = """
+import murmur_nb as mnb
+policy = mnb.Policy(roots={{"log": {log!r}}})
+with mnb.ModuleHost(home={home!r}, policy=policy) as host:
+    rows = [{{"n": i, "sleep": 0.5}} for i in range(8)]
+    batch = host.map("batchy.work", rows, concurrency=2, progress=False, background=True)
+    print("WAITING", flush=True)
+    try:
+        batch.wait()
+    except KeyboardInterrupt:
+        print("INTERRUPTED", batch.progress.state, flush=True)
+    batch.wait()
+    print("AFTER", batch.progress.state, batch.progress.ok, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_wait_stops_waiting_and_a_later_wait_still_waits(
+    facet_home: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C while waiting for a background batch stops the wait, not the batch; the next
+    ``wait()`` waits for it to settle (Python 3.11's ``Thread.join`` would return at once)."""
+    log = tmp_path / "log"
+    log.mkdir()
+    log.chmod(0o777)
+    child = _run(_WAITING.format(log=str(log), home=str(facet_home)))
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "WAITING"
+        time.sleep(0.3)
+        os.kill(child.pid, signal.SIGINT)
+        assert child.stdout.readline().split() == ["INTERRUPTED", "running"]
+        assert child.stdout.readline().split() == ["AFTER", "finished", "8"]
+        assert len(_started(log)) == 8
+        child.communicate(timeout=60)
+        assert child.returncode == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

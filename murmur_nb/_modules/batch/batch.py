@@ -123,6 +123,7 @@ class Batch:
         self._cost, self._cost_unknown, self._largest_cost = 0.0, 0, estimated_cost
         self._t0, self._run_here, self._status = time.monotonic(), 0, "running"
         self._thread: threading.Thread | None = None
+        self._ended = threading.Event()  # set when a background run has settled
         self._failure: BaseException | None = None
         self.approval = ""
         self.client: Any = None
@@ -217,6 +218,7 @@ class Batch:
         self._stop_reason = None
         if background:
             _background.add(self)
+            self._ended.clear()
             self._thread = threading.Thread(target=self._run_in_background, args=(todo,),
                                             daemon=True)  # fmt: skip
             self._thread.start()
@@ -257,6 +259,8 @@ class Batch:
             self._run(todo)
         except BaseException as exc:  # wait() raises it in the caller's thread
             self._failure = exc
+        finally:
+            self._ended.set()
 
     def _interrupted(self, runner: Any) -> None:
         """Ctrl-C: start nothing more, cancel the running rows and keep them as they end."""
@@ -532,10 +536,10 @@ class Batch:
         """Wait for a background batch to settle; return it. Raises what stopped it, if the
         host itself failed (a journal that cannot be written, a listener that raised): the
         rows it had not started are ``not_run`` with the code ``host_error``."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if not self._thread.is_alive() and self._failure is not None:
-                raise self._failure
+        # an Event, not Thread.join: on Python 3.11 a join that Ctrl-C interrupts marks the
+        # thread as ended, and every later wait() would return at once, the batch running
+        if self._thread is not None and self._ended.wait(timeout) and self._failure:
+            raise self._failure
         return self
 
     def retry_failed(self, *, background: bool = False) -> Batch:
@@ -681,12 +685,12 @@ def stop_background_batches() -> None:
     their modules still running and their settled rows not yet committed.
     """
     for batch in list(_background):
-        if batch._thread is None or not batch._thread.is_alive():
+        if batch._thread is None or batch._ended.is_set():
             continue
         with batch._wake:
             batch._stop("cancelled", _EXITING)
         batch.cancel()
-        batch._thread.join(EXIT_WAIT_S)
+        batch._ended.wait(EXIT_WAIT_S)
 
 
 getattr(threading, "_register_atexit", atexit.register)(stop_background_batches)
