@@ -114,9 +114,8 @@ class Batch:
         self._from_journal = 0
         self._unrun: dict[int, dict[str, Any]] = {}
         self._twins: dict[int, list[int]] = {}
-        # the rows' state, taken by the worker threads as they take and settle rows
-        self._lock = threading.RLock()
-        self._wake = threading.Condition(self._lock)
+        # held while a row is taken or settled; notified when one settles or the batch stops
+        self._wake = threading.Condition(threading.RLock())
         self._cancel = threading.Event()
         self._stop_reason: tuple[str, str] | None = None
         self._listeners: list[Callable[[BatchProgress], None]] = []
@@ -280,7 +279,7 @@ class Batch:
 
     def _pull(self) -> None:
         """Run the rows on ``concurrency`` worker threads and wait for them, committing the
-        journal's group of settled rows at least every :data:`~.journal.GROUP_S`."""
+        journal's group of settled rows as it comes due (:data:`~.journal.GROUP_S`)."""
         for i in range(min(self.concurrency, len(self._pending))):
             worker = threading.Thread(target=self._work, name=f"murmur-batch_{i}", daemon=True)
             self._threads.append(worker)
