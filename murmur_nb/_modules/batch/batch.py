@@ -437,18 +437,7 @@ class Batch:
             self._start_row(runner, *self._start(retry))
 
     def _start_row(self, runner: Any, row: int, attempt: int) -> None:
-        value = json.loads(self._texts[row])
-        try:
-            fut = runner.submit(value, attempt)
-        except RuntimeError as exc:
-            if "after shutdown" not in str(exc) and "interpreter shutdown" not in str(exc):
-                raise  # concurrent.futures' only two refusals: a pool or the interpreter ending
-            self._running.pop(row)
-            self._move(row, PENDING)
-            self._pending.append(row)
-            self._stop("cancelled", _EXITING)
-            self._cancel.set()
-            return
+        fut = runner.submit(json.loads(self._texts[row]), attempt)
         fut.add_done_callback(lambda f, r=row, a=attempt: self._done.put((r, a, f)))
 
     def _cost_allows(self) -> bool:
