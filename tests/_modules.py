@@ -67,17 +67,20 @@ def journaled(journal: Path, status: str | None = None) -> int:
             return 0
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or ``None``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def descendants(root: int) -> set[tuple[int, str]]:
     """``(pid, start time)`` of every live process below ``root`` (the sandboxes included)."""
     parents: dict[int, tuple[int, str]] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry.name)] = (int(fields[1]), fields[19])
+        if entry.name.isdigit() and (fields := _stat(entry.name)) is not None:
+            parents[int(entry.name)] = (int(fields[1]), fields[19])
     found: set[tuple[int, str]] = set()
     frontier = {root}
     while frontier:
@@ -89,20 +92,14 @@ def descendants(root: int) -> set[tuple[int, str]]:
 
 def still_runs(proc: tuple[int, str]) -> bool:
     """Whether the process seen by :func:`descendants` still runs (not reused, not a zombie)."""
-    try:
-        fields = Path(f"/proc/{proc[0]}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[19] == proc[1] and fields[0] != "Z"
+    fields = _stat(proc[0])
+    return fields is not None and fields[19] == proc[1] and fields[0] not in {"Z", "X"}
 
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a live (non-zombie) process."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in {"Z", "X"}
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in {"Z", "X"}
 
 
 def host_pid(ns_pid: int, namespace: str) -> int:
