@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import pwd
 import shutil
@@ -257,6 +258,62 @@ def test_a_tampered_device_folder_is_made_again(tmp_path: Path) -> None:
         assert Path(folder, "zero").stat().st_rdev == Path("/dev/zero").stat().st_rdev
     finally:
         identity.device_folder.cache_clear()
+
+
+_CHILD = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from _modules import install
+import murmur_nb as mnb
+home = Path(sys.argv[1])
+install(home, "hostile", "hostile")
+with mnb.ModuleHost(home=home, policy=mnb.Policy(sandbox="required")) as host:
+    inv = host.invoke("hostile.connect", {"port": int(sys.argv[2])})
+    print(json.dumps({"network": host.sandbox.guarantees["network"], "ok": inv.ok,
+                      "result": inv.result, "python": sys.executable}))
+"""
+
+
+@pytest.mark.slow
+def test_an_interpreter_in_a_folder_only_its_owner_may_pass_still_gets_the_socket_filter(
+    tmp_path: Path,
+) -> None:
+    """pyenv under root's ``0700`` home is common on root hosts: the host's probe of the
+    socket filter, and every module, must run that interpreter as the sandbox id. A kernel
+    on such an interpreter (a copied venv in a ``0700`` folder) runs a module that tries to
+    reach a real listener; it gets the filter, and nothing arrives."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    venv = private / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(venv)],
+                   check=True, capture_output=True)  # fmt: skip
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    ours = [p for p in sys.path if p.endswith("site-packages")]
+    Path(site, "murmur_nb_test.pth").write_text("\n".join([str(REPO), *ours]) + "\n")
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "MURMUR_NB_CACHE": os.environ.get("MURMUR_NB_CACHE", str(tmp_path / "cache"))}
+    try:
+        run = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", _CHILD, str(tmp_path / "home"),
+             str(listener.getsockname()[1]), str(REPO / "tests")],
+            capture_output=True, text=True, env=env, timeout=300, check=False,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        listener.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nothing ever connected
+    finally:
+        listener.close()
+    seen = json.loads(run.stdout.splitlines()[-1])
+    assert seen["python"].startswith(str(private))
+    assert seen["network"] == "seccomp (no socket can be opened)", seen
+    assert seen["ok"] and not seen["result"]["ok"], seen
+    assert "Permission denied" in seen["result"]["error"], seen
 
 
 # -- the same suites as an unprivileged user ---------------------------------------------------

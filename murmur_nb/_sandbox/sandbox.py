@@ -108,8 +108,12 @@ def _probe_seccomp(bwrap: str | None) -> tuple[bytes | None, str]:
     check = "import socket\ntry:\n socket.socket()\nexcept PermissionError:\n print('refused')"
     fd = seccomp.program_fd(bpf)
     flags, fds = _namespace_flags(network=True, seccomp=True)
-    argv = [bwrap, *flags, "--ro-bind", "/", "/", "--seccomp", str(fd), *_identity_prefix(),
-            python, "-I", "-S", "-c", check]
+    # a module's own layout, not the whole tree: on a root host the interpreter may live
+    # where the sandbox id cannot pass (pyenv under a 0700 /root), as it may in a module run
+    prefix = _identity_prefix()
+    argv = [bwrap, *flags, "--seccomp", str(fd),
+            *_layout(list(_interpreter_trees()), [], [], runs="/tmp", network=False),
+            "--chdir", "/", "--", *prefix, python, "-I", "-S", "-c", check]
     try:
         out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False,
                              pass_fds=(fd, *fds))
@@ -536,6 +540,37 @@ def _parent_dirs(dests: tuple[str, ...], runs: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _layout(
+    reads: list[tuple[str, str]],
+    ro: list[tuple[str, str]],
+    rw: list[tuple[str, str]],
+    *,
+    runs: str,
+    network: bool,
+) -> list[str]:
+    """The sandbox's file system: its folders, the system trees, ``reads`` and the roots,
+    and the drop helper (root hosts) where it is."""
+    devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
+    parents = _parent_dirs((*(given for _, given in [*reads, *ro, *rw]), *devices), runs)
+    out = [*parents, *_system_args()]
+    if network:
+        # name resolution: /etc/resolv.conf may point into /run (systemd-resolved)
+        resolv = os.path.realpath("/etc/resolv.conf")
+        if not resolv.startswith("/etc/"):
+            out += ["--ro-bind-try", str(Path(resolv).parent), str(Path(resolv).parent)]
+    for real, given in reads:
+        out += ["--ro-bind-try", real, given]
+    # deeper roots after shallower ones, so a root nested in another keeps its own mode
+    mounts = sorted([(p, "--ro-bind") for p in ro] + [(p, "--bind") for p in rw],
+                    key=lambda m: _depth(m[0][1]))
+    for (real, given), how in mounts:
+        out += [how, real, given]
+    helper = _identity_prefix()[0]
+    if helper != _ENV:  # the drop helper, bound where it is
+        out += ["--ro-bind", helper, helper]
+    return out
+
+
 def _bwrap_argv(
     bwrap: str,
     argv: Sequence[str],
@@ -555,24 +590,8 @@ def _bwrap_argv(
     else:
         real_cwd = real_path(cwd)
         runs = os.path.dirname(real_cwd)  # noqa: PTH120
-    devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
-    parents = _parent_dirs((*(given for _, given in [*reads, *ro, *rw]), *devices), runs)
-    out = [bwrap, *flags, *filtered, *parents, *_system_args()]
-    if network:
-        # name resolution: /etc/resolv.conf may point into /run (systemd-resolved)
-        resolv = os.path.realpath("/etc/resolv.conf")
-        if not resolv.startswith("/etc/"):
-            out += ["--ro-bind-try", str(Path(resolv).parent), str(Path(resolv).parent)]
-    for real, given in reads:
-        out += ["--ro-bind-try", real, given]
-    # deeper roots after shallower ones, so a root nested in another keeps its own mode
-    mounts = sorted([(p, "--ro-bind") for p in ro] + [(p, "--bind") for p in rw],
-                    key=lambda m: _depth(m[0][1]))
-    for (real, given), how in mounts:
-        out += [how, real, given]
+    out = [bwrap, *flags, *filtered, *_layout(reads, ro, rw, runs=runs, network=network)]
     prefix = _identity_prefix()
-    if prefix[0] != _ENV:  # the drop helper, bound where it is
-        out += ["--ro-bind", prefix[0], prefix[0]]
     if not private_cwd:
         out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd]
     elif identity.is_root():  # the drop helper makes it, the sandbox id's, and starts there
