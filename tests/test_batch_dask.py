@@ -129,6 +129,30 @@ def test_a_worker_killed_mid_batch_costs_only_its_rows_in_flight(
     assert len(list(log_root.glob("work-*"))) >= 40
 
 
+def test_every_worker_killed_mid_batch_the_module_is_shipped_again_and_every_row_runs(
+    host: mnb.ModuleHost, client: distributed.Client, log_root: Path
+) -> None:
+    """With every worker gone, Dask loses the scattered module with them and drops the tasks
+    that needed it: the batch ships it again to the restarted workers (no row is reported
+    cancelled: nobody cancelled)."""
+    inputs = [{"n": i, "sleep": 0.2} for i in range(40)]
+    batch = host.map("batchy.work", inputs, progress=False, client=client, background=True,
+                     journal=None)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while batch.progress.ok < 8 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert batch.progress.ok >= 8, batch.progress.line()
+    pids = client.run(os.getpid)
+    for pid in pids.values():
+        os.kill(pid, signal.SIGKILL)
+    batch.wait(300)
+    p = batch.progress
+    assert p.state == "finished" and p.ok == 40, p.line()
+    assert list(batch.to_pandas()["result_square"]) == [i * i for i in range(40)]
+    client.wait_for_workers(2, timeout=60)
+    assert set(client.run(os.getpid).values()).isdisjoint(pids.values())  # really restarted
+
+
 def _sh_module_home(tmp_path: Path) -> Path:
     """A home with the benchmarks' ``/bin/sh`` module (``benchsh.run``: a few ms a row)."""
     spec = importlib.util.spec_from_file_location(

@@ -14,8 +14,9 @@ would idle.
 Artifacts come back as bytes up to ``artifact_bytes``, checked and staged in the kernel's
 store; larger ones stay on the worker (``location``). The journal, retries, ``max_cost`` and
 cancel stay in the kernel; a task lost with its worker is resubmitted up to
-:data:`LOST_WORKER_RETRIES` times before its rows are ``worker_lost``. Cancel drops queued
-rows; running ones finish and are kept.
+:data:`LOST_WORKER_RETRIES` times before its rows are ``worker_lost`` (when every worker that
+held the snapshot is gone, Dask drops the tasks that needed it: it is scattered again first).
+Cancel drops queued rows; running ones finish and are kept.
 """
 
 from __future__ import annotations
@@ -182,13 +183,28 @@ class DaskRunner:
         self.batch, self.client, self.chunk = batch, client, CHUNK
         self._row_seconds: float | None = None  # a row's share of its task's time, smoothed
         plan = batch.plan
-        self.payload = client.scatter(payload_of(plan, batch.host.policy), broadcast=True)
+        self._data = payload_of(plan, batch.host.policy)
+        self.payload = self._scatter()
+        self._scatter_lock = threading.Lock()
         self.poll = (plan.poll.every, plan.poll.timeout) if plan.poll else (0.2, 600.0)
         self._live: dict[int, Any] = {}
         self._buffer: list[_Row] = []
         self.slots = dask_slots(client)
         self._lock = threading.Lock()
         self._count = 0
+        self._stopping = False
+
+    def _scatter(self) -> Any:
+        """The payload on every worker, under a key of its own (``hash=False``): a content
+        key would be shared with an earlier batch of the same module, whose release can
+        race this copy on the scheduler ("key lost during replication")."""
+        return self.client.scatter(self._data, broadcast=True, hash=False)
+
+    def _rescatter(self, lost: Any) -> None:
+        """Scatter the payload again, once, when ``lost`` (the copy a task was given) is gone."""
+        with self._scatter_lock:
+            if self.payload is lost:
+                self.payload = self._scatter()
 
     def submit(self, value: Any, attempt: int) -> Future[dict[str, Any]]:
         out: Future[dict[str, Any]] = Future()
@@ -238,36 +254,48 @@ class DaskRunner:
         with self._lock:
             self._count += 1
             n = self._count
+        payload = self.payload
         fut = self.client.submit(
-            run_chunk_on_worker, self.payload, b.host.policy, [(v, a) for _, v, a in rows],
+            run_chunk_on_worker, payload, b.host.policy, [(v, a) for _, v, a in rows],
             b.options, self.poll, b.artifact_bytes, pure=False,
             key=f"murmur-rows-{n}-{os.getpid()}-{id(self)}",
         )  # fmt: skip
         with self._lock:
             self._live[n] = fut
-        fut.add_done_callback(lambda f: self._done(f, n, rows, lost))
+        fut.add_done_callback(lambda f: self._done(f, n, rows, lost, payload))
 
-    def _done(self, fut: Any, n: int, rows: list[_Row], lost: int) -> None:
+    def _done(self, fut: Any, n: int, rows: list[_Row], lost: int, payload: Any) -> None:
         with self._lock:
             self._live.pop(n, None)
-        if fut.status == "cancelled":
+        if fut.status == "finished":
+            results, seconds = fut.result()
+            self._sized(len(rows), seconds)
+            for (out, _, _), result in zip(rows, results, strict=True):
+                out.set_result(result)
+            return
+        stopping = self._stopping or self.batch._cancel.is_set()
+        if fut.status == "cancelled" and stopping:
             why = "the batch was cancelled before this row ran on a worker"
             for out, _, _ in rows:
                 out.set_result(not_run_record("cancelled", why))
             return
-        if fut.status == "error":
-            exc = fut.exception()
-            if _lost(exc) and lost < LOST_WORKER_RETRIES and not self.batch._cancel.is_set():
+        # cancelled by Dask, not by the batch: the payload was lost with the last worker
+        # that held it (every worker died or restarted), so the task could not start
+        exc = fut.exception() if fut.status == "error" else None
+        gone = exc is None or _lost(exc)
+        if gone and lost < LOST_WORKER_RETRIES and not stopping:
+            try:
+                if exc is None:
+                    self._rescatter(payload)
                 self._send(rows, lost + 1)
                 return
-            code = "worker_lost" if _lost(exc) else "host_error"
-            for out, _, _ in rows:
-                out.set_result(not_run_record(code, f"{type(exc).__name__}: {exc}"))
-            return
-        results, seconds = fut.result()
-        self._sized(len(rows), seconds)
-        for (out, _, _), result in zip(rows, results, strict=True):
-            out.set_result(result)
+            except Exception as again:  # no worker came back: the rows say why
+                exc = again
+        if exc is None:
+            exc = RuntimeError("the module's payload was lost with every worker that held it")
+        code = "worker_lost" if gone else "host_error"
+        for out, _, _ in rows:
+            out.set_result(not_run_record(code, f"{type(exc).__name__}: {exc}"))
 
     def collect(self, fut: Future[dict[str, Any]]) -> dict[str, Any]:
         result = fut.result()
@@ -299,6 +327,7 @@ class DaskRunner:
         return {"root": "staged", "path": staged.path, "file": str(staged.file)}
 
     def cancel_running(self) -> None:
+        self._stopping = True
         self._drop_buffer()
         with self._lock:
             futs = list(self._live.values())
