@@ -112,7 +112,8 @@ def _probe_seccomp(bwrap: str | None) -> tuple[bytes | None, str]:
     # where the sandbox id cannot pass (pyenv under a 0700 /root), as it may in a module run
     prefix = _identity_prefix()
     argv = [bwrap, *flags, "--seccomp", str(fd),
-            *_layout(list(_interpreter_trees()), [], [], runs="/tmp", network=False),
+            *_layout(list(_interpreter_trees()), [], [], runs="/tmp", network=False,
+                     prefix=prefix),
             "--chdir", "/", "--", *prefix, python, "-I", "-S", "-c", check]
     try:
         out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False,
@@ -547,9 +548,10 @@ def _layout(
     *,
     runs: str,
     network: bool,
+    prefix: list[str],
 ) -> list[str]:
     """The sandbox's file system: its folders, the system trees, ``reads`` and the roots,
-    and the drop helper (root hosts) where it is."""
+    and the drop helper (root hosts; the first word of ``prefix``) where it is."""
     devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
     parents = _parent_dirs((*(given for _, given in [*reads, *ro, *rw]), *devices), runs)
     out = [*parents, *_system_args()]
@@ -565,9 +567,8 @@ def _layout(
                     key=lambda m: _depth(m[0][1]))
     for (real, given), how in mounts:
         out += [how, real, given]
-    helper = _identity_prefix()[0]
-    if helper != _ENV:  # the drop helper, bound where it is
-        out += ["--ro-bind", helper, helper]
+    if prefix[0] != _ENV:  # the drop helper, bound where it is
+        out += ["--ro-bind", prefix[0], prefix[0]]
     return out
 
 
@@ -590,8 +591,9 @@ def _bwrap_argv(
     else:
         real_cwd = real_path(cwd)
         runs = os.path.dirname(real_cwd)  # noqa: PTH120
-    out = [bwrap, *flags, *filtered, *_layout(reads, ro, rw, runs=runs, network=network)]
     prefix = _identity_prefix()
+    out = [bwrap, *flags, *filtered,
+           *_layout(reads, ro, rw, runs=runs, network=network, prefix=prefix)]
     if not private_cwd:
         out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd]
     elif identity.is_root():  # the drop helper makes it, the sandbox id's, and starts there

@@ -279,8 +279,8 @@ class DaskRunner:
             for out, _, _ in rows:
                 out.set_result(not_run_record("cancelled", why))
             return
-        # cancelled by Dask, not by the batch: the payload was lost with the last worker
-        # that held it (every worker died or restarted), so the task could not start
+        # an error, or cancelled by Dask and not by the batch: the payload was lost with the
+        # last worker that held it (every worker died or restarted), the task never started
         exc = fut.exception() if fut.status == "error" else None
         gone = exc is None or _lost(exc)
         if gone and lost < LOST_WORKER_RETRIES and not stopping:
