@@ -26,7 +26,7 @@ import os
 import tempfile
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -267,25 +267,32 @@ class DaskRunner:
     def _done(self, fut: Any, n: int, rows: list[_Row], lost: int, payload: Any) -> None:
         with self._lock:
             self._live.pop(n, None)
-        if fut.status == "finished":
-            results, seconds = fut.result()
+        done: tuple[list[Any], float] | None = None
+        try:
+            if fut.status == "finished":
+                done = fut.result()  # fetched from its worker, which may be gone by now
+            exc = fut.exception() if fut.status == "error" else None
+        except Exception as failure:  # the result went with its worker: no row may hang
+            exc = failure
+        if done is not None:
+            results, seconds = done
             self._sized(len(rows), seconds)
             for (out, _, _), result in zip(rows, results, strict=True):
                 out.set_result(result)
             return
+        # cancelled by Dask, not by the batch: the payload was lost with the last worker that
+        # held it (every worker died or restarted), so the task cannot run (again) as it is
+        dropped = exc is None or isinstance(exc, CancelledError)
         stopping = self._stopping or self.batch._cancel.is_set()
-        if fut.status == "cancelled" and stopping:
+        if dropped and stopping:
             why = "the batch was cancelled before this row ran on a worker"
             for out, _, _ in rows:
                 out.set_result(not_run_record("cancelled", why))
             return
-        # an error, or cancelled by Dask and not by the batch: the payload was lost with the
-        # last worker that held it (every worker died or restarted), the task never started
-        exc = fut.exception() if fut.status == "error" else None
-        gone = exc is None or _lost(exc)
+        gone = dropped or (exc is not None and _lost(exc))
         if gone and lost < LOST_WORKER_RETRIES and not stopping:
             try:
-                if exc is None:
+                if dropped:
                     self._rescatter(payload)
                 self._send(rows, lost + 1)
                 return
