@@ -157,6 +157,29 @@ def test_module_changed_mid_batch_runs_no_row_of_the_new_code(
     assert (host.audit()["outcome"] == "module_changed").sum() == len(changed)
 
 
+def test_module_broken_mid_batch_leaves_its_rows_not_run_not_failed(
+    host: mnb.ModuleHost, facet_home: Path, log_root: Path
+) -> None:
+    # what a row resolving the module sees while an editor rewrites it: a half-written file
+    inputs = [{"n": i, "sleep": 0.2} for i in range(24)]
+    batch = host.map("batchy.work", inputs, concurrency=2, background=True, progress=False,
+                     journal=None)  # fmt: skip
+    while batch.progress.ok < 3:
+        time.sleep(0.02)
+    exe = facet_home / "modules" / "batchy" / "module"
+    exe.write_text(exe.read_text()[:200])
+    batch.wait(60)
+    out = batch.to_pandas()
+    failed = out[out["status"] == "failed"]
+    assert set(out["status"]) == {"ok", "not_run"}, failed["error_message"].head(2).tolist()
+    changed = out[out["status"] == "not_run"]
+    assert len(changed) >= 10 and set(changed["error_code"]) == {"module_changed"}
+    assert "describe" in changed["error_message"].iloc[-1]
+    assert "run map() again" in changed["error_message"].iloc[-1]
+    assert len(runs(log_root)) == int(out["ok"].sum())
+    assert (host.audit()["outcome"] == "module_changed").sum() == len(changed)
+
+
 def test_retries_with_backoff(host: mnb.ModuleHost, log_root: Path) -> None:
     inputs = [{"n": i, "tries": 2} for i in range(3)]
     no = host.map("batchy.flaky", inputs, progress=False, journal=None)

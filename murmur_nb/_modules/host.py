@@ -21,7 +21,8 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +32,11 @@ from typing import TYPE_CHECKING, Any
 from murmur_nb._exceptions import (
     ApprovalRequired,
     ArtifactRejected,
+    InvalidDescriptor,
     InvalidInput,
     MissingRequirement,
     ModuleHostError,
+    ModuleNotFound,
     ProtocolViolation,
 )
 from murmur_nb._files.artifacts import (
@@ -75,6 +78,24 @@ __all__ = ["Invocation", "ModuleHost", "ModuleInfo"]
 
 def _since(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
+
+
+@contextmanager
+def _resolves(call: Call) -> Iterator[None]:
+    """For a batch row, a module that no longer resolves at all (its new describe fails or is
+    refused, as when a row reads a file an editor is still writing, or the module is gone) is
+    a changed module, not a failed row: the approved code is not what would run."""
+    try:
+        yield
+    except (InvalidDescriptor, ModuleNotFound) as exc:
+        if call.expect is None:
+            raise
+        raise ModuleHostError(
+            f"the module changed after the batch started and no longer resolves ({exc.message}"
+            "): this row was not run; fix the module, then run map() again to approve and run "
+            "the new code",
+            code=MODULE_CHANGED,
+        ) from exc
 
 
 def _unchanged(call: Call, target: Target) -> None:
@@ -368,9 +389,10 @@ class ModuleHost(KnowledgeMethods):
         module, approval, grants = None, "not evaluated", None
         try:
             self._gate.check()
-            target = self._ready(call.capability)
-            module = target.module_id
-            target, approval = self._approval(call, target)
+            with _resolves(call):
+                target = self._ready(call.capability)
+                module = target.module_id
+                target, approval = self._approval(call, target)
             _unchanged(call, target)
             built = self._build(call, target)
             grants = built.request.grants.model_dump(mode="json")
