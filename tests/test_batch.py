@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -135,49 +136,48 @@ def test_code_change_voids_the_journal(
     assert len(runs(log_root)) == 8
 
 
-def test_module_changed_mid_batch_runs_no_row_of_the_new_code(
-    host: mnb.ModuleHost, facet_home: Path, log_root: Path
-) -> None:
+def edited_mid_batch(
+    host: mnb.ModuleHost, facet_home: Path, log_root: Path, edit: Callable[[str], str]
+) -> pd.DataFrame:
+    """Run 24 rows, rewrite the module's file with ``edit`` once 3 are ok, and return the
+    outcome after checking what holds either way: every row is ok or ``module_changed``,
+    only ok rows ran, and the audit counts each refused row."""
     inputs = [{"n": i, "sleep": 0.2} for i in range(24)]
     batch = host.map("batchy.work", inputs, concurrency=2, background=True, progress=False,
                      journal=None)  # fmt: skip
     while batch.progress.ok < 3:
         time.sleep(0.02)
     exe = facet_home / "modules" / "batchy" / "module"
-    # the new code would leave "changed-*" files where the approved code leaves "work-*"
-    exe.write_text(exe.read_text().replace('f"{name}-{n}-{rid}"', 'f"changed-{n}-{rid}"'))
-    batch.wait(60)
-    out = batch.to_pandas()
-    assert list(log_root.glob("changed-*")) == []
-    assert set(out["status"]) == {"ok", "not_run"}
-    changed = out[out["status"] == "not_run"]
-    assert len(changed) >= 10 and set(changed["error_code"]) == {"module_changed"}
-    assert "run map() again" in changed["error_message"].iloc[0]
-    assert len(runs(log_root)) == int(out["ok"].sum())
-    assert (host.audit()["outcome"] == "module_changed").sum() == len(changed)
-
-
-def test_module_broken_mid_batch_leaves_its_rows_not_run_not_failed(
-    host: mnb.ModuleHost, facet_home: Path, log_root: Path
-) -> None:
-    # what a row resolving the module sees while an editor rewrites it: a half-written file
-    inputs = [{"n": i, "sleep": 0.2} for i in range(24)]
-    batch = host.map("batchy.work", inputs, concurrency=2, background=True, progress=False,
-                     journal=None)  # fmt: skip
-    while batch.progress.ok < 3:
-        time.sleep(0.02)
-    exe = facet_home / "modules" / "batchy" / "module"
-    exe.write_text(exe.read_text()[:200])
+    exe.write_text(edit(exe.read_text()))
     batch.wait(60)
     out = batch.to_pandas()
     failed = out[out["status"] == "failed"]
     assert set(out["status"]) == {"ok", "not_run"}, failed["error_message"].head(2).tolist()
     changed = out[out["status"] == "not_run"]
     assert len(changed) >= 10 and set(changed["error_code"]) == {"module_changed"}
-    assert "describe" in changed["error_message"].iloc[-1]
     assert "run map() again" in changed["error_message"].iloc[-1]
     assert len(runs(log_root)) == int(out["ok"].sum())
     assert (host.audit()["outcome"] == "module_changed").sum() == len(changed)
+    return changed
+
+
+def test_module_changed_mid_batch_runs_no_row_of_the_new_code(
+    host: mnb.ModuleHost, facet_home: Path, log_root: Path
+) -> None:
+    # the new code would leave "changed-*" files where the approved code leaves "work-*"
+    def edit(code: str) -> str:
+        return code.replace('f"{name}-{n}-{rid}"', 'f"changed-{n}-{rid}"')
+
+    edited_mid_batch(host, facet_home, log_root, edit)
+    assert list(log_root.glob("changed-*")) == []
+
+
+def test_module_broken_mid_batch_leaves_its_rows_not_run_not_failed(
+    host: mnb.ModuleHost, facet_home: Path, log_root: Path
+) -> None:
+    # what a row resolving the module sees while an editor rewrites it: a half-written file
+    changed = edited_mid_batch(host, facet_home, log_root, lambda code: code[:200])
+    assert "describe" in changed["error_message"].iloc[-1]
 
 
 def test_retries_with_backoff(host: mnb.ModuleHost, log_root: Path) -> None:
