@@ -3,9 +3,9 @@
 Each row is an ``invoke`` of the batch's host from a worker thread, audited like any call.
 The call itself compares the target it resolves (cached while the folder's ``stat`` is
 unchanged, no describe) with the batch's plan: a module that no longer hashes to what the
-batch was approved for is not run (``module_changed``). The snapshot that runs is the one so
-compared, so no change slips in between. Artifacts are staged as the row finishes, in
-parallel.
+batch was approved for, or no longer resolves at all, is not run (``module_changed``). The
+snapshot that runs is the one so compared, so no change slips in between. Artifacts are
+staged as the row finishes, in parallel.
 """
 
 from __future__ import annotations
