@@ -80,6 +80,15 @@ def _since(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
+def _changed(subject: str, why: str, fix: str = "") -> ModuleHostError:
+    """The refusal of a batch row whose module is no longer what the batch approved."""
+    return ModuleHostError(
+        f"{subject} changed after the batch started ({why}): this row was not run; {fix}run "
+        "map() again to approve and run the new code",
+        code=MODULE_CHANGED,
+    )
+
+
 @contextmanager
 def _resolves(call: Call) -> Iterator[None]:
     """For a batch row, a module that no longer resolves at all (its new describe fails or is
@@ -90,23 +99,14 @@ def _resolves(call: Call) -> Iterator[None]:
     except (InvalidDescriptor, ModuleNotFound) as exc:
         if call.expect is None:
             raise
-        raise ModuleHostError(
-            f"the module changed after the batch started and no longer resolves ({exc.message}"
-            "): this row was not run; fix the module, then run map() again to approve and run "
-            "the new code",
-            code=MODULE_CHANGED,
-        ) from exc
+        raise _changed("the module", f"it no longer resolves: {exc.message}",
+                       "fix the module, then ") from exc  # fmt: skip
 
 
 def _unchanged(call: Call, target: Target) -> None:
     """Refuse a batch row whose module no longer resolves to what the batch approved."""
     if call.expect is not None and (target.digest, target.code) != call.expect:
-        raise ModuleHostError(
-            f"module {target.module_id!r} changed after the batch started (its descriptor or "
-            "code digest differs): this row was not run; run map() again to approve and run "
-            "the new code",
-            code=MODULE_CHANGED,
-        )
+        raise _changed(f"module {target.module_id!r}", "its descriptor or code digest differs")
 
 
 @dataclass(frozen=True)
