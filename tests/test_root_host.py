@@ -15,7 +15,6 @@ import contextlib
 import ctypes
 import json
 import os
-import pwd
 import shutil
 import socket
 import stat
@@ -31,6 +30,7 @@ from typing import Any
 
 import pytest
 from _modules import install
+from _users import passage_for, test_user
 
 import murmur_nb as mnb
 
@@ -265,6 +265,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[3])
 from _modules import install
+from _users import passage_for, test_user
 import murmur_nb as mnb
 home = Path(sys.argv[1])
 install(home, "hostile", "hostile")
@@ -318,57 +319,17 @@ def test_an_interpreter_in_a_folder_only_its_owner_may_pass_still_gets_the_socke
 # -- the same suites as an unprivileged user ---------------------------------------------------
 # (the user is created with useradd; setpriv, which the sandbox itself uses, switches to it)
 
-_USER = "murmur-nb-test"
-_ACL = "system.posix_acl_access"
-
-
-@contextlib.contextmanager
-def _passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
-    """Let ``uid`` pass through the folders above ``paths`` (root's home holds the
-    interpreter here); every ACL touched is put back afterwards."""
-    from murmur_nb._sandbox import identity  # private: the ACL writer has no public path
-
-    saved: dict[Path, bytes | None] = {}
-    for path in paths:
-        for parent in [*reversed(path.parents), path]:
-            if parent not in saved:
-                try:
-                    saved[parent] = os.getxattr(parent, _ACL)
-                except OSError:
-                    saved[parent] = None
-        identity.grant_passage(str(path / "x"), uid=uid)
-    try:
-        yield
-    finally:
-        for folder, value in saved.items():
-            with contextlib.suppress(OSError):
-                if value is None:
-                    os.removexattr(folder, _ACL)
-                else:
-                    os.setxattr(folder, _ACL, value)
-
-
-def _test_user() -> int:
-    try:
-        return pwd.getpwnam(_USER).pw_uid
-    except KeyError:
-        useradd = shutil.which("useradd", path="/usr/sbin:/sbin:/usr/bin:/bin") or "useradd"
-        subprocess.run([useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                        _USER], check=True, capture_output=True)
-        return pwd.getpwnam(_USER).pw_uid
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="already unprivileged: this run is the user run")
 def test_the_sandbox_suites_also_hold_as_an_unprivileged_user() -> None:
-    uid = _test_user()
+    uid = test_user()
     # short (Unix socket paths are short) and outside root's 0700 pytest folder
     scratch = Path(tempfile.mkdtemp(prefix="mnb-user-"))
     os.chown(scratch, uid, uid)
     python = Path(sys.executable)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1",
            "MURMUR_NB_CACHE": str(scratch / "cache"), "LANG": "C.UTF-8"}
-    with _passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]):
+    with passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]):
         run = subprocess.run(
             [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
              str(python), "-m", "pytest", "-q",

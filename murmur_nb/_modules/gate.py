@@ -34,22 +34,30 @@ class SandboxGate:
     def report(self) -> SandboxReport:
         if self._report is None:
             policy = self._policy()
-            self._report = sandbox_report(policy.sandbox, policy.sandbox_mechanisms)
+            self._report = sandbox_report(policy.sandbox, policy.sandbox_mechanisms,
+                                          network_isolation=policy.network_isolation)
         return self._report
 
-    def check(self) -> None:
-        """Refuse (``sandbox="required"``) or warn once (``"best-effort"``) when incomplete."""
+    def check(self, *, network: bool = False) -> None:
+        """Refuse (``sandbox="required"``) or warn once (``"best-effort"``) when incomplete;
+        with ``network`` (a call with a network grant), also when the grant cannot be kept
+        to outside hosts."""
         report = self.report
-        if report.complete or report.mode == "off":
+        if report.mode == "off":
+            return
+        problem = report.problem()
+        missing = report.missing
+        if network and report.granted_network is None:
+            problem = "; ".join(p for p in (problem, report.granted_network_problem()) if p)
+            missing = [*missing, "granted_network"]
+        if not problem:
             return
         if report.mode == "required":
-            raise SandboxUnavailable(
-                f"no module was run: {report.problem()}", missing=report.missing
-            )
+            raise SandboxUnavailable(f"no module was run: {problem}", missing=missing)
         if not self._warned:
             self._warned = True
             warnings.warn(
-                f"modules run only partly confined: {report.problem()}",
+                f"modules run only partly confined: {problem}",
                 SandboxWarning,
                 stacklevel=5,
             )
@@ -62,10 +70,11 @@ class SandboxGate:
         roots: dict[str, Root],
         binaries: Sequence[str] = (),
         *,
-        network: bool = False,
+        network: Sequence[str] = (),
     ) -> Launch:
-        """How to start ``argv`` confined (checked first, see :meth:`check`)."""
-        self.check()
+        """How to start ``argv`` confined (checked first, see :meth:`check`); ``network`` is
+        the call's ``grants.network``."""
+        self.check(network=bool(network))
         return launch(
             self.report,
             argv,

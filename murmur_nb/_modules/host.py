@@ -479,7 +479,7 @@ class ModuleHost(KnowledgeMethods):
                     exe.parent,
                     request.roots or {},
                     list((request.binaries or {}).values()),
-                    network=bool(request.grants.network),
+                    network=tuple(request.grants.network or ()),
                 )
                 confinement, warnings = how.confinement, self._gate.warning()
                 run = run_launched(

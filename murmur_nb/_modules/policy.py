@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from murmur_nb._files.beneath import real_path
-from murmur_nb._sandbox import MECHANISMS, SANDBOX_MODES
+from murmur_nb._sandbox import MECHANISMS, NETWORK_ISOLATION, SANDBOX_MODES
 from murmur_nb._schemas.bounded import DEFAULT_BUDGET, DEFAULT_STEPS
 from murmur_nb.protocol import Capability, Descriptor, Grants
 
@@ -75,6 +75,14 @@ class Policy:
         ``"off"``: run unconfined. The default is the careful one: a module you did not
         write must not silently get the run of your account because a package is missing;
         the refusal says exactly what to install, and opting out is one word.
+    network_isolation
+        What a network grant reaches. ``"outside-only"`` (default): outside hosts, never this
+        machine's loopback, its own addresses, link-local (cloud metadata) addresses or a Unix
+        socket, and only the granted hosts when the grant names them (each destination is
+        checked by the host: :mod:`murmur_nb._sandbox.netguard`); where the check cannot run,
+        ``sandbox="required"`` refuses network-granted calls. ``"none"``: a grant reaches every
+        address, the notebook's own services included (an explicit opt-in, shown in
+        ``host.sandbox``).
     sandbox_mechanisms
         The mechanisms the host may use, out of ``("bwrap", "landlock", "seccomp")`` (leave
         out one to force another, e.g. to test a fallback; without ``"seccomp"`` bwrap keeps
@@ -125,6 +133,7 @@ class Policy:
     describe_deadline_ms: int = 15_000
     describe_max_output_bytes: int = 8 * 1024 * 1024
     sandbox: str = "required"
+    network_isolation: str = "outside-only"
     sandbox_mechanisms: Iterable[str] = MECHANISMS
     deadline_ms_limit: int = 24 * 3600 * 1000
     max_output_bytes_limit: int = 1 << 30
@@ -143,6 +152,11 @@ class Policy:
         if self.sandbox not in SANDBOX_MODES:
             raise ValueError(
                 f"Policy.sandbox must be one of {SANDBOX_MODES!r}, got {self.sandbox!r}"
+            )
+        if self.network_isolation not in NETWORK_ISOLATION:
+            raise ValueError(
+                f"Policy.network_isolation must be one of {NETWORK_ISOLATION!r}, got "
+                f"{self.network_isolation!r}"
             )
         mechanisms = tuple(_names(self.sandbox_mechanisms))
         unknown = sorted(set(mechanisms) - set(MECHANISMS))

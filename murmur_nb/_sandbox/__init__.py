@@ -9,6 +9,7 @@ from murmur_nb._sandbox.evidence import RunEvidence
 from murmur_nb._sandbox.runner import RunResult, run_launched, run_process
 from murmur_nb._sandbox.sandbox import (
     MECHANISMS,
+    NETWORK_ISOLATION,
     SANDBOX_MODES,
     Launch,
     SandboxReport,
@@ -18,6 +19,7 @@ from murmur_nb._sandbox.sandbox import (
 
 __all__ = [
     "MECHANISMS",
+    "NETWORK_ISOLATION",
     "SANDBOX_MODES",
     "Launch",
     "RunEvidence",

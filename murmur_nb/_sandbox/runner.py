@@ -27,6 +27,8 @@ from pathlib import Path
 
 import psutil
 
+from murmur_nb._sandbox import netguard
+from murmur_nb._sandbox.netguard import Destinations
 from murmur_nb._sandbox.sandbox import Launch
 
 __all__ = ["RunResult", "run_launched", "run_process"]
@@ -260,6 +262,7 @@ def run_process(
     walk_tree: bool = True,
     user: int | None = None,
     start_in: Path | None = None,
+    destinations: Destinations | None = None,
 ) -> RunResult:
     """Run ``argv`` as a module process and return what it printed.
 
@@ -272,26 +275,31 @@ def run_process(
     ``walk_tree=False`` skips the periodic walks of the running tree, for a process that
     leads its own PID namespace (nothing it starts survives it); the tree is still walked
     when it has to be killed. ``start_in`` is where ``argv`` starts when ``cwd`` is made by
-    the launcher itself (bwrap's private working folder).
+    the launcher itself (bwrap's private working folder). With ``destinations`` the process
+    starts under the host's check of every socket destination (:mod:`.netguard`).
     """
     start = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=start_in or cwd,
-        env={},
-        start_new_session=True,
-        close_fds=True,
-        pass_fds=tuple(pass_fds),
-        user=user,
-        group=user,
-        extra_groups=[] if user is not None else None,
-        # the Landlock sandbox: two system calls through prebuilt ctypes functions, no lock
-        # taken and nothing imported, so it is safe in the child of a threaded host
-        preexec_fn=preexec,  # noqa: PLW1509
-    )
+
+    def popen() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=start_in or cwd,
+            env={},
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=tuple(pass_fds),
+            user=user,
+            group=user,
+            extra_groups=[] if user is not None else None,
+            # the Landlock sandbox: two system calls through prebuilt ctypes functions, no
+            # lock taken and nothing imported, so it is safe in the child of a threaded host
+            preexec_fn=preexec,  # noqa: PLW1509
+        )
+
+    proc = popen() if destinations is None else netguard.spawn(destinations, popen)
     run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes, cancel)
     try:
         run.pump(stdin, start if walk_tree else None)
@@ -523,6 +531,7 @@ def run_launched(
             walk_tree=not how.owns_pid_namespace,
             user=how.user,
             start_in=how.start_in,
+            destinations=how.destinations,
         )
     finally:
         how.close()

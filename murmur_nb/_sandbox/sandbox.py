@@ -26,12 +26,13 @@ from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable
 from murmur_nb._files.beneath import real_path
-from murmur_nb._sandbox import identity, landlock, seccomp
+from murmur_nb._sandbox import identity, landlock, netguard, seccomp
 from murmur_nb.protocol import Root
 
 __all__ = [
     "GUARANTEES",
     "MECHANISMS",
+    "NETWORK_ISOLATION",
     "SANDBOX_MODES",
     "Launch",
     "SandboxReport",
@@ -41,12 +42,15 @@ __all__ = [
 
 SANDBOX_MODES = ("required", "best-effort", "off")
 MECHANISMS = ("bwrap", "landlock", "seccomp")
+#: what a network grant reaches: outside hosts only (checked), or every address (opted in)
+NETWORK_ISOLATION = ("outside-only", "none")
 #: guarantee -> what it promises
 GUARANTEES: dict[str, str] = {
     "filesystem": "reads only system files, its module folder, granted binaries and its "
     "roots; writes only rw roots and its working folder",
     "read_only_roots": "an ro root cannot be written",
-    "network": "no network unless grants.network is non-empty",
+    "network": "no network unless grants.network is non-empty (and then only outside "
+    "hosts: see granted network)",
     "process_tree": "no process outlives the call",
     "process_isolation": "cannot see or signal processes outside its tree, nor read their "
     "/proc entries",
@@ -182,6 +186,23 @@ class SandboxReport:
     _seccomp: bytes | None = field(default=None, repr=False)
     #: the filter of a module with a network grant: every rule but the socket ones
     _seccomp_net: bytes | None = field(default=None, repr=False)
+    #: how a network grant is kept to outside hosts, or ``None`` when it cannot be here
+    granted_network: str | None = None
+    #: the policy's ``network_isolation``, and why the check cannot run (when it cannot)
+    network_isolation: str = "outside-only"
+    granted_network_status: str = ""
+
+    def granted_network_problem(self) -> str:
+        """Why a network-granted call cannot be kept off this machine, and what to do."""
+        if self.granted_network is not None:
+            return ""
+        return (
+            "a network grant cannot be kept to outside hosts here: the host checks each "
+            f"destination through seccomp user notification, which is unavailable "
+            f"({self.granted_network_status}). Install libseccomp (apt-get install libseccomp2) "
+            "on Linux 5.14 or newer, or choose Policy(network_isolation='none') to let "
+            "network-granted modules reach every address, this machine's services included"
+        )
 
     @property
     def missing(self) -> list[str]:
@@ -245,6 +266,7 @@ class SandboxReport:
         lines = [f"module sandbox ({self.mode}): {self.confinement}"]
         for name, how in self.guarantees.items():
             lines.append(f"  {name:<18} {how or 'MISSING'}  ({GUARANTEES[name]})")
+        lines.append(f"  {'granted network':<18} {self._granted_label()}")
         for name, status in self.mechanisms.items():
             lines.append(f"  [{name}] {status}")
         return "\n".join(lines)
@@ -255,10 +277,21 @@ class SandboxReport:
             f"<td>{html.escape(GUARANTEES[name])}</td></tr>"
             for name, how in self.guarantees.items()
         )
+        rows += (
+            f"<tr><td>granted network</td><td>{html.escape(self._granted_label())}</td>"
+            "<td>with a network grant: outside hosts only, never this machine</td></tr>"
+        )
         return (
             f"<div><b>module sandbox ({html.escape(self.mode)})</b>: "
             f"{html.escape(self.confinement)}<table>{rows}</table></div>"
         )
+
+    def _granted_label(self) -> str:
+        if self.mode == "off":
+            return "unconfined (sandbox off)"
+        if self.granted_network is not None:
+            return self.granted_network
+        return f"MISSING ({self.granted_network_status})"
 
 
 def _statuses(
@@ -286,7 +319,22 @@ def _statuses(
     return status
 
 
-def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
+def _granted_network(on: bool, bpf: bytes | None, isolation: str) -> tuple[str | None, str]:
+    """How a network grant is kept to outside hosts (``None`` when it cannot be), and why."""
+    if isolation == "none":
+        return ("every address, this machine's included (Policy(network_isolation='none'))",
+                "opted out")
+    if not on:
+        return None, "sandbox off"
+    if bpf is None:
+        return None, "seccomp is not used"
+    works, why = netguard.available()
+    return (f"outside hosts only: {why}" if works else None), why
+
+
+def sandbox_report(
+    mode: str, allowed: Iterable[str], *, network_isolation: str = "outside-only"
+) -> SandboxReport:
     """What the sandbox guarantees on this machine with the mechanisms ``allowed``."""
     allowed = set(allowed)
     probe = _probe()
@@ -301,7 +349,9 @@ def sandbox_report(mode: str, allowed: Iterable[str]) -> SandboxReport:
     if not on:
         guarantees = dict.fromkeys(GUARANTEES)
     net = seccomp.program(sockets=True)[0] if bpf is not None else None
-    return SandboxReport(mode, mechanism, guarantees, status, detail, bwrap, abi, bpf, net)
+    granted, why = _granted_network(on, bpf, network_isolation)
+    return SandboxReport(mode, mechanism, guarantees, status, detail, bwrap, abi, bpf, net,
+                         granted, network_isolation, why)
 
 
 def _identity(bwrap: str | None, confined: bool) -> str | None:
@@ -375,6 +425,8 @@ class Launch:
     user: int | None = None
     #: where the launcher starts when the working folder exists only inside the sandbox
     start_in: Path | None = None
+    #: a network grant kept to these destinations (:mod:`.netguard`), checked by the host
+    destinations: netguard.Destinations | None = None
 
 
 def _pair(path: str | os.PathLike[str]) -> tuple[str, str]:
@@ -410,10 +462,13 @@ def launch(
     module_dir: Path,
     roots: Mapping[str, Root],
     binaries: Iterable[str] = (),
-    network: bool = False,
+    network: Sequence[str] = (),
     private_cwd: bool = False,
 ) -> Launch:
     """The argv, ``preexec_fn`` and label that run ``argv`` as confined as ``report`` allows.
+
+    ``network`` is the call's ``grants.network``: empty, no socket at all; else, unless the
+    policy opted out, every destination is checked by the host (:mod:`.netguard`).
 
     On a root host the working folder is handed to the sandbox id and each root is made
     reachable for it (:mod:`.identity`); a root it cannot be given is refused with
@@ -431,6 +486,29 @@ def launch(
         if report._bwrap is None:  # real paths, no mount namespace: pass through parents
             for real, _ in [*reads, *ro, *rw, _pair(cwd)]:
                 identity.grant_passage(real)
+    how = _plan(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=bool(network),
+                private_cwd=private_cwd)
+    if network and report.mode != "off":
+        checked = report.granted_network is not None and report.network_isolation != "none"
+        if checked:
+            how.destinations = netguard.Destinations(tuple(network))
+        how.confinement += "; network granted" + (
+            " (outside hosts only)" if checked else " (every address)"
+        )
+    return how
+
+
+def _plan(
+    report: SandboxReport,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    reads: list[tuple[str, str]],
+    ro: list[tuple[str, str]],
+    rw: list[tuple[str, str]],
+    network: bool,
+    private_cwd: bool,
+) -> Launch:
     bpf = report._seccomp_net if network else report._seccomp
     if report._bwrap is not None:
         fd = seccomp.program_fd(bpf) if bpf is not None else None
@@ -440,7 +518,7 @@ def launch(
         return Launch(
             argv,
             None,
-            report.confinement + ("; network granted" if network else ""),
+            report.confinement,
             (lambda: os.close(fd)) if fd is not None else (lambda: None),
             pass_fds=(*fds, fd) if fd is not None else fds,
             owns_pid_namespace=True,
