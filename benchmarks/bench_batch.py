@@ -201,7 +201,7 @@ def main() -> None:
                                          journal=journal))  # fmt: skip
         print(f"resume of the finished {args.rows}-row batch: {resume:.3f} s")
         cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                               dashboard_address=":0")  # fmt: skip
+                               security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
         with Client(cluster) as client:
             remote = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
                                              journal=None, client=client))  # fmt: skip

@@ -71,7 +71,7 @@ def bench_replay(work: Path, records: int = 1000, size: int = 100) -> tuple[floa
     local_s = time.perf_counter() - started
     assert local["ok"].all() and len(local) == 2 * records, local["code"].value_counts()
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0")  # fmt: skip
+                                       security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
     with distributed.Client(cluster) as client:
         hooks.replay(store.contexts()[:8], client=client, progress=False)  # workers load it
         started = time.perf_counter()

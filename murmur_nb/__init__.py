@@ -26,6 +26,7 @@ from murmur_nb._demo.home import DemoHome, prepare_demo_home
 from murmur_nb._exceptions import (
     ApprovalRequired,
     ArtifactRejected,
+    ClusterWarning,
     ConfinementViolation,
     ConversationReadError,
     DeadlineExceeded,
@@ -102,6 +103,7 @@ __all__ = [
     "CapabilityLine",
     "CheckReport",
     "CheckResult",
+    "ClusterWarning",
     "ConfinementViolation",
     "ConversationReadError",
     "ConversationReader",

@@ -74,6 +74,8 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxWarning",
     "SizeMismatch",
+    "ClusterWarning",
+    "warn_if_plain_cluster",
 ]
 
 
@@ -234,6 +236,12 @@ class SandboxWarning(UserWarning):
     """A module ran with ``Policy(sandbox="best-effort")`` while a guarantee was missing."""
 
 
+class ClusterWarning(UserWarning):
+    """``map`` or ``replay`` was given a Dask client whose scheduler takes plain ``tcp://``:
+    anyone who can reach it (another account, a network-granted module under
+    ``network_isolation="none"``) can run code on its workers."""
+
+
 class DeadlineExceeded(ModuleHostError, TimeoutError):
     code = "deadline_exceeded"
 
@@ -352,3 +360,24 @@ class MissingDependency(MurmurError, ImportError):
         )
         self.package = package
         self.extra = extra
+
+
+_WARNED_SCHEDULERS: set[str] = set()
+
+
+def warn_if_plain_cluster(client: Any) -> None:
+    """Warn once per scheduler when ``client`` talks to it in plain ``tcp://``."""
+    address = str(getattr(getattr(client, "scheduler", None), "address", "") or "")
+    if not address.startswith("tcp://") or address in _WARNED_SCHEDULERS:
+        return
+    _WARNED_SCHEDULERS.add(address)
+    warnings.warn(
+        f"the Dask scheduler at {address} takes plain tcp:// with no authentication: any "
+        "process on this machine that can reach it (another account, or a module granted "
+        "the network under Policy(network_isolation='none')) can run code on its workers, "
+        "as the account that runs them. Start the cluster with "
+        "LocalCluster(..., security=True, dashboard_address='127.0.0.1:0') (TLS with "
+        "credentials made for this cluster), or give the scheduler a Security of your own",
+        ClusterWarning,
+        stacklevel=3,
+    )

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def client() -> Iterator[distributed.Client]:
     """Two worker processes, one thread each (started once for the file)."""
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=":0")  # fmt: skip
+                                       security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
     with distributed.Client(cluster) as c:
         yield c
     cluster.close()
@@ -194,3 +194,32 @@ def test_tasks_grow_for_quick_rows_and_stay_small_for_slow_ones(
     slow = tasks(host, "batchy.work", [{"n": i, "sleep": 0.2} for i in range(60)])
     assert slow >= 12, slow
     assert len(list(log_root.glob("work-*"))) == 60  # every row really ran
+
+
+def test_a_plain_tcp_scheduler_is_warned_about_once(host: mnb.ModuleHost) -> None:
+    """A cluster started without ``security=True`` takes code from anyone who reaches it:
+    ``map`` says so, once per scheduler, with the fix; a TLS cluster (the fixture) is quiet."""
+    import warnings
+
+    plain = distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
+                                     dashboard_address="127.0.0.1:0")  # fmt: skip
+    try:
+        with distributed.Client(plain) as c:
+            assert c.scheduler.address.startswith("tcp://")
+            with pytest.warns(mnb.ClusterWarning, match=r"plain tcp://.*security=True"):
+                host.map("batchy.work", [{"n": 1}], progress=False, journal=None, client=c)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", mnb.ClusterWarning)
+                host.map("batchy.work", [{"n": 2}], progress=False, journal=None, client=c)
+    finally:
+        plain.close()
+
+
+def test_a_tls_scheduler_is_not_warned_about(host: mnb.ModuleHost, client: distributed.Client
+                                             ) -> None:
+    import warnings
+
+    assert client.scheduler.address.startswith("tls://")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mnb.ClusterWarning)
+        host.map("batchy.work", [{"n": 3}], progress=False, journal=None, client=client)

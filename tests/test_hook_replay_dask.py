@@ -49,7 +49,7 @@ def worker_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def client(worker_cache: Path) -> Iterator[distributed.Client]:
     """Two worker processes, one thread each (started once for the file)."""
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=":0")  # fmt: skip
+                                       security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
     with distributed.Client(cluster) as c:
         yield c
     cluster.close()
@@ -122,7 +122,7 @@ def test_workers_load_only_sealed_compiled_components(
 @contextlib.contextmanager
 def fresh_client() -> Iterator[distributed.Client]:
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=":0")  # fmt: skip
+                                       security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
     try:
         with distributed.Client(cluster) as c:
             yield c

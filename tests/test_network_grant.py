@@ -350,3 +350,4 @@ def test_the_suite_holds_as_a_user_and_in_a_default_container(
     tail = (done.stdout + done.stderr)[-3000:]
     assert done.returncode == 0, tail
     assert " passed" in tail and "failed" not in tail and "skipped" not in tail, tail
+    assert "8 passed" in tail, tail  # every test of the file but these reruns

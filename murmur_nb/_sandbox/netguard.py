@@ -20,13 +20,9 @@ host (seccomp user notification): ``socket``, ``connect``, ``sendto`` with an ad
   A socket the host did not make (a ``socketpair``, an accepted connection) may ``send``
   and ``write`` but not name a destination.
 
-Refused with ``EACCES``: loopback, ``0.0.0.0/8`` and ``::``, link-local (cloud metadata
-included: ``169.254.169.254``, ``fd00:ec2::254``), multicast and broadcast, every address of
-this machine's interfaces (looked up again at most every second), and the IPv4-mapped,
--compatible and 6to4 forms of these. The one exception is the name servers of
-``/etc/resolv.conf`` on port 53, which a module needs to resolve an outside name (in Docker
-that is ``127.0.0.11``). When the grant names hosts rather than ``*``, only their addresses
-are allowed: names are resolved by the host, addresses compared.
+A destination the rule of :mod:`.destinations` refuses (loopback, this machine's own
+addresses, link-local and metadata, multicast; only the granted hosts when the grant names
+them) fails with ``EACCES``, and nothing is sent.
 
 Why not a namespace: a network namespace behind a user-mode stack (pasta, slirp4netns) needs
 user namespaces, which a default Docker container or Kubernetes pod refuses, and still
@@ -54,17 +50,16 @@ import socket
 import struct
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from murmur_nb._sandbox.destinations import Address, Destinations
 from murmur_nb._sandbox.libc import LIBC
 
 __all__ = ["Destinations", "available", "program", "spawn"]
 
 T = TypeVar("T")
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _SYSCALLS = {  # the calls the filter stops, by architecture
     "x86_64": {"socket": 41, "connect": 42, "sendto": 44, "sendmsg": 46, "sendmmsg": 307},
@@ -107,134 +102,12 @@ _MAX_IOV = 1024
 #: calls of one module the host may be making at once (past it: EAGAIN)
 _MAX_INFLIGHT = 64
 
-_NEVER = tuple(
-    ipaddress.ip_network(n)
-    for n in ("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4",
-              "255.255.255.255/32", "::/128", "::1/128", "fe80::/10", "ff00::/8",
-              "fd00:ec2::254/128")
-)
-
-
 class _Refused(Exception):
     """A module's call the host answers with an errno instead of making it."""
 
     def __init__(self, code: int) -> None:
         super().__init__(os.strerror(code))
         self.code = code
-
-
-# -- where a granted module may connect -----------------------------------------------------
-
-
-@functools.cache
-def _name_servers() -> frozenset[Address]:
-    found: set[Address] = set()
-    try:
-        with open("/etc/resolv.conf", encoding="utf-8", errors="replace") as fh:  # noqa: PTH123
-            for line in fh:
-                words = line.split()
-                if len(words) >= 2 and words[0] == "nameserver":
-                    with contextlib.suppress(ValueError):
-                        found.add(ipaddress.ip_address(words[1].split("%")[0]))
-    except OSError:
-        pass
-    return frozenset(found)
-
-
-_own: tuple[float, frozenset[Address]] = (0.0, frozenset())
-_own_lock = threading.Lock()
-
-
-def _own_addresses() -> frozenset[Address]:
-    """Every address of this machine's interfaces and their broadcasts (cached for 1 s)."""
-    global _own  # noqa: PLW0603 - one cache for the process, refreshed in place
-    with _own_lock:
-        if time.monotonic() - _own[0] < 1.0:
-            return _own[1]
-        import psutil  # noqa: PLC0415 - only for a granted module's destinations
-
-        found: set[Address] = set()
-        for entries in psutil.net_if_addrs().values():
-            for entry in entries:
-                for text in (entry.address, entry.broadcast):
-                    if text and entry.family in (socket.AF_INET, socket.AF_INET6):
-                        with contextlib.suppress(ValueError):
-                            found.add(ipaddress.ip_address(text.split("%")[0]))
-        _own = (time.monotonic(), frozenset(found))
-        return _own[1]
-
-
-def _embedded(address: Address) -> Address:
-    """The IPv4 address an IPv6 one stands for (mapped, compatible, 6to4), else itself."""
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return address.ipv4_mapped
-        if address.sixtofour is not None:
-            return address.sixtofour
-        if int(address) >> 32 == 0 and int(address) > 1:
-            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return address
-
-
-@dataclass
-class Destinations:
-    """Where one network-granted call may connect: outside hosts, or only the granted ones.
-
-    ``grants`` is the call's ``grants.network``: ``"*"`` allows every outside host; an
-    address or network (``"203.0.113.7"``, ``"198.51.100.0/24"``) allows it; any other name
-    is a host name the host resolves, the first time the module reaches for an address not
-    yet allowed.
-    """
-
-    grants: tuple[str, ...]
-    anywhere: bool = field(init=False)
-    _networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(
-        init=False, repr=False
-    )
-    _names: list[str] = field(init=False, repr=False)
-    _resolved: bool = field(init=False, repr=False, default=False)
-    _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
-
-    def __post_init__(self) -> None:
-        self.anywhere = "*" in self.grants
-        self._networks, self._names = [], []
-        for name in self.grants:
-            try:
-                self._networks.append(ipaddress.ip_network(name, strict=False))
-            except ValueError:
-                if name != "*":
-                    self._names.append(name)
-
-    def refusal(self, address: Address, port: int) -> str | None:
-        """Why the module may not reach ``address:port``, or ``None`` when it may."""
-        plain = _embedded(address)
-        if port == 53 and (address in _name_servers() or plain in _name_servers()):
-            return None
-        for candidate in {address, plain}:
-            if any(candidate in net for net in _NEVER if net.version == candidate.version):
-                return f"{address} is loopback, link-local, multicast or unspecified"
-        own = _own_addresses()
-        if address in own or plain in own:
-            return f"{address} is an address of this machine"
-        if self.anywhere or self._granted(address) or self._granted(plain):
-            return None
-        return f"{address} is none of the granted hosts ({', '.join(self.grants)})"
-
-    def _granted(self, address: Address) -> bool:
-        if any(address in net for net in self._networks if net.version == address.version):
-            return True
-        with self._lock:  # names resolve once, when first needed
-            if not self._resolved:
-                self._resolved = True
-                for name in self._names:
-                    with contextlib.suppress(OSError, UnicodeError):
-                        for *_, where in socket.getaddrinfo(name, None):
-                            self._networks.append(ipaddress.ip_network(where[0].split("%")[0]))
-        return any(address in net for net in self._networks if net.version == address.version)
-
-    @property
-    def needs_lookup(self) -> bool:
-        return bool(self._names) and not self._resolved
 
 
 def _destination(raw: bytes) -> tuple[Address, int] | None:
@@ -294,22 +167,29 @@ def _install(bpf: bytes) -> int:
     return fd
 
 
-def spawn(destinations: Destinations, start: Callable[[], T]) -> T:
+def spawn(destinations: Destinations, start: Callable[[], T]) -> tuple[T, Callable[[], None]]:
     """Run ``start`` (which starts the module process) in a fresh thread that first loads the
     filter into itself: the module inherits it, the kernel's other threads never have it.
-    The supervisor answers the module's socket calls from then on."""
+    The supervisor answers the module's socket calls from then on.
+
+    Returns what ``start`` returned and ``release``, to call once the process has ended: the
+    thread waits until then, because a parent-death signal (bwrap's ``--die-with-parent``)
+    follows the *thread* that started a process, not its process.
+    """
     bpf = program()
     if bpf is None:
         raise OSError("the network check needs libseccomp (pyseccomp) on x86-64 or AArch64")
     supervisor = _supervisor()
     out: list[T] = []
     failed: list[BaseException] = []
+    started, ended = threading.Event(), threading.Event()
 
     def run() -> None:
         try:
             listener = _install(bpf)
         except BaseException as exc:
             failed.append(exc)
+            started.set()
             return
         try:
             out.append(start())
@@ -317,13 +197,15 @@ def spawn(destinations: Destinations, start: Callable[[], T]) -> T:
             failed.append(exc)
         finally:  # a started module waits for the supervisor; a failed start closes it
             supervisor.watch(listener, destinations)
+            started.set()
+        ended.wait()
 
-    thread = threading.Thread(target=run, name="murmur-nb module start", daemon=True)
-    thread.start()
-    thread.join()
+    threading.Thread(target=run, name="murmur-nb module start", daemon=True).start()
+    started.wait()
     if failed:
+        ended.set()
         raise failed[0]
-    return out[0]
+    return out[0], ended.set
 
 
 # -- the module's memory ------------------------------------------------------------------------
@@ -778,12 +660,15 @@ def _probe() -> tuple[bool, str]:
         user = identity.sandbox_id()
     script = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached"
     try:
-        proc = spawn(Destinations(("*",)), lambda: subprocess.Popen(
+        proc, release = spawn(Destinations(("*",)), lambda: subprocess.Popen(
             [bash, "--noprofile", "--norc", "-c", script], env={}, cwd="/",
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, user=user, group=user,
             extra_groups=[] if user is not None else None,
         ))
-        out, err = proc.communicate(timeout=10)
+        try:
+            out, err = proc.communicate(timeout=10)
+        finally:
+            release()
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"seccomp user notification cannot run here ({exc})"
     finally:

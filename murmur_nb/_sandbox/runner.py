@@ -299,7 +299,10 @@ def run_process(
             preexec_fn=preexec,  # noqa: PLW1509
         )
 
-    proc = popen() if destinations is None else netguard.spawn(destinations, popen)
+    if destinations is None:
+        proc, release = popen(), _nothing
+    else:
+        proc, release = netguard.spawn(destinations, popen)
     run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes, cancel)
     try:
         run.pump(stdin, start if walk_tree else None)
@@ -309,7 +312,12 @@ def run_process(
         raise
     finally:
         run.close()
+        release()
     return run.result(returncode, start)
+
+
+def _nothing() -> None:
+    pass
 
 
 class _Run:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._exceptions import warn_if_plain_cluster
 from murmur_nb._hooks.replay.run import finish, progress_bar, replay_job, unreadable_rows
 from murmur_nb._hooks.replay.sources import RecordJob
 from murmur_nb._hooks.replay.windows import ReplayWindows
@@ -218,6 +219,7 @@ def replay_on_cluster(
 
     completed: Any = as_completed  # untyped
 
+    warn_if_plain_cluster(client)
     slots = max(1, sum(int(n) for n in client.nthreads().values()))
     chunks = _chunks(jobs, slots)
     payload = client.scatter(payload_of(host, hooks), broadcast=True)

@@ -30,6 +30,7 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._exceptions import warn_if_plain_cluster
 from murmur_nb._modules.batch.local import ROWS_PER_CORE, run_row
 from murmur_nb._modules.batch.payload import DigestRefused, Payload, install, payload_of
 from murmur_nb._modules.batch.record import not_run_record
@@ -180,6 +181,7 @@ class DaskRunner:
     the kernel's coordinator sees one plain ``concurrent.futures`` future per row."""
 
     def __init__(self, batch: Batch, client: Any) -> None:
+        warn_if_plain_cluster(client)
         self.batch, self.client, self.chunk = batch, client, CHUNK
         self._row_seconds: float | None = None  # a row's share of its task's time, smoothed
         plan = batch.plan
