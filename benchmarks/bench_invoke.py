@@ -20,7 +20,11 @@ Run: ``python benchmarks/bench_invoke.py [--runs N] [--mib M]``
    the same file, best of several interleaved rounds. Ratio = plain time / verify time.
    Goal: >= 0.5.
 
-The last line is ``overhead_ms=<x> verify_ratio=<y>``.
+3. *Network grant.* The same module, declaring the network, invoked interleaved by a host
+   that grants it (each socket call then checked by the host: :mod:`murmur_nb._sandbox.
+   netguard`) and by one that does not. Extra = the difference of the medians. Goal: < 5 ms.
+
+The last line is ``overhead_ms=<x> verify_ratio=<y> network_extra_ms=<z>``.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ _SCHEMAS = (
 )
 
 
-def _descriptor(module: str) -> str:
+def _descriptor(module: str, network: str = "") -> str:
     cap = (
         f'{{"id":"{module}.run","title":"Run","summary":"s","request_schema":"in",'
         '"result_schema":"out","artifact_schemas":[],"effects":{"local":true,"network":false,'
@@ -61,7 +65,7 @@ def _descriptor(module: str) -> str:
     return (
         f'{{"module":"{module}","name":"Bench","version":"1","protocol_versions":["modproto.v1"],'
         f'"capabilities":[{cap}],{_SCHEMAS},"agent_overlays":[],"skills":[],'
-        '"permissions":{"filesystem_read":[],"filesystem_write":[],"network":[],'
+        f'"permissions":{{"filesystem_read":[],"filesystem_write":[],"network":[{network}],'
         '"credentials":[],"paid_providers":[],"publish":false,"subprocess":[]},'
         '"requirements":[]}'
     )
@@ -75,11 +79,11 @@ def _envelope(module: str, operation: str, rid: str, result: str) -> str:
     )
 
 
-def _install(home: Path) -> None:
-    sh = home / "modules" / "benchsh"
+def _install_sh(home: Path, module: str, network: str = "") -> Path:
+    sh = home / "modules" / module
     sh.mkdir(parents=True)
-    describe = _envelope("benchsh", "describe", "", _descriptor("benchsh"))
-    invoke = _envelope("benchsh", "invoke", "%s", '{"n":1}')
+    describe = _envelope(module, "describe", "", _descriptor(module, network))
+    invoke = _envelope(module, "invoke", "%s", '{"n":1}')
     (sh / "module").write_text(
         "#!/bin/sh\n"
         f"if [ \"$1\" = describe ]; then printf '%s' '{describe}'; exit 0; fi\n"
@@ -88,6 +92,12 @@ def _install(home: Path) -> None:
         'rid=${rid%%\\"*}\n'
         f"printf '{invoke}' \"$rid\"\n"
     )
+    return sh
+
+
+def _install(home: Path) -> None:
+    sh = _install_sh(home, "benchsh")
+    net = _install_sh(home, "benchnet", network='"*"')
     py = home / "modules" / "benchpy"
     py.mkdir(parents=True)
     py_describe = _envelope("benchpy", "describe", "", _descriptor("benchpy"))
@@ -101,7 +111,7 @@ def _install(home: Path) -> None:
         "    req = json.loads(sys.stdin.buffer.read())\n"
         f"    sys.stdout.write({py_invoke!r} % req['request_id'])\n"
     )
-    for folder in (sh, py):
+    for folder in (sh, net, py):
         (folder / "module").chmod(0o755)
 
 
@@ -135,6 +145,29 @@ def bench_overhead(
     b = statistics.median(bare) * 1000
     h = statistics.median(hosted) * 1000
     return b, h, h - b, (min(hosted) - min(bare)) * 1000
+
+
+def bench_network(home: Path, store: Path, runs: int) -> float:
+    """The same /bin/sh module, which declares the network, run interleaved by a host that
+    grants it (every socket call checked by the host: the filter, its listener and the
+    starting thread) and by one that does not (the socket filter alone)."""
+    timed: dict[str, list[float]] = {"granted": [], "ungranted": []}
+    with mnb.ModuleHost(home=home, policy=mnb.Policy(network=["*"]), artifact_store=store) as on, \
+            mnb.ModuleHost(home=home, artifact_store=store) as off:
+        for host in (on, off):
+            for _ in range(5):
+                assert host.invoke("benchnet.run", {"count": 1}).ok
+        for _ in range(runs):
+            for name, host in (("granted", on), ("ungranted", off)):
+                t = time.perf_counter()
+                inv = host.invoke("benchnet.run", {"count": 1})
+                timed[name].append(time.perf_counter() - t)
+                assert inv.ok
+        print(f"  network grant:     {on.sandbox.granted_network}")
+    granted, ungranted = (statistics.median(timed[k]) * 1000 for k in ("granted", "ungranted"))
+    print(f"invoke with a network grant: {granted:.3f} ms, without: {ungranted:.3f} ms, "
+          f"extra {granted - ungranted:.3f} ms (medians of {runs} interleaved; goal < 5 ms)")
+    return granted - ungranted
 
 
 def bench_verify(folder: Path, mib: int, rounds: int) -> tuple[float, float, float]:
@@ -208,13 +241,14 @@ def main() -> None:
                     mb, mh, mo, mf = bench_overhead(other, "benchsh", max(20, args.runs // 2))
             print(f"  {label:<17} /bin/sh module: bare {mb:.3f} ms, host.invoke {mh:.3f} ms, "
                   f"overhead {mo:.3f} ms (of the minima: {mf:.3f} ms)")
+        extra = bench_network(home, Path(tmp) / "store", max(20, args.runs // 2))
         data = Path(tmp) / "data"
         data.mkdir()
         plain_mbs, verify_mbs, ratio = bench_verify(data, args.mib, args.rounds)
         print(f"verify {args.mib} MiB artifact: hashlib.sha256 {plain_mbs:.0f} MB/s, "
               f"host verification {verify_mbs:.0f} MB/s, ratio {ratio:.3f} "
               f"(best of {args.rounds})")
-    print(f"overhead_ms={overhead:.3f} verify_ratio={ratio:.3f}")
+    print(f"overhead_ms={overhead:.3f} verify_ratio={ratio:.3f} network_extra_ms={extra:.3f}")
 
 
 if __name__ == "__main__":
