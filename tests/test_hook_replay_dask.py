@@ -184,3 +184,21 @@ def test_a_worker_killed_mid_run_costs_only_its_records_in_flight(
     assert list(compact["context_id"]) == [f"slow-{i:02d}" for i in range(30)]  # once each
     assert set(compact["code"]) == {"deadline_exceeded"}
     assert out.loc[out["event"] == "task-start", "ok"].all() and len(out) == 60
+
+
+def test_replay_warns_about_a_plain_tcp_scheduler_once(hooks: mnb.HookHost) -> None:
+    """The same warning as ``map``'s (one rule): a cluster without ``security=True`` runs code
+    for anyone who reaches its scheduler."""
+    import warnings
+
+    plain = distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
+                                     dashboard_address="127.0.0.1:0")  # fmt: skip
+    try:
+        with distributed.Client(plain) as c:
+            with pytest.warns(mnb.ClusterWarning, match=r"plain tcp://.*security=True"):
+                hooks.replay("plain-00", client=c, progress=False)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", mnb.ClusterWarning)
+                hooks.replay("plain-01", client=c, progress=False)
+    finally:
+        plain.close()

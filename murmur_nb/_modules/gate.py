@@ -28,7 +28,7 @@ class SandboxGate:
     def __init__(self, policy: Callable[[], Policy]) -> None:
         self._policy = policy
         self._report: SandboxReport | None = None
-        self._warned = False
+        self._warned: set[str] = set()  # each problem is warned about once per host
 
     @property
     def report(self) -> SandboxReport:
@@ -54,8 +54,8 @@ class SandboxGate:
             return
         if report.mode == "required":
             raise SandboxUnavailable(f"no module was run: {problem}", missing=missing)
-        if not self._warned:
-            self._warned = True
+        if problem not in self._warned:
+            self._warned.add(problem)
             warnings.warn(
                 f"modules run only partly confined: {problem}",
                 SandboxWarning,
