@@ -260,12 +260,15 @@ def test_dask_and_zeromq_on_loopback_are_out_of_reach(home: Path) -> None:
     monitor = pub.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_CONNECTED)
     kwargs = _tutorial_cluster()
     assert kwargs["security"] is True and kwargs["dashboard_address"].startswith("127.0.0.1:")
-    with LocalCluster(**kwargs) as cluster:
-        info = cluster.scheduler_info
-        ports = {"scheduler": int(cluster.scheduler_address.rsplit(":", 1)[1])}
-        for i, worker in enumerate(info["workers"]):
-            ports[f"worker{i}"] = int(worker.rsplit(":", 1)[1])
-        ports["dashboard"] = int(cluster.dashboard_link.split(":")[2].split("/")[0])
+    plain = {k: v for k, v in kwargs.items() if k != "security"} | {"n_workers": 1}  # no TLS
+    with LocalCluster(**kwargs) as cluster, LocalCluster(**plain) as open_cluster:
+        ports = {"plain-scheduler": int(open_cluster.scheduler_address.rsplit(":", 1)[1])}
+        for name, each in (("", cluster), ("plain-", open_cluster)):
+            ports[f"{name}scheduler"] = int(each.scheduler_address.rsplit(":", 1)[1])
+            for i, worker in enumerate(each.scheduler_info["workers"]):
+                ports[f"{name}worker{i}"] = int(worker.rsplit(":", 1)[1])
+            ports[f"{name}dashboard"] = int(each.dashboard_link.split(":")[2].split("/")[0])
+        assert open_cluster.scheduler_address.startswith("tcp://")
         with granted(home) as host:
             tried = _reach(host, [{"name": n, "kind": "tcp", "host": "127.0.0.1", "port": p}
                                   for n, p in {**ports, "zmq": zmq_port}.items()])
