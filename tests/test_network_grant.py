@@ -343,9 +343,9 @@ def test_without_the_check_a_grant_is_refused_or_warned_about_with_what_to_do(
                 host.invoke("netprobe.reach", target)
         assert recorder.received == []
         policy = mnb.Policy(network=["*"], sandbox_mechanisms=without, sandbox="best-effort")
-        with mnb.ModuleHost(home=home, policy=policy) as host:
-            with pytest.warns(mnb.SandboxWarning) as seen:
-                inv = host.invoke("netprobe.reach", target)
+        with mnb.ModuleHost(home=home, policy=policy) as host, \
+                pytest.warns(mnb.SandboxWarning) as seen:
+            inv = host.invoke("netprobe.reach", target)
     finally:
         recorder.close()
     said = " ".join(str(w.message) for w in seen)
