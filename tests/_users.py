@@ -56,3 +56,49 @@ def test_user() -> int:
 
 
 test_user.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def rerun(
+    files: list[str],
+    *,
+    user: bool,
+    docker: bool,
+    deselect: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+) -> tuple[int, str]:
+    """Run pytest on ``files`` again, as the test user (``user``) and/or inside the
+    default-Docker harness (``docker``: ``tests/_container.py``), in one process, with a
+    scratch home and cache of its own; its exit status and the tail of what it printed."""
+    import sys
+    import tempfile
+
+    uid = test_user() if user else 0
+    scratch = Path(tempfile.mkdtemp(prefix="mnb-rerun-"))  # short: Unix socket paths are
+    os.chown(scratch, uid, uid)
+    python = Path(sys.executable)
+    environ = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1",
+               "MURMUR_NB_CACHE": str(scratch / "cache"), "LANG": "C.UTF-8",
+               **({"MNB_IN_CONTAINER": "1"} if docker else {}), **(env or {})}
+    argv = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+            f"--basetemp={scratch / 'tmp'}", *(["-k", deselect] if deselect else []), *files]
+    if docker:
+        prefix = [str(python), str(REPO / "tests" / "_container.py"),
+                  *(["--user", str(uid)] if user else []), "--"]
+    elif user:
+        setpriv = shutil.which("setpriv", path="/usr/bin:/bin") or "setpriv"
+        prefix = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    else:
+        prefix = []
+    passage = passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]) \
+        if user else contextlib.nullcontext()
+    try:
+        with passage:
+            done = subprocess.run([*prefix, *argv], cwd=REPO, env=environ, capture_output=True,
+                                  text=True, timeout=timeout, check=False)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return done.returncode, (done.stdout + done.stderr)[-3000:]

@@ -21,7 +21,6 @@ import logging
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -34,7 +33,7 @@ import psutil
 import pytest
 from _modules import install
 from _outside import Outside, outside
-from _users import passage_for, test_user
+from _users import rerun
 
 import murmur_nb as mnb
 
@@ -376,28 +375,8 @@ def test_the_suite_holds_as_a_user_and_in_a_default_container(
 ) -> None:
     outside_host = _need(internet)
     docker, as_user = _RUNS[run]
-    uid = test_user() if as_user else 0
-    scratch = Path(__import__("tempfile").mkdtemp(prefix="mnb-net-"))
-    os.chown(scratch, uid, uid)
-    python = Path(sys.executable)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1",
-           "MURMUR_NB_CACHE": str(scratch / "cache"), "LANG": "C.UTF-8",
-           "MNB_TEST_OUTSIDE": outside_host.env}
-    pytest_argv = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-                   "no:xdist", f"--basetemp={scratch / 'tmp'}", "-k", "not suite_holds",
-                   "tests/test_network_grant.py"]
-    if docker:
-        prefix = [str(python), str(REPO / "tests" / "_container.py")]
-        prefix += ["--user", str(uid), "--"] if as_user else ["--"]
-    else:
-        prefix = ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                  "--"]
-    with passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]) \
-            if as_user else contextlib.nullcontext():
-        done = subprocess.run([*prefix, *pytest_argv], cwd=REPO, env=env, capture_output=True,
-                              text=True, timeout=600, check=False)
-    __import__("shutil").rmtree(scratch, ignore_errors=True)
-    tail = (done.stdout + done.stderr)[-3000:]
-    assert done.returncode == 0, tail
+    done, tail = rerun(["tests/test_network_grant.py"], user=as_user, docker=docker,
+                       deselect="not suite_holds", env={"MNB_TEST_OUTSIDE": outside_host.env})
+    assert done == 0, tail
     assert " passed" in tail and "failed" not in tail and "skipped" not in tail, tail
     assert "9 passed" in tail, tail  # every test of the file but these reruns

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from murmur_nb._rules import cache_dir
+from murmur_nb._sandbox import helpers
 from murmur_nb._sandbox.libc import libc
 
 __all__ = [
@@ -104,32 +105,12 @@ def _drop_works(path: Path) -> bool:
 
 @functools.cache
 def drop_helper() -> str | None:
-    """The compiled ``drop.c`` (built once into the cache), or ``None`` without a compiler.
+    """The compiled ``drop.c`` (built once, :mod:`.helpers`), or ``None`` without a compiler.
 
     Each way of :data:`_DROP_BUILDS` is tried in turn until one builds and works: it runs
     before every module, so the cheapest start-up wins.
     """
-    source = _DROP_SOURCE.read_bytes()
-    recipe = b"\0".join(b" ".join(f.encode() for f in flags) for flags in _DROP_BUILDS)
-    key = hashlib.sha256(source + b"\0-O2\0" + recipe).hexdigest()[:16]
-    target = cache_dir() / "sandbox" / f"drop-{key}"
-    if not target.is_file():
-        cc = shutil.which("cc", path="/usr/bin:/bin") or shutil.which("gcc", path="/usr/bin")
-        if cc is None:
-            return None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        for flags in _DROP_BUILDS:
-            built = subprocess.run([cc, "-O2", *flags, "-o", str(partial), str(_DROP_SOURCE)],
-                                   capture_output=True, check=False, timeout=60)  # fmt: skip
-            if built.returncode == 0 and _drop_works(partial):
-                break
-        else:
-            partial.unlink(missing_ok=True)
-            return None
-        partial.replace(target)  # probed just now, as it was built
-        return str(target)
-    return str(target) if _drop_works(target) else None
+    return helpers.built("drop", _DROP_SOURCE, _DROP_BUILDS, _drop_works)
 
 
 def drop_argv() -> list[str]:

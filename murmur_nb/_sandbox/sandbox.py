@@ -14,6 +14,7 @@ are exposed, never a tree that is ``/`` or the home folder. The probe runs once 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable
 from murmur_nb._files.beneath import real_path
-from murmur_nb._sandbox import identity, landlock, netguard, seccomp
+from murmur_nb._sandbox import helpers, identity, landlock, netguard, seccomp
 from murmur_nb.protocol import Root
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 SANDBOX_MODES = ("required", "best-effort", "off")
-MECHANISMS = ("bwrap", "landlock", "seccomp")
+MECHANISMS = ("bwrap", "landlock", "seccomp", "reaper")
 #: what a network grant reaches: outside hosts only (checked), or every address (opted in)
 NETWORK_ISOLATION = ("outside-only", "none")
 #: guarantee -> what it promises
@@ -64,11 +65,44 @@ _ENV = shutil.which("env", path="/usr/bin:/bin") or "/usr/bin/env"
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 _HOW_TO_GET = {
     "bwrap": "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow "
-    "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
+    "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu "
+    "23.10 and later AppArmor restricts them too: sysctl "
+    "kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for bwrap)",
     "landlock": "a Linux kernel >= 5.13 with Landlock enabled (lsm=...,landlock)",
     "seccomp": "libseccomp (Debian/Ubuntu: apt-get install libseccomp2) and the pyseccomp "
     "package",
+    "reaper": "a C compiler, to build murmur-nb's subreaper helper once (Debian/Ubuntu: "
+    "apt-get install gcc libc6-dev)",
 }
+_REAPER_SOURCE = Path(__file__).with_name("reaper.c")
+#: how many more processes than it runs now the module's uid may run (a fork bomb's ceiling)
+REAPER_NPROC = 512
+
+
+def in_container() -> bool:
+    """Whether this kernel runs in a container (Docker, Podman, a Kubernetes pod)."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST") or any(
+        Path(marker).exists() for marker in ("/.dockerenv", "/run/.containerenv")
+    ):
+        return True
+    try:
+        cgroups = Path("/proc/1/cgroup").read_text(errors="replace")
+    except OSError:
+        return False
+    return any(word in cgroups for word in ("docker", "kubepods", "containerd", "libpod"))
+
+
+def _how_to_get() -> dict[str, str]:
+    """What gets each mechanism, for where this kernel runs."""
+    if not in_container():
+        return _HOW_TO_GET
+    return _HOW_TO_GET | {
+        "bwrap": "inside a container, bubblewrap's user namespaces come only with the "
+        "container's own "
+        "options (Docker: --security-opt seccomp=unconfined --security-opt "
+        "apparmor=unconfined; Kubernetes: a seccomp profile that allows unshare), and they are "
+        "not needed: Landlock, seccomp and the subreaper hold every guarantee without them",
+    }
 
 
 @dataclass(frozen=True)
@@ -79,6 +113,8 @@ class _Probe:
     landlock_status: str
     seccomp: bytes | None  # the compiled filter, when bwrap can load it
     seccomp_status: str
+    reaper: str | None  # the compiled subreaper helper
+    reaper_status: str
 
 
 def _probe_bwrap() -> tuple[str | None, str]:
@@ -138,7 +174,20 @@ def _probe() -> _Probe:
     abi, why = landlock.abi_version()
     status = f"Landlock ABI {abi}" if abi else why
     bpf, seccomp_status = _probe_seccomp(bwrap)
-    return _Probe(bwrap, bwrap_status, abi, status, bpf, seccomp_status)
+    reaper = helpers.built("reaper", _REAPER_SOURCE, (("-static",), ()), _reaper_works)
+    reaper_status = "subreaper helper (reaper.c)" if reaper else "no C compiler to build it"
+    return _Probe(bwrap, bwrap_status, abi, status, bpf, seccomp_status, reaper,
+                  reaper_status)
+
+
+def _reaper_works(path: Path) -> bool:
+    """Whether the built helper runs a program and passes its exit status on."""
+    try:
+        ran = subprocess.run([str(path), "--", "/bin/sh", "-c", "exit 7"], env={},
+                             capture_output=True, check=False, timeout=10)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return ran.returncode == 7
 
 
 def _namespace_flags(*, network: bool, seccomp: bool) -> tuple[list[str], tuple[int, ...]]:
@@ -191,6 +240,8 @@ class SandboxReport:
     #: the policy's ``network_isolation``, and why the check cannot run (when it cannot)
     network_isolation: str = "outside-only"
     granted_network_status: str = ""
+    #: the subreaper helper that holds the process tree where there is no PID namespace
+    _reaper: str | None = field(default=None, repr=False)
 
     def granted_network_problem(self) -> str:
         """Why a network-granted call cannot be kept off this machine, and what to do."""
@@ -243,8 +294,8 @@ class SandboxReport:
                 if self.mechanisms.get(name) == "disabled by policy"
                 else how
             )
-            for name, how in _HOW_TO_GET.items()
-            if not self.mechanisms.get(name, "").startswith("used")
+            for name, how in _how_to_get().items()
+            if not self.mechanisms.get(name, "").startswith(("used", "not needed"))
         )
         where = (
             "with the mechanisms this policy allows"
@@ -295,7 +346,8 @@ class SandboxReport:
 
 
 def _statuses(
-    probe: _Probe, allowed: set[str], bwrap: str | None, abi: int, bpf: bytes | None
+    probe: _Probe, allowed: set[str], bwrap: str | None, abi: int, bpf: bytes | None, *,
+    reaper: str | None,
 ) -> dict[str, str]:
     """For each mechanism: used, not needed, disabled by policy, or why it is unavailable."""
     status: dict[str, str] = {}
@@ -316,6 +368,12 @@ def _statuses(
         status["seccomp"] = "disabled by policy"
     else:
         status["seccomp"] = probe.seccomp_status
+    if reaper is not None:
+        status["reaper"] = f"used: {probe.reaper_status}"
+    elif bwrap:
+        status["reaper"] = "not needed (bwrap's pid namespace)"
+    else:
+        status["reaper"] = probe.reaper_status if "reaper" in allowed else "disabled by policy"
     return status
 
 
@@ -342,16 +400,24 @@ def sandbox_report(
     bwrap = probe.bwrap if "bwrap" in allowed and on else None
     abi = probe.landlock_abi if "landlock" in allowed and on and not bwrap else 0
     bpf = probe.seccomp if "seccomp" in allowed and on else None
-    status = _statuses(probe, allowed, bwrap, abi, bpf)
+    confined = bool(abi or bpf)
+    reaper = probe.reaper if "reaper" in allowed and on and not bwrap and confined else None
+    status = _statuses(probe, allowed, bwrap, abi, bpf, reaper=reaper)
     if not on:
         status = dict.fromkeys(MECHANISMS, "not used (sandbox off)")
     mechanism, detail, guarantees = _mechanism(bwrap, abi, bpf)
+    if reaper is not None:
+        detail += "; subreaper"
+        guarantees["process_tree"] = (
+            f"subreaper (every descendant killed when the call ends; RLIMIT_NPROC +"
+            f"{REAPER_NPROC})"
+        )
     if not on:
         guarantees = dict.fromkeys(GUARANTEES)
     net = seccomp.program(sockets=True)[0] if bpf is not None else None
     granted, why = _granted_network(on, bpf, network_isolation)
     return SandboxReport(mode, mechanism, guarantees, status, detail, bwrap, abi, bpf, net,
-                         granted, network_isolation, why)
+                         granted, network_isolation, why, reaper)
 
 
 def _identity(bwrap: str | None, confined: bool) -> str | None:
@@ -418,8 +484,9 @@ class Launch:
     close: Callable[[], None]
     #: descriptors the process must inherit (the seccomp program for bwrap)
     pass_fds: tuple[int, ...] = ()
-    #: the process leads its own PID namespace: nothing it starts can outlive it, so the
-    #: runner need not walk its tree while it runs
+    #: the process holds its whole tree (it leads a PID namespace, or it is the subreaper
+    #: helper): nothing it starts can outlive it, so the runner need not walk the tree
+    #: while it runs
     owns_pid_namespace: bool = False
     #: the uid and gid the child switches to before ``preexec`` (a root host without bwrap)
     user: int | None = None
@@ -525,22 +592,80 @@ def _plan(
             start_in=cwd.parent if private_cwd else None,
         )
     user = identity.sandbox_id() if identity.is_root() and report.mode != "off" else None
+    if report._reaper is not None:
+        return _reaped(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=network,
+                       bpf=bpf, user=user)
     rules = _filter(bpf) if bpf is not None else None
     if report._landlock_abi:
-        ruleset = landlock.build_ruleset(
-            report._landlock_abi,
-            # no /proc at all: Landlock's ptrace scope blocks /proc/<pid>/mem but (measured
-            # on kernel 6.18) not environ, maps or cmdline of an outside process
-            [*_SYSTEM_TREES, *_DEVICES, *(real for real, _ in [*reads, *ro])],
-            ["/dev/null", *(real for real, _ in rw), str(cwd)],
-            network=network,
-            socket_filter=rules,
-        )
+        ruleset = _landlock_ruleset(report, cwd, reads, ro, rw, network=network, rules=rules)
         return Launch(list(argv), ruleset.preexec, report.confinement, ruleset.close,
                       user=user)
     if rules is not None:
         return Launch(list(argv), rules.apply, report.confinement, lambda: None, user=user)
     return Launch(list(argv), None, report.confinement, lambda: None)
+
+
+def _landlock_ruleset(
+    report: SandboxReport,
+    cwd: Path,
+    reads: list[tuple[str, str]],
+    ro: list[tuple[str, str]],
+    rw: list[tuple[str, str]],
+    *,
+    network: bool,
+    rules: seccomp.Filter | None = None,
+) -> landlock.Ruleset:
+    return landlock.build_ruleset(
+        report._landlock_abi,
+        # no /proc at all: Landlock's ptrace scope blocks /proc/<pid>/mem but (measured
+        # on kernel 6.18) not environ, maps or cmdline of an outside process
+        [*_SYSTEM_TREES, *_DEVICES, *(real for real, _ in [*reads, *ro])],
+        ["/dev/null", *(real for real, _ in rw), str(cwd)],
+        network=network,
+        socket_filter=rules,
+    )
+
+
+def _reaped(
+    report: SandboxReport,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    reads: list[tuple[str, str]],
+    ro: list[tuple[str, str]],
+    rw: list[tuple[str, str]],
+    network: bool,
+    bpf: bytes | None,
+    user: int | None,
+) -> Launch:
+    """Without a PID namespace: the subreaper helper (``reaper.c``) starts the module as its
+    only child, which applies the Landlock ruleset and the seccomp program it is handed and
+    (on a root host) switches to the sandbox id; the helper kills the whole tree at the end."""
+    assert report._reaper is not None
+    out = [report._reaper, "-n", str(REAPER_NPROC)]
+    fds: list[int] = []
+    try:
+        if user is not None:
+            out += ["-u", str(user)]
+        if report._landlock_abi:
+            ruleset = _landlock_ruleset(report, cwd, reads, ro, rw, network=network)
+            fds.append(ruleset.fd)
+            out += ["-l", str(ruleset.fd)]
+        if bpf is not None:
+            fds.append(seccomp.program_fd(bpf))
+            out += ["-s", str(fds[-1])]
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+    def close() -> None:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    return Launch([*out, "--", *argv], None, report.confinement, close, pass_fds=tuple(fds),
+                  owns_pid_namespace=True)
 
 
 def _reachable_for_the_sandbox_id(

@@ -20,7 +20,7 @@ from _proto import capability, descriptor, envelope, main
 def default():
     return descriptor(
         [capability(n) for n in ("read", "write", "connect", "sockets", "spy", "signal",
-                                 "daemons", "listdir")],
+                                 "daemons", "listdir", "forkbomb", "hold")],
         permissions={"filesystem_read": ["src", "staged"], "filesystem_write": ["out"],
                      "network": ["api.example"]},
     )
@@ -105,6 +105,28 @@ def heartbeat(out, i):
         time.sleep(0.02)
 
 
+def forkbomb(limit):
+    """Fork up to ``limit`` children that each hold on for a minute; how many were made."""
+    made, pids, refused = 0, [], None
+    for _ in range(limit):
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            refused = errno_name(exc)
+            break
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        made += 1
+        pids.append(pid)
+    return {"made": made, "refused": refused, "pids": pids}
+
+
+def errno_name(exc):
+    import errno
+    return errno.errorcode.get(exc.errno, str(exc.errno))
+
+
 def resolve(request, path):
     """``root:<name>/<rel>`` names a path under a supplied root, ``self:<rel>`` one in the
     module's own folder (the snapshot it runs from); anything else is literal."""
@@ -157,6 +179,14 @@ def handle(name, request):
     if name == "signal":
         return envelope("invoke", rid, result=attempt(
             lambda: os.kill(inp["pid"], signal.SIGKILL) or "sent"))
+    if name == "forkbomb":
+        return envelope("invoke", rid, result=forkbomb(inp["limit"]))
+    if name == "hold":  # say who we are, then stay until told
+        out = request["roots"]["out"]["path"]
+        Path(out, f"{inp['role']}.pid").write_text(str(os.getpid()))
+        while not Path(out, f"{inp['role']}.stop").exists():
+            time.sleep(0.02)
+        return envelope("invoke", rid, result={"held": inp["role"]})
     if name == "daemons":
         out = request["roots"]["out"]["path"]
         for i in range(5):

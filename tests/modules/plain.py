@@ -42,6 +42,15 @@ def default():
     )
 
 
+def environ_at_exec():
+    """What exec passed as the environment (``None`` where ``/proc`` is out of reach: the
+    Landlock sandbox grants none)."""
+    try:
+        return Path("/proc/self/environ").read_bytes().decode()
+    except OSError:
+        return None
+
+
 def handle(name, request):
     rid = request["request_id"]
     roots = request.get("roots") or {}
@@ -57,7 +66,7 @@ def handle(name, request):
             "environ": dict(os.environ),
             "cwd": str(Path.cwd()),
             "cwd_entries": entries,
-            "environ_at_exec": Path("/proc/self/environ").read_bytes().decode(),
+            "environ_at_exec": environ_at_exec(),
             "own_session": os.getsid(0) == os.getpid(),
             "stdin_rest": "",
         })
