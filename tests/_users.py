@@ -82,6 +82,7 @@ def rerun(
     python = Path(sys.executable)
     environ = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1",
                "MURMUR_NB_CACHE": str(scratch / "cache"), "LANG": "C.UTF-8",
+               "HYPOTHESIS_STORAGE_DIRECTORY": str(scratch / "hypothesis"),
                **({"MNB_IN_CONTAINER": "1"} if docker else {}), **(env or {})}
     argv = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
             f"--basetemp={scratch / 'tmp'}", *(["-k", deselect] if deselect else []), *files]

@@ -114,3 +114,18 @@ def test_the_sandbox_suites_hold_in_a_default_docker_container(user: bool) -> No
                        deselect="not unprivileged and not default_docker_container")
     assert done == 0, tail
     assert " passed" in tail and "failed" not in tail and "skipped" not in tail, tail
+
+
+def test_the_demo_modules_run_under_a_required_sandbox(tmp_path: Path) -> None:
+    """The demo home's modules, every guarantee required (the default mode): here, and in
+    the default-Docker harness below, no call is refused and none warns (a warning would
+    fail this test: warnings are errors here)."""
+    home = mnb.prepare_demo_home(tmp_path / "demo")
+    with home.host(policy=home.policy(sandbox="required")) as host:
+        assert host.sandbox.complete, str(host.sandbox)
+        for capability, given in (("gallery.poster", {"title": "hello"}),
+                                  ("gallery.diagram", {}), ("studio.tone", {}),
+                                  ("docs.report", {})):
+            inv = host.invoke(capability, given)
+            assert inv.ok and inv.warnings == [], (capability, inv.error, inv.warnings)
+            assert inv.artifacts, capability

@@ -84,9 +84,11 @@ class Policy:
         address, the notebook's own services included (an explicit opt-in, shown in
         ``host.sandbox``).
     sandbox_mechanisms
-        The mechanisms the host may use, out of ``("bwrap", "landlock", "seccomp")`` (leave
-        out one to force another, e.g. to test a fallback; without ``"seccomp"`` bwrap keeps
-        the module offline with a network namespace instead of the socket filter).
+        The mechanisms the host may use, out of ``("bwrap", "landlock", "seccomp",
+        "reaper")`` (leave out one to force another, e.g. to test a fallback; without
+        ``"seccomp"`` bwrap keeps the module offline with a network namespace instead of the
+        socket filter; ``"reaper"`` is the subreaper helper that holds the process tree where
+        bwrap cannot run).
     deadline_ms_limit, max_output_bytes_limit
         The largest ``deadline_ms`` / ``max_output_bytes`` an invocation may ask for; above
         them ``invoke`` refuses with ``invalid_input``. Defaults: a day, and 1 GiB (a Go

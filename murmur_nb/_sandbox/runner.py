@@ -303,15 +303,17 @@ def run_process(
         proc, release = popen(), _nothing
     else:
         proc, release = netguard.spawn(destinations, popen)
-    run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes, cancel)
     try:
-        run.pump(stdin, start if walk_tree else None)
-        returncode = run.finish(str(cwd))
-    except BaseException:
-        run.abort(str(cwd))
-        raise
+        run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes, cancel)
+        try:
+            run.pump(stdin, start if walk_tree else None)
+            returncode = run.finish(str(cwd))
+        except BaseException:
+            run.abort(str(cwd))
+            raise
+        finally:
+            run.close()
     finally:
-        run.close()
         release()
     return run.result(returncode, start)
 
