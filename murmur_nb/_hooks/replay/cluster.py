@@ -222,7 +222,9 @@ def replay_on_cluster(
     warn_if_plain_cluster(client)
     slots = max(1, sum(int(n) for n in client.nthreads().values()))
     chunks = _chunks(jobs, slots)
-    payload = client.scatter(payload_of(host, hooks), broadcast=True)
+    # a key of its own (hash=False), as the batch does: a content key shared with an earlier
+    # replay of the same hooks races that replay's release ("lost dependencies")
+    payload = client.scatter(payload_of(host, hooks), broadcast=True, hash=False)
     run = _Run(client, payload, (hooks, windows, task_id))
     done: dict[int, list[dict[str, Any]]] = {}
     interrupted = False
