@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from _modules import alive, install
 from _users import rerun
+from test_sandbox import assert_daemons_gone, start_daemons
 
 import murmur_nb as mnb
 
@@ -52,18 +53,9 @@ def test_without_namespaces_every_guarantee_holds_with_the_subreaper(tmp_path: P
 def test_no_daemon_outlives_the_call_without_namespaces(tmp_path: Path, then: str) -> None:
     """Five double-forked, ``setsid`` daemons beat into the rw root; after ``invoke`` ends
     (normally, at the deadline, past the output bound) none beats and none is alive."""
-    from test_sandbox import _assert_daemons_gone
-
     with _host(tmp_path) as host:
-        if then == "answer":
-            assert host.invoke("hostile.daemons", {"then": then}).ok
-        elif then == "hang":
-            with pytest.raises(mnb.DeadlineExceeded):
-                host.invoke("hostile.daemons", {"then": then}, deadline_ms=4_000)
-        else:
-            with pytest.raises(mnb.OutputTooLarge):
-                host.invoke("hostile.daemons", {"then": then}, max_output_bytes=1 << 20)
-    _assert_daemons_gone(tmp_path / "out")
+        start_daemons(host, then)
+    assert_daemons_gone(tmp_path / "out")
 
 
 def test_a_fork_bomb_stops_at_the_process_limit_and_nothing_of_it_stays(tmp_path: Path) -> None:

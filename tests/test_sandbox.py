@@ -387,7 +387,7 @@ def test_it_cannot_signal_a_process_outside_its_tree(host: mnb.ModuleHost) -> No
 # -- it cannot: leave any process alive once invoke returns -----------------------------------
 
 
-def _assert_daemons_gone(out: Path) -> None:
+def assert_daemons_gone(out: Path) -> None:
     pids = read_pids(out, [f"daemon{i}" for i in range(5)])
     beats = sorted(out.glob("beat*"))
     assert len(beats) == 5  # all five daemons were up and beating
@@ -397,8 +397,9 @@ def _assert_daemons_gone(out: Path) -> None:
     assert {r: p for r, p in pids.items() if alive(p)} == {}
 
 
-@pytest.mark.parametrize("then", ["answer", "hang", "flood"])
-def test_no_daemon_outlives_the_call(host: mnb.ModuleHost, world: World, then: str) -> None:
+def start_daemons(host: mnb.ModuleHost, then: str) -> None:
+    """Five detached daemons, then the call ends: normally, at its deadline, or past its
+    output bound (``then``)."""
     if then == "answer":
         inv = host.invoke("hostile.daemons", {"then": then})
         assert inv.ok and inv.result == {"daemons": 5}
@@ -408,7 +409,12 @@ def test_no_daemon_outlives_the_call(host: mnb.ModuleHost, world: World, then: s
     else:
         with pytest.raises(mnb.OutputTooLarge):
             host.invoke("hostile.daemons", {"then": then}, max_output_bytes=1 << 20)
-    _assert_daemons_gone(world.out)
+
+
+@pytest.mark.parametrize("then", ["answer", "hang", "flood"])
+def test_no_daemon_outlives_the_call(host: mnb.ModuleHost, world: World, then: str) -> None:
+    start_daemons(host, then)
+    assert_daemons_gone(world.out)
 
 
 def test_no_daemon_outlives_a_keyboard_interrupt(host: mnb.ModuleHost, world: World) -> None:
@@ -421,7 +427,7 @@ def test_no_daemon_outlives_a_keyboard_interrupt(host: mnb.ModuleHost, world: Wo
     with pytest.raises(KeyboardInterrupt):
         host.invoke("hostile.daemons", {"then": "hang"}, deadline_ms=60_000)
     thread.join()
-    _assert_daemons_gone(world.out)
+    assert_daemons_gone(world.out)
 
 
 # -- 1. approval pinned to code ----------------------------------------------------------------
