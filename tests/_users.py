@@ -61,6 +61,12 @@ test_user.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
 REPO = Path(__file__).resolve().parent.parent
 
 
+def cache_dir() -> Path:
+    from murmur_nb._rules import cache_dir as where  # private: the cache's one rule
+
+    return where()
+
+
 def rerun(
     files: list[str],
     *,
@@ -82,6 +88,8 @@ def rerun(
     python = Path(sys.executable)
     environ = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1",
                "MURMUR_NB_CACHE": str(scratch / "cache"), "LANG": "C.UTF-8",
+               # root's own runs share root's cache (built helpers and components)
+               **({} if user else {"MURMUR_NB_CACHE": str(cache_dir())}),
                "HYPOTHESIS_STORAGE_DIRECTORY": str(scratch / "hypothesis"),
                **({"MNB_IN_CONTAINER": "1"} if docker else {}), **(env or {})}
     argv = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from _modules import alive, install
-from _users import rerun
+from _users import cache_dir, rerun
 from test_sandbox import assert_daemons_gone, start_daemons
 
 import murmur_nb as mnb
@@ -97,11 +97,11 @@ def test_two_calls_at_once_cannot_signal_each_other(tmp_path: Path) -> None:
 @pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
 @pytest.mark.parametrize("user", [False, True], ids=["root", "user"])
 def test_the_sandbox_suites_hold_in_a_default_docker_container(user: bool) -> None:
-    """The sandbox suites, this file and the demo modules, with the default policy, in the
-    harness that behaves like a default Docker container (no namespaces, Docker's
-    capabilities and seccomp profile), as root and as an unprivileged user."""
+    """The sandbox suites and this file (its demo modules included), with the default
+    policy, in the harness that behaves like a default Docker container (no namespaces,
+    Docker's capabilities and seccomp profile), as root and as an unprivileged user."""
     files = ["tests/test_sandbox.py", "tests/test_root_host.py", "tests/test_snapshot.py",
-             "tests/test_batch.py", "tests/test_container.py", "tests/test_demo_modules.py"]
+             "tests/test_batch.py", "tests/test_container.py"]
     done, tail = rerun(files, user=user, docker=True,
                        deselect="not unprivileged and not default_docker_container")
     assert done == 0, tail
@@ -121,3 +121,33 @@ def test_the_demo_modules_run_under_a_required_sandbox(tmp_path: Path) -> None:
             inv = host.invoke(capability, given)
             assert inv.ok and inv.warnings == [], (capability, inv.error, inv.warnings)
             assert inv.artifacts, capability
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="a nested run: its root parent starts it")
+@pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
+def test_the_tour_runs_headless_in_a_default_docker_container(tmp_path: Path) -> None:
+    """``scripts/demo --headless``'s conversion of the tour, inside the default-Docker
+    harness: every cell runs (a failing cell fails the conversion), no cell warns that the
+    sandbox is incomplete, and the artifacts are rendered."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "LANG": "C.UTF-8", "MURMUR_NB_DEMO_HOME": str(tmp_path / "demo"),
+           "MURMUR_NB_CACHE": str(cache_dir()),  # root's: the demo hook built once
+           "MNB_IN_CONTAINER": "1"}
+    done = subprocess.run(
+        [sys.executable, str(repo / "tests" / "_container.py"), "--", sys.executable, "-m",
+         "jupyter", "nbconvert", "--to", "html", "--execute", "--config",
+         "scripts/report_config.py", "--ExecutePreprocessor.timeout=900",
+         "--ExecutePreprocessor.kernel_name=python3", "--output-dir", str(tmp_path),
+         "--output", "tour", "notebooks/01-tour.ipynb"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=1200, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = (tmp_path / "tour.html").read_text()
+    assert "SandboxWarning" not in report and "sandbox_unavailable" not in report
+    assert report.count('class="murmur-artifact"') >= 5
+    assert "subreaper" in report  # the tour prints how its modules were confined

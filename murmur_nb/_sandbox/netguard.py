@@ -398,9 +398,16 @@ def let_go(watch: _Watch, sock: _Socket) -> None:
     os.close(sock.fd)
 
 
-@functools.cache
+_SUPERVISOR: list[tuple[int, _Supervisor]] = []
+_SUPERVISOR_LOCK = threading.Lock()
+
+
 def _supervisor() -> _Supervisor:
-    return _Supervisor()
+    """This process's supervisor (a forked child makes its own: threads do not fork)."""
+    with _SUPERVISOR_LOCK:
+        if not _SUPERVISOR or _SUPERVISOR[0][0] != os.getpid():
+            _SUPERVISOR[:] = [(os.getpid(), _Supervisor())]
+        return _SUPERVISOR[0][1]
 
 
 @functools.cache
