@@ -73,12 +73,14 @@ def rerun(
     user: bool,
     docker: bool,
     deselect: str | None = None,
+    marks: str | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 900,
 ) -> tuple[int, str]:
     """Run pytest on ``files`` again, as the test user (``user``) and/or inside the
-    default-Docker harness (``docker``: ``tests/_container.py``), in one process, with a
-    scratch home and cache of its own; its exit status and the tail of what it printed."""
+    default-Docker harness (``docker``: ``tests/_container.py``), in one process at a lower
+    priority, with a scratch home (and, as a user, a cache of its own); ``deselect`` and
+    ``marks`` are pytest's ``-k`` and ``-m``. Its exit status and the tail of its output."""
     import sys
     import tempfile
 
@@ -93,7 +95,8 @@ def rerun(
                "HYPOTHESIS_STORAGE_DIRECTORY": str(scratch / "hypothesis"),
                **({"MNB_IN_CONTAINER": "1"} if docker else {}), **(env or {})}
     argv = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-            f"--basetemp={scratch / 'tmp'}", *(["-k", deselect] if deselect else []), *files]
+            f"--basetemp={scratch / 'tmp'}", *(["-k", deselect] if deselect else []),
+            *(["-m", marks] if marks else []), *files]
     if docker:
         prefix = [str(python), str(REPO / "tests" / "_container.py"),
                   *(["--user", str(uid)] if user else []), "--"]
@@ -102,6 +105,8 @@ def rerun(
         prefix = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
     else:
         prefix = []
+    # below the suite's own priority: the timing tests running beside it keep their CPU
+    prefix = [shutil.which("nice", path="/usr/bin:/bin") or "nice", "-n", "10", *prefix]
     passage = passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]) \
         if user else contextlib.nullcontext()
     try:

