@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -324,4 +325,4 @@ def test_the_sandbox_suites_also_hold_as_an_unprivileged_user() -> None:
                         "tests/test_snapshot.py", "tests/test_hostile_diagram.py"],
                        user=True, docker=False, deselect="not unprivileged")
     assert done == 0, tail
-    assert " passed" in tail and "failed" not in tail, tail
+    assert " passed" in tail and not re.search(r"\d+ failed", tail), tail
