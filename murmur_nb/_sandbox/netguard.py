@@ -250,7 +250,6 @@ class _Watch:
     sockets: dict[int, _Socket] = field(default_factory=dict)  # by inode
     connected: set[int] = field(default_factory=set)  # inodes of TCP sockets let go
     inflight: int = 0
-    refused: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def close(self) -> None:
@@ -272,10 +271,13 @@ class _Supervisor:
         self._connecting: dict[int, tuple[_Watch, _Socket]] = {}
         self._lock = threading.Lock()
         self._ready = threading.Event()
+        self._failed: OSError | None = None
         self._thread = threading.Thread(target=self._loop, name="murmur-nb netguard",
                                         daemon=True)
         self._thread.start()
         self._ready.wait()
+        if self._failed is not None:
+            raise self._failed
 
     def watch(self, listener: int, destinations: Destinations) -> None:
         with self._lock:
@@ -307,8 +309,13 @@ class _Supervisor:
         let_go(watch, sock)
 
     def _loop(self) -> None:
-        _take_sandbox_credentials()
-        self._ready.set()
+        try:
+            _take_sandbox_credentials()
+        except OSError as exc:  # the caller raises it: a module must not wait on nobody
+            self._failed = exc
+            return
+        finally:
+            self._ready.set()
         while True:
             try:
                 events = self._epoll.poll()
@@ -462,8 +469,6 @@ class _Call:
                 raise _Refused(errno.ENOSYS)
             handler()
         except _Refused as exc:
-            if exc.code == errno.EACCES:
-                self.watch.refused += 1
             self.answer(-exc.code)
         except OSError as exc:
             self.answer(-(exc.errno or errno.EIO))
