@@ -9,6 +9,12 @@
   ``rule`` names it; callers route on ``rule``/``code``, never on the message.
 * **Keep what the module reported.** Whatever ``execution`` the module sent is kept on the
   :class:`~murmur_nb.Invocation` even when a later rule breaks, so costs stay visible.
+* **A cost is a cost** (:func:`cost_problem`): ``estimated_cost`` and ``actual_cost`` are
+  ``null`` (*unknown*) or a finite JSON number of at least 0. A negative cost would pay for
+  other rows under a batch's ``max_cost``, and NaN compares false with every budget; Go's
+  ``encoding/json`` never writes NaN or infinities, Python's ``json`` does unless told not to.
+  A breach is the ``cost`` rule, and the kept ``execution`` says *unknown* for the lying
+  field, never the lie: a budget then stops rather than trusting it.
 * **A refusal carries its evidence.** Each error is built with the partial
   :class:`~murmur_nb.Invocation` (:meth:`Ran.invocation`), whose ``evidence`` holds the exit
   status or signal, the stderr tail and, when stdout was no envelope, its start. The message
@@ -19,6 +25,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +42,10 @@ from murmur_nb._modules.invocation import Ran
 from murmur_nb._schemas.nesting import TooDeep, decode_bounded
 from murmur_nb.protocol import OPERATION_INVOKE, PROTOCOL_ID, Envelope, Execution
 
-__all__ = ["check_envelope", "check_run", "read_envelope"]
+__all__ = ["COST_FIELDS", "check_envelope", "check_run", "cost_problem", "read_envelope"]
+
+#: The two cost fields of ``execution``; ``null`` is *unknown*, ``0`` is free.
+COST_FIELDS = ("estimated_cost", "actual_cost")
 
 
 def read_envelope(ran: Ran) -> Envelope:
@@ -107,9 +117,11 @@ def check_envelope(stdout: bytes, ran: Ran) -> Envelope:
     # keep whatever execution the module reported, even when a later rule breaks
     execution = raw.get("execution")
     reported = None
+    costs: dict[str, str] = {}
     if isinstance(execution, dict):
+        costs = _cost_problems(execution)
         with contextlib.suppress(PydanticValidationError):
-            reported = Execution.model_validate(execution)
+            reported = Execution.model_validate({**execution, **dict.fromkeys(costs)})
     reading = _Reading(ran, reported)
     _check_header(raw, reading)
     _check_outcome(raw, reading)
@@ -122,12 +134,56 @@ def check_envelope(stdout: bytes, ran: Ran) -> Envelope:
         raise reading.violation(
             "execution", "execution must be present (an object), also on failure"
         )
+    if costs:
+        raise reading.violation("cost", "; ".join(costs.values()))
     try:
         return Envelope.model_validate(raw)
     except PydanticValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise reading.violation("shape", f"{where}: {first['msg']}") from exc
+
+
+def cost_problem(value: Any) -> str | None:
+    """Why ``value`` (a decoded ``estimated_cost`` / ``actual_cost``) is no cost, or ``None``
+    when it is one: ``null`` (unknown) or a finite number of at least 0.
+
+    Examples
+    --------
+    >>> cost_problem(None), cost_problem(0), cost_problem(2.5)
+    (None, None, None)
+    >>> cost_problem(-1e9), cost_problem(float("nan")), cost_problem("1")
+    ('is negative', 'is not finite', 'is a string, not a number')
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"is a {_json_kind(value)}, not a number"
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer past float's range
+        finite = False
+    if not finite:
+        return "is not finite"
+    return "is negative" if value < 0 else None
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {bool: "boolean", str: "string", list: "array", dict: "object"}
+    return next((name for kind, name in kinds.items() if isinstance(value, kind)), "value")
+
+
+def _cost_problems(execution: dict[str, Any]) -> dict[str, str]:
+    """Each cost field of ``execution`` that is no cost, with what the module must send."""
+    found: dict[str, str] = {}
+    for name in COST_FIELDS:
+        problem = cost_problem(execution.get(name))
+        if problem is not None:
+            found[name] = (
+                f"execution.{name} {problem} ({str(execution[name])[:40]}): a cost is a "
+                "finite number of at least 0, or null when it is unknown (0 is free)"
+            )
+    return found
 
 
 def _no_envelope(reading: _Reading) -> str:

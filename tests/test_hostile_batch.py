@@ -1,0 +1,88 @@
+"""Hostile batches: a module lying about its cost, a forged journal, hostile input cells.
+
+Each test does the hostile thing for real (a sandboxed module reporting the cost, an edit of
+the SQLite journal file, a 5,000-deep cell, a DataFrame with a column twice) and looks at
+what ran: the files the module drops into its ``log`` root, one per real run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import murmur_nb as mnb
+
+FACET_MODULES = [("batchy", "batchy"), ("costs", "costs")]
+
+
+@pytest.fixture
+def log_root(tmp_path: Path) -> Path:
+    """A folder the modules write one file per real run into (their ``log`` root)."""
+    log = tmp_path / "log"
+    log.mkdir()
+    log.chmod(0o777)
+    return log
+
+
+@pytest.fixture
+def host(facet_home: Path, log_root: Path) -> mnb.ModuleHost:
+    with mnb.ModuleHost(home=facet_home, policy=mnb.Policy(roots={"log": str(log_root)})) as h:
+        yield h
+
+
+def runs(log_root: Path, pattern: str = "*") -> list[str]:
+    return sorted(p.name for p in log_root.glob(pattern))
+
+
+def nested(depth: int) -> Any:
+    """Lists nested ``depth`` levels deep, built without recursion."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+# -- costs ------------------------------------------------------------------------------
+
+
+def test_a_negative_cost_does_not_buy_the_rest_of_a_capped_batch(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    """A row reporting ``actual_cost: -1e9`` once paid for every other row under max_cost."""
+    inputs = [{"n": i, "cost": -1e9 if i == 2 else 1.0} for i in range(20)]
+    batch = host.map("costs.spend", inputs, max_cost=3, progress=False, journal=None)
+    out = batch.to_pandas()
+    liar = out.iloc[2]
+    assert (liar["status"], liar["error_code"]) == ("failed", "protocol_violation")
+    assert "actual_cost" in liar["error_message"] and pd.isna(liar["actual_cost"])
+    assert len(runs(log_root)) == 3  # rows 0, 1 and the liar; nothing after it
+    assert set(out["error_code"].iloc[3:]) == {"cost_unknown"}
+    assert (out["status"].iloc[3:] == "not_run").all()
+    assert batch.progress.cost == 2 and batch.progress.cost_unknown == 1
+
+
+@pytest.mark.parametrize("cost", ["nan", "inf", "-inf", -0.5, "string"])
+def test_invoke_refuses_a_cost_that_is_no_cost(host: mnb.ModuleHost, cost: Any) -> None:
+    with pytest.raises(mnb.ProtocolViolation) as err:
+        host.invoke("costs.spend", {"n": 1, "cost": cost})
+    exc = err.value
+    assert (exc.code, exc.rule) == ("protocol_violation", "cost")
+    assert "finite number of at least 0" in exc.message
+    # the lie is not kept as the call's cost: unknown, never NaN or negative
+    assert exc.invocation.execution.actual_cost is None
+    assert exc.invocation.execution.estimated_cost is None
+    audit = host.audit()
+    assert audit["outcome"].iloc[-1] == "protocol_violation"
+    assert audit["actual_cost"].iloc[-1] is pd.NA
+
+
+def test_a_nan_cost_stops_a_capped_batch(host: mnb.ModuleHost, log_root: Path) -> None:
+    inputs = [{"n": i, "cost": "nan" if i == 0 else 1.0} for i in range(10)]
+    batch = host.map("costs.spend", inputs, max_cost=3, progress=False, journal=None)
+    out = batch.to_pandas()
+    assert out["error_code"].iloc[0] == "protocol_violation"
+    assert set(out["error_code"].iloc[1:]) == {"cost_unknown"}
+    assert len(runs(log_root)) == 1
