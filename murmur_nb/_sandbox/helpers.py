@@ -3,8 +3,9 @@
 Each is built with the machine's C compiler into ``<cache>/sandbox/<name>-<key>``, the key a
 hash of its source and build flags; each way of building is tried in turn until one builds
 and passes the helper's own check. A root kernel runs these before every module, so a
-helper is used from the cache only when nobody else could have written it: the file and
-every folder above it belong to this user or root and can be changed by nobody else.
+helper is used from the cache only when nobody else could have written it (the file and
+every folder above it belong to this user or root and can be changed by nobody else:
+:func:`murmur_nb._files.trust.nobody_else_can_write`, the rule every cache uses).
 Otherwise (a cache another account owns or can write: ``sudo -E``, a root container whose
 ``HOME`` is a user's) it is built again into a fresh private folder for this process.
 """
@@ -16,38 +17,15 @@ import functools
 import hashlib
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from murmur_nb._files.trust import nobody_else_can_write
 from murmur_nb._rules import cache_dir
 
 __all__ = ["built"]
-
-
-def _trusted(path: Path) -> bool:
-    """``path`` and every folder above it: ours or root's, and no one else can change or
-    replace them (not writable by group or others; a sticky folder, ``/tmp``, only when
-    what is in it is ours)."""
-    me = os.geteuid()
-    try:
-        current = Path(os.path.abspath(path))  # noqa: PTH100 - no link resolved
-        below_is_ours = True
-        while True:
-            st = os.lstat(current)
-            if stat.S_ISLNK(st.st_mode) or st.st_uid not in (me, 0):
-                return False
-            open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-            if open_to_others and not (st.st_mode & stat.S_ISVTX and below_is_ours):
-                return False
-            if current.parent == current:
-                return True
-            below_is_ours = st.st_uid == me
-            current = current.parent
-    except OSError:
-        return False
 
 
 @functools.cache
@@ -68,14 +46,14 @@ def built(
     top = cache_dir()
     folder = top / "sandbox"
     target = folder / f"{name}-{key}"
-    if target.is_file() and _trusted(target) and works(target):
+    if target.is_file() and nobody_else_can_write(target) and works(target):
         return str(target)
     cc = shutil.which("cc", path="/usr/bin:/bin") or shutil.which("gcc", path="/usr/bin")
     if cc is None:
         return None
     with contextlib.suppress(OSError):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not _trusted(folder):
+    if not nobody_else_can_write(folder):
         folder = _private_folder()  # someone else could write there: build where no one can
         target = folder / f"{name}-{key}"
     partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")

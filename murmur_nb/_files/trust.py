@@ -1,0 +1,45 @@
+"""Whether anyone but this user and root could have written a path: the one rule for caches.
+
+A root kernel runs or loads from its caches what it built there earlier (the sandbox's C
+helpers, compiled hooks). The cache may sit where another account can write (``sudo -E``
+keeps a user's ``HOME``; a root container may get a user's ``HOME`` mounted): then what is in
+it may be that account's, whatever its name and content say. So a cached file is used only
+when the file and every folder above it, up to ``/``, belong to this user or root and nobody
+else can change or replace them; otherwise its user builds it again in a fresh private
+folder. A folder above counts as much as the file: whoever can write a folder can rename
+what is in it and put something else in its place.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["nobody_else_can_write"]
+
+
+def nobody_else_can_write(path: Path) -> bool:
+    """``path`` and every folder above it: this user's or root's, no link, and not writable
+    by group or others; only a folder above may be a sticky one (``/tmp``), when its entry
+    below is this user's.
+
+    ``False`` also when a part cannot be read (it is missing, or not ours to look at).
+    """
+    me = os.geteuid()
+    try:
+        current = Path(os.path.abspath(path))  # noqa: PTH100 - no link resolved
+        below_is_ours = False  # nothing is below the path itself
+        while True:
+            st = os.lstat(current)
+            if stat.S_ISLNK(st.st_mode) or st.st_uid not in (me, 0):
+                return False
+            open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            if open_to_others and not (st.st_mode & stat.S_ISVTX and below_is_ours):
+                return False
+            if current.parent == current:
+                return True
+            below_is_ours = st.st_uid == me
+            current = current.parent
+    except OSError:
+        return False
