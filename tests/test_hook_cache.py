@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import pwd
 import time
 from pathlib import Path
 
 import pytest
 import wasmtime
+from _users import test_user
 from wasmtime.component import Component
 
 import murmur_nb as mnb
@@ -320,3 +322,81 @@ def test_an_entry_rewritten_in_place_after_load_never_runs(tmp_path: Path) -> No
     assert call_f(eng, again.component) == 7
     assert call_f(eng, loaded.component) == 7
 
+
+
+# -- a root kernel and a cache another account can write ---------------------------------------
+
+
+def seal_as(cache: ComponentCache, entry: Path, digest: str, value: int, tmp_path: Path) -> None:
+    """Put a component returning ``value`` at ``entry``, sealed under ``cache``'s own key:
+    what an entry looks like to a cache that trusts the folder it lies in."""
+    eng = cache._engine
+    evil = Component(eng, component_file(tmp_path, value, f"v{value}.wasm").read_bytes())
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.write_bytes(evil.serialize())
+    cache._seal(entry, cache._entry_mac(digest, data=entry.read_bytes()))
+
+
+def hand_to_the_test_user(folder: Path, how: str) -> None:
+    """``owned``: the folder and what is in it become the test user's; ``group``: they stay
+    root's, writable by the test user's group."""
+    uid = test_user()
+    gid = pwd.getpwuid(uid).pw_gid
+    for path in [folder, *folder.rglob("*")]:
+        if how == "owned":
+            os.chown(path, uid, gid)
+        else:
+            os.chown(path, 0, gid)
+            path.chmod(path.stat().st_mode | 0o020)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rule is a root kernel's")
+@pytest.mark.parametrize("how", ["owned", "group"])
+def test_as_root_an_entry_in_a_folder_another_account_can_write_never_runs(
+    tmp_path: Path, how: str
+) -> None:
+    """The entry for a component returning 7 holds one returning 42, sealed so that the cache
+    would accept it, in a cache folder the test user owns (or its group can write). A root
+    kernel neither runs nor touches it: it compiles the 7 into a fresh private folder."""
+    eng, key = engine(), b"s" * 32
+    folder = tmp_path / "cache" / "components"
+    path = component_file(tmp_path)
+    cache = ComponentCache(eng, "fuel;epoch", folder, key=key)
+    planted = folder / cache.entry_path(wasm_cache.sha256_file(path)).name
+    seal_as(cache, planted, wasm_cache.sha256_file(path), 42, tmp_path)
+    hand_to_the_test_user(tmp_path / "cache", how)
+    before = planted.read_bytes()
+    loaded = ComponentCache(eng, "fuel;epoch", folder, key=key).load(path)
+    assert call_f(eng, loaded.component) == 7
+    private = loaded.entry.parent  # this process's own (the other test may have filled it)
+    assert not private.is_relative_to(tmp_path)
+    assert private.stat().st_uid == 0 and private.stat().st_mode & 0o777 == 0o700
+    assert planted.read_bytes() == before  # never touched either
+    again = ComponentCache(eng, "fuel;epoch", folder, key=key).load(path)
+    assert again.source == "cache" and again.entry == loaded.entry
+    assert call_f(eng, again.component) == 7
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rule is a root kernel's")
+def test_as_root_a_key_in_a_folder_another_account_can_write_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key lies in a folder whose parent the test user owns (it could rename the folder
+    and put another in its place); an entry sealed under that key, in a cache only root can
+    write, returns 42 for a component returning 7. A root kernel uses a key of its own for
+    this process, in a fresh private folder, and runs the 7."""
+    keys = tmp_path / "theirs" / "keys"
+    monkeypatch.setenv("MURMUR_NB_KEYS", str(keys))
+    monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))
+    key = wasm_cache.cache_key()
+    eng, path = engine(), component_file(tmp_path)
+    folder = tmp_path / "cache" / "components"
+    cache = ComponentCache(eng, "fuel;epoch", folder, key=key)
+    planted = cache.entry_path(wasm_cache.sha256_file(path))
+    seal_as(cache, planted, wasm_cache.sha256_file(path), 42, tmp_path)
+    uid = test_user()
+    os.chown(tmp_path / "theirs", uid, pwd.getpwuid(uid).pw_gid)
+    loaded = ComponentCache(eng, "fuel;epoch", folder).load(path)
+    assert call_f(eng, loaded.component) == 7
+    assert not loaded.entry.is_relative_to(tmp_path)  # this process's own folder
+    assert call_f(eng, Component.deserialize_file(eng, str(planted))) == 42  # left alone

@@ -13,15 +13,25 @@ the entry's stat signature, so a warm load skips re-hashing; the entry is read o
 and deserialized from that memory, never mapped from the file (a later in-place rewrite would
 run). The path-to-digest memo is MACed too. Recency for pruning is the sidecar's mtime. The
 folder is ``$MURMUR_NB_CACHE``, else ``$XDG_CACHE_HOME/murmur-nb``, else ``~/.cache/murmur-nb``.
+
+A root kernel runs the machine code it loads as root, so it does not let a seal alone vouch
+for it: the key, the entries' folder and every file it reads there are used only when nobody
+else can write them or any folder above them (:func:`.nobody_else_can_write`, the rule of
+every cache). Otherwise (``sudo -E`` keeps a user's ``HOME``; a root container may be given a
+user's) it uses a key of its own for this process and a fresh private folder, removed at
+exit, and leaves what is in the other folder alone.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import hashlib
 import hmac
 import os
 import secrets
+import shutil
 import stat
 import tempfile
 import threading
@@ -30,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from murmur_nb._files.trust import nobody_else_can_write
 from murmur_nb._rules import cache_dir, facet_studio_home, sha256_file
 
 if TYPE_CHECKING:
@@ -112,6 +123,34 @@ def cache_key(directory: Path | None = None) -> bytes:
     return key
 
 
+@functools.cache
+def _private_folder() -> Path:
+    """A folder of this process's alone (``0700``), removed when the process exits."""
+    folder = Path(tempfile.mkdtemp(prefix="murmur-nb-components-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+@functools.cache
+def _private_key() -> bytes:
+    """A key of this process's alone, kept nowhere: what it seals lasts as long as we do."""
+    return secrets.token_bytes(KEY_BYTES)
+
+
+def _root_key_and_folder(key: bytes | None, folder: Path) -> tuple[bytes, Path]:
+    """A root kernel's key and entries' folder: the cache's own when nobody else can write
+    them (nor any folder above), else a key for this process and a private folder."""
+    if key is None:
+        key = cache_key()
+        if not nobody_else_can_write(key_dir().expanduser().resolve() / KEY_FILE):
+            return _private_key(), _private_folder()
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not nobody_else_can_write(folder):
+        return key, _private_folder()
+    return key, folder
+
+
 #: ``(tag, function)``: bytes in, bytes to compile out; the tag names the function's variant.
 Rewrite = tuple[str, Callable[[bytes], bytes]]
 
@@ -185,11 +224,16 @@ class ComponentCache:
         key: bytes | None = None,
     ) -> None:
         self._engine = engine
+        folder = directory if directory is not None else cache_dir() / "components"
+        #: a root kernel reads a file of the cache only when nobody else can write it
+        self._as_root = os.geteuid() == 0
+        if self._as_root:
+            key, folder = _root_key_and_folder(key, folder)
         self._key = key if key is not None else cache_key()
         self._keep = keep_in_memory
         self._memory: dict[str, Component] = {}
         self._lock = threading.Lock()
-        self._directory = directory if directory is not None else cache_dir() / "components"
+        self._directory = folder
         config_key = f"wasmtime={_wasmtime_version()};{engine_fingerprint}"
         self._config_key = hashlib.sha256(config_key.encode()).hexdigest()[:16]
 
@@ -209,6 +253,12 @@ class ComponentCache:
     def _signature(entry: Path | int) -> str:
         st = os.fstat(entry) if isinstance(entry, int) else entry.stat()
         return f"{st.st_size}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+    def _readable(self, *paths: Path) -> bool:
+        """Whether these files of the cache may be read: always, but for a root kernel only
+        when nobody else can write them (their folder was checked when the cache was made;
+        a file in it may still be another account's)."""
+        return not self._as_root or all(nobody_else_can_write(p) for p in paths)
 
     def _mac(self, *parts: str) -> str:
         return hmac.new(self._key, "|".join(parts).encode(), hashlib.sha256).hexdigest()
@@ -276,10 +326,10 @@ class ComponentCache:
         st = path.stat()
         signature = f"{path.resolve()}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
         memo = self._directory / "digests" / hashlib.sha256(signature.encode()).hexdigest()[:40]
-        try:
-            known, _, seal = memo.read_text(encoding="ascii").strip().partition(" ")
-        except OSError:
-            known = seal = ""
+        known = seal = ""
+        if self._readable(memo):
+            with contextlib.suppress(OSError):
+                known, _, seal = memo.read_text(encoding="ascii").strip().partition(" ")
         if len(known) == 64 and hmac.compare_digest(seal, self._mac(signature, known)):
             return known
         digest = sha256_file(path)
@@ -328,7 +378,9 @@ class ComponentCache:
         source = "compiled"
         if entry.is_file():
             component = None
-            data = self._verified_bytes(entry, _keyed(digest, rewrite))
+            data = None
+            if self._readable(entry, self._sum_path(entry)):
+                data = self._verified_bytes(entry, _keyed(digest, rewrite))
             if data is not None:
                 with contextlib.suppress(WasmtimeError):
                     component = Component.deserialize(self._engine, data)
