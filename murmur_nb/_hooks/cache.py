@@ -6,20 +6,21 @@ anything else misses, and an entry that fails to deserialize is deleted and reco
 Entries are written to a temporary file and renamed into place.
 
 Deserializing runs the entry's machine code, so every entry is sealed with an HMAC-SHA256
-under a per-user key (:func:`cache_key`: ``$MURMUR_NB_KEYS``, else
-``$XDG_STATE_HOME/murmur-nb``, else ``~/.local/state/murmur-nb``; ``0600`` in a ``0700``
-folder, replaced when anyone else could have read it). The ``.sum`` sidecar holds the MAC and
-the entry's stat signature, so a warm load skips re-hashing; the entry is read once, checked,
-and deserialized from that memory, never mapped from the file (a later in-place rewrite would
-run). The path-to-digest memo is MACed too. Recency for pruning is the sidecar's mtime. The
-folder is ``$MURMUR_NB_CACHE``, else ``$XDG_CACHE_HOME/murmur-nb``, else ``~/.cache/murmur-nb``.
+under the per-user key of :mod:`murmur_nb._files.sealing_key` (:func:`cache_key`, shared with
+the batch journal; where it lives and how a root kernel trusts it are ruled there). The
+``.sum`` sidecar holds the MAC and the entry's stat signature, so a warm load skips
+re-hashing; the entry is read once, checked, and deserialized from that memory, never mapped
+from the file (a later in-place rewrite would run). The path-to-digest memo is MACed too.
+Recency for pruning is the sidecar's mtime. The folder is ``$MURMUR_NB_CACHE``, else
+``$XDG_CACHE_HOME/murmur-nb``, else ``~/.cache/murmur-nb``.
 
 A root kernel runs the machine code it loads as root, so it does not let a seal alone vouch
-for it: the key, the entries' folder and every file it reads there are used only when nobody
-else can write them or any folder above them (:func:`.nobody_else_can_write`, the rule of
-every cache). Otherwise (``sudo -E`` keeps a user's ``HOME``; a root container may be given a
-user's) it uses a key of its own for this process and a fresh private folder, removed at
-exit, and leaves what is in the other folder alone.
+for it: the key (:func:`~murmur_nb._files.sealing_key.sealing_key`), the entries' folder and
+every file it reads there are used only when nobody else can write them or any folder above
+them (:func:`~murmur_nb._files.trust.nobody_else_can_write`, the rule of every cache).
+Otherwise (``sudo -E`` keeps a user's ``HOME``; a root container may be given a user's) it
+uses a key of its own for this process and a fresh private folder, removed at exit, and
+leaves what is in the other folder alone.
 """
 
 from __future__ import annotations
@@ -30,9 +31,7 @@ import functools
 import hashlib
 import hmac
 import os
-import secrets
 import shutil
-import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -40,14 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from murmur_nb._files.sealing_key import key_dir, sealing_key
+from murmur_nb._files.sealing_key import user_key as cache_key
 from murmur_nb._files.trust import nobody_else_can_write
-from murmur_nb._rules import cache_dir, facet_studio_home, sha256_file
+from murmur_nb._rules import cache_dir, sha256_file
 
 if TYPE_CHECKING:
     from wasmtime import Engine
     from wasmtime.component import Component
-
-from murmur_nb._exceptions import HookError
 
 __all__ = [
     "ComponentCache",
@@ -59,70 +58,6 @@ __all__ = [
     "sha256_file",
 ]
 
-KEY_FILE = "cache.key"
-KEY_BYTES = 32
-
-
-def key_dir() -> Path:
-    """Where the cache's authentication key lives (see the module docstring)."""
-    explicit = os.environ.get("MURMUR_NB_KEYS")
-    if explicit:
-        return Path(explicit).expanduser()
-    state = os.environ.get("XDG_STATE_HOME")
-    base = Path(state).expanduser() if state else Path.home() / ".local" / "state"
-    return base / "murmur-nb"
-
-
-def _forbidden_homes() -> list[Path]:
-    return [cache_dir(), facet_studio_home()]
-
-
-def _private(st: os.stat_result, mode: int) -> bool:
-    return st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == mode
-
-
-def cache_key(directory: Path | None = None) -> bytes:
-    """The cache's HMAC key: read from ``directory`` (default :func:`key_dir`), made if absent.
-
-    Raises
-    ------
-    HookError
-        ``insecure_cache_key``: the folder lies inside the cache folder or the facet-studio
-        home, or is not a folder this user owns.
-    """
-    folder = (directory if directory is not None else key_dir()).expanduser().resolve()
-    for home in _forbidden_homes():
-        if folder.is_relative_to(home.expanduser().resolve()):
-            raise HookError(
-                f"the cache key folder {folder} is inside {home}, which others (modules, anyone "
-                "who can write the cache) can reach; point $MURMUR_NB_KEYS elsewhere",
-                code="insecure_cache_key",
-            )
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = folder.stat()
-    if st.st_uid != os.getuid() or not stat.S_ISDIR(st.st_mode):
-        raise HookError(
-            f"the cache key folder {folder} is not a folder owned by this user; remove it or "
-            "point $MURMUR_NB_KEYS elsewhere",
-            code="insecure_cache_key",
-        )
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        folder.chmod(0o700)
-    path = folder / KEY_FILE
-    with contextlib.suppress(FileNotFoundError):
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as handle:
-            key = handle.read(KEY_BYTES + 1)
-            if _private(os.fstat(handle.fileno()), 0o600) and len(key) == KEY_BYTES:
-                return key
-    key = secrets.token_bytes(KEY_BYTES)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")  # mkstemp creates it 0600
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key)
-    Path(tmp).replace(path)
-    return key
-
-
 @functools.cache
 def _private_folder() -> Path:
     """A folder of this process's alone (``0700``), removed when the process exits."""
@@ -131,19 +66,13 @@ def _private_folder() -> Path:
     return folder
 
 
-@functools.cache
-def _private_key() -> bytes:
-    """A key of this process's alone, kept nowhere: what it seals lasts as long as we do."""
-    return secrets.token_bytes(KEY_BYTES)
-
-
 def _root_key_and_folder(key: bytes | None, folder: Path) -> tuple[bytes, Path]:
     """A root kernel's key and entries' folder: the cache's own when nobody else can write
     them (nor any folder above), else a key for this process and a private folder."""
     if key is None:
-        key = cache_key()
-        if not nobody_else_can_write(key_dir().expanduser().resolve() / KEY_FILE):
-            return _private_key(), _private_folder()
+        key, kept = sealing_key()
+        if not kept:
+            return key, _private_folder()
     with contextlib.suppress(OSError):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not nobody_else_can_write(folder):
