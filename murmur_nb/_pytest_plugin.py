@@ -17,10 +17,18 @@ Options: ``--modproto PATH`` (repeatable), ``--modproto-examples N``, ``--modpro
 Hooks: ``--hook PATH`` (repeatable) runs :func:`murmur_nb.check_hook` on the component once
 and collects one item per rule, failing with the rule, what happened and the fix;
 ``--hook-config MURMUR_YAML`` gives the limits the calls run under.
+
+The checker never imports code from the folder it checks (the module folder; the folder
+holding the component): pytest started inside it, with its rootdir, configuration file or a
+test path there, is refused before pytest imports the initial conftests, with the command to
+run instead; a file of that folder pytest had already imported is named, and the run fails
+(exit status 4, no summary). Collection never enters a checked folder. See
+:mod:`murmur_nb._checker.pytest_guard`.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +38,7 @@ import pytest
 if TYPE_CHECKING:
     from murmur_nb._checker.check_report import CheckResult
     from murmur_nb._checker.hook_report import HookCheckResult
+    from murmur_nb._checker.pytest_guard import Target
 
 __all__ = [
     "HookCheck",
@@ -64,14 +73,56 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run the hook's calls under the limits of this murmur.yaml")
 
 
+#: the targets of this run, once ``pytest_configure`` has let it go on
+CHECKED = pytest.StashKey[list["Target"]]()
+
+
+def _refuse_imports(config: pytest.Config, namespace: Any) -> list[Target]:
+    """The run's targets; :class:`pytest.UsageError` when pytest would import, or already
+    imported, code from a folder it was asked to check (see :mod:`.pytest_guard`)."""
+    from murmur_nb._checker.pytest_guard import refusal, targets  # noqa: PLC0415 - when used
+
+    modproto, hooks = getattr(namespace, "modproto", []), getattr(namespace, "hook", [])
+    if not (modproto or hooks):
+        return []
+    checked = targets(modproto or [], hooks or [], getattr(namespace, "hook_config", None),
+                      config.invocation_params.dir)  # fmt: skip
+    modules = [*sys.modules.values(), *config.pluginmanager.get_plugins()]
+    named = getattr(namespace, "file_or_dir", None) or []
+    message = refusal(config, checked, named, bool(namespace.noconftest), modules)
+    if message is not None:
+        raise pytest.UsageError(message)
+    return checked
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> Iterator[None]:
+    """Refuse before pytest imports the initial conftests, and again once it has."""
+    _refuse_imports(early_config, early_config.known_args_namespace)
+    yield
+    _refuse_imports(early_config, early_config.known_args_namespace)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[CHECKED] = _refuse_imports(config, config.option)
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """With ``--modproto`` or ``--hook`` and no test paths named, collect only the checks.
+    """With ``--modproto`` or ``--hook``: never enter a checked folder, and with no test paths
+    named, collect only the checks.
 
     ``pytest --modproto PATH`` run in a project folder would otherwise also collect every
-    test under it; naming test paths (``pytest tests --modproto PATH``) collects both.
+    test under it; naming test paths (``pytest tests --modproto PATH``) collects both, but
+    never the checked folder's files (collecting them imports them).
     """
-    if not (config.getoption("--modproto") or config.getoption("--hook")):
+    checked = config.stash.get(CHECKED, [])
+    if not checked:
         return None
+    from murmur_nb._checker.pytest_guard import inside_any  # noqa: PLC0415 - when used
+
+    if inside_any(collection_path, checked):
+        return True
     return config.args_source is not pytest.Config.ArgsSource.ARGS or None
 
 
