@@ -86,3 +86,56 @@ def test_a_nan_cost_stops_a_capped_batch(host: mnb.ModuleHost, log_root: Path) -
     assert out["error_code"].iloc[0] == "protocol_violation"
     assert set(out["error_code"].iloc[1:]) == {"cost_unknown"}
     assert len(runs(log_root)) == 1
+
+
+# -- hostile cells ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [65, 900, 5_000])
+def test_a_deeply_nested_cell_is_an_invalid_input_row(
+    host: mnb.ModuleHost, log_root: Path, depth: int
+) -> None:
+    """The input object is level 1: ``extra`` nested ``depth - 1`` levels makes ``depth``."""
+    deep = nested(depth - 1)
+    inputs = [{"n": 1, "extra": deep}, {"n": 2, "extra": nested(63)}]
+    batch = host.map("batchy.work", inputs, on_invalid="skip", progress=False, journal=None)
+    out = batch.to_pandas()
+    assert list(out["status"]) == ["not_run", "ok"]
+    assert out["error_code"].iloc[0] == "invalid_input"
+    assert "deeper than 64 levels" in out["error_message"].iloc[0]
+    assert "'extra'" in out["error_message"].iloc[0]
+    assert runs(log_root) == runs(log_root, "work-2-*") != []
+    frame = pd.DataFrame({"n": [1, 2], "extra": [deep, None]})
+    with pytest.raises(mnb.InvalidInput, match=r"row 0: .*deeper than 64 levels"):
+        host.map("batchy.work", frame, progress=False, journal=None)
+    assert len(runs(log_root)) == 1  # nothing more ran
+
+
+def test_keys_that_collide_once_json_encoded_are_refused_naming_the_column(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    clash = {1: "a", "1": "b"}
+    listed = host.map("batchy.work", [{"n": 1, "extra": clash}], on_invalid="skip",
+                      progress=False, journal=None)  # fmt: skip
+    framed = host.map("batchy.work", pd.DataFrame({"n": [1], "extra": [clash]}),
+                      on_invalid="skip", progress=False, journal=None)  # fmt: skip
+    for batch in (listed, framed):
+        out = batch.to_pandas()
+        assert (out["status"].iloc[0], out["error_code"].iloc[0]) == ("not_run", "invalid_input")
+        message = out["error_message"].iloc[0]
+        assert "'extra'" in message and "1 and '1'" in message and "rename" in message
+    assert runs(log_root) == []
+    # keys that stay distinct are sent as JSON sends them
+    mixed = host.map("batchy.work", [{"n": 1, "extra": {1: "a", "x": "b", None: "c"}}],
+                     progress=False, journal=None)  # fmt: skip
+    assert mixed[0].request.input["extra"] == {"1": "a", "x": "b", "null": "c"}
+
+
+def test_duplicate_columns_are_refused_naming_them(host: mnb.ModuleHost, log_root: Path) -> None:
+    frame = pd.DataFrame([[1, 2, "x"]], columns=["n", "n", "tag"])
+    with pytest.raises(mnb.InvalidInput) as err:
+        host.map("batchy.work", frame, progress=False, journal=None)
+    message = err.value.message
+    assert "'n'" in message and "'tag'" not in message
+    assert "df.columns" in message and "rename" in message
+    assert runs(log_root) == []

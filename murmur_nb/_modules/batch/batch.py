@@ -27,6 +27,7 @@ import heapq
 import json
 import os
 import queue
+import reprlib
 import threading
 import time
 import weakref
@@ -36,7 +37,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import ApprovalRequired, InvalidInput
-from murmur_nb._modules.batch.inputs import Inputs, canonical, input_key, read_inputs
+from murmur_nb._modules.batch.inputs import (
+    Inputs,
+    RowProblem,
+    canonical,
+    input_key,
+    read_inputs,
+)
 from murmur_nb._modules.batch.local import ROWS_PER_CORE, run_row
 from murmur_nb._modules.batch.plan import Plan, input_problem, plan_for
 from murmur_nb._modules.batch.progress import BatchProgress
@@ -638,14 +645,17 @@ def _checked(
     """Each row's canonical text; the invalid rows and why (or one refusal of them all)."""
     texts: list[str] = []
     invalid: dict[int, str] = {}
+    cells = rows.frame is not None
     for i, value in enumerate(rows.values):
         problem: str | None
         try:
-            text = canonical(value)
+            text = canonical(value, cells=cells)
+        except RowProblem as exc:
+            text, problem = json.dumps(reprlib.repr(value)), str(exc)
         except (TypeError, ValueError) as exc:
-            text, problem = json.dumps(repr(value)), f"input is not JSON: {exc}"
+            text, problem = json.dumps(reprlib.repr(value)), f"input is not JSON: {exc}"
         else:
-            problem = input_problem(host, plan, value)
+            problem = input_problem(host, plan, json.loads(text))
         texts.append(text)
         if problem is not None:
             invalid[i] = problem

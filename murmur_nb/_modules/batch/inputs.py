@@ -3,9 +3,17 @@
 A DataFrame row is an object, its columns the properties; a missing value (``NaN``, ``None``,
 ``pd.NA``, ``NaT``) leaves the property out ("not given", so a default or ``required``
 decides). numpy scalars become Python numbers, arrays and dicts in a cell JSON values, a
-``Timestamp`` ISO 8601 text; column names must be strings. Every row becomes strict JSON with
-sorted keys once (:func:`canonical`); its SHA-256 is the journal key. A DataFrame's index
-labels the rows of ``Batch.to_pandas()``; other inputs are numbered from 0.
+``Timestamp`` ISO 8601 text; column names must be strings, each given once. Every row becomes
+strict JSON with sorted keys once (:func:`canonical`); its SHA-256 is the journal key. A
+DataFrame's index labels the rows of ``Batch.to_pandas()``; other inputs are numbered from 0.
+
+Hostile cells are refused as that row's ``invalid_input``, naming the column, never by a
+crash of the whole ``map``: nesting deeper than :data:`MAX_INPUT_DEPTH` (the input object is
+level 1; the limit modules' own JSON has, :data:`~murmur_nb._schemas.nesting.MAX_JSON_DEPTH`),
+measured while converting, so a 5,000-deep cell never reaches a recursive encoder; and two
+keys of one dict that JSON would write as the same text (``1`` and ``"1"``, ``True`` and
+``"true"``), which would otherwise merge silently. A DataFrame with a column name twice is
+refused before anything runs, for the same reason.
 """
 
 from __future__ import annotations
@@ -17,7 +25,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Inputs", "canonical", "input_key", "read_inputs"]
+from murmur_nb._exceptions import InvalidInput
+from murmur_nb._schemas.nesting import MAX_JSON_DEPTH
+
+__all__ = ["MAX_INPUT_DEPTH", "Inputs", "RowProblem", "canonical", "input_key", "read_inputs"]
+
+#: The deepest nesting of arrays and objects in one input, the input object being level 1.
+MAX_INPUT_DEPTH = MAX_JSON_DEPTH
+
+
+class RowProblem(ValueError):
+    """One row cannot be sent as it is; the message names the column and the fix."""
 
 
 @dataclass
@@ -30,9 +48,15 @@ class Inputs:
     frame: Any = None  # the DataFrame given, when one was
 
 
-def canonical(value: Any) -> str:
-    """Strict JSON text of ``value`` with sorted keys and no spaces (the journal's key text)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+def canonical(value: Any, *, cells: bool = False) -> str:
+    """Strict JSON text of ``value`` with sorted keys and no spaces (the journal's key text).
+
+    ``cells``: ``value`` is a DataFrame row, whose cells are converted first (see the module
+    notes). Raises :class:`RowProblem` for a row nested too deeply or with colliding keys,
+    ``TypeError`` / ``ValueError`` for one that is not JSON.
+    """
+    plain = _plain(value, (), 1, cells)
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)  # fmt: skip
 
 
@@ -54,15 +78,86 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def _plain(value: Any) -> Any:
-    """A cell as plain JSON data (numpy and pandas scalars, arrays, timestamps)."""
+def _where(path: tuple[Any, ...], cells: bool) -> str:
+    """``column 'extra'`` (with the path inside it, if any) or ``input['extra']``."""
+    if not path:
+        return "the input"
+    inside = "".join(f"[{p!r}]" for p in path[1:])
+    if cells:
+        return f"column {path[0]!r}" + (f" (at {inside})" if inside else "")
+    return f"input[{path[0]!r}]{inside}"
+
+
+def json_key(key: Any) -> str:
+    """The text JSON writes for a dict key (as :func:`json.dumps` does), or ``TypeError``.
+
+    Examples
+    --------
+    >>> [json_key(k) for k in ("a", 1, 1.5, True, None)]
+    ['a', '1', '1.5', 'true', 'null']
+    """
+    if isinstance(key, str):
+        return key
+    if key is True or key is False or key is None:
+        return {True: "true", False: "false", None: "null"}[key]
+    if isinstance(key, int | float):
+        return json.dumps(key, allow_nan=False)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+def _keys(value: Mapping[Any, Any], path: tuple[Any, ...], cells: bool) -> dict[str, Any]:
+    """``value``'s items under their JSON keys; a :class:`RowProblem` when two keys collide."""
+    out: dict[str, Any] = {}
+    given: dict[str, Any] = {}
+    for key, item in value.items():
+        plain_key = key
+        if cells and not isinstance(key, str) and callable(getattr(key, "tolist", None)):
+            plain_key = key.tolist()  # a numpy scalar
+        try:
+            name = json_key(plain_key)
+        except TypeError:
+            if not cells:
+                raise
+            name = str(key)
+        if name in given:
+            raise RowProblem(
+                f"{_where(path, cells)} holds a dict whose keys {given[name]!r} and {key!r} "
+                f"are both the JSON key {name!r}, so one would silently replace the other; "
+                "rename one of them (a JSON object's keys are text)"
+            )
+        given[name] = key
+        out[name] = item
+    return out
+
+
+def _plain(value: Any, path: tuple[Any, ...], depth: int, cells: bool) -> Any:
+    """``value`` as plain JSON data, its keys as JSON writes them, at most
+    :data:`MAX_INPUT_DEPTH` levels deep (``depth``: the level ``value`` would be at).
+    ``cells``: numpy and pandas values, arrays and timestamps converted, NaN as null."""
+    if cells and not isinstance(value, Mapping | list | tuple | str):
+        value = _cell(value)
+    if isinstance(value, Mapping | list | tuple) and depth > MAX_INPUT_DEPTH:
+        raise RowProblem(
+            f"{_where(path[:1], cells)} nests arrays and objects deeper than "
+            f"{MAX_INPUT_DEPTH} levels (the input object is level 1), the host's limit, or "
+            "holds itself; flatten it, or hand the data over as a file in a root"
+        )
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {k: _plain(v, (*path, k), depth + 1, cells)
+                for k, v in _keys(value, path, cells).items()}  # fmt: skip
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [_plain(v, (*path, i), depth + 1, cells) for i, v in enumerate(value)]
+    return value
+
+
+def _cell(value: Any) -> Any:
+    """A numpy or pandas scalar or array, or a timestamp, as plain data (its containers are
+    converted by the caller, level by level)."""
     tolist = getattr(value, "tolist", None)
-    if callable(tolist):  # numpy scalar or array
-        return _plain(tolist())
+    if callable(tolist):  # a numpy scalar (datetime64 gives a datetime) or array
+        value = tolist()
+        if isinstance(value, list):
+            return value
     isoformat = getattr(value, "isoformat", None)
     if callable(isoformat):
         return isoformat()
@@ -76,12 +171,21 @@ def _from_frame(frame: Any) -> Inputs:
     bad = [c for c in frame.columns if not isinstance(c, str)]
     if bad:
         raise TypeError(f"map() takes a DataFrame whose column names are strings; {bad!r} are not")
+    twice = {c: columns.count(c) for c in dict.fromkeys(columns) if columns.count(c) > 1}
+    if twice:
+        listed = ", ".join(f"{c!r} ({n} times)" for c, n in twice.items())
+        raise InvalidInput(
+            f"map() was given a DataFrame with a column name more than once: {listed}. Each "
+            "column becomes one property of a row's input, so the copies would silently "
+            "replace each other, and nothing was run. Give each column its own name "
+            "(df.columns = [...] or df.rename(columns=...)), or drop the copies "
+            "(df.loc[:, ~df.columns.duplicated()])"
+        )
     values = []
     for row in frame.itertuples(index=False, name=None):
         values.append(
-            {name: _plain(cell) for name, cell in zip(columns, row, strict=True)
-             if not _missing(cell)}
-        )  # fmt: skip
+            {name: cell for name, cell in zip(columns, row, strict=True) if not _missing(cell)}
+        )
     return Inputs(frame.index, values, columns, frame)
 
 
