@@ -7,6 +7,8 @@ what ran: the files the module drops into its ``log`` root, one per real run.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,99 @@ def test_a_nan_cost_stops_a_capped_batch(host: mnb.ModuleHost, log_root: Path) -
     assert out["error_code"].iloc[0] == "protocol_violation"
     assert set(out["error_code"].iloc[1:]) == {"cost_unknown"}
     assert len(runs(log_root)) == 1
+
+
+def test_a_resumed_batch_counts_what_its_journal_already_spent(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    inputs = [{"n": i, "cost": 1.0} for i in range(10)]
+    first = host.map("costs.spend", inputs[:4], progress=False)
+    assert first.progress.cost == 4 and len(runs(log_root)) == 4
+    resumed = host.map("costs.spend", inputs, max_cost=5, progress=False)
+    p = resumed.progress
+    assert p.from_journal == 4 and p.cost == 5, p.line()
+    assert len(runs(log_root)) == 5  # one new row: 4 spent + 1 reaches max_cost=5
+    out = resumed.to_pandas()
+    assert list(out["status"]) == ["ok"] * 5 + ["not_run"] * 5
+    assert set(out["error_code"].iloc[5:]) == {"max_cost"}
+
+
+def test_retried_attempts_count_against_max_cost(host: mnb.ModuleHost, log_root: Path) -> None:
+    """Each attempt of a retried row costs what it reports, not only the last one."""
+    inputs = [{"n": i, "tries": 2, "cost": 1.0} for i in range(3)]
+    batch = host.map("batchy.flaky", inputs, retries=3, backoff=0.01, max_cost=4,
+                     progress=False)  # fmt: skip
+    attempts = runs(log_root, "flaky-*")
+    assert batch.progress.cost == len(attempts) <= 4, batch.progress.line()
+    # a journal entry keeps what all of its row's attempts spent
+    again = host.map("batchy.flaky", inputs, progress=False)
+    assert again.progress.cost == len(attempts)
+
+
+# -- the journal --------------------------------------------------------------------------
+
+
+def test_a_row_edited_in_the_journal_is_run_again_not_reported(
+    host: mnb.ModuleHost, facet_home: Path, log_root: Path
+) -> None:
+    inputs = [{"n": i, "fail_every": 3} for i in range(5)]  # n=0 and n=3 fail
+    first = host.map("batchy.work", inputs, progress=False)
+    assert len(runs(log_root)) == 5 and first.progress.failed == 2
+    journal = facet_home / "batches" / "journal.sqlite"
+    with sqlite3.connect(journal) as db:
+        keyed = db.execute("SELECT input_key, record FROM rows").fetchall()
+        forged = {}
+        for key, text in keyed:
+            record = json.loads(text)
+            if record["result"] == {"n": 1, "square": 1}:  # an ok row reports a forged result
+                record["result"] = {"v": "FORGED"}
+                forged["result"] = key
+                db.execute("UPDATE rows SET record=? WHERE input_key=?",
+                           (json.dumps(record), key))  # fmt: skip
+            elif (record["error"] or {}).get("message") == "3 is divisible by 3":
+                forged["status"] = key  # a failed row claims to be ok
+                record.update(status="ok", ok=True, error=None, result={"n": 3, "square": 0})
+                db.execute("UPDATE rows SET status='ok', record=? WHERE input_key=?",
+                           (json.dumps(record), key))  # fmt: skip
+    assert set(forged) == {"result", "status"}
+    again = host.map("batchy.work", inputs, progress=False)
+    out = again.to_pandas()
+    assert list(out["from_journal"]) == [True, False, True, False, True]
+    assert again[1].result == {"n": 1, "square": 1}
+    assert out["error_code"].iloc[3] == "bad_number"
+    assert all(inv.result != {"v": "FORGED"} for inv in again)
+    assert len(runs(log_root, "work-1-*")) == 2 and len(runs(log_root, "work-3-*")) == 2
+    assert len(runs(log_root)) == 7  # only the two forged rows ran again
+    # an entry edited after the batch settled it is not reported either
+    with sqlite3.connect(journal) as db:
+        db.execute("""UPDATE rows SET record=replace(record, '"square": 4', '"square": 5')""")
+    assert again.to_pandas()["error_code"].iloc[2] == "journal_changed"
+    assert again[1].result == {"n": 1, "square": 1}
+
+
+def test_rows_of_a_journal_that_sealed_nothing_run_again(
+    host: mnb.ModuleHost, facet_home: Path, log_root: Path
+) -> None:
+    """A journal file of the layout written before rows were sealed (or planted in it):
+    its rows are taken for nothing, run again, and replaced by sealed ones."""
+    sealed = facet_home / "sealed.sqlite"
+    host.map("batchy.work", [{"n": 1}], progress=False, journal=sealed)
+    with sqlite3.connect(sealed) as db:
+        (row,) = db.execute("SELECT capability, module_digest, input_key, record FROM rows")
+    journal = facet_home / "batches" / "journal.sqlite"
+    journal.parent.mkdir(parents=True)
+    record = json.dumps({**json.loads(row[3]), "result": {"v": "FORGED"}})
+    with sqlite3.connect(journal) as db:
+        db.execute("CREATE TABLE rows (capability TEXT NOT NULL, module_digest TEXT NOT NULL, "
+                   "input_key TEXT NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL, "
+                   "finished REAL NOT NULL, PRIMARY KEY (capability, module_digest, input_key)"
+                   ") WITHOUT ROWID")  # fmt: skip
+        db.execute("INSERT INTO rows VALUES (?, ?, ?, 'ok', ?, 0)", (*row[:3], record))
+    again = host.map("batchy.work", [{"n": 1}], progress=False)
+    assert again.progress.from_journal == 0 and again[0].result == {"n": 1, "square": 1}
+    assert len(runs(log_root)) == 2
+    third = host.map("batchy.work", [{"n": 1}], progress=False)
+    assert third.progress.from_journal == 1 and len(runs(log_root)) == 2
 
 
 # -- hostile cells ------------------------------------------------------------------------

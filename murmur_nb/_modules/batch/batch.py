@@ -6,7 +6,9 @@ anything runs (``on_invalid="raise"`` lists every bad row in one
 :class:`~murmur_nb.InvalidInput`; ``"skip"`` keeps them as rows). Approval is asked once, for
 calls times estimated cost, and a module changed mid-batch is not run under it. ``max_cost``
 stops starting rows once known costs plus rows in flight would pass it; while no cost is known
-one row runs at a time, and an unknown cost is never taken for free.
+one row runs at a time, and an unknown cost is never taken for free. Every attempt counts (a
+retried row's failures cost what they reported), and so does what the journal's rows already
+spent, so resuming a batch does not give it a fresh budget.
 
 On this machine each of ``concurrency`` worker threads takes the next row, runs it and settles
 it itself (no hand-off through a coordinating thread per row: 10-15% less host CPU per row);
@@ -127,6 +129,9 @@ class Batch:
         self._stop_reason: tuple[str, str] | None = None
         self._listeners: list[Callable[[BatchProgress], None]] = []
         self._cost, self._cost_unknown, self._largest_cost = 0.0, 0, estimated_cost
+        # what each unsettled or failed row's attempts spent so far (None: one was unknown),
+        # journaled with the row; an ok row's entry goes when it settles
+        self._spent: dict[int, float | None] = {}
         self._t0, self._run_here, self._status = time.monotonic(), 0, "running"
         self._thread: threading.Thread | None = None
         self._ended = threading.Event()  # set when a background run has settled
@@ -181,13 +186,18 @@ class Batch:
     def _resume(self) -> list[int]:
         """Mark the rows the journal already holds; the first of each other input is to run."""
         done = self.journal.done(self._jkey, self._keys)
+        for finished in done.values():  # each journal row once, however many rows share it
+            self._count_spent(finished.spent, finished.spent)
         todo: list[int] = []
         first: dict[str, int] = {}
         for i, key in enumerate(self._keys):
             if self._state[i] != PENDING:
                 continue
             if key in done:
-                self._move(i, done[key])
+                status, spent = done[key]
+                self._move(i, status)
+                if status == FAILED:  # retry_failed adds to what it spent
+                    self._spent[i] = spent
                 self._journaled[i] = 1
                 self._from_journal += 1
             elif key in first:
@@ -235,6 +245,7 @@ class Batch:
         self._failure = None
         self._pending = list(reversed(todo))
         self._delayed: list[tuple[float, int, int]] = []
+        self._retrying: dict[int, dict[str, Any]] = {}  # a delayed row's last failure
         self._running: dict[int, int] = {}
         self._live = 0  # worker threads still running
         self._threads: list[threading.Thread] = []
@@ -428,11 +439,14 @@ class Batch:
         self._leave_unstarted()
 
     def _leave_unstarted(self) -> None:
+        """Settle the rows not started: ``not_run`` with the stop's reason; a row whose retry
+        was not started keeps its last failure (it ran, and spent what it reported)."""
         code, why = self._stop_reason or ("cancelled", "not started")
         rows = list(self._pending) + [r for _, r, _ in self._delayed]
         self._pending, self._delayed = [], []
         for row in rows:
-            self._settle(row, not_run_record(code, why))
+            last = self._retrying.pop(row) if row in self._retrying else None
+            self._settle(row, last or not_run_record(code, why))
 
     def _launch(self, runner: Any) -> None:
         if self._cancel.is_set():
@@ -472,27 +486,33 @@ class Batch:
             self._stop_reason = (code, why)
 
     def _finished(self, row: int, attempt: int, record: dict[str, Any]) -> None:
-        """A row's outcome: settled, or (a retryable failure with retries left) delayed."""
+        """A row's outcome: its cost counted, then settled, or (a retryable failure with
+        retries left) delayed."""
         self._running.pop(row, None)
+        status = record["status"]
+        if status in (OK, FAILED):
+            self._spend(row, record)
         error = record.get("error") or {}
         if (
-            record["status"] == FAILED
+            status == FAILED
             and error.get("retryable")
             and attempt <= self.retries
             and not self._cancel.is_set()
         ):
             wait = min(_MAX_BACKOFF, self.backoff * 2 ** (attempt - 1))
             heapq.heappush(self._delayed, (time.monotonic() + wait, row, attempt + 1))
+            self._retrying[row] = record
             self._move(row, PENDING)
             return
+        self._retrying.pop(row, None)  # a retry that settled
         self._run_here += 1
         self._settle(row, record)
 
     def _settle(self, row: int, record: dict[str, Any]) -> None:
         status = record["status"]
         if status in (OK, FAILED):
-            self.journal.write(self._jkey, self._keys[row], status, json.dumps(record))
-            self._count_cost(record)
+            spent = self._spent.pop(row, None) if status == OK else self._spent.get(row)
+            self.journal.write(self._jkey, self._keys[row], status, json.dumps(record), spent)
         for i in [row, *self._twins.get(row, [])]:
             self._move(i, status)
             if status == NOT_RUN:
@@ -505,9 +525,17 @@ class Batch:
         self._counts[status] += 1
         self._state[row] = status
 
-    def _count_cost(self, record: dict[str, Any]) -> None:
+    def _spend(self, row: int, record: dict[str, Any]) -> None:
+        """Count one finished attempt's cost, and add it to what its row spent."""
         execution = record.get("execution") or {}
         actual, estimate = execution.get("actual_cost"), execution.get("estimated_cost")
+        before = self._spent.get(row, 0.0)
+        self._spent[row] = None if actual is None or before is None else before + float(actual)
+        self._count_spent(actual, estimate)
+
+    def _count_spent(self, actual: float | None, estimate: float | None) -> None:
+        """Count a cost against ``max_cost`` (``None``: unknown, never free), and learn the
+        largest cost a row may have when the caller gave no estimate."""
         if actual is None:
             self._cost_unknown += 1
         else:
@@ -601,7 +629,9 @@ class Batch:
         if self._state[i] not in (OK, FAILED):
             return None
         text = self.journal.record(self._jkey, self._keys[i])
-        return None if text is None else dict(json.loads(text))
+        if text is None:  # its entry was changed (or removed) after the batch settled it
+            return not_run_record("journal_changed", _JOURNAL_CHANGED)
+        return dict(json.loads(text))
 
     def __getitem__(self, i: int) -> Invocation:
         """Row ``i`` (position, as ``iloc``) as an :class:`~murmur_nb.Invocation`;
@@ -672,6 +702,11 @@ def _checked(
 
 
 _EXITING = "the Python interpreter exited before this row started"
+_JOURNAL_CHANGED = (
+    "this row's journal entry was changed or removed outside murmur-nb after the batch "
+    "settled it (it no longer carries its seal), so its outcome is not reported; run map() "
+    "again to run it again"
+)
 
 
 def stop_background_batches() -> None:

@@ -8,19 +8,38 @@ once it is :data:`GROUP_S` old, by the next row to settle or by the batch's wait
 the last 0.15 s or so, and those run again. Only ``ok`` and ``failed`` rows are kept;
 a row not run is run again. Results live here, not in Python objects, so 100,000 rows keep
 the kernel small; ``:memory:`` when the caller asked for no journal.
+
+**Sealed rows.** A journal row is reported as that row's result on resume, so anyone who
+can write the file could otherwise put words in a module's mouth. Each row is sealed with an
+HMAC-SHA256 over its key, status, cost and record, under the user's sealing key
+(:func:`~murmur_nb._files.sealing_key.sealing_key`, the hook cache's key and rule), with a
+message of the journal's own. A row whose seal does not match (edited, planted, written by a
+version that did not seal, or sealed on another machine or by a root kernel's process key)
+is treated as absent: it runs again and its entry is replaced. Its artifacts were never
+trusted from here anyway (each is re-checked against its digest in the store).
+
+**What a row spent.** Each row keeps ``spent``: the sum of the ``actual_cost`` of every
+attempt of that input under this key (``NULL`` when one of them was unknown), so a resumed
+batch counts what its journal already spent against ``max_cost``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
+import json
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["Journal", "JournalKey"]
+from murmur_nb._files.sealing_key import sealing_key
+
+__all__ = ["Finished", "Journal", "JournalKey"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows (
@@ -30,12 +49,25 @@ CREATE TABLE IF NOT EXISTS rows (
     status TEXT NOT NULL,
     record TEXT NOT NULL,
     finished REAL NOT NULL,
+    spent REAL,
+    seal TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (capability, module_digest, input_key)
 ) WITHOUT ROWID
 """
+#: columns a journal written before rows were sealed lacks (its rows then fail their seal)
+_ADDED = (("spent", "REAL"), ("seal", "TEXT NOT NULL DEFAULT ''"))
+#: what the journal's seals are made under, apart from any other use of the sealing key
+_PURPOSE = b"murmur-nb batch journal row v1"
 
 #: (capability, module digest); the input key completes a row's key
 JournalKey = tuple[str, str]
+
+
+class Finished(NamedTuple):
+    """A journaled row as a resumed batch needs it: its status and what it spent."""
+
+    status: str
+    spent: float | None
 
 _CHUNK = 500
 #: How old a group of settled rows gets before it is committed (a transaction per row was a
@@ -50,8 +82,10 @@ class Journal:
     ``to_pandas`` may read from another thread, and sees the rows of an open group too).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None, *, key: bytes | None = None) -> None:
         self.path = Path(path) if path is not None else None
+        self._key = hmac.new(key if key is not None else sealing_key()[0], _PURPOSE,
+                             hashlib.sha256).digest()  # fmt: skip
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -62,28 +96,52 @@ class Journal:
         if self.path is not None:
             self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        self._create()
         self._groups = 0
         self._opened = 0.0
+
+    def _create(self) -> None:
+        """The table, with the columns of sealed rows (added to a journal made without)."""
+        self._db.execute("BEGIN IMMEDIATE")  # two kernels opening one journal: one at a time
+        try:
+            self._db.execute(_SCHEMA)
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(rows)")}
+            for name, declared in _ADDED:
+                if name not in have:
+                    self._db.execute(f"ALTER TABLE rows ADD COLUMN {name} {declared}")
+        finally:
+            self._db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
             self._commit()
             self._db.close()
 
-    def done(self, key: JournalKey, input_keys: Sequence[str]) -> dict[str, str]:
-        """``input_key -> status`` for the rows of ``input_keys`` already journaled."""
-        found: dict[str, str] = {}
+    def _seal(self, key: JournalKey, input_key: str, status: str, spent: float | None,
+              record: str) -> str:  # fmt: skip
+        message = json.dumps([*key, input_key, status, spent, record], separators=(",", ":"))
+        return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
+
+    def _sealed(self, key: JournalKey, row: tuple[str, str, float | None, str, str]) -> bool:
+        """Whether ``(input_key, status, spent, record, seal)`` is a row this key sealed."""
+        input_key, status, spent, record, seal = row
+        return hmac.compare_digest(self._seal(key, input_key, status, spent, record), seal)
+
+    def done(self, key: JournalKey, input_keys: Sequence[str]) -> dict[str, Finished]:
+        """``input_key -> (status, spent)`` for the rows of ``input_keys`` already journaled
+        under a valid seal (one that fails its seal is left out, so it runs again)."""
+        found: dict[str, Finished] = {}
         with self._lock:
             for start in range(0, len(input_keys), _CHUNK):
                 chunk = list(dict.fromkeys(input_keys[start : start + _CHUNK]))
                 marks = ",".join("?" * len(chunk))
                 cursor = self._db.execute(
-                    "SELECT input_key, status FROM rows WHERE capability=? AND module_digest=? "
-                    f"AND input_key IN ({marks})",
+                    "SELECT input_key, status, spent, record, seal FROM rows WHERE "
+                    f"capability=? AND module_digest=? AND input_key IN ({marks})",
                     (*key, *chunk),
                 )
-                found.update(cursor.fetchall())
+                found.update((row[0], Finished(row[1], row[2])) for row in cursor
+                             if self._sealed(key, row))  # fmt: skip
         return found
 
     @contextlib.contextmanager
@@ -110,35 +168,28 @@ class Journal:
         if self._db.in_transaction:
             self._db.execute("COMMIT")
 
-    def write(self, key: JournalKey, input_key: str, status: str, record: str) -> None:
-        """Keep one finished row (replacing an earlier outcome of the same input)."""
+    def write(self, key: JournalKey, input_key: str, status: str, record: str,
+              spent: float | None) -> None:  # fmt: skip
+        """Keep one finished row, sealed (replacing an earlier outcome of the same input);
+        ``spent``: what every attempt of it cost, ``None`` when one cost was unknown."""
+        spent = None if spent is None else float(spent)  # as SQLite's REAL gives it back
+        seal = self._seal(key, input_key, status, spent, record)
         with self._lock:
             if self._groups and not self._db.in_transaction:
                 self._db.execute("BEGIN")
                 self._opened = time.monotonic()
             self._db.execute(
-                "INSERT OR REPLACE INTO rows VALUES (?, ?, ?, ?, ?, ?)",
-                (*key, input_key, status, record, time.time()),
+                "INSERT OR REPLACE INTO rows (capability, module_digest, input_key, status, "
+                "record, finished, spent, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (*key, input_key, status, record, time.time(), spent, seal),
             )
 
     def record(self, key: JournalKey, input_key: str) -> str | None:
-        """The stored record (JSON text) of one row, or ``None``."""
+        """The stored record (JSON text) of one row, or ``None`` (none, or not sealed)."""
         with self._lock:
             row = self._db.execute(
-                "SELECT record FROM rows WHERE capability=? AND module_digest=? AND input_key=?",
+                "SELECT input_key, status, spent, record, seal FROM rows WHERE capability=? "
+                "AND module_digest=? AND input_key=?",
                 (*key, input_key),
             ).fetchone()
-        return None if row is None else str(row[0])
-
-    def records(self, key: JournalKey, input_keys: Sequence[str]) -> Iterator[tuple[str, str]]:
-        """``(input_key, record)`` of the journaled rows among ``input_keys``, chunk by chunk."""
-        for start in range(0, len(input_keys), _CHUNK):
-            chunk = list(dict.fromkeys(input_keys[start : start + _CHUNK]))
-            marks = ",".join("?" * len(chunk))
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT input_key, record FROM rows WHERE capability=? AND "
-                    f"module_digest=? AND input_key IN ({marks})",
-                    (*key, *chunk),
-                ).fetchall()
-            yield from rows
+        return None if row is None or not self._sealed(key, row) else str(row[3])

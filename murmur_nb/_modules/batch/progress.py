@@ -17,8 +17,9 @@ class BatchProgress:
 
     ``finished`` rows are ``ok`` + ``failed`` (those from the journal included); ``not_run``
     rows were never started (cancelled, past ``max_cost``, invalid when skipped). ``cost`` is
-    the sum of the known actual costs; ``cost_unknown`` counts rows whose cost is unknown
-    (never counted as free). ``rate`` is rows run per second in this run (journal rows
+    the sum of the known actual costs of every attempt, retried ones and what the journal's
+    rows spent included; ``cost_unknown`` counts attempts (a journal row: rows) whose cost is
+    unknown (never counted as free). ``rate`` is rows run per second in this run (journal rows
     excluded); ``eta_s`` is ``None`` until a rate is known.
     """
 
