@@ -72,7 +72,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 def cache_dir() -> Path:
     """The per-user cache directory of murmur-nb (created on first use): compiled hook
-    components and, when others can reach it, module snapshots."""
+    components, module snapshots and the sandbox's helpers."""
     explicit = os.environ.get("MURMUR_NB_CACHE")
     if explicit:
         return Path(explicit).expanduser()

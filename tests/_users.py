@@ -1,8 +1,8 @@
 """The unprivileged account the root runs use to run a suite again, and its way in.
 
 The user is made once with ``useradd``; :func:`passage_for` lets it through the folders above
-the repository and the interpreter (root's home holds them here) for one run, and puts every
-ACL it touched back afterwards.
+the repository and the interpreter (root's home holds them here) for one run, and removes its
+entries afterwards.
 """
 
 from __future__ import annotations
@@ -16,32 +16,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 _USER = "murmur-nb-test"
-_ACL = "system.posix_acl_access"
 
 
 @contextlib.contextmanager
 def passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
-    """Let ``uid`` pass through the folders above ``paths``; every ACL touched is put back."""
-    from murmur_nb._sandbox import identity  # private: the ACL writer has no public path
+    """Let ``uid`` pass through the folders above ``paths``; its entries are removed after,
+    and only its own: a kernel running beside the rerun keeps what it was given meanwhile."""
+    from murmur_nb._sandbox import access  # private: the ACL writer has no public path
 
-    saved: dict[Path, bytes | None] = {}
     for path in paths:
-        for parent in [*reversed(path.parents), path]:
-            if parent not in saved:
-                try:
-                    saved[parent] = os.getxattr(parent, _ACL)
-                except OSError:
-                    saved[parent] = None
-        identity.grant_passage(str(path / "x"), uid=uid)
+        access.grant_passage(str(path / "x"), uid=uid)
     try:
         yield
     finally:
-        for folder, value in saved.items():
-            with contextlib.suppress(OSError):
-                if value is None:
-                    os.removexattr(folder, _ACL)
-                else:
-                    os.setxattr(folder, _ACL, value)
+        for path in paths:
+            access.take_passage(str(path / "x"), uid=uid)
 
 
 def test_user() -> int:

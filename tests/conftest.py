@@ -39,14 +39,13 @@ def pytest_configure(config: pytest.Config) -> None:
     A shell starts a background command (``cmd &``, ``nohup``) with SIGINT ignored, and
     Python then never installs its KeyboardInterrupt handler; the tests that press Ctrl-C
     (on a module's process tree, a hook guest, a host function) need it. The snapshot store
-    is persistent by design; the suite's own (``0755``, so a module running as another uid
-    reaches it) is removed when the run ends.
+    is persistent by design; the suite's own (private, as every store is: a root host gives
+    its sandbox uid access) is removed when the run ends.
     """
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if "MURMUR_NB_SNAPSHOTS" not in os.environ:
         store = Path(tempfile.mkdtemp(prefix="murmur-nb-test-snapshots-"))
-        store.chmod(0o755)
         os.environ["MURMUR_NB_SNAPSHOTS"] = str(store)
         config.add_cleanup(functools.partial(remove_tree, store))
 

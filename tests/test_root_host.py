@@ -260,6 +260,61 @@ def test_a_tampered_device_folder_is_made_again(tmp_path: Path) -> None:
         identity.device_folder.cache_clear()
 
 
+_PLANTED_KERNEL = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from _modules import install
+import murmur_nb as mnb
+from murmur_nb._sandbox import identity
+home = Path(sys.argv[1])
+install(home, "escape", "escape")
+with mnb.ModuleHost(home=home, policy=mnb.Policy(sandbox="required")) as host:
+    inv = host.invoke("escape.identity", {"hostname": "planted-test"})
+    print(json.dumps({"ok": inv.ok, "drop": identity.drop_helper(),
+                      "dev": identity.device_folder(("/dev/null", "/dev/zero", "/dev/random",
+                                                     "/dev/urandom"))}))
+"""
+
+
+def test_a_helper_planted_in_a_cache_another_account_can_write_never_runs(
+    tmp_path: Path,
+) -> None:
+    """Red team 4, point 3: a root kernel whose cache another account owns (``sudo -E``, a
+    root container with a user's ``HOME``) ran that account's ``drop-<key>`` as root."""
+    if os.geteuid() != 0:
+        pytest.skip("the drop helper and the device folder are a root host's")
+    from _users import test_user
+
+    from murmur_nb._sandbox import identity  # private: the helper's name in a trusted cache
+
+    trusted = identity.drop_helper()
+    if trusted is None:
+        pytest.skip("no C compiler: no drop helper is built")
+    user = test_user()
+    cache = tmp_path / "users-cache"
+    planted = cache / "sandbox"
+    planted.mkdir(parents=True)
+    marker = tmp_path / "planted-ran"
+    script = planted / Path(trusted).name
+    script.write_text(f"#!/bin/sh\nid > {marker}\nexec \"$@\"\n")
+    script.chmod(0o755)
+    for path in (cache, planted, script):
+        os.chown(path, user, user)
+    tmp_path.chmod(0o755)
+    env = {**os.environ, "MURMUR_NB_CACHE": str(cache)}
+    run = subprocess.run([sys.executable, "-c", _PLANTED_KERNEL, str(tmp_path / "home"),
+                          str(Path(__file__).parent)], env=env, capture_output=True,
+                         text=True, timeout=300, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.splitlines()[-1])
+    assert seen["ok"] is True
+    assert not marker.exists()  # the planted script never ran, as root or as anyone
+    assert not str(seen["drop"]).startswith(str(cache))
+    assert seen["dev"] is None or not str(seen["dev"]).startswith(str(cache))
+    assert sorted(p.name for p in planted.iterdir()) == [script.name]  # nothing made there
+
+
 _CHILD = """
 import json, sys
 from pathlib import Path
@@ -322,7 +377,8 @@ def test_an_interpreter_in_a_folder_only_its_owner_may_pass_still_gets_the_socke
 @pytest.mark.skipif(os.geteuid() != 0, reason="already unprivileged: this run is the user run")
 def test_the_sandbox_suites_also_hold_as_an_unprivileged_user() -> None:
     done, tail = rerun(["tests/test_sandbox.py", "tests/test_root_host.py",
-                        "tests/test_snapshot.py", "tests/test_hostile_diagram.py"],
+                        "tests/test_snapshot.py", "tests/test_hostile_diagram.py",
+                        "tests/test_hardening.py"],
                        user=True, docker=False, deselect="not unprivileged")
     assert done == 0, tail
     assert " passed" in tail and not re.search(r"\d+ failed", tail), tail

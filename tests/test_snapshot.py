@@ -14,6 +14,7 @@ import json
 import os
 import py_compile
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -22,9 +23,11 @@ from pathlib import Path
 
 import pytest
 from _modules import FIXTURES, swapping
+from _users import test_user
 
 import murmur_nb as mnb
 
+SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin") or "setpriv"
 APPROVED = '''
 from pathlib import Path
 
@@ -309,17 +312,60 @@ def test_check_module_refuses_a_sparse_module_without_copying_it(
     assert (folder / "weights.bin").stat().st_blocks * 512 < 1 << 20  # never written
 
 
-def test_snapshots_are_read_only_and_reachable_by_another_uid(
-    host: mnb.ModuleHost,
+SECRET_LINE = "OPENAI_API_KEY=sk-murmur-test-4711\n"
+
+
+def _as_another_account(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` run as the tests' unprivileged account (root runs only)."""
+    uid = str(test_user())
+    return subprocess.run([SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                           *argv], capture_output=True, text=True, check=False)  # fmt: skip
+
+
+def test_a_modules_private_file_stays_private_in_its_snapshot(
+    home: Path, out: Path, tmp_path: Path
 ) -> None:
-    host.describe("app")
-    store = Path(os.environ["MURMUR_NB_SNAPSHOTS"])
-    snaps = [p for p in store.glob("*-app/app") if (p / "impl.py").exists()]
-    assert snaps
-    for path in [snaps[0], *snaps[0].rglob("*")]:
-        mode = path.lstat().st_mode & 0o7777
-        if path.is_symlink():
-            continue
-        assert mode in {0o444, 0o555}, (path, oct(mode))
-    for folder in [*snaps[0].parents][: len(snaps[0].parents) - 1]:
-        assert folder.stat().st_mode & 0o001, folder  # others may pass through
+    """Red team 4: another account read a module's ``0600`` ``config.env`` from the store."""
+    folder = make_module(home)
+    (folder / "config.env").write_text(SECRET_LINE)
+    (folder / "config.env").chmod(0o600)
+    (folder / "impl.py").write_text(APPROVED.replace(
+        'result={"version": VERSION}',
+        'result={"version": VERSION, "config": Path(__file__).with_name("config.env").read_text()}',
+    ))
+    policy = mnb.Policy(roots={"out": out})
+    with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "store") as host:
+        assert host.invoke("app.run", approve=True).result["config"] == SECRET_LINE  # its own
+        store = Path(os.environ["MURMUR_NB_SNAPSHOTS"])
+        copies = list(store.glob("*-app/app/config.env"))
+        assert copies
+        assert stat.S_IMODE(store.stat().st_mode) == 0o700
+        for copy in copies:
+            assert stat.S_IMODE(copy.stat().st_mode) & 0o207 == 0, oct(copy.stat().st_mode)
+            if os.geteuid() == 0:  # another local account reaches for the copy itself
+                seen = _as_another_account("cat", str(copy))
+                assert seen.returncode != 0 and SECRET_LINE not in seen.stdout, seen
+        if os.geteuid() == 0:
+            seen = _as_another_account("find", str(store), "-name", "config.env")
+            assert "config.env" not in seen.stdout and "Permission denied" in seen.stderr, seen
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another account's squat needs root to set up")
+def test_a_store_folder_another_account_made_first_is_not_used(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"squat{time.time_ns()}"  # a name no earlier run's snapshot has
+    folder = make_module(home, name)
+    (folder / "config.env").write_text(SECRET_LINE)
+    (folder / "config.env").chmod(0o600)
+    squat = tmp_path / "squatted-store"
+    squat.mkdir(mode=0o777)
+    squat.chmod(0o777)
+    os.chown(squat, test_user(), test_user())
+    tmp_path.chmod(0o755)
+    monkeypatch.setenv("MURMUR_NB_SNAPSHOTS", str(squat))
+    with mnb.ModuleHost(home=home, artifact_store=tmp_path / "store") as host:
+        host.describe(name)
+    assert list(squat.iterdir()) == []  # nothing of the module's went into the squat
+    seen = _as_another_account("find", "/tmp", "-maxdepth", "4", "-path", f"*/{name}/config.env")
+    assert "config.env" not in seen.stdout, seen

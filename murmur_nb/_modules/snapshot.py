@@ -8,9 +8,10 @@ folder refuses the module; one inside becomes a relative link within the snapsho
 sockets and devices are left out. Entries and bytes are counted from ``lstat`` before a byte
 is read (``module_too_large``; sparse files too). Files are hashed once per
 ``(dev, inode, size, mtime_ns, ctime_ns)``; snapshots are built in a temporary folder and
-renamed into place. Where: ``$MURMUR_NB_SNAPSHOTS``, else ``<cache>/module-snapshots`` when
-others can pass through, else ``<tempdir>/murmur-nb-snapshots-<uid>``, owner-written and
-world-readable (on a root host the module runs as another uid).
+renamed into place. Where: ``$MURMUR_NB_SNAPSHOTS``, else ``<cache>/module-snapshots``; the
+store is private to its owner (``0700``: a module's ``0600`` secrets stay its owner's) and each
+file keeps its own mode, less the write bits. On a root host the module runs as another uid,
+which is given read access for the host's life (:mod:`murmur_nb._sandbox.access`).
 """
 
 from __future__ import annotations
@@ -155,27 +156,11 @@ def _record(entry: Entry, size: int, executable: bool, hex_digest: str) -> bytes
 
 
 def snapshots_dir() -> Path:
-    """``$MURMUR_NB_SNAPSHOTS``, else ``<cache>/module-snapshots`` when every folder above
-    it lets others through, else ``<tempdir>/murmur-nb-snapshots-<uid>``."""
+    """``$MURMUR_NB_SNAPSHOTS``, else ``<cache>/module-snapshots``."""
     explicit = os.environ.get("MURMUR_NB_SNAPSHOTS")
     if explicit:
         return Path(explicit).expanduser()
-    cache = cache_dir()
-    if _traversable(cache):
-        return cache / "module-snapshots"
-    return Path(tempfile.gettempdir()) / f"murmur-nb-snapshots-{os.geteuid()}"
-
-
-def _traversable(path: Path) -> bool:
-    """Whether another uid may pass through every existing folder down to ``path``."""
-    for folder in [*reversed(path.absolute().parents), path.absolute()]:
-        try:
-            mode = folder.stat().st_mode
-        except OSError:
-            return True  # not made yet: the store makes it 0755
-        if not mode & stat.S_IXOTH:
-            return False
-    return True
+    return cache_dir() / "module-snapshots"
 
 
 def _owned_by_us(path: Path) -> bool:
@@ -206,18 +191,20 @@ class SnapshotStore:
         self._verified: dict[Path, list[Entry]] = {}
 
     def root(self) -> Path:
-        """The store folder, created ``0755`` on first use, or a private one if it is not ours."""
+        """The store folder, ``0700``, made on first use; a fresh private one if the
+        folder there is not ours alone."""
         if self._ready is not None:
             return self._ready
         root = self._root if self._root is not None else snapshots_dir()
         try:
-            root.mkdir(mode=0o755, parents=True, exist_ok=True)
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
             ok = _owned_by_us(root)
         except OSError:
             ok = False
         if not ok:  # squatted or unusable: a fresh folder nobody else can have prepared
             root = Path(tempfile.mkdtemp(prefix="murmur-nb-snapshots-"))
-        root.chmod(0o755)
+        if root.stat().st_mode & 0o067:  # a store an earlier version made 0755: private now
+            root.chmod(0o700)  # (never when only x shows: a root kernel's ACL mask, --x)
         self._ready = root
         return root
 
@@ -347,7 +334,7 @@ class SnapshotStore:
             executable = bool(before.st_mode & 0o111)
             digest = hashlib.sha256()
             size = 0
-            with self._target(dest, entry, executable) as out:
+            with self._target(dest, entry, stat.S_IMODE(before.st_mode)) as out:
                 for chunk in _chunks(fd):
                     size += len(chunk)
                     if size > budget:
@@ -365,8 +352,10 @@ class SnapshotStore:
         return size, executable, hex_digest
 
     @contextlib.contextmanager
-    def _target(self, dest: Path | None, entry: Entry, executable: bool
+    def _target(self, dest: Path | None, entry: Entry, mode: int
                 ) -> Iterator[_Writer | None]:  # fmt: skip
+        """Where a copied file's bytes go; it keeps its mode, less the write bits (the
+        owner may always read: the host just did)."""
         if dest is None:
             yield None
             return
@@ -374,7 +363,7 @@ class SnapshotStore:
                      0o600)  # fmt: skip
         try:
             yield _Writer(fd)
-            os.fchmod(fd, 0o555 if executable else 0o444)
+            os.fchmod(fd, mode & 0o555 | 0o400)
         finally:
             os.close(fd)
 

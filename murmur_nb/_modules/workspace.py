@@ -6,7 +6,8 @@ emptied one would still carry extended attributes and timestamps to the next mod
 bwrap the folder is made inside the sandbox, on its private tmpfs, and only its name is taken
 here (no disk work per call). Otherwise it is made here: on a root host the runs folder is
 ``0711`` and each working folder is handed to the sandbox uid
-(:mod:`murmur_nb._sandbox.identity`).
+(:mod:`murmur_nb._sandbox.identity`), and what the sandbox uid was given to reach the roots is
+taken back when the last open host closes (:mod:`murmur_nb._sandbox.access`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from murmur_nb._exceptions import ModuleHostError
-from murmur_nb._sandbox import identity
+from murmur_nb._sandbox import access, identity
 
 __all__ = ["Workspace"]
 
@@ -36,6 +37,9 @@ class Workspace:
         self._ready = False
         self._closed = False
         self._exit_cleanup: functools.partial[None] | None = None
+        #: what the sandbox id is given on a root host lasts until this (and every other
+        #: host's) lease closes
+        self._lease = access.hold()
 
     def runs_dir(self) -> Path:
         """The runs folder, created on first use; refused once the host is closed."""
@@ -83,6 +87,7 @@ class Workspace:
         if self._closed:
             return
         self._closed = True
+        self._lease.close()
         if self._runs is not None and not self._given:
             shutil.rmtree(self._runs, ignore_errors=True)
         if self._exit_cleanup is not None:

@@ -25,12 +25,21 @@ from pathlib import Path
 from murmur_nb._files.trust import nobody_else_can_write
 from murmur_nb._rules import cache_dir
 
-__all__ = ["built"]
+__all__ = ["built", "folder"]
 
 
 @functools.cache
 def _private_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="murmur-nb-helpers-"))
+
+
+def folder() -> Path:
+    """``<cache>/sandbox`` (made ``0700``), or, if anyone else could write it or a folder
+    above it, a fresh private folder of this process's."""
+    shared = cache_dir() / "sandbox"
+    with contextlib.suppress(OSError):
+        shared.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return shared if nobody_else_can_write(shared) else _private_folder()
 
 
 def built(
@@ -43,19 +52,13 @@ def built(
     text = source.read_bytes()
     recipe = b"\0".join(b" ".join(f.encode() for f in flags) for flags in builds)
     key = hashlib.sha256(text + b"\0-O2\0" + recipe).hexdigest()[:16]
-    top = cache_dir()
-    folder = top / "sandbox"
-    target = folder / f"{name}-{key}"
+    target = cache_dir() / "sandbox" / f"{name}-{key}"
     if target.is_file() and nobody_else_can_write(target) and works(target):
         return str(target)
     cc = shutil.which("cc", path="/usr/bin:/bin") or shutil.which("gcc", path="/usr/bin")
     if cc is None:
         return None
-    with contextlib.suppress(OSError):
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not nobody_else_can_write(folder):
-        folder = _private_folder()  # someone else could write there: build where no one can
-        target = folder / f"{name}-{key}"
+    target = folder() / f"{name}-{key}"  # where nobody else can write
     partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     for flags in builds:
         made = subprocess.run([cc, "-O2", *flags, "-o", str(partial), str(source)],

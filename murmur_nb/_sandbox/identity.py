@@ -7,9 +7,13 @@ process mapping 0 to 0 (so bwrap can still bind root-owned folders) and the sand
 itself, passes it with ``--userns``, and ``drop.c`` (compiled once with the machine's C
 compiler; else ``env -i`` plus ``setpriv``, 1.5 ms slower) clears groups, switches ids, sets
 no_new_privs and empties the environment in one exec. Folders made for one call are
-``chown``-ed to the sandbox id; a policy root keeps its owner and gets a POSIX ACL entry
-(``rwx`` on ``rw``, with a default entry; ``r-x`` on an ``ro`` root others cannot read),
-never a chmod of the user's files.
+``chown``-ed to the sandbox id; how it reaches a policy root is :mod:`.access`.
+
+Each kernel process has its own sandbox id, ``0x70000000`` plus its process id (a forked
+child takes its own): above systemd's container range (524288-1879048191, which
+``systemd-nspawn --private-users=pick`` allocates from) and shadow's subordinate ids
+(100000-600100000 by default), below systemd's foreign range (``0x7FFE0000``) and the
+values tools read as negative. Two kernels' modules are two users.
 """
 
 from __future__ import annotations
@@ -23,23 +27,18 @@ import os
 import pwd
 import shutil
 import stat
-import struct
 import subprocess
 import threading
 from pathlib import Path
 
-from murmur_nb._rules import cache_dir
 from murmur_nb._sandbox import helpers
 from murmur_nb._sandbox.libc import libc
 
 __all__ = [
-    "ACL_BUDGET",
     "SETPRIV",
     "device_folder",
     "drop_argv",
     "drop_helper",
-    "grant_passage",
-    "grant_root",
     "hand_over",
     "is_root",
     "sandbox_id",
@@ -47,10 +46,10 @@ __all__ = [
     "userns_fd",
 ]
 
-#: entries an ``rw`` root may hold for the host to extend its ACL (beyond it: top level only)
-ACL_BUDGET = 20_000
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin") or "/usr/bin/setpriv"
-_FIRST_ID = 0x6D6E0000  # "mn": far above any distribution's account ranges
+_FIRST_ID = 0x70000000  # plus the process id; see the module's docstring
+_PID_SPAN = 0x400000  # pid_max's highest value (2**22): the next free id is a span further
+_LAST_ID = 0x7FFE0000  # systemd's foreign range starts here
 _CLONE_NEWUSER = 0x10000000
 
 
@@ -61,9 +60,9 @@ def is_root() -> bool:
 
 @functools.cache
 def sandbox_id() -> int:
-    """A uid (and gid, the same number) that no account or group on this machine uses."""
-    candidate = _FIRST_ID
-    while True:
+    """This process's uid (and gid, the same number) for its modules, used by no account."""
+    candidate = _FIRST_ID + os.getpid() % _PID_SPAN
+    while candidate < _LAST_ID:
         try:
             pwd.getpwuid(candidate)
         except KeyError:
@@ -71,7 +70,8 @@ def sandbox_id() -> int:
                 grp.getgrgid(candidate)
             except KeyError:
                 return candidate
-        candidate += 1
+        candidate += _PID_SPAN
+    raise OSError(errno.EUSERS, "no free sandbox uid between 0x70000000 and 0x7FFE0000")
 
 
 def setpriv_argv() -> list[str]:
@@ -127,16 +127,18 @@ def device_folder(devices: tuple[str, ...]) -> str | None:
     """A root-owned ``0755`` folder holding ``devices`` as ``0666`` nodes (root hosts only).
 
     bwrap binds it at ``/dev`` in one mount instead of one per device (0.3 ms less per run).
-    Made once in the cache with ``mknod`` and checked on first use: every node a character
-    device of the same number as the host's, and the file system allowing device files.
-    ``None`` where that does not hold (no ``CAP_MKNOD``, a ``nodev`` cache): one bind each.
+    Made once in the cache with ``mknod`` (in a private folder instead when anyone else
+    could write the cache, :func:`.helpers.folder`) and checked on first use: every node a
+    character device of the same number as the host's, and the file system allowing device
+    files. ``None`` where that does not hold (no ``CAP_MKNOD``, a ``nodev`` cache): one bind
+    each.
     """
     if not is_root():
         return None
     try:
         wanted = {Path(dev).name: Path(dev).stat().st_rdev for dev in devices}
         key = hashlib.sha256(repr(sorted(wanted.items())).encode()).hexdigest()[:16]
-        folder = cache_dir() / "sandbox" / f"dev-{key}"
+        folder = helpers.folder() / f"dev-{key}"
         if not _devices_hold(folder, wanted):
             partial = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
             shutil.rmtree(partial, ignore_errors=True)
@@ -219,134 +221,14 @@ def hand_over(folder: Path) -> None:
         os.chown(folder, sandbox_id(), sandbox_id())
 
 
-# POSIX ACL extended attributes (linux/posix_acl_xattr.h): a version, then tag/perm/id
-_ACL_VERSION = 2
-_USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
-_ACCESS, _DEFAULT = "system.posix_acl_access", "system.posix_acl_default"
+def _forget_in_child() -> None:
+    """A forked child is another kernel process: its own sandbox id and user namespace
+    (nothing is closed here: a ``preexec_fn`` child runs this too, about to pass the fd)."""
+    sandbox_id.cache_clear()
+    _USERNS.clear()
 
 
-def _read_acl(fd: int, name: str, mode: int) -> dict[tuple[int, int], int]:
-    try:
-        raw = os.getxattr(fd, name)
-    except OSError as exc:
-        if exc.errno not in (errno.ENODATA, errno.EOPNOTSUPP):
-            raise
-        raw = b""
-    entries: dict[tuple[int, int], int] = {}
-    for tag, perm, ident in struct.iter_unpack("<HHI", raw[4:]):
-        entries[(tag, ident if tag in (_USER, _GROUP) else 0xFFFFFFFF)] = perm
-    if not entries and name == _ACCESS:
-        entries = {(_USER_OBJ, 0xFFFFFFFF): (mode >> 6) & 7,
-                   (_GROUP_OBJ, 0xFFFFFFFF): (mode >> 3) & 7, (_OTHER, 0xFFFFFFFF): mode & 7}
-    return entries
-
-
-def _effective(entries: dict[tuple[int, int], int], uid: int) -> int:
-    """What a named-user entry grants once the mask (which a later chmod sets) applies."""
-    return entries.get((_USER, uid), 0) & entries.get((_MASK, 0xFFFFFFFF), 7)
-
-
-def _with_user(entries: dict[tuple[int, int], int], uid: int, perm: int,
-               base: dict[tuple[int, int], int]) -> bytes:
-    out = dict(base) | entries
-    out[(_USER, uid)] = perm
-    group_class = [p for (tag, _), p in out.items() if tag in (_USER, _GROUP, _GROUP_OBJ)]
-    out[(_MASK, 0xFFFFFFFF)] = functools.reduce(lambda a, b: a | b, group_class, 0)
-    body = b"".join(struct.pack("<HHI", tag, perm_, ident)
-                    for (tag, ident), perm_ in sorted(out.items()))
-    return struct.pack("<I", _ACL_VERSION) + body
-
-
-def _grant_fd(fd: int, st: os.stat_result, uid: int, perm: int, default: bool) -> None:
-    access = _read_acl(fd, _ACCESS, st.st_mode)
-    if _effective(access, uid) & perm != perm:
-        os.setxattr(fd, _ACCESS, _with_user(access, uid, perm, {}))
-    if default and stat.S_ISDIR(st.st_mode):
-        current = _read_acl(fd, _DEFAULT, st.st_mode)
-        if _effective(current, uid) & perm != perm:
-            os.setxattr(fd, _DEFAULT, _with_user(current, uid, perm, access))
-
-
-def _reachable(st: os.stat_result, uid: int, write: bool) -> bool:
-    if st.st_uid == uid:
-        return True
-    need = (stat.S_IROTH | stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else stat.S_IROTH)
-    return not write and st.st_mode & need == need
-
-
-def grant_root(path: str, *, write: bool) -> str:
-    """Let the sandbox id use a policy-mapped root (root hosts only); a problem, or ``""``.
-
-    An ``rw`` root and every folder and file in it (up to :data:`ACL_BUDGET` entries) get
-    ``rwx``/``rw-`` for the sandbox id, folders also as their default; an ``ro`` root that
-    others cannot read gets ``r-x``/``r--`` the same way. Links are never followed. The tree
-    is walked once per kernel process and root folder; later calls check the root folder
-    itself (what is created in an ``rw`` root later inherits the default entry).
-    """
-    if not is_root():
-        return ""
-    uid = sandbox_id()
-    seen = 0
-    pending = [path]
-    try:
-        top = os.lstat(path)
-        key = (top.st_dev, top.st_ino, write)
-        if key in _WALKED:
-            seen = ACL_BUDGET  # walked already: the root folder alone
-        while pending:
-            current = pending.pop()
-            kind = stat.S_IFMT(os.lstat(current).st_mode)
-            if kind not in (stat.S_IFDIR, stat.S_IFREG):
-                continue  # a socket, fifo, device or link: never opened
-            fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-            try:
-                st = os.fstat(fd)
-                is_dir = stat.S_ISDIR(st.st_mode)
-                if not _reachable(st, uid, write):
-                    perm = (7 if is_dir else 6) if write else (5 if is_dir else 4)
-                    _grant_fd(fd, st, uid, perm, default=write)
-            finally:
-                os.close(fd)
-            if is_dir and seen < ACL_BUDGET:
-                with os.scandir(current) as it:
-                    for entry in it:
-                        seen += 1
-                        if not entry.is_symlink():
-                            pending.append(entry.path)
-    except OSError as exc:
-        return (
-            f"the sandbox uid {uid} cannot be given access to {path} ({exc.strerror}); as "
-            f"root, modules run as uid {uid}: make the root {'writable' if write else 'readable'}"
-            f" for it (chown {uid} or setfacl -m u:{uid}:{'rwx' if write else 'rx'})"
-        )
-    _WALKED.add(key)
-    return ""
-
-
-#: (device, inode, write) of the roots whose whole tree :func:`grant_root` has walked
-_WALKED: set[tuple[int, int, bool]] = set()
-
-
-def grant_passage(path: str, *, uid: int | None = None) -> None:
-    """Let the sandbox id (or ``uid``) pass through each folder above ``path`` (``--x``).
-
-    Only for confinement without a mount namespace (Landlock), where the module reaches its
-    files by their real paths: passing through a folder lists nothing, and Landlock still
-    refuses every path it was not given.
-    """
-    if not is_root():
-        return
-    uid = sandbox_id() if uid is None else uid
-    for parent in reversed(Path(path).parents):
-        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            st = os.fstat(fd)
-            if st.st_uid != uid and not st.st_mode & stat.S_IXOTH:
-                access = _read_acl(fd, _ACCESS, st.st_mode)
-                if not _effective(access, uid) & 1:
-                    os.setxattr(fd, _ACCESS, _with_user(access, uid, 1, {}))
-        finally:
-            os.close(fd)
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def close_userns() -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable
 from murmur_nb._files.beneath import real_path
-from murmur_nb._sandbox import helpers, identity, landlock, netguard, seccomp
+from murmur_nb._sandbox import access, helpers, identity, landlock, netguard, seccomp
 from murmur_nb.protocol import Root
 
 __all__ = [
@@ -545,14 +545,15 @@ def launch(
     """
     if private_cwd and not report.makes_cwd:
         raise ValueError("private_cwd needs bwrap (and the drop helper on a root host)")
-    reads = [*_interpreter_trees(), _pair(module_dir), *(_pair(b) for b in binaries)]
+    module = _pair(module_dir)
+    reads = [*_interpreter_trees(), module, *(_pair(b) for b in binaries)]
     ro = [_pair(r.path) for r in roots.values() if r.mode != "rw"]
     rw = [_pair(r.path) for r in roots.values() if r.mode == "rw"]
     if report.mode != "off" and report.guarantees.get("identity"):
-        _reachable_for_the_sandbox_id(None if private_cwd else cwd, ro, rw)
+        _reachable_for_the_sandbox_id(None if private_cwd else cwd, [module, *ro], rw)
         if report._bwrap is None:  # real paths, no mount namespace: pass through parents
             for real, _ in [*reads, *ro, *rw, _pair(cwd)]:
-                identity.grant_passage(real)
+                access.grant_passage(real)
     how = _plan(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=bool(network),
                 private_cwd=private_cwd)
     if network and report.mode != "off":
@@ -672,14 +673,14 @@ def _reachable_for_the_sandbox_id(
     cwd: Path | None, ro: list[tuple[str, str]], rw: list[tuple[str, str]]
 ) -> None:
     """Root hosts: the working folder (one on the host's disk) becomes the sandbox id's,
-    each root reachable for it."""
+    the module's folder (a private snapshot) and each root reachable for it."""
     if not identity.is_root():
         return
     if cwd is not None:
         identity.hand_over(cwd)
     for paths, write in ((rw, True), (ro, False)):
         for real, given in paths:
-            problem = identity.grant_root(real, write=write)
+            problem = access.grant_root(real, write=write)
             if problem:
                 raise SandboxUnavailable(f"no module was run: root {given}: {problem}",
                                          missing=["identity"])

@@ -1,0 +1,480 @@
+"""What the sandbox id may reach on a root host: given by file descriptor, taken back after.
+
+On a root host a module runs as :func:`.identity.sandbox_id`, which owns none of the user's
+files. A policy root it must use gets a POSIX ACL entry for that id alone (``rwx``/``rw-``
+on an ``rw`` root; ``r-x``/``r--`` on an ``ro`` root others cannot read); on the Landlock
+path, where the module sees real paths, each folder above gets ``--x``. Three rules hold:
+
+- **Every walk goes by file descriptor.** A root is opened one component at a time with
+  ``O_NOFOLLOW``; each entry below is opened from its folder's descriptor with
+  ``O_NOFOLLOW`` and changed through that descriptor (``fstat``, ``fsetxattr``). A folder
+  swapped for a link mid-walk is never followed: the walk cannot leave the root.
+- **No default entry.** What the user makes in a root later keeps the user's umask; each
+  call walks the root again, rescanning only the folders whose listing changed.
+- **Nothing lasts.** Everything given is recorded; when the last open host closes, and at
+  interpreter exit, each recorded root is walked again (by descriptor) and every entry for
+  the sandbox id is removed, the mode's group bits put back, and what the module made
+  (owned by the sandbox id) handed to the root's owner, unless that is root (a module's
+  file never becomes root's). Each kernel process has its own
+  sandbox id, so this never takes anything from another kernel's running call.
+
+A regular file with more than one link is never given (it may be a hard link to a file
+outside the root).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import errno
+import fcntl
+import functools
+import os
+import stat
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from murmur_nb._sandbox.identity import is_root, sandbox_id
+
+__all__ = ["ACL_BUDGET", "Lease", "grant_passage", "grant_root", "hold", "revoke", "take_passage"]
+
+#: entries of one root the host walks (beyond it: the folders already seen)
+ACL_BUDGET = 20_000
+#: a folder whose listing changed this recently (seconds) is scanned again next time: a
+#: file system's timestamps may not move for an entry made in the same clock tick
+_SETTLED_S = 1.0
+
+# POSIX ACL extended attributes (linux/posix_acl_xattr.h): a version, then tag/perm/id
+_ACL_VERSION = 2
+_USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+_NO_ID = 0xFFFFFFFF
+_ACCESS, _DEFAULT = "system.posix_acl_access", "system.posix_acl_default"
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+_DIR = _OPEN | os.O_DIRECTORY
+
+Acl = dict[tuple[int, int], int]
+
+
+# -- the ACL entries of one open file --------------------------------------------------------
+
+
+def _read_acl(fd: int, name: str, mode: int) -> Acl:
+    try:
+        raw = os.getxattr(fd, name)
+    except OSError as exc:
+        if exc.errno not in (errno.ENODATA, errno.EOPNOTSUPP):
+            raise
+        raw = b""
+    entries: Acl = {}
+    for tag, perm, ident in struct.iter_unpack("<HHI", raw[4:]):
+        entries[(tag, ident if tag in (_USER, _GROUP) else _NO_ID)] = perm
+    if not entries and name == _ACCESS:
+        entries = {(_USER_OBJ, _NO_ID): (mode >> 6) & 7, (_GROUP_OBJ, _NO_ID): (mode >> 3) & 7,
+                   (_OTHER, _NO_ID): mode & 7}  # fmt: skip
+    return entries
+
+
+def _encode(entries: Acl) -> bytes:
+    """The xattr value; with no named entry left it is the minimal ACL (no mask), which the
+    kernel turns back into plain mode bits."""
+    out = dict(entries)
+    named = [p for (tag, _), p in out.items() if tag in (_USER, _GROUP)]
+    if named:
+        group_class = [*named, out.get((_GROUP_OBJ, _NO_ID), 0)]
+        out[(_MASK, _NO_ID)] = functools.reduce(lambda a, b: a | b, group_class, 0)
+    else:
+        out.pop((_MASK, _NO_ID), None)
+    body = b"".join(struct.pack("<HHI", tag, perm, ident)
+                    for (tag, ident), perm in sorted(out.items()))  # fmt: skip
+    return struct.pack("<I", _ACL_VERSION) + body
+
+
+def _effective(entries: Acl, uid: int) -> int:
+    """What a named-user entry grants once the mask applies."""
+    return entries.get((_USER, uid), 0) & entries.get((_MASK, _NO_ID), 7)
+
+
+@contextlib.contextmanager
+def _locked(fd: int) -> Iterator[None]:
+    """An ACL is read, changed and written back whole: two kernels changing the same file
+    (a shared root, ``/tmp``) take turns, or one would write back the other's entry lost."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _give(fd: int, st: os.stat_result, uid: int, perm: int) -> bool:
+    """Add ``perm`` for ``uid`` to the file's access ACL; whether anything changed."""
+    if _effective(_read_acl(fd, _ACCESS, st.st_mode), uid) & perm == perm:
+        return False
+    with _locked(fd):
+        access = _read_acl(fd, _ACCESS, st.st_mode)
+        access[(_USER, uid)] = access.get((_USER, uid), 0) | perm
+        os.setxattr(fd, _ACCESS, _encode(access))
+    return True
+
+
+def _take(fd: int, st: os.stat_result, uid: int) -> None:
+    """Remove every entry for ``uid`` (access and default) from the open file."""
+    for name in (_ACCESS, _DEFAULT) if stat.S_ISDIR(st.st_mode) else (_ACCESS,):
+        if not _names(_read_acl(fd, name, st.st_mode), uid):
+            continue
+        with _locked(fd):
+            entries = _read_acl(fd, name, st.st_mode)
+            if _names(entries, uid):
+                entries.pop((_USER, uid), None)
+                entries.pop((_GROUP, uid), None)
+                os.setxattr(fd, name, _encode(entries))
+
+
+def _names(entries: Acl, uid: int) -> bool:
+    return (_USER, uid) in entries or (_GROUP, uid) in entries
+
+
+def _reachable(st: os.stat_result, uid: int, write: bool) -> bool:
+    if st.st_uid == uid:
+        return True
+    need = stat.S_IROTH | stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else stat.S_IROTH
+    return not write and st.st_mode & need == need
+
+
+# -- opening by descriptor -------------------------------------------------------------------
+
+
+def _open_path(path: str) -> int:
+    """``path`` (absolute) opened one component at a time, never through a link."""
+    parts = [p for p in path.split("/") if p]
+    fd = os.open("/", _DIR)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            nxt = os.open(part, _OPEN if last else _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _children(fd: int) -> Iterator[tuple[str, bool]]:
+    """``(name, is_folder)`` of each folder or regular file in the open folder."""
+    with os.scandir(fd) as it:
+        for entry in it:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    yield entry.name, True
+                elif entry.is_file(follow_symlinks=False):
+                    yield entry.name, False
+            except OSError:
+                continue  # gone meanwhile
+
+
+def _open_child(parent: int, name: str, folder: bool) -> tuple[int, os.stat_result] | None:
+    """The entry opened from its folder's descriptor, if it is still what was listed."""
+    try:
+        fd = os.open(name, _DIR if folder else _OPEN, dir_fd=parent)
+    except OSError:
+        return None  # gone, or swapped for a link (ELOOP), a device, a socket
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode) != folder or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(
+            st.st_mode)):
+        os.close(fd)
+        return None
+    return fd, st
+
+
+# -- the record of what was given ------------------------------------------------------------
+
+
+@dataclass
+class _Root:
+    """One root given to the sandbox id: where, whose, and what each folder listed."""
+
+    path: str
+    write: bool
+    owner: tuple[int, int]
+    #: folder (dev, ino) -> (mtime_ns when scanned, sub-folder names, when scanned)
+    scanned: dict[tuple[int, int], tuple[int, tuple[str, ...], float]] = field(
+        default_factory=dict
+    )
+
+
+class _Ledger:
+    """Everything this process gave the sandbox id, and the hosts that still need it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.roots: dict[tuple[str, bool], _Root] = {}
+        self.passages: dict[str, tuple[int, int]] = {}
+        self.holders = 0
+        self.pid = os.getpid()
+        self.hooked = False
+
+    def reset(self) -> None:
+        """In a forked child: nothing given is its own (its parent takes it back)."""
+        self.lock = threading.RLock()
+        self.roots, self.passages, self.holders, self.pid = {}, {}, 0, os.getpid()
+
+
+_LEDGER = _Ledger()
+os.register_at_fork(after_in_child=_LEDGER.reset)
+
+
+def _at_exit() -> None:
+    if _LEDGER.pid == os.getpid():
+        revoke()
+
+
+def _remember() -> None:
+    if not _LEDGER.hooked:
+        _LEDGER.hooked = True
+        atexit.register(_at_exit)
+
+
+# -- giving ----------------------------------------------------------------------------------
+
+
+def grant_root(path: str, *, write: bool) -> str:
+    """Let the sandbox id use the policy root ``path`` (root hosts only); a problem, or ``""``.
+
+    The root and what is in it (up to :data:`ACL_BUDGET` entries) get ``rwx``/``rw-`` for
+    an ``rw`` root, ``r-x``/``r--`` for an ``ro`` root others cannot read. A folder whose
+    listing is unchanged since the last walk is not listed again.
+    """
+    if not is_root():
+        return ""
+    uid = sandbox_id()
+    try:
+        with _LEDGER.lock:
+            _remember()
+            fd = _open_path(path)
+            try:
+                st = os.fstat(fd)
+                record = _LEDGER.roots.get((path, write))
+                if record is None:
+                    record = _Root(path, write, (st.st_uid, st.st_gid))
+                    _LEDGER.roots[(path, write)] = record
+                _walk_giving(fd, st, record, uid)
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        return (
+            f"the sandbox uid {uid} cannot be given access to {path} ({exc.strerror}); as "
+            f"root, modules run as uid {uid}: make the root {'writable' if write else 'readable'}"
+            f" for it (chown {uid} or setfacl -m u:{uid}:{'rwx' if write else 'rx'})"
+        )
+    return ""
+
+
+def _walk_giving(top: int, top_st: os.stat_result, record: _Root, uid: int) -> None:
+    _give_one(top, top_st, uid, record.write)
+    if not stat.S_ISDIR(top_st.st_mode):
+        return
+    seen = 0
+    pending = [(os.dup(top), top_st)]
+    try:
+        while pending:
+            fd, st = pending.pop()
+            try:
+                folders, seen = _give_folder(fd, st, record, uid, seen)
+            finally:
+                os.close(fd)
+            pending += folders
+    finally:
+        for fd, _ in pending:
+            os.close(fd)
+
+
+def _give_folder(
+    fd: int, st: os.stat_result, record: _Root, uid: int, seen: int
+) -> tuple[list[tuple[int, os.stat_result]], int]:
+    """Give what the open folder holds; its sub-folders (opened) and the entries seen so far.
+
+    A folder whose listing has not changed since a scan made after it had settled is not
+    listed again: only its known sub-folders are opened, to look at theirs.
+    """
+    key, now = (st.st_dev, st.st_ino), time.time()
+    known = record.scanned.get(key)
+    fresh = not (known is not None and known[0] == st.st_mtime_ns
+                 and known[2] - st.st_mtime_ns / 1e9 > _SETTLED_S)  # fmt: skip
+    if not fresh:
+        assert known is not None
+        listing = [(name, True) for name in known[1]]
+    else:
+        listing = list(_children(fd)) if seen < ACL_BUDGET else []
+        seen += len(listing)
+    folders: list[tuple[int, os.stat_result]] = []
+    for name, folder in listing:
+        opened = _open_child(fd, name, folder)
+        if opened is None:
+            continue
+        child, child_st = opened
+        try:
+            if fresh and (folder or child_st.st_nlink == 1):
+                _give_one(child, child_st, uid, record.write)
+        except BaseException:
+            for other, _ in [opened, *folders]:
+                os.close(other)
+            raise
+        if folder:
+            folders.append(opened)
+        else:
+            os.close(child)
+    if fresh and seen <= ACL_BUDGET:
+        names = tuple(name for name, folder in listing if folder)
+        record.scanned[key] = (st.st_mtime_ns, names, now)
+    return folders, seen
+
+
+def _give_one(fd: int, st: os.stat_result, uid: int, write: bool) -> None:
+    if _reachable(st, uid, write):
+        return
+    folder = stat.S_ISDIR(st.st_mode)
+    _give(fd, st, uid, (7 if folder else 6) if write else (5 if folder else 4))
+
+
+def grant_passage(path: str, *, uid: int | None = None) -> None:
+    """Let the sandbox id (or ``uid``) pass through each folder above ``path`` (``--x``).
+
+    Only for confinement without a mount namespace (Landlock), where the module reaches its
+    files by their real paths: passing through a folder lists nothing, and Landlock still
+    refuses every path it was not given. Given for ``uid`` (a test's account), nothing is
+    recorded: the caller puts the folders back itself.
+    """
+    if not is_root():
+        return
+    who = sandbox_id() if uid is None else uid
+    with _LEDGER.lock:
+        if uid is None:
+            _remember()
+        fd = os.open("/", _DIR)
+        try:
+            where = ""
+            for part in [*[p for p in path.split("/") if p][:-1], ""]:
+                st = os.fstat(fd)
+                if st.st_uid != who and not st.st_mode & stat.S_IXOTH and _give(fd, st, who, 1) \
+                        and uid is None:  # fmt: skip
+                    _LEDGER.passages.setdefault(where or "/", (st.st_dev, st.st_ino))
+                if part:
+                    nxt = os.open(part, _DIR, dir_fd=fd)
+                    os.close(fd)
+                    fd, where = nxt, f"{where}/{part}"
+        except OSError:
+            pass  # a folder missing or swapped: the module will not reach through it
+        finally:
+            os.close(fd)
+
+
+def take_passage(path: str, *, uid: int) -> None:
+    """Remove ``uid``'s entries from each folder above ``path`` (what :func:`grant_passage`
+    gave a test's account), leaving every other entry as it is at that moment."""
+    if not is_root():
+        return
+    with _LEDGER.lock:
+        fd = os.open("/", _DIR)
+        try:
+            for part in [*[p for p in path.split("/") if p][:-1], ""]:
+                _take(fd, os.fstat(fd), uid)
+                if part:
+                    nxt = os.open(part, _DIR, dir_fd=fd)
+                    os.close(fd)
+                    fd = nxt
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+# -- taking back -----------------------------------------------------------------------------
+
+
+class Lease:
+    """One host's need for what the sandbox id was given; :meth:`close` gives it up."""
+
+    def __init__(self) -> None:
+        self._open = True
+
+    def close(self) -> None:
+        """Give the lease up; the last one open takes back everything given. Idempotent."""
+        with _LEDGER.lock:
+            if not self._open:
+                return
+            self._open = False
+            _LEDGER.holders -= 1
+            if _LEDGER.holders == 0:
+                revoke()
+
+
+def hold() -> Lease:
+    """A lease that keeps what is given to the sandbox id until it (and every other) closes."""
+    with _LEDGER.lock:
+        _LEDGER.holders += 1
+        return Lease()
+
+
+def revoke() -> None:
+    """Take back from the sandbox id everything this process gave it (root hosts only)."""
+    if not is_root():
+        return
+    uid = sandbox_id()
+    with _LEDGER.lock:
+        roots, passages = list(_LEDGER.roots.values()), dict(_LEDGER.passages)
+        _LEDGER.roots.clear()
+        _LEDGER.passages.clear()
+        for record in roots:
+            with contextlib.suppress(OSError):
+                _walk_taking(record, uid)
+        for path, ident in passages.items():
+            with contextlib.suppress(OSError):
+                fd = _open_path(path) if path != "/" else os.open("/", _DIR)
+                try:
+                    st = os.fstat(fd)
+                    if (st.st_dev, st.st_ino) == ident:
+                        _take(fd, st, uid)
+                finally:
+                    os.close(fd)
+
+
+def _walk_taking(record: _Root, uid: int) -> None:
+    """Remove the sandbox id's entries from the root and what is in it (by descriptor); what
+    the module made there becomes the root owner's (unless the owner is root)."""
+    top = _open_path(record.path)
+    pending = [(top, os.fstat(top))]
+    seen = 0
+    try:
+        while pending:
+            fd, st = pending.pop()
+            try:
+                _take(fd, st, uid)
+                if st.st_uid == uid and record.owner[0] != 0:
+                    os.fchown(fd, *record.owner)
+                if not stat.S_ISDIR(st.st_mode) or seen >= ACL_BUDGET:
+                    continue
+                for name, folder in _children(fd):
+                    seen += 1
+                    opened = _open_child(fd, name, folder)
+                    if opened is not None:
+                        pending.append(opened)
+                if record.owner[0] != 0:
+                    _links_to_owner(fd, uid, record.owner)
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in pending:
+            os.close(fd)
+
+
+def _links_to_owner(fd: int, uid: int, owner: tuple[int, int]) -> None:
+    """Links the module made in the open folder become the root owner's (never followed)."""
+    with os.scandir(fd) as it:
+        for entry in it:
+            with contextlib.suppress(OSError):
+                if entry.is_symlink() and entry.stat(follow_symlinks=False).st_uid == uid:
+                    os.chown(entry.name, *owner, dir_fd=fd, follow_symlinks=False)
+

@@ -1,0 +1,207 @@
+"""A root host gives its sandbox uid the roots by file descriptor, and takes it all back.
+
+Red team 4, points 1 and 6, and the containers issue's rule for reaching the roots without
+namespaces. On a root host a module runs as a uid of its own, which reaches a policy root
+through POSIX ACL entries. Tried for real: a process swaps a folder inside a root for a link
+to root-only files while other kernels walk the root (the files must keep no entry), and
+after ``close()`` ``getfacl -R`` over everything the host touched finds no entry for any
+sandbox uid, what the module made is the root owner's, and the umask holds again. Run on
+the bubblewrap path and on the Landlock path (real paths, ``--x`` on the folders above).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _modules import install
+from _users import test_user
+
+import murmur_nb as mnb
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a root host gives ACL entries")
+
+GETFACL = shutil.which("getfacl") or "getfacl"
+#: where sandbox uids are taken from (README "Where it runs")
+SANDBOX_IDS = range(0x70000000, 0x7FFE0000)
+MECHANISMS = {"bwrap": ["bwrap", "landlock", "seccomp", "reaper"],
+              "landlock": ["landlock", "seccomp", "reaper"]}  # fmt: skip
+
+
+def sandbox_entries(*paths: Path, recursive: bool = True, ids: range = SANDBOX_IDS
+                    ) -> list[str]:  # fmt: skip
+    """Every ACL line ``getfacl -R`` prints for a uid in ``ids``, with its file."""
+    flags = ["-R", "-P"] if recursive else []
+    seen = subprocess.run([GETFACL, *flags, "-n", "-p", *map(str, paths)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    hits, where = [], ""
+    for line in seen.stdout.splitlines():
+        if line.startswith("# file:"):
+            where = line.removeprefix("# file: ")
+        found = re.match(r"(?:default:)?user:(\d+):", line)
+        if found and int(found.group(1)) in ids:
+            hits.append(f"{where}: {line}")
+    return hits
+
+
+def _result(inv: mnb.Invocation) -> dict[str, object]:
+    assert inv.ok, inv.error
+    assert isinstance(inv.result, dict)
+    return inv.result
+
+
+@pytest.fixture(params=sorted(MECHANISMS))
+def mechanisms(request: pytest.FixtureRequest) -> list[str]:
+    return MECHANISMS[request.param]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    folder = tmp_path / "home"
+    install(folder, "reacher", "reacher")
+    return folder
+
+
+@pytest.fixture
+def users_folders(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A user's ``0755`` work folder (the ``rw`` root) and ``0700`` sources (``ro``)."""
+    user = test_user()
+    work, src = tmp_path / "work", tmp_path / "src"
+    (work / "sub").mkdir(parents=True)
+    (work / "data.csv").write_text("a,b\n1,2\n")
+    (work / "sub" / "deep.txt").write_text("deep")
+    src.mkdir()
+    (src / "secret.txt").write_text("the user's own")
+    for path, mode in ((work, 0o755), (work / "sub", 0o755), (work / "data.csv", 0o644),
+                       (work / "sub" / "deep.txt", 0o644), (src, 0o700),
+                       (src / "secret.txt", 0o600)):  # fmt: skip
+        os.chown(path, user, user)
+        path.chmod(mode)
+    yield work, src
+
+
+def test_nothing_given_outlives_the_host(
+    home: Path, tmp_path: Path, users_folders: tuple[Path, Path], mechanisms: list[str]
+) -> None:
+    work, src = users_folders
+    before = {p: p.stat().st_mode for p in [work, *work.rglob("*"), src, *src.rglob("*")]}
+    policy = mnb.Policy(roots={"out": work, "src": src}, sandbox="required",
+                        sandbox_mechanisms=mechanisms)  # fmt: skip
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        uid = _result(host.invoke("reacher.whoami", {}))["uid"]
+        assert isinstance(uid, int) and uid in SANDBOX_IDS
+        _result(host.invoke("reacher.write", {"name": "made.txt"}))
+        _result(host.invoke("reacher.write", {"name": "made-folder", "folder": True}))
+        seen = _result(host.invoke("reacher.read", {"paths": [
+            str(src / "secret.txt"), str(work / "data.csv"), str(work / "sub" / "deep.txt")]}))
+        assert seen == {str(src / "secret.txt"): "the user's own",
+                        str(work / "data.csv"): "a,b\n1,2\n",
+                        str(work / "sub" / "deep.txt"): "deep"}  # fmt: skip
+        assert sandbox_entries(work, src)  # given while the host is open
+    assert sandbox_entries(work, src) == []
+    # the folders above: other kernels (a parallel test run) may hold entries there for now
+    ours = range(uid, uid + 1)
+    assert sandbox_entries(*tmp_path.parents, tmp_path, recursive=False, ids=ours) == []
+    for path, mode in before.items():
+        assert path.stat().st_mode == mode, path  # the group bits are the user's again
+    user = test_user()
+    for made in (work / "made.txt", work / "made-folder", work / "made-folder" / "inside.txt"):
+        st = made.lstat()
+        assert (st.st_uid, st.st_gid) == (user, user), made  # the module's work is the owner's
+    old = os.umask(0o077)
+    try:
+        fd = os.open(work / "later.txt", os.O_CREAT | os.O_WRONLY, 0o666)
+        os.close(fd)
+    finally:
+        os.umask(old)
+    assert (work / "later.txt").stat().st_mode & 0o777 == 0o600  # no default entry: umask holds
+
+
+def test_a_file_made_in_a_root_after_a_call_is_reached_by_the_next(
+    home: Path, users_folders: tuple[Path, Path], mechanisms: list[str]
+) -> None:
+    work, src = users_folders
+    policy = mnb.Policy(roots={"out": work, "src": src}, sandbox="required",
+                        sandbox_mechanisms=mechanisms)  # fmt: skip
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        _result(host.invoke("reacher.read", {"paths": [str(src / "secret.txt")]}))
+        (src / "later.txt").write_text("made between two calls")
+        (src / "later.txt").chmod(0o600)
+        seen = _result(host.invoke("reacher.read", {"paths": [str(src / "later.txt")]}))
+        assert seen == {str(src / "later.txt"): "made between two calls"}
+
+
+RACER = textwrap.dedent("""
+    import ctypes, os, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    a, b = sys.argv[1].encode(), sys.argv[2].encode()
+    os.write(1, b"go")
+    while True:
+        libc.renameat2(-100, a, -100, b, 2)
+""")
+
+KERNEL = textwrap.dedent("""
+    import json, sys
+    import murmur_nb as mnb
+    policy = mnb.Policy(roots={"out": sys.argv[2]}, sandbox="required",
+                        sandbox_mechanisms=json.loads(sys.argv[3]))
+    with mnb.ModuleHost(home=sys.argv[1], policy=policy) as host:
+        inv = host.invoke("reacher.whoami", {})
+        print(json.dumps(inv.result))
+""")
+
+
+def test_a_folder_swapped_for_a_link_mid_walk_gives_nothing_outside(
+    home: Path, tmp_path: Path
+) -> None:
+    """A process that can write the root swaps ``sub`` with a link to root-only decoys
+    (``renameat2(RENAME_EXCHANGE)`` in a loop) while fresh kernels walk the root."""
+    root, decoys = tmp_path / "shared", tmp_path / "decoys"
+    (root / "sub").mkdir(parents=True)
+    decoys.mkdir(mode=0o700)
+    names = [f"f{i:03d}" for i in range(300)]
+    for name in names:
+        (root / "sub" / name).write_text("plain")
+        (decoys / name).write_text("root only")
+        (decoys / name).chmod(0o600)
+    (root / "swap").symlink_to(decoys)
+    racer = subprocess.Popen([sys.executable, "-c", RACER, str(root / "sub"), str(root / "swap")],
+                             stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert racer.stdout is not None and racer.stdout.read(2) == b"go"
+        for mechanisms in [*MECHANISMS.values()] * 3:
+            kernel = subprocess.run(
+                [sys.executable, "-c", KERNEL, str(home), str(root), json.dumps(mechanisms)],
+                capture_output=True, text=True, timeout=120, check=False,
+            )
+            assert kernel.returncode == 0, kernel.stderr[-2000:]
+    finally:
+        racer.kill()
+        racer.wait()
+        racer.stdout.close()
+    assert sandbox_entries(decoys) == []
+    assert all(not os.listxattr(decoys / name) for name in names)
+
+
+def test_each_kernel_has_its_own_sandbox_uid(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    policy = mnb.Policy(roots={"out": out})
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        here = _result(host.invoke("reacher.whoami", {}))["uid"]
+    other = subprocess.run(
+        [sys.executable, "-c", KERNEL, str(home), str(out), json.dumps(MECHANISMS["landlock"])],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    there = json.loads(other.stdout)["uid"]
+    assert isinstance(here, int) and isinstance(there, int)
+    assert here != there and here in SANDBOX_IDS and there in SANDBOX_IDS
+
