@@ -351,17 +351,25 @@ def test_a_modules_private_file_stays_private_in_its_snapshot(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="another account's squat needs root to set up")
-def test_a_store_folder_another_account_made_first_is_not_used(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("where", ["its own folder", "a folder above it"])
+def test_a_store_another_account_could_write_is_not_used(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
+    """Red team 4, points 3 and 4: the store made first by another account, or inside a
+    folder it can write (it could rename the store and put its own in its place)."""
     name = f"squat{time.time_ns()}"  # a name no earlier run's snapshot has
     folder = make_module(home, name)
     (folder / "config.env").write_text(SECRET_LINE)
     (folder / "config.env").chmod(0o600)
-    squat = tmp_path / "squatted-store"
-    squat.mkdir(mode=0o777)
-    squat.chmod(0o777)
-    os.chown(squat, test_user(), test_user())
+    open_folder = tmp_path / "theirs"
+    open_folder.mkdir()
+    squat = open_folder / "store"
+    squat.mkdir(mode=0o700)
+    if where == "its own folder":
+        squat.chmod(0o777)
+        os.chown(squat, test_user(), test_user())
+    else:
+        open_folder.chmod(0o777)  # not sticky: its entries can be renamed by anyone
     tmp_path.chmod(0o755)
     monkeypatch.setenv("MURMUR_NB_SNAPSHOTS", str(squat))
     with mnb.ModuleHost(home=home, artifact_store=tmp_path / "store") as host:

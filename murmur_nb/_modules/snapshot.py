@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._files.beneath import real_path
+from murmur_nb._files.trust import nobody_else_can_write
 from murmur_nb._rules import cache_dir
 
 __all__ = ["Entry", "Refused", "SnapshotStore", "Snapshot", "snapshots_dir", "walk"]
@@ -163,13 +164,6 @@ def snapshots_dir() -> Path:
     return cache_dir() / "module-snapshots"
 
 
-def _owned_by_us(path: Path) -> bool:
-    st = path.lstat()
-    return (
-        stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
-    )
-
-
 def remove_tree(path: Path) -> None:
     """Remove a (read-only) snapshot tree: its folders are made writable on the way down."""
     for folder, _dirs, _files in os.walk(path):
@@ -191,14 +185,15 @@ class SnapshotStore:
         self._verified: dict[Path, list[Entry]] = {}
 
     def root(self) -> Path:
-        """The store folder, ``0700``, made on first use; a fresh private one if the
-        folder there is not ours alone."""
+        """The store folder, ``0700``, made on first use; a fresh private one if anyone
+        else could write it or a folder above it (what is in it is run, as root on a root
+        host: :func:`~murmur_nb._files.trust.nobody_else_can_write`)."""
         if self._ready is not None:
             return self._ready
         root = self._root if self._root is not None else snapshots_dir()
         try:
             root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            ok = _owned_by_us(root)
+            ok = root.is_dir() and nobody_else_can_write(root)
         except OSError:
             ok = False
         if not ok:  # squatted or unusable: a fresh folder nobody else can have prepared
