@@ -3,10 +3,13 @@
  * Run by bubblewrap as root *of the module's user namespace* on a root host (see
  * identity.py): usage `drop UID GID [-C DIR] PROGRAM [ARG...]`. With -C it first makes DIR
  * (which must not exist yet: the working folder, on the sandbox's own tmpfs), gives it to
- * UID and GID and starts there. It clears the supplementary groups, switches real,
- * effective and saved ids (which empties every capability set), sets no_new_privs, checks
- * that root cannot be regained, and execs PROGRAM with no environment at all (bwrap sets
- * PWD). One small exec instead of `env -i` plus `setpriv`.
+ * UID and GID and starts there. It empties the ambient and bounding capability sets (while
+ * it still holds CAP_SETPCAP), clears the supplementary groups, switches real, effective and
+ * saved ids (which empties the permitted and effective sets), empties the inheritable set,
+ * sets no_new_privs, checks that root cannot be regained and that no capability is left,
+ * closes every descriptor but 0, 1 and 2 (bwrap leaves the user namespace's descriptor of
+ * `--userns` open: a module must not get a handle on it), and execs PROGRAM with no
+ * environment at all (bwrap sets PWD). One small exec instead of `env -i` plus `setpriv`.
  *
  * Built with -DDROP_NOLIBC (x86-64 and AArch64) it needs no C library: it makes the system
  * calls itself from its own entry point. It runs before every module, and a static C
@@ -16,10 +19,17 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/prctl.h>
 
 #ifdef DROP_NOLIBC
+#include <linux/errno.h>
+#include <linux/resource.h>
 #include <sys/syscall.h>
+#ifndef SYS_close_range
+#define SYS_close_range 436 /* the same number on every architecture (Linux 5.9) */
+#endif
+#define FAILED_CALL(r) ((r) < 0)
 
 
 static long sys(long n, long a, long b, long c, long d, long e) {
@@ -70,14 +80,30 @@ static long no_new_privs(void) { return CALL(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 
 static long root_uid(void) { return CALL(SYS_setuid, 0, 0, 0, 0); }
 static long root_gid(void) { return CALL(SYS_setgid, 0, 0, 0, 0); }
 static long run(char **argv, char **envp) { return CALL(SYS_execve, argv[0], argv, envp, 0); }
+static long set_caps(void *h, void *d) { return CALL(SYS_capset, h, d, 0, 0); }
+static long get_caps(void *h, void *d) { return CALL(SYS_capget, h, d, 0, 0); }
+static long ask(long option, long arg) { return CALL(SYS_prctl, option, arg, 0, 0); }
+static long ask2(long option, long a, long b) { return CALL(SYS_prctl, option, a, b, 0); }
+static long close_from(unsigned int fd) { return CALL(SYS_close_range, fd, ~0U, 0, 0); }
+static long close_one(unsigned int fd) { return CALL(SYS_close, fd, 0, 0, 0); }
+static unsigned long open_limit(void) {
+    struct rlimit64 limit;
+    if (FAILED_CALL(CALL(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, &limit))) return 1UL << 20;
+    return (unsigned long)limit.rlim_cur;
+}
 
 #else /* against the C library: its own wrappers (the right system call on every arch) */
 
 #include <errno.h>
 #include <grp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
 
 /* the C library's -1 and errno as the kernel's -errno */
 static long checked(long r) { return r == -1 ? -errno : r; }
@@ -97,6 +123,17 @@ static long no_new_privs(void) { return checked(prctl(PR_SET_NO_NEW_PRIVS, 1, 0,
 static long root_uid(void) { return checked(setuid(0)); }
 static long root_gid(void) { return checked(setgid(0)); }
 static long run(char **argv, char **envp) { return checked(execve(argv[0], argv, envp)); }
+static long set_caps(void *h, void *d) { return checked(syscall(SYS_capset, h, d)); }
+static long get_caps(void *h, void *d) { return checked(syscall(SYS_capget, h, d)); }
+static long ask(long option, long arg) { return checked(prctl((int)option, arg, 0, 0, 0)); }
+static long ask2(long option, long a, long b) { return checked(prctl((int)option, a, b, 0, 0)); }
+static long close_from(unsigned int fd) { return checked(syscall(SYS_close_range, fd, ~0U, 0)); }
+static long close_one(unsigned int fd) { return checked(close((int)fd)); }
+static unsigned long open_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1UL << 20;
+    return (unsigned long)limit.rlim_cur;
+}
 
 #endif
 
@@ -152,6 +189,41 @@ static unsigned long parse_id(const char *text) {
     return value;
 }
 
+/* the ambient set emptied (EINVAL: a kernel without one), then every capability dropped from
+ * the bounding set up to the kernel's last (EINVAL past it): nothing can come back through an
+ * exec. Dropping needs CAP_SETPCAP, so this runs before the switch of ids. */
+static void empty_bounding_and_ambient(void) {
+    long r = ask2(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0);
+    if (FAILED(r) && r != -EINVAL) fail("cannot empty the ambient capability set", "", r, 126);
+    for (long cap = 0; cap < 64; cap++) {
+        r = ask(PR_CAPBSET_DROP, cap);
+        if (r == -EINVAL) break;
+        if (FAILED(r)) fail("cannot empty the capability bounding set", "", r, 126);
+    }
+}
+
+/* after the switch (which empties the permitted and effective sets): the inheritable set
+ * emptied, and every set checked empty */
+static void empty_inheritable(void) {
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct none[2] = {{0, 0, 0}, {0, 0, 0}};
+    long r = set_caps(&header, none);
+    if (FAILED(r)) fail("cannot empty the inheritable capability set", "", r, 126);
+    struct __user_cap_data_struct left[2] = {{1, 1, 1}, {1, 1, 1}};
+    r = get_caps(&header, left);
+    for (int i = 0; i < 2 && !FAILED(r); i++)
+        if (left[i].effective || left[i].permitted || left[i].inheritable) r = -EPERM;
+    if (FAILED(r)) fail("a capability is left; refusing to run", "", r, 126);
+}
+
+/* no descriptor but 0, 1 and 2 reaches the module (one by one before Linux 5.9) */
+static void close_the_rest(void) {
+    if (!FAILED(close_from(3))) return;
+    unsigned long limit = open_limit();
+    if (limit > 1UL << 31) limit = 1UL << 31;  /* RLIM_INFINITY: the kernel's own ceiling */
+    for (unsigned long fd = 3; fd < limit; fd++) close_one((unsigned int)fd);
+}
+
 static int drop(int argc, char **argv) {
     if (argc < 4) fail("usage: drop UID GID [-C DIR] PROGRAM [ARG...]", "", 0, 126);
     unsigned long uid = parse_id(argv[1]);
@@ -166,11 +238,14 @@ static int drop(int argc, char **argv) {
             fail("cannot make the working folder ", dir, r, 126);
         program = 5;
     }
+    empty_bounding_and_ambient();
     if (FAILED(r = no_groups()) || FAILED(r = to_gid(gid)) || FAILED(r = to_uid(uid)))
         fail("cannot switch to the sandbox id", "", r, 126);
+    empty_inheritable();
     if (FAILED(r = no_new_privs())) fail("prctl(PR_SET_NO_NEW_PRIVS)", "", r, 126);
     if (!FAILED(root_uid()) || !FAILED(root_gid()))
         fail("root could be regained; refusing to run", "", 0, 126);
+    close_the_rest();
     char *empty[] = {0};
     r = run(&argv[program], empty);
     fail("cannot execute ", argv[program], r, 127);

@@ -14,15 +14,19 @@
  *
  * In the child, before exec: a session of its own, RLIMIT_NPROC (-n: the uid may run COUNT processes more than
  * it runs now, so a fork bomb stops there), the switch to ID (-u: uid and gid, no supplementary group; root hosts),
- * no_new_privs, the Landlock ruleset of FD (-l, landlock_restrict_self) and the seccomp
- * program read from FD (-s, a pipe), then exec with an empty environment. The helper itself
- * stays outside the module's Landlock domain, so the module can neither signal nor trace it.
+ * no capability in any set (the bounding set emptied while the child is still root: as a
+ * user it cannot be, and without no_new_privs' exception nothing uses it), no_new_privs, the
+ * Landlock ruleset of FD (-l, landlock_restrict_self) and the seccomp program read from FD
+ * (-s, a pipe), no descriptor but 0, 1 and 2, then exec with an empty environment. The
+ * helper itself stays outside the module's Landlock domain, so the module can neither signal
+ * nor trace it.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <signal.h>
@@ -39,6 +43,9 @@
 
 #ifndef SYS_landlock_restrict_self
 #define SYS_landlock_restrict_self 446
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
 #endif
 
 static void die(const char *what, int status) {
@@ -72,7 +79,44 @@ static long processes_of(uid_t uid) {
     return count;
 }
 
-/* the child: limits, identity, Landlock, seccomp, then the module */
+/* the ambient set emptied, and (``required``: as root) the bounding set up to the kernel's
+ * last capability; before the switch of ids, which takes CAP_SETPCAP away */
+static void empty_bounding_and_ambient(int required) {
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        die("cannot empty the ambient capability set", 126);
+    for (int cap = 0; cap < 64; cap++) {
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
+        if (errno == EINVAL) break;  /* past the kernel's last capability */
+        if (required) die("cannot empty the capability bounding set", 126);
+        break;  /* a user without CAP_SETPCAP: no_new_privs keeps file capabilities away */
+    }
+}
+
+/* the effective, permitted and inheritable sets emptied, and checked empty */
+static void empty_capabilities(void) {
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct none[2], left[2];
+    memset(none, 0, sizeof none);
+    if (syscall(SYS_capset, &header, none) != 0) die("cannot empty the capability sets", 126);
+    if (syscall(SYS_capget, &header, left) != 0) die("capget", 126);
+    for (int i = 0; i < 2; i++) {
+        if (left[i].effective || left[i].permitted || left[i].inheritable) {
+            errno = EPERM;
+            die("a capability is left; refusing to run", 126);
+        }
+    }
+}
+
+/* no descriptor but 0, 1 and 2 reaches the module (one by one before Linux 5.9) */
+static void close_the_rest(void) {
+    if (syscall(SYS_close_range, 3U, ~0U, 0) == 0) return;
+    struct rlimit limit;
+    rlim_t top = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : (rlim_t)1 << 20;
+    if (top > (rlim_t)1 << 31) top = (rlim_t)1 << 31;  /* RLIM_INFINITY: the kernel's ceiling */
+    for (rlim_t fd = 3; fd < top; fd++) close((int)fd);
+}
+
+/* the child: limits, identity, capabilities, Landlock, seccomp, descriptors, then the module */
 static void become_module(char **argv, long uid, long landlock, long bpf_fd, long nproc) {
     char *empty[] = {NULL};
     if (nproc > 0) {
@@ -80,12 +124,14 @@ static void become_module(char **argv, long uid, long landlock, long bpf_fd, lon
         struct rlimit limit = {(rlim_t)nproc, (rlim_t)nproc};
         if (setrlimit(RLIMIT_NPROC, &limit) != 0) die("setrlimit(RLIMIT_NPROC)", 126);
     }
+    empty_bounding_and_ambient(uid >= 0);
     if (uid >= 0) {
         if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
             setresuid(uid, uid, uid) != 0)
             die("cannot switch to the sandbox id", 126);
         if (setuid(0) == 0) die("root could be regained; refusing to run", 126);
     }
+    empty_capabilities();
     if (setsid() < 0) die("setsid", 126);  /* the module leads a session of its own */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("prctl(PR_SET_NO_NEW_PRIVS)", 126);
     if (landlock >= 0) {
@@ -108,6 +154,7 @@ static void become_module(char **argv, long uid, long landlock, long bpf_fd, lon
         if (have == 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
             die("cannot load the seccomp program", 126);
     }
+    close_the_rest();
     execve(argv[0], argv, empty);
     die("cannot execute the module", 127);
 }

@@ -1,4 +1,5 @@
-"""A seccomp filter that leaves a module process no socket, no keyring and no setuid bit.
+"""A seccomp filter that leaves a module process no socket, no keyring, no setuid bit and no
+namespace.
 
 Without a network grant ``socket`` and ``socketcall`` fail (``EACCES``), which also closes
 loopback and Unix sockets visible in a root, at microseconds instead of a network namespace's
@@ -7,6 +8,15 @@ millisecond; ``socketpair`` stays (it reaches nothing outside the tree). For eve
 changes); ``chmod``-family calls and ``open``/``mkdir``/``mknod`` with a setuid or setgid mode
 fail; ``openat2`` and ``io_uring_setup`` fail with ``ENOSYS`` (the filter cannot read their
 arguments, and io_uring bypasses the rest). Another syscall ABI kills the process.
+
+No namespace either (``EPERM``): ``unshare`` and ``clone`` with a namespace flag, and
+``setns``. In a user namespace of its own a module holds every capability, and with them
+the kernel code that only root could reach before (mounts, netfilter, BPF...): the kernel's
+largest attack surface for an unprivileged process. ``clone3`` takes its flags in memory,
+where a filter cannot read them, so it fails with ``ENOSYS``, and the C library falls back to
+``clone`` (threads, ``posix_spawn``: Docker's default profile does the same). Thread and
+process flags stay allowed; only the namespace bits are refused.
+
 bubblewrap loads the program (``--seccomp FD``); without it the child does, in
 :meth:`Filter.apply`, after ``PR_SET_NO_NEW_PRIVS``. Known limit: ``/proc/net`` stays readable.
 """
@@ -18,6 +28,7 @@ import ctypes
 import errno
 import functools
 import os
+import platform
 import tempfile
 from typing import Any
 
@@ -61,6 +72,34 @@ _MODE_ARG = {
 }
 
 
+#: CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+#: CLONE_NEWNET (linux/sched.h); ``unshare`` also takes CLONE_NEWTIME, which in ``clone``'s
+#: low byte would be the exit signal
+_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
+                    0x40000000)
+_CLONE_NEWTIME = 0x00000080
+_CLONE3 = 435  # the same number on every architecture (Linux 5.3)
+
+
+def _no_namespaces(rules: Any, pyseccomp: Any) -> None:
+    """``unshare``/``clone`` with any namespace flag and ``setns`` fail; ``clone3`` is absent.
+
+    Not skipped like other rules: a filter that cannot hold these is not built at all."""
+    refuse = pyseccomp.ERRNO(errno.EPERM)
+    # clone's flags: the first argument, but the second on s390 (stack pointer first)
+    clone_flags = 1 if platform.machine().startswith("s390") else 0
+    for flag in (*_NAMESPACE_FLAGS, _CLONE_NEWTIME):
+        rules.add_rule(refuse, "unshare", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
+    for flag in _NAMESPACE_FLAGS:
+        rules.add_rule(refuse, "clone",
+                       pyseccomp.Arg(clone_flags, pyseccomp.MASKED_EQ, flag, flag))
+    rules.add_rule(refuse, "setns")
+    try:
+        rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    except (ValueError, RuntimeError, OSError):  # a libseccomp older than the call's name
+        rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), _CLONE3)
+
+
 def _add(rules: Any, action: Any, name: str, *args: Any) -> None:
     # a name that is not a system call on this architecture (or this libseccomp) is skipped
     with contextlib.suppress(ValueError, RuntimeError, OSError):
@@ -91,13 +130,14 @@ def program(*, sockets: bool = False) -> tuple[bytes | None, str]:
             for bit in (0o4000, 0o2000):
                 _add(rules, pyseccomp.ERRNO(errno.EPERM), name,
                      pyseccomp.Arg(index, pyseccomp.MASKED_EQ, bit, bit))
+        _no_namespaces(rules, pyseccomp)
         with tempfile.TemporaryFile() as fh:
             rules.export_bpf(fh)
             fh.seek(0)
             bpf = fh.read()
     except (ValueError, RuntimeError, OSError) as exc:
         return None, f"libseccomp cannot build the filter ({exc})"
-    what = "no keyring, no setuid bits" + ("" if sockets else ", no sockets")
+    what = "no keyring, no setuid bits, no namespaces" + ("" if sockets else ", no sockets")
     return bpf, f"seccomp filter, {len(bpf) // 8} BPF instructions: {what}"
 
 
