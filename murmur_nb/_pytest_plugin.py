@@ -79,7 +79,8 @@ CHECKED = pytest.StashKey[list["Target"]]()
 
 def _refuse_imports(config: pytest.Config, namespace: Any) -> list[Target]:
     """The run's targets; :class:`pytest.UsageError` when pytest would import, or already
-    imported, code from a folder it was asked to check (see :mod:`.pytest_guard`)."""
+    imported, code from a folder it was asked to check
+    (:mod:`murmur_nb._checker.pytest_guard`)."""
     from murmur_nb._checker.pytest_guard import refusal, targets  # noqa: PLC0415 - when used
 
     modproto, hooks = getattr(namespace, "modproto", []), getattr(namespace, "hook", [])
