@@ -151,6 +151,80 @@ def test_a_worker_refuses_a_component_that_does_not_hash_to_its_digest(
     assert all(r["ok"] for r in rows if r["hook_id"] == "reader")
 
 
+def test_workers_run_the_component_the_kernel_loaded_not_the_file_swapped_since(
+    hooks: mnb.HookHost, client: distributed.Client
+) -> None:
+    """The dropper's .wasm is overwritten in place (as ``cp`` would) after ``from_config``:
+    a host loaded now runs the other component, the cluster still runs the loaded one."""
+    ids = [f"plain-{i:02d}" for i in range(4)]
+    local = hooks.replay(ids, windows=10, task_id="!read", progress=False)
+    loaded = hooks.component_bytes("dropper")
+    hooks.hooks["dropper"].component.write_bytes(assemble("guest.wat"))
+    assert hooks.component_bytes("dropper") == loaded == assemble("replay.wat")
+    assert hooks.config.path is not None
+    with mnb.HookHost.from_config(hooks.config.path, conversations=hooks.conversations) as now:
+        swapped = now.replay(ids, windows=10, task_id="!read", progress=False)
+    assert not swapped.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    remote = hooks.replay(ids, windows=10, task_id="!read", client=client, progress=False)
+    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert set(remote.loc[remote["hook_id"] == "dropper", "code"].dropna()) == set(
+        local.loc[local["hook_id"] == "dropper", "code"].dropna()
+    )
+
+
+def test_a_tampered_component_is_refused_before_it_is_written_or_compiled(
+    hooks: mnb.HookHost, client: distributed.Client, worker_cache: Path
+) -> None:
+    """Drives the worker task directly with the dropper's bytes changed in transit into
+    another valid component (the kernel never sends one, so only the worker's own check can
+    be observed this way): no file on the workers holds those bytes, and the workers'
+    compiled-component cache gains no entry."""
+    import hashlib
+
+    # private: the worker task itself, fed a payload the kernel would never send
+    from murmur_nb._hooks.replay.cluster import payload_of, replay_chunk  # private: see above
+    from murmur_nb._hooks.replay.sources import RecordJob  # private: see above
+
+    good = payload_of(hooks, ("dropper",))
+    other = assemble("replay.wat") + b"\x00\x05\x04test"  # the same guest, one custom section
+    bad = dataclasses.replace(good, hooks=(dataclasses.replace(good.hooks[0], data=other),))
+    wanted = hashlib.sha256(other).hexdigest()
+
+    def files_holding_other() -> list[str]:
+        """On a worker: the files of its replay folders that hold the tampered bytes."""
+        import tempfile
+
+        folders = Path(tempfile.gettempdir()).glob("murmur-nb-replay-*")
+        files = [f for folder in folders for f in folder.rglob("*") if f.is_file()]
+        return [str(f) for f in files if hashlib.sha256(f.read_bytes()).hexdigest() == wanted]
+
+    entries = sorted((worker_cache / "components").glob("*.cwasm"))
+    rows = client.submit(replay_chunk, bad, [RecordJob("plain-01")], ("dropper",),
+                         mnb.ReplayWindows(), "t", pure=False).result(timeout=120)  # fmt: skip
+    assert client.run(files_holding_other) == {w: [] for w in client.nthreads()}
+    assert sorted((worker_cache / "components").glob("*.cwasm")) == entries
+    assert [(r["code"], r["ok"]) for r in rows] == [("digest_mismatch", False)]
+    assert "neither written nor compiled" in rows[0]["error"]
+
+
+def test_a_hook_the_kernel_did_not_load_does_not_run_on_the_workers(
+    tmp_path: Path, murmur_home: Path, client: distributed.Client
+) -> None:
+    """Its component appears on disk only after ``from_config``: the workers give the
+    kernel's load error, as a local replay does, and never load the file."""
+    write(murmur_home, "plain-00", talk(5))
+    path = capsule(tmp_path / "late", "hooks:\n  dropper:\n    component: hooks/replay.wasm\n")
+    with mnb.HookHost.from_config(path, conversations=mnb.ConversationStore(murmur_home)) as host:
+        assert not host.hooks["dropper"].loaded
+        local = host.replay("*", progress=False)
+        (path.parent / "hooks" / "replay.wasm").write_bytes(assemble("replay.wat"))
+        remote = host.replay("*", client=client, progress=False)
+    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert set(remote["code"]) == {"load_failed"} and remote["error"].str.contains(
+        "does not exist"
+    ).all()
+
+
 def test_a_worker_killed_mid_run_costs_only_its_records_in_flight(
     tmp_path: Path, murmur_home: Path, client: distributed.Client
 ) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
 import os
 import re
@@ -91,6 +92,7 @@ class Loaded:
     info: HookInfo
     component: Component | None = None
     funcs: dict[str, ExportIndex] = field(default_factory=dict)
+    data: bytes = b""  # the component's bytes as loaded: SHA-256 ``info.digest``
 
 
 def record_message(record: dict[str, Any]) -> Message:
@@ -186,9 +188,10 @@ class HookHost:
                 f"component file {entry.component} does not exist; build the hook "
                 "(mnb.build_python_hook) or fix `component:` in murmur.yaml",
             )
-        loaded = self._compiled(entry, info)
-        if isinstance(loaded, Loaded):
-            return loaded
+        compiled = self._compiled(entry, info)
+        if isinstance(compiled, Loaded):
+            return compiled
+        loaded, data = compiled
         info = dataclasses.replace(info, digest=loaded.digest, loaded_from=loaded.source)
         component = loaded.component
         handlers = component.get_export_index(HANDLERS)
@@ -215,14 +218,18 @@ class HookHost:
         probe = self._instantiate_probe(component, entry.limits, funcs)
         if probe is not None:
             return failed(info, *probe)
-        return Loaded(info, component, funcs)
+        return Loaded(info, component, funcs, data)
 
-    def _compiled(self, entry: HookEntry, info: HookInfo) -> LoadedComponent | Loaded:
-        """The compiled component, or the failed :class:`Loaded` saying why there is none."""
+    def _compiled(
+        self, entry: HookEntry, info: HookInfo
+    ) -> tuple[LoadedComponent, bytes] | Loaded:
+        """The compiled component and the bytes it was compiled from (read once, before: a
+        file that changed meanwhile fails the load), or the failed :class:`Loaded`."""
         from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
 
         try:
-            return self.runtime.cache.load(entry.component, rewrite=_bounded(entry))
+            data = entry.component.read_bytes()
+            loaded = self.runtime.cache.load(entry.component, rewrite=_bounded(entry))
         except Unbounded as exc:
             return failed(
                 info,
@@ -236,6 +243,11 @@ class HookHost:
             return failed(
                 info, f"{entry.component} is not a loadable WebAssembly component: {why}{hint}"
             )
+        if hashlib.sha256(data).hexdigest() != loaded.digest:
+            return failed(
+                info, f"{entry.component} changed while it was being loaded; load the hooks again"
+            )
+        return loaded, data
 
     def _instantiate_probe(
         self, component: Component, limits: HookLimits, funcs: dict[str, ExportIndex]
@@ -281,6 +293,28 @@ class HookHost:
     @property
     def config(self) -> HookConfig:
         return self._config
+
+    def component_bytes(self, hook_id: str) -> bytes | None:
+        """The bytes of ``hook_id``'s component exactly as this host loaded them.
+
+        Their SHA-256 is ``hooks[hook_id].digest``; the file changing on disk since does not
+        change them (``replay(client=...)`` ships these to the workers). ``None`` when the
+        hook did not load.
+
+        Raises
+        ------
+        HookError
+            ``unknown_hook``: no hook ``hook_id``; or the host is closed.
+        """
+        if self._closed:
+            raise HookError("this HookHost is closed; create a new one with HookHost.from_config")
+        if hook_id not in self._hooks:
+            raise HookError(
+                f"no hook {hook_id!r} in this HookHost; it has {', '.join(self._hooks) or 'none'}",
+                code="unknown_hook",
+            )
+        loaded = self._hooks[hook_id]
+        return loaded.data if loaded.component is not None else None
 
     @property
     def conversations(self) -> Any:
@@ -371,8 +405,9 @@ class HookHost:
             :func:`murmur_nb.compare_replays`.
         client : dask.distributed.Client, optional
             Spread the records over the cluster's workers: each loads the hooks from the
-            component bytes with these limits, reads the records through a store of the same
-            home, and a dead worker's records are run again.
+            component bytes this host loaded (:meth:`component_bytes`, not the files as they
+            are now) with these limits, reads the records through a store of the same home,
+            and a dead worker's records are run again.
         progress : bool
             A ``tqdm.auto`` bar over records: a live bar in a notebook, text elsewhere.
         task_id : str

@@ -2,15 +2,20 @@
 
 Design notes
 ------------
-* **Each worker loads the hooks itself, from their bytes.** The kernel ships one
-  :class:`Payload` (scattered with ``broadcast``: it reaches each worker once): every
-  hook's component bytes and SHA-256, its events, grant and the very limits of the kernel's
-  ``murmur.yaml``, and the murmur home. On first use in a worker process :func:`worker_host`
-  writes the bytes into a private folder, checks their digest, and builds a
-  :class:`~murmur_nb.HookHost` over them, which loads each component through the
-  process's compiled-component cache: an entry is used only when its seal checks out under
-  the user's cache key, exactly as in the kernel (else it is recompiled). A hook whose bytes
-  do not hash to the digest the kernel sent is refused: its rows are ``digest_mismatch``.
+* **Each worker loads the hooks itself, from the bytes the kernel loaded.** The kernel ships
+  one :class:`Payload` (scattered with ``broadcast``: it reaches each worker once): every
+  hook's component bytes as the kernel's host loaded and checked them
+  (:meth:`~murmur_nb.HookHost.component_bytes`, never the file as it is on disk now: a
+  component rebuilt or swapped since ``from_config`` is not what the kernel checked) and
+  their SHA-256, its events, grant and the very limits of the kernel's ``murmur.yaml``, and
+  the murmur home. On first use in a worker process :func:`worker_host` checks each hook's
+  digest, writes the bytes into a private folder and builds a :class:`~murmur_nb.HookHost`
+  over them, which loads each component through the process's compiled-component cache: an
+  entry is used only when its seal checks out under the user's cache key, exactly as in the
+  kernel (else it is recompiled). A hook whose bytes do not hash to the digest the kernel
+  sent is refused before anything of it is written or compiled: its rows are
+  ``digest_mismatch``. A hook the kernel did not load is not shipped: its rows carry the
+  kernel's ``load_error`` and code, as a local replay's do.
 * **Each worker reads records through a store of the same home**, page by page with the
   cursor rules, as the kernel would; hooks with the ``read`` grant read the record through
   it too. Records given as a DataFrame travel with their messages.
@@ -41,6 +46,7 @@ from murmur_nb._hooks.replay.windows import ReplayWindows
 if TYPE_CHECKING:
     import pandas as pd
 
+    from murmur_nb._hooks.config import HookEntry
     from murmur_nb._hooks.host import HookHost
 
 __all__ = [
@@ -61,7 +67,10 @@ MAX_CHUNK = 16
 
 @dataclass(frozen=True)
 class ShippedHook:
-    """One hook as a worker receives it: the component's bytes and its configuration."""
+    """One hook as a worker receives it: the component's bytes and its configuration.
+
+    A hook the kernel did not load carries no bytes, and ``not_loaded`` (its code, error).
+    """
 
     id: str
     digest: str
@@ -69,6 +78,7 @@ class ShippedHook:
     events: tuple[str, ...]
     read_granted: bool
     limits: dict[str, Any]
+    not_loaded: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,15 +98,19 @@ class Payload:
 
 
 def payload_of(host: HookHost, hooks: tuple[str, ...]) -> Payload:
-    """The kernel's hooks, as loaded (their digests are the ones its cache verified)."""
+    """The kernel's hooks, as loaded: the bytes its host compiled and checked, and their
+    digest (never the component file as it is now)."""
     shipped = []
     for entry in host.config.hooks:
         if entry.id not in hooks:
             continue
-        data = entry.component.read_bytes() if entry.component.is_file() else b""
+        info, data = host.hooks[entry.id], host.component_bytes(entry.id)
+        not_loaded = None
+        if data is None or info.digest is None:
+            data, not_loaded = b"", (info.load_code or "load_failed", info.load_error or "")
         shipped.append(ShippedHook(
-            entry.id, hashlib.sha256(data).hexdigest(), data, entry.events, entry.read_granted,
-            entry.limits.model_dump(),
+            entry.id, info.digest or "", data, entry.events, entry.read_granted,
+            entry.limits.model_dump(), not_loaded,
         ))  # fmt: skip
     home = getattr(host.conversations, "home", None)
     if home is None:
@@ -113,10 +127,29 @@ _hosts: dict[str, tuple[HookHost, dict[str, str]]] = {}
 _hosts_lock = threading.Lock()
 
 
+def _entry(hook: ShippedHook, folder: Path) -> HookEntry | str:
+    """This worker's entry for ``hook``, or why it is refused (then nothing of it is written,
+    so nothing of it can be compiled)."""
+    from murmur_nb._hooks.config import HookEntry, HookLimits  # noqa: PLC0415
+
+    if hook.not_loaded is not None:  # a path that never exists: it fails here as it did there
+        path = folder / "not-loaded" / f"{hook.id}.wasm"
+    elif hashlib.sha256(hook.data).hexdigest() != hook.digest:
+        return (
+            f"the component of hook {hook.id!r} as received does not hash to {hook.digest}, "
+            "the digest of the bytes the kernel loaded; it was neither written nor compiled here"
+        )
+    else:
+        path = folder / f"{hook.digest}.wasm"
+        path.write_bytes(hook.data)
+    return HookEntry(id=hook.id, component=path, events=hook.events,
+                     read_granted=hook.read_granted, limits=HookLimits(**hook.limits))  # fmt: skip
+
+
 def worker_host(payload: Payload) -> tuple[HookHost, dict[str, str]]:
     """This process's host for ``payload`` and the hooks it refused (id -> why), made once."""
     from murmur_nb._conversations.store import ConversationStore  # noqa: PLC0415
-    from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits  # noqa: PLC0415
+    from murmur_nb._hooks.config import HookConfig, HookLimits  # noqa: PLC0415
     from murmur_nb._hooks.host import HookHost  # noqa: PLC0415 - host imports this package
 
     with _hosts_lock:
@@ -126,19 +159,21 @@ def worker_host(payload: Payload) -> tuple[HookHost, dict[str, str]]:
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         entries, refused = [], {}
         for hook in payload.hooks:
-            if hashlib.sha256(hook.data).hexdigest() != hook.digest:
-                refused[hook.id] = (
-                    f"the component of hook {hook.id!r} as received does not hash to "
-                    f"{hook.digest}, the digest the kernel sent; it was not loaded here"
-                )
-            path = folder / f"{hook.digest}.wasm"
-            path.write_bytes(hook.data)
-            entries.append(HookEntry(id=hook.id, component=path, events=hook.events,
-                                     read_granted=hook.read_granted,
-                                     limits=HookLimits(**hook.limits)))  # fmt: skip
+            made = _entry(hook, folder)
+            if isinstance(made, str):
+                refused[hook.id] = made
+            else:
+                entries.append(made)
         config = HookConfig(path=None, transport=payload.transport,
                             default_limits=HookLimits(), hooks=tuple(entries))  # fmt: skip
         host = HookHost(config, conversations=ConversationStore(payload.home))
+        for hook in payload.hooks:  # what this worker compiled is what the kernel loaded
+            info = host.hooks.get(hook.id)
+            if info is not None and info.loaded and info.digest != hook.digest:
+                refused[hook.id] = (
+                    f"the component of hook {hook.id!r} loaded here hashes to {info.digest}, not "
+                    f"to {hook.digest}, the digest of the bytes the kernel loaded; it did not run"
+                )
         _hosts[payload.key] = (host, refused)
         return host, refused
 
@@ -168,12 +203,19 @@ def replay_chunk(
     worker = get_worker().address
     host, refused = worker_host(payload)
     usable = tuple(h for h in hooks if h not in refused)
+    kernel = {h.id: h.not_loaded for h in payload.hooks if h.not_loaded is not None}
     rows: list[dict[str, Any]] = []
+
+    def emit(row: dict[str, Any]) -> None:
+        if row["hook_id"] in kernel:  # the kernel's load error, not the stand-in's
+            row.update(zip(("code", "error"), kernel[row["hook_id"]], strict=True))
+        rows.append(row)
+
     for job in jobs:
         rows += _refused_rows(job, refused, worker)
         if usable:
             replay_job(host, job, hooks=usable, windows=windows, task_id=task_id,
-                       emit=rows.append, worker=worker)  # fmt: skip
+                       emit=emit, worker=worker)  # fmt: skip
     return rows
 
 
