@@ -23,7 +23,9 @@ initial conftests), again right after it, and in ``pytest_configure``. A refusal
 :class:`pytest.UsageError`: exit status 4, no test summary. During collection the checked
 folders are never entered (:func:`inside_any`), so a test path around one does not reach in.
 The advice is the command that imports nothing from the folder wherever it runs
-(``murmur-nb check``), then pytest from outside with ``--noconftest``.
+(``murmur-nb check``), then pytest from outside with ``--noconftest``. Only starting outside
+is safe: a configuration file in the folder can switch this plugin off (``-p no:murmur_nb``),
+and then pytest imports the conftests before it stops on the unknown ``--modproto``.
 """
 
 from __future__ import annotations
