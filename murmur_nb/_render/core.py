@@ -6,7 +6,9 @@ JupyterLab, ``nbconvert`` and GitHub; interactivity belongs to widgets, which re
 absolute temporary path; linked media are relative to :attr:`RenderBudget.link_base`. The
 declared ``bytes`` decides embed-or-link before the file is opened, and each renderer gets
 the budget narrowed to what the whole rendering has left (:func:`within`; the account is kept
-by :mod:`.total`).
+by :mod:`.total`). Decoding is work done for a guest too: each rendering has one
+:class:`PixelBudget`, carried by the narrowed budget, that every decode takes from before it
+starts (:mod:`.decode`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import base64
 import dataclasses
 import html
 import os
+import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +29,8 @@ from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, sof
 __all__ = [
     "Body",
     "CannotRender",
+    "DecodeError",
+    "PixelBudget",
     "RenderBudget",
     "Rendering",
     "Slide",
@@ -39,6 +44,8 @@ __all__ = [
     "left_of",
     "link_to",
     "linked_reason",
+    "megapixels",
+    "pixels_of",
     "strip_allowance",
     "strip_spent",
     "short_digest",
@@ -50,6 +57,93 @@ __all__ = [
 ]
 
 _MIB = 1024 * 1024
+
+
+class DecodeError(Exception):
+    """An image or a PDF page was not decoded: refused by the pixel budget, or the decoder
+    failed (``MemoryError`` included). It becomes the artifact's error card, or its tile in
+    a grid or a strip; it never leaves ``render()``.
+
+    ``code`` is ``decode_refused`` (over :attr:`RenderBudget.decode_px`) or
+    ``decode_failed``; ``short`` fits a thumbnail tile, ``message`` says what to do.
+    """
+
+    def __init__(self, code: str, message: str, short: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.short = short
+
+
+def megapixels(n: int) -> str:
+    """``n`` pixels for a reader: ``400 Mpx``, ``50.0 Mpx``, ``0.52 Mpx``, ``2880 px``."""
+    if n < 10_000:
+        return f"{n} px"
+    mpx = n / 1e6
+    if mpx >= 100:
+        return f"{mpx:.0f} Mpx"
+    return f"{mpx:.1f} Mpx" if mpx >= 1 else f"{mpx:.2f} Mpx"
+
+
+class PixelBudget:
+    """The pixels one rendering may still decode (:attr:`RenderBudget.decode_px`).
+
+    Every decode takes its cost, read from headers, *before* the decoder runs; a cost past
+    what is left raises :class:`DecodeError` and nothing is decoded. Grids take in item
+    order on the rendering's thread (their workers only decode what was taken), so which
+    image is refused never depends on thread timing.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+        self._lock = threading.Lock()
+
+    @property
+    def left(self) -> int:
+        return max(0, self.limit - self.spent)
+
+    def take(self, what: str, size: tuple[int, int], copies: int = 1, how: str = "") -> None:
+        """Take ``width x height x copies`` pixels for ``what``, or raise ``decode_refused``.
+
+        ``copies`` counts the full-size buffers the decode holds at once (``how`` says why,
+        for the message): memory and time follow them, not the picture's own size.
+        """
+        width, height = size
+        cost = width * height * copies
+        with self._lock:
+            if cost <= self.limit - self.spent:
+                self.spent += cost
+                return
+            left = self.left
+        raise self._refusal(what, size, cost, left, how)
+
+    def _refusal(
+        self, what: str, size: tuple[int, int], cost: int, left: int, how: str
+    ) -> DecodeError:
+        width, height = size
+        shape = f"{width}x{height} = {megapixels(width * height)}"
+        if cost != width * height:
+            shape += f", counted as {megapixels(cost)} ({how})"
+        short = f"{width}x{height} = {megapixels(width * height)}"
+        if cost != width * height:
+            short += f", counted as {megapixels(cost)}"
+        limit = megapixels(self.limit)
+        if cost > self.limit:
+            return DecodeError(
+                "decode_refused",
+                f"{what} is {shape}, over the {limit} a rendering may decode "
+                "(RenderBudget.decode_px); download the file and open it in a viewer, or "
+                "render it with a larger RenderBudget(decode_px=...)",
+                f"{short}: over the {limit} decode budget",
+            )
+        return DecodeError(
+            "decode_refused",
+            f"{what} is {shape}, more than the {megapixels(left)} this rendering has left "
+            f"of the {limit} it may decode (RenderBudget.decode_px); render it on its own, "
+            "or with a larger RenderBudget(decode_px=...)",
+            f"{short}: past the {limit} decode budget",
+        )
 
 
 @dataclass(frozen=True)
@@ -83,6 +177,19 @@ class RenderBudget:
         Slides rendered at most; the page list names how many more there were.
     timeline_events
         Events drawn at most in a timeline.
+    decode_px
+        Most pixels one ``render(...)`` call decodes in the kernel, over all its grid and
+        slide thumbnails and PDF page previews (an original image is embedded, never
+        decoded). Sizes are read from headers before anything is decoded; a JPEG counts at
+        the reduced scale it is decoded at, and an image counts once for each full-size copy
+        its decoding holds (twice with alpha, four times as WebP). What does not fit is
+        refused with a message saying its size, and shown as a tile or an error card.
+        Default 50 Mpx: under 256 MiB and about a second of CPU.
+    remote_images
+        Opt-in: show Markdown images whose address is on another server (``https://``,
+        ``//host/...``) as images. Each would be fetched by the reader's browser every time
+        the output is shown, telling that server when and where it is read (a tracking
+        beacon). ``False`` (the default) shows them as links.
     link_base
         Folder that linked media paths are made relative to; the working directory when
         ``None``.
@@ -114,11 +221,15 @@ class RenderBudget:
     slide_px: int = 360
     max_slides: int = 60
     timeline_events: int = 2000
+    decode_px: int = 50_000_000
+    remote_images: bool = False
     link_base: Path | None = None
     download_dir: Path | str | None = None
     total_bytes: int = 32 * _MIB
     #: what is left of ``total_bytes`` for the artifact being rendered (see :func:`within`)
     _left: int | None = field(default=None, repr=False, compare=False)
+    #: what the whole rendering may still decode (see :func:`within`)
+    _pixels: PixelBudget | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in (
@@ -138,7 +249,14 @@ class RenderBudget:
             raise ValueError(
                 "RenderBudget.download_dir must name a folder (or be None to embed downloads)"
             )
-        for name in ("embed_bytes", "grid_bytes", "text_bytes", "parse_bytes", "total_bytes"):
+        for name in (
+            "embed_bytes",
+            "grid_bytes",
+            "text_bytes",
+            "parse_bytes",
+            "total_bytes",
+            "decode_px",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(
                     f"RenderBudget.{name} must not be negative, got {getattr(self, name)}"
@@ -215,7 +333,8 @@ class Rendering:
         The per-artifact renderings of a composite; empty otherwise.
     error_code
         For an error card, the stable code (``digest_mismatch``, ``size_mismatch``,
-        ``missing_file``, or a rejection code from the host).
+        ``missing_file``, ``render_failed``, ``decode_refused``, ``decode_failed``, or a
+        rejection code from the host).
     """
 
     primitive: str
@@ -286,9 +405,15 @@ def link_to(path: Path, budget: RenderBudget) -> str:
     return urllib.parse.quote(PurePosixPath(*Path(rel).parts).as_posix())
 
 
-def within(budget: RenderBudget, left: int) -> RenderBudget:
-    """``budget`` for one artifact of a rendering that may still produce ``left`` bytes."""
-    return dataclasses.replace(budget, _left=max(0, left))
+def within(budget: RenderBudget, left: int, pixels: PixelBudget) -> RenderBudget:
+    """``budget`` for one artifact of a rendering that may still produce ``left`` bytes and
+    decode what ``pixels`` has left."""
+    return dataclasses.replace(budget, _left=max(0, left), _pixels=pixels)
+
+
+def pixels_of(budget: RenderBudget) -> PixelBudget:
+    """The rendering's pixel budget; a renderer called on its own gets a fresh one."""
+    return budget._pixels if budget._pixels is not None else PixelBudget(budget.decode_px)
 
 
 def left_of(budget: RenderBudget) -> int:

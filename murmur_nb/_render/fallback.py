@@ -10,6 +10,10 @@
   primitive, then ``text`` for textual files (:func:`~.presentation.is_textual`), then
   ``download`` — with a :class:`PresentationWarning` and a note on the card. A broken
   player is never drawn.
+* **A decode that cannot be done is an error card.** A page or image refused by the
+  rendering's pixel budget, or a decoder failure (``MemoryError`` included), is a
+  :class:`~.core.DecodeError`; it is shown as the artifact's error card with its code
+  (``decode_refused``, ``decode_failed``), never raised out of ``render()``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.core import (
     Body,
     CannotRender,
+    DecodeError,
     RenderBudget,
     Rendering,
     Source,
@@ -189,6 +194,8 @@ def _render_guarded(source: Source, presentation: str, budget: RenderBudget) -> 
         return _render_verified(source, presentation, budget)
     except DownloadDirError as exc:
         return error_rendering(source.title, "render_failed", f"{_label(source)}: {exc}", source)
+    except DecodeError as exc:
+        return error_rendering(source.title, exc.code, f"{_label(source)}: {exc.message}", source)
     except OSError as exc:
         return error_rendering(
             source.title,

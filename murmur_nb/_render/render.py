@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._render.core import RenderBudget, Rendering, Source, error_card, esc, within
+from murmur_nb._render.core import RenderBudget, Rendering, Source, error_card, esc
 from murmur_nb._render.fallback import verify_source
 from murmur_nb._render.inputs import (
     ArtifactLike,
@@ -80,7 +80,7 @@ def _render_invocation_held(
         if part is not None:
             parts.append(part)
     if grid_at is not None:
-        grid = grid_rendering(grid_sources, within(account.budget, account.left), [])
+        grid = grid_rendering(grid_sources, account.narrowed(), [])
         parts[grid_at] = account.count(grid)
     parts.extend(account.count(_rejected(rejected)) for rejected in inv.rejected_artifacts)
     if account.omitted > omitted_before:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from murmur_nb._render.core import (
     Body,
+    PixelBudget,
     RenderBudget,
     Rendering,
     Source,
@@ -64,7 +65,9 @@ def _size(part: Rendering) -> int:
 class Account:
     """What one rendering has produced so far, and which contents it has shown.
 
-    Only :meth:`render` and :meth:`count` change it, each for the part it returns.
+    Only :meth:`render` and :meth:`count` change it, each for the part it returns; the
+    renderers take what they decode from :attr:`pixels`, the rendering's one pixel budget
+    (handed to each through :meth:`narrowed`).
     """
 
     budget: RenderBudget
@@ -77,10 +80,19 @@ class Account:
     listed_past: int = 0
     #: artifacts neither shown nor listed (past :data:`LISTED_PAST`)
     omitted: int = 0
+    #: what the rendering may still decode (``budget.decode_px`` at the start)
+    pixels: PixelBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pixels = PixelBudget(self.budget.decode_px)
 
     @property
     def left(self) -> int:
         return max(0, self.budget.total_bytes - self.spent)
+
+    def narrowed(self) -> RenderBudget:
+        """The budget for the next artifact: what is left of the total and of the pixels."""
+        return within(self.budget, self.left, self.pixels)
 
     def count(self, part: Rendering) -> Rendering:
         """Add ``part`` (an error card, a grid, a header) to what was produced."""
@@ -100,7 +112,7 @@ class Account:
             card = _reference if first is not None else _past_total
             return self.count(self._checked(source, verify, lambda s: card(s, self.budget, first)))
         left = self.left
-        part = render_one(source, presentation, within(self.budget, left), verify=verify)
+        part = render_one(source, presentation, self.narrowed(), verify=verify)
         if _size(part) > left:
             self.listed_past += 1
             part = _past_total(source, self.budget, None)

@@ -9,20 +9,24 @@ A grid embeds thumbnails, never originals, and stops embedding once its thumbnai
 ``RenderBudget.grid_bytes`` (or what the whole rendering has left of
 ``RenderBudget.total_bytes``, when that is less); the images past that point are still
 listed, in order, by name. That bound is what keeps a 500-image grid under 5 MB of cell
-output, and fifty such grids in one invocation under the total.
+output, and fifty such grids in one invocation under the total. Decoding a thumbnail is paid
+for from the rendering's pixel budget before it starts (:mod:`..decode`); an image refused
+or failing is a tile saying why, in the error tone, and the card's note says what to do.
 """
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from murmur_nb._render.core import (
     Body,
+    DecodeError,
+    PixelBudget,
     RenderBudget,
     Source,
     data_uri,
@@ -30,11 +34,16 @@ from murmur_nb._render.core import (
     esc,
     format_size,
     linked_reason,
+    pixels_of,
     strip_allowance,
     strip_spent,
 )
+from murmur_nb._render.decode import draw_thumbnail, open_thumbnail, thumbnail
 from murmur_nb._render.downloads import offer
 from murmur_nb._render.theme import BG_SOFT, ERROR, FG, FG_MUTED
+
+if TYPE_CHECKING:
+    from PIL.ImageFile import ImageFile
 
 __all__ = [
     "GridItem",
@@ -115,36 +124,6 @@ def render_download(source: Source, budget: RenderBudget) -> Body:
     return Body(html=html, details=[f"download {source.name} ({got.how})"], notes=notes)
 
 
-def thumbnail(path: Path, px: int) -> tuple[bytes, str]:
-    """A JPEG thumbnail of the image at ``path`` whose longest side is at most ``px``.
-
-    Raises ``OSError``/``ValueError`` when Pillow cannot read the image, and refuses images
-    past Pillow's decompression-bomb limit instead of decoding them. Safe to call from
-    worker threads (Pillow releases the GIL while decoding and resizing).
-    """
-    from PIL import Image  # noqa: PLC0415 - Pillow is imported only when a thumbnail is drawn
-
-    with Image.open(path) as im:
-        limit = Image.MAX_IMAGE_PIXELS
-        if limit is not None and im.width * im.height > limit:
-            raise ValueError(f"{im.width}x{im.height} pixels is past Pillow's safety limit")
-        im.draft("RGB", (px, px))  # JPEG: decode at reduced scale, much faster
-        im.thumbnail((px, px))
-        has_alpha = im.mode in ("RGBA", "LA", "PA") or (
-            im.mode == "P" and "transparency" in im.info
-        )
-        if has_alpha:
-            rgba = im.convert("RGBA")
-            flat = Image.new("RGB", rgba.size, (255, 255, 255))
-            flat.paste(rgba, mask=rgba.getchannel("A"))
-            out = flat
-        else:
-            out = im.convert("RGB")
-        buf = io.BytesIO()
-        out.save(buf, format="JPEG", quality=72)
-    return buf.getvalue(), "image/jpeg"
-
-
 @dataclass(frozen=True)
 class GridItem:
     """One cell of a grid: a label and a file, or a reason it cannot be shown."""
@@ -159,40 +138,54 @@ _SVG_INLINE_MAX = 64 * 1024
 _BATCH = 16
 
 
-def _thumb_uri(item: GridItem, px: int, max_bytes: int) -> str | Exception:
-    """The thumbnail data URI for ``item``, or the exception that prevented it."""
-    assert item.file is not None
+_Thumb = str | Exception | None
+"""A cell's thumbnail: its data URI, why there is none, or ``None`` (the item has no file)."""
+
+
+def _opened(item: GridItem, px: int, max_bytes: int, pixels: PixelBudget) -> ImageFile | _Thumb:
+    """On the rendering's thread, in order: an SVG's data URI, or the raster image opened
+    and paid for (:func:`~..decode.open_thumbnail`), or why it is not shown."""
+    if item.problem is not None or item.file is None:
+        return None
     try:
         size = item.file.stat().st_size
         if size > max_bytes:
             raise ValueError(f"{format_size(size)} is too large to thumbnail")
         if item.media_type == "image/svg+xml":
-            if item.file.stat().st_size > _SVG_INLINE_MAX:
+            if size > _SVG_INLINE_MAX:
                 raise ValueError("SVG too large for a thumbnail")
             return data_uri("image/svg+xml", item.file.read_bytes())
-        data, mt = thumbnail(item.file, px)
-        return data_uri(mt, data)
-    except (OSError, ValueError, Warning) as exc:
+        return open_thumbnail(item.file, px, pixels, f"image {item.label!r}")
+    except (OSError, ValueError, DecodeError) as exc:
         return exc
 
 
+def _drawn(opened: ImageFile | _Thumb, px: int, label: str) -> _Thumb:
+    """On a worker: the opened image decoded into a thumbnail data URI, or why not."""
+    if opened is None or isinstance(opened, str | Exception):
+        return opened
+    try:
+        data, mt = draw_thumbnail(opened, px, f"image {label!r}")
+    except DecodeError as exc:
+        return exc
+    return data_uri(mt, data)
+
+
 def _thumb_uris(
-    items: list[GridItem], px: int, max_bytes: int
-) -> Generator[str | Exception | None, None, None]:
-    """Thumbnails in item order (``None`` for items without a file), drawn a batch at a time
-    on worker threads; the consumer stops pulling once the budget is spent."""
+    items: list[GridItem], px: int, max_bytes: int, pixels: PixelBudget
+) -> Generator[_Thumb, None, None]:
+    """Thumbnails in item order, a batch at a time: opened and paid for on this thread,
+    decoded on worker threads; the consumer stops pulling once the byte budget is spent."""
     workers = max(1, min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="murmur-thumb") as pool:
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
+            opened = [_opened(it, px, max_bytes, pixels) for it in batch]
             futures = [
-                None
-                if (it.problem is not None or it.file is None)
-                else pool.submit(_thumb_uri, it, px, max_bytes)
-                for it in batch
+                pool.submit(_drawn, o, px, it.label) for o, it in zip(opened, batch, strict=True)
             ]
             for fut in futures:
-                yield None if fut is None else fut.result()
+                yield fut.result()
 
 
 @dataclass(slots=True)
@@ -205,6 +198,8 @@ class _GridFill:
     spent: int = 0
     over_budget: int = 0
     unreadable: int = 0
+    #: what the decode problems said, in order (the card's note quotes the first)
+    undecoded: list[str] = field(default_factory=list)
 
     @property
     def muted(self) -> str:
@@ -213,7 +208,7 @@ class _GridFill:
             "not embedded</div>"
         )
 
-    def inner(self, item: GridItem, uris: Generator[str | Exception | None, None, None]) -> str:
+    def inner(self, item: GridItem, uris: Generator[_Thumb, None, None]) -> str:
         """The cell body for ``item``, pulling its thumbnail from ``uris`` when one is due."""
         if item.problem is not None or item.file is None:
             self.unreadable += 1
@@ -228,8 +223,16 @@ class _GridFill:
             return self.muted
         return self.embed(item, next(uris))
 
-    def embed(self, item: GridItem, uri: str | Exception | None) -> str:
+    def embed(self, item: GridItem, uri: _Thumb) -> str:
         """The thumbnail ``uri`` as an image while the budget lasts, else why it is not one."""
+        if isinstance(uri, DecodeError):
+            self.unreadable += 1
+            self.undecoded.append(uri.message)
+            return (
+                f'<div class="murmur-error" data-error-code="{esc(uri.code)}" '
+                f'title="{esc(uri.message)}" style="{self.box};{_PROBLEM};font-size:11px">'
+                f"not shown: {esc(uri.short)}</div>"
+            )
         if isinstance(uri, Exception) or uri is None:
             self.unreadable += 1
             if uri is None:
@@ -261,7 +264,7 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
     limit, knob = strip_allowance(budget, len(items))
     fill = _GridFill(px, limit, box)
     cells: list[str] = []
-    uris = _thumb_uris(items, px, budget.parse_bytes)
+    uris = _thumb_uris(items, px, budget.parse_bytes, pixels_of(budget))
     try:
         for n, item in enumerate(items, 1):
             caption = (
@@ -281,5 +284,8 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
         )
     if fill.unreadable:
         notes.append(f"{fill.unreadable} of {len(items)} images could not be shown")
+    if fill.undecoded:
+        more = len(fill.undecoded) - 1
+        notes.append(fill.undecoded[0] + (f" ({more} more not decoded)" if more else ""))
     html = f'<div style="display:flex;flex-wrap:wrap;gap:6px">{"".join(cells)}</div>'
     return html, notes

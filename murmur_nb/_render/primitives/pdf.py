@@ -4,33 +4,72 @@ Pages are drawn with pypdfium2 (the ``render`` extra), opened from the path so a
 not read into memory. Without pypdfium2 the card still shows the download link and says which
 package to install; nothing fails. Previews are embedded only while they fit what the
 rendering has left of its total budget (many PDFs in one invocation cannot add up past it).
+
+A page's box, read before it is drawn, sets its scale: a preview is ``width_px`` wide and at
+most :data:`TALLEST` widths tall, so a 1x4000 pt page is drawn 1x1440, never 360x1,440,000
+(pdfium would allocate the whole bitmap first). The bitmap is paid for from the rendering's
+pixel budget before pdfium draws it; pages past that budget are counted, not drawn, and a
+pdfium failure (``MemoryError`` included) is the artifact's error card (:mod:`..decode`).
 """
 
 from __future__ import annotations
 
 import io
+import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.core import (
     Body,
     CannotRender,
+    DecodeError,
+    PixelBudget,
     RenderBudget,
     Source,
     data_uri,
     left_of,
+    pixels_of,
     strip_spent,
     uri_size,
 )
+from murmur_nb._render.decode import decoding
 from murmur_nb._render.downloads import offer
 from murmur_nb._render.primitives.media import download_link
 from murmur_nb._render.theme import BORDER, FG_MUTED
 
-__all__ = ["pdf_pages", "render_document"]
+if TYPE_CHECKING:
+    from pypdfium2 import PdfDocument
+
+__all__ = ["TALLEST", "Page", "Pages", "pdf_pages", "render_document"]
+
+#: A page preview is at most this many times as tall as it is wide; a taller page is drawn
+#: narrower.
+TALLEST = 4
 
 
-def pdf_pages(path: Path, width_px: int, max_pages: int) -> tuple[int, list[bytes]]:
-    """``(page_count, [png, ...])`` for the first ``max_pages`` pages, each ``width_px`` wide.
+@dataclass(frozen=True)
+class Page:
+    """One page drawn: its PNG and pixel size."""
+
+    png: bytes
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class Pages:
+    """What :func:`pdf_pages` drew: the page count, the pages drawn in order, and why it
+    stopped early (a page past the rendering's pixel budget), if it did."""
+
+    count: int
+    drawn: list[Page]
+    stopped: str | None = None
+
+
+def pdf_pages(path: Path, width_px: int, max_pages: int, pixels: PixelBudget) -> Pages:
+    """The page count and the first ``max_pages`` pages, each ``width_px`` wide at most.
 
     Raises
     ------
@@ -38,6 +77,8 @@ def pdf_pages(path: Path, width_px: int, max_pages: int) -> tuple[int, list[byte
         pypdfium2 is not installed.
     CannotRender
         The file is not a PDF pypdfium2 can open.
+    DecodeError
+        ``decode_failed``: pdfium failed on a page (``MemoryError`` included).
     """
     try:
         import pypdfium2 as pdfium  # noqa: PLC0415 - optional, heavy; only for PDFs
@@ -47,36 +88,68 @@ def pdf_pages(path: Path, width_px: int, max_pages: int) -> tuple[int, list[byte
         pdf = pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as exc:
         raise CannotRender(f"not a readable PDF ({exc})") from exc
-    pngs: list[bytes] = []
+    drawn: list[Page] = []
     try:
         count = len(pdf)
         for index in range(min(count, max_pages)):
-            page = pdf[index]
             try:
-                width_pt = page.get_width() or 1.0
-                # pdfium rounds the pixel size up; shave the scale so it lands on width_px
-                bitmap = page.render(scale=width_px / width_pt * (1 - 1e-6))
-                try:
-                    image = bitmap.to_pil()
-                    buf = io.BytesIO()
-                    image.save(buf, format="PNG", optimize=True)
-                    pngs.append(buf.getvalue())
-                finally:
-                    bitmap.close()
-            finally:
-                page.close()
+                drawn.append(_page(pdf, index, width_px, pixels))
+            except DecodeError as exc:
+                if exc.code != "decode_refused":
+                    raise
+                return Pages(count, drawn, exc.message)
     finally:
         pdf.close()
-    return count, pngs
+    return Pages(count, drawn)
 
 
-def page_images_html(pngs: list[bytes], width_px: int, first: int = 1) -> list[str]:
+def _page(pdf: PdfDocument, index: int, width_px: int, pixels: PixelBudget) -> Page:
+    """Page ``index`` drawn at the scale its box allows, once its bitmap is paid for."""
+    what = f"page {index + 1}"
+    with decoding(what):
+        page = pdf[index]
+    try:
+        with decoding(what):
+            width_pt, height_pt = page.get_width(), page.get_height()
+        scale = _scale(what, width_pt, height_pt, width_px)
+        size = (math.ceil(width_pt * scale), math.ceil(height_pt * scale))  # as pdfium sizes it
+        pixels.take(what, size, 2, "pdfium's bitmap and the picture copied from it")
+        with decoding(what):
+            bitmap = page.render(scale=scale)
+            try:
+                image = bitmap.to_pil()
+                buf = io.BytesIO()
+                image.save(buf, format="PNG", optimize=True)
+            finally:
+                bitmap.close()
+        return Page(buf.getvalue(), image.width, image.height)
+    finally:
+        page.close()
+
+
+def _scale(what: str, width_pt: float, height_pt: float, width_px: int) -> float:
+    """The scale that draws a ``width_pt`` x ``height_pt`` page ``width_px`` wide, or
+    narrower when it would be more than :data:`TALLEST` widths tall."""
+    if not (math.isfinite(width_pt) and math.isfinite(height_pt)) or min(width_pt, height_pt) <= 0:
+        raise DecodeError(
+            "decode_failed",
+            f"{what} has no usable size ({width_pt}x{height_pt} pt); download the file and "
+            "open it in a PDF viewer",
+            "no usable page size",
+        )
+    # pdfium rounds the pixel size up; shave the scale so it lands on width_px
+    return min(width_px / width_pt, TALLEST * width_px / height_pt) * (1 - 1e-6)
+
+
+def page_images_html(pages: list[Page], width_px: int, first: int = 1) -> list[str]:
+    """Figures of ``pages``, each at its own size (a page narrower than ``width_px`` is not
+    stretched to it)."""
     return [
-        f'<figure style="margin:0;flex:0 0 auto"><img src="{data_uri("image/png", png)}" '
-        f'alt="page {n}" style="width:{width_px}px;max-width:100%;border:1px solid;'
-        f'border-color:{BORDER}"><figcaption style="font-size:11px;color:{FG_MUTED}">'
-        f"page {n}</figcaption></figure>"
-        for n, png in enumerate(pngs, first)
+        f'<figure style="margin:0;flex:0 0 auto"><img src="{data_uri("image/png", page.png)}" '
+        f'alt="page {n}" style="width:{min(page.width, width_px)}px;max-width:100%;'
+        f'border:1px solid;border-color:{BORDER}"><figcaption style="font-size:11px;'
+        f'color:{FG_MUTED}">page {n}</figcaption></figure>'
+        for n, page in enumerate(pages, first)
     ]
 
 
@@ -84,27 +157,36 @@ def render_document(source: Source, budget: RenderBudget) -> Body:
     got = offer(source, budget)
     link = f"<div>⬇ {download_link(got.url, source.name)}</div>"
     try:
-        count, pngs = pdf_pages(source.file, budget.preview_px, budget.preview_pages)
+        got_pages = pdf_pages(
+            source.file, budget.preview_px, budget.preview_pages, pixels_of(budget)
+        )
     except MissingDependency as exc:
         return Body(
             html=f"<div>Page preview unavailable.</div>{link}",
             details=["page preview unavailable: pypdfium2 is not installed"],
             notes=[exc.message],
         )
-    pngs, dropped = _fitting(pngs, left_of(budget) - len(got.url))
+    count = got_pages.count
+    shown_pages, dropped = _fitting(got_pages.drawn, left_of(budget) - len(got.url))
     pages = "page" if count == 1 else "pages"
     notes = [got.note] if got.note else []
+    if got_pages.stopped is not None:
+        notes.append(f"page previews stopped: {got_pages.stopped}")
     if dropped:
         notes.append(
             f"{dropped} page previews not embedded: {strip_spent(budget, 'total_bytes', '')}"
         )
-    if len(pngs) > 1:
-        shown = f"; preview of pages 1-{len(pngs)}"
+    if len(shown_pages) > 1:
+        shown = f"; preview of pages 1-{len(shown_pages)}"
     else:
-        shown = "; preview of page 1" if pngs else ""
-    figures = "".join(page_images_html(pngs, budget.preview_px))
+        shown = "; preview of page 1" if shown_pages else ""
+    figures = "".join(page_images_html(shown_pages, budget.preview_px))
+    if got_pages.stopped is not None:
+        knob = "decode_px"
+    else:
+        knob = "total_bytes" if dropped else "preview_pages"
     html = (
-        f"<div><b>{count}</b> {pages}{_showing(len(pngs), count)}</div>"
+        f"<div><b>{count}</b> {pages}{_showing(len(shown_pages), count, knob)}</div>"
         f'<div style="display:flex;gap:8px;overflow-x:auto">{figures}</div>{link}'
     )
     placement = "linked" if got.how.startswith("linked") else got.how
@@ -115,18 +197,19 @@ def render_document(source: Source, budget: RenderBudget) -> Body:
     )
 
 
-def _showing(shown: int, count: int) -> str:
-    """`` · showing 2 of 5 pages`` when the previews are fewer than the pages, else ``""``."""
+def _showing(shown: int, count: int, knob: str) -> str:
+    """`` · showing 2 of 5 pages`` when the previews are fewer than the pages, naming the
+    budget field that limited them, else ``""``."""
     if shown >= count:
         return ""
-    return f" · showing {shown} of {count} pages (RenderBudget.preview_pages)"
+    return f" · showing {shown} of {count} pages (RenderBudget.{knob})"
 
 
-def _fitting(pngs: list[bytes], limit: int) -> tuple[list[bytes], int]:
+def _fitting(pages: list[Page], limit: int) -> tuple[list[Page], int]:
     """The previews whose data URIs fit in ``limit`` bytes, in order, and how many did not."""
     spent = 0
-    for n, png in enumerate(pngs):
-        spent += uri_size("image/png", len(png))
+    for n, page in enumerate(pages):
+        spent += uri_size("image/png", len(page.png))
         if spent > limit:
-            return pngs[:n], len(pngs) - n
-    return pngs, 0
+            return pages[:n], len(pages) - n
+    return pages, 0

@@ -1,7 +1,9 @@
 """Slides: a PDF (one slide a page), a JSON list of image paths, or Markdown split on ``---``.
 
 Listed images are opened beneath the artifact's root without following a link and read
-from the checked descriptor, as a grid's are (:mod:`murmur_nb._render.listed`).
+from the checked descriptor, as a grid's are (:mod:`murmur_nb._render.listed`), and decoded
+within the rendering's pixel budget as a grid's are (:mod:`..decode`): an image refused or
+failing is a frame saying why. PDF pages are drawn within it too (:mod:`.pdf`).
 
 The card is a static, horizontally scrolling strip: every viewer shows it without script.
 The same pages are returned as :class:`~murmur_nb._render.core.Slide` objects
@@ -19,20 +21,27 @@ from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.core import (
     Body,
     CannotRender,
+    DecodeError,
     RenderBudget,
     Slide,
     Source,
     data_uri,
     esc,
     format_size,
+    pixels_of,
     strip_allowance,
     strip_spent,
 )
+from murmur_nb._render.decode import thumbnail
 from murmur_nb._render.listed import listed_paths, open_listed
 from murmur_nb._render.primitives.grid import max_held
-from murmur_nb._render.primitives.media import thumbnail
 from murmur_nb._render.primitives.pdf import pdf_pages
-from murmur_nb._render.primitives.text import load_json, markdown_block, read_text
+from murmur_nb._render.primitives.text import (
+    linked_note,
+    load_json,
+    markdown_shown,
+    read_text,
+)
 from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED
 
 __all__ = ["render_slides", "split_markdown"]
@@ -65,9 +74,14 @@ def _strip(frames: list[str]) -> str:
 
 
 def _image_slides(
-    images: Sequence[tuple[str, bytes | None, str]], width: int, budget: RenderBudget, total: int
+    images: Sequence[tuple[str, bytes | None, str]],
+    width: int,
+    budget: RenderBudget,
+    total: int,
+    limited_by: str = "max_slides",
 ) -> Body:
-    """Slides from encoded images (``(label, data or None, media_type)``)."""
+    """Slides from encoded images (``(label, data or None, media_type)``); ``limited_by``
+    names the budget field that kept the slides past them out."""
     limit, knob = strip_allowance(budget, len(images))
     spent = 0
     slides: list[Slide] = []
@@ -87,7 +101,8 @@ def _image_slides(
                 inner = '<div style="font-size:12px">not embedded (budget)</div>'
             else:
                 spent += len(uri)
-                inner = f'<img src="{uri}" alt="slide {n}" style="width:100%">'
+                # never stretched: a page narrower than the frame (a tall one) keeps its size
+                inner = f'<img src="{uri}" alt="slide {n}" style="max-width:100%">'
             text = f"slide {n}: {label}"
         frames.append(_frame(n, inner, width))
         slides.append(Slide(index=n - 1, html=_frame(n, inner, width), text=text))
@@ -95,7 +110,7 @@ def _image_slides(
     shown = f", first {len(images)} shown" if total > len(images) else ""
     body.details.append(f"{total} slides{shown}")
     if total > len(images):
-        body.notes.append(f"showing {len(images)} of {total} slides (RenderBudget.max_slides)")
+        body.notes.append(f"showing {len(images)} of {total} slides (RenderBudget.{limited_by})")
     if skipped:
         body.notes.append(
             f"{skipped} slide images not embedded: {strip_spent(budget, knob, 'strip')}"
@@ -115,14 +130,18 @@ def _listed_slides(
     images = open_listed(
         entries, source.root_dir, max_bytes=budget.parse_bytes, keep=max_held(), held=held
     )
+    pixels = pixels_of(budget)
     encoded: list[tuple[str, bytes | None, str]] = []
     for image in images:
         if image.file is None:
             encoded.append((f"{image.label}: {image.problem}", None, ""))
             continue
         try:
-            data, thumb_mt = thumbnail(image.file, width)
-        except (OSError, ValueError, Warning) as exc:
+            data, thumb_mt = thumbnail(image.file, width, pixels, f"image {image.label!r}")
+        except DecodeError as exc:
+            encoded.append((exc.message, None, ""))
+            continue
+        except OSError as exc:
             encoded.append((f"{image.label}: unreadable ({exc.__class__.__name__})", None, ""))
             continue
         encoded.append((image.label, data, thumb_mt))
@@ -134,25 +153,37 @@ def render_slides(source: Source, budget: RenderBudget) -> Body:
     mt = source.media_type
     if mt == "application/pdf":
         try:
-            count, pngs = pdf_pages(source.file, width, budget.max_slides)
+            got = pdf_pages(source.file, width, budget.max_slides, pixels_of(budget))
         except MissingDependency as exc:
             raise CannotRender(exc.message) from exc
-        images = [(f"page {i}", png, "image/png") for i, png in enumerate(pngs, 1)]
-        return _image_slides(images, width, budget, count)
+        images = [(f"page {i}", p.png, "image/png") for i, p in enumerate(got.drawn, 1)]
+        if got.stopped is None:
+            return _image_slides(images, width, budget, got.count)
+        body = _image_slides(images, width, budget, got.count, "decode_px")
+        body.notes.append(f"slides stopped: {got.stopped}")
+        return body
     if mt == "application/json":
         entries = listed_paths(load_json(source, budget))
         with contextlib.ExitStack() as held:
             encoded = _listed_slides(entries[: budget.max_slides], source, width, budget, held)
         return _image_slides(encoded, width, budget, len(entries))
+    return _markdown_slides(source, width, budget)
+
+
+def _markdown_slides(source: Source, width: int, budget: RenderBudget) -> Body:
+    """Markdown split on ``---`` lines, a slide a page (remote images as links unless
+    ``budget.remote_images``)."""
     text, cut = read_text(source.file, budget.text_bytes)
     pages = split_markdown(text)
     if not pages:
         raise CannotRender("the Markdown holds no slides")
     frames: list[str] = []
     slides: list[Slide] = []
+    linked = 0
     for n, page in enumerate(pages[: budget.max_slides], 1):
-        inner, _ = markdown_block(page)
-        frame = _frame(n, inner, width)
+        shown = markdown_shown(page, budget.remote_images)
+        linked += shown.linked_images
+        frame = _frame(n, shown.html, width)
         frames.append(frame)
         first_line = next((ln.strip("# ").strip() for ln in page.splitlines() if ln.strip()), "")
         slides.append(Slide(index=n - 1, html=frame, text=f"slide {n}: {first_line[:80]}"))
@@ -164,4 +195,6 @@ def render_slides(source: Source, budget: RenderBudget) -> Body:
         )
     if cut:
         body.notes.append(f"Markdown truncated to {format_size(budget.text_bytes)}")
+    if linked:
+        body.notes.append(linked_note(linked))
     return body

@@ -5,19 +5,33 @@ was shown of how much. Markdown is converted with mistune (with raw HTML escaped
 text comes from a module) and shown as its source when mistune is not installed. JSON gets a
 collapsible tree made of nested ``<details>`` elements, which every HTML viewer folds without
 script, plus the indented text.
+
+A Markdown image on another server (``![](https://...)``) would be fetched by the reader's
+browser each time the output is shown: a beacon telling that server when, where and by whom
+the notebook is read. Such images become links (:func:`is_remote` is the one rule) unless
+the rendering opts in with ``RenderBudget(remote_images=True)``; images in the page itself
+(``data:``) and beside the notebook (a relative path) stay images.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc, format_size
 
 __all__ = [
+    "MarkdownShown",
+    "is_remote",
+    "linked_note",
     "load_json",
+    "markdown_block",
     "markdown_html",
+    "markdown_shown",
     "read_text",
     "render_json",
     "render_markdown",
@@ -68,36 +82,121 @@ def render_text(source: Source, budget: RenderBudget) -> Body:
     return body
 
 
-def markdown_html(text: str) -> str | None:
-    """``text`` as HTML with raw HTML escaped, or ``None`` when mistune is not installed."""
+#: a URL scheme (``https:``, ``ftp:``), as RFC 3986 spells one
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+#: what a browser drops from a URL before reading it (WHATWG URL: C0 controls and spaces
+#: around it, tabs and newlines anywhere)
+_EDGES = "".join(map(chr, range(0x21)))
+_DROPPED = str.maketrans("", "", "\t\n\r")
+
+
+def is_remote(url: str) -> bool:
+    """Whether a browser would fetch ``url`` from a server of its own choosing: any scheme
+    but ``data:``, or a host given without one (``//host/x``, also spelt ``\\\\host\\x``).
+
+    >>> is_remote("https://example.org/x.png"), is_remote("//example.org/x.png")
+    (True, True)
+    >>> is_remote("figures/x.png"), is_remote("data:image/png;base64,AAAA")
+    (False, False)
+    """
+    cleaned = url.strip(_EDGES).translate(_DROPPED).replace("\\", "/")
+    if cleaned.startswith("//"):
+        return True
+    return _SCHEME.match(cleaned) is not None and not cleaned.lower().startswith("data:")
+
+
+@functools.cache
+def _renderer_class() -> type[Any]:
+    """mistune's HTML renderer, with remote images as links unless asked for (mistune is
+    imported only when Markdown is shown)."""
+    import mistune  # noqa: PLC0415 - optional; only for Markdown
+
+    class RemoteImagesAsLinks(mistune.HTMLRenderer):
+        def __init__(self, remote_images: bool) -> None:
+            super().__init__(escape=True)  # raw HTML in a module's Markdown is shown as text
+            self.remote_images = remote_images
+            self.linked = 0
+
+        def image(self, text: str, url: str, title: str | None = None) -> str:
+            if self.remote_images or not is_remote(url):
+                return str(super().image(text, url, title))
+            self.linked += 1
+            note = "remote image, not loaded (RenderBudget.remote_images)"
+            return str(self.link(f"image: {text or esc(url)}", url, note))
+
+    return RemoteImagesAsLinks
+
+
+def markdown_html(text: str, remote_images: bool = False) -> tuple[str, int] | None:
+    """``text`` as HTML with raw HTML escaped, and how many remote images became links
+    (none when ``remote_images``); ``None`` when mistune is not installed."""
     try:
         import mistune  # noqa: PLC0415 - optional; only for Markdown
     except ImportError:
         return None
-    out = mistune.create_markdown(escape=True, plugins=["table", "strikethrough"])(text)
-    return str(out)
+    renderer = _renderer_class()(remote_images)
+    out = mistune.create_markdown(renderer=renderer, plugins=["table", "strikethrough"])(text)
+    return str(out), int(renderer.linked)
 
 
-def markdown_block(text: str) -> tuple[str, bool]:
-    """HTML for a Markdown snippet, and whether it was converted (``False``: shown as source)."""
-    converted = markdown_html(text)
+@dataclass(frozen=True)
+class MarkdownShown:
+    """A Markdown snippet as HTML: whether mistune converted it (else it is shown as its
+    source), and how many remote images it shows as links."""
+
+    html: str
+    converted: bool
+    linked_images: int = 0
+
+    @property
+    def notes(self) -> list[str]:
+        """What the card says about it: remote images linked, mistune missing."""
+        notes = []
+        if not self.converted:
+            notes.append(
+                "Markdown shown as source: the optional package 'mistune' is not installed. "
+                "Install it with: pip install 'murmur-nb[render]'"
+            )
+        if self.linked_images:
+            notes.append(linked_note(self.linked_images))
+        return notes
+
+
+def linked_note(n: int) -> str:
+    """The card's note for ``n`` remote images shown as links: why, and the opt-in."""
+    one = n == 1
+    them = "it" if one else "them"
+    return (
+        f"{n} remote image{'' if one else 's'} shown as link{'' if one else 's'}: loading "
+        f"{them} would tell {'its' if one else 'their'} server each time this output is "
+        f"viewed; RenderBudget(remote_images=True) shows {them}"
+    )
+
+
+def markdown_shown(text: str, remote_images: bool = False) -> MarkdownShown:
+    """HTML for a Markdown snippet; remote images are links unless ``remote_images``."""
+    converted = markdown_html(text, remote_images)
     if converted is None:
-        return f'<pre style="{_PRE}">{esc(text)}</pre>', False
-    return f'<div class="murmur-markdown" style="{_WRAP}">{converted}</div>', True
+        return MarkdownShown(f'<pre style="{_PRE}">{esc(text)}</pre>', converted=False)
+    html, linked = converted
+    return MarkdownShown(f'<div class="murmur-markdown" style="{_WRAP}">{html}</div>', True, linked)
+
+
+def markdown_block(text: str, remote_images: bool = False) -> tuple[str, bool]:
+    """HTML for a Markdown snippet, and whether it was converted (``False``: shown as source)."""
+    shown = markdown_shown(text, remote_images)
+    return shown.html, shown.converted
 
 
 def render_markdown(source: Source, budget: RenderBudget) -> Body:
     text, cut = read_text(source.file, budget.text_bytes)
-    html, converted = markdown_block(text)
-    body = Body(html=html)
-    if not converted:
-        body.notes.append(
-            "Markdown shown as source: the optional package 'mistune' is not installed. "
-            "Install it with: pip install 'murmur-nb[render]'"
-        )
+    shown = markdown_shown(text, budget.remote_images)
+    body = Body(html=shown.html, notes=shown.notes)
     if cut:
         body.notes.append(_cut_note(source, budget))
     body.details.append("markdown" + (", truncated" if cut else ""))
+    if shown.linked_images:
+        body.details.append(f"{shown.linked_images} remote images shown as links")
     return body
 
 
