@@ -4,7 +4,8 @@ Each tutorial prepares the demo home it runs on with ``mnb.prepare_demo_home()``
 default is ``$MURMUR_NB_DEMO_HOME``. Unless the caller set that variable, the kernels nbval
 starts (they inherit this process's environment) get a fresh folder for this test session,
 so the tests never write into the reader's own ``~/.murmur-nb-demo`` and prove that the
-notebooks need nothing prepared beforehand.
+notebooks need nothing prepared beforehand. ``nbval-sanitize.cfg`` names what differs from
+run to run (a root kernel's sandbox uid) unless the command line gives another file.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ collect_ignore = ["census_hook.py", "refresh.py", "rogue_module.py"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.option.nbval_sanitize_with is None:  # what differs from run to run
+        config.option.nbval_sanitize_with = str(Path(__file__).with_name("nbval-sanitize.cfg"))
     if "MURMUR_NB_DEMO_HOME" not in os.environ:
         folder = tempfile.mkdtemp(prefix="murmur-nb-nbval-")
         _OWNED.append(folder)
