@@ -297,3 +297,14 @@ def test_a_picture_the_budget_allows_costs_what_the_goal_allows(
     _bounded(got)
     (thumb,) = _images(got["html"])
     assert thumb.size == (160, 160)
+
+
+def test_a_file_in_another_format_is_never_handed_to_its_decoder(tmp_path: Path) -> None:
+    """An EPS named like a PNG would go to Ghostscript (a program, in the kernel's account)
+    had Pillow been let to pick any format; only raster formats are opened."""
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 64 64\nshowpage\n"
+    (tmp_path / "cover.png").write_bytes(eps)
+    r = mnb.render(artifact(tmp_path, "cover.png", "image/png", "image_grid"))
+    tile = BeautifulSoup(r.html, "html.parser").select_one('[data-error-code="decode_failed"]')
+    assert tile is not None and "not a readable image" in tile.get_text()
+    assert "image 'cover.png' is not a PNG, JPEG, GIF, WEBP, BMP, TIFF image" in r.text

@@ -122,12 +122,10 @@ class PixelBudget:
         self, what: str, size: tuple[int, int], cost: int, left: int, how: str
     ) -> DecodeError:
         width, height = size
-        shape = f"{width}x{height} = {megapixels(width * height)}"
-        if cost != width * height:
-            shape += f", counted as {megapixels(cost)} ({how})"
         short = f"{width}x{height} = {megapixels(width * height)}"
         if cost != width * height:
             short += f", counted as {megapixels(cost)}"
+        shape = f"{short} ({how})" if how and cost != width * height else short
         limit = megapixels(self.limit)
         if cost > self.limit:
             return DecodeError(
@@ -177,19 +175,6 @@ class RenderBudget:
         Slides rendered at most; the page list names how many more there were.
     timeline_events
         Events drawn at most in a timeline.
-    decode_px
-        Most pixels one ``render(...)`` call decodes in the kernel, over all its grid and
-        slide thumbnails and PDF page previews (an original image is embedded, never
-        decoded). Sizes are read from headers before anything is decoded; a JPEG counts at
-        the reduced scale it is decoded at, and an image counts once for each full-size copy
-        its decoding holds (twice with alpha, four times as WebP). What does not fit is
-        refused with a message saying its size, and shown as a tile or an error card.
-        Default 50 Mpx: under 256 MiB and about a second of CPU.
-    remote_images
-        Opt-in: show Markdown images whose address is on another server (``https://``,
-        ``//host/...``) as images. Each would be fetched by the reader's browser every time
-        the output is shown, telling that server when and where it is read (a tracking
-        beacon). ``False`` (the default) shows them as links.
     link_base
         Folder that linked media paths are made relative to; the working directory when
         ``None``.
@@ -208,6 +193,20 @@ class RenderBudget:
         slide images) with a note naming this field, and an artifact that no longer fits at
         all is shown as a link to its file. Default 32 MiB: several embedded media, and a
         notebook a browser still opens.
+    decode_px
+        Most pixels one ``render(...)`` call decodes in the kernel, over all its grid and
+        slide thumbnails and PDF page previews (an image shown on its own is embedded, never
+        decoded). Sizes are read from headers before anything is decoded: a JPEG counts at
+        the reduced scale it is decoded at, and an image once for each full-size copy its
+        decoding holds (twice with alpha, as TIFF or as a progressive JPEG, four times as
+        WebP); a PDF page is drawn at most four widths tall. An image that does not fit is a
+        tile saying its size and what to do; a page that does not fit is counted, not drawn.
+        Default 50 Mpx: under 256 MiB and about a second of CPU.
+    remote_images
+        Opt-in: show Markdown images whose address is on another server (``https://``,
+        ``//host/...``) as images. Each would be fetched by the reader's browser every time
+        the output is shown, telling that server when and where it is read (a tracking
+        beacon). ``False`` (the default) shows them as links.
     """
 
     embed_bytes: int = 4 * _MIB
@@ -221,11 +220,11 @@ class RenderBudget:
     slide_px: int = 360
     max_slides: int = 60
     timeline_events: int = 2000
-    decode_px: int = 50_000_000
-    remote_images: bool = False
     link_base: Path | None = None
     download_dir: Path | str | None = None
     total_bytes: int = 32 * _MIB
+    decode_px: int = 50_000_000
+    remote_images: bool = False
     #: what is left of ``total_bytes`` for the artifact being rendered (see :func:`within`)
     _left: int | None = field(default=None, repr=False, compare=False)
     #: what the whole rendering may still decode (see :func:`within`)

@@ -93,13 +93,20 @@ def open_thumbnail(path: Path, px: int, pixels: PixelBudget, what: str) -> Image
         ``decode_refused`` past what ``pixels`` has left, ``decode_failed`` when the file
         is not an image Pillow reads in one of the raster formats.
     """
-    from PIL import Image  # noqa: PLC0415 - Pillow is imported only when a thumbnail is drawn
+    from PIL import Image, UnidentifiedImageError  # noqa: PLC0415 - only when one is drawn
 
     with decoding(what):
         try:
             im = Image.open(path, formats=_formats())
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise _past_pillow(what, exc, pixels) from exc
+        except UnidentifiedImageError as exc:  # its message names our descriptor's path
+            raise DecodeError(
+                "decode_failed",
+                f"{what} is not a {', '.join(_formats())} image Pillow can read; download the "
+                "file and open it in a viewer",
+                "not a readable image",
+            ) from exc
     try:
         with decoding(what):
             size, copies, how = _drafted(im, px)
