@@ -183,7 +183,9 @@ def handle(name, request):
         return envelope("invoke", rid, result=forkbomb(inp["limit"]))
     if name == "hold":  # say who we are, then stay until told
         out = request["roots"]["out"]["path"]
-        Path(out, f"{inp['role']}.pid").write_text(str(os.getpid()))
+        mine = Path(out, f"{inp['role']}.pid")  # whole or absent: the other call reads it
+        mine.with_suffix(".tmp").write_text(str(os.getpid()))
+        mine.with_suffix(".tmp").replace(mine)
         while not Path(out, f"{inp['role']}.stop").exists():
             time.sleep(0.02)
         return envelope("invoke", rid, result={"held": inp["role"]})
