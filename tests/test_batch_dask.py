@@ -129,6 +129,34 @@ def test_a_worker_killed_mid_batch_costs_only_its_rows_in_flight(
     assert len(list(log_root.glob("work-*"))) >= 40
 
 
+def test_module_changed_mid_batch_leaves_the_rows_not_yet_sent_not_run(
+    host: mnb.ModuleHost, client: distributed.Client, facet_home: Path, log_root: Path
+) -> None:
+    """As on this machine: once the module's folder changes, no row left is run
+    (``module_changed``), and nothing of the new code runs anywhere (the rows already on a
+    worker finish on the approved snapshot shipped there)."""
+    inputs = [{"n": i, "sleep": 0.2} for i in range(40)]
+    batch = host.map("batchy.work", inputs, concurrency=4, progress=False, client=client,
+                     background=True, journal=None)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while batch.progress.ok < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    exe = facet_home / "modules" / "batchy" / "module"
+    # the new code would leave "changed-*" files where the approved code leaves "work-*"
+    exe.write_text(exe.read_text().replace('f"{name}-{n}-{rid}"', 'f"changed-{n}-{rid}"'))
+    batch.wait(300)
+    out = batch.to_pandas()
+    assert set(out["status"]) == {"ok", "not_run"}, out["error_message"].dropna().head(2)
+    changed = out[out["status"] == "not_run"]
+    assert len(changed) >= 20 and set(changed["error_code"]) == {"module_changed"}
+    assert "run map() again" in changed["error_message"].iloc[-1]
+    assert list(log_root.glob("changed-*")) == []
+    assert len(list(log_root.glob("work-*"))) == int(out["ok"].sum())
+    # the rows left form the tail: each row before the edit was seen ran
+    first = int(changed.index[0])
+    assert (out["status"].iloc[first:] == "not_run").all()
+
+
 def test_every_worker_killed_mid_batch_the_module_is_shipped_again_and_every_row_runs(
     host: mnb.ModuleHost, client: distributed.Client, log_root: Path
 ) -> None:

@@ -47,9 +47,10 @@ from murmur_nb._modules.batch.inputs import (
     read_inputs,
 )
 from murmur_nb._modules.batch.local import ROWS_PER_CORE, run_row
-from murmur_nb._modules.batch.plan import Plan, input_problem, plan_for
+from murmur_nb._modules.batch.plan import Plan, input_problem, module_change, plan_for
 from murmur_nb._modules.batch.progress import BatchProgress
 from murmur_nb._modules.batch.record import invocation_of, not_run_record
+from murmur_nb._modules.call import MODULE_CHANGED
 from murmur_nb._modules.invocation import Invocation
 
 if TYPE_CHECKING:
@@ -449,13 +450,23 @@ class Batch:
             self._settle(row, last or not_run_record(code, why))
 
     def _launch(self, runner: Any) -> None:
+        """Hand out the rows that may start now; once the module changed, each of them is
+        ``module_changed`` instead (looked at once per round, before its first row)."""
         if self._cancel.is_set():
             self._stop("cancelled", "the batch was cancelled before this row started")
+        changed: str | None = None
+        looked = False
         while not self._stop_reason and len(self._running) < runner.limit():
             retry = bool(self._delayed and self._delayed[0][0] <= time.monotonic())
             if not (retry or self._pending) or not self._cost_allows():
                 return
-            self._start_row(runner, *self._start(retry))
+            if not looked:
+                changed, looked = module_change(self.host, self.plan), True
+            row, attempt = self._start(retry)
+            if changed is None:
+                self._start_row(runner, row, attempt)
+            else:
+                self._finished(row, attempt, not_run_record(MODULE_CHANGED, changed))
 
     def _start_row(self, runner: Any, row: int, attempt: int) -> None:
         fut = runner.submit(json.loads(self._texts[row]), attempt)

@@ -17,6 +17,12 @@ cancel stay in the kernel; a task lost with its worker is resubmitted up to
 :data:`LOST_WORKER_RETRIES` times before its rows are ``worker_lost`` (when every worker that
 held the snapshot is gone, Dask drops the tasks that needed it: it is scattered again first).
 Cancel drops queued rows; running ones finish and are kept.
+
+A module edited mid-batch is seen in the kernel, as at home: before each round of rows is
+handed out the kernel looks at the module (:func:`~murmur_nb._modules.batch.plan.module_change`),
+and once it no longer resolves to the approved digests every row not yet handed out is
+``module_changed``, not run. Rows already with Dask finish on the approved snapshot shipped
+to the workers, so nothing of the new code runs there either.
 """
 
 from __future__ import annotations

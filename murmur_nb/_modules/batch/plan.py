@@ -5,6 +5,11 @@ resolved capability (descriptor digest, verified snapshot) from :meth:`ModuleHos
 and ``invoke``'s own input check from :meth:`ModuleHost.input_problem`. The module digest is
 SHA-256 over the descriptor and code digests: what an approval pins and what the journal
 keys rows by.
+
+:func:`module_change` is how a driver that runs no ``invoke`` here (Dask) keeps the rule a
+local row's own ``invoke`` keeps: a row is not started once the module no longer resolves to
+the plan's digests (``module_changed``). It looks through :meth:`ModuleHost.resolve`, a
+``stat`` walk of the folder unless it changed.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._exceptions import InvalidDescriptor, ModuleNotFound
+
 if TYPE_CHECKING:
     from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.batch.longrun import Poll
 
-__all__ = ["Plan", "flat_result_fields", "plan_for"]
+__all__ = ["Plan", "flat_result_fields", "module_change", "plan_for"]
 
 _SCALARS = frozenset({"string", "number", "integer", "boolean", "null"})
 
@@ -91,3 +98,24 @@ def plan_for(
 def input_problem(host: ModuleHost, plan: Plan, value: Any) -> str | None:
     """Why ``value`` would be refused by ``invoke`` (the same rules), or ``None``."""
     return host.input_problem(plan.target, value)
+
+
+def module_change(host: ModuleHost, plan: Plan) -> str | None:
+    """Why a row of ``plan`` may not start because its module changed since the batch was
+    approved (the ``module_changed`` message, as a local row's ``invoke`` gives it), or
+    ``None`` while the module still resolves to the plan's digests."""
+    try:
+        target = host.resolve(plan.capability)
+    except (InvalidDescriptor, ModuleNotFound) as exc:
+        return (
+            f"the module changed after the batch started (it no longer resolves: "
+            f"{exc.message}): this row was not run; fix the module, then run map() again to "
+            "approve and run the new code"
+        )
+    if (target.digest, target.code) != (plan.descriptor_digest, plan.code):
+        return (
+            f"module {plan.module!r} changed after the batch started (its descriptor or code "
+            "digest differs): this row was not run; run map() again to approve and run the "
+            "new code"
+        )
+    return None
