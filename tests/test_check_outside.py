@@ -96,6 +96,10 @@ def test_the_advised_commands_from_outside_import_nothing_and_check(
                              capture_output=True, text=True, check=False)  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert not (tmp_path / "marker").exists()
+    # nothing was written into the module folder either (hypothesis keeps its caches in
+    # .hypothesis of the working folder unless told otherwise)
+    assert sorted(p.name for p in module.iterdir()) == ["_proto.py", "conftest.py", "module",
+                                                        "skills"]  # fmt: skip
 
 
 def test_a_conftest_imported_before_the_checker_could_refuse_is_said_plainly(

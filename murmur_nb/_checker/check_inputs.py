@@ -3,7 +3,12 @@
 Valid examples come from ``hypothesis-jsonschema`` under a fixed seed, so a report is
 reproducible: the same schema, seed and count give the same inputs. Hypothesis is driven
 through ``@given`` with only the *generate* phase (no shrinking, no example database), which is
-how a library may use it outside a test run without touching the user's ``.hypothesis`` folder.
+how a library may use it outside a test run. Hypothesis still writes caches (the constants of
+local modules, a character map) under its storage folder, by default ``.hypothesis`` in the
+working folder: the checked module's own folder when ``murmur-nb check .`` runs there, which
+would change the folder under check. While the checker generates, that storage is
+``<murmur-nb cache>/hypothesis`` (:func:`hypothesis_storage`), and the user's setting is put
+back afterwards.
 
 Invalid examples are derived from the schema by hand, one per way an input can be wrong that a
 module must survive: not an object at all, a required property missing, a property of the
@@ -12,12 +17,36 @@ wrong type. They are only sent to a module by the checker, never by a normal inv
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from murmur_nb._exceptions import MissingDependency
+from murmur_nb._rules import cache_dir
 
 __all__ = ["invalid_examples", "valid_examples"]
+
+
+@contextlib.contextmanager
+def hypothesis_storage() -> Iterator[None]:
+    """Hypothesis's storage folder is murmur-nb's own while the block runs, never the working
+    folder's ``.hypothesis``; the folder it had before is put back. Without hypothesis, the
+    block just runs."""
+    try:
+        from hypothesis.configuration import (  # noqa: PLC0415 - only the checker needs it
+            set_hypothesis_home_dir,
+            storage_directory,
+        )
+    except ImportError:  # pragma: no cover - a declared dependency of [check]
+        yield
+        return
+    before = storage_directory(intent_to_write=False).home_directory
+    set_hypothesis_home_dir(cache_dir() / "hypothesis")
+    try:
+        yield
+    finally:
+        set_hypothesis_home_dir(before)
 
 
 def valid_examples(schema: Any, *, count: int, seed: int) -> list[Any]:
@@ -28,14 +57,6 @@ def valid_examples(schema: Any, *, count: int, seed: int) -> list[Any]:
     MissingDependency
         ``hypothesis-jsonschema`` is not installed.
     """
-    try:
-        import hypothesis  # noqa: PLC0415 - only the checker needs hypothesis
-        from hypothesis_jsonschema import from_schema  # noqa: PLC0415
-    except ImportError as exc:  # pragma: no cover - a declared dependency of [check]
-        raise MissingDependency(
-            "hypothesis-jsonschema", "check", "the module checker's input generation"
-        ) from exc
-    strategy = from_schema(schema if isinstance(schema, dict | bool) else {})
     found: dict[str, Any] = {}
 
     def keep(value: Any) -> None:
@@ -43,18 +64,27 @@ def valid_examples(schema: Any, *, count: int, seed: int) -> list[Any]:
         if len(found) < count:
             found.setdefault(key, value)
 
-    runner = hypothesis.given(strategy)(keep)
-    runner = hypothesis.seed(seed)(runner)
-    runner = hypothesis.settings(
-        max_examples=max(count * 3, 1),
-        database=None,
-        deadline=None,
-        phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
-        suppress_health_check=list(hypothesis.HealthCheck),
-        derandomize=False,
-        print_blob=False,
-    )(runner)
-    runner()
+    with hypothesis_storage():  # hypothesis writes its character map as it imports regexes
+        try:
+            import hypothesis  # noqa: PLC0415 - only the checker needs hypothesis
+            from hypothesis_jsonschema import from_schema  # noqa: PLC0415
+        except ImportError as exc:  # pragma: no cover - a declared dependency of [check]
+            raise MissingDependency(
+                "hypothesis-jsonschema", "check", "the module checker's input generation"
+            ) from exc
+        strategy = from_schema(schema if isinstance(schema, dict | bool) else {})
+        runner = hypothesis.given(strategy)(keep)
+        runner = hypothesis.seed(seed)(runner)
+        runner = hypothesis.settings(
+            max_examples=max(count * 3, 1),
+            database=None,
+            deadline=None,
+            phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+            suppress_health_check=list(hypothesis.HealthCheck),
+            derandomize=False,
+            print_blob=False,
+        )(runner)
+        runner()
     return list(found.values())[:count]
 
 
