@@ -73,10 +73,16 @@ def test_a_test_path_or_testpaths_inside_the_module_folder_is_refused(
     (module / "tests").mkdir()
     named = run_pytest(module.parent, "critic/tests", "--modproto", "critic", *QUICK)
     assert named.returncode == pytest.ExitCode.USAGE_ERROR, named.stdout + named.stderr
-    assert "the test path critic/tests lies inside" in named.stderr
+    assert f"conftest.py files of {module / 'tests'}, inside the module folder" in named.stderr
     (module.parent / "pytest.ini").write_text("[pytest]\ntestpaths = critic\n")
     listed = run_pytest(module.parent, "--modproto", "critic", *QUICK)
     assert listed.returncode == pytest.ExitCode.USAGE_ERROR, listed.stdout + listed.stderr
+    assert f"pytest would import the conftest.py files of {module}, inside" in listed.stderr
+    (module.parent / "pytest.ini").unlink()
+    test_named = module.rename(module.parent / "test-critic")  # a test* folder where it starts
+    started = run_pytest(test_named.parent, "--modproto", "test-critic", *QUICK)
+    assert started.returncode == pytest.ExitCode.USAGE_ERROR, started.stdout + started.stderr
+    assert f"the conftest.py files of {test_named}, inside" in started.stderr
     assert not (tmp_path / "marker").exists()
 
 

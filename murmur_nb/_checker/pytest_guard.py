@@ -30,6 +30,7 @@ and then pytest imports the conftests before it stops on the unknown ``--modprot
 
 from __future__ import annotations
 
+import glob
 import shlex
 import sys
 from collections.abc import Iterable, Sequence
@@ -113,18 +114,18 @@ def _anchors(named: Sequence[str], testpaths: Sequence[str], config: Any) -> lis
     """The folders pytest loads initial conftests from (and up from), as it computes them."""
     base: Path = config.invocation_params.dir
     rootpath: Path = config.rootpath
+    found: list[Path] = []
     if named:
-        found = [(base / str(a).split("::")[0]) for a in named]
-    elif base == rootpath and testpaths:
-        found = [p for t in testpaths for p in rootpath.glob(t)] or [base]
-    else:
-        found = [base]
+        found = [base / str(a).split("::")[0] for a in named]
+    elif base == rootpath:
+        found = [Path(p) for t in testpaths  # as pytest expands them: absolute ones too
+                 for p in glob.glob(str(rootpath / t), recursive=True)]  # noqa: PTH207
+    found = [p for p in found if p.exists()] or [base]  # pytest falls back to where it started
     anchors = []
     for anchor in found:
-        if anchor.exists():
-            anchors.append(anchor.resolve())
-            if anchor.is_dir():
-                anchors += [x.resolve() for x in anchor.glob("test*") if x.is_dir()]
+        anchors.append(anchor.resolve())
+        if anchor.is_dir():
+            anchors += [x.resolve() for x in anchor.glob("test*") if x.is_dir()]
     return anchors
 
 
@@ -144,9 +145,9 @@ def _started_inside(target: Target, config: Any, named: Sequence[str], noconftes
     testpaths = [] if named else list(config.getini("testpaths"))
     for anchor in _anchors(named, testpaths, config):
         if inside(anchor, folder):
-            given = " ".join(named) or f"testpaths = {' '.join(testpaths)}"
-            return (f"the test path {given} lies inside the {target.noun()} {folder}, and "
-                    "pytest imports the conftest.py files of a test path")  # fmt: skip
+            return (f"pytest would import the conftest.py files of {anchor}, inside the "
+                    f"{target.noun()} {folder} (it imports those of the test paths it is "
+                    "given, of testpaths, and of the test* folders where it starts)")  # fmt: skip
     return None
 
 
@@ -177,9 +178,9 @@ def refusal(config: Any, checked: Sequence[Target], named: Sequence[str], noconf
         if why is None:
             continue
         lines += [f"pytest {target.option} refused: {why}.",
-                  "pytest imports the conftest.py files where it starts (and the plugins a "
-                  "pytest.ini or tox.ini there names in addopts) as you, outside the sandbox, "
-                  "before any check can run; the checker never runs where they are the checked "
-                  "folder's. Check it from outside the folder:",
+                  "pytest imports conftest.py files (and the plugins a pytest.ini or tox.ini "
+                  "names in addopts) as you, outside the sandbox, before any check can run; the "
+                  "checker never runs where they would be the checked folder's. Check it from "
+                  "outside the folder:",
                   *(f"    {command}" for command in target.advice())]  # fmt: skip
     return "\n".join(lines) or None
