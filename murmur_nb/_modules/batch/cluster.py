@@ -27,6 +27,7 @@ to the workers, so nothing of the new code runs there either.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -71,6 +72,8 @@ TASK_SECONDS = 0.25
 _Row = tuple[Future[Any], Any, int]
 #: how often a row whose worker died is submitted again before it is a ``worker_lost`` row
 LOST_WORKER_RETRIES = 3
+#: tries to scatter the payload again while the workers come back after they all died
+RESCATTER_TRIES = 5
 
 # -- on the worker -------------------------------------------------------------------------
 
@@ -209,10 +212,25 @@ class DaskRunner:
         return self.client.scatter(self._data, broadcast=True, hash=False)
 
     def _rescatter(self, lost: Any) -> None:
-        """Scatter the payload again, once, when ``lost`` (the copy a task was given) is gone."""
+        """Scatter the payload again, once, when ``lost`` (the copy a task was given) is gone.
+
+        The workers are coming back at this moment: the scheduler may still list one that
+        died (``KeyError`` of its address), so a failed try waits for a worker and tries again
+        (:data:`RESCATTER_TRIES` in all) before the rows are reported lost.
+        """
         with self._scatter_lock:
-            if self.payload is lost:
-                self.payload = self._scatter()
+            if self.payload is not lost:
+                return
+            for tries_left in range(RESCATTER_TRIES - 1, -1, -1):
+                try:
+                    self.payload = self._scatter()
+                    return
+                except Exception:
+                    if tries_left == 0:
+                        raise
+                    time.sleep(1.0)
+                    with contextlib.suppress(Exception):
+                        self.client.wait_for_workers(1, timeout=30)
 
     def submit(self, value: Any, attempt: int) -> Future[dict[str, Any]]:
         out: Future[dict[str, Any]] = Future()
