@@ -276,3 +276,27 @@ def test_replay_warns_about_a_plain_tcp_scheduler_once(hooks: mnb.HookHost) -> N
                 hooks.replay("plain-01", client=c, progress=False)
     finally:
         plain.close()
+
+
+def test_every_row_reads_its_own_record_on_workers_of_four_threads(
+    tmp_path: Path, murmur_home: Path
+) -> None:
+    """A worker's threads share its host: four records at a time interleave there, and each
+    ``task-start`` still pages through its own record (its newest id and its count)."""
+    sizes = {f"rec-{i:02d}": 3 + 2 * i for i in range(24)}
+    for context, n in sizes.items():
+        write(murmur_home, context, talk(n))
+    path = capsule(tmp_path / "capsule", HOOKS, guest=assemble("guest.wat"),
+                   replay=assemble("replay.wat"))  # fmt: skip
+    cluster = distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=4,
+                                       security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
+    try:
+        with distributed.Client(cluster) as c, mnb.HookHost.from_config(
+            path, conversations=mnb.ConversationStore(murmur_home)
+        ) as hooks:
+            remote = hooks.replay("*", hooks="reader", task_id="!read", client=c,
+                                  progress=False)  # fmt: skip
+    finally:
+        cluster.close()
+    notes = remote[remote["event"] == "task-start"].set_index("context_id")["note"]
+    assert notes.to_dict() == {c: f"{n}|{n}|{c}-{n - 1}|-" for c, n in sizes.items()}

@@ -1,11 +1,20 @@
-"""The state of the one hook call in progress, as the host functions see it."""
+"""The state of one hook call, as the host functions see it: the call's, never the host's.
+
+A host may be called from several threads (a Dask worker's threads share one host per
+process): everything one call needs (the record ``read-messages`` answers for, the deadline,
+what failed inside) is in its :class:`HookCall`, made for that call and handed to the linked
+host functions through :data:`CURRENT_CALL` for as long as it runs. Host functions run inside
+the call, on its thread, so they see that call and no other; wasmtime's per-store data plays
+this part in Rust, but wasmtime-py hands a host function no public way to reach it.
+"""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["HookCall", "Reader", "ReaderSource"]
+__all__ = ["CURRENT_CALL", "HookCall", "Reader", "ReaderSource"]
 
 
 class Reader(Protocol):
@@ -20,6 +29,9 @@ class ReaderSource(Protocol):
 class HookCall:
     """One call: whom ``read-messages`` reads for, when it must end, what went wrong inside.
 
+    ``reader`` is scoped to the record of the call's own ``context-id``, chosen when the call
+    was made.
+
     ``deadline`` is ``time.monotonic()`` seconds, the same instant the store's epoch deadline
     stands for; host functions that wait never wait past it. ``helper`` is the clock helper's
     instance in this call's store, made on first use. ``deadline_hit`` says a host function
@@ -31,3 +43,7 @@ class HookCall:
     host_failure: BaseException | None = None
     helper: Any = None
     deadline_hit: bool = False
+
+
+#: The call running on this thread (``None`` outside one): set by the call for its duration.
+CURRENT_CALL: ContextVar[HookCall | None] = ContextVar("murmur_nb_hook_call", default=None)

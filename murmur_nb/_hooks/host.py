@@ -35,7 +35,7 @@ from murmur_nb._exceptions import HookError
 from murmur_nb._hooks.bounding import Unbounded, refused_count, rewrite_for
 from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hook, wit_dir
 from murmur_nb._hooks.cache import LoadedComponent, Rewrite
-from murmur_nb._hooks.calls import HookCall, Reader, ReaderSource
+from murmur_nb._hooks.calls import CURRENT_CALL, HookCall, Reader, ReaderSource
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.diagnostics import classify, explain, reason
 from murmur_nb._hooks.lifting import (
@@ -143,8 +143,7 @@ class HookHost:
             conversations if conversations is not None else ConversationStore()
         )
         self.runtime = Runtime.get()
-        self._context_id: str | None = None
-        self.current_call: HookCall | None = None
+        self._context_id: str | None = None  # the current task's: compact's default record
         self._closed = False
         lowering: PageLowering | None = None
         if fast_lowering and fast_path_supported():
@@ -331,9 +330,10 @@ class HookHost:
     ) -> dict[str, HookResult]:
         """Dispatch ``on-task-start`` to every hook subscribed to ``task-start``.
 
-        ``hooks`` limits the call to those hook ids (default: every hook). The task's
-        ``context_id`` becomes the record that reads are scoped to, for this call and for
-        later ``compact`` calls, until the next task starts.
+        ``hooks`` limits the call to those hook ids (default: every hook). Reads during this
+        call are scoped to ``context_id``'s record, whatever another thread starts meanwhile;
+        it also becomes the current task's record, which ``compact`` reads when given no
+        ``context_id``, until the next task starts.
 
         Raises
         ------
@@ -349,17 +349,31 @@ class HookHost:
             setattr(event, "context-id", context_id)
             return (event,)
 
-        return self._dispatch("task-start", make_args, lift_note, hooks)
+        return self._dispatch("task-start", make_args, lift_note, hooks, context_id)
 
     def compact(
-        self, messages: Sequence[Message], *, hooks: Collection[str] | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        hooks: Collection[str] | None = None,
+        context_id: str | None = None,
     ) -> dict[str, HookResult]:
         """Dispatch ``on-compact``; each ``ok`` value is the list of messages that hook keeps.
 
         ``hooks`` limits the call to those hook ids (default: every hook). Reads a hook makes
-        during compaction are scoped to the current task's record (an empty page before the
-        first task).
+        during compaction are scoped to ``context_id``'s record; without it, to the current
+        task's record as this call starts (an empty page before the first task). Pass
+        ``context_id`` when several threads drive one host: the current task is the host's,
+        the ``context_id`` of a call is that call's.
+
+        Raises
+        ------
+        InvalidContextId
+            ``context_id`` is not a plain context name; no hook ran.
         """
+        if context_id is not None:
+            check_context_id(context_id)
+        context = context_id if context_id is not None else self._context_id
         items = list(messages)
 
         def make_args() -> tuple[Any, ...]:
@@ -367,7 +381,7 @@ class HookHost:
                 return (Messages(items),)
             return ([message_record(m) for m in items],)
 
-        return self._dispatch("compact", make_args, lift_messages, hooks)
+        return self._dispatch("compact", make_args, lift_messages, hooks, context)
 
     def replay(
         self,
@@ -475,9 +489,9 @@ class HookHost:
 
     # ----------------------------------------------------------------- dispatch
 
-    def _reader_for(self, info: HookInfo) -> Reader:
-        """The reader for one call: the current task's record, or none (SPEC §3)."""
-        context = None if self._config.transport == "process" else self._context_id
+    def _reader_for(self, info: HookInfo, context_id: str | None) -> Reader:
+        """The reader for one call: its record, or none (SPEC §3)."""
+        context = None if self._config.transport == "process" else context_id
         reader: Reader = self._conversations.reader(context, granted=info.read_granted)
         return reader
 
@@ -486,8 +500,10 @@ class HookHost:
         event: str,
         make_args: Callable[[], tuple[Any, ...]],
         lift: Callable[[Any], Any],
-        only: Collection[str] | None = None,
+        only: Collection[str] | None,
+        context_id: str | None,
     ) -> dict[str, HookResult]:
+        """``event`` to each subscribed hook, each call reading ``context_id``'s record."""
         if self._closed:
             raise HookError("this HookHost is closed; create a new one with HookHost.from_config")
         results: dict[str, HookResult] = {}
@@ -501,7 +517,7 @@ class HookHost:
                     hook_id, event, ok=False, error=info.load_error, code=code
                 )
                 continue
-            results[hook_id] = self._call(loaded, event, make_args(), lift)
+            results[hook_id] = self._call(loaded, event, make_args(), lift, context_id)
         return results
 
     def _new_store(
@@ -540,7 +556,12 @@ class HookHost:
         return store, ticks
 
     def _call(
-        self, loaded: Loaded, event: str, args: tuple[Any, ...], lift: Callable[[Any], Any]
+        self,
+        loaded: Loaded,
+        event: str,
+        args: tuple[Any, ...],
+        lift: Callable[[Any], Any],
+        context_id: str | None,
     ) -> HookResult:
         """One call within its time limit, counted from now: waiting for the engine included.
 
@@ -560,7 +581,7 @@ class HookHost:
                 code="deadline_exceeded", duration_ms=waited,
             )  # fmt: skip
         try:
-            return self._call_started(loaded, event, args, lift, queued)
+            return self._call_started(loaded, event, args, lift, queued, context_id=context_id)
         finally:
             self.runtime.call_lock.release()
 
@@ -571,6 +592,8 @@ class HookHost:
         args: tuple[Any, ...],
         lift: Callable[[Any], Any],
         queued: float,
+        *,
+        context_id: str | None,
     ) -> HookResult:
         """The call itself, with the engine's call lock held (taken by :meth:`_call`)."""
         info = loaded.info
@@ -580,13 +603,14 @@ class HookHost:
             limits = limits.model_copy(update={"time_ms": max(1, int(limits.time_ms - waited_ms))})
         out, err = Capture(), Capture()
         started = time.monotonic()
-        call = HookCall(self._reader_for(info), deadline=started + limits.time_ms / 1000)
-        self.current_call = call
+        reader = self._reader_for(info, context_id)
+        call = HookCall(reader, deadline=started + limits.time_ms / 1000)
         store, ticks = self._new_store(limits, out, err, started)
+        token = CURRENT_CALL.set(call)  # what the host functions serve, on this thread only
         try:
             raw, failure, code = self._run(store, ticks, loaded, event, args=args, call=call)
         finally:
-            self.current_call = None
+            CURRENT_CALL.reset(token)
             duration = (time.monotonic() - started) * 1000 + waited_ms
         interrupted = self.runtime.ticker.interrupted
         fuel_used = self._fuel_used(store, limits)

@@ -13,7 +13,7 @@ import weakref
 from typing import Any
 
 from murmur_nb._exceptions import ConversationReadError
-from murmur_nb._hooks.calls import HookCall
+from murmur_nb._hooks.calls import CURRENT_CALL, HookCall
 from murmur_nb._hooks.lowering import FAST_PATH_ERRORS, PageLowering, add_fast_read, message_record
 from murmur_nb._hooks.signatures import READ_INTERFACE
 from murmur_nb._hooks.waits import BoundedClock
@@ -22,15 +22,15 @@ __all__ = ["HostFunctions", "Linked", "make_linker"]
 
 
 class HostFunctions:
-    """What the linked functions need from the host, reached through a weak reference."""
+    """What the linked functions need: the call running on their thread, and whether the
+    host's runtime was interrupted (the host reached through a weak reference)."""
 
     def __init__(self, host: Any) -> None:
         self._host = weakref.ref(host)
 
     def current(self) -> HookCall | None:
-        host = self._host()
-        call: HookCall | None = None if host is None else host.current_call
-        return call
+        """The call these functions serve now: the one running on this thread."""
+        return CURRENT_CALL.get()
 
     def interrupted(self) -> bool:
         host = self._host()

@@ -88,7 +88,7 @@ def replay_job(
     ends = windows.ends(messages)
     for end in ends:
         window = messages[:end]
-        for result in host.compact(window, hooks=hooks).values():
+        for result in host.compact(window, hooks=hooks, context_id=job.context_id).values():
             emit(compact_row(job.context_id, result, window, final=end == ends[-1],
                              worker=worker))  # fmt: skip
 
