@@ -65,17 +65,17 @@ def bench_replay(work: Path, records: int = 1000, size: int = 100) -> tuple[floa
     (work / "capsule" / "replay.yaml").write_text(REPLAY_YAML, encoding="utf-8")
     store = mnb.ConversationStore(home)
     hooks = mnb.HookHost.from_config(work / "capsule" / "replay.yaml", conversations=store)
-    hooks.replay(store.contexts()[:5], progress=False)  # warm
+    mnb.replay(hooks, store.contexts()[:5], progress=False)  # warm
     started = time.perf_counter()
-    local = hooks.replay("*", progress=False)
+    local = mnb.replay(hooks, "*", progress=False)
     local_s = time.perf_counter() - started
     assert local["ok"].all() and len(local) == 2 * records, local["code"].value_counts()
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
     with distributed.Client(cluster) as client:
-        hooks.replay(store.contexts()[:8], client=client, progress=False)  # workers load it
+        mnb.replay(hooks, store.contexts()[:8], client=client, progress=False)  # workers load it
         started = time.perf_counter()
-        remote = hooks.replay("*", client=client, progress=False)
+        remote = mnb.replay(hooks, "*", client=client, progress=False)
         remote_s = time.perf_counter() - started
     cluster.close()
     assert remote["ok"].all() and len(remote) == 2 * records

@@ -70,6 +70,7 @@ from murmur_nb._modules.batch.progress import BatchProgress
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.prepared import PreparedCall
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
 from murmur_nb._render.presentation import PresentationWarning, resolve_presentation
@@ -143,6 +144,7 @@ __all__ = [
     "OutputTooLarge",
     "PRIMITIVES",
     "Policy",
+    "PreparedCall",
     "PresentationWarning",
     "ProtocolViolation",
     "RecordWriter",

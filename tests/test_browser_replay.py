@@ -32,7 +32,7 @@ CELLS = [
     "home = mnb.prepare_demo_home()\n"
     "store = mnb.ConversationStore(home.murmur_home)\n"
     "hooks = mnb.HookHost.from_config(home.murmur_yaml, conversations=store)\n"
-    "results = hooks.replay(home.context_id, windows=100, hooks='summarize', progress=False)",
+    "results = mnb.replay(hooks, home.context_id, windows=100, hooks='summarize', progress=False)",
     "CompactionViewer(results, store)",
 ]
 KEY_TEXT = ", ".join([

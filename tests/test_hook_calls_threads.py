@@ -15,6 +15,7 @@ import pytest
 from test_hook_replay import assemble, capsule, talk, write
 
 import murmur_nb as mnb
+from murmur_nb._hooks.config import load_hook_config  # private: fast_lowering=False needs it
 
 GRANTED = """\
 hooks:
@@ -40,7 +41,7 @@ def hooks(
     request: pytest.FixtureRequest, tmp_path: Path, murmur_home: Path, records: dict[str, int]
 ) -> Iterator[mnb.HookHost]:
     path = capsule(tmp_path / "capsule", GRANTED, guest=assemble("guest.wat"))
-    config = mnb._hooks.config.load_hook_config(path)  # private: fast_lowering=False needs it
+    config = load_hook_config(path)
     with mnb.HookHost(config, conversations=mnb.ConversationStore(murmur_home),
                       fast_lowering=request.param) as host:  # fmt: skip
         yield host

@@ -92,7 +92,7 @@ def hooks(tmp_path: Path, records: Path, replay_guest: bytes) -> Iterator[mnb.Ho
 
 
 def test_one_record_gives_a_typed_row_per_hook_event_and_window(hooks: mnb.HookHost) -> None:
-    out = hooks.replay("plain-a", hooks="old", progress=False)
+    out = mnb.replay(hooks, "plain-a", hooks="old", progress=False)
     assert list(out["event"]) == ["task-start", "compact"]
     assert str(out["window"].dtype) == "Int64" and str(out["kept_ratio"].dtype) == "Float64"
     assert str(out["first_system_kept"].dtype) == "boolean" and out["ok"].all()
@@ -113,35 +113,35 @@ def test_one_record_gives_a_typed_row_per_hook_event_and_window(hooks: mnb.HookH
 def test_many_records_every_record_of_the_home_and_a_list(
     hooks: mnb.HookHost, records: Path
 ) -> None:
-    listed = hooks.replay(["plain-b", "plain-a"], progress=False)
+    listed = mnb.replay(hooks, ["plain-b", "plain-a"], progress=False)
     assert list(dict.fromkeys(listed["context_id"])) == ["plain-b", "plain-a"]
     assert len(listed) == 2 * 2 * 2  # records x hooks x (task-start, one window)
-    everything = hooks.replay("*", progress=False)
+    everything = mnb.replay(hooks, "*", progress=False)
     assert sorted(set(everything["context_id"])) == mnb.ConversationStore(records).contexts()
-    by_store = hooks.replay(mnb.ConversationStore(records), hooks=["new"], progress=False)
+    by_store = mnb.replay(hooks, mnb.ConversationStore(records), hooks=["new"], progress=False)
     assert len(by_store) == 6 * 2 and set(by_store["hook_id"]) == {"new"}
     with pytest.raises(ValueError, match="ConversationStore"):
-        hooks.replay(mnb.ConversationStore(records.parent / "elsewhere"), progress=False)
+        mnb.replay(hooks, mnb.ConversationStore(records.parent / "elsewhere"), progress=False)
     with pytest.raises(mnb.HookError, match="no hook 'newest'") as caught:
-        hooks.replay("plain-a", hooks=["newest"], progress=False)
+        mnb.replay(hooks, "plain-a", hooks=["newest"], progress=False)
     assert caught.value.code == "unknown_hook"
     with pytest.raises(mnb.InvalidContextId):
-        hooks.replay("../plain-a", progress=False)
+        mnb.replay(hooks, "../plain-a", progress=False)
 
 
 def test_a_dataframe_offers_exactly_its_messages(hooks: mnb.HookHost, records: Path) -> None:
     frame = mnb.read_conversations(records, progress=False)
     plain = frame[frame["context_id"].str.startswith("plain") & (frame["position"] < 8)]
-    out = hooks.replay(plain, hooks="old", progress=False)
+    out = mnb.replay(hooks, plain, hooks="old", progress=False)
     compact = out[out["event"] == "compact"].set_index("context_id")
     assert compact["messages_in"].to_dict() == {"plain-a": 8, "plain-b": 8, "plain-c": 5}
     assert compact.loc["plain-b", "kept_ids"] == [f"plain-b-{i}" for i in range(1, 8)]
     one = mnb.read_conversation("plain-c", records, progress=False)
     assert one.attrs["context_id"] == "plain-c"
-    again = hooks.replay(one, hooks="old", progress=False)
+    again = mnb.replay(hooks, one, hooks="old", progress=False)
     assert list(again["context_id"]) == ["plain-c", "plain-c"]
     with pytest.raises(ValueError, match="no context_id column"):
-        hooks.replay(_without_attrs(one.copy()), progress=False)
+        mnb.replay(hooks, _without_attrs(one.copy()), progress=False)
 
 
 def _without_attrs(frame: pd.DataFrame) -> pd.DataFrame:
@@ -150,14 +150,14 @@ def _without_attrs(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_growth_windows_every_n_messages_and_by_characters(hooks: mnb.HookHost) -> None:
-    out = hooks.replay("plain-b", windows=8, hooks="old", progress=False)
+    out = mnb.replay(hooks, "plain-b", windows=8, hooks="old", progress=False)
     compact = out[out["event"] == "compact"]
     assert list(compact["window"]) == [8, 16, 24, 30]
     assert list(compact["final"]) == [False, False, False, True]
     assert list(compact["messages_out"]) == [7, 15, 23, 29]
     # characters: a window each time the record passes another 100 characters
     spec = mnb.ReplayWindows(chars=100)
-    chars = hooks.replay("plain-b", windows=spec, hooks="old", progress=False)
+    chars = mnb.replay(hooks, "plain-b", windows=spec, hooks="old", progress=False)
     ends = list(chars.loc[chars["event"] == "compact", "window"])
     messages = [m for role, m in talk(30)]
     totals = [sum(len(m) for m in messages[:n]) for n in ends]
@@ -165,14 +165,14 @@ def test_growth_windows_every_n_messages_and_by_characters(hooks: mnb.HookHost) 
     for before, after in itertools.pairwise(totals[:-1]):
         assert after // 100 > before // 100  # each window passed a new multiple of 100
     with pytest.raises(ValueError, match="ReplayWindows"):
-        hooks.replay("plain-b", windows="grow", progress=False)
+        mnb.replay(hooks, "plain-b", windows="grow", progress=False)
     with pytest.raises(ValueError, match="at least 1"):
         mnb.ReplayWindows(every=0)
 
 
 def test_trap_deadline_and_memory_limit_are_rows_not_exceptions(hooks: mnb.HookHost) -> None:
     started = time.monotonic()
-    out = hooks.replay(["x-spin", "x-trap", "x-hog", "plain-c"], progress=False)
+    out = mnb.replay(hooks, ["x-spin", "x-trap", "x-hog", "plain-c"], progress=False)
     assert time.monotonic() - started < 10
     compact = out[out["event"] == "compact"].set_index(["context_id", "hook_id"])
     assert compact["code"].to_dict() == {
@@ -199,7 +199,7 @@ def test_the_read_grant_pages_through_the_real_record(
             "  denied:\n    component: hooks/guest.wasm\n")  # fmt: skip
     path = capsule(tmp_path / "reading", text, guest=guest)
     with mnb.HookHost.from_config(path, conversations=mnb.ConversationStore(records)) as host:
-        out = host.replay(["plain-b", "plain-c"], task_id="!read", progress=False)
+        out = mnb.replay(host, ["plain-b", "plain-c"], task_id="!read", progress=False)
     notes = out[out["event"] == "task-start"].set_index(["context_id", "hook_id"])
     assert notes.loc[("plain-b", "reader"), "note"] == "30|30|plain-b-29|-"
     assert notes.loc[("plain-c", "reader"), "note"] == "5|5|plain-c-4|-"
@@ -209,7 +209,7 @@ def test_the_read_grant_pages_through_the_real_record(
 
 def test_a_record_that_cannot_be_read_is_a_row(hooks: mnb.HookHost, records: Path) -> None:
     (records / "conversations" / "broken.jsonl").mkdir()  # a folder where a record should be
-    out = hooks.replay(["broken", "plain-c"], progress=False)
+    out = mnb.replay(hooks, ["broken", "plain-c"], progress=False)
     broken = out[out["context_id"] == "broken"]
     assert set(broken["code"]) == {"record_unreadable"}, broken["error"].tolist()
     assert out[out["context_id"] == "plain-c"]["ok"].all()
@@ -232,19 +232,19 @@ def test_ctrl_c_stops_the_replay_and_keeps_the_finished_rows(
         started = time.monotonic()
         timer.start()
         try:
-            out = host.replay(["plain-a", "plain-b", "x-spin", "plain-c"], progress=True)
+            out = mnb.replay(host, ["plain-a", "plain-b", "x-spin", "plain-c"], progress=True)
         finally:
             timer.cancel()
         assert time.monotonic() - started < 10  # not the spinning guest's 60 s
         assert out.attrs["interrupted"] is True
         assert list(out["context_id"]) == ["plain-a", "plain-a", "plain-b", "plain-b", "x-spin"]
         assert out["ok"].all()  # the interrupted call left no row
-        after = host.replay("plain-c", progress=False)
+        after = mnb.replay(host, "plain-c", progress=False)
         assert after["ok"].all() and after.attrs["interrupted"] is False
 
 
 def test_two_versions_compared_on_record_and_window(hooks: mnb.HookHost) -> None:
-    out = hooks.replay(["plain-a", "x-spin", "x-hog"], hooks=["old", "new"], progress=False)
+    out = mnb.replay(hooks, ["plain-a", "x-spin", "x-hog"], hooks=["old", "new"], progress=False)
     comparison = mnb.compare_replays(out)
     assert (comparison.left, comparison.right) == ("old", "new")
     frame = comparison.to_pandas()
@@ -252,8 +252,8 @@ def test_two_versions_compared_on_record_and_window(hooks: mnb.HookHost) -> None
     assert comparison.differences.empty  # both versions fail the same way
     assert "0 of 6 rows differ" in comparison.summary()
     # a second run with one hook that behaves differently, compared run against run
-    wide = hooks.replay(["plain-a", "x-spin"], hooks="new", windows=1, progress=False)
-    narrow = hooks.replay(["plain-a", "x-spin"], hooks="new", windows=2, progress=False)
+    wide = mnb.replay(hooks, ["plain-a", "x-spin"], hooks="new", windows=1, progress=False)
+    narrow = mnb.replay(hooks, ["plain-a", "x-spin"], hooks="new", windows=2, progress=False)
     other = mnb.compare_replays(wide, narrow)
     assert (other.left, other.right) == ("new (1)", "new (2)")
     missing = other.differences
@@ -272,10 +272,10 @@ DEMO_HOOKS = True  # demo_home builds the demo hook (componentize-py); only the 
 def test_the_demo_hook_replayed_over_the_demo_record(demo_home: mnb.DemoHome) -> None:
     store = mnb.ConversationStore(demo_home.murmur_home)
     with mnb.HookHost.from_config(demo_home.murmur_yaml, conversations=store) as hooks:
-        grown = hooks.replay(demo_home.context_id, windows=mnb.ReplayWindows(chars=20_000),
-                             progress=False)  # fmt: skip
+        grown = mnb.replay(hooks, demo_home.context_id, windows=mnb.ReplayWindows(chars=20_000),
+                           progress=False)  # fmt: skip
         frame = mnb.read_conversations(store, progress=False)
-        from_frame = hooks.replay(frame, hooks="summarize", progress=False)
+        from_frame = mnb.replay(hooks, frame, hooks="summarize", progress=False)
     notes = grown[grown["event"] == "task-start"].set_index("hook_id")
     assert notes.loc["summarize", "note"].startswith(
         "task replay-demo-session: 320 messages (assistant 158, system 4, tool 113, user 45)"

@@ -1,4 +1,4 @@
-"""HookHost.replay(..., client=) on a real LocalCluster with two worker processes."""
+"""mnb.replay(hooks, ..., client=) on a real LocalCluster with two worker processes."""
 
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ def hooks(tmp_path: Path, murmur_home: Path) -> Iterator[mnb.HookHost]:
 
 
 def test_cluster_rows_equal_local_rows(hooks: mnb.HookHost, client: distributed.Client) -> None:
-    local = hooks.replay("*", windows=10, task_id="!read", progress=False)
-    remote = hooks.replay("*", windows=10, task_id="!read", client=client, progress=False)
+    local = mnb.replay(hooks, "*", windows=10, task_id="!read", progress=False)
+    remote = mnb.replay(hooks, "*", windows=10, task_id="!read", client=client, progress=False)
     assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
     assert set(remote["worker"]) <= set(client.nthreads()) and remote["worker"].notna().all()
     assert len(set(remote["worker"])) == 2  # both workers replayed records
@@ -82,7 +82,7 @@ def test_cluster_rows_equal_local_rows(hooks: mnb.HookHost, client: distributed.
 def sources_by_hook(client: distributed.Client) -> dict[str, set[str | None]]:
     """Hook id -> where the workers' compiled components came from (``cache``, ``recompiled``,
     ...), through the private worker helper: no public path reports it for a worker."""
-    from murmur_nb._hooks.replay.cluster import loaded_from  # private: worker-side state
+    from murmur_nb._replay.cluster import loaded_from  # private: worker-side state
 
     out: dict[str, set[str | None]] = {}
     for worker in client.run(loaded_from).values():
@@ -97,10 +97,10 @@ def test_workers_load_only_sealed_compiled_components(
 ) -> None:
     """Fresh worker processes (a cluster of their own) load the compiled components from the
     workers' cache only when their seal checks out."""
-    hooks.replay("plain-00", client=client, progress=False)
+    mnb.replay(hooks, "plain-00", client=client, progress=False)
     entries = list((worker_cache / "components").glob("*.cwasm"))
     assert len(entries) == 2  # the two guests, compiled once by the first worker to load
-    local = hooks.replay([f"plain-{i:02d}" for i in range(6)], progress=False)
+    local = mnb.replay(hooks, [f"plain-{i:02d}" for i in range(6)], progress=False)
     for entry in entries:  # planted code under the same names: the seal no longer matches
         data = bytearray(entry.read_bytes())
         data[len(data) // 2] ^= 0xFF
@@ -108,12 +108,13 @@ def test_workers_load_only_sealed_compiled_components(
     # each tampered entry is discarded by the first worker to open it and compiled anew
     # ("recompiled"; the other worker then compiles too, or loads the new sealed entry)
     with fresh_client() as other:
-        out = hooks.replay([f"plain-{i:02d}" for i in range(6)], client=other, progress=False)
+        out = mnb.replay(hooks, [f"plain-{i:02d}" for i in range(6)], client=other, progress=False)
         first = sources_by_hook(other)
     assert out.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
     assert all("recompiled" in seen for seen in first.values()), first
     with fresh_client() as other:  # and the next workers load the sealed entries as they are
-        again = hooks.replay([f"plain-{i:02d}" for i in range(6)], client=other, progress=False)
+        again = mnb.replay(hooks, [f"plain-{i:02d}" for i in range(6)], client=other,
+                           progress=False)  # fmt: skip
         second = sources_by_hook(other)
     assert again.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
     assert all(seen <= {"cache", "memory"} for seen in second.values()), second
@@ -136,8 +137,8 @@ def test_a_worker_refuses_a_component_that_does_not_hash_to_its_digest(
     """Drives the worker task directly with a payload changed in transit (the kernel never
     sends one, so only the worker's own check can be observed this way)."""
     # private: the worker task itself, fed a payload the kernel would never send
-    from murmur_nb._hooks.replay.cluster import payload_of, replay_chunk  # private: see above
-    from murmur_nb._hooks.replay.sources import RecordJob  # private: see above
+    from murmur_nb._replay.cluster import payload_of, replay_chunk  # private: see above
+    from murmur_nb._replay.sources import RecordJob  # private: see above
 
     good = payload_of(hooks, ("reader", "dropper"))
     changed = [dataclasses.replace(h, data=h.data + b"\0") if h.id == "dropper" else h
@@ -157,15 +158,15 @@ def test_workers_run_the_component_the_kernel_loaded_not_the_file_swapped_since(
     """The dropper's .wasm is overwritten in place (as ``cp`` would) after ``from_config``:
     a host loaded now runs the other component, the cluster still runs the loaded one."""
     ids = [f"plain-{i:02d}" for i in range(4)]
-    local = hooks.replay(ids, windows=10, task_id="!read", progress=False)
+    local = mnb.replay(hooks, ids, windows=10, task_id="!read", progress=False)
     loaded = hooks.component_bytes("dropper")
     hooks.hooks["dropper"].component.write_bytes(assemble("guest.wat"))
     assert hooks.component_bytes("dropper") == loaded == assemble("replay.wat")
     assert hooks.config.path is not None
     with mnb.HookHost.from_config(hooks.config.path, conversations=hooks.conversations) as now:
-        swapped = now.replay(ids, windows=10, task_id="!read", progress=False)
+        swapped = mnb.replay(now, ids, windows=10, task_id="!read", progress=False)
     assert not swapped.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
-    remote = hooks.replay(ids, windows=10, task_id="!read", client=client, progress=False)
+    remote = mnb.replay(hooks, ids, windows=10, task_id="!read", client=client, progress=False)
     assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
     assert set(remote.loc[remote["hook_id"] == "dropper", "code"].dropna()) == set(
         local.loc[local["hook_id"] == "dropper", "code"].dropna()
@@ -182,8 +183,8 @@ def test_a_tampered_component_is_refused_before_it_is_written_or_compiled(
     import hashlib
 
     # private: the worker task itself, fed a payload the kernel would never send
-    from murmur_nb._hooks.replay.cluster import payload_of, replay_chunk  # private: see above
-    from murmur_nb._hooks.replay.sources import RecordJob  # private: see above
+    from murmur_nb._replay.cluster import payload_of, replay_chunk  # private: see above
+    from murmur_nb._replay.sources import RecordJob  # private: see above
 
     good = payload_of(hooks, ("dropper",))
     other = assemble("replay.wat") + b"\x00\x05\x04test"  # the same guest, one custom section
@@ -216,9 +217,9 @@ def test_a_hook_the_kernel_did_not_load_does_not_run_on_the_workers(
     path = capsule(tmp_path / "late", "hooks:\n  dropper:\n    component: hooks/replay.wasm\n")
     with mnb.HookHost.from_config(path, conversations=mnb.ConversationStore(murmur_home)) as host:
         assert not host.hooks["dropper"].loaded
-        local = host.replay("*", progress=False)
+        local = mnb.replay(host, "*", progress=False)
         (path.parent / "hooks" / "replay.wasm").write_bytes(assemble("replay.wat"))
-        remote = host.replay("*", client=client, progress=False)
+        remote = mnb.replay(host, "*", client=client, progress=False)
     assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
     assert set(remote["code"]) == {"load_failed"} and remote["error"].str.contains(
         "does not exist"
@@ -250,7 +251,7 @@ def test_a_worker_killed_mid_run_costs_only_its_records_in_flight(
         timer = threading.Timer(1.5, kill_a_busy_worker)
         timer.start()
         try:
-            out = host.replay("*", client=client, progress=False)
+            out = mnb.replay(host, "*", client=client, progress=False)
         finally:
             timer.cancel()
     assert killed, "no worker was killed"
@@ -270,10 +271,10 @@ def test_replay_warns_about_a_plain_tcp_scheduler_once(hooks: mnb.HookHost) -> N
     try:
         with distributed.Client(plain) as c:
             with pytest.warns(mnb.ClusterWarning, match=r"plain tcp://.*security=True"):
-                hooks.replay("plain-00", client=c, progress=False)
+                mnb.replay(hooks, "plain-00", client=c, progress=False)
             with warnings.catch_warnings():
                 warnings.simplefilter("error", mnb.ClusterWarning)
-                hooks.replay("plain-01", client=c, progress=False)
+                mnb.replay(hooks, "plain-01", client=c, progress=False)
     finally:
         plain.close()
 
@@ -294,8 +295,8 @@ def test_every_row_reads_its_own_record_on_workers_of_four_threads(
         with distributed.Client(cluster) as c, mnb.HookHost.from_config(
             path, conversations=mnb.ConversationStore(murmur_home)
         ) as hooks:
-            remote = hooks.replay("*", hooks="reader", task_id="!read", client=c,
-                                  progress=False)  # fmt: skip
+            remote = mnb.replay(hooks, "*", hooks="reader", task_id="!read", client=c,
+                                progress=False)  # fmt: skip
     finally:
         cluster.close()
     notes = remote[remote["event"] == "task-start"].set_index("context_id")["note"]

@@ -40,7 +40,7 @@ def hooks(tmp_path: Path, store: mnb.ConversationStore) -> Iterator[mnb.HookHost
 def test_viewer_strikes_the_dropped_message_and_follows_the_pickers(
     hooks: mnb.HookHost, store: mnb.ConversationStore
 ) -> None:
-    results = hooks.replay("*", windows=4, progress=False)
+    results = mnb.replay(hooks, "*", windows=4, progress=False)
     viewer = CompactionViewer(results, store)
     assert list(viewer.record.options) == ["chat", "hog"]
     assert list(viewer.hook.options) == ["dropper", "tight"]
@@ -73,19 +73,19 @@ def test_viewer_reads_messages_from_the_frame_the_replay_ran_over(
     hooks: mnb.HookHost, store: mnb.ConversationStore
 ) -> None:
     frame = mnb.read_conversation("chat", store, progress=False).head(5)
-    results = hooks.replay(frame, hooks="dropper", progress=False)
+    results = mnb.replay(hooks, frame, hooks="dropper", progress=False)
     viewer = CompactionViewer(results, frame)
     assert "window 5 (whole): ok; 5 -> 4 messages" in viewer.text()
     with pytest.raises(LookupError, match="windows there: 5"):
-        mnb._hooks.replay.diff.compaction_diff(results, "chat", window=3, source=frame)
+        mnb._replay.diff.compaction_diff(results, "chat", window=3, source=frame)
 
 
 @pytest.mark.slow
 def test_the_demo_hooks_summary_is_marked_new(demo_home: mnb.DemoHome) -> None:
     store = mnb.ConversationStore(demo_home.murmur_home)
     with mnb.HookHost.from_config(demo_home.murmur_yaml, conversations=store) as hooks:
-        results = hooks.replay(demo_home.context_id, windows=100, hooks="summarize",
-                               progress=False)  # fmt: skip
+        results = mnb.replay(hooks, demo_home.context_id, windows=100, hooks="summarize",
+                             progress=False)  # fmt: skip
     viewer = CompactionViewer(results, hooks, window=100)
     new = [m for s, m in viewer.diff.lines() if s == "new"]
     assert [m.id for m in new] == ["summary-m00002-m00092"]

@@ -53,8 +53,6 @@ from murmur_nb._hooks.lowering import (
     fast_path_supported,
     message_record,
 )
-from murmur_nb._hooks.replay.run import DEFAULT_TASK_ID
-from murmur_nb._hooks.replay.windows import WindowSpec, as_windows
 from murmur_nb._hooks.results import Capture, HookInfo, HookResult, outcome
 from murmur_nb._hooks.runtime import NO_GC_HINT, TICK_S, Runtime
 from murmur_nb._hooks.signatures import (
@@ -67,7 +65,6 @@ from murmur_nb._hooks.signatures import (
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
     from wasmtime import Store
     from wasmtime.component import Component, ExportIndex
 
@@ -297,8 +294,8 @@ class HookHost:
         """The bytes of ``hook_id``'s component exactly as this host loaded them.
 
         Their SHA-256 is ``hooks[hook_id].digest``; the file changing on disk since does not
-        change them (``replay(client=...)`` ships these to the workers). ``None`` when the
-        hook did not load.
+        change them (:func:`murmur_nb.replay` with ``client=`` ships these to the workers).
+        ``None`` when the hook did not load.
 
         Raises
         ------
@@ -382,87 +379,6 @@ class HookHost:
             return ([message_record(m) for m in items],)
 
         return self._dispatch("compact", make_args, lift_messages, hooks, context)
-
-    def replay(
-        self,
-        source: Any = "*",
-        *,
-        windows: WindowSpec = "whole",
-        hooks: Sequence[str] | str | None = None,
-        client: Any = None,
-        progress: bool = True,
-        task_id: str = DEFAULT_TASK_ID,
-    ) -> pd.DataFrame:
-        """Drive the hooks over recorded conversations as the runtime would; one row per call.
-
-        For each record: ``on-task-start`` with the record's context id (a hook holding the
-        ``read`` grant pages through the real record), then ``on-compact`` on each window of
-        the record's messages. Nothing raises for a hook's failure: a trap, a deadline, a
-        memory limit or an ``err`` is a row with its ``code``.
-
-        Parameters
-        ----------
-        source : str, list of str, ConversationStore, path or DataFrame
-            A context id; a list of them; ``"*"`` (the default), the store or its home path
-            for every record under the home; or a frame from :func:`murmur_nb.read_conversation`
-            (its ``attrs`` name the record) or :func:`murmur_nb.read_conversations` (its
-            ``context_id`` column does), whose messages are the ones offered to ``compact``.
-        windows : "whole", int or ReplayWindows
-            What ``compact`` is offered. ``"whole"`` (the default): the whole record once,
-            which is what the runtime hands a hook at the end and costs one call per record.
-            ``N``: the record as it grew, every ``N`` messages, then whole.
-            :class:`~murmur_nb.ReplayWindows` also cuts a window each time the record's
-            characters pass a threshold (``chars=``).
-        hooks : str or list of str, optional
-            Hook ids to drive (default: every hook of this host). Two ids (two versions of a
-            hook, as two entries of ``murmur.yaml``) give a run to pass to
-            :func:`murmur_nb.compare_replays`.
-        client : dask.distributed.Client, optional
-            Spread the records over the cluster's workers: each loads the hooks from the
-            component bytes this host loaded (:meth:`component_bytes`, not the files as they
-            are now) with these limits, reads the records through a store of the same home,
-            and a dead worker's records are run again.
-        progress : bool
-            A ``tqdm.auto`` bar over records: a live bar in a notebook, text elsewhere.
-        task_id : str
-            The task id hooks see; ``{context_id}`` is replaced by the record's.
-
-        Returns
-        -------
-        pandas.DataFrame
-            One row per (record, hook, event, window): ``context_id``, ``hook_id``,
-            ``event`` (category), ``window`` (the messages offered: the record's first
-            ``window``; ``<NA>`` on ``task-start``), ``final`` (the whole record), ``ok``,
-            ``code``, ``error``, ``duration_ms``, ``fuel_used``, ``note`` (the
-            ``task-start`` answer), ``messages_in``/``chars_in``, ``messages_out``/
-            ``chars_out``, ``kept_ratio`` (share of the offered messages kept, by id),
-            ``roles_dropped`` (role -> messages dropped), ``first_system_kept``,
-            ``last_user_kept`` (``<NA>`` without such a message), ``kept_ids``, ``new_ids``
-            (returned messages that were not offered: a summary), ``output`` (the returned
-            messages), ``stderr`` and ``worker`` (the Dask worker, or ``<NA>``).
-            ``attrs["interrupted"]`` is ``True`` when Ctrl-C ended the replay early: the
-            rows finished until then are all there.
-
-        Notes
-        -----
-        Named ``replay`` after what it does to the records (an offline re-run of the
-        lifecycle, the word event-sourcing and agent-evaluation tools use); ``windows``
-        follows pandas' window vocabulary (a growth window is an expanding window sampled
-        at its ends), and ``client`` is the keyword Dask-aware libraries take.
-        """
-        from murmur_nb._hooks.replay.run import hooks_for, replay_local  # noqa: PLC0415
-        from murmur_nb._hooks.replay.sources import jobs_of  # noqa: PLC0415
-
-        chosen = hooks_for(self, hooks)
-        jobs = jobs_of(source, self._conversations)
-        spec = as_windows(windows)
-        if client is not None:
-            from murmur_nb._hooks.replay.cluster import replay_on_cluster  # noqa: PLC0415
-
-            return replay_on_cluster(self, jobs, client, hooks=chosen, windows=spec,
-                                     task_id=task_id, progress=progress)  # fmt: skip
-        return replay_local(self, jobs, hooks=chosen, windows=spec, task_id=task_id,
-                            progress=progress)  # fmt: skip
 
     def close(self) -> None:
         """Release the compiled components and the linker; the host cannot dispatch afterwards.

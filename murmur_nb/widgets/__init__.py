@@ -26,7 +26,7 @@ Examples
 >>> HookConsole(hooks, store)                                      # doctest: +SKIP
 >>> BatchView(host.map("docs.report", [{}] * 3, background=True))  # doctest: +SKIP
 >>> ConversationExplorer(store, demo.context_id)                   # doctest: +SKIP
->>> CompactionViewer(hooks.replay(demo.context_id, windows=100), store)  # doctest: +SKIP
+>>> CompactionViewer(mnb.replay(hooks, demo.context_id, windows=100), store)  # doctest: +SKIP
 
 Driving a widget from code (tests, scripts, a notebook cell that should run unattended)
 uses the same attributes a person clicks: set an input's ``.value`` (or

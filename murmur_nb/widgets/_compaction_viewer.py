@@ -1,6 +1,6 @@
 """A compaction, message by message: pick a record, a hook and a window of a replay.
 
-The plain call is :func:`murmur_nb._hooks.replay.diff.compaction_diff` (through
+The plain call is :func:`murmur_nb._replay.diff.compaction_diff` (through
 ``CompactionViewer.diff``); this view draws it. Two columns: the window the hook was
 offered, dropped messages struck through, and what it returned, new messages (a summary)
 marked. Every mark is a border, a badge or a line through the text, never a tinted
@@ -13,7 +13,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from murmur_nb._hooks.replay.diff import CompactionDiff, compaction_diff
+from murmur_nb._replay.diff import CompactionDiff, compaction_diff
 from murmur_nb.widgets._html import BORDER, FG, FG_MUTED, TextView, badge, esc, tone_colour
 
 __all__ = ["CompactionViewer"]
@@ -80,7 +80,7 @@ class CompactionViewer(TextView):
     Parameters
     ----------
     results : pandas.DataFrame
-        A :meth:`murmur_nb.HookHost.replay` frame.
+        A :func:`murmur_nb.replay` frame.
     source : ConversationStore, HookHost or DataFrame
         Where the offered messages come from: the replay's store (or its host), or the
         frame the replay ran over.

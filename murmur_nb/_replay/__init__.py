@@ -1,4 +1,4 @@
-"""Replaying recorded conversations through hooks: ``HookHost.replay`` and its helpers.
+"""Replaying recorded conversations through hooks: ``replay`` and its helpers.
 
 ``windows`` (what ``compact`` is offered), ``sources`` (what records), ``run`` (the lifecycle
 per record, in this process), ``cluster`` (the same on Dask workers), ``rows`` (the typed

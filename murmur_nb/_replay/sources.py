@@ -81,7 +81,7 @@ def _frame_jobs(frame: Any) -> list[RecordJob]:
 
 
 def jobs_of(source: Any, conversations: Any) -> list[RecordJob]:
-    """The records ``source`` names (see :meth:`murmur_nb.HookHost.replay`)."""
+    """The records ``source`` names (see :func:`murmur_nb.replay`)."""
     if hasattr(source, "columns") and hasattr(source, "attrs"):
         return _frame_jobs(source)
     if isinstance(source, os.PathLike) or hasattr(source, "contexts"):

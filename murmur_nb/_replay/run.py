@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import ConversationReadError, HookError, InvalidContextId
-from murmur_nb._hooks.replay.rows import compact_row, frame_of, start_row
-from murmur_nb._hooks.replay.sources import RecordJob, record_messages
-from murmur_nb._hooks.replay.windows import ReplayWindows
+from murmur_nb._replay.rows import compact_row, frame_of, start_row
+from murmur_nb._replay.sources import RecordJob, record_messages
+from murmur_nb._replay.windows import ReplayWindows
 
 if TYPE_CHECKING:
     import pandas as pd

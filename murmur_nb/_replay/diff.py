@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from murmur_nb._conversations.store import Message
-from murmur_nb._hooks.replay.sources import jobs_of, record_messages
+from murmur_nb._replay.sources import jobs_of, record_messages
 
 __all__ = ["CompactionDiff", "compaction_diff"]
 
@@ -94,7 +94,7 @@ def compaction_diff(
     window: int | None = None,
     source: Any,
 ) -> CompactionDiff:
-    """The messages of one compaction of a :meth:`~murmur_nb.HookHost.replay` frame.
+    """The messages of one compaction of a :func:`~murmur_nb.replay` frame.
 
     Parameters
     ----------

@@ -178,7 +178,7 @@ def compare_replays(
     Parameters
     ----------
     results : pandas.DataFrame
-        A :meth:`HookHost.replay` frame: with two hooks (``replay(..., hooks=[a, b])``),
+        A :func:`~murmur_nb.replay` frame: with two hooks (``replay(host, ..., hooks=[a, b])``),
         or one hook when ``other`` is given.
     other : pandas.DataFrame, optional
         A second replay (another host, another ``murmur.yaml``) of one hook.

@@ -1,4 +1,4 @@
-"""Replay on a Dask cluster: ``HookHost.replay(..., client=dask.distributed.Client)``.
+"""Replay on a Dask cluster: ``murmur_nb.replay(hooks, ..., client=dask.distributed.Client)``.
 
 Design notes
 ------------
@@ -38,16 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._exceptions import warn_if_plain_cluster
-from murmur_nb._hooks.replay.run import finish, progress_bar, replay_job, unreadable_rows
-from murmur_nb._hooks.replay.sources import RecordJob
-from murmur_nb._hooks.replay.windows import ReplayWindows
+from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits
+from murmur_nb._hooks.host import HookHost
+from murmur_nb._replay.run import finish, progress_bar, replay_job, unreadable_rows
+from murmur_nb._replay.sources import RecordJob
+from murmur_nb._replay.windows import ReplayWindows
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from murmur_nb._hooks.config import HookEntry
-    from murmur_nb._hooks.host import HookHost
 
 __all__ = [
     "LOST_WORKER_RETRIES",
@@ -130,8 +130,6 @@ _hosts_lock = threading.Lock()
 def _entry(hook: ShippedHook, folder: Path) -> HookEntry | str:
     """This worker's entry for ``hook``, or why it is refused (then nothing of it is written,
     so nothing of it can be compiled)."""
-    from murmur_nb._hooks.config import HookEntry, HookLimits  # noqa: PLC0415
-
     if hook.not_loaded is not None:  # a path that never exists: it fails here as it did there
         path = folder / "not-loaded" / f"{hook.id}.wasm"
     elif hashlib.sha256(hook.data).hexdigest() != hook.digest:
@@ -148,10 +146,6 @@ def _entry(hook: ShippedHook, folder: Path) -> HookEntry | str:
 
 def worker_host(payload: Payload) -> tuple[HookHost, dict[str, str]]:
     """This process's host for ``payload`` and the hooks it refused (id -> why), made once."""
-    from murmur_nb._conversations.store import ConversationStore  # noqa: PLC0415
-    from murmur_nb._hooks.config import HookConfig, HookLimits  # noqa: PLC0415
-    from murmur_nb._hooks.host import HookHost  # noqa: PLC0415 - host imports this package
-
     with _hosts_lock:
         if payload.key in _hosts:
             return _hosts[payload.key]
