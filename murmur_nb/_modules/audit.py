@@ -31,7 +31,7 @@ from murmur_nb._modules.invocation import Invocation
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["AuditRow", "audit_frame"]
+__all__ = ["AuditRow", "Called", "Reached", "audit_frame"]
 
 
 #: ``(time, capability, request_id)``: what the caller asked, and when

@@ -328,9 +328,7 @@ class Catalog:
     def target(self, capability: str, *, refresh: bool = False) -> Target:
         """``capability`` resolved against its module's accepted (``refresh``: fresh) descriptor."""
         module_id = self.owner(capability)
-        described = self.described(module_id)
-        if refresh:
-            described = self.described(module_id, refresh=True)
+        described = self.described(module_id, refresh=refresh)
         descriptor = self.accepted(module_id, described)
         cap = descriptor.capability(capability)
         if cap is None:

@@ -1,29 +1,25 @@
 """The modproto v1 module host: describe, approve, invoke, verify, stage, audit.
 
-* **invoke is a pipeline of values** (:meth:`ModuleHost._audited`): resolve the capability
-  (a ``Target``, :mod:`.catalog`: the verified snapshot is what runs), approval (a label,
-  :mod:`.approval`), build the request (``Built``, :mod:`.call`), run it confined (a
-  :class:`~.invocation.Ran` with its evidence, through :mod:`.gate`), read the envelope
-  (:mod:`.envelope`), verify artifacts (:class:`Verified`), check the result schema (a
-  problem or none). Each step returns its own value, warnings included; the
-  :class:`Invocation` is assembled once at the end, or by the step that refuses, for the
-  error to carry (``exc.invocation``, ``exc.evidence``).
+* **Prepare once, run many** (:meth:`ModuleHost.prepare`): what is the same for every call
+  of a capability (resolve it to a ``Target``, :mod:`.catalog`: the verified snapshot is what
+  runs; approval, a label, :mod:`.approval`) is decided once into a frozen
+  :class:`~.prepared.PreparedCall`, whose ``run`` is the per-call pipeline of values (build
+  the request, run it confined, read the envelope, verify artifacts, check the result
+  schema). ``invoke`` is ``prepare(...).run(...)``; a batch prepares once for all its rows.
 * **Every invocation is audited** (:mod:`.audit`), refused and failed ones too: the row is
-  built once when the call ended, from how far it got.
+  built once when the call ended, from how far it got (by ``invoke`` for a refusal before
+  the run, by the prepared call's ``run`` from then on).
 * Skills and agent overlays are thin methods here over
   :mod:`murmur_nb._knowledge.knowledge` and :mod:`murmur_nb._knowledge.agent_listing`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -31,92 +27,52 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import (
     ApprovalRequired,
-    ArtifactRejected,
-    InvalidDescriptor,
     InvalidInput,
     MissingRequirement,
     ModuleHostError,
-    ModuleNotFound,
-    ProtocolViolation,
 )
-from murmur_nb._files.artifacts import (
-    RejectedArtifact,
-    VerifiedArtifact,
-    artifact_warnings,
-    rejection,
-    verify_artifact,
-)
+from murmur_nb._files.artifacts import VerifiedArtifact
 from murmur_nb._knowledge.knowledge import (
     KnowledgeLog,
     knowledge_warnings,
     warn_about,
 )
 from murmur_nb._modules.approval import Approvals
-from murmur_nb._modules.audit import AuditRow, audit_frame
-from murmur_nb._modules.call import MODULE_CHANGED, Built, Call, build_request, checked_input
+from murmur_nb._modules.audit import AuditRow, Called, Reached, audit_frame
+from murmur_nb._modules.call import Call, checked_input
 from murmur_nb._modules.catalog import Catalog, Target
-from murmur_nb._modules.envelope import read_envelope
 from murmur_nb._modules.gate import SandboxGate
 from murmur_nb._modules.host_knowledge import KnowledgeMethods
-from murmur_nb._modules.invocation import Invocation, ModuleInfo, Ran
+from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL, HostParts, PreparedCall
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import facet_studio_home
-from murmur_nb._sandbox import RunEvidence, SandboxReport, run_launched
-from murmur_nb._schemas.bounded import check
+from murmur_nb._sandbox import SandboxReport
 from murmur_nb._schemas.schemas import ValidatorCache
-from murmur_nb.protocol import Capability, Descriptor, Envelope, Request
+from murmur_nb.protocol import Capability, Descriptor
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from murmur_nb._modules.batch.batch import Batch
 
-__all__ = ["Invocation", "ModuleHost", "ModuleInfo"]
+__all__ = ["Invocation", "ModuleHost", "ModuleInfo", "PreparedCall"]
 
 
 def _since(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
-def _changed(subject: str, why: str, fix: str = "") -> ModuleHostError:
-    """The refusal of a batch row whose module is no longer what the batch approved."""
-    return ModuleHostError(
-        f"{subject} changed after the batch started ({why}): this row was not run; {fix}run "
-        "map() again to approve and run the new code",
-        code=MODULE_CHANGED,
-    )
-
-
-@contextmanager
-def _resolves(call: Call) -> Iterator[None]:
-    """For a batch row, a module that no longer resolves at all (its new describe fails or is
-    refused, as when a row reads a file an editor is still writing, or the module is gone) is
-    a changed module, not a failed row: the approved code is not what would run."""
-    try:
-        yield
-    except (InvalidDescriptor, ModuleNotFound) as exc:
-        if call.expect is None:
-            raise
-        raise _changed("the module", f"it no longer resolves: {exc.message}",
-                       "fix the module, then ") from exc  # fmt: skip
-
-
-def _unchanged(call: Call, target: Target) -> None:
-    """Refuse a batch row whose module no longer resolves to what the batch approved."""
-    if call.expect is not None and (target.digest, target.code) != call.expect:
-        raise _changed(f"module {target.module_id!r}", "its descriptor or code digest differs")
-
-
-@dataclass(frozen=True)
-class Verified:
-    """The artifact step's value: the verified, the rejected, and the warnings about the
-    admitted ones."""
-
-    artifacts: tuple[VerifiedArtifact, ...]
-    rejected: tuple[RejectedArtifact, ...]
-    warnings: tuple[str, ...]
+def _refused(asked: Called, reached: Reached, exc: BaseException, ms: float) -> AuditRow:
+    """The audit row of an ``invoke`` that ended before its prepared call ran."""
+    if isinstance(exc, ModuleHostError):
+        if isinstance(exc, ApprovalRequired):
+            reached = (reached[0], "refused", reached[2])
+        return AuditRow.of(asked, reached, (exc.code, exc.message), ms, exc.invocation)
+    code = "interrupted" if isinstance(exc, KeyboardInterrupt) else "host_error"
+    return AuditRow.of(asked, reached, (code, f"{type(exc).__name__}: {exc}"), ms)
 
 
 class ModuleHost(KnowledgeMethods):
@@ -356,71 +312,64 @@ class ModuleHost(KnowledgeMethods):
                 validate_input=validate_input,
             )  # fmt: skip
             return shown
-        call = Call(
-            capability,
-            input,
-            uuid.uuid4().hex,
-            approve=approve,
-            deadline_ms=deadline_ms,
-            max_output_bytes=max_output_bytes,
-            extra=extra,
-            staged=staged,
-            validate_input=validate_input,
-            cancel=cancel,
-        )
-        return self._audited(call)
+        asked = (datetime.now(UTC), capability, uuid.uuid4().hex)
+        prepared = self._prepare(capability, approve=approve, refresh=False, audit=asked)
+        return prepared.run(input, deadline_ms=deadline_ms, max_output_bytes=max_output_bytes,
+                            extra=extra, staged=staged, validate_input=validate_input,
+                            cancel=cancel)  # fmt: skip
 
-    def _invoke_planned(
-        self, capability: str, input: Any, expect: tuple[str, str], **options: Any
-    ) -> Invocation:
-        """:meth:`invoke` for a batch row: refused with code ``module_changed`` unless the
-        module resolves to ``expect`` (the descriptor and code digests the batch was approved
-        for), checked on the same resolution that picks the snapshot which runs."""
-        return self._audited(Call(capability, input, uuid.uuid4().hex, expect=expect, **options))
+    def prepare(
+        self, capability: str, *, approve: bool = False, refresh: bool = False
+    ) -> PreparedCall:
+        """Resolve ``capability`` and decide its approval once; a :class:`PreparedCall` that
+        runs it on many inputs (``prepare(...).run(input)`` is :meth:`invoke`).
 
-    def _audited(self, call: Call) -> Invocation:
-        """The pipeline, and its audit row built once however the call ends.
+        Parameters
+        ----------
+        capability
+            ``"<module-id>.<name>"``.
+        approve
+            Operator approval for every run of this prepared call.
+        refresh
+            Run ``describe`` now, even when the module's folder is unchanged since the last
+            one; a standing approval is then weighed against that descriptor, with no second
+            ``describe``. Otherwise the cached descriptor is used unless the folder changed,
+            and relying on a standing approval runs ``describe`` once, as ``invoke`` does.
 
-        Each step refuses (raises) or returns its own value to the next; how far the call
-        got (module, approval, grants) is what the row of a refusal records.
+        Raises
+        ------
+        ModuleNotFound, InvalidDescriptor, MissingRequirement, ApprovalRequired
+            Nothing can run (not audited: nothing was invoked).
         """
-        asked = (datetime.now(UTC), call.capability, call.request_id)
+        return self._prepare(capability, approve=approve, refresh=refresh)
+
+    def _prepare(
+        self, capability: str, *, approve: bool, refresh: bool, audit: Called | None = None
+    ) -> PreparedCall:
+        """:meth:`prepare`; with ``audit`` (``invoke``'s call), a refusal is audited too."""
         t0 = time.perf_counter()
-        module, approval, grants = None, "not evaluated", None
+        module, approval = None, "not evaluated"
         try:
             self._gate.check()
-            with _resolves(call):
-                target = self._ready(call.capability)
-                module = target.module_id
-                target, approval = self._approval(call, target)
-            _unchanged(call, target)
-            built = self._build(call, target)
-            grants = built.request.grants.model_dump(mode="json")
-            ran = self._run(call, target, approval, built)
-            inv = self._checked(ran, read_envelope(ran), target, t0)
-        except ModuleHostError as exc:
-            if isinstance(exc, ApprovalRequired):
-                approval = "refused"
-            reached = (module, approval, grants)
-            outcome = (exc.code, exc.message)
-            self._keep(AuditRow.of(asked, reached, outcome, _since(t0), exc.invocation))
-            raise
+            target = self._ready(capability, refresh=refresh)
+            module = target.module_id
+            target, approval = self._approval(capability, target, approve=approve,
+                                              fresh=refresh)  # fmt: skip
         except BaseException as exc:
-            code = "interrupted" if isinstance(exc, KeyboardInterrupt) else "host_error"
-            outcome = (code, f"{type(exc).__name__}: {exc}")
-            self._keep(AuditRow.of(asked, (module, approval, grants), outcome, _since(t0)))
+            if audit is not None:
+                self._keep(_refused(audit, (module, approval, None), exc, _since(t0)))
             raise
-        reached = (module, approval, grants)
-        self._keep(AuditRow.of(asked, reached, AuditRow.outcome_of(inv), inv.duration_ms, inv))
-        return inv
+        parts = HostParts(self._gate, self._validators, self._workspace, lambda: self.store,
+                          self._keep, self._target)  # fmt: skip
+        return PreparedCall(capability, target, approval, self.policy, parts)
 
     def _keep(self, row: AuditRow) -> None:
         with self._lock:
             self._audit.append(row)
 
-    def _ready(self, capability: str) -> Target:
+    def _ready(self, capability: str, *, refresh: bool = False) -> Target:
         """Resolve ``capability``; refuse when its module still needs setup."""
-        target = self._target(capability)
+        target = self._target(capability, refresh=refresh)
         unmet = [r for r in target.descriptor.requirements or [] if not r.available]
         if unmet:
             fixes = "; ".join(f"{r.kind} {r.name}: {r.detail or 'not available'}" for r in unmet)
@@ -429,141 +378,30 @@ class ModuleHost(KnowledgeMethods):
             )
         return target
 
-    def _approval(self, call: Call, target: Target) -> tuple[Target, str]:
+    def _approval(
+        self, capability: str, target: Target, *, approve: bool, fresh: bool
+    ) -> tuple[Target, str]:
         """How the call is approved, or :class:`ApprovalRequired` (nothing runs).
 
         A standing approval counts only for the module's *current* descriptor, so relying on
-        one re-runs ``describe`` and the call goes on with the fresh descriptor.
+        one re-runs ``describe`` (unless ``target`` was just described: ``fresh``) and the
+        call goes on with the fresh descriptor.
         """
         if not self.policy.approval_reasons(target.descriptor, target.cap):
-            return target, "not required"
-        if call.approve:
-            return target, "approved (this call)"
-        target = self._target(call.capability, refresh=True)
-        verdict = self._approvals.verdict(self.policy, target, call.capability)
+            return target, NOT_REQUIRED
+        if approve:
+            return target, THIS_CALL
+        if not fresh:
+            target = self._target(capability, refresh=True)
+        verdict = self._approvals.verdict(self.policy, target, capability)
         if verdict.reasons:
             raise ApprovalRequired(
-                f"{call.capability} needs operator approval and was not run: "
+                f"{capability} needs operator approval and was not run: "
                 + "; ".join(verdict.reasons)
                 + ". Approve it with host.approve(...) or invoke(..., approve=True)",
                 reasons=verdict.reasons,
             )
         return target, verdict.label
-
-    def _build(self, call: Call, target: Target) -> Built:
-        """The request the module receives, decided here (:func:`.call.build_request`)."""
-        return build_request(
-            call,
-            target,
-            policy=self.policy,
-            store=lambda: self.store,
-            staged_view=self._gate.staged_view,
-            validators=self._validators,
-            workspace=self._workspace,
-        )
-
-    def _run(self, call: Call, target: Target, approval: str, built: Built) -> Ran:
-        """Run ``module invoke`` of the module's verified snapshot on the built request,
-        confined, in a private working folder: the process outcome (with the sandbox's
-        warning when a guarantee is missing and the policy is best-effort)."""
-        request, module_id = built.request, target.module_id
-        exe = target.snapshot / "module"
-        payload = json.dumps(
-            request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
-        ).encode()
-        with self._workspace.cwd(in_sandbox=self._gate.makes_cwd) as cwd:
-            try:
-                how = self._gate.launch(
-                    [str(exe), "invoke"],
-                    cwd,
-                    exe.parent,
-                    request.roots or {},
-                    list((request.binaries or {}).values()),
-                    network=tuple(request.grants.network or ()),
-                )
-                confinement, warnings = how.confinement, self._gate.warning()
-                run = run_launched(
-                    how,
-                    payload,
-                    cwd=cwd,
-                    deadline_s=request.deadline_ms / 1000.0,
-                    max_output_bytes=request.max_output_bytes,
-                    cancel=call.cancel,
-                )
-            except OSError as exc:
-                raise ProtocolViolation(
-                    f"module {module_id!r} could not be started ({exc}); {exe} must be an "
-                    "executable with an absolute interpreter path (there is no PATH)",
-                    rule="executable",
-                ) from exc
-        return Ran(
-            module=module_id,
-            capability=call.capability,
-            request=request,
-            approval=approval,
-            confinement=confinement,
-            warnings=(*built.warnings, *warnings),
-            run=run,
-            evidence=RunEvidence.of(run.returncode, run.stderr_tail),
-        )
-
-    def _checked(self, ran: Ran, envelope: Envelope, target: Target, t0: float) -> Invocation:
-        """The last steps: verify the artifacts, check the result against its schema, then
-        assemble the :class:`Invocation`, once."""
-        verified = self._verify_artifacts(envelope, ran.request, target.cap)
-        problem = self._result_problem(envelope, target)
-        schema_warning = [problem] if problem else []
-        return ran.invocation(
-            ok=envelope.ok,
-            result=envelope.result,
-            error=envelope.error,
-            execution=envelope.execution,
-            envelope=envelope,
-            warnings=[*envelope.warnings, *ran.warnings, *verified.warnings, *schema_warning],
-            artifacts=list(verified.artifacts),
-            rejected_artifacts=list(verified.rejected),
-            result_problem=problem,
-            duration_ms=_since(t0),
-        )
-
-    def _verify_artifacts(self, envelope: Envelope, request: Request, cap: Capability) -> Verified:
-        """Re-validate every reported artifact within the policy's size cap and time budget:
-        the verified ones, the rejected ones (kept aside, said once: on
-        ``rejected_artifacts``), and the warnings about admitted ones."""
-        declared = set(cap.artifact_schemas or [])
-        roots = request.roots or {}
-        deadline = time.monotonic() + self.policy.verify_budget_ms / 1000.0
-        verified: list[VerifiedArtifact] = []
-        rejected: list[RejectedArtifact] = []
-        warnings: list[str] = []
-        for artifact in envelope.execution.artifacts or []:
-            try:
-                verified.append(
-                    verify_artifact(
-                        artifact, roots, max_bytes=self.policy.max_artifact_bytes, deadline=deadline
-                    )
-                )
-            except ArtifactRejected as exc:
-                rejected.append(rejection(artifact, exc))
-            else:
-                warnings += artifact_warnings(artifact, declared)
-        return Verified(tuple(verified), tuple(rejected), tuple(warnings))
-
-    def _result_problem(self, envelope: Envelope, target: Target) -> str:
-        """How a successful result breaks its ``result_schema`` (a warning state, not a
-        refusal); ``""`` when it matches or there is none."""
-        cap = target.cap
-        if not (envelope.ok and cap.result_schema):
-            return ""
-        schema = (target.descriptor.result_schemas or {})[cap.result_schema]
-        validator = self._validators.get(target.digest, "result", cap.result_schema, schema)
-        fast = self._validators.fast(target.digest, "result", cap.result_schema, schema)
-        policy = self.policy
-        found = check(validator, envelope.result, budget=policy.max_pattern_work,
-                      steps=policy.max_schema_steps, limit=1, fast=fast, fast_refusal=True)
-        if not found:
-            return ""
-        return f"result does not match result_schema {cap.result_schema!r}: {found[0].message}"
 
     # -- batches -----------------------------------------------------------------------
 
@@ -571,9 +409,12 @@ class ModuleHost(KnowledgeMethods):
         """Run ``capability`` over every input; one :class:`~murmur_nb.Batch` of rows.
 
         Named after ``Executor.map``, ``client.map`` and ``Series.map``: one callable over
-        an iterable, outcomes in input order. Each row is one :meth:`invoke`; an error is a
-        row, never an exception. ``inputs`` is a list or iterable of input dicts, or a
-        pandas DataFrame (each row an input, missing values left out). The options
+        an iterable, outcomes in input order. The capability is prepared once
+        (:meth:`prepare`: one ``describe``, one approval decision) and each row is one run
+        of it, audited like :meth:`invoke`; an error is a row, never an exception (a module
+        that cannot run at all raises, as ``invoke`` would). ``inputs`` is a list or
+        iterable of input dicts, or a pandas DataFrame (each row an input, missing values left
+        out). The options
         (``concurrency``, ``on_invalid``, ``retries``, ``backoff``, ``approve``,
         ``max_cost``, ``estimated_cost``, ``journal``, ``progress``, ``background``,
         ``deadline_ms``, ``poll_every``, ``poll_timeout``, ``artifact_bytes``, ``client``:

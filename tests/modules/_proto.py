@@ -2,7 +2,8 @@
 
 A fixture module describes itself from ``descriptor.json`` beside it when present (tests
 write variants there), else from its built-in default; ``describe.raw`` beside it is
-printed verbatim instead, to break describe-envelope rules.
+printed verbatim instead, to break describe-envelope rules. ``describe-log`` beside it names a
+file each ``describe`` appends a line to (only where the module may write it: unconfined).
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ def main(default: Callable[[], dict[str, Any]],
          handle: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
     verb = sys.argv[1] if len(sys.argv) > 1 else ""
     if verb == "describe":
+        counted = HERE / "describe-log"
+        if counted.exists():  # a test counts real describes (it runs the module unconfined)
+            with Path(counted.read_text().strip()).open("a") as log:
+                log.write("describe\n")
         raw = HERE / "describe.raw"
         if raw.exists():
             sys.stdout.buffer.write(raw.read_bytes())

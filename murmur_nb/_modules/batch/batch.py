@@ -4,7 +4,10 @@ Named ``map`` after ``Executor.map``, ``client.map`` and ``Series.map``, but a f
 row with its code, never a raise. Every input is checked with ``invoke``'s rules before
 anything runs (``on_invalid="raise"`` lists every bad row in one
 :class:`~murmur_nb.InvalidInput`; ``"skip"`` keeps them as rows). Approval is asked once, for
-calls times estimated cost, and a module changed mid-batch is not run under it. ``max_cost``
+calls times estimated cost, when the batch's call is prepared (:mod:`.plan`: one
+``describe``); every row runs that one :class:`~murmur_nb.PreparedCall`, and
+:attr:`Batch.approval` states the approval its rows run under. A module changed mid-batch is
+not run under it. ``max_cost``
 stops starting rows once known costs plus rows in flight would pass it; while no cost is known
 one row runs at a time, and an unknown cost is never taken for free. Every attempt counts (a
 retried row's failures cost what they reported), and so does what the journal's rows already
@@ -20,6 +23,9 @@ the host's part of a row runs under the GIL, so a second row per core keeps a pr
 while the first is in Python. When the interpreter exits with a background batch running,
 the batch is cancelled the same way first (:func:`stop_background_batches`), so its processes
 end and its rows settle.
+
+The journal's connection is closed when a run ends (reading rows back opens it again) and by
+:meth:`Batch.close` (``with host.map(...) as batch:``), which also ends a running batch.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from murmur_nb._modules.batch.progress import BatchProgress
 from murmur_nb._modules.batch.record import invocation_of, not_run_record
 from murmur_nb._modules.call import MODULE_CHANGED
 from murmur_nb._modules.invocation import Invocation
+from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL
 
 if TYPE_CHECKING:
     from murmur_nb._modules.batch.journal import Journal  # sqlite3: imported on first map()
@@ -158,7 +165,8 @@ class Batch:
             raise ValueError(f"on_invalid must be 'raise' or 'skip', not {on_invalid!r}")
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-        plan = plan_for(host, capability, poll_every=poll_every, poll_timeout=poll_timeout)
+        plan = plan_for(host, capability, poll_every=poll_every, poll_timeout=poll_timeout,
+                        approve=approve)  # fmt: skip
         rows = read_inputs(inputs)
         texts, invalid = _checked(host, plan, rows, on_invalid)
         from murmur_nb._modules.batch.journal import Journal  # noqa: PLC0415 - not at import
@@ -176,7 +184,7 @@ class Batch:
         for i, why in invalid.items():
             batch._settle(i, not_run_record("invalid_input", why))
         todo = batch._resume()
-        batch._approve(approve, len(todo))
+        batch._approve(len(todo))
         if progress == "auto":
             progress = _outside_notebook()
         if progress:
@@ -208,28 +216,33 @@ class Batch:
                 todo.append(i)
         return todo
 
-    def _approve(self, approve: bool, n: int) -> None:
-        reasons = self.host.approval_reasons(self.capability)
+    def _approve(self, n: int) -> None:
+        """Refuse the batch when its call was not approved and rows are left to run; else
+        say which approval its rows run under (the prepared call's, decided once)."""
+        refusal, prepared = self.plan.refusal, self.plan.prepared
         each = self.estimated_cost
         total = None if each is None else each * n
         cost = f"{n} x {_fmt(each)} = {_fmt(total)}"
-        if reasons and not approve and n:
+        if refusal is not None and n:
             raise ApprovalRequired(
                 f"{self.capability} needs operator approval for this batch of {n} "
                 f"invocation(s), estimated cost {cost}, and nothing was run: "
-                + "; ".join(reasons)
+                + "; ".join(refusal.reasons)
                 + ". Approve the whole batch with map(..., approve=True), or host.approve(...)",
-                reasons=reasons,
-            )
-        self.options["approve"] = bool(reasons) and approve
-        label = "approved (this batch)" if self.options["approve"] else "not required"
-        if reasons and not approve:
-            label = "standing approval"
+                reasons=refusal.reasons,
+            ) from refusal
+        label = "not approved (no row left to run)" if prepared is None else prepared.approval
+        # a Dask worker's host holds no pin of this kernel's: it runs what this kernel approved
+        self.options["approve"] = label not in (NOT_REQUIRED, "not approved (no row left to run)")
+        if label == THIS_CALL:
+            label = "approved (this batch)"
         self.approval = f"{label}; {cost}"
 
     # -- running -----------------------------------------------------------------------
 
     def _begin(self, todo: list[int], background: bool) -> None:
+        if todo and self.plan.refusal is not None:  # retry_failed of a batch never approved
+            raise self.plan.refusal
         self._t0, self._status = time.monotonic(), "running"
         self._cancel.clear()
         self._stop_reason = None
@@ -271,6 +284,8 @@ class Batch:
             if self._status == "running":
                 self._status = "cancelled" if self._cancel.is_set() else "finished"
             self._notify(force=True)
+            if self.journal.path is not None:  # reading rows back opens it again
+                self.journal.close()
 
     def _run_in_background(self, todo: list[int]) -> None:
         try:
@@ -461,7 +476,7 @@ class Batch:
             if not (retry or self._pending) or not self._cost_allows():
                 return
             if not looked:
-                changed, looked = module_change(self.host, self.plan), True
+                changed, looked = module_change(self.plan), True
             row, attempt = self._start(retry)
             if changed is None:
                 self._start_row(runner, row, attempt)
@@ -575,6 +590,22 @@ class Batch:
         if self._thread is not None and self._ended.wait(timeout) and self._failure:
             raise self._failure
         return self
+
+    def close(self) -> None:
+        """Cancel a running batch and wait for it to settle, then close its journal (an
+        in-memory journal's rows go with it). Idempotent; ``with host.map(...) as batch:``
+        closes it at the end of the block."""
+        if not self.done:
+            self.cancel()
+            if self._thread is not None:
+                self._ended.wait()
+        self.journal.close()
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def retry_failed(self, *, background: bool = False) -> Batch:
         """Run again only the rows that failed (their journal entries are replaced); an input

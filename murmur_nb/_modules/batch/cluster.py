@@ -4,7 +4,9 @@ The kernel scatters the module's verified snapshot once
 (:class:`~murmur_nb._modules.batch.payload.Payload`); :func:`worker_host` installs it in a
 private home on first use and refuses every row when its digest differs
 (``digest_mismatch``), so a worker never reads a live module folder. Each row runs
-:func:`murmur_nb._modules.batch.local.run_row`, the same ``invoke`` as at home, in tasks of
+:func:`murmur_nb._modules.batch.local.run_row`, the same prepared call's run as at home (a
+worker prepares it once per process and payload, and removes its home and hosts when the
+process exits: :func:`close_worker_hosts`), in tasks of
 several rows, two at a time within a task (the local rule, ``ROWS_PER_CORE``). A task costs
 the scheduler and both ends about a millisecond of work, so, as Dask's own advice goes, a task
 should run for a good fraction of a second: the first tasks have :data:`CHUNK` rows, then
@@ -27,6 +29,7 @@ to the workers, so nothing of the new code runs there either.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -53,6 +56,7 @@ __all__ = [
     "LOST_WORKER_RETRIES",
     "TASK_SECONDS",
     "DaskRunner",
+    "close_worker_hosts",
     "dask_slots",
     "run_chunk_on_worker",
     "rows_per_task",
@@ -77,31 +81,55 @@ RESCATTER_TRIES = 5
 
 # -- on the worker -------------------------------------------------------------------------
 
-#: (payload contents, capability, policy) -> this worker's host and plan
-_hosts: dict[tuple[str, str, str], tuple[ModuleHost, Any]] = {}
+#: (payload contents, capability, policy, approve) -> this worker process's host and plan
+_hosts: dict[tuple[str, str, str, bool], tuple[ModuleHost, Any]] = {}
 _hosts_lock = threading.Lock()
 
 
-def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeout: float
-                ) -> tuple[ModuleHost, Any]:  # fmt: skip
-    """This worker process's host for ``payload`` and its plan, installed and checked once."""
+def close_worker_hosts() -> None:
+    """Close every host this process installed a payload for, and remove its private home
+    (registered with ``atexit`` in a worker process when it installs its first payload)."""
+    from murmur_nb._modules.snapshot import remove_tree  # noqa: PLC0415 - on a worker only
+
+    with _hosts_lock:
+        hosts = [host for host, _ in _hosts.values()]
+        _hosts.clear()
+    for host in hosts:
+        host.close()
+        remove_tree(host.home)
+
+
+def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeout: float,
+                approve: bool = False) -> tuple[ModuleHost, Any]:  # fmt: skip
+    """This worker process's host for ``payload`` and its plan (the prepared call every row
+    runs), installed, described, checked and prepared once per process; ``approve``: the
+    kernel approved the batch (this host holds none of the kernel's pins)."""
     from murmur_nb._modules.batch.plan import plan_for  # noqa: PLC0415 - keeps the import graph flat
     from murmur_nb._modules.host import ModuleHost  # noqa: PLC0415
+    from murmur_nb._modules.snapshot import remove_tree  # noqa: PLC0415
 
-    key = (payload.contents, payload.capability, repr(policy))
+    key = (payload.contents, payload.capability, repr(policy), approve)
     with _hosts_lock:
         if key in _hosts:
             return _hosts[key]
         home = install(payload, policy)
         host = ModuleHost(home=home, policy=policy)
-        plan = plan_for(host, payload.capability, poll_every=poll_every,
-                        poll_timeout=poll_timeout)  # fmt: skip
+        try:
+            plan = plan_for(host, payload.capability, poll_every=poll_every,
+                            poll_timeout=poll_timeout, approve=approve)  # fmt: skip
+        except BaseException:
+            host.close()
+            remove_tree(home)
+            raise
         if plan.module_digest != payload.module_digest:
             host.close()
+            remove_tree(home)
             raise DigestRefused(
                 f"module {payload.name!r} as received hashes to {plan.module_digest}, not the "
                 f"{payload.module_digest} the batch was approved for; nothing was run here"
             )
+        if not _hosts:
+            atexit.register(close_worker_hosts)
         _hosts[key] = (host, plan)
         return host, plan
 
@@ -134,7 +162,7 @@ def run_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positional
     """One row on a worker: its record and its artifacts' bytes (``where``: the worker's
     address, asked from Dask when not given)."""
     try:
-        host, plan = worker_host(payload, policy, *poll)
+        host, plan = worker_host(payload, policy, *poll, approve=bool(options.get("approve")))
     except DigestRefused as exc:
         return not_run_record(DigestRefused.code, str(exc)), []
     record = run_row(host, plan, value, attempt, cancel=threading.Event(), options=options)
@@ -335,6 +363,9 @@ class DaskRunner:
         if isinstance(result, dict):  # a not-run record made in the kernel
             return result
         record, data = result
+        if record.get("approval") and self.batch.plan.prepared is not None:
+            # the worker ran it under the approval this kernel decided for the batch
+            record["approval"] = self.batch.plan.prepared.approval
         for entry, blob in zip(record["artifacts"], data, strict=True):
             if blob is not None:
                 entry.update(self._store(entry, blob))

@@ -89,33 +89,59 @@ class Journal:
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(
+        self._groups = 0
+        self._opened = 0.0
+        self._conn: sqlite3.Connection | None = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(
             str(self.path) if self.path is not None else ":memory:",
             check_same_thread=False, isolation_level=None, timeout=30.0,
         )  # fmt: skip
         if self.path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._create()
-        self._groups = 0
-        self._opened = 0.0
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        self._create(db)
+        return db
 
-    def _create(self) -> None:
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The open connection (lock held): a file journal closed by :meth:`close` opens
+        again on its next use; an in-memory one's rows went with it."""
+        if self._conn is None:
+            if self.path is None:
+                raise RuntimeError("this batch's in-memory journal was closed (batch.close()); "
+                                   "its rows are gone: run map() again")  # fmt: skip
+            self._conn = self._connect()
+        return self._conn
+
+    @staticmethod
+    def _create(db: sqlite3.Connection) -> None:
         """The table, with the columns of sealed rows (added to a journal made without)."""
-        self._db.execute("BEGIN IMMEDIATE")  # two kernels opening one journal: one at a time
+        db.execute("BEGIN IMMEDIATE")  # two kernels opening one journal: one at a time
         try:
-            self._db.execute(_SCHEMA)
-            have = {row[1] for row in self._db.execute("PRAGMA table_info(rows)")}
+            db.execute(_SCHEMA)
+            have = {row[1] for row in db.execute("PRAGMA table_info(rows)")}
             for name, declared in _ADDED:
                 if name not in have:
-                    self._db.execute(f"ALTER TABLE rows ADD COLUMN {name} {declared}")
+                    db.execute(f"ALTER TABLE rows ADD COLUMN {name} {declared}")
         finally:
-            self._db.execute("COMMIT")
+            db.execute("COMMIT")
+
+    @property
+    def closed(self) -> bool:
+        """Whether no connection is open now (a file journal opens one again when used)."""
+        return self._conn is None
 
     def close(self) -> None:
+        """Commit what is pending and close the connection (the batch does when its run
+        ends, and :meth:`Batch.close <murmur_nb.Batch.close>`). Idempotent."""
         with self._lock:
+            if self._conn is None:
+                return
             self._commit()
-            self._db.close()
+            self._conn.close()
+            self._conn = None
 
     def _seal(self, key: JournalKey, input_key: str, status: str, spent: float | None,
               record: str) -> str:  # fmt: skip
@@ -161,12 +187,13 @@ class Journal:
     def commit_due(self) -> None:
         """Commit the open group of writes if it is :data:`GROUP_S` old."""
         with self._lock:
-            if self._db.in_transaction and time.monotonic() - self._opened >= GROUP_S:
+            db = self._conn
+            if db is not None and db.in_transaction and time.monotonic() - self._opened >= GROUP_S:
                 self._commit()
 
     def _commit(self) -> None:
-        if self._db.in_transaction:
-            self._db.execute("COMMIT")
+        if self._conn is not None and self._conn.in_transaction:
+            self._conn.execute("COMMIT")
 
     def write(self, key: JournalKey, input_key: str, status: str, record: str,
               spent: float | None) -> None:  # fmt: skip

@@ -1,11 +1,11 @@
-"""One row on this machine: exactly one ``invoke`` (or a start and its polls), as a record.
+"""One row on this machine: one run of the batch's prepared call (or a start and its polls).
 
-Each row is an ``invoke`` of the batch's host from a worker thread, audited like any call.
-The call itself compares the target it resolves (cached while the folder's ``stat`` is
-unchanged, no describe) with the batch's plan: a module that no longer hashes to what the
-batch was approved for, or no longer resolves at all, is not run (``module_changed``). The
-snapshot that runs is the one so compared, so no change slips in between. Artifacts are
-staged as the row finishes, in parallel.
+Each row runs the :class:`~murmur_nb.PreparedCall` the batch made once (resolved, approved,
+its input already checked when the batch started), from a worker thread, audited like any
+call. The batch's own look at the live module is the run's ``if_unchanged=True``: a module
+that no longer hashes to what the batch was approved for, or no longer resolves at all, is
+not run (``module_changed``); what runs is the prepared snapshot, so nothing of a new code
+runs either way. Artifacts are staged as the row finishes, in parallel.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from murmur_nb._modules.batch.plan import Plan
 from murmur_nb._modules.batch.record import error_record, invocation_record, not_run_record
 from murmur_nb._modules.call import MODULE_CHANGED
 
-__all__ = ["ROWS_PER_CORE", "run_row", "staged_artifacts"]
+__all__ = ["ROWS_PER_CORE", "RUN_OPTIONS", "run_row", "staged_artifacts"]
 
 #: rows in flight per usable core: one in its sandboxed process, one in the host's Python part
 ROWS_PER_CORE = 2
@@ -39,6 +39,10 @@ def staged_artifacts(host: ModuleHost, inv: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: the batch options a row's run takes (``approve`` was decided when the call was prepared)
+RUN_OPTIONS = ("deadline_ms", "max_output_bytes", "extra")
+
+
 def run_row(
     host: ModuleHost,
     plan: Plan,
@@ -50,10 +54,15 @@ def run_row(
 ) -> dict[str, Any]:
     """Run one row; return its record (``ok``, ``failed`` or ``not_run``). Never raises for
     a row's own failure; a bug of the host surfaces as a ``host_error`` row, not run."""
-    expect = (plan.descriptor_digest, plan.code)
+    prepared, poll = plan.prepared, plan.poll_prepared
+    run_options = {k: options[k] for k in RUN_OPTIONS if k in options}
 
     def invoke(capability: str, request: Any) -> Invocation:
-        return host._invoke_planned(capability, request, expect, cancel=cancel, **options)
+        # the row's input was checked when the batch started; a poll's request was not
+        call = prepared if capability == plan.capability else poll
+        assert call is not None, "a batch runs only once its call is prepared"
+        return call.run(request, cancel=cancel, if_unchanged=True,
+                        validate_input=call is not prepared, **run_options)  # fmt: skip
 
     try:
         if plan.poll is not None:

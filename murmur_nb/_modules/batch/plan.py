@@ -1,15 +1,20 @@
-"""What a batch runs, settled once before anything runs: the module, its digest, the checks.
+"""What a batch runs, settled once before anything runs: the prepared call, its digest, checks.
 
-What a batch needs from the host, through its two entry points and nothing private: the
-resolved capability (descriptor digest, verified snapshot) from :meth:`ModuleHost.resolve`
-and ``invoke``'s own input check from :meth:`ModuleHost.input_problem`. The module digest is
-SHA-256 over the descriptor and code digests: what an approval pins and what the journal
-keys rows by.
+A batch uses the host's public API only: :meth:`ModuleHost.prepare` resolves the capability
+(``describe`` runs once, ``refresh=True``) and decides its approval on that same descriptor,
+so a standing approval costs no second ``describe``; every row then runs that
+:class:`~murmur_nb.PreparedCall` (and a long-running capability's poll its own, prepared
+once too). The module digest is SHA-256 over the descriptor and code digests: what an
+approval pins and what the journal keys rows by.
 
-:func:`module_change` is how a driver that runs no ``invoke`` here (Dask) keeps the rule a
-local row's own ``invoke`` keeps: a row is not started once the module no longer resolves to
-the plan's digests (``module_changed``). It looks through :meth:`ModuleHost.resolve`, a
-``stat`` walk of the folder unless it changed.
+An approval refused here is kept (:attr:`Plan.refusal`), not raised: the batch raises it
+with its own count and cost only when rows are left to run after the journal's.
+
+:func:`module_change` is the batch's explicit look at the live module: a row is not started
+once the module no longer resolves to the plan's digests (``module_changed``). Local rows
+ask their run to look (``run(..., if_unchanged=True)``, audited like a refusal); on Dask the
+kernel looks before each round of rows. Either way a ``stat`` walk of the folder, and
+``describe`` only when it changed.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._exceptions import InvalidDescriptor, ModuleNotFound
+from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
+from murmur_nb._modules.batch.longrun import Poll
+from murmur_nb._modules.call import MODULE_CHANGED
+from murmur_nb._modules.prepared import PreparedCall
 
 if TYPE_CHECKING:
     from murmur_nb._modules.host import ModuleHost
-from murmur_nb._modules.batch.longrun import Poll
 
 __all__ = ["Plan", "flat_result_fields", "module_change", "plan_for"]
 
@@ -33,7 +40,7 @@ _SCALARS = frozenset({"string", "number", "integer", "boolean", "null"})
 
 @dataclass(frozen=True)
 class Plan:
-    """A capability resolved for a batch."""
+    """A capability resolved and prepared for a batch."""
 
     capability: str
     module: str
@@ -42,7 +49,12 @@ class Plan:
     snapshot: Path
     flat_result: tuple[str, ...] | None
     poll: Poll | None
-    target: Any  # the host's resolved target, for the input check
+    target: Any  # the host's resolved target
+    #: the call every row runs; ``None`` when approval was refused (:attr:`refusal`)
+    prepared: PreparedCall | None = None
+    #: a long-running capability's poll, prepared once too
+    poll_prepared: PreparedCall | None = None
+    refusal: ApprovalRequired | None = None
 
     @property
     def module_digest(self) -> str:
@@ -66,7 +78,7 @@ def flat_result_fields(schema: Any) -> tuple[str, ...] | None:
     return tuple(str(p) for p in props)
 
 
-def _poll(host: ModuleHost, target: Any, every: float, timeout: float) -> Poll | None:
+def _poll(target: Any, every: float, timeout: float) -> Poll | None:
     if not target.cap.long_running or not target.cap.poll_capability:
         return None
     poll_cap = target.descriptor.capability(target.cap.poll_capability)
@@ -75,47 +87,57 @@ def _poll(host: ModuleHost, target: Any, every: float, timeout: float) -> Poll |
     return Poll(target.cap.poll_capability, tuple(names), every, timeout)
 
 
+def _prepared(
+    host: ModuleHost, capability: str, approve: bool
+) -> tuple[PreparedCall | None, PreparedCall | None, ApprovalRequired | None]:
+    """The row's prepared call and its poll's (``describe`` runs once), or the refusal."""
+    try:
+        prepared = host.prepare(capability, approve=approve, refresh=True)
+        cap = prepared.target.cap
+        if not (cap.long_running and cap.poll_capability):
+            return prepared, None, None
+        poll = host.prepare(cap.poll_capability, approve=approve)
+    except ApprovalRequired as exc:
+        return None, None, exc
+    if (poll.digest, poll.code) != (prepared.digest, prepared.code):
+        raise ModuleHostError(
+            f"module {prepared.module!r} changed while the batch was being prepared; nothing "
+            "was run. Run map() again", code=MODULE_CHANGED)  # fmt: skip
+    return prepared, poll, None
+
+
 def plan_for(
-    host: ModuleHost, capability: str, *, poll_every: float, poll_timeout: float
-) -> Plan:
-    """Resolve ``capability`` against its module's current descriptor (describe runs)."""
-    target = host.resolve(capability, refresh=True)
+    host: ModuleHost, capability: str, *, poll_every: float, poll_timeout: float,
+    approve: bool = False,
+) -> Plan:  # fmt: skip
+    """Resolve and prepare ``capability`` against its module's current descriptor
+    (``describe`` runs once)."""
+    prepared, poll_prepared, refusal = _prepared(host, capability, approve)
+    target = prepared.target if prepared is not None else host.resolve(capability)
     desc = target.descriptor
     result_schema = (desc.result_schemas or {}).get(target.cap.result_schema)
-    final = target.cap
     if target.cap.long_running and target.cap.poll_capability:
         poll_cap = desc.capability(target.cap.poll_capability)
-        final = poll_cap if poll_cap is not None else final
+        final = poll_cap if poll_cap is not None else target.cap
         result_schema = (desc.result_schemas or {}).get(final.result_schema)
     return Plan(
         capability=capability, module=target.module_id, descriptor_digest=target.digest,
         code=target.code, snapshot=target.snapshot,
         flat_result=flat_result_fields(result_schema),
-        poll=_poll(host, target, poll_every, poll_timeout), target=target,
+        poll=_poll(target, poll_every, poll_timeout), target=target,
+        prepared=prepared, poll_prepared=poll_prepared, refusal=refusal,
     )  # fmt: skip
 
 
 def input_problem(host: ModuleHost, plan: Plan, value: Any) -> str | None:
     """Why ``value`` would be refused by ``invoke`` (the same rules), or ``None``."""
+    if plan.prepared is not None:
+        return plan.prepared.input_problem(value)
     return host.input_problem(plan.target, value)
 
 
-def module_change(host: ModuleHost, plan: Plan) -> str | None:
+def module_change(plan: Plan) -> str | None:
     """Why a row of ``plan`` may not start because its module changed since the batch was
-    approved (the ``module_changed`` message, as a local row's ``invoke`` gives it), or
-    ``None`` while the module still resolves to the plan's digests."""
-    try:
-        target = host.resolve(plan.capability)
-    except (InvalidDescriptor, ModuleNotFound) as exc:
-        return (
-            f"the module changed after the batch started (it no longer resolves: "
-            f"{exc.message}): this row was not run; fix the module, then run map() again to "
-            "approve and run the new code"
-        )
-    if (target.digest, target.code) != (plan.descriptor_digest, plan.code):
-        return (
-            f"module {plan.module!r} changed after the batch started (its descriptor or code "
-            "digest differs): this row was not run; run map() again to approve and run the "
-            "new code"
-        )
-    return None
+    prepared (the ``module_changed`` message, as a local row's run gives it), or ``None``
+    while the module still resolves to the plan's digests."""
+    return None if plan.prepared is None else plan.prepared.changed()

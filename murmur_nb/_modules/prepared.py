@@ -1,0 +1,352 @@
+"""A capability prepared once and run many times: :class:`PreparedCall`.
+
+``ModuleHost.prepare`` does what is the same for every call of one capability (resolve it to
+the accepted descriptor, its digest and the verified snapshot; decide approval, a label and
+its pin) and freezes the outcome here, with the validators, gate and workspace the runs need.
+:meth:`PreparedCall.run` is then the per-call pipeline and nothing else: build the request
+(:mod:`.call`) -> launch it confined (:mod:`.gate`, a :class:`~.invocation.Ran`) -> read the
+envelope (:mod:`.envelope`) -> verify the artifacts -> check the result schema -> the
+:class:`Invocation`, and its audit row, built once however the run ends.
+
+``invoke`` is ``prepare(...).run(...)``. A driver that runs one capability many times (a
+batch, a Dask worker, a Run button) prepares once and runs each input, so a standing approval
+is weighed (and ``describe`` run) once, not once per row.
+
+**What a prepared call does not follow.** It runs the snapshot it was prepared with, so an
+edit of the module folder afterwards never runs under its approval. Whether a run should
+*also* refuse once the live folder no longer resolves to the prepared digests is the
+caller's choice: ``run(..., if_unchanged=True)`` looks first (a ``stat`` walk; ``describe``
+only when the folder changed) and refuses with code ``module_changed``, audited; a batch
+asks for it on every row.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from murmur_nb._exceptions import (
+    ArtifactRejected,
+    InvalidDescriptor,
+    InvalidInput,
+    ModuleHostError,
+    ModuleNotFound,
+    ProtocolViolation,
+)
+from murmur_nb._files.artifacts import (
+    RejectedArtifact,
+    VerifiedArtifact,
+    artifact_warnings,
+    rejection,
+    verify_artifact,
+)
+from murmur_nb._modules.audit import AuditRow
+from murmur_nb._modules.call import MODULE_CHANGED, Built, Call, build_request, checked_input
+from murmur_nb._modules.catalog import Target
+from murmur_nb._modules.envelope import read_envelope
+from murmur_nb._modules.gate import SandboxGate
+from murmur_nb._modules.invocation import Invocation, Ran
+from murmur_nb._modules.policy import Policy
+from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
+from murmur_nb._modules.workspace import Workspace
+from murmur_nb._sandbox import RunEvidence, run_launched
+from murmur_nb._schemas.bounded import check
+from murmur_nb._schemas.schemas import ValidatorCache
+from murmur_nb.protocol import Capability, Descriptor, Envelope, Request
+
+__all__ = ["NOT_REQUIRED", "THIS_CALL", "HostParts", "PreparedCall", "Verified"]
+
+#: The approval label of a capability the policy lets run as it is.
+NOT_REQUIRED = "not required"
+#: The approval label of a call approved by its caller (``approve=True``).
+THIS_CALL = "approved (this call)"
+
+
+def _since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+
+
+@dataclass(frozen=True)
+class HostParts:
+    """What a prepared call runs with, lent by its host: shared, thread-safe parts."""
+
+    gate: SandboxGate
+    validators: ValidatorCache
+    workspace: Workspace
+    store: Callable[[], ArtifactStore]
+    keep: Callable[[AuditRow], None]
+    resolve: Callable[[str], Target]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The artifact step's value: the verified, the rejected, and the warnings about the
+    admitted ones."""
+
+    artifacts: tuple[VerifiedArtifact, ...]
+    rejected: tuple[RejectedArtifact, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """One capability, resolved and approved once, ready to run on many inputs.
+
+    Made by :meth:`ModuleHost.prepare <murmur_nb.ModuleHost.prepare>`; ``invoke`` is
+    ``prepare(...).run(...)``. It holds the accepted descriptor and its digest, the code
+    digest and the verified snapshot that every :meth:`run` executes, the approval label
+    every run's audit row and :class:`~murmur_nb.Invocation` carry, and the policy it was
+    prepared under. Each run is sandboxed, checked and audited like any ``invoke``.
+
+    Examples
+    --------
+    A notebook that sends many inputs to one capability::
+
+        call = host.prepare("demo.thumbnail", approve=True)  # describe + approval, once
+        print(call.approval, call.digest)
+        for path in paths:
+            inv = call.run({"path": path})  # build, run confined, verify, audit
+    """
+
+    capability: str
+    target: Target
+    approval: str
+    policy: Policy
+    parts: HostParts = field(repr=False, compare=False)
+
+    @property
+    def module(self) -> str:
+        """The id of the module that runs."""
+        return self.target.module_id
+
+    @property
+    def descriptor(self) -> Descriptor:
+        """The accepted descriptor the call was prepared (and approved) against."""
+        return self.target.descriptor
+
+    @property
+    def digest(self) -> str:
+        """The descriptor's digest (``sha256:...``)."""
+        return self.target.digest
+
+    @property
+    def code(self) -> str:
+        """The digest of the module's verified snapshot: the code every run executes."""
+        return self.target.code
+
+    @property
+    def snapshot(self) -> Path:
+        """The read-only snapshot folder every run executes."""
+        return self.target.snapshot
+
+    # -- checks ------------------------------------------------------------------------
+
+    def input_problem(self, value: Any) -> str | None:
+        """Why :meth:`run` would refuse ``value`` (strict JSON, the request schema, within
+        the policy's budgets), or ``None`` when it would be sent."""
+        try:
+            checked_input(Call(self.capability, value, ""), self.target,
+                          self.parts.validators, self.policy)  # fmt: skip
+        except InvalidInput as exc:
+            return exc.message
+        return None
+
+    def changed(self) -> str | None:
+        """Why the live module folder no longer resolves to what this call was prepared with
+        (its descriptor or code digest differs, or it no longer describes at all), or
+        ``None``. A ``stat`` walk of the folder; ``describe`` runs only when it changed."""
+        try:
+            now = self.parts.resolve(self.capability)
+        except (InvalidDescriptor, ModuleNotFound) as exc:
+            return _changed("the module", f"it no longer resolves: {exc.message}",
+                            "fix the module, then ")  # fmt: skip
+        if (now.digest, now.code) != (self.digest, self.code):
+            return _changed(f"module {self.module!r}", "its descriptor or code digest differs")
+        return None
+
+    # -- running -----------------------------------------------------------------------
+
+    def run(
+        self,
+        input: Any = None,
+        *,
+        deadline_ms: int | None = None,
+        max_output_bytes: int | None = None,
+        extra: dict[str, Any] | None = None,
+        staged: Sequence[StagedArtifact] = (),
+        validate_input: bool = True,
+        cancel: threading.Event | None = None,
+        if_unchanged: bool = False,
+    ) -> Invocation:
+        """Run the prepared capability on ``input``; the checked :class:`Invocation`.
+
+        The parameters are :meth:`ModuleHost.invoke <murmur_nb.ModuleHost.invoke>`'s, and
+        ``if_unchanged``: first refuse (code ``module_changed``, nothing runs) when the live
+        module folder no longer resolves to this call's digests (:meth:`changed`).
+
+        Raises
+        ------
+        InvalidInput, NotGranted, DigestMismatch, ModuleHostError (``module_changed``)
+            Refused before anything ran.
+        DeadlineExceeded, OutputTooLarge, ProtocolViolation, InvocationCancelled
+            The module ran and its tree was killed, or it broke an envelope rule.
+        """
+        call = Call(self.capability, input, uuid.uuid4().hex, deadline_ms=deadline_ms,
+                    max_output_bytes=max_output_bytes, extra=extra, staged=staged,
+                    validate_input=validate_input, cancel=cancel)  # fmt: skip
+        return self._audited(call, if_unchanged=if_unchanged)
+
+    def _audited(self, call: Call, *, if_unchanged: bool) -> Invocation:
+        """The run's pipeline, and its audit row built once however it ends."""
+        asked = (datetime.now(UTC), call.capability, call.request_id)
+        t0 = time.perf_counter()
+        grants = None
+        try:
+            self.parts.gate.check()
+            if if_unchanged and (why := self.changed()) is not None:
+                raise ModuleHostError(why, code=MODULE_CHANGED)
+            built = self._build(call)
+            grants = built.request.grants.model_dump(mode="json")
+            ran = self._launch(call, built)
+            inv = self._checked(ran, read_envelope(ran), t0)
+        except ModuleHostError as exc:
+            reached = (self.module, self.approval, grants)
+            self.parts.keep(AuditRow.of(asked, reached, (exc.code, exc.message), _since(t0),
+                                        exc.invocation))  # fmt: skip
+            raise
+        except BaseException as exc:
+            code = "interrupted" if isinstance(exc, KeyboardInterrupt) else "host_error"
+            outcome = (code, f"{type(exc).__name__}: {exc}")
+            self.parts.keep(AuditRow.of(asked, (self.module, self.approval, grants), outcome,
+                                        _since(t0)))  # fmt: skip
+            raise
+        reached = (self.module, self.approval, grants)
+        self.parts.keep(AuditRow.of(asked, reached, AuditRow.outcome_of(inv), inv.duration_ms,
+                                    inv))  # fmt: skip
+        return inv
+
+    def _build(self, call: Call) -> Built:
+        """The request the module receives, decided here (:func:`.call.build_request`)."""
+        parts = self.parts
+        return build_request(call, self.target, policy=self.policy, store=parts.store,
+                             staged_view=parts.gate.staged_view, validators=parts.validators,
+                             workspace=parts.workspace)  # fmt: skip
+
+    def _launch(self, call: Call, built: Built) -> Ran:
+        """Run ``module invoke`` of the verified snapshot on the built request, confined, in
+        a private working folder: the process outcome (with the sandbox's warning when a
+        guarantee is missing and the policy is best-effort)."""
+        request, gate = built.request, self.parts.gate
+        exe = self.snapshot / "module"
+        payload = json.dumps(
+            request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
+        ).encode()
+        with self.parts.workspace.cwd(in_sandbox=gate.makes_cwd) as cwd:
+            try:
+                how = gate.launch(
+                    [str(exe), "invoke"],
+                    cwd,
+                    exe.parent,
+                    request.roots or {},
+                    list((request.binaries or {}).values()),
+                    network=tuple(request.grants.network or ()),
+                )
+                confinement, warnings = how.confinement, gate.warning()
+                run = run_launched(
+                    how,
+                    payload,
+                    cwd=cwd,
+                    deadline_s=request.deadline_ms / 1000.0,
+                    max_output_bytes=request.max_output_bytes,
+                    cancel=call.cancel,
+                )
+            except OSError as exc:
+                raise ProtocolViolation(
+                    f"module {self.module!r} could not be started ({exc}); {exe} must be an "
+                    "executable with an absolute interpreter path (there is no PATH)",
+                    rule="executable",
+                ) from exc
+        return Ran(
+            module=self.module,
+            capability=call.capability,
+            request=request,
+            approval=self.approval,
+            confinement=confinement,
+            warnings=(*built.warnings, *warnings),
+            run=run,
+            evidence=RunEvidence.of(run.returncode, run.stderr_tail),
+        )
+
+    def _checked(self, ran: Ran, envelope: Envelope, t0: float) -> Invocation:
+        """The last steps: verify the artifacts, check the result against its schema, then
+        assemble the :class:`Invocation`, once."""
+        verified = self._verify_artifacts(envelope, ran.request, self.target.cap)
+        problem = self._result_problem(envelope)
+        schema_warning = [problem] if problem else []
+        return ran.invocation(
+            ok=envelope.ok,
+            result=envelope.result,
+            error=envelope.error,
+            execution=envelope.execution,
+            envelope=envelope,
+            warnings=[*envelope.warnings, *ran.warnings, *verified.warnings, *schema_warning],
+            artifacts=list(verified.artifacts),
+            rejected_artifacts=list(verified.rejected),
+            result_problem=problem,
+            duration_ms=_since(t0),
+        )
+
+    def _verify_artifacts(self, envelope: Envelope, request: Request, cap: Capability) -> Verified:
+        """Re-validate every reported artifact within the policy's size cap and time budget:
+        the verified ones, the rejected ones (kept aside, said once: on
+        ``rejected_artifacts``), and the warnings about admitted ones."""
+        policy = self.policy
+        declared = set(cap.artifact_schemas or [])
+        roots = request.roots or {}
+        deadline = time.monotonic() + policy.verify_budget_ms / 1000.0
+        verified: list[VerifiedArtifact] = []
+        rejected: list[RejectedArtifact] = []
+        warnings: list[str] = []
+        for artifact in envelope.execution.artifacts or []:
+            try:
+                verified.append(
+                    verify_artifact(
+                        artifact, roots, max_bytes=policy.max_artifact_bytes, deadline=deadline
+                    )
+                )
+            except ArtifactRejected as exc:
+                rejected.append(rejection(artifact, exc))
+            else:
+                warnings += artifact_warnings(artifact, declared)
+        return Verified(tuple(verified), tuple(rejected), tuple(warnings))
+
+    def _result_problem(self, envelope: Envelope) -> str:
+        """How a successful result breaks its ``result_schema`` (a warning state, not a
+        refusal); ``""`` when it matches or there is none."""
+        target, cap, policy = self.target, self.target.cap, self.policy
+        if not (envelope.ok and cap.result_schema):
+            return ""
+        schema = (target.descriptor.result_schemas or {})[cap.result_schema]
+        validators = self.parts.validators
+        validator = validators.get(target.digest, "result", cap.result_schema, schema)
+        fast = validators.fast(target.digest, "result", cap.result_schema, schema)
+        found = check(validator, envelope.result, budget=policy.max_pattern_work,
+                      steps=policy.max_schema_steps, limit=1, fast=fast, fast_refusal=True)
+        if not found:
+            return ""
+        return f"result does not match result_schema {cap.result_schema!r}: {found[0].message}"
+
+
+def _changed(subject: str, why: str, fix: str = "") -> str:
+    """The message of a run refused because its module is no longer what was prepared."""
+    return (
+        f"{subject} changed after the call was prepared ({why}): it was not run; {fix}"
+        "prepare it again (for a batch: run map() again) to approve and run the new code"
+    )
