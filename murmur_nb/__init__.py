@@ -56,8 +56,6 @@ from murmur_nb._files.artifacts import RejectedArtifact, VerifiedArtifact
 from murmur_nb._hooks.build import build_demo_hook, build_python_hook
 from murmur_nb._hooks.config import HookConfig
 from murmur_nb._hooks.host import HookHost, HookInfo, HookResult
-from murmur_nb._hooks.replay.compare import ReplayComparison, compare_replays
-from murmur_nb._hooks.replay.windows import ReplayWindows
 from murmur_nb._knowledge.agent_listing import AgentListing, CapabilityLine
 from murmur_nb._knowledge.knowledge import (
     KnowledgeDocument,
@@ -75,6 +73,9 @@ from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._render.core import RenderBudget, Rendering, Slide
 from murmur_nb._render.presentation import PresentationWarning, resolve_presentation
 from murmur_nb._render.render import render, render_file
+from murmur_nb._replay.compare import ReplayComparison, compare_replays
+from murmur_nb._replay.replay import replay
+from murmur_nb._replay.windows import ReplayWindows
 from murmur_nb._sandbox import RunEvidence, SandboxReport
 from murmur_nb._schemas.descriptor import DescriptorError
 from murmur_nb.protocol import PRIMITIVES
@@ -175,6 +176,7 @@ __all__ = [
     "read_conversations",
     "render",
     "render_file",
+    "replay",
     "resolve_presentation",
     "widgets",
 ]
