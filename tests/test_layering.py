@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"_checker"},  # the module checker and the murmur-nb command line
     {"_modules"},  # the host pipeline: ModuleHost.invoke
     {"_knowledge"},  # skills and overlays (rendered as cards)
+    {"_replay"},  # replaying hooks over records: a driver above the hook host
     {"_hooks", "_render"},  # wasm hooks; artifact rendering
     {"_conversations", "_sandbox", "_forms"},  # records; the OS sandbox; the headless form
     {"_schemas"},  # bounded JSON Schema checks, the describe descriptor
