@@ -630,3 +630,23 @@ def test_a_bwrap_that_cannot_create_namespaces_is_reported_and_not_used(
         assert "subreaper" in str(refused.value) and "reaper" in str(refused.value)
     finally:
         sandbox._probe.cache_clear()
+
+
+def test_a_launch_whose_argv_cannot_be_built_closes_the_filter_descriptor(
+    tmp_path: Path,
+) -> None:
+    """``launch`` writes the seccomp program into a pipe before it builds bwrap's argv; when
+    the argv cannot be built (a working folder whose parent's name holds a NUL byte, which
+    no path call accepts) the pipe is closed, not left open in the kernel process. Internal:
+    no public call reaches ``launch`` with such a folder."""
+    from murmur_nb._sandbox import MECHANISMS, launch, sandbox_report  # private: see above
+
+    report = sandbox_report("best-effort", MECHANISMS)
+    if not report.makes_cwd or report._seccomp is None:
+        pytest.skip("needs bwrap with a seccomp filter")
+    cwd = Path(f"{tmp_path}\0elsewhere") / "run"
+    before = sorted(Path("/proc/self/fd").iterdir())
+    for _ in range(5):
+        with pytest.raises(ValueError, match="null"):
+            launch(report, ["true"], cwd=cwd, module_dir=tmp_path, roots={}, private_cwd=True)
+    assert sorted(Path("/proc/self/fd").iterdir()) == before

@@ -581,8 +581,13 @@ def _plan(
     if report._bwrap is not None:
         fd = seccomp.program_fd(bpf) if bpf is not None else None
         filtered = ["--seccomp", str(fd)] if fd is not None else []
-        argv, fds = _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw,
-                                network=network, filtered=filtered, private_cwd=private_cwd)
+        try:
+            argv, fds = _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw,
+                                    network=network, filtered=filtered, private_cwd=private_cwd)
+        except BaseException:  # no Launch will own the program's pipe: close it here
+            if fd is not None:
+                os.close(fd)
+            raise
         return Launch(
             argv,
             None,
