@@ -18,7 +18,6 @@ values tools read as negative. Two kernels' modules are two users.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import grp
@@ -229,11 +228,3 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
-
-
-def close_userns() -> None:
-    """Close the kept user namespace (tests that probe a fresh one)."""
-    with _USERNS_LOCK:
-        while _USERNS:
-            with contextlib.suppress(OSError):
-                os.close(_USERNS.pop())
