@@ -6,17 +6,19 @@ its own: each problem is a card (a coloured left edge, its sections one under an
 text and ``<pre>`` blocks wrap anywhere, colours come from JupyterLab's theme variables with
 fallbacks readable on either background, and the passes fold into one ``<details>`` line.
 Only inline styles and plain tags are used, so a sanitized (untrusted) output keeps them.
+
+A report is read through :class:`ReportView` and :class:`ResultView`, what this module needs
+of :class:`~murmur_nb._checker.check_report.CheckReport` and its rows, so the report imports
+this module and never the other way round (no import cycle, not even a type-only one).
 """
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from murmur_nb._checker.check_report import CheckReport, CheckResult
-
-__all__ = ["BLOCKS", "report_html"]
+__all__ = ["BLOCKS", "ReportView", "ResultView", "report_html"]
 
 #: Sections shown as blocks of their own lines (``<pre>``), never re-wrapped by the report.
 BLOCKS = frozenset({"stderr tail", "input", "reproduce"})
@@ -37,6 +39,37 @@ _LABEL = "margin:4px 0 0;font-weight:600;opacity:0.75;font-size:0.9em"
 _TEXT = f"{_WRAP};margin:0 0 2px"
 
 
+class ResultView(Protocol):
+    """One row of a report, as the HTML reads it (a ``CheckResult``)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def check(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+    def where(self) -> str: ...
+    def sections(self) -> list[tuple[str, str]]: ...
+
+
+class ReportView(Protocol):
+    """A whole report, as the HTML reads it (a ``CheckReport``)."""
+
+    @property
+    def module(self) -> str: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def results(self) -> Sequence[ResultView]: ...
+    def ordered(self) -> Sequence[ResultView]: ...
+    def counts(self) -> dict[str, int]: ...
+    def sent(self) -> str: ...
+    def skipped_groups(self) -> list[tuple[str, list[str]]]: ...
+    def passes_line(self) -> str: ...
+
+
 def tag(status: str, text: str = "") -> str:
     """A status word in the page's own text colour, framed in the status colour (coloured
     text would fall below WCAG contrast for warnings on white)."""
@@ -47,7 +80,7 @@ def tag(status: str, text: str = "") -> str:
     )
 
 
-def report_html(report: CheckReport) -> str:
+def report_html(report: ReportView) -> str:
     """The whole report: a headline with counts, each failure and warning as a card, the
     skipped checks one line per reason, then the passes folded into one line."""
     rows = report.ordered()
@@ -58,7 +91,7 @@ def report_html(report: CheckReport) -> str:
     )
 
 
-def headline_html(report: CheckReport) -> str:
+def headline_html(report: ReportView) -> str:
     verdict = "passes" if report.ok else "fails"
     badges = " ".join(tag(s, f"{n} {s}") for s, n in report.counts().items())
     return (
@@ -68,7 +101,7 @@ def headline_html(report: CheckReport) -> str:
     )
 
 
-def problem_html(result: CheckResult) -> str:
+def problem_html(result: ResultView) -> str:
     """One failed or warned check: headline, then its sections one under another."""
     colour = COLOURS[result.status]
     where = html.escape(result.where().strip(" []"))
@@ -96,7 +129,7 @@ def section_html(label: str, text: str) -> str:
     return f'<div class="murmur-check-label" style="{_LABEL}">{html.escape(label)}</div>{body}'
 
 
-def skipped_html(report: CheckReport) -> str:
+def skipped_html(report: ReportView) -> str:
     items = "".join(
         f'<li style="{_TEXT}"><code>{html.escape(", ".join(checks))}</code>: '
         f"{html.escape(reason)}</li>"
@@ -111,7 +144,7 @@ def skipped_html(report: CheckReport) -> str:
     )
 
 
-def passes_html(report: CheckReport) -> str:
+def passes_html(report: ReportView) -> str:
     items = "".join(
         f'<li style="{_TEXT}"><code>{html.escape(r.check)}</code>'
         f"{html.escape(r.where())}{': ' + html.escape(r.detail) if r.detail else ''}</li>"
