@@ -352,11 +352,12 @@ def test_a_bulk_result_is_checked_in_milliseconds() -> None:
     validator = schema_validator_class(schema)(schema)
     fast = fast_validator(schema)
     assert fast is not None
+    # CPU time, best of three: other jobs on a shared CI machine do not stretch it
     best = float("inf")
     for _ in range(3):
-        started = time.perf_counter()
+        started = time.process_time()
         assert check(validator, items, fast=fast) == []
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     assert best < 0.5, f"{best * 1000:.0f} ms"
     items[-1]["tags"] = ["a", "a"]  # a refusal is still jsonschema's, with its message
     (error,) = check(validator, items, fast=fast, limit=1, steps=10_000_000)
@@ -364,9 +365,9 @@ def test_a_bulk_result_is_checked_in_milliseconds() -> None:
     # the result check lets the fast engine name the problem: no walk through 300,000 items
     best = float("inf")
     for _ in range(3):
-        started = time.perf_counter()
+        started = time.process_time()
         (error,) = check(validator, items, fast=fast, limit=1, fast_refusal=True)
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     assert "non-unique" in error.message and list(error.path) == [299_999, "tags"]
     assert best < 0.5, f"{best * 1000:.0f} ms"
     # without the fast engine's help the default step budget ends the walk, and says so
