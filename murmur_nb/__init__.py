@@ -10,6 +10,10 @@ only when the feature that needs them is first used.
 from importlib.metadata import PackageNotFoundError, version
 
 from murmur_nb import protocol
+
+# importing the batch registers it as ModuleHost.map's driver (murmur_nb/_batch/__init__.py)
+from murmur_nb._batch.batch import Batch
+from murmur_nb._batch.progress import BatchProgress
 from murmur_nb._checker.check import check_module
 from murmur_nb._checker.check_report import CheckReport, CheckResult
 from murmur_nb._checker.hook_check import check_hook
@@ -63,8 +67,6 @@ from murmur_nb._knowledge.knowledge import (
     LeftOut,
     SkillSelection,
 )
-from murmur_nb._modules.batch.batch import Batch
-from murmur_nb._modules.batch.progress import BatchProgress
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import Policy

@@ -87,9 +87,9 @@ def test_worker_refuses_a_module_that_does_not_hash_to_its_digest(
     sends one, so only the worker's own check can be observed this way)."""
     from dataclasses import replace
 
-    from murmur_nb._modules.batch.cluster import run_on_worker  # private: the worker task itself
-    from murmur_nb._modules.batch.payload import payload_of  # private: to change in transit
-    from murmur_nb._modules.batch.plan import plan_for  # private: the payload's plan
+    from murmur_nb._batch.cluster import run_on_worker  # private: the worker task itself
+    from murmur_nb._batch.payload import payload_of  # private: to change in transit
+    from murmur_nb._batch.plan import plan_for  # private: the payload's plan
 
     plan = plan_for(host, "batchy.work", poll_every=0.2, poll_timeout=60)
     good = payload_of(plan, host.policy)
@@ -197,7 +197,7 @@ def _sh_module_home(tmp_path: Path) -> Path:
 def test_tasks_grow_for_quick_rows_and_stay_small_for_slow_ones(
     host: mnb.ModuleHost, client: distributed.Client, log_root: Path, tmp_path: Path
 ) -> None:
-    from murmur_nb._modules.batch.cluster import (  # private: the task sizing rule itself
+    from murmur_nb._batch.cluster import (  # private: the task sizing rule itself
         CHUNK,
         ROWS_PER_CORE,
         rows_per_task,

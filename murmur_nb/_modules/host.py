@@ -56,9 +56,21 @@ from murmur_nb.protocol import Capability, Descriptor
 if TYPE_CHECKING:
     import pandas as pd
 
-    from murmur_nb._modules.batch.batch import Batch
+__all__ = ["Invocation", "ModuleHost", "ModuleInfo", "PreparedCall", "register_driver"]
 
-__all__ = ["Invocation", "ModuleHost", "ModuleInfo", "PreparedCall"]
+#: The drivers above the host that it offers as methods, by method name: ``"map"`` is the
+#: batch (:mod:`murmur_nb._batch`). The host never imports a driver (layers point down); the
+#: driver's package registers itself with :func:`register_driver` when it is imported, and
+#: ``import murmur_nb`` imports it (as does any ``import murmur_nb.<anything>``, which runs
+#: the package's ``__init__`` first).
+_drivers: dict[str, Callable[..., Any]] = {}
+
+
+def register_driver(name: str, driver: Callable[..., Any]) -> None:
+    """Offer ``driver(host, *args, **options)`` as ``ModuleHost.<name>`` (``"map"`` only)."""
+    if name != "map":
+        raise ValueError(f"the host offers no driver method {name!r}")
+    _drivers[name] = driver
 
 
 def _since(t0: float) -> float:
@@ -405,7 +417,7 @@ class ModuleHost(KnowledgeMethods):
 
     # -- batches -----------------------------------------------------------------------
 
-    def map(self, capability: str, inputs: Any, **options: Any) -> Batch:
+    def map(self, capability: str, inputs: Any, **options: Any) -> Any:
         """Run ``capability`` over every input; one :class:`~murmur_nb.Batch` of rows.
 
         Named after ``Executor.map``, ``client.map`` and ``Series.map``: one callable over
@@ -418,12 +430,18 @@ class ModuleHost(KnowledgeMethods):
         (``concurrency``, ``on_invalid``, ``retries``, ``backoff``, ``approve``,
         ``max_cost``, ``estimated_cost``, ``journal``, ``progress``, ``background``,
         ``deadline_ms``, ``poll_every``, ``poll_timeout``, ``artifact_bytes``, ``client``:
-        a ``dask.distributed.Client`` runs the rows on its workers)
-        are described in :mod:`murmur_nb._modules.batch` and the README's "Running over a dataset".
-        """
-        from murmur_nb._modules.batch.batch import Batch  # noqa: PLC0415 - _batch sits above the host
+        a ``dask.distributed.Client`` runs the rows on its workers) are those of
+        :meth:`Batch.start <murmur_nb.Batch.start>`, described in the README's "Running over
+        a dataset".
 
-        return Batch.start(self, capability, inputs, **options)
+        The batch is a driver above the host, on its public API (:mod:`murmur_nb._batch`);
+        this method only hands the call to it (the host imports nothing of it: see
+        :func:`register_driver`).
+        """
+        driver = _drivers.get("map")
+        if driver is None:  # pragma: no cover - murmur_nb's __init__ registers it
+            raise RuntimeError("no batch driver is registered: import murmur_nb first")
+        return driver(self, capability, inputs, **options)
 
     def resolve(self, capability: str, *, refresh: bool = False) -> Target:
         """``capability`` resolved against its module, as ``invoke`` resolves it: the

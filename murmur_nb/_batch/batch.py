@@ -44,24 +44,24 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._exceptions import ApprovalRequired, InvalidInput
-from murmur_nb._modules.batch.inputs import (
+from murmur_nb._batch.inputs import (
     Inputs,
     RowProblem,
     canonical,
     input_key,
     read_inputs,
 )
-from murmur_nb._modules.batch.local import ROWS_PER_CORE, run_row
-from murmur_nb._modules.batch.plan import Plan, input_problem, module_change, plan_for
-from murmur_nb._modules.batch.progress import BatchProgress
-from murmur_nb._modules.batch.record import invocation_of, not_run_record
+from murmur_nb._batch.local import ROWS_PER_CORE, run_row
+from murmur_nb._batch.plan import Plan, input_problem, module_change, plan_for
+from murmur_nb._batch.progress import BatchProgress
+from murmur_nb._batch.record import invocation_of, not_run_record
+from murmur_nb._exceptions import ApprovalRequired, InvalidInput
 from murmur_nb._modules.call import MODULE_CHANGED
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL
 
 if TYPE_CHECKING:
-    from murmur_nb._modules.batch.journal import Journal  # sqlite3: imported on first map()
+    from murmur_nb._batch.journal import Journal  # sqlite3: imported on first map()
     from murmur_nb._modules.host import ModuleHost
 
 __all__ = ["Batch"]
@@ -90,7 +90,7 @@ def _default_concurrency(client: Any) -> int:
     worker thread (the runner keeps fewer out while its tasks are smaller)."""
     if client is None:
         return ROWS_PER_CORE * usable_cores()
-    from murmur_nb._modules.batch.cluster import CHUNK_MAX, dask_slots  # noqa: PLC0415
+    from murmur_nb._batch.cluster import CHUNK_MAX, dask_slots  # noqa: PLC0415
 
     return 2 * CHUNK_MAX * dask_slots(client)
 
@@ -169,7 +169,7 @@ class Batch:
                         approve=approve)  # fmt: skip
         rows = read_inputs(inputs)
         texts, invalid = _checked(host, plan, rows, on_invalid)
-        from murmur_nb._modules.batch.journal import Journal  # noqa: PLC0415 - not at import
+        from murmur_nb._batch.journal import Journal  # noqa: PLC0415 - not at import
 
         path = host.home / "batches" / "journal.sqlite" if journal is _DEFAULT else journal
         batch = cls(
@@ -265,7 +265,7 @@ class Batch:
         self._threads: list[threading.Thread] = []
         runner = None
         if self.client is not None:
-            from murmur_nb._modules.batch.cluster import DaskRunner  # noqa: PLC0415 - distributed lazily
+            from murmur_nb._batch.cluster import DaskRunner  # noqa: PLC0415 - distributed lazily
 
             runner = DaskRunner(self, self.client)
         self._runner_ref = runner
@@ -696,14 +696,14 @@ class Batch:
         return self.host.store.root
 
     def to_pandas(self) -> Any:
-        """One row per input, in input order; see :mod:`murmur_nb._modules.batch.frame`."""
-        from murmur_nb._modules.batch.frame import batch_frame  # noqa: PLC0415 - pandas when asked
+        """One row per input, in input order; see :mod:`murmur_nb._batch.frame`."""
+        from murmur_nb._batch.frame import batch_frame  # noqa: PLC0415 - pandas when asked
 
         return batch_frame(self)
 
     def grid(self, limit: int = 60) -> Any:
         """Every row's image artifacts side by side (one ``image_grid``), first ``limit``."""
-        from murmur_nb._modules.batch.frame import batch_grid  # noqa: PLC0415
+        from murmur_nb._batch.frame import batch_grid  # noqa: PLC0415
 
         return batch_grid(self, limit)
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._batch.longrun import Poll
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
-from murmur_nb._modules.batch.longrun import Poll
 from murmur_nb._modules.call import MODULE_CHANGED
 from murmur_nb._modules.prepared import PreparedCall
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from murmur_nb._modules.batch.plan import Plan
+    from murmur_nb._batch.plan import Plan
     from murmur_nb._modules.policy import Policy
 
 __all__ = ["DigestRefused", "Payload", "install", "payload_of"]
@@ -85,7 +85,7 @@ def install(payload: Payload, policy: Policy) -> Path:
     """Write ``payload`` into a fresh private home; return the home (its ``modules/<name>``).
 
     The caller describes it with a host of that home and compares the module digest
-    (:func:`murmur_nb._modules.batch.cluster.worker_host` does).
+    (:func:`murmur_nb._batch.cluster.worker_host` does).
     """
     if len(payload.entries) > policy.max_module_entries or payload.size > policy.max_module_bytes:
         raise DigestRefused(f"module {payload.name!r} as shipped is past the policy's budget")

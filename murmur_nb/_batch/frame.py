@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from murmur_nb._modules.invocation import Invocation
 
 if TYPE_CHECKING:
-    from murmur_nb._modules.batch.batch import Batch
+    from murmur_nb._batch.batch import Batch
 
 __all__ = ["OUTCOME_COLUMNS", "batch_frame", "batch_grid"]
 

@@ -1,10 +1,10 @@
 """Rows on a Dask cluster: ``map(..., client=dask.distributed.Client)``.
 
 The kernel scatters the module's verified snapshot once
-(:class:`~murmur_nb._modules.batch.payload.Payload`); :func:`worker_host` installs it in a
+(:class:`~murmur_nb._batch.payload.Payload`); :func:`worker_host` installs it in a
 private home on first use and refuses every row when its digest differs
 (``digest_mismatch``), so a worker never reads a live module folder. Each row runs
-:func:`murmur_nb._modules.batch.local.run_row`, the same prepared call's run as at home (a
+:func:`murmur_nb._batch.local.run_row`, the same prepared call's run as at home (a
 worker prepares it once per process and payload, and removes its home and hosts when the
 process exits: :func:`close_worker_hosts`), in tasks of
 several rows, two at a time within a task (the local rule, ``ROWS_PER_CORE``). A task costs
@@ -21,7 +21,7 @@ held the snapshot is gone, Dask drops the tasks that needed it: it is scattered 
 Cancel drops queued rows; running ones finish and are kept.
 
 A module edited mid-batch is seen in the kernel, as at home: before each round of rows is
-handed out the kernel looks at the module (:func:`~murmur_nb._modules.batch.plan.module_change`),
+handed out the kernel looks at the module (:func:`~murmur_nb._batch.plan.module_change`),
 and once it no longer resolves to the approved digests every row not yet handed out is
 ``module_changed``, not run. Rows already with Dask finish on the approved snapshot shipped
 to the workers, so nothing of the new code runs there either.
@@ -40,13 +40,13 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._batch.local import ROWS_PER_CORE, run_row
+from murmur_nb._batch.payload import DigestRefused, Payload, install, payload_of
+from murmur_nb._batch.record import not_run_record
 from murmur_nb._exceptions import warn_if_plain_cluster
-from murmur_nb._modules.batch.local import ROWS_PER_CORE, run_row
-from murmur_nb._modules.batch.payload import DigestRefused, Payload, install, payload_of
-from murmur_nb._modules.batch.record import not_run_record
 
 if TYPE_CHECKING:
-    from murmur_nb._modules.batch.batch import Batch
+    from murmur_nb._batch.batch import Batch
     from murmur_nb._modules.host import ModuleHost
     from murmur_nb._modules.policy import Policy
 
@@ -104,7 +104,7 @@ def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeou
     """This worker process's host for ``payload`` and its plan (the prepared call every row
     runs), installed, described, checked and prepared once per process; ``approve``: the
     kernel approved the batch (this host holds none of the kernel's pins)."""
-    from murmur_nb._modules.batch.plan import plan_for  # noqa: PLC0415 - keeps the import graph flat
+    from murmur_nb._batch.plan import plan_for  # noqa: PLC0415 - keeps the import graph flat
     from murmur_nb._modules.host import ModuleHost  # noqa: PLC0415
     from murmur_nb._modules.snapshot import remove_tree  # noqa: PLC0415
 

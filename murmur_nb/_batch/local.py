@@ -17,9 +17,9 @@ from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
 
 if TYPE_CHECKING:
     from murmur_nb._modules.host import Invocation, ModuleHost
-from murmur_nb._modules.batch.longrun import run_long
-from murmur_nb._modules.batch.plan import Plan
-from murmur_nb._modules.batch.record import error_record, invocation_record, not_run_record
+from murmur_nb._batch.longrun import run_long
+from murmur_nb._batch.plan import Plan
+from murmur_nb._batch.record import error_record, invocation_record, not_run_record
 from murmur_nb._modules.call import MODULE_CHANGED
 
 __all__ = ["ROWS_PER_CORE", "RUN_OPTIONS", "run_row", "staged_artifacts"]
