@@ -8,9 +8,11 @@ pytest plugin, each of which runs the module for real in a temporary home.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,17 +136,43 @@ def test_a_division_by_the_maximum_fails_at_the_defaults(tmp_path: Path) -> None
     assert again.returncode != 0 and "standard output is empty" in again.stdout + again.stderr
 
 
-def test_boundary_inputs_past_their_time_budget_are_not_sent_and_said_so(
-    tmp_path: Path,
-) -> None:
-    """A budget spent before the first boundary input starts sends none of them; the random
-    examples still run, and every pass row says how many boundary inputs were left."""
+def test_inputs_past_their_time_budget_are_not_sent_and_said_so(tmp_path: Path) -> None:
+    """A budget spent before the first input starts sends none (boundary, random or refused):
+    every invoke row is skipped naming the budget, and the report counts what was left out."""
     report = mnb.check_module(boundary_module(tmp_path, "maximum"), examples=2, budget=1e-9)
     assert report.ok, report.summary()
-    assert set(report.inputs["boundary.run"]) == {"random"}
-    row = next(r for r in report.results if r.check == "invoke.generated_inputs")
-    assert "0 boundary (" in row.detail and "more boundary inputs not sent" in row.detail
-    assert "1e-09 s budget was spent" in row.detail
+    assert report.inputs["boundary.run"] == {}
+    left = report.left_out["boundary.run"]
+    assert left["boundary"] >= 5 and left["random"] >= 1 and left["refused"] >= 1, left
+    invoke = [r for r in report.results if r.check.startswith("invoke.")]
+    assert invoke and all(r.status == "skipped" for r in invoke), report.summary()
+    assert all("1e-09 s budget was spent" in r.detail for r in invoke)
+    total = sum(left.values())
+    assert f"{total} inputs left out, the 1e-09 s budget per capability spent" in " ".join(
+        report.summary().split())
+    assert report.to_json()["left_out"] == {"boundary.run": left}
+
+
+@pytest.mark.timeout(120)
+def test_the_budget_bounds_the_wall_time_of_a_module_that_may_wait_30_s(tmp_path: Path) -> None:
+    """Issue 40: ``--budget 5`` on a capability whose schema allows a 30 s wait took 33 s,
+    since a call started within the budget ran to its end. Each call's deadline now fits
+    what is left of the budget, the stopped and unsent inputs are left out (no failure:
+    the module's own deadline was never reached), and the text report counts them."""
+    folder = install(tmp_path / "src", "sleepy", "sleepy")
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "murmur-nb"), "check", str(folder), "--budget", "5"],
+        capture_output=True, text=True, check=False, timeout=100,
+    )  # fmt: skip
+    wall = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert wall <= 5 + 4, (wall, done.stdout)  # 4 s: the interpreter, describe, a kill
+    text = " ".join(done.stdout.split())
+    match = re.search(r"(\d+) inputs left out, the 5 s budget per capability spent "
+                      r"\(sleepy\.wait: ([^)]*)\)", text)  # fmt: skip
+    assert match and int(match[1]) >= 1, text
+    assert "boundary" in match[2], text  # the 30 s maximum was cut short
 
 
 @pytest.mark.parametrize(

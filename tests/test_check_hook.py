@@ -207,6 +207,8 @@ def test_a_hook_its_limits_do_not_let_load_fails_the_limits_rule(tmp_path: Path)
     ]  # fmt: skip
     assert "needs more core instances than its limit of 1" in report.failures[0].detail
     assert report.calls == 0
+    text = report.summary()  # failures first, then what was skipped (issue 40)
+    assert text.index("FAIL    limits") < text.index("SKIPPED handlers.answer"), text
 
 
 def test_views_text_json_html_and_frame(reports: Reports) -> None:
@@ -217,7 +219,13 @@ def test_views_text_json_html_and_frame(reports: Reports) -> None:
     assert [c["check"] for c in data["checks"]] == RULES
     assert data["digest"] == report.digest and len(data["digest"]) == 64
     page = report._repr_html_()
-    assert "<table>" in page and "murmur:secrets/vault@1.0.0" in page
+    assert "<table" not in page and "murmur:secrets/vault@1.0.0" in page
+    # the module checker's report (issue 40): the failure first as a card, then the skipped
+    # rules one line per reason, then the passes folded into one line
+    assert page.index('data-status="fail" data-check="world.imports"') < page.index(
+        "murmur-check-skipped") < page.index('<details class="murmur-check-passes"')
+    assert "fails the hook checks" in page and "1 checks passed (world 1)" in page
+    assert "text-align" not in page
     frame = report.to_frame()
     assert list(frame.columns) == ["check", "status", "detail", "rule", "fix"]
     assert frame.loc[frame.check == "world.imports", "status"].item() == "fail"

@@ -8,14 +8,14 @@ checks are the host's; the checker adds describe-twice stability, skill and over
 generated and broken inputs, and polls. Boundary inputs (:mod:`.check_boundaries`) go before
 seeded random ones; a module printing no envelope fails on an allowed input and warns on a
 refused one. Write roots share one folder per check so a poll finds its job. Inputs of a
-capability run in one pool; boundary inputs not started within ``budget`` are left out and
-counted in the report (``budget=0``: no limit).
+capability run in one pool within its time budget (:mod:`.check_budget`): each call's
+deadline fits what is left, and the inputs it leaves out are counted in the report
+(``budget=0``: no limit).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import shutil
@@ -34,6 +34,7 @@ from murmur_nb._checker.check_boundaries import (
     MAX_BOUNDARIES,
     boundary_examples,
 )
+from murmur_nb._checker.check_budget import Budget, LeftOut
 from murmur_nb._checker.check_inputs import invalid_examples, valid_examples
 from murmur_nb._checker.check_report import CheckReport, CheckResult, Status
 from murmur_nb._checker.check_rules import RULES, describe_rule_for_path, envelope_rule
@@ -169,10 +170,11 @@ def check_module(
         At most this many boundary inputs per capability (edge cases derived from its
         ``request_schema``, sent before the random ones); 0 sends none.
     budget
-        Seconds a capability's boundary inputs may take: one not started by then is not sent,
-        and the report says how many were left (0: no time limit). The budget makes a slow
-        module's check end in bounded time; under it the report depends on the machine's
-        speed, so pass 0 where a check must be reproducible to the input.
+        Seconds each capability's calls may take (boundary, random and refused inputs, and
+        its poll): every call's deadline is cut to what is left, an input not started or
+        stopped by then is left out, and the report says how many (0: no time limit). The
+        budget makes a slow module's check end in bounded time; under it the report depends
+        on the machine's speed, so pass 0 where a check must be reproducible to the input.
 
     Returns
     -------
@@ -206,6 +208,8 @@ def check_module(
                 boundaries=boundaries, budget=budget,
             )  # fmt: skip
         report.inputs = checker.inputs
+        report.left_out = checker.left_out
+        report.budget = budget
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         report.duration_s = time.perf_counter() - started
@@ -237,6 +241,7 @@ class _Checker:
         # where a reproduction finds the module: its own home when it is installed in one
         self.source_home = source.parent.parent if source.parent.name == "modules" else None
         self.inputs: dict[str, dict[str, int]] = {}
+        self.left_out: dict[str, dict[str, int]] = {}
         self.folder = facet_home / "modules" / module_id
         self.roots = roots
         self.policy = policy or Policy()
@@ -352,40 +357,55 @@ class _Checker:
             detail = "needs approval (" + "; ".join(reasons) + "); pass approve=[...] to check it"
             self.add("invoke.approval", "skipped", capability=cap.id, detail=detail)
             return
+        clock = Budget(budget, self.host.policy.deadline_ms)
         schema = (descriptor.request_schemas or {}).get(cap.request_schema, {})
         inputs = generated_inputs(schema, examples=examples, seed=seed, boundaries=boundaries)
         broken = invalid_examples(schema, inputs[0].value if inputs else {})
         approved = cap.id in approve
-        runs = CapabilityRuns(cap, self.reproduction(cap.id, approved), budget)
-        deadline = time.monotonic() + budget if budget > 0 else math.inf
-
-        def send(g: Generated) -> Invocation | ModuleHostError | None:
-            if g.kind != "random" and time.monotonic() > deadline:
-                return None  # the boundary budget is spent
-            return self.invoke(self.host, cap.id, g.value, approved)
+        runs = CapabilityRuns(cap, self.reproduction(cap.id, approved), clock)
 
         # one pool for both kinds, so the refused inputs fill the generated ones' tail
         with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
-            sent = pool.map(send, inputs)
+            sent = pool.map(lambda g: self.attempt(self.host, cap.id, g.value, approved, clock),
+                            inputs)  # fmt: skip
             refused = pool.map(
-                lambda v: self.invoke(self.host, cap.id, v, approved, validate=False),
+                lambda v: self.attempt(self.host, cap.id, v, approved, clock, validate=False),
                 [value for _, value in broken],
             )
             for generated, outcome in zip(inputs, sent, strict=True):
                 runs.record(generated, outcome)
             answers = list(refused)
+        kept = [(b, a) for b, a in zip(broken, answers, strict=True) if not isinstance(a, str)]
+        runs.left["refused"] += len(broken) - len(kept)
         self.rows.extend(runs.rows())
         self.inputs[cap.id] = dict(runs.kinds)
-        self.rows.extend(self.invalid_input_rows(cap, broken, answers, approved))
+        if +runs.left:
+            self.left_out[cap.id] = dict(runs.left)
+        self.rows.extend(self.invalid_input_rows(
+            cap, [b for b, _ in kept], [a for _, a in kept], approved))  # fmt: skip
         if cap.long_running and cap.poll_capability:
-            self.check_poll(descriptor, cap, runs.last_ok, approve)
+            self.check_poll(descriptor, cap, runs.last_ok, approve, clock)
+
+    def attempt(
+        self, host: ModuleHost, capability: str, value: Any, approve: bool, clock: Budget, *,
+        validate: bool = True,
+    ) -> Invocation | ModuleHostError | LeftOut:
+        """One call within what is left of ``clock``: its outcome, or why it has none."""
+        deadline_ms = clock.call_deadline_ms()
+        if deadline_ms is None:
+            return "unsent"
+        outcome = self.invoke(host, capability, value, approve, validate=validate,
+                              deadline_ms=deadline_ms)  # fmt: skip
+        return "stopped" if clock.stopped(deadline_ms, outcome) else outcome
 
     @staticmethod
     def invoke(
-        host: ModuleHost, capability: str, value: Any, approve: bool, *, validate: bool = True
+        host: ModuleHost, capability: str, value: Any, approve: bool, *, validate: bool = True,
+        deadline_ms: int | None = None,
     ) -> Invocation | ModuleHostError:
         try:
-            return host.invoke(capability, value, approve=approve, validate_input=validate)
+            return host.invoke(capability, value, approve=approve, validate_input=validate,
+                               deadline_ms=deadline_ms)  # fmt: skip
         except (ApprovalRequired, MissingRequirement, ModuleNotFound):
             raise
         except ModuleHostError as exc:
@@ -439,25 +459,31 @@ class _Checker:
         return rows
 
     def check_poll(
-        self, descriptor: Descriptor, cap: Capability, ok: Generated | None, approve: set[str]
+        self, descriptor: Descriptor, cap: Capability, ok: Generated | None, approve: set[str],
+        clock: Budget,
     ) -> None:
         """Start the long-running capability once more on write roots that persist (its
         generated inputs ran on fresh ones, side by side), then call its poll capability."""
         poll = descriptor.capability(cap.poll_capability or "")
         started = (
-            self.invoke(self.job_host, cap.id, ok.value, cap.id in approve)
+            self.attempt(self.job_host, cap.id, ok.value, cap.id in approve, clock)
             if ok is not None and poll is not None else None
         )  # fmt: skip
         if poll is None or ok is None or not isinstance(started, Invocation) or not started.ok:
             detail = "no successful call of the long-running capability to poll"
-            if ok is not None and started is not None:
+            if isinstance(started, str):
+                detail += f": {clock.words()} was spent"
+            elif ok is not None and started is not None:
                 detail += f"; started again with the {ok.shown()}: {_answer(started)}"
             self.add("invoke.poll", "skipped", capability=cap.id, detail=detail)
             return
         schema = (descriptor.request_schemas or {}).get(poll.request_schema, {})
         value = poll_request(schema, started.result)
-        outcome = self.invoke(self.job_host, poll.id, value, poll.id in approve)
-        if isinstance(outcome, Invocation):
+        outcome = self.attempt(self.job_host, poll.id, value, poll.id in approve, clock)
+        if isinstance(outcome, str):
+            detail = f"{poll.id} was not answered before {clock.words()} was spent"
+            self.add("invoke.poll", "skipped", capability=cap.id, detail=detail)
+        elif isinstance(outcome, Invocation):
             shown = json.dumps(value, ensure_ascii=False)
             detail = f"{poll.id} answered ({_answer(outcome)}) to {shown}"
             self.add("invoke.poll", "pass", capability=cap.id, detail=detail)
@@ -522,11 +548,12 @@ def _answer(outcome: Invocation | ModuleHostError) -> str:
 class CapabilityRuns:
     """The outcomes of one capability's generated inputs, folded into one row per rule."""
 
-    def __init__(self, cap: Capability, reproduce: Reproduce, budget: float) -> None:
+    def __init__(self, cap: Capability, reproduce: Reproduce, clock: Budget) -> None:
         self.cap = cap
         self.reproduce = reproduce
-        self.budget = budget
-        self.unsent = 0  # boundary inputs left when the budget was spent
+        self.clock = clock
+        #: Inputs left out when the budget was spent: ``boundary``, ``random``, ``refused``.
+        self.left: Counter[str] = Counter()
         self.failed: dict[str, CheckResult] = {}
         self.warned: dict[str, str] = {}
         self.kinds: Counter[str] = Counter()
@@ -546,9 +573,9 @@ class CapabilityRuns:
                 **evidence(outcome),
             )  # fmt: skip
 
-    def record(self, sent: Generated, outcome: Invocation | ModuleHostError | None) -> None:
-        if outcome is None:
-            self.unsent += 1
+    def record(self, sent: Generated, outcome: Invocation | ModuleHostError | LeftOut) -> None:
+        if isinstance(outcome, str):
+            self.left["random" if sent.kind == "random" else "boundary"] += 1
             return
         self.sent += 1
         self.kinds[sent.kind] += 1
@@ -604,11 +631,9 @@ class CapabilityRuns:
         total = sum(n for _, n in edges)
         listed = ", ".join(f"{k} {n}" for k, n in edges)
         boundary = f"{total} boundary ({listed})" if total else "0 boundary"
-        left = (
-            f" ({self.unsent} more boundary inputs not sent: their {self.budget:g} s budget "
-            "was spent)" if self.unsent else ""
-        )  # fmt: skip
-        return f"{boundary}{left} then {self.kinds['random']} random"
+        left = sum(self.left.values())
+        out = f"; {left} left out: {self.clock.words()} was spent" if left else ""
+        return f"{boundary} then {self.kinds['random']} random{out}"
 
     def rows(self) -> Sequence[CheckResult]:
         out: list[CheckResult] = []
@@ -618,8 +643,9 @@ class CapabilityRuns:
                 out.append(self.failed[check])
             elif check in self.warned:
                 out.append(result(check, "warn", capability=cap, detail=self.warned[check]))
-            elif self.answered == 0 and check != "invoke.generated_inputs":
-                detail = "no generated input reached the module"
+            elif self.answered == 0 and (check != "invoke.generated_inputs" or self.left):
+                spent = f" ({self.clock.words()} was spent)" if self.left else ""
+                detail = f"no generated input reached the module{spent}"
                 out.append(result(check, "skipped", capability=cap, detail=detail))
             else:
                 detail = f"{self.answered} of {self.sent} inputs answered: {self.counts()}"

@@ -35,7 +35,7 @@ KINDS = (
 )  # fmt: skip
 #: Boundary inputs kept per capability by default.
 MAX_BOUNDARIES = 200
-#: Seconds a capability's boundary inputs may take by default (the checker's time budget).
+#: Seconds a capability's calls may take by default (the checker's time budget).
 BOUNDARY_BUDGET_S = 10.0
 #: Levels of nested objects and arrays whose edges are derived.
 MAX_DEPTH = 4

@@ -35,8 +35,9 @@ def add_check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                        help="at most N boundary inputs per capability, sent before the "
                        f"random ones (default {MAX_BOUNDARIES}; 0 for none)")
     check.add_argument("--budget", type=float, default=BOUNDARY_BUDGET_S, metavar="SECONDS",
-                       help="time a capability's boundary inputs may take; the ones left "
-                       f"are not sent (default {BOUNDARY_BUDGET_S:g}; 0 for no limit)")
+                       help="time a capability's calls may take: each call's deadline "
+                       "fits what is left, the inputs left out are counted in the report "
+                       f"(default {BOUNDARY_BUDGET_S:g}; 0 for no limit)")
     check.add_argument("--approve", action="append", default=[], metavar="CAPABILITY",
                        help="also invoke this capability although it needs approval")
 

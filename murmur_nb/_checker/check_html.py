@@ -8,8 +8,9 @@ fallbacks readable on either background, and the passes fold into one ``<details
 Only inline styles and plain tags are used, so a sanitized (untrusted) output keeps them.
 
 A report is read through :class:`ReportView` and :class:`ResultView`, what this module needs
-of :class:`~murmur_nb._checker.check_report.CheckReport` and its rows, so the report imports
-this module and never the other way round (no import cycle, not even a type-only one).
+of a report and its rows, so both checkers' reports (:class:`~murmur_nb.CheckReport` and
+:class:`~murmur_nb.HookCheckReport`) show the same way, and import this module, never the
+other way round (no import cycle, not even a type-only one).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class ReportView(Protocol):
     @property
     def results(self) -> Sequence[ResultView]: ...
     def ordered(self) -> Sequence[ResultView]: ...
+    def suite(self) -> str: ...
     def counts(self) -> dict[str, int]: ...
     def sent(self) -> str: ...
     def skipped_groups(self) -> list[tuple[str, list[str]]]: ...
@@ -96,7 +98,7 @@ def headline_html(report: ReportView) -> str:
     badges = " ".join(tag(s, f"{n} {s}") for s, n in report.counts().items())
     return (
         f'<p class="murmur-check-head" style="{_TEXT}"><b>{html.escape(report.module)}</b> '
-        f"{verdict} the modproto v1 checks: {badges}<br><small>{report.duration_s:.1f} s; "
+        f"{verdict} {html.escape(report.suite())}: {badges}<br><small>{report.duration_s:.1f} s; "
         f"{html.escape(report.sent())}</small></p>"
     )
 

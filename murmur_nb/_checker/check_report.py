@@ -43,6 +43,8 @@ STATUSES: tuple[Status, ...] = ("fail", "warn", "skipped", "pass")
 class _Row(Protocol):
     @property
     def status(self) -> Status: ...
+    @property
+    def check(self) -> str: ...
 
 
 R = TypeVar("R", bound=_Row)
@@ -50,7 +52,8 @@ R = TypeVar("R", bound=_Row)
 
 class Results(Generic[R]):
     """What both checkers' reports share: their rows in ``results``, iterated and counted,
-    ``ok`` while none failed, the failures and warnings in order, and the count per status."""
+    ``ok`` while none failed, the failures and warnings in order, the count per status, the
+    rows worst first and the passes folded into one line (the HTML's view of a report)."""
 
     results: list[R]
 
@@ -79,6 +82,17 @@ class Results(Generic[R]):
         """How many rows ended in each status (every status present, zero included)."""
         seen = Counter(r.status for r in self.results)
         return {s: seen.get(s, 0) for s in STATUSES}
+
+    def ordered(self) -> list[R]:
+        """Every row, worst first (failures, warnings, skipped, passes), else as they ran."""
+        return sorted(self.results, key=lambda r: STATUSES.index(r.status))
+
+    def passes_line(self) -> str:
+        """The passes folded into one line: ``34 checks passed (describe 3, invoke 20 ...)``."""
+        kinds = Counter(r.check.split(".")[0] for r in self.results if r.status == "pass")
+        listed = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
+        return f"{sum(kinds.values())} checks passed" + (f" ({listed})" if listed else "")
+
 #: An input's pretty JSON is cut after this many characters (the reproduction has it all).
 _INPUT_CHARS = 2000
 
@@ -191,10 +205,15 @@ class CheckReport(Results[CheckResult]):
     #: Inputs sent per capability, by kind: boundary kinds (``maximum``, ``enum`` ...) and
     #: ``random``.
     inputs: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Inputs left out per capability when its time budget was spent, by kind
+    #: (``boundary``, ``random``, ``refused``); capabilities with none are absent.
+    left_out: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Seconds each capability's calls could take (0: no limit).
+    budget: float = 0.0
 
-    def ordered(self) -> list[CheckResult]:
-        """Every row, worst first (failures, warnings, skipped, passes), else as they ran."""
-        return sorted(self.results, key=lambda r: STATUSES.index(r.status))
+    def suite(self) -> str:
+        """What the report checked, as its headline names it."""
+        return "the modproto v1 checks"
 
     def headline(self) -> str:
         """``FAIL id (path): 3 fail, 1 warn, 0 skipped, 20 pass in 4.2 s (what was sent)``."""
@@ -211,12 +230,6 @@ class CheckReport(Results[CheckResult]):
                 reason = f"{row.capability}: {row.detail}" if row.capability else row.detail
                 groups.setdefault(reason, []).append(row.check)
         return list(groups.items())
-
-    def passes_line(self) -> str:
-        """The passes folded into one line: ``34 checks passed (describe 3, invoke 20 ...)``."""
-        kinds = Counter(r.check.split(".")[0] for r in self.results if r.status == "pass")
-        listed = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
-        return f"{sum(kinds.values())} checks passed" + (f" ({listed})" if listed else "")
 
     def summary(self, width: int | None = None) -> str:
         """The plain-text report wrapped to ``width`` (default: the terminal's): the
@@ -241,7 +254,21 @@ class CheckReport(Results[CheckResult]):
         return (
             f"{boundary} boundary then {random} random inputs over {len(self.inputs)} "
             f"capabilities; {self.examples} random examples per capability, seed {self.seed}"
+            + self.left_out_words()
         )
+
+    def left_out_words(self) -> str:
+        """``; 9 inputs left out ...`` naming the budget and each capability's count by
+        kind, or empty when every input ran."""
+        total = sum(n for kinds in self.left_out.values() for n in kinds.values())
+        if not total:
+            return ""
+        each = "; ".join(
+            f"{cap}: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items() if n)
+            for cap, kinds in self.left_out.items()
+        )
+        return (f"; {total} inputs left out, the {self.budget:g} s budget per capability "
+                f"spent ({each})")  # fmt: skip
 
     def __str__(self) -> str:
         return self.summary()
@@ -262,6 +289,8 @@ class CheckReport(Results[CheckResult]):
             "examples": self.examples,
             "seed": self.seed,
             "inputs": self.inputs,
+            "budget_s": self.budget,
+            "left_out": self.left_out,
             "checks": self.to_records(),
         }
 

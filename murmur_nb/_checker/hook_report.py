@@ -1,17 +1,19 @@
 """The hook checker's report: one row per rule, as text, JSON, HTML or a DataFrame.
 
 Its own small code, with the module checker's conventions (:mod:`.check_report`): a verdict
-line first, then every row that did not pass with its rule and fix line; ``ok`` is false when
-any rule failed; pandas only in :meth:`HookCheckReport.to_frame`.
+line first, then every row that did not pass, failures first, with its rule and fix line;
+``ok`` is false when any rule failed; pandas only in :meth:`HookCheckReport.to_frame`. In a
+notebook it is the module checker's report (:func:`.check_html.report_html`): a card per
+failure and warning, skipped rules one line per reason, the passes folded into one line.
 """
 
 from __future__ import annotations
 
-import html
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._checker.check_html import report_html
 from murmur_nb._checker.check_report import STATUSES, Results, Status
 
 if TYPE_CHECKING:
@@ -21,12 +23,6 @@ __all__ = ["HookCheckReport", "HookCheckResult"]
 
 #: A rule's outcome: the module checker's statuses.
 HookStatus = Status
-_COLOURS = {
-    "fail": "var(--jp-error-color1, #c62828)",
-    "warn": "var(--jp-warn-color1, #a15c00)",
-    "skipped": "var(--jp-ui-font-color2, #616161)",
-    "pass": "var(--jp-success-color1, #2e7d32)",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +38,17 @@ class HookCheckResult:
     def line(self) -> str:
         detail = f": {self.detail}" if self.detail else ""
         return f"{self.status.upper():7} {self.check}{detail}"
+
+    def where(self) -> str:
+        """Empty: a hook rule is about the whole component (the module checker's rows name
+        a capability and a path)."""
+        return ""
+
+    def sections(self) -> list[tuple[str, str]]:
+        """What a report shows of this row, as ``(label, text)`` pairs: what happened, the
+        rule and the fix."""
+        out = [("what happened", self.detail)] if self.detail else []
+        return [*out, ("rule", self.rule), ("fix", self.fix)]
 
 
 @dataclass
@@ -69,6 +76,27 @@ class HookCheckReport(Results[HookCheckResult]):
             f"time limit {self.limits.get('time_ms', '?')} ms a call"
         )
 
+    @property
+    def module(self) -> str:
+        """The component's file name (the report's headline names it)."""
+        return self.component.name
+
+    def suite(self) -> str:
+        """What the report checked, as its headline names it."""
+        return "the hook checks"
+
+    def sent(self) -> str:
+        """What was run (the headline's second line): :meth:`ran`."""
+        return self.ran()
+
+    def skipped_groups(self) -> list[tuple[str, list[str]]]:
+        """The skipped rules as ``(reason, [rule, ...])``, one per reason."""
+        groups: dict[str, list[str]] = {}
+        for row in self.results:
+            if row.status == "skipped":
+                groups.setdefault(row.detail, []).append(row.check)
+        return list(groups.items())
+
     def summary(self) -> str:
         verdict = "PASS" if self.ok else "FAIL"
         head = (
@@ -77,7 +105,7 @@ class HookCheckReport(Results[HookCheckResult]):
             + f" in {self.duration_s:.1f} s ({self.ran()})"
         )
         lines = [head]
-        for result in self.results:
+        for result in self.ordered():
             if result.status == "pass":
                 continue
             lines.append("  " + result.line())
@@ -116,31 +144,7 @@ class HookCheckReport(Results[HookCheckResult]):
         return frame
 
     def _repr_html_(self) -> str:
-        verdict = "passes" if self.ok else "fails"
-        badges = " ".join(
-            f'<span style="color:{_COLOURS[s]};font-weight:600">{n} {s}</span>'
-            for s, n in self.counts().items()
-        )
-        rows = "".join(_html_row(r) for r in self.results)
-        return (
-            f'<div class="murmur-check-hook"><p><b>{html.escape(self.component.name)}</b> '
-            f"{verdict} the hook checks: {badges} <small>({self.duration_s:.1f} s, "
-            f"{html.escape(self.ran())})</small></p>"
-            "<table><thead><tr><th>status</th><th>check</th><th>detail</th><th>rule</th>"
-            f"<th>fix</th></tr></thead><tbody>{rows}</tbody></table></div>"
-        )
+        return report_html(self)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.summary())
-
-
-def _html_row(result: HookCheckResult) -> str:
-    colour = _COLOURS[result.status]
-    cells = "".join(
-        f"<td>{html.escape(text)}</td>" for text in (result.check, result.detail, result.rule)
-    )
-    fix = html.escape(result.fix) if result.status != "pass" else ""
-    return (
-        f'<tr><td style="color:{colour};font-weight:600">{result.status}</td>{cells}'
-        f"<td>{fix}</td></tr>"
-    )
