@@ -124,6 +124,26 @@ def test_progress_counts_stay_true_through_twins_failures_resume_and_retry(
     assert len(runs(log_root)) == 7 + 3  # each distinct input once, then the failed ones
 
 
+def test_to_pandas_reads_the_journal_in_chunks_not_a_query_per_row(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    """1,200 rows (three distinct inputs, so three real runs) read back with a few SQLite
+    queries, one per ``READ_CHUNK`` rows, not 1,200. The journal's connection is an internal
+    (``journal._db``): its statement trace is the only way to count the queries."""
+    inputs = [{"n": i % 3} for i in range(1200)]
+    batch = host.map("batchy.work", inputs, progress=False)
+    assert len(runs(log_root)) == 3
+    selects: list[str] = []
+    batch.journal._db.set_trace_callback(
+        lambda sql: selects.append(sql) if sql.lstrip().upper().startswith("SELECT") else None
+    )
+    out = batch.to_pandas()
+    assert list(out["result_square"][:4]) == [0, 1, 4, 0] and out["ok"].all()
+    assert len(out) == 1200
+    assert 1 <= len(selects) <= 3, f"{len(selects)} queries for 1,200 rows"
+    assert sum(1 for _ in batch) == 1200
+
+
 def test_code_change_voids_the_journal(
     host: mnb.ModuleHost, facet_home: Path, log_root: Path
 ) -> None:

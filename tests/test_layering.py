@@ -60,12 +60,7 @@ MAX_MODULES_PER_FOLDER = 15
 #: Module cycles being removed right now, each the set of modules that import each other
 #: today. A cycle passes only while all of its modules are in one entry, so a module that
 #: joins one fails, as does any other cycle. Drop an entry when the work removing it lands.
-ALLOWED_CYCLES: list[frozenset[str]] = [
-    # batch.py hands rows to cluster.py's DaskRunner and reads them with frame.py, which
-    # both name Batch (type-only). Removed by the runner interface (a runner gets what it
-    # needs, not the Batch).
-    frozenset(f"murmur_nb._batch.{name}" for name in ("batch", "cluster", "frame")),
-]
+ALLOWED_CYCLES: list[frozenset[str]] = []
 
 #: ``(file, module)``: the package's string imports that stay. Each still counts as an import
 #: for the layers and the cycles.

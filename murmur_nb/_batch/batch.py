@@ -13,11 +13,15 @@ one row runs at a time, and an unknown cost is never taken for free. Every attem
 retried row's failures cost what they reported), and so does what the journal's rows already
 spent, so resuming a batch does not give it a fresh budget.
 
-On this machine each of ``concurrency`` worker threads takes the next row, runs it and settles
-it itself (no hand-off through a coordinating thread per row: 10-15% less host CPU per row);
-the calling thread waits. On Dask the calling thread hands rows out in tasks and settles what
-comes back. Ctrl-C or :meth:`cancel` stops starting rows, cancels running ones, keeps finished
-ones, then re-raises. Concurrency defaults to two rows per usable core
+The batch holds the run's state (which rows are pending, running, delayed for a retry; what
+was spent) in one place, :meth:`Batch._reset_run`; a runner is handed only what it needs. On
+this machine :class:`~.local.LocalRunner`'s ``concurrency`` worker threads each take the next
+row, run it and settle it through a :class:`~.local.RowSource` (the batch's lock and its
+take, run, finish and fail steps); the calling thread waits. On Dask
+(:class:`~.cluster.DaskRunner`: the plan, the policy, the options, the cancel event and
+``host.stage``) the calling thread hands rows out in tasks and settles what comes back.
+Ctrl-C or :meth:`cancel` stops starting rows, cancels running ones, keeps finished ones,
+then re-raises. Concurrency defaults to two rows per usable core
 (:data:`ROWS_PER_CORE`): a row's thread holds no core while its sandboxed process runs, and
 the host's part of a row runs under the GIL, so a second row per core keeps a process ready
 while the first is in Python. When the interpreter exits with a background batch running,
@@ -41,7 +45,6 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._batch.inputs import (
@@ -51,7 +54,7 @@ from murmur_nb._batch.inputs import (
     input_key,
     read_inputs,
 )
-from murmur_nb._batch.local import ROWS_PER_CORE, run_row
+from murmur_nb._batch.local import ROWS_PER_CORE, TICK_S, LocalRunner, RowSource, Taken, run_row
 from murmur_nb._batch.plan import Plan, input_problem, module_change, plan_for
 from murmur_nb._batch.progress import BatchProgress
 from murmur_nb._batch.record import invocation_of, not_run_record
@@ -61,6 +64,7 @@ from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL
 
 if TYPE_CHECKING:
+    from murmur_nb._batch.cluster import DaskRunner
     from murmur_nb._batch.journal import Journal  # sqlite3: imported on first map()
     from murmur_nb._modules.host import ModuleHost
 
@@ -68,8 +72,6 @@ __all__ = ["Batch"]
 
 _DEFAULT = object()
 _MAX_BACKOFF = 30.0
-#: How often a waiting thread looks again (Ctrl-C, a retry falling due, the journal's group)
-_TICK_S = 0.1
 #: At interpreter exit, how long a cancelled background batch may take to settle its rows.
 EXIT_WAIT_S = 30.0
 _background: weakref.WeakSet[Batch] = weakref.WeakSet()
@@ -143,9 +145,23 @@ class Batch:
         self._t0, self._run_here, self._status = time.monotonic(), 0, "running"
         self._thread: threading.Thread | None = None
         self._ended = threading.Event()  # set when a background run has settled
-        self._failure: BaseException | None = None
         self.approval = ""
         self.client: Any = None
+        self._reset_run([])
+
+    def _reset_run(self, todo: list[int]) -> None:
+        """The state of one run (of :meth:`start` or :meth:`retry_failed`), all of it."""
+        self._failure: BaseException | None = None  # the host's own, raised to the caller
+        self._pending = list(reversed(todo))  # popped from the end: input order
+        self._delayed: list[tuple[float, int, int]] = []  # (due, row, attempt), a heap
+        self._retrying: dict[int, dict[str, Any]] = {}  # a delayed row's last failure
+        self._running: dict[int, int] = {}  # row -> attempt
+        self._local: LocalRunner | None = None
+        self._dask: DaskRunner | None = None
+        # on Dask: rows finished on the workers, handed over by their futures' callbacks,
+        # and those gathered from there but not yet settled
+        self._done: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
+        self._inbox: deque[tuple[int, int, Any]] = deque()
 
     # -- building ----------------------------------------------------------------------
 
@@ -256,31 +272,27 @@ class Batch:
             self._run(todo)
 
     def _run(self, todo: list[int]) -> None:
-        self._failure = None
-        self._pending = list(reversed(todo))
-        self._delayed: list[tuple[float, int, int]] = []
-        self._retrying: dict[int, dict[str, Any]] = {}  # a delayed row's last failure
-        self._running: dict[int, int] = {}
-        self._live = 0  # worker threads still running
-        self._threads: list[threading.Thread] = []
-        runner = None
+        self._reset_run(todo)
         if self.client is not None:
             from murmur_nb._batch.cluster import DaskRunner  # noqa: PLC0415 - distributed lazily
 
-            runner = DaskRunner(self, self.client)
-        self._runner_ref = runner
+            self._dask = DaskRunner(
+                self.client, self.plan, self.host.policy, stage=self.host.stage,
+                options=self.options, cancel=self._cancel, concurrency=self.concurrency,
+                artifact_bytes=self.artifact_bytes,
+            )  # fmt: skip
         try:
             with self.journal.grouped():
-                if runner is None:
+                if self._dask is None:
                     self._pull()
                 else:
-                    self._drive(runner)
+                    self._drive(self._dask)
         except KeyboardInterrupt:
-            self._interrupted(runner)
+            self._interrupted()
             raise
         finally:
-            if runner is not None:
-                runner.close()
+            if self._dask is not None:
+                self._dask.close()
             if self._status == "running":
                 self._status = "cancelled" if self._cancel.is_set() else "finished"
             self._notify(force=True)
@@ -295,7 +307,7 @@ class Batch:
         finally:
             self._ended.set()
 
-    def _interrupted(self, runner: Any) -> None:
+    def _interrupted(self) -> None:
         """Ctrl-C: start nothing more, cancel the running rows and keep them as they end."""
         with self._wake:
             self._stop("cancelled", "interrupted (Ctrl-C) before this row started")
@@ -303,88 +315,49 @@ class Batch:
             self._status = "interrupted"
             self._wake.notify_all()
         with self.journal.grouped():
-            if runner is None:
-                self._wait_for_workers()
-                self._leave_unstarted()
+            if self._dask is not None:
+                self._drain(self._dask)
             else:
-                self._drain(runner)
+                if self._local is not None:
+                    self._local.wait()
+                self._leave_unstarted()
 
     # -- on this machine: worker threads that take and settle their own rows ---------------
 
     def _pull(self) -> None:
         """Run the rows on ``concurrency`` worker threads and wait for them, committing the
         journal's group of settled rows as it comes due (:data:`~.journal.GROUP_S`)."""
-        for i in range(min(self.concurrency, len(self._pending))):
-            worker = threading.Thread(target=self._work, name=f"murmur-batch_{i}", daemon=True)
-            self._threads.append(worker)
-            with self._wake:
-                self._live += 1
-            try:
-                worker.start()
-            except RuntimeError:  # "can't create new thread at interpreter shutdown"
-                with self._wake:
-                    self._live -= 1
-                    self._stop("cancelled", _EXITING)
-                    self._cancel.set()
-                    self._wake.notify_all()
-                break
-        self._wait_for_workers()
+        source = RowSource(
+            lock=self._wake, take=self._take, run=self._run_row, finish=self._finished,
+            fail=self._host_failed, exiting=self._exiting, tick=self.journal.commit_due,
+        )  # fmt: skip
+        self._local = LocalRunner(source, self.concurrency)
+        self._local.start(len(self._pending))
+        self._local.wait()
         self._leave_unstarted()
         if self._failure is not None:
             raise self._failure
 
-    def _wait_for_workers(self) -> None:
-        """Until every worker has ended; Ctrl-C reaches this thread between waits. (Not
-        ``Thread.join``: on Python 3.11 a join that Ctrl-C interrupts marks the thread as
-        ended while it still runs, and the next join returns at once.) The count of live
-        workers answers at once; their threads are looked at too, in case a Ctrl-C came
-        between counting a worker and starting it."""
-        while True:
-            with self._wake:
-                if not self._live or not any(t.is_alive() for t in self._threads):
-                    return
-                self._wake.wait(_TICK_S)
-            self.journal.commit_due()
+    def _run_row(self, row: int, attempt: int) -> dict[str, Any]:
+        return run_row(self.host, self.plan, json.loads(self._texts[row]), attempt,
+                       cancel=self._cancel, options=self.options)  # fmt: skip
 
-    def _work(self) -> None:
-        """One worker thread: take a row, run it (one ``invoke``), settle it, until none is
-        left to take. A failure of the host's own (a journal that cannot be written) stops
-        the batch: the row it held is not run, and the caller of ``map`` gets the error."""
-        held: list[int] = []  # the row this worker has taken and not yet settled
-        try:
-            self._work_rows(held)
-        except BaseException as exc:
-            with self._wake:
-                self._failure = self._failure or exc
-                why = f"the batch stopped on the host's error: {type(exc).__name__}: {exc}"
-                self._stop("host_error", why)
-                for row in held:
-                    self._running.pop(row, None)
-                    if self._state[row] == RUNNING:
-                        self._settle(row, not_run_record("host_error", why))
-        finally:
-            with self._wake:
-                self._live -= 1
-                self._wake.notify_all()
+    def _host_failed(self, row: int | None, exc: BaseException) -> None:
+        """The host's own failure stopped a worker (a journal that cannot be written): the
+        batch stops, the row it held is not run, and the caller of ``map`` gets the error."""
+        self._failure = self._failure or exc
+        why = f"the batch stopped on the host's error: {type(exc).__name__}: {exc}"
+        self._stop("host_error", why)
+        if row is not None:
+            self._running.pop(row, None)
+            if self._state[row] == RUNNING:
+                self._settle(row, not_run_record("host_error", why))
 
-    def _work_rows(self, held: list[int]) -> None:
-        while True:
-            with self._wake:
-                taken = self._take()
-                if taken is None:
-                    self._wake.notify_all()  # the others look again (a stop, the last row)
-                    return
-            row, attempt = taken
-            held[:] = [row]
-            record = run_row(self.host, self.plan, json.loads(self._texts[row]), attempt,
-                             cancel=self._cancel, options=self.options)  # fmt: skip
-            with self._wake:
-                self._finished(row, attempt, record)
-                held.clear()
-                self._wake.notify_all()
-            self.journal.commit_due()
+    def _exiting(self) -> None:
+        self._stop("cancelled", _EXITING)
+        self._cancel.set()
 
-    def _take(self) -> tuple[int, int] | None:
+    def _take(self) -> Taken | None:
         """The next row to run, marked running (lock held); waits while the only rows left
         are retries not yet due, or while ``max_cost`` waits for a running row's cost.
         ``None``: nothing is left for this worker (all taken, or the batch stopped)."""
@@ -395,7 +368,7 @@ class Batch:
                 return None
             now = time.monotonic()
             retry = bool(self._delayed and self._delayed[0][0] <= now)
-            wait = _TICK_S
+            wait = TICK_S
             if retry or self._pending:
                 if self._cost_allows():
                     return self._start(retry)
@@ -408,7 +381,7 @@ class Batch:
             # else a running row may still fail into a retry, or give max_cost its cost
             self._wake.wait(max(wait, 0.0))
 
-    def _start(self, retry: bool) -> tuple[int, int]:
+    def _start(self, retry: bool) -> Taken:
         if retry:
             _, row, attempt = heapq.heappop(self._delayed)
         else:
@@ -419,9 +392,7 @@ class Batch:
 
     # -- on Dask: this thread hands rows out and settles what comes back --------------------
 
-    def _drive(self, runner: Any) -> None:
-        self._done: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
-        self._inbox: deque[tuple[int, int, Any]] = deque()
+    def _drive(self, runner: DaskRunner) -> None:
         while True:
             self._launch(runner)
             runner.flush()
@@ -430,7 +401,7 @@ class Batch:
             self._settle_completed(runner)
         self._leave_unstarted()
 
-    def _settle_completed(self, runner: Any) -> None:
+    def _settle_completed(self, runner: DaskRunner) -> None:
         """Settle every row finished since the last look (waiting up to 50 ms for one), all
         before new rows start: rows start in rounds, not one by one. They wait in
         ``_inbox`` until settled, so a Ctrl-C while they are gathered loses none."""
@@ -447,7 +418,7 @@ class Batch:
             self._finished(row, attempt, runner.collect(fut))
         self.journal.commit_due()
 
-    def _drain(self, runner: Any) -> None:
+    def _drain(self, runner: DaskRunner) -> None:
         """After Ctrl-C: let the running rows end (they are being cancelled), keep them."""
         runner.cancel_running()
         while self._running:
@@ -464,7 +435,7 @@ class Batch:
             last = self._retrying.pop(row) if row in self._retrying else None
             self._settle(row, last or not_run_record(code, why))
 
-    def _launch(self, runner: Any) -> None:
+    def _launch(self, runner: DaskRunner) -> None:
         """Hand out the rows that may start now; once the module changed, each of them is
         ``module_changed`` instead (looked at once per round, before its first row)."""
         if self._cancel.is_set():
@@ -483,9 +454,13 @@ class Batch:
             else:
                 self._finished(row, attempt, not_run_record(MODULE_CHANGED, changed))
 
-    def _start_row(self, runner: Any, row: int, attempt: int) -> None:
+    def _start_row(self, runner: DaskRunner, row: int, attempt: int) -> None:
         fut = runner.submit(json.loads(self._texts[row]), attempt)
-        fut.add_done_callback(lambda f, r=row, a=attempt: self._done.put((r, a, f)))
+
+        def done(f: Any, r: int = row, a: int = attempt) -> None:
+            self._done.put((r, a, f))
+
+        fut.add_done_callback(done)
 
     def _cost_allows(self) -> bool:
         if self.max_cost is None:
@@ -577,9 +552,8 @@ class Batch:
         with self._wake:
             self._cancel.set()
             self._wake.notify_all()
-        runner = getattr(self, "_runner_ref", None)
-        if runner is not None:
-            runner.cancel_running()
+        if self._dask is not None:
+            self._dask.cancel_running()
 
     def wait(self, timeout: float | None = None) -> Batch:
         """Wait for a background batch to settle; return it. Raises what stopped it, if the
@@ -666,14 +640,28 @@ class Batch:
 
     def record(self, i: int) -> dict[str, Any] | None:
         """Row ``i``'s record (plain JSON), or ``None`` while it has none yet."""
-        if i in self._unrun:
-            return self._unrun[i]
-        if self._state[i] not in (OK, FAILED):
-            return None
-        text = self.journal.record(self._jkey, self._keys[i])
-        if text is None:  # its entry was changed (or removed) after the batch settled it
-            return not_run_record("journal_changed", _JOURNAL_CHANGED)
-        return dict(json.loads(text))
+        return next(self._records(range(i, i + 1)))
+
+    def _records(self, rows: range) -> Iterator[dict[str, Any] | None]:
+        """Each of ``rows``' records (``None``: none yet), the journal read
+        :data:`~.journal.READ_CHUNK` rows per query."""
+        from murmur_nb._batch.journal import READ_CHUNK  # noqa: PLC0415 - sqlite3 lazily
+
+        for start in range(rows.start, rows.stop, READ_CHUNK):
+            chunk = range(start, min(start + READ_CHUNK, rows.stop))
+            keys = [self._keys[i] for i in chunk
+                    if self._state[i] in (OK, FAILED) and i not in self._unrun]  # fmt: skip
+            texts = self.journal.records(self._jkey, keys) if keys else {}
+            for i in chunk:
+                if i in self._unrun:
+                    yield self._unrun[i]
+                elif self._state[i] not in (OK, FAILED):
+                    yield None
+                elif (text := texts.get(self._keys[i])) is None:
+                    # its entry was changed (or removed) after the batch settled it
+                    yield not_run_record("journal_changed", _JOURNAL_CHANGED)
+                else:
+                    yield dict(json.loads(text))
 
     def __getitem__(self, i: int) -> Invocation:
         """Row ``i`` (position, as ``iloc``) as an :class:`~murmur_nb.Invocation`;
@@ -684,28 +672,41 @@ class Batch:
         record = self.record(i)
         if record is None:
             raise LookupError(f"batch row {i} has no outcome yet (it is {self._state[i]})")
+        return self._invocation(i, record)
+
+    def _invocation(self, i: int, record: dict[str, Any]) -> Invocation:
         return invocation_of(record, self.capability, self.plan.module,
-                             json.loads(self._texts[i]), self._store_root())  # fmt: skip
+                             json.loads(self._texts[i]), self.host.store.root)  # fmt: skip
 
     def __iter__(self) -> Iterator[Invocation]:
-        for i in range(len(self)):
-            if self.record(i) is not None:
-                yield self[i]
-
-    def _store_root(self) -> Path:
-        return self.host.store.root
+        for i, record in enumerate(self._records(range(len(self)))):
+            if record is not None:
+                yield self._invocation(i, record)
 
     def to_pandas(self) -> Any:
-        """One row per input, in input order; see :mod:`murmur_nb._batch.frame`."""
+        """One row per input, in input order; see :mod:`murmur_nb._batch.frame`. The journal
+        is read :data:`~.journal.READ_CHUNK` rows per query."""
         from murmur_nb._batch.frame import batch_frame  # noqa: PLC0415 - pandas when asked
 
-        return batch_frame(self)
+        rows = (
+            (self._state[i], record, bool(self._journaled[i]))
+            for i, record in enumerate(self._records(range(len(self))))
+        )
+        return batch_frame(self.inputs, self._texts, self.plan.flat_result, rows)
 
     def grid(self, limit: int = 60) -> Any:
         """Every row's image artifacts side by side (one ``image_grid``), first ``limit``."""
         from murmur_nb._batch.frame import batch_grid  # noqa: PLC0415
 
-        return batch_grid(self, limit)
+        with_files = (
+            self._invocation(i, record)
+            for i, record in enumerate(self._records(range(len(self))))
+            if record and any(a.get("file") for a in record.get("artifacts") or [])
+        )
+        first = self[0] if len(self) and self.record(0) else None
+        return batch_grid(with_files, first, module=self.plan.module,
+                          capability=self.capability, store_root=self.host.store.root,
+                          limit=limit)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"Batch {self.capability}: {self.progress.line()}"

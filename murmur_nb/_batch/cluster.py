@@ -46,9 +46,13 @@ from murmur_nb._batch.record import not_run_record
 from murmur_nb._exceptions import warn_if_plain_cluster
 
 if TYPE_CHECKING:
-    from murmur_nb._batch.batch import Batch
+    from collections.abc import Callable
+
+    from murmur_nb._batch.plan import Plan
+    from murmur_nb._files.artifacts import VerifiedArtifact
     from murmur_nb._modules.host import ModuleHost
     from murmur_nb._modules.policy import Policy
+    from murmur_nb._modules.staging import StagedArtifact
 
 __all__ = [
     "CHUNK",
@@ -215,14 +219,25 @@ def _lost(exc: BaseException) -> bool:
 
 class DaskRunner:
     """Rows as Dask tasks of ``chunk`` rows (sized as rows finish, see the module's text);
-    the kernel's coordinator sees one plain ``concurrent.futures`` future per row."""
+    the kernel's coordinator sees one plain ``concurrent.futures`` future per row.
 
-    def __init__(self, batch: Batch, client: Any) -> None:
+    It is given what it needs, not the batch: the plan (the snapshot to ship, the approval
+    its rows run under), the host's policy, the options each row runs with, the batch's
+    cancel event, ``stage`` (the kernel host's :meth:`~murmur_nb.ModuleHost.stage`, for the
+    artifacts that come back), the batch's ``concurrency`` and the artifact size bound.
+    """
+
+    def __init__(
+        self, client: Any, plan: Plan, policy: Policy, *,
+        stage: Callable[[VerifiedArtifact], StagedArtifact], options: dict[str, Any],
+        cancel: threading.Event, concurrency: int, artifact_bytes: int,
+    ) -> None:  # fmt: skip
         warn_if_plain_cluster(client)
-        self.batch, self.client, self.chunk = batch, client, CHUNK
+        self.client, self.chunk, self.plan, self.policy = client, CHUNK, plan, policy
+        self.stage, self.options, self.cancel = stage, options, cancel
+        self.concurrency, self.artifact_bytes = concurrency, artifact_bytes
         self._row_seconds: float | None = None  # a row's share of its task's time, smoothed
-        plan = batch.plan
-        self._data = payload_of(plan, batch.host.policy)
+        self._data = payload_of(plan, policy)
         self.payload = self._scatter()
         self._scatter_lock = threading.Lock()
         self.poll = (plan.poll.every, plan.poll.timeout) if plan.poll else (0.2, 600.0)
@@ -272,7 +287,7 @@ class DaskRunner:
         while fewer tasks than worker threads are out (the coordinator calls this after each
         round of starts: rows finish a task at a time, and the rows started in their place
         make the next task whole, not one task per row)."""
-        if self.batch._cancel.is_set():
+        if self.cancel.is_set():
             self._drop_buffer()
         while len(self._buffer) >= self.chunk or (self._buffer and self._idle()):
             rows, self._buffer = self._buffer[: self.chunk], self._buffer[self.chunk :]
@@ -282,7 +297,7 @@ class DaskRunner:
         """How many rows may be out at once: two tasks per worker thread (one running,
         one queued behind it, so a worker never waits for the kernel), within the batch's
         ``concurrency``."""
-        return min(self.batch.concurrency, 2 * self.chunk * self.slots)
+        return min(self.concurrency, 2 * self.chunk * self.slots)
 
     def _sized(self, rows: int, seconds: float) -> None:
         """Learn from a task of ``rows`` rows that ran ``seconds``: the next tasks aim at
@@ -304,14 +319,13 @@ class DaskRunner:
                                           "row was sent to a worker"))  # fmt: skip
 
     def _send(self, rows: list[_Row], lost: int) -> None:
-        b = self.batch
         with self._lock:
             self._count += 1
             n = self._count
         payload = self.payload
         fut = self.client.submit(
-            run_chunk_on_worker, payload, b.host.policy, [(v, a) for _, v, a in rows],
-            b.options, self.poll, b.artifact_bytes, pure=False,
+            run_chunk_on_worker, payload, self.policy, [(v, a) for _, v, a in rows],
+            self.options, self.poll, self.artifact_bytes, pure=False,
             key=f"murmur-rows-{n}-{os.getpid()}-{id(self)}",
         )  # fmt: skip
         with self._lock:
@@ -337,7 +351,7 @@ class DaskRunner:
         # cancelled by Dask, not by the batch: the payload was lost with the last worker that
         # held it (every worker died or restarted), so the task cannot run (again) as it is
         dropped = exc is None or isinstance(exc, CancelledError)
-        stopping = self._stopping or self.batch._cancel.is_set()
+        stopping = self._stopping or self.cancel.is_set()
         if dropped and stopping:
             why = "the batch was cancelled before this row ran on a worker"
             for out, _, _ in rows:
@@ -363,9 +377,9 @@ class DaskRunner:
         if isinstance(result, dict):  # a not-run record made in the kernel
             return result
         record, data = result
-        if record.get("approval") and self.batch.plan.prepared is not None:
+        if record.get("approval") and self.plan.prepared is not None:
             # the worker ran it under the approval this kernel decided for the batch
-            record["approval"] = self.batch.plan.prepared.approval
+            record["approval"] = self.plan.prepared.approval
         for entry, blob in zip(record["artifacts"], data, strict=True):
             if blob is not None:
                 entry.update(self._store(entry, blob))
@@ -387,7 +401,7 @@ class DaskRunner:
         with tempfile.TemporaryDirectory(prefix="murmur-nb-incoming-") as tmp:
             path = Path(os.path.realpath(tmp), "artifact")
             path.write_bytes(blob)
-            staged = self.batch.host.stage(VerifiedArtifact(**art, file=path))
+            staged = self.stage(VerifiedArtifact(**art, file=path))
         return {"root": "staged", "path": staged.path, "file": str(staged.file)}
 
     def cancel_running(self) -> None:

@@ -9,14 +9,18 @@ input column clashing with an outcome column is prefixed ``input_``.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
+from murmur_nb._batch.inputs import Inputs
 from murmur_nb._modules.invocation import Invocation
 
-if TYPE_CHECKING:
-    from murmur_nb._batch.batch import Batch
+__all__ = ["OUTCOME_COLUMNS", "Row", "batch_frame", "batch_grid"]
 
-__all__ = ["OUTCOME_COLUMNS", "batch_frame", "batch_grid"]
+#: one row of a batch as the frame reads it: its status, its record (``None``: none yet)
+#: and whether it came from the journal
+Row = tuple[str, dict[str, Any] | None, bool]
 
 OUTCOME_COLUMNS = (
     "status", "ok", "error_code", "error_message", "retryable", "warnings", "artifacts",
@@ -32,9 +36,10 @@ _DTYPES = {
 }  # fmt: skip
 
 
-def _outcome(batch: Batch, i: int, record: dict[str, Any] | None) -> dict[str, Any]:
+def _outcome(row: Row) -> dict[str, Any]:
+    status, record, from_journal = row
     if record is None:
-        return {"status": batch.status(i), "ok": None, "warnings": [], "artifacts": [],
+        return {"status": status, "ok": None, "warnings": [], "artifacts": [],
                 "artifact_locations": [], "from_journal": False}  # fmt: skip
     error = record.get("error") or {}
     execution = record.get("execution") or {}
@@ -49,13 +54,13 @@ def _outcome(batch: Batch, i: int, record: dict[str, Any] | None) -> dict[str, A
         "estimated_cost": execution.get("estimated_cost"),
         "actual_cost": execution.get("actual_cost"),
         "duration_ms": record.get("duration_ms"), "confinement": record.get("confinement"),
-        "from_journal": bool(batch._journaled[i]), "attempts": record.get("attempts"),
+        "from_journal": from_journal, "attempts": record.get("attempts"),
         "request_id": record.get("request_id") or None,
     }  # fmt: skip
 
 
-def _result_columns(batch: Batch, record: dict[str, Any] | None) -> dict[str, Any]:
-    fields = batch.plan.flat_result
+def _result_columns(fields: tuple[str, ...] | None, record: dict[str, Any] | None
+                    ) -> dict[str, Any]:  # fmt: skip
     result = record.get("result") if record else None
     if fields is None:
         return {"result": result}
@@ -63,28 +68,31 @@ def _result_columns(batch: Batch, record: dict[str, Any] | None) -> dict[str, An
     return {f"result_{name}": got.get(name) for name in fields}
 
 
-def batch_frame(batch: Batch) -> Any:
-    """The batch's rows as a DataFrame (see the module notes for the columns)."""
+def batch_frame(
+    inputs: Inputs, texts: Sequence[str], flat_result: tuple[str, ...] | None,
+    rows: Iterable[Row],
+) -> Any:  # fmt: skip
+    """The batch's rows as a DataFrame (see the module notes for the columns): ``inputs``
+    and their canonical ``texts``, the plan's ``flat_result`` fields, and each row's
+    :data:`Row` in input order (read from the journal as the frame is built)."""
     import pandas as pd  # noqa: PLC0415
 
-    inputs = batch.inputs
-    taken = set(OUTCOME_COLUMNS) | {"result"} | {f"result_{n}" for n in
-                                                 batch.plan.flat_result or ()}  # fmt: skip
+    taken = set(OUTCOME_COLUMNS) | {"result"} | {f"result_{n}" for n in flat_result or ()}
     names = {c: (f"input_{c}" if c in taken else c) for c in inputs.columns}
-    rows = []
-    for i in range(len(batch)):
-        record = batch.record(i)
+    out = []
+    for i, row in enumerate(rows):
+        record = row[1]
         if inputs.frame is not None:
-            row = {names[c]: v for c, v in zip(inputs.columns, inputs.frame.iloc[i], strict=True)}
+            line = {names[c]: v for c, v in zip(inputs.columns, inputs.frame.iloc[i], strict=True)}
         else:
-            value = json.loads(batch._texts[i]) if batch._texts[i] else {}
+            value = json.loads(texts[i]) if texts[i] else {}
             value = value if isinstance(value, dict) else {}
-            row = {names[c]: value.get(c) for c in inputs.columns}
-        row.update(_result_columns(batch, record))
-        row.update(_outcome(batch, i, record))
-        rows.append(row)
-    index = inputs.index if inputs.index is not None else pd.RangeIndex(len(rows))
-    frame = pd.DataFrame(rows, index=index)
+            line = {names[c]: value.get(c) for c in inputs.columns}
+        line.update(_result_columns(flat_result, record))
+        line.update(_outcome(row))
+        out.append(line)
+    index = inputs.index if inputs.index is not None else pd.RangeIndex(len(out))
+    frame = pd.DataFrame(out, index=index)
     for column in frame.columns:
         if column.startswith("result_"):
             frame[column] = frame[column].convert_dtypes()
@@ -94,39 +102,40 @@ def batch_frame(batch: Batch) -> Any:
     return frame
 
 
-def batch_grid(batch: Batch, limit: int) -> Any:
-    """The image artifacts of the first ``limit`` rows that have one, as one grid."""
+def batch_grid(
+    with_files: Iterator[Invocation], first: Invocation | None, *, module: str,
+    capability: str, store_root: Path, limit: int,
+) -> Any:  # fmt: skip
+    """The image artifacts of the first ``limit`` rows that have one (``with_files``: the
+    rows with an artifact file, in input order; ``first``: row 0, if it has an outcome), as
+    one grid."""
     from murmur_nb._render.render import render  # noqa: PLC0415
 
     images: list[Any] = []
-    for i in range(len(batch)):
+    for inv in with_files:
         if len(images) >= limit:
             break
-        record = batch.record(i)
-        if record and any(a.get("file") for a in record.get("artifacts") or []):
-            inv = batch[i]
-            images.extend(
-                a.model_copy(update={"presentation": "image_grid"})
-                for a in inv.artifacts
-                if a.media_type.startswith("image/")
-            )
-    first = batch[0] if len(batch) and batch.record(0) else None
+        images.extend(
+            a.model_copy(update={"presentation": "image_grid"})
+            for a in inv.artifacts
+            if a.media_type.startswith("image/")
+        )
     request = first.request if first is not None else None
-    grid = Invocation(module=batch.plan.module, capability=batch.capability,
-                      request=request or _empty_request(batch), ok=True,
+    grid = Invocation(module=module, capability=capability,
+                      request=request or _empty_request(capability), ok=True,
                       artifacts=images[:limit])  # fmt: skip
     if not images:
-        grid.request = _empty_request(batch)
+        grid.request = _empty_request(capability)
     else:
         from murmur_nb.protocol import Root  # noqa: PLC0415
 
         grid.request = grid.request.model_copy(
-            update={"roots": {"staged": Root(path=str(batch.host.store.root), mode="ro")}}
+            update={"roots": {"staged": Root(path=str(store_root), mode="ro")}}
         )
     return render(grid)
 
 
-def _empty_request(batch: Batch) -> Any:
+def _empty_request(capability: str) -> Any:
     from murmur_nb.protocol import Request  # noqa: PLC0415
 
-    return Request(capability=batch.capability, request_id="grid")
+    return Request(capability=capability, request_id="grid")

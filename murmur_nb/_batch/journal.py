@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 from murmur_nb._files.sealing_key import sealing_key
 
-__all__ = ["Finished", "Journal", "JournalKey"]
+__all__ = ["READ_CHUNK", "Finished", "Journal", "JournalKey"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows (
@@ -69,7 +69,8 @@ class Finished(NamedTuple):
     status: str
     spent: float | None
 
-_CHUNK = 500
+#: Rows read per query (SQLite's bound on a statement's parameters is 32,766 or 999)
+READ_CHUNK = 500
 #: How old a group of settled rows gets before it is committed (a transaction per row was a
 #: quarter of the host's bookkeeping CPU per row)
 GROUP_S = 0.05
@@ -158,8 +159,8 @@ class Journal:
         under a valid seal (one that fails its seal is left out, so it runs again)."""
         found: dict[str, Finished] = {}
         with self._lock:
-            for start in range(0, len(input_keys), _CHUNK):
-                chunk = list(dict.fromkeys(input_keys[start : start + _CHUNK]))
+            for start in range(0, len(input_keys), READ_CHUNK):
+                chunk = list(dict.fromkeys(input_keys[start : start + READ_CHUNK]))
                 marks = ",".join("?" * len(chunk))
                 cursor = self._db.execute(
                     "SELECT input_key, status, spent, record, seal FROM rows WHERE "
@@ -211,12 +212,23 @@ class Journal:
                 (*key, input_key, status, record, time.time(), spent, seal),
             )
 
+    def records(self, key: JournalKey, input_keys: Sequence[str]) -> dict[str, str]:
+        """``input_key -> record`` (JSON text) for the rows of ``input_keys`` journaled under
+        a valid seal, read :data:`READ_CHUNK` keys per query (a missing or unsealed row is left
+        out)."""
+        found: dict[str, str] = {}
+        for start in range(0, len(input_keys), READ_CHUNK):
+            chunk = list(dict.fromkeys(input_keys[start : start + READ_CHUNK]))
+            marks = ",".join("?" * len(chunk))
+            with self._lock:  # per query: the batch's workers write in between
+                rows = self._db.execute(
+                    "SELECT input_key, status, spent, record, seal FROM rows WHERE "
+                    f"capability=? AND module_digest=? AND input_key IN ({marks})",
+                    (*key, *chunk),
+                ).fetchall()
+            found.update((row[0], str(row[3])) for row in rows if self._sealed(key, row))
+        return found
+
     def record(self, key: JournalKey, input_key: str) -> str | None:
         """The stored record (JSON text) of one row, or ``None`` (none, or not sealed)."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT input_key, status, spent, record, seal FROM rows WHERE capability=? "
-                "AND module_digest=? AND input_key=?",
-                (*key, input_key),
-            ).fetchone()
-        return None if row is None or not self._sealed(key, row) else str(row[3])
+        return self.records(key, [input_key]).get(input_key)

@@ -6,23 +6,42 @@ call. The batch's own look at the live module is the run's ``if_unchanged=True``
 that no longer hashes to what the batch was approved for, or no longer resolves at all, is
 not run (``module_changed``); what runs is the prepared snapshot, so nothing of a new code
 runs either way. Artifacts are staged as the row finishes, in parallel.
+
+:class:`LocalRunner` runs the rows on ``concurrency`` worker threads, each of which takes
+the next row, runs it and settles it itself (no hand-off through a coordinating thread per
+row: 10-15% less host CPU per row). It is handed what it needs of the batch as a
+:class:`RowSource` (the batch's lock, and how to take, run, settle and give up a row), never
+the batch itself: which row runs next, retries, ``max_cost`` and the journal stay the
+batch's.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
-
-if TYPE_CHECKING:
-    from murmur_nb._modules.host import Invocation, ModuleHost
 from murmur_nb._batch.longrun import run_long
 from murmur_nb._batch.plan import Plan
 from murmur_nb._batch.record import error_record, invocation_record, not_run_record
+from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
 from murmur_nb._modules.call import MODULE_CHANGED
 
-__all__ = ["ROWS_PER_CORE", "RUN_OPTIONS", "run_row", "staged_artifacts"]
+if TYPE_CHECKING:
+    from murmur_nb._modules.host import Invocation, ModuleHost
+
+__all__ = [
+    "ROWS_PER_CORE",
+    "RUN_OPTIONS",
+    "LocalRunner",
+    "RowSource",
+    "run_row",
+    "staged_artifacts",
+]
+
+#: How often a waiting thread looks again (Ctrl-C, a retry falling due, the journal's group)
+TICK_S = 0.1
 
 #: rows in flight per usable core: one in its sandboxed process, one in the host's Python part
 ROWS_PER_CORE = 2
@@ -78,3 +97,96 @@ def run_row(
         return error_record(exc, attempt)
     except Exception as exc:
         return not_run_record("host_error", f"{type(exc).__name__}: {exc}")
+
+
+#: a row taken to run: its position and its attempt (1 for the first)
+Taken = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class RowSource:
+    """What the worker threads need of the batch that drives them, and nothing more."""
+
+    #: held while a row is taken, settled or given up; notified whenever one settles
+    lock: threading.Condition
+    #: the next row to run, marked running (lock held); ``None``: nothing left for a worker
+    take: Callable[[], Taken | None]
+    #: one row's run, its record (lock not held); a row's own failure is a record
+    run: Callable[[int, int], dict[str, Any]]
+    #: a row's record, to settle or to retry (lock held)
+    finish: Callable[[int, int, dict[str, Any]], None]
+    #: the host failed while a worker held ``row`` (or none): stop the batch (lock held)
+    fail: Callable[[int | None, BaseException], None]
+    #: no thread could be started: the interpreter is exiting (lock held)
+    exiting: Callable[[], None]
+    #: looked at every :data:`TICK_S` by the waiting thread and after each row (the
+    #: journal's group commit)
+    tick: Callable[[], None]
+
+
+class LocalRunner:
+    """Rows on ``concurrency`` worker threads of this process; see the module's text."""
+
+    def __init__(self, rows: RowSource, concurrency: int) -> None:
+        self.rows, self.concurrency = rows, concurrency
+        self._live = 0  # worker threads still running
+        self._threads: list[threading.Thread] = []
+
+    def start(self, n_rows: int) -> None:
+        """Start the workers (no more than there are rows to run)."""
+        lock = self.rows.lock
+        for i in range(min(self.concurrency, n_rows)):
+            worker = threading.Thread(target=self._work, name=f"murmur-batch_{i}", daemon=True)
+            self._threads.append(worker)
+            with lock:
+                self._live += 1
+            try:
+                worker.start()
+            except RuntimeError:  # "can't create new thread at interpreter shutdown"
+                with lock:
+                    self._live -= 1
+                    self.rows.exiting()
+                    lock.notify_all()
+                break
+
+    def wait(self) -> None:
+        """Until every worker has ended; Ctrl-C reaches this thread between waits. (Not
+        ``Thread.join``: on Python 3.11 a join that Ctrl-C interrupts marks the thread as
+        ended while it still runs, and the next join returns at once.) The count of live
+        workers answers at once; their threads are looked at too, in case a Ctrl-C came
+        between counting a worker and starting it."""
+        lock = self.rows.lock
+        while True:
+            with lock:
+                if not self._live or not any(t.is_alive() for t in self._threads):
+                    return
+                lock.wait(TICK_S)
+            self.rows.tick()
+
+    def _work(self) -> None:
+        """One worker thread: take a row, run it, settle it, until none is left to take. A
+        failure of the host's own (a journal that cannot be written) stops the batch."""
+        rows, lock = self.rows, self.rows.lock
+        held: int | None = None  # the row this worker has taken and not yet settled
+        try:
+            while True:
+                with lock:
+                    taken = rows.take()
+                    if taken is None:
+                        lock.notify_all()  # the others look again (a stop, the last row)
+                        return
+                row, attempt = taken
+                held = row
+                record = rows.run(row, attempt)
+                with lock:
+                    rows.finish(row, attempt, record)
+                    held = None
+                    lock.notify_all()
+                rows.tick()
+        except BaseException as exc:
+            with lock:
+                rows.fail(held, exc)
+        finally:
+            with lock:
+                self._live -= 1
+                lock.notify_all()
