@@ -132,11 +132,21 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     for path in config.getoption("--modproto") or []:
-        module = ModprotoModule.from_parent(session, name=f"modproto:{path}", target=path)
-        items.extend(module.collect())
+        items += _collected(ModprotoModule.from_parent(session, name=f"modproto:{path}",
+                                                       target=path))  # fmt: skip
     for path in config.getoption("--hook") or []:
-        hook = HookComponent.from_parent(session, name=f"hook:{path}", target=path)
-        items.extend(hook.collect())
+        items += _collected(HookComponent.from_parent(session, name=f"hook:{path}", target=path))
+
+
+def _collected(collector: _Checked) -> list[pytest.Item]:
+    """Collect ``collector`` through pytest's own hooks, as it collects a node it found: its
+    items count in the "collected N items" line, and a checker that raises is a collection
+    error (reported, the run interrupted), not an internal error."""
+    ihook = collector.ihook
+    ihook.pytest_collectstart(collector=collector)
+    report: pytest.CollectReport = ihook.pytest_make_collect_report(collector=collector)
+    ihook.pytest_collectreport(report=report)
+    return [node for node in report.result if isinstance(node, pytest.Item)]
 
 
 class _Checked(pytest.Collector):

@@ -264,8 +264,10 @@ def test_pytest_plugin_turns_checks_into_tests(
     good = checked_module(tmp_path / "a")
     bad = checked_module(tmp_path / "b", "artifact_kinds")
     passed = pytester.runpytest("--modproto", str(good), "--modproto-examples", "2")
-    passed.assert_outcomes(passed=passed.parseoutcomes()["passed"])
-    assert passed.ret == 0
+    count = passed.parseoutcomes()["passed"]
+    passed.assert_outcomes(passed=count)
+    assert passed.ret == 0 and count > 10
+    passed.stdout.fnmatch_lines([f"collected {count} items"])  # not "collected 0 items"
     result = pytester.runpytest("--modproto", str(bad), "--modproto-examples", "2")
     assert result.ret == 1
     assert result.parseoutcomes()["failed"] == 1

@@ -297,6 +297,7 @@ def test_pytest_plugin_collects_one_test_per_rule(
     passed = pytester.runpytest("--hook", str(good.parent / "hooks" / "hook.wasm"),
                                 "--hook-config", str(good))  # fmt: skip
     passed.assert_outcomes(passed=7)
+    passed.stdout.fnmatch_lines(["collected 7 items"])  # the rules count as collected
     assert "test_of_the_project" not in passed.stdout.str()
     bad = capsule(tmp_path / "bad", "world.imports")
     result = pytester.runpytest("--hook", str(bad.parent / "hooks" / "hook.wasm"),

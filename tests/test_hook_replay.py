@@ -261,6 +261,9 @@ def test_two_versions_compared_on_record_and_window(hooks: mnb.HookHost) -> None
     assert all(d == ["missing"] for d in missing["differs"])
     html = other._repr_html_()
     assert "rows differ" in html and "font-weight:bold" in html
+    # only what differs (here: rows one side lacks, shown by their outcome), one line a side
+    assert html.count("<th ") == 6 and "fuel_used" not in html and "kept_ids" not in html
+    assert html.count("(no row)") == len(missing)
     with pytest.raises(ValueError, match="not two"):
         mnb.compare_replays(wide)
 

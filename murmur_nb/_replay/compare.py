@@ -124,42 +124,106 @@ class ReplayComparison:
         return f"ReplayComparison({self.summary()})"
 
     def _repr_html_(self) -> str:
-        shown = self.differences.head(HTML_ROWS)
-        # wall time differs on every run: in the frame, not in the view a notebook saves
-        cols = [c for c in shown.columns
-                if c not in {"same", "differs"} and not c.startswith("duration_ms_")]  # fmt: skip
-        cells = []
-        for _, row in shown.iterrows():
-            differs = set(row["differs"])
-            tds = []
-            for c in cols:
-                base = _base_of(c, self.left, self.right)
-                mark = base in differs or "missing" in differs
-                style = ' style="font-weight:bold;text-decoration:underline"' if mark else ""
-                tds.append(f"<td{style}>{html.escape(_cell(row[c]))}</td>")
-            cells.append(f"<tr>{''.join(tds)}</tr>")
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-        more = len(self.differences) - len(shown)
-        tail = f"<p>{more} more differing rows in .differences</p>" if more > 0 else ""
-        return (
-            f'<div class="murmur-comparison"><p><b>{html.escape(self.summary())}</b></p>'
-            f"<p>differing values in bold, underlined</p>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(cells)}</tbody></table>"
-            f"{tail}</div>"
+        return comparison_html(self)
+
+
+#: The longest value a cell of the HTML view shows (the whole value is its tooltip).
+CELL_CHARS = 40
+#: A line may break after this many characters with no space, hyphen or ``_`` among them.
+WORD_CHARS = 12
+#: Cells break lines between words (and where :func:`_breakable` allows), not anywhere: a
+#: table sized to fit squeezes ``overflow-wrap:anywhere`` columns to a letter or two.
+_CELL = (
+    "text-align:left;vertical-align:top;padding:2px 6px;overflow-wrap:break-word;"
+    "border-bottom:1px solid var(--jp-border-color2, #8884)"
+)
+_MARK = "font-weight:bold;text-decoration:underline"
+#: JupyterLab gives a table fixed, equal columns: ``auto`` lets the long values have room.
+_TABLE = "width:100%;max-width:100%;table-layout:auto;border-collapse:collapse;margin:4px 0"
+
+
+def comparison_html(comparison: ReplayComparison) -> str:
+    """The differing rows as a notebook shows them: the summary, then one table row per hook
+    for each differing key, with only the columns that differ in the rows shown.
+
+    A frame of every column side by side (23 of them, most ``-``) is thousands of pixels wide;
+    this view fits a notebook's output (no fixed width: no word is longer than
+    :data:`WORD_CHARS`, a long value is cut to :data:`CELL_CHARS` with the whole of it in its
+    tooltip). The frame keeps it all.
+    """
+    shown = comparison.differences.head(HTML_ROWS)
+    columns = differing_columns(shown)
+    head = "".join(f'<th style="{_CELL}">{_breakable(c)}</th>'
+                   for c in ("record", "event", "window", "hook", *columns))  # fmt: skip
+    body = "".join(_key_rows(comparison, row, columns) for _, row in shown.iterrows())
+    more = len(comparison.differences) - len(shown)
+    tail = f"<p>{more} more differing rows in .differences</p>" if more > 0 else ""
+    table = (
+        f'<table style="{_TABLE}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        if len(shown) else ""
+    )  # fmt: skip
+    return (
+        '<div class="murmur-comparison" style="max-width:100%;box-sizing:border-box;'
+        f'overflow-wrap:anywhere"><p><b>{html.escape(comparison.summary())}</b></p>'
+        + ("<p><small>Only the columns that differ, one line per hook; differing values in "
+           "bold, underlined; a cut value shows whole on hover, every column is in "
+           ".differences</small></p>" if len(shown) else "")
+        + f"{table}{tail}</div>"
+    )
+
+
+def differing_columns(rows: pd.DataFrame) -> list[str]:
+    """The compared columns that differ in any of ``rows``, in :data:`COMPARED` order (the
+    outcome when the only difference is a key one side lacks)."""
+    named = {name for names in rows["differs"] for name in names}
+    columns = [c for c in COMPARED if c in named]
+    return columns or list(OUTCOME)
+
+
+def _key_rows(comparison: ReplayComparison, row: Any, columns: list[str]) -> str:
+    differs = set(row["differs"])
+    window = _cell(row["window"])
+    keys = "".join(f'<td rowspan="2" style="{_CELL}">{_short(text)}</td>'
+                   for text in (str(row["context_id"]), str(row["event"]), window))  # fmt: skip
+    lines = []
+    for side in (comparison.left, comparison.right):
+        present = not _isna(row[f"ok_{side}"])
+        label = _breakable(side) + ("" if present else " <small>(no row)</small>")
+        cells = "".join(
+            f'<td style="{_CELL}{";" + _MARK if present and differs & {c, "missing"} else ""}">'
+            f"{_short(_cell(row[f'{c}_{side}']) if present else '')}</td>"
+            for c in columns
         )
+        lines.append(f'<td style="{_CELL}">{label}</td>{cells}')
+    return (f'<tr class="murmur-comparison-row">{keys}{lines[0]}</tr>'
+            f"<tr>{lines[1]}</tr>")  # fmt: skip
 
 
-def _base_of(column: str, left: str, right: str) -> str:
-    for label in (left, right):
-        if column.endswith(f"_{label}"):
-            return column[: -len(label) - 1]
-    return column
+def _short(text: str) -> str:
+    """``text`` as :func:`_breakable` HTML, cut to :data:`CELL_CHARS` with the whole of it as
+    a tooltip."""
+    if len(text) <= CELL_CHARS:
+        return _breakable(text)
+    return (f'<span title="{html.escape(text)}">{_breakable(text[: CELL_CHARS - 1])}'
+            "\u2026</span>")  # fmt: skip
+
+
+def _breakable(text: str) -> str:
+    """``text`` escaped, a line allowed to break (``<wbr>``) after each ``_`` and within a run
+    of :data:`WORD_CHARS` characters that has no space or hyphen to break at."""
+    out, run = [], 0
+    for char in text:
+        out.append(html.escape(char))
+        run = 0 if char.isspace() or char == "-" else run + 1
+        if char == "_" or run >= WORD_CHARS:
+            out.append("<wbr>")
+            run = 0
+    return "".join(out)
 
 
 def _cell(value: Any) -> str:
     if isinstance(value, tuple):
-        more = f" ... (+{len(value) - 6})" if len(value) > 6 else ""
-        return ", ".join(map(str, value[:6])) + more
+        return ", ".join(map(str, value))
     if value is None or (not isinstance(value, list | dict) and _isna(value)):
         return "-"
     if isinstance(value, float):

@@ -1,0 +1,161 @@
+"""A replay comparison and a hook check report as a person sees them: JupyterLab in Chromium.
+
+Issue 40: ``compare_replays`` showed every column of both sides (23 of them, mostly ``-``),
+3,668 px wide in an 868 px output, rows about 150 px tall; ``check_hook`` showed a table in
+rule order (failures among passes) with right-aligned prose and a ``fix`` column about
+100 px wide. A notebook replays the demo hook over the demo record and over the same record
+with 40 messages taken out (another store: notes, kept ids and windows differ), replays two
+versions of the hook (one under a fuel limit), and checks a hook whose ``determinism`` rule
+fails after four passes (two more follow). With each output 868 px wide the test measures,
+in the light theme: nothing scrolls sideways, the comparison shows only the columns that
+differ with a cut value whole in its tooltip, and the hook report reads like the module
+checker's (the failure first, left-aligned, its fix as wide as the card). Screenshots:
+``comparison-*.png``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from _jupyter import artifacts_dir, jupyter_env, lab_in_chromium, quiet_lab_settings, run_in_lab
+from test_check_hook import capsule
+
+import murmur_nb as mnb
+
+WAIT_MS = 180_000
+OUTPUT_PX = 868
+RECORDS, VERSIONS, HOOK = 1, 2, 3
+
+#: Horizontal overflow of an element and of every element in it (px past its right edge).
+OVERFLOW_JS = """el => {
+    const edge = el.getBoundingClientRect().right + 1;
+    const wide = [...el.querySelectorAll('*')].filter(n => n.getBoundingClientRect().right > edge);
+    return {scroll: el.scrollWidth, client: el.clientWidth,
+            past: wide.slice(0, 5).map(n => n.outerHTML.slice(0, 80))};
+}"""
+
+
+def _notebook(path: Path, config: Path) -> None:
+    cells = [
+        "import murmur_nb as mnb\n"
+        "home = mnb.prepare_demo_home()\n"
+        "record = home.murmur_home / 'conversations' / f'{home.context_id}.jsonl'\n"
+        "other = home.path / 'other-murmur'\n"
+        "(other / 'conversations').mkdir(parents=True, exist_ok=True)\n"
+        "lines = record.read_text().splitlines(True)\n"
+        "(other / 'conversations' / record.name).write_text(''.join(lines[:1] + lines[41:]))\n"
+        "def run(store_home, yaml=home.murmur_yaml, **kw):\n"
+        "    store = mnb.ConversationStore(store_home)\n"
+        "    with mnb.HookHost.from_config(yaml, conversations=store) as hooks:\n"
+        "        return mnb.replay(hooks, home.context_id, windows=80, progress=False, **kw)\n"
+        "versions = home.murmur_home / 'versions.yaml'\n"
+        "versions.write_text('hooks:\\n'\n"
+        "    '  summarize:\\n    component: hooks/summarize.wasm\\n'\n"
+        "    '    capabilities: {conversation: {read: true}}\\n'\n"
+        "    '  summarize-budget:\\n    component: hooks/summarize.wasm\\n'\n"
+        "    '    capabilities: {conversation: {read: true}}\\n    limits: {fuel: 5000000}\\n')",
+        "mnb.compare_replays(run(home.murmur_home, hooks='summarize'), "
+        "run(other, hooks='summarize'))",
+        "mnb.compare_replays(run(home.murmur_home, versions))",
+        f"mnb.check_hook({str(config.parent / 'hooks' / 'hook.wasm')!r}, config={str(config)!r})",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, path)
+
+
+def _out(page: Any, index: int) -> Any:
+    return page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(
+        ".jp-OutputArea-output").first  # fmt: skip
+
+
+def _fit_output(page: Any, width: int) -> None:
+    """Resize the window so an output area is ``width`` px wide."""
+    for _ in range(3):
+        now = _out(page, RECORDS).evaluate("el => el.getBoundingClientRect().width")
+        view = page.viewport_size
+        if abs(now - width) < 1:
+            return
+        page.set_viewport_size({"width": int(view["width"] + width - now),
+                                "height": view["height"]})  # fmt: skip
+        page.wait_for_timeout(300)
+    assert abs(_out(page, RECORDS).evaluate("el => el.getBoundingClientRect().width") - width) < 1
+
+
+def _fits(page: Any, index: int, root: str, name: str) -> Any:
+    out = _out(page, index)
+    element = out.locator(root).first
+    element.wait_for(state="visible", timeout=WAIT_MS)
+    for el in (out, element):
+        box = el.evaluate(OVERFLOW_JS)
+        assert box["scroll"] <= box["client"] and box["past"] == [], (name, box)
+    assert element.evaluate("el => el.getBoundingClientRect().width") <= OUTPUT_PX
+    out.scroll_into_view_if_needed()
+    out.screenshot(path=str(artifacts_dir() / f"comparison-{name}.png"))
+    return element
+
+
+def _records_compared(page: Any) -> None:
+    view = _fits(page, RECORDS, ".murmur-comparison", "records")
+    assert "rows differ (note in 1, messages_out in 3" in view.inner_text()
+    heads = view.locator("th").all_inner_texts()
+    # only what differs: no duration, fuel, first_system_kept (the same on both sides) ...
+    assert heads == ["record", "event", "window", "hook", "note", "messages_out", "chars_out",
+                     "kept_ratio", "last_user_kept", "kept_ids"], heads
+    assert view.locator("td small").all_inner_texts() == ["(no row)"] * 2  # windows 280, 320
+    cuts = view.locator("td span[title]")
+    whole = [cuts.nth(i).get_attribute("title") or "" for i in range(cuts.count())]
+    shown = cuts.all_inner_texts()
+    assert whole[0].startswith("task replay-demo-session: 320 messages"), whole
+    assert any(w.startswith("m00001, m00073, m00074") and len(w) > 40 for w in whole), whole
+    assert all(s.endswith("\u2026") and len(s) <= 40 and w.startswith(s[:-1])
+               for s, w in zip(shown, whole, strict=True)), shown
+    heights = view.locator("tr.murmur-comparison-row").evaluate_all(
+        "rows => rows.map(r => r.getBoundingClientRect().height)")
+    assert heights and max(heights) <= 90, heights  # one line per hook, a cut value wraps once
+
+
+def _versions_compared(page: Any) -> None:
+    view = _fits(page, VERSIONS, ".murmur-comparison", "versions")
+    heads = view.locator("th").all_inner_texts()
+    assert heads == ["record", "event", "window", "hook", "ok", "code"], heads
+    assert "fuel_exhausted" in view.inner_text()
+
+
+def _hook_report(page: Any) -> None:
+    report = _fits(page, HOOK, ".murmur-check", "hook-report")
+    items = report.locator(".murmur-check-item")
+    assert [items.nth(i).get_attribute("data-status") for i in range(items.count())] == ["fail"]
+    assert items.first.get_attribute("data-check") == "determinism"
+    passes = report.locator("details.murmur-check-passes")
+    assert items.first.bounding_box()["y"] < passes.bounding_box()["y"]  # the failure on top
+    assert passes.evaluate("d => !d.open") and "6 checks passed" in passes.inner_text()
+    prose = items.first.locator("div").evaluate_all(
+        "els => els.map(e => [getComputedStyle(e).textAlign, e.getBoundingClientRect().width])")
+    assert all(align in ("left", "start") for align, _ in prose), prose
+    assert min(width for _, width in prose) > OUTPUT_PX * 0.8, prose  # the fix as wide as the card
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_comparison_and_a_hook_report_fit_an_868_px_output(tmp_path: Path) -> None:
+    demo = mnb.prepare_demo_home(tmp_path / "demo")
+    config = capsule(tmp_path / "capsule", "determinism")
+    env = jupyter_env(tmp_path, demo.path)
+    quiet_lab_settings(env)
+    root = tmp_path / "root"
+    root.mkdir()
+    _notebook(root / "comparison.ipynb", config)
+    with lab_in_chromium(root, env, tmp_path) as (url, ctx):
+        page, problems = run_in_lab(ctx, url("comparison.ipynb"))
+        page.set_viewport_size({"width": 1280, "height": 1600})
+        _out(page, HOOK).locator(".murmur-check, table").first.wait_for(timeout=WAIT_MS)
+        _fit_output(page, OUTPUT_PX)
+        _records_compared(page)
+        _versions_compared(page)
+        _hook_report(page)
+    assert problems == [], problems
