@@ -20,12 +20,17 @@ from typing import Any
 __all__ = [
     "FAST_PATH_ERRORS",
     "Messages",
+    "TEMPLATE_MAX",
     "TESTED_WASMTIME",
     "PageLowering",
     "add_fast_read",
     "fast_path_supported",
     "message_record",
 ]
+
+#: The longest list kept as a template (a full ``read-messages`` page): templates for every
+#: length up to it hold at most 5,050 message records.
+TEMPLATE_MAX = 100
 
 #: The wasmtime versions the fast path was tested against (``pyproject.toml`` says the same).
 TESTED_WASMTIME = ">=50,<51"
@@ -198,12 +203,17 @@ class PageLowering:
         """Write ``messages`` as a ``list<message>`` into the C value at ``addr``.
 
         The ``on-compact`` argument: 10,000 messages take the public binding seconds, which
-        count against the hook's own time limit; written here they take milliseconds. The
-        list is made for its length and not kept (a page's templates are: pages are small).
+        count against the hook's own time limit; written here they take milliseconds. A list
+        of at most :data:`TEMPLATE_MAX` messages is copied from the page templates in one C
+        call (a quarter less time for a 100-message window, issue 41); a longer one is made
+        for its length and not kept.
         """
         ctypes = self._ctypes
         n = len(messages)
         ctypes.memset(addr, self.k_list, 1)
+        if n <= TEMPLATE_MAX:
+            self._fill_list(addr + self.of, messages, self._list_template(n))
+            return
         fresh = self._ffi.wasmtime_component_vallist_t()
         self._ffi.wasmtime_component_vallist_new_uninit(ctypes.byref(fresh), n)
         base = ctypes.cast(fresh.data, ctypes.c_void_p).value or 0
