@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from _modules import install
 
 from murmur_nb import DemoHome, ModuleHost
 from murmur_nb.widgets import InvocationView, ModuleBrowser
@@ -48,13 +51,19 @@ def test_the_form_opens_beside_its_capability_rows_and_moves_with_the_click(
     assert browser.form_box.children == (browser.form,)
     assert "murmur-open" in gallery._dom_classes
     assert gallery.layout.display == "grid" and "3fr" in gallery.layout.grid_template_columns
-    assert browser.form_box.layout.grid_column == "2"  # beside the rows, from the top
-    assert browser.form_box.layout.grid_row == f"1 / span {len(children) - 1}"
-    assert all(c.layout.grid_column == "1" for c in children if c is not browser.form_box)
+    # placed by grid_area alone (a view drawn anew drops grid_row / grid_column), beside
+    # the rows from the top, over their auto tracks and the 1fr track that takes the rest
+    rows = len(children) - 1
+    assert browser.form_box.layout.grid_area == f"1 / 2 / span {rows + 1} / 3"
+    assert gallery.layout.grid_template_rows == f"repeat({rows}, auto) 1fr"
+    assert all(c.layout.grid_area == "auto / 1 / auto / 2" for c in children
+               if c is not browser.form_box)  # fmt: skip
+    assert all(c.layout.grid_row is None and c.layout.grid_column is None for c in children)
     # another module's capability: the form moves there, the gallery card is as before
     browser.capability_buttons["docs.report"].click()
     assert browser.form_box not in gallery.children and len(gallery.children) == len(children) - 1
     assert "murmur-open" not in gallery._dom_classes and gallery.layout.display is None
+    assert gallery.layout.grid_template_rows is None
     assert browser.form_box in _card(browser, "docs").children
     # one view of the form only, and a container query for narrow outputs
     assert sum(browser.form_box in getattr(c, "children", ()) for c in browser.cards.children) == 1
@@ -103,3 +112,46 @@ def test_history_lists_runs_newest_first_and_shows_one_again(host: ModuleHost) -
     static = browser.static_html()
     assert "murmur-history-row" in static and "gallery.thumbs" in static
     assert ":" not in static.split("murmur-history-row", 1)[1][:40]  # the time is volatile
+
+
+def test_no_skills_anywhere_hides_the_knowledge_list_and_says_so(facet_home: Path) -> None:
+    install(facet_home, "plain")  # a module that lists no skill and no overlay
+    with ModuleHost(home=facet_home) as host:
+        browser = ModuleBrowser(host)
+        assert browser.knowledge_picker.options == ()
+        assert browser.knowledge_picker.layout.display == "none"
+        assert browser.no_knowledge.layout.display is None
+        assert "no module lists skills or overlays" in browser.no_knowledge.value
+
+
+def test_the_demo_knowledge_list_is_shown(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    assert browser.knowledge_picker.options and browser.knowledge_picker.layout.display is None
+    assert browser.no_knowledge.layout.display == "none"
+
+
+def test_a_validation_message_sits_under_its_field_not_beside_it(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    form = browser.open_form("gallery.thumbs")
+    form.inputs["count"].value = "99"
+    field = form._fields["count"]
+    assert "greater than the maximum" in field.error.value
+    row = field.box.children[0]
+    assert field.widget in row.children and field.error not in row.children
+    assert field.box.children[-1] is field.error  # its own line, under the field
+    files = browser.open_form("critic.review")
+    files.run()
+    picker = files.files["image"]
+    assert "choose a file" in picker.error_view.value
+    (row,) = [b for b in _boxes(files) if picker.box in b.children]  # the picker's row
+    assert picker.error_view not in row.children
+
+
+def _boxes(widget: Any) -> Iterator[Any]:
+    """Every box inside ``widget``, itself included."""
+    kids = getattr(widget, "children", None)
+    if kids is None:
+        return
+    yield widget
+    for kid in kids:
+        yield from _boxes(kid)

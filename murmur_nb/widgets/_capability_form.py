@@ -249,7 +249,7 @@ class CapabilityForm(TextView):
         label = w.HTML(field_label(spec.title, required=spec.required))
         label.layout.width = "160px"
         help_line = w.HTML(f'<small style="color:{FG_MUTED}">{esc(text)}</small>')
-        return w.VBox([w.HBox([label, picker.box, picker.error_view]), help_line])
+        return w.VBox([w.HBox([label, picker.box]), help_line, picker.error_view])
 
     # plain calls
 

@@ -2,7 +2,8 @@
 
 :class:`Field` builds the ipywidgets control for a :class:`FieldSpec` (text, number, checkbox,
 dropdown for enums, a JSON text area for what has no simpler control) and shows the form's
-verdict beside it; :func:`flatten` turns a nested initial value into per-field raw values.
+verdict under it (beside it, a message would take the field's width away as it appears);
+:func:`flatten` turns a nested initial value into per-field raw values.
 """
 
 from __future__ import annotations
@@ -77,11 +78,11 @@ class Field:
         help_text = " — ".join(x for x in (spec.description, spec.hint) if x)
         label = w.HTML(field_label(spec.title, required=spec.required))
         label.layout.width = "160px"
-        row = w.HBox([label, self.widget, self.error])
+        row = w.HBox([label, self.widget])
         self.box = w.VBox(
-            [row, w.HTML(f'<small style="color:{FG_MUTED}">{esc(help_text)}</small>')]
+            [row, w.HTML(f'<small style="color:{FG_MUTED}">{esc(help_text)}</small>'), self.error]
             if help_text
-            else [row]
+            else [row, self.error]
         )
 
     def _index_of(self, raw: Any) -> int:

@@ -157,7 +157,8 @@ class ModuleBrowser(TextView):
         The form opened last.
     knowledge_picker : ipywidgets.Select
         Every skill and overlay of the usable modules, with token estimates; choosing one
-        opens it (values are ``(module id, "skill" or "overlay", document id)``).
+        opens it (values are ``(module id, "skill" or "overlay", document id)``). Hidden
+        when no module lists any; ``no_knowledge`` says so instead.
     document : KnowledgeDocument or None
         The document shown in ``document_view``; ``document_error`` when its load was refused.
     setup_steps : list of str
@@ -201,6 +202,10 @@ class ModuleBrowser(TextView):
         self.knowledge_picker = w.Select(
             description="Knowledge", options=[], rows=5, layout=w.Layout(width="95%")
         )
+        self.no_knowledge = w.HTML(
+            f"<small style='color:{FG_MUTED}'>Knowledge: no module lists skills or overlays"
+            "</small>"
+        )
         self.document_view = w.HTML()
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.open_button.on_click(lambda _b: self._open_clicked())
@@ -214,6 +219,7 @@ class ModuleBrowser(TextView):
                 self.history_box,
                 self.history_view,
                 self.knowledge_picker,
+                self.no_knowledge,
                 self.document_view,
             ]
         )
@@ -280,6 +286,9 @@ class ModuleBrowser(TextView):
         chosen = self.knowledge_picker.value
         documents = [doc for m in self.modules if m.descriptor is not None for doc in _documents(m)]
         self.knowledge_picker.options = documents
+        # no skill or overlay anywhere: no empty list box, a line that says so
+        self.knowledge_picker.layout.display = None if documents else "none"
+        self.no_knowledge.layout.display = "none" if documents else None
         if chosen in [value for _, value in documents]:
             self.knowledge_picker.value = chosen
 
@@ -356,8 +365,7 @@ class ModuleBrowser(TextView):
             elif "murmur-open" in card._dom_classes:
                 card.children = base
                 card.remove_class("murmur-open")
-                card.layout.display = card.layout.grid_template_columns = None
-                card.layout.grid_gap = None
+                _ungrid(card)
 
     # history
 
@@ -540,11 +548,25 @@ class ModuleBrowser(TextView):
 
 
 def _grid(card: w.VBox, rows: tuple[w.Widget, ...], form_box: w.VBox) -> None:
-    """Lay ``card`` out as rows on the left and ``form_box`` beside them from the top."""
+    """Lay ``card`` out as rows on the left and ``form_box`` beside them from the top.
+
+    Each child is placed with ``grid_area`` alone: a widget view drawn anew (its card's
+    children changed) applies its layout traits in order, and ``grid_area: null`` comes
+    after ``grid_row`` / ``grid_column`` and removes them (``grid-area`` is their
+    shorthand), so placing by those two works for the first form only. The rows get
+    ``auto`` tracks and a last ``1fr`` track takes the rest of a tall form's height, so
+    the rows keep their own height instead of spreading out beside it.
+    """
     card.layout.display = "grid"
     card.layout.grid_template_columns = _GRID
+    card.layout.grid_template_rows = f"repeat({len(rows)}, auto) 1fr"
     card.layout.grid_gap = "0 12px"
     for row in rows:
-        row.layout.grid_column = "1"
-    form_box.layout.grid_column = "2"
-    form_box.layout.grid_row = f"1 / span {len(rows)}"
+        row.layout.grid_area = "auto / 1 / auto / 2"
+    form_box.layout.grid_area = f"1 / 2 / span {len(rows) + 1} / 3"
+
+
+def _ungrid(card: w.VBox) -> None:
+    """``card`` back to its plain column (the form went to another card)."""
+    card.layout.display = card.layout.grid_template_columns = None
+    card.layout.grid_template_rows = card.layout.grid_gap = None

@@ -1,0 +1,200 @@
+"""ModuleBrowser forms opened one after another, measured in JupyterLab in Debian Chromium.
+
+The output is set to 868 px (the user test's width). Each sequence opens a capability's form,
+then another (same module, another module, the same capability again, the dropdown and
+"Open form"); after each open the test measures, in the real page, where the form's Run
+button sits and how wide the form is: every form must sit beside the rows, as wide as the
+first, never squeezed into the rows' column, above the module header or over a clipped text
+area. The rows beside an open form keep their height (no gaps between them), and a
+validation message never narrows its field. Both themes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from _jupyter import artifacts_dir, jupyter_env, lab_in_chromium, quiet_lab_settings, run_in_lab
+
+import murmur_nb as mnb
+
+WAIT_MS = 120_000
+OUTPUT_PX = 868
+BROWSER = 1
+
+CELLS = [
+    "import murmur_nb as mnb\n"
+    "from murmur_nb.widgets import ModuleBrowser\n"
+    "home = mnb.prepare_demo_home()\n"
+    "host = mnb.ModuleHost(home=home.facet_home, policy=home.policy(), "
+    "artifact_store=home.artifact_store)",
+    "browser = ModuleBrowser(host)\nbrowser",
+]
+
+#: Two capabilities opened in a row; "pick:" opens through the dropdown and "Open form".
+SEQUENCES = [
+    ("gallery.thumbs", "gallery.poster"),  # same module, another row
+    ("gallery.poster", "docs.report"),  # another module
+    ("docs.report", "docs.report"),  # the same capability again
+    ("studio.tone", "pick:studio.clip"),  # the dropdown
+    ("pick:critic.review", "gallery.diagram"),
+    ("studio.storyboard", "studio.tone"),  # a row above the one open before
+]
+
+#: Where the open form is, against its card and the card's other children.
+GEOMETRY_JS = """out => {
+    const box = out.querySelector('.murmur-form-box');
+    const card = box.closest('.murmur-card');
+    const run = [...box.querySelectorAll('button')].find(b => b.textContent.trim() === 'Run');
+    const rect = el => { const r = el.getBoundingClientRect();
+                         return {x: r.x, y: r.y, w: r.width, h: r.height,
+                                 right: r.right, bottom: r.bottom}; };
+    const rows = [...card.children].filter(c => c !== box);
+    // how much taller each row is than what it holds (a row stretched beside a tall form)
+    // (what it holds: its buttons and its HTML's own content, which never stretch)
+    const slack = rows.map(row => row.getBoundingClientRect().bottom - Math.max(
+        ...[...row.querySelectorAll('button, .widget-html-content > *')].map(
+            c => c.getBoundingClientRect().bottom),
+        row.getBoundingClientRect().top));
+    const clipped = [...box.querySelectorAll('textarea, input, select')].filter(
+        el => el.getBoundingClientRect().right > box.getBoundingClientRect().right + 1);
+    return {box: rect(box), card: rect(card), run: run ? rect(run) : null,
+            rows: rows.map(rect), head: rect(card.firstElementChild),
+            clipped: clipped.length, slack};
+}"""
+
+
+def _notebook(path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, path)
+
+
+class _Lab:
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.theme = "light"
+
+    def out(self, index: int) -> Any:
+        cell = self.page.locator(".jp-Notebook .jp-CodeCell").nth(index)
+        return cell.locator(".jp-OutputArea-output").first
+
+    def see(self, index: int, selector: str) -> Any:
+        found = self.out(index).locator(selector).first
+        found.wait_for(state="visible", timeout=WAIT_MS)
+        return found
+
+    def fit_output(self, width: int) -> None:
+        """Resize the window so the browser's output area is ``width`` px wide."""
+        for _ in range(3):
+            now = self.out(BROWSER).evaluate("el => el.getBoundingClientRect().width")
+            view = self.page.viewport_size
+            if abs(now - width) < 1:
+                return
+            self.page.set_viewport_size({"width": int(view["width"] + width - now),
+                                         "height": view["height"]})  # fmt: skip
+            self.page.wait_for_timeout(300)
+        assert abs(self.out(BROWSER).evaluate("el => el.getBoundingClientRect().width")
+                   - width) < 1  # fmt: skip
+
+
+def open_capability(lab: _Lab, step: str) -> dict[str, Any]:
+    """Open one capability (by its row's button, or the dropdown) and measure its form."""
+    out = lab.out(BROWSER)
+    if step.startswith("pick:"):
+        capability = step.removeprefix("pick:")
+        select = lab.see(BROWSER, ".widget-dropdown select")
+        label = next(o for o in select.locator("option").all_inner_texts()
+                     if o.replace("\xa0", " ").split()[0] == capability)  # fmt: skip
+        select.select_option(label=label)
+        lab.see(BROWSER, "button:has-text('Open form')").click()
+    else:
+        capability = step
+        lab.see(BROWSER, f"button.murmur-cap:text-is('{capability}')").click()
+    lab.see(BROWSER, f".murmur-form-box h4:has-text('{capability}')")
+    lab.see(BROWSER, ".murmur-form-box button:has-text('Run')")
+    lab.page.wait_for_timeout(400)  # let the layout settle
+    geometry: dict[str, Any] = out.evaluate(GEOMETRY_JS)
+    clicked = out.locator(f"button.murmur-cap:text-is('{capability}')").bounding_box()
+    geometry["clicked"] = clicked
+    return geometry
+
+
+def _check_beside(lab: _Lab, step: str, g: dict[str, Any], first: dict[str, Any]) -> None:
+    where = (lab.theme, step, g["box"], g["run"])
+    box, card = g["box"], g["card"]
+    assert g["run"] is not None, where
+    assert box["x"] > g["clicked"]["x"] + g["clicked"]["width"], where  # beside the rows
+    assert box["w"] > 0.5 * card["w"], where  # the wider column, not squeezed
+    assert abs(g["run"]["x"] - first["run"]["x"]) < 2, (where, first["run"])
+    assert abs(box["w"] - first["box"]["w"]) < 2, (where, first["box"])
+    assert box["y"] >= g["head"]["y"] - 4, where  # never above the module header
+    assert all(r["right"] <= box["x"] + 1 for r in g["rows"]), (where, g["rows"])
+    assert g["clipped"] == 0, where
+    # the rows beside the form keep their own height: no stretched gaps between them
+    rows = sorted(g["rows"], key=lambda r: r["y"])
+    gaps = [b["y"] - a["bottom"] for a, b in itertools.pairwise(rows)]
+    assert all(gap < 8 for gap in gaps) and max(g["slack"]) < 8, (where, gaps, g["slack"])
+
+
+def _sequences(lab: _Lab) -> list[tuple[str, float, float]]:
+    measured = []
+    first = open_capability(lab, "gallery.thumbs")
+    measured.append(("gallery.thumbs", first["run"]["x"], first["box"]["w"]))
+    _check_beside(lab, "first", first, first)
+    for sequence in SEQUENCES:
+        for step in sequence:
+            g = open_capability(lab, step)
+            measured.append((step, g["run"]["x"], g["box"]["w"]))
+            _check_beside(lab, " -> ".join(sequence) + f" at {step}", g, first)
+    lab.out(BROWSER).screenshot(path=str(artifacts_dir() / f"browser-forms-{lab.theme}.png"))
+    print(lab.theme, "Run x, form width:", [(s, round(x), round(wd)) for s, x, wd in measured])
+    return measured
+
+
+def _validation_keeps_the_field_width(lab: _Lab) -> None:
+    """Typing a value out of range shows a message; the field keeps its width."""
+    open_capability(lab, "gallery.thumbs")
+    field = lab.out(BROWSER).locator(".murmur-form-box .widget-text input").first
+    before = field.bounding_box()["width"]
+    field.fill("99")
+    field.press("Tab")
+    lab.see(BROWSER, ".murmur-form-box .widget-html:has-text('greater than the maximum')")
+    lab.page.wait_for_timeout(300)
+    after = field.bounding_box()["width"]
+    print(lab.theme, "field width before, after the message:", before, after)
+    assert abs(after - before) < 1, (lab.theme, before, after)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_second_and_later_forms_sit_beside_the_rows_in_both_themes(tmp_path: Path) -> None:
+    demo = mnb.prepare_demo_home(tmp_path / "demo")
+    env = jupyter_env(tmp_path, demo.path)
+    quiet_lab_settings(env)
+    root = tmp_path / "root"
+    root.mkdir()
+    _notebook(root / "browser.ipynb")
+    with lab_in_chromium(root, env, tmp_path) as (url, ctx):
+        page, problems = run_in_lab(ctx, url("browser.ipynb"))
+        page.set_viewport_size({"width": 1280, "height": 2400})
+        lab = _Lab(page)
+        lab.see(BROWSER, "button.murmur-cap")
+        lab.fit_output(OUTPUT_PX)
+        _sequences(lab)
+        _validation_keeps_the_field_width(lab)
+        page.evaluate(
+            "async () => window.jupyterapp.commands.execute("
+            "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
+        )
+        page.wait_for_function(
+            "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS
+        )
+        lab.theme = "dark"
+        lab.fit_output(OUTPUT_PX)
+        _sequences(lab)
+    assert problems == [], problems
