@@ -30,6 +30,7 @@ from murmur_nb._demo.home import DemoHome, prepare_demo_home
 from murmur_nb._exceptions import (
     ApprovalRequired,
     ArtifactRejected,
+    BatchInterrupted,
     ClusterWarning,
     ConfinementViolation,
     ConversationReadError,
@@ -103,6 +104,7 @@ __all__ = [
     "ArtifactRejected",
     "ArtifactStore",
     "Batch",
+    "BatchInterrupted",
     "BatchProgress",
     "CapabilityLine",
     "CheckReport",

@@ -32,6 +32,9 @@ Where a caller would naturally catch a builtin, the error inherits it as well
     ├── RenderError                   render_failed         (never raised; deprecated)
     └── MissingDependency             missing_dependency    (ImportError)
 
+    KeyboardInterrupt
+    └── BatchInterrupted              interrupted           (.batch; not a MurmurError)
+
 The conversation errors keep the WIT seed's own spelling (``not-granted``,
 ``invalid-cursor``, ``unavailable: <reason>``) because they cross into guests
 verbatim; ``str(err)`` is exactly the string a guest receives.
@@ -51,6 +54,7 @@ __all__ = [
     "DescriptorProblem",
     "ApprovalRequired",
     "ArtifactRejected",
+    "BatchInterrupted",
     "ConfinementViolation",
     "ConversationReadError",
     "DeadlineExceeded",
@@ -381,3 +385,28 @@ def warn_if_plain_cluster(client: Any) -> None:
         ClusterWarning,
         stacklevel=3,
     )
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a foreground ``map``; the message says what stopped and how to resume.
+
+    A ``KeyboardInterrupt``, not a :class:`MurmurError`: a script still stops, and ``except
+    KeyboardInterrupt`` still catches it. ``batch`` is the interrupted batch, its finished rows
+    kept. IPython and Jupyter show the message alone (``_render_traceback_``), not the frames
+    of the host's and the batch's threads; it is raised ``from None``, so a terminal's
+    traceback does not show them either.
+    """
+
+    code = "interrupted"
+
+    def __init__(self, message: str, batch: Any = None) -> None:
+        super().__init__(message)
+        self.batch = batch
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows for this exception: one line."""
+        return [f"BatchInterrupted: {self.message}"]

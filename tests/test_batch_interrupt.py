@@ -14,9 +14,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _modules import descendants, journaled, still_runs
+from jupyter_client.manager import start_new_kernel
 
 FACET_MODULES = [("batchy", "batchy")]
 ROWS, SLEEP = 12, 1.5
@@ -192,3 +194,102 @@ def test_ctrl_c_in_wait_stops_waiting_and_a_later_wait_still_waits(
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+_IN_KERNEL = """
+import murmur_nb as mnb
+policy = mnb.Policy(roots={{"log": {log!r}}})
+host = mnb.ModuleHost(home={home!r}, policy=policy)
+rows = [{{"n": i, "sleep": {sleep!r}}} for i in range({rows})]
+batch = host.map("batchy.work", rows, concurrency=2)
+"""
+
+
+def _cell(kc: Any, code: str, timeout: float = 300) -> list[dict[str, Any]]:
+    """Run ``code`` in the kernel; every iopub message it caused, until the kernel is idle."""
+    msg_id = kc.execute(code)
+    return _messages(kc, msg_id, timeout)
+
+
+def _messages(kc: Any, msg_id: str, timeout: float) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        msg = kc.get_iopub_msg(timeout=max(0.1, end - time.monotonic()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        seen.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return seen
+    raise AssertionError(f"the cell did not end in {timeout} s: {seen[-3:]}")
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_kernel_shows_a_bar_then_one_line_saying_how_to_resume(
+    facet_home: Path, tmp_path: Path
+) -> None:
+    """A foreground ``map`` in a real Jupyter kernel draws a notebook bar (an ipywidgets
+    progress model) with the default ``progress="auto"``, and interrupting the kernel shows
+    one line (what stopped, where the rows are kept, how to resume), no frames of host.py,
+    batch.py or threading.py. Running the cell again resumes from the journal."""
+    log = tmp_path / "log"
+    log.mkdir()
+    log.chmod(0o777)
+    journal = facet_home / "batches" / "journal.sqlite"
+    code = _IN_KERNEL.format(log=str(log), home=str(facet_home), rows=ROWS, sleep=SLEEP)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    km, kc = start_new_kernel(kernel_name="python3", env=env)
+    try:
+        msg_id = kc.execute(code)
+        _until(lambda: journaled(journal, "ok") >= 2 and len(_started(log)) >= 4, 120)
+        km.interrupt_kernel()
+        seen = _messages(kc, msg_id, 120)
+        models = {m["content"]["data"]["state"].get("_model_name") for m in seen
+                  if m["msg_type"] == "comm_open"}  # fmt: skip
+        assert "FloatProgressModel" in models, models  # the notebook bar
+        (error,) = [m["content"] for m in seen if m["msg_type"] == "error"]
+        assert error["ename"] == "BatchInterrupted"
+        (line,) = error["traceback"]
+        assert line.startswith("BatchInterrupted: map of batchy.work interrupted (Ctrl-C)")
+        assert str(journal) in line and "run the same map() again to resume" in line
+        for frame in ("host.py", "batch.py", "threading.py", "Traceback"):
+            assert frame not in line
+        kept = journaled(journal, "ok")
+        assert f"{kept} of {ROWS} rows finished ({kept} ok" in line
+        # resume, as the line says: the kept rows are not run again
+        started = _started(log)
+        seen = _cell(kc, code + "print(batch.progress.from_journal, batch.progress.ok)\n")
+        printed = "".join(m["content"].get("text", "") for m in seen if m["msg_type"] == "stream")
+        assert printed.split() == [str(kept), str(ROWS)]
+        assert len(_started(log)) == len(started) + ROWS - kept
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_script_ends_with_the_line_and_no_frames_of_the_threads(
+    facet_home: Path, tmp_path: Path
+) -> None:
+    """Outside IPython the interpreter prints the traceback itself: it ends with the same
+    line, shows none of the worker threads' frames (the interrupt is raised ``from None``),
+    and no bar is drawn into a stderr that is not a terminal."""
+    log = tmp_path / "log"
+    log.mkdir()
+    log.chmod(0o777)
+    journal = facet_home / "batches" / "journal.sqlite"
+    code = _IN_KERNEL.format(log=str(log), home=str(facet_home), rows=ROWS, sleep=SLEEP)
+    child = _run(code, start_new_session=True, stderr=subprocess.PIPE)
+    try:
+        _until(lambda: journaled(journal, "ok") >= 2 and len(_started(log)) >= 4, 120)
+        os.killpg(child.pid, signal.SIGINT)
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("murmur_nb._exceptions.BatchInterrupted: map of batchy.work "
+                           "interrupted (Ctrl-C)")  # fmt: skip
+    assert "run the same map() again to resume" in last
+    assert "threading.py" not in err and "local.py" not in err and "map:" not in err

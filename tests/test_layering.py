@@ -52,7 +52,7 @@ LAYERS: list[set[str]] = [
     {"_schemas"},  # bounded JSON Schema checks, the describe descriptor
     {"_files"},  # beneath a folder: open, fstat, hash; artifact claims re-checked
     {"_exceptions"},  # the one error tree
-    {"protocol", "_rules"},  # the wire vocabulary; rules with no dependency
+    {"protocol", "_rules", "_progress"},  # wire vocabulary; rules and progress policy, no deps
 ]
 LAYER_OF = {unit: depth for depth, units in enumerate(LAYERS) for unit in units}
 MAX_MODULES_PER_FOLDER = 15

@@ -56,9 +56,9 @@ from murmur_nb._batch.inputs import (
 )
 from murmur_nb._batch.local import ROWS_PER_CORE, TICK_S, LocalRunner, RowSource, Taken, run_row
 from murmur_nb._batch.plan import Plan, input_problem, module_change, plan_for
-from murmur_nb._batch.progress import BatchProgress
+from murmur_nb._batch.progress import BatchProgress, bar_listener
 from murmur_nb._batch.record import invocation_of, not_run_record
-from murmur_nb._exceptions import ApprovalRequired, InvalidInput
+from murmur_nb._exceptions import ApprovalRequired, BatchInterrupted, InvalidInput
 from murmur_nb._modules.call import MODULE_CHANGED
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL
@@ -201,10 +201,9 @@ class Batch:
             batch._settle(i, not_run_record("invalid_input", why))
         todo = batch._resume()
         batch._approve(len(todo))
-        if progress == "auto":
-            progress = _outside_notebook()
-        if progress:
-            batch._listeners.append(_tqdm_listener(len(rows.values)))
+        bar = bar_listener(len(rows.values), progress)
+        if bar is not None:
+            batch._listeners.append(bar)
         batch._begin(todo, background)
         return batch
 
@@ -289,7 +288,8 @@ class Batch:
                     self._drive(self._dask)
         except KeyboardInterrupt:
             self._interrupted()
-            raise
+            # one line, what stopped and how to resume, without the frames of the threads
+            raise BatchInterrupted(self._interrupted_line(), self) from None
         finally:
             if self._dask is not None:
                 self._dask.close()
@@ -306,6 +306,21 @@ class Batch:
             self._failure = exc
         finally:
             self._ended.set()
+
+    def _interrupted_line(self) -> str:
+        """What Ctrl-C stopped, and how to resume it."""
+        p = self.progress
+        done = (f"{p.finished} of {p.total} rows finished ({p.ok} ok, {p.failed} failed, "
+                f"{p.from_journal} from the journal), {p.not_run} not run (cancelled or not "
+                "started)")  # fmt: skip
+        if self.journal.path is None:
+            how = ("nothing is kept past this batch (journal=None): run map() again to run "
+                   "every row, or read this one's rows from `except mnb.BatchInterrupted as "
+                   "e: e.batch`")  # fmt: skip
+        else:
+            how = (f"the finished rows are kept in the journal {self.journal.path}; run the "
+                   "same map() again to resume: only the rows not finished run")  # fmt: skip
+        return f"map of {self.capability} interrupted (Ctrl-C): {done}; {how}"
 
     def _interrupted(self) -> None:
         """Ctrl-C: start nothing more, cancel the running rows and keep them as they end."""
@@ -770,28 +785,3 @@ def stop_background_batches() -> None:
 
 
 getattr(threading, "_register_atexit", atexit.register)(stop_background_batches)
-
-
-def _outside_notebook() -> bool:
-    """Whether a tqdm bar fits: not in a Jupyter kernel, and stderr is a terminal."""
-    import sys  # noqa: PLC0415
-
-    if "ipykernel" in sys.modules:
-        return False
-    return bool(getattr(sys.stderr, "isatty", lambda: False)())
-
-
-def _tqdm_listener(total: int) -> Callable[[BatchProgress], None]:
-    from tqdm import tqdm  # noqa: PLC0415 - only for a terminal bar
-
-    bar = tqdm(total=total, unit="row", desc="map")
-
-    def update(p: BatchProgress) -> None:
-        bar.n = p.finished + p.not_run
-        bar.set_postfix(ok=p.ok, failed=p.failed, running=p.running, cost=f"{p.cost:g}",
-                        refresh=False)  # fmt: skip
-        bar.refresh()
-        if p.state != "running":
-            bar.close()
-
-    return update

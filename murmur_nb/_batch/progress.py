@@ -1,14 +1,23 @@
-"""How far a batch is: counts, rate, ETA and cost, as one immutable snapshot.
+"""How far a batch is: counts, rate, ETA and cost, as one immutable snapshot; and its bar.
 
-A view (``widgets.BatchView``, the tqdm bar) reads :class:`BatchProgress`; it never counts
-anything itself.
+A view (``widgets.BatchView``, the bar of :func:`bar_listener`) reads :class:`BatchProgress`;
+it never counts anything itself. The bar follows the library's one progress policy
+(:mod:`murmur_nb._progress`, a replay's too): a notebook bar in a Jupyter kernel, a text bar
+in a terminal.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["BatchProgress"]
+from murmur_nb._progress import Progress, progress_bar
+
+__all__ = ["BAR_EVERY_S", "BatchProgress", "bar_listener"]
+
+#: The least time between two redraws of the bar (the listener is called after every row)
+BAR_EVERY_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -64,3 +73,27 @@ class BatchProgress:
             f"{self.not_run} not run, {self.running} running, {self.from_journal} from the "
             f"journal; cost {cost}"
         )
+
+
+def bar_listener(total: int, progress: Progress) -> Callable[[BatchProgress], None] | None:
+    """A listener drawing the batch's bar (redrawn at most every :data:`BAR_EVERY_S`, and
+    when the batch ends, which closes it), or ``None`` when ``progress`` asks for none."""
+    bar = progress_bar(total, desc="map", unit="row", progress=progress)
+    if bar is None:
+        return None
+    drawn = [0.0, False]  # when it was last drawn; closed
+
+    def update(p: BatchProgress) -> None:
+        now, ended = time.monotonic(), p.state != "running"
+        if drawn[1] or (now - drawn[0] < BAR_EVERY_S and not ended):
+            return
+        drawn[0] = now
+        bar.n = p.finished + p.not_run
+        bar.set_postfix(ok=p.ok, failed=p.failed, running=p.running, cost=f"{p.cost:g}",
+                        refresh=False)  # fmt: skip
+        bar.refresh()
+        if ended:
+            drawn[1] = True
+            bar.close()
+
+    return update

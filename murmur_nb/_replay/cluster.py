@@ -42,6 +42,7 @@ from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._exceptions import warn_if_plain_cluster
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits
 from murmur_nb._hooks.host import HookHost
+from murmur_nb._progress import Progress
 from murmur_nb._replay.run import finish, progress_bar, replay_job, unreadable_rows
 from murmur_nb._replay.sources import RecordJob
 from murmur_nb._replay.windows import ReplayWindows
@@ -248,7 +249,7 @@ def replay_on_cluster(
     hooks: tuple[str, ...],
     windows: ReplayWindows,
     task_id: str,
-    progress: bool,
+    progress: Progress,
 ) -> pd.DataFrame:
     """The records spread over the cluster's workers; rows in the order of the records."""
     from distributed import as_completed  # noqa: PLC0415 - the dask extra

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._progress import Progress
 from murmur_nb._replay.run import DEFAULT_TASK_ID, hooks_for, replay_local
 from murmur_nb._replay.sources import jobs_of
 from murmur_nb._replay.windows import WindowSpec, as_windows
@@ -29,7 +30,7 @@ def replay(
     windows: WindowSpec = "whole",
     hooks: Sequence[str] | str | None = None,
     client: Any = None,
-    progress: bool = True,
+    progress: Progress = "auto",
     task_id: str = DEFAULT_TASK_ID,
 ) -> pd.DataFrame:
     """Drive ``host``'s hooks over recorded conversations as the runtime would; one row per call.
@@ -65,8 +66,10 @@ def replay(
         files as they are now) with these limits, reads the records through a store of the
         same home, and a dead worker's records are run again. A worker's threads share one
         host; each call reads its own record.
-    progress : bool
-        A ``tqdm.auto`` bar over records: a live bar in a notebook, text elsewhere.
+    progress : "auto", bool
+        A bar over records, by the library's one policy (a batch's too): with ``"auto"``
+        (the default) a notebook bar in a Jupyter kernel, a text bar in a terminal, none
+        when stderr is a pipe or a file; ``True`` always, ``False`` never.
     task_id : str
         The task id hooks see; ``{context_id}`` is replaced by the record's.
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import ConversationReadError, HookError, InvalidContextId
+from murmur_nb._progress import Progress
+from murmur_nb._progress import progress_bar as policy_bar
 from murmur_nb._replay.rows import compact_row, frame_of, start_row
 from murmur_nb._replay.sources import RecordJob, record_messages
 from murmur_nb._replay.windows import ReplayWindows
@@ -94,18 +96,15 @@ def replay_job(
 
 
 @contextlib.contextmanager
-def progress_bar(total: int, enabled: bool, desc: str) -> Iterator[Any]:
-    """A ``tqdm.auto`` bar (a live widget in a notebook, text in a terminal), or none."""
-    if not enabled:
-        yield None
-        return
-    from tqdm.auto import tqdm  # noqa: PLC0415 - tqdm loads on first use
-
-    bar = tqdm(total=total, desc=desc, unit="record")
+def progress_bar(total: int, progress: Progress, desc: str) -> Iterator[Any]:
+    """The library's one progress policy (:mod:`murmur_nb._progress`): a notebook bar in a
+    kernel, a text bar in a terminal, or none; closed when the block ends."""
+    bar = policy_bar(total, desc=desc, unit="record", progress=progress)
     try:
         yield bar
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
 
 
 def replay_local(
@@ -115,7 +114,7 @@ def replay_local(
     hooks: Sequence[str],
     windows: ReplayWindows,
     task_id: str,
-    progress: bool,
+    progress: Progress,
 ) -> pd.DataFrame:
     """Every job in this process, in order; Ctrl-C keeps the rows finished so far."""
     rows: list[dict[str, Any]] = []
