@@ -251,3 +251,56 @@ def test_a_tls_scheduler_is_not_warned_about(host: mnb.ModuleHost, client: distr
     with warnings.catch_warnings():
         warnings.simplefilter("error", mnb.ClusterWarning)
         host.map("batchy.work", [{"n": 3}], progress=False, journal=None, client=client)
+
+
+def test_a_batch_needing_approval_on_dask_runs_nothing_unless_approved(
+    host: mnb.ModuleHost, client: distributed.Client, log_root: Path
+) -> None:
+    """``batchy.paid`` declares no cost, so it needs approval. Without it the batch is
+    refused in the kernel with the reason, and nothing reaches a worker; with
+    ``approve=True`` every row runs on the workers under the batch's approval."""
+    inputs = [{"n": i, "cost": 1.0} for i in range(12)]
+    with pytest.raises(mnb.ApprovalRequired) as info:
+        host.map("batchy.paid", inputs, estimated_cost=1.0, progress=False, journal=None,
+                 client=client)  # fmt: skip
+    assert "12 x 1 = 12" in info.value.message
+    assert any("cost_known is false" in reason for reason in info.value.reasons)
+    assert list(log_root.glob("paid-*")) == [] and len(host.audit()) == 0
+    batch = host.map("batchy.paid", inputs, approve=True, progress=False, journal=None,
+                     client=client)  # fmt: skip
+    out = batch.to_pandas()
+    assert out["ok"].all() and list(out["result_square"]) == [i * i for i in range(12)]
+    assert batch.approval.startswith("approved (this batch); 12 x unknown")
+    assert {batch.record(i)["approval"] for i in range(12)} == {"approved (this call)"}
+    assert len(list(log_root.glob("paid-*"))) == 12  # every row really ran ...
+    assert len(host.audit()) == 0  # ... in the worker processes, none in this kernel
+
+
+def test_a_worker_refuses_a_row_the_kernel_did_not_approve(
+    host: mnb.ModuleHost, client: distributed.Client, log_root: Path
+) -> None:
+    """Drives the worker task directly, as a kernel that skipped its own approval would
+    (the batch never sends such a row): the worker's host holds none of the kernel's
+    approvals, so the row is not run, and the record says why."""
+    from murmur_nb._batch.cluster import run_on_worker  # private: the worker task itself
+    from murmur_nb._batch.payload import payload_of  # private: the module as shipped
+    from murmur_nb._batch.plan import plan_for  # private: the payload's plan
+
+    plan = plan_for(host, "batchy.paid", poll_every=0.2, poll_timeout=60, approve=True)
+    payload = payload_of(plan, host.policy)
+
+    def on_worker(approve: bool) -> dict[str, object]:
+        record, _ = client.submit(run_on_worker, payload, host.policy, {"n": 3, "cost": 1.0},
+                                  1, {"approve": approve}, (0.2, 60.0), 1 << 20,
+                                  pure=False).result(timeout=120)  # fmt: skip
+        return dict(record)
+
+    refused = on_worker(False)
+    assert refused["status"] == "not_run"
+    error = refused["error"]
+    assert isinstance(error, dict) and error["code"] == "approval_required"
+    assert "needs operator approval" in error["message"] and "cost_known" in error["message"]
+    assert list(log_root.glob("paid-*")) == []
+    ran = on_worker(True)
+    assert ran["status"] == "ok" and ran["result"] == {"n": 3, "square": 9}
+    assert len(list(log_root.glob("paid-*"))) == 1

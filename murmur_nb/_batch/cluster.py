@@ -169,6 +169,9 @@ def run_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positional
         host, plan = worker_host(payload, policy, *poll, approve=bool(options.get("approve")))
     except DigestRefused as exc:
         return not_run_record(DigestRefused.code, str(exc)), []
+    if plan.refusal is not None:  # the kernel did not approve what this module needs
+        refusal = plan.refusal
+        return not_run_record(refusal.code, f"not run on this worker: {refusal.message}"), []
     record = run_row(host, plan, value, attempt, cancel=threading.Event(), options=options)
     return record, _shipped_artifacts(record, bound, where)
 
