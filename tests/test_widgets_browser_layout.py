@@ -7,6 +7,7 @@ Driven from Python against the real demo modules; the browser tests
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -105,7 +106,8 @@ def test_history_lists_runs_newest_first_and_shows_one_again(host: ModuleHost) -
     assert "docs.report" in newest.children[1].value
     assert "gallery.thumbs" in oldest.children[1].value
     oldest.children[0].click()  # its Show button
-    (view,) = browser.history_view.children
+    sent, view = browser.history_view.children
+    assert "input:" in sent.value and '"count": 4' in html.unescape(sent.value)  # the default
     assert isinstance(view, InvocationView) and view.invocation is first
     assert browser.shown_run is browser.history[0]
     assert browser.text().endswith(f"runs: 2 (last: docs.report {browser.history[1].outcome})")
@@ -155,3 +157,54 @@ def _boxes(widget: Any) -> Iterator[Any]:
     yield widget
     for kid in kids:
         yield from _boxes(kid)
+
+
+def test_a_crash_is_a_failed_run_in_the_history_with_its_input(facet_home: Path) -> None:
+    """Issue 40: a module that ran and crashed is ``failed`` (not ``refused``), listed under
+    Runs with the input it was sent; Show draws that input and the crash's record."""
+    install(facet_home, "crashy", "crashy")
+    with ModuleHost(home=facet_home) as host:
+        browser = ModuleBrowser(host)
+        form = browser.open_form("crashy.raise")
+        form.set_value("note", "first try")
+        form.run_button.click()
+        form.wait()
+        _until(lambda: len(browser.history) == 1)
+        assert form.state == "failed" and form.live is not None and form.live.state == "failed"
+        assert "failed: protocol_violation" in form.status.value
+        (run,) = browser.history
+        assert (run.status, run.outcome, run.input) == ("failed", "protocol_violation",
+                                                         {"note": "first try"})  # fmt: skip
+        assert run.invocation is not None and run.invocation.returncode == 1
+        _head, row = browser.history_box.children
+        assert 'data-status="failed"' in row.children[1].value
+        assert "failed: protocol_violation" in row.children[1].value
+        assert html.escape('{"note":"first try"}') in row.children[1].value
+        row.children[0].click()
+        sent, view = browser.history_view.children
+        assert "first try" in sent.value and "failed" in sent.value
+        assert "ZeroDivisionError" in view.text()
+        # the plain call records its failure too; a module that answers runs ok
+        form.set_value("note", "second")
+        assert form.run() is None and form.state == "failed"
+        assert [r.status for r in browser.history] == ["failed", "failed"]
+        assert browser.text().endswith("runs: 2 (last: crashy.raise failed protocol_violation)")
+
+
+def test_a_call_the_host_refuses_is_a_refused_run(host: ModuleHost) -> None:
+    """Nothing ran (the module still needs setup): ``refused``, listed, with its input."""
+    browser = ModuleBrowser(host)
+    browser.artifacts.extend(host.invoke("gallery.thumbs", {"count": 1}).artifacts)
+    form = browser.open_form("transcribe.audio", setup_first=False)
+    assert form is not None
+    form.files["audio"].choice.value = 0  # the thumbnail: a file, so the form is valid
+    assert form.form.errors() == {}
+    form.run_button.click()
+    form.wait()
+    _until(lambda: len(browser.history) == 1)
+    (run,) = browser.history
+    assert (run.status, run.outcome, run.invocations) == ("refused", "missing_requirement", ())
+    assert form.state == "refused" and "nothing ran" in form.status.value
+    browser.show_run(run)
+    sent, view = browser.history_view.children
+    assert "refused" in sent.value and "missing_requirement" in view.value

@@ -75,8 +75,13 @@ class CapabilityForm(TextView):
     run_button, approve_button, cancel_button : ipywidgets.Button
         Run and Approve start a :class:`LiveRun` (see :attr:`live`); :meth:`wait` joins it.
     state : str
-        ``editing``, ``invalid``, ``needs_approval``, ``cancelled``, ``running``, ``ran``
-        or ``refused``.
+        ``editing``, ``invalid``, ``needs_approval``, ``cancelled``, ``running``, ``ran``,
+        ``failed`` (the module ran and crashed or broke its envelope) or ``refused`` (the
+        host refused the call: nothing ran).
+    ran, ran_input, ran_status, ran_error
+        The last run that was sent, however it ended (what ``on_ran`` is called for):
+        its invocations (a crash's is the host error's record), its input, ``ok``,
+        ``failed``, ``refused`` or ``cancelled``, and the host's error.
     approval_reasons : list of str
         The reasons shown in the approval panel (empty when it is hidden).
     invocation
@@ -103,7 +108,13 @@ class CapabilityForm(TextView):
     ) -> None:
         self.host = host
         self.on_ran = on_ran
-        self.ran: tuple[Any, ...] = ()  # the invocations of the last run: start, last poll
+        # the last run, whatever its end: its invocations (start, last poll; a crash's
+        # record), the input it sent, how it ended and the host's error
+        self.ran: tuple[Any, ...] = ()
+        self.ran_input: Any = None
+        self.ran_status = ""  # ok, failed (ran: module error or crash), refused, cancelled
+        self.ran_error: ModuleHostError | None = None
+        self._sent: Any = None  # the input of the run now out
         self._settled = threading.Event()  # set when _finished has taken a live run's end
         self.capability_id = capability_id
         self.staged = list(staged)
@@ -345,15 +356,16 @@ class CapabilityForm(TextView):
     def _invoke(self) -> Any:
         self.run_button.disabled = True
         self._set_status(badge("running", "info") + esc(self.capability_id))
+        self._sent = self.form.value()
         try:
-            inv = self.host.invoke(
-                self.capability_id, self.form.value(), approve=False, staged=self.staged
-            )
+            inv = self.host.invoke(self.capability_id, self._sent, approve=False,
+                                   staged=self.staged)  # fmt: skip
         except ApprovalRequired as exc:
             self._ask_approval(exc.reasons or [exc.message])
             return None
         except ModuleHostError as exc:
             self._refused(exc)
+            self._ended(exc)
             return None
         finally:
             self.run_button.disabled = False
@@ -375,8 +387,9 @@ class CapabilityForm(TextView):
         self.invocation = None
         self.result = None
         self._settled.clear()
+        self._sent = self.form.value()
         self.live = LiveRun(
-            self.host, self.capability_id, self.form.value(), staged=self.staged,
+            self.host, self.capability_id, self._sent, staged=self.staged,
             start=False, on_done=self._finished,
         )  # fmt: skip
         self.result_box.children = (self.live,)
@@ -397,13 +410,16 @@ class CapabilityForm(TextView):
             self._ask_approval(error.reasons or [error.message])
             return
         if live.invocation is None:
-            self.state = "cancelled" if live.state == "cancelled" else "refused"
-            self.error = error if self.state == "refused" else None  # the run says cancelled
+            self.state = live.state if live.state in ("cancelled", "failed") else "refused"
+            self.error = error if self.state != "cancelled" else None  # the run says cancelled
+            self._ended(error, cancelled=self.state == "cancelled")
             if self.state == "cancelled":  # the user's own click: said plainly, no alarm
                 self._set_status(badge("cancelled by you", "muted") + "the run was stopped")
                 return
             code = error.code if error is not None else live.state
-            self._set_status(badge(f"{self.state}: {code}", "error" if error else "muted"))
+            said = "the module ran and failed" if self.state == "failed" else "nothing ran"
+            self._set_status(badge(f"{self.state}: {code}", "error" if error else "muted")
+                             + said)  # fmt: skip
             return
         self.invocation = live.last
         self._remember(live.invocation, live.last)
@@ -413,7 +429,21 @@ class CapabilityForm(TextView):
         self._ran(live.invocation, live.last)
 
     def _ran(self, first: Any, last: Any = None) -> None:
-        self.ran = (first,) if last is None or last is first else (first, last)
+        invocations = (first,) if last is None or last is first else (first, last)
+        ok = all(i.ok for i in invocations)
+        self._report(invocations, "ok" if ok else "failed", None)
+
+    def _ended(self, error: ModuleHostError | None, *, cancelled: bool = False) -> None:
+        """A sent run that returned no invocation: cancelled, failed (the module ran: the
+        error holds its record) or refused by the host (nothing ran)."""
+        record = getattr(error, "invocation", None)
+        status = "cancelled" if cancelled else "failed" if record is not None else "refused"
+        self._report((record,) if record is not None else (), status, error)
+
+    def _report(self, invocations: tuple[Any, ...], status: str,
+                error: ModuleHostError | None) -> None:  # fmt: skip
+        self.ran, self.ran_input, self.ran_status = invocations, self._sent, status
+        self.ran_error = error
         if self.on_ran is not None:
             self.on_ran(self)
 
@@ -439,9 +469,11 @@ class CapabilityForm(TextView):
                     self.artifacts.append(artifact)
 
     def _refused(self, exc: ModuleHostError) -> None:
+        """The host raised: ``refused`` when nothing ran, ``failed`` when the module ran
+        (the error carries its record: a crash, a broken envelope, a deadline)."""
         self.error = exc
-        self.state = "refused"
-        self._set_status(badge(f"refused: {exc.code}", "error") + esc(exc.message))
+        self.state = "refused" if getattr(exc, "invocation", None) is None else "failed"
+        self._set_status(badge(f"{self.state}: {exc.code}", "error") + esc(exc.message))
 
     def _ask_approval(self, reasons: list[str]) -> None:
         self.approval_reasons = list(reasons)
@@ -519,7 +551,8 @@ class CapabilityForm(TextView):
             lines.append("  approval needed:")
             lines.extend(f"    - {r}" for r in self.approval_reasons)
         if self.error is not None:
-            lines.append(f"  refused {self.error.code}: {self.error.message}")
+            said = "failed" if self.state == "failed" else "refused"
+            lines.append(f"  {said} {self.error.code}: {self.error.message}")
         if self.live is not None:
             lines.extend(f"  {line}" for line in self.live.text().splitlines())
         elif self.result is not None:

@@ -43,6 +43,12 @@ def _state_of(inv: Any) -> str:
     return "warning" if getattr(inv, "result_problem", "") else "ok"
 
 
+def _failed_or_refused(exc: BaseException) -> str:
+    """``failed`` when the module ran (the host error holds its record: a crash, a broken
+    envelope, a deadline), ``refused`` when the host stopped the call before it ran."""
+    return "failed" if getattr(exc, "invocation", None) is not None else "refused"
+
+
 def _elapsed(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.1f} s"
@@ -74,9 +80,10 @@ class LiveRun(TextView):
     ----------
     state : str
         ``ready``, ``running``, ``polling``, ``ok``, ``warning`` (a result that breaks its
-        ``result_schema``), ``failed`` (the module said not ok), ``refused`` (the host
-        raised: the error box shows the module's exit status and stderr tail when it ran),
-        ``cancelled`` or ``stopped``.
+        ``result_schema``), ``failed`` (the module ran and said not ok, crashed, broke its
+        envelope or ran out of time: the error box shows its exit status and stderr tail),
+        ``refused`` (the host stopped the call before anything ran), ``cancelled`` or
+        ``stopped``.
     invocation
         The first invocation (the run itself), or ``None``.
     last
@@ -233,7 +240,7 @@ class LiveRun(TextView):
             return None
         except ModuleHostError as exc:
             self.error = exc
-            self.state = "refused"
+            self.state = _failed_or_refused(exc)
             return None
         self.last = inv
         self._show(inv)
@@ -354,7 +361,8 @@ class LiveRun(TextView):
             run._show(inv)
         else:
             run.error = exc if isinstance(exc, ModuleHostError) else None
-            run.state = "cancelled" if isinstance(exc, InvocationCancelled) else "refused"
+            run.state = ("cancelled" if isinstance(exc, InvocationCancelled)
+                         else _failed_or_refused(exc))  # fmt: skip
         run._show_status()
         if handle is not None:  # the saved output (text, static HTML) is the final state
             handle.update(run)

@@ -18,8 +18,11 @@ right under the clicked row. Both are plain CSS on one set of widget views (no s
 of the form, no JavaScript), so Voila and JupyterLab behave alike, and the static HTML
 (nbconvert, nbval) shows the form under its row.
 
-The browser keeps a history of the runs its forms made (time, capability, outcome,
-duration); a row's Show button draws that run's :class:`InvocationView` again.
+The browser keeps a history of every run its forms sent, as MCP Inspector does: time,
+capability, how it ended (``ok``; ``failed`` when the module ran and said not ok, crashed,
+broke its envelope or ran out of time; ``refused`` when the host stopped it before anything
+ran; ``cancelled``), duration and the input; a row's Show button draws the input and that
+run's :class:`InvocationView` (or the host's error) again.
 
 Each card also lists the module's knowledge: every capability's skills and the module's
 agent overlays with their declared token estimates, and what the module costs an agent's
@@ -32,6 +35,7 @@ code instead.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,10 +77,15 @@ _GRID = "minmax(0, 2fr) minmax(0, 3fr)"
 
 @dataclass(frozen=True)
 class BrowserRun:
-    """One run a :class:`ModuleBrowser`'s form made: when, what, how it ended, how long.
+    """One run a :class:`ModuleBrowser`'s form sent: when, what, with which input, how it
+    ended, how long.
 
     ``invocations`` are the run's invocations (a long-running capability's start, then its
-    last poll); ``outcome`` is ``ok`` or the last one's error code.
+    last poll; for a run whose module crashed, the record the host's error carries; none
+    when the host refused the call). ``status`` is ``ok``, ``failed`` (the module ran: it
+    said not ok, crashed, broke its envelope or ran out of time), ``refused`` (nothing
+    ran) or ``cancelled``; ``outcome`` is ``ok`` or the error code; ``input`` is the
+    request input sent and ``error`` the host's error, if it raised one.
     """
 
     time: datetime
@@ -84,15 +93,24 @@ class BrowserRun:
     outcome: str
     duration_s: float
     invocations: tuple[Any, ...]
+    status: str = "ok"
+    input: Any = None
+    error: Any = None
 
     @property
     def invocation(self) -> Any:
-        """The run's last invocation (what its InvocationView shows)."""
-        return self.invocations[-1]
+        """The run's last invocation (what its InvocationView shows), or ``None``."""
+        return self.invocations[-1] if self.invocations else None
+
+    def input_text(self, limit: int = 80) -> str:
+        """The input as compact JSON, cut at ``limit`` characters."""
+        text = json.dumps(self.input, separators=(",", ":"), default=str, sort_keys=True)
+        return text if len(text) <= limit else text[: limit - 1] + "…"
 
     def line(self) -> str:
-        return (f"{self.time:%H:%M:%S} {self.capability} {self.outcome} "
-                f"{self.duration_s:.2f} s")  # fmt: skip
+        said = self.status if self.outcome == self.status else f"{self.status} {self.outcome}"
+        return (f"{self.time:%H:%M:%S} {self.capability} {said} "
+                f"{self.duration_s:.2f} s {self.input_text()}")  # fmt: skip
 
 
 def format_validation_error(error: Any) -> str:
@@ -370,12 +388,20 @@ class ModuleBrowser(TextView):
     # history
 
     def _record(self, form: CapabilityForm) -> None:
-        """A form's run ended: add it to the history (newest row first)."""
-        invocations = form.ran
-        last = invocations[-1]
-        outcome = "ok" if last.ok else str(getattr(last.error, "code", "") or "error")
+        """A form's run ended, however: add it to the history (newest row first)."""
+        invocations, error = form.ran, form.ran_error
+        last = invocations[-1] if invocations else None
+        if error is not None:
+            outcome = error.code
+        elif last is not None and not last.ok:
+            outcome = str(getattr(last.error, "code", "") or "error")
+        else:
+            outcome = form.ran_status
         took = sum(getattr(i, "duration_ms", 0.0) or 0.0 for i in invocations) / 1000
-        run = BrowserRun(datetime.now(), form.capability_id, outcome, took, invocations)
+        if not invocations and form.live is not None:
+            took = form.live.elapsed_s
+        run = BrowserRun(datetime.now(), form.capability_id, outcome, took, invocations,
+                         form.ran_status, form.ran_input, error)  # fmt: skip
         rows = (self._history_row(run), *self.history_box.children[1:])
         head = w.HTML(f"<b>Runs</b> <small style='color:{FG_MUTED}'>newest first; Show draws "
                       "a run again</small>")  # fmt: skip
@@ -387,19 +413,40 @@ class ModuleBrowser(TextView):
                         layout=w.Layout(width="auto"))  # fmt: skip
         show.add_class("murmur-history-show")
         show.on_click(lambda _b: self.show_run(run))
-        tone = "ok" if run.outcome == "ok" else "error"
+        tone = {"ok": "ok", "cancelled": "muted"}.get(run.status, "error")
+        said = run.status if run.outcome == run.status else f"{run.status}: {run.outcome}"
         line = w.HTML(
-            f'<div class="murmur-history-row">{volatile(f"{run.time:%H:%M:%S}")} '
-            f"<code>{esc(run.capability)}</code> {badge(run.outcome, tone)}"
-            f"{volatile(badge(f'{run.duration_s:.2f} s', 'muted'))}</div>"
+            f'<div class="murmur-history-row" data-status="{esc(run.status)}">'
+            f'{volatile(f"{run.time:%H:%M:%S}")} '
+            f"<code>{esc(run.capability)}</code> {badge(said, tone)}"
+            f"{volatile(badge(f'{run.duration_s:.2f} s', 'muted'))}"
+            f'<code class="murmur-history-input" title="the input sent">'
+            f"{esc(run.input_text())}</code></div>"
         )
         return w.HBox([show, line], layout=w.Layout(align_items="center"))
 
-    def show_run(self, run: BrowserRun) -> InvocationView:
-        """Draw a run from the history again, below the history."""
+    def show_run(self, run: BrowserRun) -> w.Widget:
+        """Draw a run from the history again, below the history: the input it sent, then
+        its :class:`InvocationView` (returned), or the host's error when nothing came back."""
         self.shown_run = run
-        view = InvocationView(run.invocation)
-        self.history_view.children = (view,)
+        sent = json.dumps(run.input, indent=2, default=str, sort_keys=True)
+        head = w.HTML(
+            f'<div class="murmur-history-shown"><b>{esc(run.capability)}</b> '
+            f"{badge(run.status, {'ok': 'ok', 'cancelled': 'muted'}.get(run.status, 'error'))}"
+            f'<div>input:</div><pre class="murmur-history-sent">{esc(sent)}</pre></div>'
+        )
+        view: w.Widget
+        if run.invocation is not None:
+            view = InvocationView(run.invocation)
+        else:
+            error = run.error
+            view = w.HTML(
+                f'<div class="murmur-error-box">{badge(error.code, "error")}'
+                f"{esc(error.message)}</div>"
+                if error is not None
+                else f"<div>{badge(run.status, 'muted')}nothing came back</div>"
+            )
+        self.history_view.children = (head, view)
         return view
 
     def _setup_panel(self, capability_id: str, info: Any) -> w.Widget:
@@ -535,8 +582,9 @@ class ModuleBrowser(TextView):
         if self.form is not None:
             lines.append(f"  open: {self.form.capability_id}")
         if self.history:
-            lines.append(f"  runs: {len(self.history)} (last: {self.history[-1].capability} "
-                         f"{self.history[-1].outcome})")  # fmt: skip
+            last = self.history[-1]
+            said = last.status if last.outcome == last.status else f"{last.status} {last.outcome}"
+            lines.append(f"  runs: {len(self.history)} (last: {last.capability} {said})")
         return self._portable("\n".join(lines))
 
     def _portable(self, text: str) -> str:
