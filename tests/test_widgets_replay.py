@@ -57,10 +57,20 @@ def test_viewer_strikes_the_dropped_message_and_follows_the_pickers(
     viewer.window.value = 4
     assert "window 4: ok; 4 -> 3 messages" in viewer.text()
     viewer.record.value = "hog"
+    # a failed call reads as a failure: nothing returned, nothing shown as dropped
     assert viewer.text() == (
-        "CompactionViewer: hog / dropper / window 2 (whole): error: memory_limit; "
-        "2 -> 0 messages (0 kept, 2 dropped, 0 new)"
+        "CompactionViewer: hog / dropper / window 2 (whole): failed: memory_limit; 2 messages "
+        "offered; the hook failed, so it returned nothing and dropped nothing: the "
+        "conversation is left as it was"
     )
+    assert [s for s, _ in viewer.diff.lines()] == ["offered", "offered"]
+    assert viewer.diff.counts() == {"kept": 0, "dropped": 0, "new": 0, "offered": 2}
+    failed = viewer.static_html()
+    assert "<del>" not in failed and "murmur-msg-dropped" not in failed
+    assert "dropped</" not in failed  # no "N dropped" badge
+    assert 'data-state="failed"' in failed and "failed: memory_limit" in failed
+    assert failed.count("murmur-msg-offered") == 2
+    assert "nothing: the hook failed (memory_limit)" in failed
     assert "murmur-compaction-error" in viewer.static_html()
     assert "limits.memory_mib" in viewer.static_html()
     viewer.hook.value = "tight"

@@ -42,8 +42,12 @@ class CompactionDiff:
         """``(status, message)`` in reading order: ``kept``, ``dropped`` or ``new``.
 
         A new message (one the hook made, such as a summary) is placed before the kept
-        message that follows it in the hook's answer, or at the end.
+        message that follows it in the hook's answer, or at the end. When the call failed
+        the hook decided nothing: every offered message is ``offered``, none ``dropped``
+        (the conversation is left as it was).
         """
+        if not self.ok:
+            return [("offered", m) for m in self.before]
         offered = {m.id for m in self.before}
         anchored: dict[str | None, list[Message]] = {}
         waiting: list[Message] = []
@@ -63,7 +67,8 @@ class CompactionDiff:
         return out
 
     def counts(self) -> dict[str, int]:
-        found = {"kept": 0, "dropped": 0, "new": 0}
+        """How many :meth:`lines` have each status (``offered``: a failed call's window)."""
+        found = {"kept": 0, "dropped": 0, "new": 0, "offered": 0}
         for status, _ in self.lines():
             found[status] += 1
         return found

@@ -3,8 +3,9 @@
 The plain call is :func:`murmur_nb._replay.diff.compaction_diff` (through
 ``CompactionViewer.diff``); this view draws it. Two columns: the window the hook was
 offered, dropped messages struck through, and what it returned, new messages (a summary)
-marked. Every mark is a border, a badge or a line through the text, never a tinted
-background, so both JupyterLab themes keep their own contrast; static HTML shows the same.
+marked. A failed call (a trap, fuel or memory exhausted) decided nothing: it reads as a
+failure, the offered messages plain and none counted or struck as dropped. Every mark is
+a border, a badge or a line through the text, never a tinted background, so both JupyterLab themes keep their own contrast; static HTML shows the same.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["CompactionViewer"]
 
 #: characters of a message's content shown (the rest is cut with a marker)
 SHOWN_CHARS = 240
-_MARK = {"kept": "muted", "dropped": "error", "new": "info"}
+_MARK = {"kept": "muted", "dropped": "error", "new": "info", "offered": "muted"}
 
 
 def _content(text: str) -> str:
@@ -47,20 +48,28 @@ def _message_html(status: str, m: Any) -> str:
 def diff_html(diff: CompactionDiff) -> str:
     """The compaction as static HTML: a header, then offered | returned."""
     c = diff.counts()
-    state = badge("ok", "ok") if diff.ok else badge(f"error: {diff.code}", "error")
     window = "whole record" if diff.final else f"first {diff.window} messages"
-    head = (
-        f'<div class="murmur-compaction-head">{state}<b>{esc(diff.context_id)}</b> · hook '
-        f"<b>{esc(diff.hook_id)}</b> · {esc(window)} · {len(diff.before)} → {len(diff.after)} "
-        f"messages {badge(str(c['kept']) + ' kept', 'muted')}"
-        f"{badge(str(c['dropped']) + ' dropped', 'error')}{badge(str(c['new']) + ' new', 'info')}"
-        "</div>"
-    )
-    if not diff.ok:
-        head += f'<pre class="murmur-compaction-error">{esc(diff.error)}</pre>'
+    where = (f"<b>{esc(diff.context_id)}</b> · hook <b>{esc(diff.hook_id)}</b> · "
+             f"{esc(window)} · ")  # fmt: skip
+    if diff.ok:
+        head = (
+            f'<div class="murmur-compaction-head" data-state="ok">{badge("ok", "ok")}{where}'
+            f"{len(diff.before)} → {len(diff.after)} messages "
+            f"{badge(str(c['kept']) + ' kept', 'muted')}"
+            f"{badge(str(c['dropped']) + ' dropped', 'error')}"
+            f"{badge(str(c['new']) + ' new', 'info')}</div>"
+        )
+    else:  # a failure reads as one: nothing was returned, so nothing is shown dropped
+        head = (
+            f'<div class="murmur-compaction-head" data-state="failed">'
+            f"{badge(f'failed: {diff.code}', 'error')}{where}{_failed_words(diff)}</div>"
+            f'<pre class="murmur-compaction-error">{esc(diff.error)}</pre>'
+        )
     lines = diff.lines()
     offered = "".join(_message_html(s, m) for s, m in lines if s != "new")
-    returned = "".join(_message_html(s, m) for s, m in lines if s != "dropped")
+    returned = "".join(_message_html(s, m) for s, m in lines if s not in ("dropped", "offered"))
+    if not diff.ok:
+        returned = f"<div>nothing: the hook failed ({esc(diff.code)})</div>"
     column = (
         f"flex:1 1 320px;min-width:0;border:1px solid {BORDER};padding:4px 8px;"
         "max-height:36em;overflow:auto"
@@ -72,6 +81,11 @@ def diff_html(diff: CompactionDiff) -> str:
         f'<div class="murmur-compaction-after" style="{column}"><b>Returned</b>'
         f"{returned or '<div>nothing</div>'}</div></div></div>"
     )
+
+
+def _failed_words(diff: CompactionDiff) -> str:
+    return (f"{len(diff.before)} messages offered; the hook failed, so it returned nothing and "
+            "dropped nothing: the conversation is left as it was")  # fmt: skip
 
 
 class CompactionViewer(TextView):
@@ -139,9 +153,11 @@ class CompactionViewer(TextView):
 
     def text(self) -> str:
         d, c = self.diff, self.diff.counts()
-        state = "ok" if d.ok else f"error: {d.code}"
+        where = f"CompactionViewer: {d.context_id} / {d.hook_id} / window {d.window}" + (
+            " (whole)" if d.final else "")  # fmt: skip
+        if not d.ok:
+            return f"{where}: failed: {d.code}; {_failed_words(d)}"
         return (
-            f"CompactionViewer: {d.context_id} / {d.hook_id} / window {d.window}"
-            f"{' (whole)' if d.final else ''}: {state}; {len(d.before)} -> {len(d.after)} "
+            f"{where}: ok; {len(d.before)} -> {len(d.after)} "
             f"messages ({c['kept']} kept, {c['dropped']} dropped, {c['new']} new)"
         )
