@@ -5,7 +5,8 @@ The plain call is :func:`murmur_nb._replay.diff.compaction_diff` (through
 offered, dropped messages struck through, and what it returned, new messages (a summary)
 marked. A failed call (a trap, fuel or memory exhausted) decided nothing: it reads as a
 failure, the offered messages plain and none counted or struck as dropped. Every mark is
-a border, a badge or a line through the text, never a tinted background, so both JupyterLab themes keep their own contrast; static HTML shows the same.
+a border, a badge or a line through the text, never a tinted background, so both
+JupyterLab themes keep their own contrast; static HTML shows the same.
 """
 
 from __future__ import annotations
