@@ -191,3 +191,39 @@ def test_progress_true_in_a_cell_shows_the_run_and_returns_it(
     assert "LiveRun studio.storyboard: ok" in shown
     assert "LiveRun studio.storyboard_status: ok" in shown
     assert "progress: 1 of 2 done" in shown
+
+
+def test_a_run_in_a_cell_shows_its_result_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40: ``host.invoke(..., progress=LiveRun.in_cell)`` as a cell's last line showed
+    the result twice (the card's copy, then the returned Invocation as the cell's value).
+    Run as real cells of an IPython shell: the card's final state keeps its status only
+    when the invocation is the cell's value, and keeps the result when it is assigned."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from murmur_nb import prepare_demo_home
+
+    demo = prepare_demo_home(tmp_path / "demo", hooks=False)
+    shell = InteractiveShell.instance()
+    try:
+        with ModuleHost(
+            home=demo.facet_home, policy=demo.policy(), artifact_store=demo.artifact_store
+        ) as h:
+            shell.user_ns.update(host=h, LiveRun=LiveRun)
+            capsys.readouterr()
+            shell.run_cell('host.invoke("docs.report", {}, progress=LiveRun.in_cell)')
+            value = capsys.readouterr().out
+            shell.run_cell('report = host.invoke("docs.report", {}, progress=LiveRun.in_cell)')
+            assigned = capsys.readouterr().out
+    finally:
+        InteractiveShell.clear_instance()
+    # the cell's value: Out once, then the card's final state, its status line alone
+    before, out = re.split(r"Out\[\d+\]:", value)
+    assert out.count("Invocation docs.report: ok") == 1, value
+    result, final = out.split("LiveRun docs.report: ok")
+    assert final.strip() == "" and "Invocation docs.report" in result, value
+    # assigned: no Out, and the card's last state keeps the result
+    assert "Out[" not in assigned
+    last = assigned.split("LiveRun docs.report: ok")[-1]
+    assert "InvocationView docs.report: ok" in last and "112 rows" in last, assigned

@@ -55,6 +55,29 @@ def _elapsed(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:04.1f} s"
 
 
+def _shown_once(run: LiveRun, handle: Any, inv: Any) -> None:
+    """When the cell's value is ``inv`` itself (``host.invoke(..., progress=LiveRun.in_cell)``
+    as its last line), IPython draws it as the cell's result: the live card then keeps its
+    status line and drops its copy of the result, so the result is shown once. Assigned
+    (``report = host.invoke(...)``), the card keeps the result: it is the only one shown.
+    Known only once the cell ran, so it is done in IPython's ``post_run_cell``."""
+    from IPython import get_ipython
+
+    shell = get_ipython()  # type: ignore[no-untyped-call]
+    if shell is None or handle is None:
+        return
+
+    def after(result: Any) -> None:
+        shell.events.unregister("post_run_cell", after)
+        if getattr(result, "result", None) is inv:
+            run.view = None
+            run.result_box.children = ()
+            run.progress_row.layout.display = "none"
+            handle.update(run)
+
+    shell.events.register("post_run_cell", after)
+
+
 class LiveRun(TextView):
     """Run one capability in the background and show it live.
 
@@ -320,7 +343,8 @@ class LiveRun(TextView):
         :class:`LiveRun` display (elapsed time, then the outcome and progress); the kernel
         is busy with the cell, so interrupting the kernel is the cancel: the run's process
         tree is killed and ``KeyboardInterrupt`` re-raised. Returns the invocation; a host
-        error is raised as ``invoke`` raises it.
+        error is raised as ``invoke`` raises it. The result is shown once: when the cell's
+        value is the invocation (IPython draws it below), the card keeps its status only.
         """
         cancel = kwargs.pop("cancel", None) or threading.Event()
         run = cls(host, capability, input, poll=False, start=False)
@@ -368,6 +392,7 @@ class LiveRun(TextView):
             handle.update(run)
         if exc is not None:
             raise exc
+        _shown_once(run, handle, inv)
         return inv
 
     def text(self) -> str:
