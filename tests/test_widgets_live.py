@@ -219,7 +219,7 @@ def test_a_run_in_a_cell_shows_its_result_once(
     finally:
         InteractiveShell.clear_instance()
     # the cell's value: Out once, then the card's final state, its status line alone
-    before, out = re.split(r"Out\[\d+\]:", value)
+    _before, out = re.split(r"Out\[\d+\]:", value)
     assert out.count("Invocation docs.report: ok") == 1, value
     result, final = out.split("LiveRun docs.report: ok")
     assert final.strip() == "" and "Invocation docs.report" in result, value

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as w
+from IPython import get_ipython
 from IPython.display import display
 
 from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
@@ -61,9 +62,7 @@ def _shown_once(run: LiveRun, handle: Any, inv: Any) -> None:
     status line and drops its copy of the result, so the result is shown once. Assigned
     (``report = host.invoke(...)``), the card keeps the result: it is the only one shown.
     Known only once the cell ran, so it is done in IPython's ``post_run_cell``."""
-    from IPython import get_ipython
-
-    shell = get_ipython()  # type: ignore[no-untyped-call]
+    shell = get_ipython()
     if shell is None or handle is None:
         return
 
