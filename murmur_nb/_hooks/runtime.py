@@ -10,6 +10,18 @@ SIGINT sets a flag the ticker turns into an epoch past the deadline, and the cal
 ``KeyboardInterrupt`` with the host intact. Teardown has an order: :meth:`Runtime.shutdown`.
 Every entry into a guest first puts wasmtime's trap handlers back if something replaced them
 (:class:`TrapHandlers`).
+
+Why the engine keeps wasmtime's default (on-demand) allocator, measured on the
+componentize-py demo hook (issue 41): a fresh store per call costs its instantiation (about
+0.8 ms, nearly all of it wasmtime filling the function references of CPython's imported
+table, which no configuration and no component ``InstancePre`` in the C API avoids) and the
+pages the guest dirties (about 265 copy-on-write faults, then their ``munmap``). Memory images
+are copy-on-write already (the compiled form says so: it refuses an engine without it). The
+pooling allocator, reachable only through wasmtime-py's private ``_bindings``, trades those
+faults for resetting the kept pages: the same CPU time per call, no faster replay end to end,
+and pool sizes that would cap what ``limits`` allow. Calls on two threads of one process were
+slower than on one (the faults and unmaps share one address space), so a replay runs in
+parallel across processes (``client=``), not threads.
 """
 
 from __future__ import annotations
