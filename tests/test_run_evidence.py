@@ -8,6 +8,7 @@ Every module here is the real executable ``tests/modules/crashy.py``, run in the
 from __future__ import annotations
 
 import html
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bs4 import BeautifulSoup
 
 import murmur_nb as mnb
 from murmur_nb.widgets import CapabilityForm, InvocationView, LiveRun
@@ -207,3 +209,17 @@ def test_cancelling_your_own_form_run_is_said_plainly(host: mnb.ModuleHost) -> N
     assert "cancelled by you" in form.status.value
     assert "cancelled: cancelled" not in form.status.value
     assert "murmur-error" not in form.status.value + form.live.status.value
+
+
+def test_a_small_result_shows_open_a_large_one_folded(host: mnb.ModuleHost) -> None:
+    """Issue 40: the card folded even ``{"made": 1}`` behind a click. A result of a few lines
+    shows open; a long one (``good.echo`` returns its whole request and environment) folds."""
+    small = host.invoke("good.make", {})
+    assert small.result == {"made": 1}
+    page = BeautifulSoup(small._repr_html_(), "html.parser")
+    (shown,) = page.select("details")
+    assert shown.has_attr("open") and json.loads(shown.pre.get_text()) == {"made": 1}
+    large = host.invoke("good.echo", {"count": 1})
+    page = BeautifulSoup(large._repr_html_(), "html.parser")
+    (folded,) = page.select("details")
+    assert not folded.has_attr("open") and len(folded.pre.get_text().splitlines()) > 12

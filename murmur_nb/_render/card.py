@@ -10,8 +10,9 @@ ends a notebook cell: outcome, result, artifacts, warnings, confinement; evidenc
   keeps the theme's own contrast in light and dark.
 * **Nothing that changes from run to run** (no duration, request id or run folder): nbval
   compares what a saved notebook shows.
-* **Bounded.** The result is shown as JSON cut at :data:`RESULT_CHARS`; lists of warnings
-  and artifacts at :data:`MAX_ROWS` rows, with a "more" line.
+* **Bounded.** The result is shown as JSON cut at :data:`RESULT_CHARS`, open when it is
+  small (:data:`OPEN_LINES`: a click to see ``{"made": 3}`` is a click too many), folded
+  otherwise; lists of warnings and artifacts at :data:`MAX_ROWS` rows, with a "more" line.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 RESULT_CHARS = 2000
+#: A result whose JSON takes at most this many lines is shown open.
+OPEN_LINES = 12
 MAX_ROWS = 12
 _TONES = {"ok": OK, "warning": WARN, "error": ERROR}
 _FRAME = (
@@ -113,10 +116,11 @@ def _outcome_lines(inv: Any) -> list[str]:
             f"{esc(getattr(inv, 'result_problem', ''))}</div>"
         )
     if getattr(inv, "ok", False):
+        text = _short_json(getattr(inv, "result", None))
+        is_open = " open" if text.count("\n") < OPEN_LINES else ""
         out.append(
-            f"<details><summary><b>result</b></summary>"
-            f'<pre style="{_RESULT_PRE}">{esc(_short_json(getattr(inv, "result", None)))}</pre>'
-            "</details>"
+            f"<details{is_open}><summary><b>result</b></summary>"
+            f'<pre style="{_RESULT_PRE}">{esc(text)}</pre></details>'
         )
     return out
 
