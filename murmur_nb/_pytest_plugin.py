@@ -60,8 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="at most N boundary inputs per capability, sent before the random "
                     "ones (default: the checker's; 0 for none)")
     group.addoption("--modproto-budget", type=float, default=None, metavar="SECONDS",
-                    help="time a capability's boundary inputs may take (default: the "
-                    "checker's; 0 for no limit)")
+                    help="time a capability's calls may take, each call's deadline cut to "
+                    "what is left (default: the checker's; 0 for no limit)")
     group.addoption("--modproto-seed", type=int, default=0, metavar="SEED",
                     help="input generator seed (default 0)")
     group.addoption("--modproto-approve", action="append", default=[], metavar="CAPABILITY",

@@ -61,6 +61,7 @@ class Clone:
     setup_seconds: float
     home: Path
     stdout: str
+    stderr: str
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -99,7 +100,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Clone:
     demo_home = home / ".murmur-nb-demo"
     report = demo_home / "report" / "01-tour.html"
     assert f"report: {report}" in done.stdout, done.stdout[-2000:]
-    return Clone(path, env, report, seconds, demo_home, done.stdout)
+    return Clone(path, env, report, seconds, demo_home, done.stdout, done.stderr)
 
 
 @pytest.mark.slow
@@ -119,6 +120,13 @@ def test_the_headless_demo_prepares_the_home_and_writes_the_tour_report(clone: C
     for primitive in ("image", "table", "markdown", "json"):
         assert f'data-primitive="{primitive}"' in page, primitive
     assert "not-granted" in page and "320 messages" in page
+    # issue 40: no kernel warning on the way, and the "Next:" links reach the tutorials
+    assert "without encryption" not in out + clone.stderr, clone.stderr[-2000:]
+    links = re.findall(r'href="([^"#]+\.ipynb)"', page)
+    assert len(links) >= 4 and all(
+        (clone.report.parent / link).resolve() == home / "notebooks" / Path(link).name
+        and (home / "notebooks" / Path(link).name).is_file() for link in links
+    ), links
 
 
 @pytest.mark.slow
