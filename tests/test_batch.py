@@ -181,6 +181,27 @@ def edited_mid_batch(
     return changed
 
 
+def test_rows_look_at_the_live_module_at_most_every_tenth_of_a_second(
+    host: mnb.ModuleHost, log_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A look is a ``stat`` walk of the module's folder (``PreparedCall.changed``), an eighth
+    of the host's CPU per row when every row looked: the rows share one look per 0.1 s."""
+    looks: list[float] = []
+    changed = mnb.PreparedCall.changed
+
+    def counted(self: mnb.PreparedCall) -> str | None:
+        looks.append(time.monotonic())
+        return changed(self)
+
+    monkeypatch.setattr(mnb.PreparedCall, "changed", counted)
+    t0 = time.monotonic()
+    batch = host.map("batchy.work", [{"n": i} for i in range(60)], concurrency=4,
+                     progress=False, journal=None)  # fmt: skip
+    elapsed = time.monotonic() - t0
+    assert batch.progress.ok == 60 and len(runs(log_root)) == 60
+    assert 1 <= len(looks) <= elapsed / 0.1 + 4 and len(looks) < 60, (len(looks), elapsed)
+
+
 def test_module_changed_mid_batch_runs_no_row_of_the_new_code(
     host: mnb.ModuleHost, facet_home: Path, log_root: Path
 ) -> None:

@@ -54,7 +54,15 @@ from murmur_nb._batch.inputs import (
     input_key,
     read_inputs,
 )
-from murmur_nb._batch.local import ROWS_PER_CORE, TICK_S, LocalRunner, RowSource, Taken, run_row
+from murmur_nb._batch.local import (
+    LOOK_EVERY_S,
+    ROWS_PER_CORE,
+    TICK_S,
+    LocalRunner,
+    RowSource,
+    Taken,
+    run_row,
+)
 from murmur_nb._batch.plan import Plan, input_problem, module_change, plan_for
 from murmur_nb._batch.progress import BatchProgress, bar_listener
 from murmur_nb._batch.record import invocation_of, not_run_record
@@ -162,6 +170,9 @@ class Batch:
         # and those gathered from there but not yet settled
         self._done: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
         self._inbox: deque[tuple[int, int, Any]] = deque()
+        # local rows: when a row last looked at the live module; whether a look saw it changed
+        self._looked = -LOOK_EVERY_S
+        self._saw_change = False
 
     # -- building ----------------------------------------------------------------------
 
@@ -354,8 +365,16 @@ class Batch:
             raise self._failure
 
     def _run_row(self, row: int, attempt: int) -> dict[str, Any]:
-        return run_row(self.host, self.plan, json.loads(self._texts[row]), attempt,
-                       cancel=self._cancel, options=self.options)  # fmt: skip
+        with self._wake:
+            now = time.monotonic()
+            look = self._saw_change or now - self._looked >= LOOK_EVERY_S
+            if look:
+                self._looked = now
+        record = run_row(self.host, self.plan, json.loads(self._texts[row]), attempt,
+                         cancel=self._cancel, options=self.options, look=look)  # fmt: skip
+        if (record.get("error") or {}).get("code") == MODULE_CHANGED:
+            self._saw_change = True  # every later row looks (and is refused, audited)
+        return record
 
     def _host_failed(self, row: int | None, exc: BaseException) -> None:
         """The host's own failure stopped a worker (a journal that cannot be written): the
