@@ -252,7 +252,7 @@ class _GridFill:
         px = self.px
         return (
             f'<div style="{self.box}"><img src="{uri}" alt="{esc(item.label)}" '
-            f'style="max-width:{px}px;max-height:{px}px"></div>'
+            f'style="width:{px}px;height:{px}px;object-fit:contain"></div>'
         )
 
 
@@ -267,9 +267,9 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
     uris = _thumb_uris(items, px, budget.parse_bytes, pixels_of(budget))
     try:
         for n, item in enumerate(items, 1):
-            caption = (
-                f'<figcaption style="font-size:11px;color:{FG_MUTED};overflow:hidden;'
-                f'text-overflow:ellipsis;white-space:nowrap" title="{esc(item.label)}">'
+            caption = (  # wraps onto more lines rather than cut with an ellipsis
+                f'<figcaption style="font-size:12px;line-height:1.3;color:{FG_MUTED};'
+                f'overflow-wrap:anywhere" title="{esc(item.label)}">'
                 f"{n}. {esc(item.label)}</figcaption>"
             )
             inner = fill.inner(item, uris)

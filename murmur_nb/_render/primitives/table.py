@@ -147,6 +147,8 @@ def render_table(source: Source, budget: RenderBudget) -> Body:
     html = (
         f'<div style="font-size:12px;color:{FG_MUTED}">{total:,} rows x {columns} columns; '
         f"{esc(shown)}</div>"
-        f'<div style="overflow:auto;max-height:560px;font-size:12px">{table}</div>'
+        # every row the line above names is on the page: no inner vertical scroll box (the
+        # preview holds at most head + tail rows); only a wide table scrolls sideways
+        f'<div style="overflow-x:auto;font-size:12px">{table}</div>'
     )
     return Body(html=html, details=[f"{total} rows x {columns} columns; {shown}"])
