@@ -8,14 +8,15 @@ checks are the host's; the checker adds describe-twice stability, skill and over
 generated and broken inputs, and polls. Boundary inputs (:mod:`.check_boundaries`) go before
 seeded random ones; a module printing no envelope fails on an allowed input and warns on a
 refused one. Write roots share one folder per check so a poll finds its job. Inputs of a
-capability run in one pool within its time budget (:mod:`.check_budget`): each call's
-deadline fits what is left, and the inputs it leaves out are counted in the report
-(``budget=0``: no limit).
+capability run in one pool within its time budget (:class:`Budget`): each call's deadline
+fits what is left, and the inputs it leaves out are counted in the report (``budget=0``: no
+limit).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from murmur_nb._checker.check_boundaries import (
     BOUNDARY_BUDGET_S,
@@ -34,12 +35,12 @@ from murmur_nb._checker.check_boundaries import (
     MAX_BOUNDARIES,
     boundary_examples,
 )
-from murmur_nb._checker.check_budget import Budget, LeftOut
 from murmur_nb._checker.check_inputs import invalid_examples, valid_examples
 from murmur_nb._checker.check_report import CheckReport, CheckResult, Status
 from murmur_nb._checker.check_rules import RULES, describe_rule_for_path, envelope_rule
 from murmur_nb._exceptions import (
     ApprovalRequired,
+    DeadlineExceeded,
     InvalidDescriptor,
     InvalidInput,
     MissingRequirement,
@@ -55,7 +56,7 @@ from murmur_nb._rules import facet_studio_home
 from murmur_nb._schemas.descriptor import descriptor_digest
 from murmur_nb.protocol import PRIMITIVES, Capability, Descriptor
 
-__all__ = ["check_module"]
+__all__ = ["Budget", "check_module"]
 
 _DESCRIBE_RULES = (
     "describe.runs",
@@ -96,6 +97,10 @@ _CRASH_RULES = frozenset({"json", "trailing_data"})
 _NO_ENVELOPE = "json"
 #: How much of a module's stderr a report row shows.
 _TAIL_LINES, _TAIL_CHARS = 20, 2048
+#: The least time worth starting a module for (a call sets up its sandbox first).
+MIN_CALL_S = 0.25
+#: Why an input has no outcome: never started, or stopped when the budget ran out.
+LeftOut = Literal["unsent", "stopped"]
 
 
 def result(
@@ -230,6 +235,42 @@ def _module_folder(module: str | Path, home: str | Path | None) -> Path:
         f"{module!r} is neither a module folder (a folder holding the executable 'module') "
         "nor the id of a module installed in the facet-studio home; pass the folder's path"
     )
+
+
+class Budget:
+    """The time one capability's calls may take (``seconds`` <= 0: no limit), under a
+    policy whose deadline is ``policy_ms``.
+
+    ``--budget 5`` promises a check that ends. Not starting inputs once the time is spent is
+    not enough: an input started just before the end runs as long as the module takes, up to
+    the policy's deadline, and a schema that allows a 30 s wait gets one at its ``maximum``.
+    So every call of a capability (boundary, random and refused inputs, the poll) runs with
+    the policy's deadline or what is left, whichever is shorter, and none starts with less
+    than :data:`MIN_CALL_S` left. A call the budget stops is left out, like one never
+    started: the module's own deadline was never reached, so it is no ``invoke.bounds``
+    failure.
+    """
+
+    def __init__(self, seconds: float, policy_ms: int) -> None:
+        self.seconds = seconds
+        self.policy_ms = policy_ms
+        self.ends = time.monotonic() + seconds if seconds > 0 else math.inf
+
+    def call_deadline_ms(self) -> int | None:
+        """The deadline for a call starting now, or ``None`` when too little time is left."""
+        left = self.ends - time.monotonic()
+        if left < MIN_CALL_S:
+            return None
+        return self.policy_ms if left == math.inf else min(self.policy_ms, int(left * 1000))
+
+    def stopped(self, deadline_ms: int, outcome: object) -> bool:
+        """Whether a call run with ``deadline_ms`` was stopped by the budget (not by the
+        policy's own deadline)."""
+        return isinstance(outcome, DeadlineExceeded) and deadline_ms < self.policy_ms
+
+    def words(self) -> str:
+        """``the 5 s budget``, as a report names it."""
+        return f"the {self.seconds:g} s budget"
 
 
 class _Checker:
