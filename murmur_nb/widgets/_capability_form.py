@@ -8,8 +8,10 @@ fresh form is not a wall of red.
 The Run button starts a :class:`LiveRun` (the notebook stays usable: elapsed time, Cancel,
 automatic polling of a long-running job); :meth:`CapabilityForm.run` is the same as one
 blocking plain call. Running is three plain calls on the host:
-:meth:`ModuleHost.approval_reasons` (empty: go), :meth:`ModuleHost.approve` when the
-operator clicks Approve, and :meth:`ModuleHost.invoke`. An
+:meth:`ModuleHost.prepare` (an :class:`~murmur_nb.ApprovalRequired` shows the approval
+panel; it runs ``describe`` only when the module folder changed or a standing approval is
+weighed, never once per click), :meth:`ModuleHost.approve` when the operator clicks
+Approve, and :meth:`ModuleHost.invoke`. An
 :class:`~murmur_nb.ApprovalRequired` raised by ``invoke`` (the descriptor changed between the
 check and the run) brings the approval panel back with the host's reasons.
 
@@ -318,9 +320,15 @@ class CapabilityForm(TextView):
             self._clear_result()  # nothing ran: no earlier result may stand under "not run"
             self._refresh()
             return None
-        reasons = list(self.host.approval_reasons(self.capability_id))
-        if reasons:
-            self._ask_approval(reasons)
+        try:  # the folder's stat walk: describe only when it changed, not once per click
+            self.host.prepare(self.capability_id)
+        except ApprovalRequired as exc:
+            self._ask_approval(exc.reasons or [exc.message])
+            return None
+        except ModuleHostError as exc:  # needs setup, refused, gone: nothing ran
+            self._sent = self.form.value()
+            self._refused(exc)
+            self._ended(exc)
             return None
         return self._start() if live else self._invoke()
 
@@ -390,7 +398,7 @@ class CapabilityForm(TextView):
         self._sent = self.form.value()
         self.live = LiveRun(
             self.host, self.capability_id, self._sent, staged=self.staged,
-            start=False, on_done=self._finished,
+            start=False, on_done=self._finished, capability=self.capability,
         )  # fmt: skip
         self.result_box.children = (self.live,)
         self.live.start()
@@ -473,7 +481,8 @@ class CapabilityForm(TextView):
         (the error carries its record: a crash, a broken envelope, a deadline)."""
         self.error = exc
         self.state = "refused" if getattr(exc, "invocation", None) is None else "failed"
-        self._set_status(badge(f"{self.state}: {exc.code}", "error") + esc(exc.message))
+        said = "nothing ran: " if self.state == "refused" else "the module ran and failed: "
+        self._set_status(badge(f"{self.state}: {exc.code}", "error") + esc(said + exc.message))
 
     def _ask_approval(self, reasons: list[str]) -> None:
         self.approval_reasons = list(reasons)

@@ -97,6 +97,9 @@ class LiveRun(TextView):
         Start at once (default); otherwise call :meth:`start`.
     on_done : callable, optional
         Called with this object in the worker thread when everything ended.
+    capability : Capability, optional
+        The capability's declaration when the caller holds it (a form does): whether to
+        poll is read from it, instead of a ``describe`` after the run.
 
     Attributes
     ----------
@@ -133,8 +136,10 @@ class LiveRun(TextView):
         interval: float = 1.0,
         start: bool = True,
         on_done: Callable[[LiveRun], None] | None = None,
+        capability: Any = None,
     ) -> None:
         self.host = host
+        self._declared = capability  # the capability's declaration, when the caller has it
         self.capability_id = capability_id
         self.input = input
         self.staged = list(staged)
@@ -245,6 +250,8 @@ class LiveRun(TextView):
                 self.on_done(self)
 
     def _capability(self) -> Any:
+        if self._declared is not None:
+            return self._declared
         try:
             return self.host.capability(self.capability_id)[1]
         except ModuleHostError:

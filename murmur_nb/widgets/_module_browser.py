@@ -398,8 +398,6 @@ class ModuleBrowser(TextView):
         else:
             outcome = form.ran_status
         took = sum(getattr(i, "duration_ms", 0.0) or 0.0 for i in invocations) / 1000
-        if not invocations and form.live is not None:
-            took = form.live.elapsed_s
         run = BrowserRun(datetime.now(), form.capability_id, outcome, took, invocations,
                          form.ran_status, form.ran_input, error)  # fmt: skip
         rows = (self._history_row(run), *self.history_box.children[1:])
