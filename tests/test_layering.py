@@ -69,10 +69,6 @@ ALLOWED_STRING_IMPORTS: set[tuple[str, str]] = {
     # imported only when asked for; ``from murmur_nb import widgets`` in there would call
     # the same ``__getattr__`` again.
     ("murmur_nb/__init__.py", "murmur_nb.widgets"),
-    # The demo looks up an optional hook builder by name. It points down, but it hides a
-    # plain ``from murmur_nb._hooks.build import build_demo_hook``: replace it with that
-    # (murmur_nb/_demo/home.py was outside the change that added this rule).
-    ("murmur_nb/_demo/home.py", "murmur_nb._hooks.host"),
 }
 
 #: ``(test file, private module)``: attribute paths into a private module that tests used

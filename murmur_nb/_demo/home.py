@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from murmur_nb._conversations.writer import RecordWriter
+from murmur_nb._hooks.build import build_demo_hook
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.policy import Policy
 
@@ -393,14 +394,8 @@ def _murmur_yaml(component: str) -> bytes:
 def _install_hooks(home: DemoHome, *, build: bool) -> None:
     component = home.murmur_home / "hooks" / "summarize.wasm"
     if build:  # cached by source digest; rewrites the file only when the build differs
-        try:  # the hook builder is optional: without it murmur.yaml still names the component
-            hooks_module: Any = importlib.import_module("murmur_nb._hooks.host")
-        except ImportError:
-            hooks_module = None
-        builder = getattr(hooks_module, "build_demo_hook", None)
-        if builder is not None:
-            # Builds <murmur_home>/hooks/summarize.wasm with componentize-py (cached).
-            component = Path(builder(home.murmur_home))
+        # Builds <murmur_home>/hooks/summarize.wasm with componentize-py (cached).
+        component = build_demo_hook(home.murmur_home)
     rel = Path(os.path.relpath(component, home.murmur_home)).as_posix()
     _write_if_changed(home.murmur_yaml, _murmur_yaml(rel))
 
