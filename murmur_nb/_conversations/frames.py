@@ -260,7 +260,7 @@ def read_conversation(context_id: str, home: Home = None, *, progress: bool = Tr
     store = _store(home)
     reader = store.reader(context_id, granted=True)
     frame = _walk_frame(reader, store.record_path(context_id), progress)
-    frame.attrs["context_id"] = context_id  # HookHost.replay(frame) knows the record
+    frame.attrs["context_id"] = context_id  # mnb.replay(hooks, frame) knows the record
     return frame
 
 
