@@ -12,7 +12,7 @@ import pytest
 import murmur_nb as mnb
 from murmur_nb.widgets import BatchView, InvocationView
 
-FACET_MODULES = [("batchy", "batchy")]
+FACET_MODULES = [("batchy", "batchy"), ("crashy", "crashy")]
 
 
 @pytest.fixture
@@ -66,5 +66,38 @@ def test_cancel_button_stops_the_batch_and_keeps_finished_rows(host: mnb.ModuleH
     assert p.state == "cancelled" and p.ok >= 2 and p.not_run > 0
     assert view.cancel_button.disabled and "cancelled" in view.counts.value
     assert f"{p.ok} ok" in view.counts.value
-    assert view.bar.value == p.ok + p.failed + p.not_run
+    # the bar holds the rows that ran, never the ones the Cancel left unrun (issue 40)
+    assert view.bar.value == p.finished < view.bar.max == 30
+    said = f"{p.finished}/30 run · cancelled · {p.not_run} not run"
+    assert said in view.bar_label.value and 'data-state="cancelled"' in view.bar_label.value
     assert len(view.rows.options) == p.ok + p.failed + p.not_run
+
+
+def test_a_crashed_row_shows_its_exit_status_and_stderr_tail(host: mnb.ModuleHost) -> None:
+    """Issue 40: the form shows how a crashed module ended; a batch row showed only the code.
+    The journal now keeps the row's evidence, so ``batch[i]`` (this kernel or the next)
+    and the view show it."""
+    batch = host.map("crashy.raise", [{"note": "a"}, {"note": "b"}], progress=False)
+    view = BatchView(batch)
+    assert batch.progress.failed == 2
+    shown = view.show(1)
+    assert shown.status != "ok"
+    text = shown.text()
+    assert "ZeroDivisionError: division by zero" in text and "exited with status 1" in text
+    assert "murmur-evidence" in shown.static_html()
+    again = host.map("crashy.raise", [{"note": "a"}, {"note": "b"}], progress=False)
+    assert again.from_journal(0) and again[0].evidence is not None  # read back from the journal
+    assert "ZeroDivisionError" in again[0].evidence.stderr_tail
+
+
+def test_rows_read_from_the_journal_are_marked(host: mnb.ModuleHost) -> None:
+    inputs = [{"n": i} for i in range(4)]
+    host.map("batchy.work", inputs[:2], progress=False)  # rows 0 and 1 are journaled
+    batch = host.map("batchy.work", inputs, progress=False)  # a resumed batch
+    view = BatchView(batch)
+    labels = [label for label, _ in view.rows.options]
+    assert [batch.from_journal(i) for i in range(4)] == [True, True, False, False]
+    assert labels[0].startswith("0 · ok · from the journal · ")
+    assert labels[1].startswith("1 · ok · from the journal · ")
+    assert labels[2].startswith("2 · ok · {") and "journal" not in labels[3]
+    assert "4/4 run · finished" in view.bar_label.value

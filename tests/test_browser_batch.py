@@ -64,13 +64,27 @@ def _notebook(path: Path, home: Path) -> None:
     nbformat.write(nb, path)
 
 
+#: Whether the row list stays inside the BatchView and nothing in it scrolls sideways.
+FITS_JS = """out => {
+    const select = out.querySelector('.widget-select');
+    const view = select.parentElement;
+    const overflowing = [out, ...out.querySelectorAll('*')].filter(
+        el => el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0
+              && ['auto', 'scroll'].includes(getComputedStyle(el).overflowX))
+        .map(el => el.className.slice(0, 60) + ` ${el.scrollWidth} > ${el.clientWidth}`);
+    return {overflowing, past: select.getBoundingClientRect().right
+                                - view.getBoundingClientRect().right};
+}"""
+
+
 def _out(page: Any, index: int) -> Any:
     return page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".jp-Cell-outputWrapper")
 
 
 def _settled(view: Any) -> int:
     """The bar's settled rows, read from the counts line (``<n>/<total> settled``)."""
-    found = re.search(r"(\d+)/\d+ settled", view.locator(".widget-html").first.inner_text())
+    counts = view.locator(".widget-html:has-text('settled')").first.inner_text()
+    found = re.search(r"(\d+)/\d+ settled", counts)
     return int(found.group(1)) if found else -1
 
 
@@ -156,7 +170,7 @@ def test_batch_view_progress_moves_a_row_click_shows_it_and_cancel_stops(
         page.wait_for_function(
             "el => /0 running/.test(el.innerText)", arg=slow.element_handle(), timeout=WAIT_MS
         )
-        counts = slow.locator(".widget-html").first.inner_text()
+        counts = slow.locator(".widget-html:has-text('settled')").first.inner_text()
         found = re.search(r"(\d+) ok (\d+) failed 0 running (\d+) not run", counts)
         assert found, counts
         ok, failed, not_run = map(int, found.groups())
@@ -164,5 +178,16 @@ def test_batch_view_progress_moves_a_row_click_shows_it_and_cancel_stops(
         assert f"{SLOW_ROWS}/{SLOW_ROWS} settled" in counts
         assert slow.locator("button:has-text('Cancel')").is_disabled()
         assert slow.locator("select option").count() == ok + not_run
+        # the bar holds the rows that ran, not 100%, and says the batch was cancelled
+        slow.locator(".murmur-batch-bar[data-state='cancelled']").wait_for(timeout=WAIT_MS)
+        said = slow.locator(".murmur-batch-bar").inner_text()
+        percent = _bar_percent(slow)
+        print("cancelled bar:", said, percent, "%")
+        assert said.startswith(f"{ok}/{SLOW_ROWS} run · cancelled"), said
+        assert abs(percent - 100 * ok / SLOW_ROWS) < 0.5, (percent, ok)
         slow.screenshot(path=str(shots / "batch-cancelled.png"))
+        for view in (fast, slow):  # the row list inside its view: no stray sideways scroll
+            fits = view.evaluate(FITS_JS)
+            print("row list:", fits)
+            assert fits["overflowing"] == [] and fits["past"] <= 0.5, fits
     assert problems == [], problems

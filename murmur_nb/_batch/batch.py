@@ -672,6 +672,11 @@ class Batch:
         """``pending``, ``running``, ``ok``, ``failed`` or ``not_run``."""
         return self._state[i]
 
+    def from_journal(self, i: int) -> bool:
+        """Whether row ``i``'s outcome was read from the journal (a resumed batch), not run
+        by this one."""
+        return bool(self._journaled[i])
+
     def record(self, i: int) -> dict[str, Any] | None:
         """Row ``i``'s record (plain JSON), or ``None`` while it has none yet."""
         return next(self._records(range(i, i + 1)))

@@ -16,6 +16,7 @@ from typing import Any
 from murmur_nb._exceptions import ModuleHostError
 from murmur_nb._files.artifacts import RejectedArtifact, VerifiedArtifact
 from murmur_nb._modules.invocation import Invocation
+from murmur_nb._sandbox import RunEvidence
 from murmur_nb.protocol import Artifact, Error, Execution, Request, Root
 
 __all__ = ["error_record", "invocation_of", "invocation_record", "not_run_record"]
@@ -26,6 +27,15 @@ NOT_RUN = "not_run"
 
 def _artifact_dict(artifact: Artifact) -> dict[str, Any]:
     return artifact.model_dump(mode="json")
+
+
+def _evidence_dict(evidence: RunEvidence | None) -> dict[str, Any] | None:
+    """How the row's process ended (exit status or signal, stderr's tail, stdout's head):
+    what a form shows under a crash, kept so ``batch[i]`` shows it too. Bounded already."""
+    if evidence is None:
+        return None
+    return {"returncode": evidence.returncode, "signal": evidence.signal,
+            "stderr_tail": evidence.stderr_tail, "stdout_head": evidence.stdout_head}  # fmt: skip
 
 
 def invocation_record(
@@ -51,6 +61,7 @@ def invocation_record(
         "confinement": inv.confinement,
         "request_id": inv.request_id,
         "attempts": attempts,
+        "evidence": _evidence_dict(inv.evidence),
     }  # fmt: skip
 
 
@@ -69,6 +80,7 @@ def error_record(exc: ModuleHostError, attempts: int, *, retryable: bool = False
         "confinement": partial.confinement if partial is not None else "",
         "request_id": partial.request_id if partial is not None else "",
         "attempts": attempts,
+        "evidence": _evidence_dict(partial.evidence if partial is not None else None),
     }  # fmt: skip
     return record
 
@@ -93,6 +105,8 @@ def invocation_of(
                       input=value, roots=roots)  # fmt: skip
     error = record["error"]
     execution = Execution(**record["execution"]) if record["execution"] else Execution()
+    ended = record.get("evidence")  # journals written before it was kept have none
+    evidence = RunEvidence(**ended) if ended else None
     return Invocation(
         module=module,
         capability=capability,
@@ -111,4 +125,7 @@ def invocation_of(
         duration_ms=float(record["duration_ms"] or 0.0),
         approval=record["approval"],
         confinement=record["confinement"],
+        evidence=evidence,
+        returncode=evidence.returncode if evidence is not None else None,
+        stderr=evidence.stderr_tail if evidence is not None else "",
     )

@@ -2,7 +2,10 @@
 
 A thin view over :class:`~murmur_nb.Batch`: it reads :attr:`Batch.progress` (never counts
 anything itself), Cancel is :meth:`Batch.cancel`, and a row is shown by ``batch[i]`` in an
-:class:`InvocationView`. Updates come from the batch's coordinating thread through
+:class:`InvocationView` (a crashed row with its exit status and stderr's tail, as a form
+shows it). The bar counts the rows that ran, so a cancelled batch stops short and says so;
+a row read from the journal (a resumed batch) is marked in the list. Updates come from the
+batch's coordinating thread through
 :meth:`Batch.on_change`, at most every ``refresh_s`` seconds (and always at the end). The
 rate and ETA are run-to-run facts: shown live, left out of ``text/plain`` and the static
 HTML that nbval compares.
@@ -50,20 +53,25 @@ class BatchView(TextView):
         self.batch = batch
         self.max_rows, self.refresh_s = max_rows, refresh_s
         self.bar = w.IntProgress(value=0, min=0, max=max(1, len(batch)), description="rows")
+        self.bar_label = w.HTML()  # "16/120 run · cancelled": what the bar shows, in words
         self.counts = w.HTML()
         self.live = w.HTML()
         self.cancel_button = w.Button(description="Cancel", button_style="warning",
                                       icon="stop")  # fmt: skip
         self.cancel_button.on_click(lambda _b: self.cancel())
-        self.rows = w.Select(options=[], rows=10, layout=w.Layout(width="100%"))
+        # width 100% plus the widget's own 2 px margins stuck out 4 px (a stray scrollbar):
+        # the list stretches across its box instead, margins inside it
+        self.rows = w.Select(options=[], rows=10,
+                             layout=w.Layout(width="auto", align_self="stretch"))  # fmt: skip
         self.rows.observe(self._picked, names="value")
         self.detail = w.Output()
         self.shown: InvocationView | None = None
         self._listed: set[int] = set()
         self._lock = threading.Lock()
         self._last = 0.0
-        super().__init__([w.HBox([self.bar, self.cancel_button]), self.counts, self.live,
-                          self.rows, self.detail])  # fmt: skip
+        super().__init__([w.HBox([self.bar, self.bar_label, self.cancel_button],
+                                 layout=w.Layout(align_items="center")),
+                          self.counts, self.live, self.rows, self.detail])  # fmt: skip
         batch.on_change(self._changed)
         self.refresh()
 
@@ -85,9 +93,12 @@ class BatchView(TextView):
         """Read the batch's progress and its newly settled rows into the view."""
         with self._lock:
             p = self.batch.progress
-            self.bar.value = p.finished + p.not_run
+            # the rows that ran (the journal's included): rows a Cancel left unrun never
+            # fill the bar, and the words beside it say why it stopped short
+            self.bar.value = p.finished
             self.bar.bar_style = "" if p.state == "running" else (
                 "success" if p.failed == 0 and p.not_run == 0 else "warning")  # fmt: skip
+            self.bar_label.value = self._bar_words(p)
             self.counts.value = self._counts_html(p)
             rate = f"{p.rate:.1f} rows/s" if p.rate is not None else "rate unknown"
             self.live.value = volatile(esc(f"{rate} · {_eta(p.eta_s)} · {p.elapsed_s:.1f} s"))
@@ -103,6 +114,14 @@ class BatchView(TextView):
             return
         self._last = now
         self.refresh()
+
+    def _bar_words(self, p: Any) -> str:
+        words = f"{p.finished}/{p.total} run"
+        if p.state != "running":
+            words += f" · {p.state}"
+        if p.not_run:
+            words += f" · {p.not_run} not run"
+        return f'<span class="murmur-batch-bar" data-state="{esc(p.state)}">{esc(words)}</span>'
 
     def _counts_html(self, p: Any) -> str:
         cost = f"{p.cost:g}" + (f" + {p.cost_unknown} unknown" if p.cost_unknown else "")
@@ -126,7 +145,8 @@ class BatchView(TextView):
             error = record.get("error") or {}
             what = f"{error.get('code', '')}: {error.get('message', '')}"
         what = what if len(what) <= 80 else what[:79] + "…"
-        return f"{name} · {status} · {what}"
+        kept = " · from the journal" if self.batch.from_journal(i) else ""
+        return f"{name} · {status}{kept} · {what}"
 
     def _list_new_rows(self) -> None:
         if len(self._listed) >= self.max_rows:
