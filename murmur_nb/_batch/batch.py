@@ -70,6 +70,7 @@ from murmur_nb._exceptions import ApprovalRequired, BatchInterrupted, InvalidInp
 from murmur_nb._modules.call import MODULE_CHANGED
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL
+from murmur_nb._progress import in_kernel
 
 if TYPE_CHECKING:
     from murmur_nb._batch.cluster import DaskRunner
@@ -212,6 +213,8 @@ class Batch:
             batch._settle(i, not_run_record("invalid_input", why))
         todo = batch._resume()
         batch._approve(len(todo))
+        if progress == "auto" and background and in_kernel():
+            progress = False  # in a notebook a background batch's view is widgets.BatchView
         bar = bar_listener(len(rows.values), progress)
         if bar is not None:
             batch._listeners.append(bar)
