@@ -61,6 +61,17 @@ def facet_home(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
+def log_root(tmp_path: Path) -> Path:
+    """``<tmp_path>/log``, which anyone may write: the batch tests' modules write one file per
+    real run into it (mapped as their ``log`` root), so a test counts the rows that ran.
+    ``<tmp_path>/jobs`` beside it holds what the long-running ones leave."""
+    for name in ("log", "jobs"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name).chmod(0o777)
+    return tmp_path / "log"
+
+
+@pytest.fixture
 def murmur_home(tmp_path: Path) -> Path:
     """An empty murmur home at ``<tmp_path>/murmur``."""
     home = tmp_path / "murmur"

@@ -20,18 +20,6 @@ FACET_MODULES = [("batchy", "batchy")]
 
 
 @pytest.fixture
-def log_root(tmp_path: Path) -> Path:
-    """A folder the module writes one file per real run into (mapped as its ``log`` root)."""
-    log = tmp_path / "log"
-    log.mkdir()
-    log.chmod(0o777)
-    jobs = tmp_path / "jobs"
-    jobs.mkdir()
-    jobs.chmod(0o777)
-    return log
-
-
-@pytest.fixture
 def host(facet_home: Path, log_root: Path, tmp_path: Path) -> mnb.ModuleHost:
     policy = mnb.Policy(roots={"log": str(log_root), "jobs": str(tmp_path / "jobs")})
     with mnb.ModuleHost(home=facet_home, policy=policy) as h:

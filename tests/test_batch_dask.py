@@ -30,14 +30,6 @@ def client() -> Iterator[distributed.Client]:
 
 
 @pytest.fixture
-def log_root(tmp_path: Path) -> Path:
-    log = tmp_path / "log"
-    log.mkdir()
-    log.chmod(0o777)
-    return log
-
-
-@pytest.fixture
 def host(facet_home: Path, log_root: Path) -> Iterator[mnb.ModuleHost]:
     with mnb.ModuleHost(home=facet_home, policy=mnb.Policy(roots={"log": str(log_root)})) as h:
         yield h

@@ -21,15 +21,6 @@ FACET_MODULES = [("batchy", "batchy"), ("costs", "costs")]
 
 
 @pytest.fixture
-def log_root(tmp_path: Path) -> Path:
-    """A folder the modules write one file per real run into (their ``log`` root)."""
-    log = tmp_path / "log"
-    log.mkdir()
-    log.chmod(0o777)
-    return log
-
-
-@pytest.fixture
 def host(facet_home: Path, log_root: Path) -> mnb.ModuleHost:
     with mnb.ModuleHost(home=facet_home, policy=mnb.Policy(roots={"log": str(log_root)})) as h:
         yield h
