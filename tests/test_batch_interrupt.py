@@ -293,3 +293,6 @@ def test_ctrl_c_in_a_script_ends_with_the_line_and_no_frames_of_the_threads(
                            "interrupted (Ctrl-C)")  # fmt: skip
     assert "run the same map() again to resume" in last
     assert "threading.py" not in err and "local.py" not in err and "map:" not in err
+    # the frames shown: the script's line, ModuleHost.map and Batch.start, no inner step
+    frames = [line.split(", in ")[-1] for line in err.splitlines() if 'File "' in line]
+    assert frames == ["<module>", "map", "start"], err

@@ -218,7 +218,10 @@ class Batch:
         bar = bar_listener(len(rows.values), progress)
         if bar is not None:
             batch._listeners.append(bar)
-        batch._begin(todo, background)
+        try:
+            batch._begin(todo, background)
+        except BatchInterrupted as exc:  # shown from here, not from the batch's inner steps
+            raise exc.with_traceback(None) from None
         return batch
 
     def _resume(self) -> list[int]:
@@ -635,7 +638,10 @@ class Batch:
             else:
                 first[key] = i
                 todo.append(i)
-        self._begin(todo, background)
+        try:
+            self._begin(todo, background)
+        except BatchInterrupted as exc:  # shown from here, not from the batch's inner steps
+            raise exc.with_traceback(None) from None
         return self
 
     def on_change(self, listener: Callable[[BatchProgress], None]) -> None:
