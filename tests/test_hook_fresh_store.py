@@ -13,27 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import wasmtime
+from _wat import assemble
 
 import murmur_nb as mnb
 from murmur_nb import RecordWriter
-
-WAT = Path(__file__).with_name("wat")
 
 YAML = """\
 hooks:
   remember:
     component: hooks/remember.wasm
 """
-
-
-def assemble(core_file: str) -> bytes:
-    """A component binary: the core module spliced into ``component.wat``."""
-    core = (WAT / core_file).read_text(encoding="utf-8")
-    body = core[core.index("(module") + len("(module") :]
-    text = (WAT / "component.wat").read_text(encoding="utf-8")
-    text = text.replace("(core module $main @MAIN@)", "(core module $main" + body)
-    return wasmtime.wat2wasm(text)
 
 
 @pytest.fixture

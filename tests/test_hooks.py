@@ -18,20 +18,15 @@ from typing import Any
 import psutil
 import pytest
 import wasmtime
+from _wat import WAT, assemble
 
 import murmur_nb as mnb
 from murmur_nb import ConversationStore, Message, RecordWriter
 
-WAT = Path(__file__).with_name("wat")
-
 
 def assemble_guest() -> bytes:
     """The component binary: the core guest module spliced into the component wrapper."""
-    core = (WAT / "guest.wat").read_text(encoding="utf-8")
-    body = core[core.index("(module") + len("(module") :]
-    text = (WAT / "component.wat").read_text(encoding="utf-8")
-    text = text.replace("(core module $main @MAIN@)", "(core module $main" + body)
-    return wasmtime.wat2wasm(text)
+    return assemble("guest.wat")
 
 
 @pytest.fixture(scope="module")
