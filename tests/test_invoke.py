@@ -553,3 +553,27 @@ def test_an_edit_beside_the_launcher_is_seen_before_the_next_call(
         assert folder.stat().st_mtime_ns == folder_mtime
         with pytest.raises(mnb.ApprovalRequired):
             host.invoke("good.echo", {"count": 1})
+
+
+def test_a_kernel_out_of_descriptors_is_the_hosts_failure_not_the_modules(
+    facet_home: Path, tmp_path: Path
+) -> None:
+    """With no file descriptor left in the kernel the call cannot start: that is said to be
+    the host's ``host_error``, not the module's broken executable (rule ``executable``)."""
+    script = (
+        "import os, resource, sys\n"
+        "import murmur_nb as mnb\n"
+        "host = mnb.ModuleHost(home=sys.argv[1], artifact_store=sys.argv[2])\n"
+        "assert host.invoke('good.echo', {'count': 0}).ok\n"
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir('/proc/self/fd')), hard))\n"
+        "try:\n"
+        "    host.invoke('good.echo', {'count': 0})\n"
+        "except mnb.ModuleHostError as exc:\n"
+        "    print(type(exc).__name__, exc.code, exc, sep='|')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(facet_home), str(tmp_path / "s")],
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    kind, code, message = done.stdout.strip().split("|", 2)
+    assert (kind, code) == ("ModuleHostError", "host_error"), done.stdout
+    assert "Too many open files" in message and "not the module's" in message

@@ -15,6 +15,7 @@ of one call (:class:`Invocation`).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,10 +142,16 @@ class Ran:
     warnings: tuple[str, ...]
     run: RunResult
     evidence: RunEvidence
+    #: ``time.perf_counter()`` when the call's pipeline started
+    started: float = field(default_factory=time.perf_counter)
 
     def invocation(self, **fields: Any) -> Invocation:
-        """The :class:`Invocation` of this run, with ``fields`` (the envelope's facts)."""
-        fields.setdefault("duration_ms", self.run.duration_ms)
+        """The :class:`Invocation` of this run, with ``fields`` (the envelope's facts).
+
+        Its ``duration_ms`` is the whole call's, however it ends: from the start of the
+        pipeline (input check, request, launch) to now, the process's run included.
+        """
+        fields.setdefault("duration_ms", (time.perf_counter() - self.started) * 1000.0)
         fields.setdefault("evidence", self.evidence)
         fields.setdefault("warnings", list(self.warnings))
         return Invocation(

@@ -22,6 +22,7 @@ asks for it on every row.
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 import time
@@ -67,6 +68,12 @@ __all__ = ["NOT_REQUIRED", "THIS_CALL", "HostParts", "PreparedCall", "Verified"]
 NOT_REQUIRED = "not required"
 #: The approval label of a call approved by its caller (``approve=True``).
 THIS_CALL = "approved (this call)"
+
+
+#: what ``exec`` says when the module's own file cannot run (no such file, not executable,
+#: not a format the kernel runs, a link loop, busy being written, a folder, a noexec mount)
+NOT_RUNNABLE = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR,
+                          errno.ELOOP, errno.ETXTBSY, errno.EISDIR, errno.EPERM})  # fmt: skip
 
 
 def _since(t0: float) -> float:
@@ -214,8 +221,8 @@ class PreparedCall:
                 raise ModuleHostError(why, code=MODULE_CHANGED)
             built = self._build(call)
             grants = built.request.grants.model_dump(mode="json")
-            ran = self._launch(call, built)
-            inv = self._checked(ran, read_envelope(ran), t0)
+            ran = self._launch(call, built, t0)
+            inv = self._checked(ran, read_envelope(ran))
         except ModuleHostError as exc:
             reached = (self.module, self.approval, grants)
             self.parts.keep(AuditRow.of(asked, reached, (exc.code, exc.message), _since(t0),
@@ -239,10 +246,15 @@ class PreparedCall:
                              staged_view=parts.gate.staged_view, validators=parts.validators,
                              workspace=parts.workspace)  # fmt: skip
 
-    def _launch(self, call: Call, built: Built) -> Ran:
+    def _launch(self, call: Call, built: Built, t0: float) -> Ran:
         """Run ``module invoke`` of the verified snapshot on the built request, confined, in
         a private working folder: the process outcome (with the sandbox's warning when a
-        guarantee is missing and the policy is best-effort)."""
+        guarantee is missing and the policy is best-effort).
+
+        An ``OSError`` is the module's (rule ``executable``) only when ``exec`` said its file
+        cannot run (:data:`NOT_RUNNABLE`); while the host plans the sandbox, or for any other
+        reason (no descriptors or memory left in the kernel), it is the host's ``host_error``.
+        """
         request, gate = built.request, self.parts.gate
         exe = self.snapshot / "module"
         payload = json.dumps(
@@ -258,7 +270,10 @@ class PreparedCall:
                     list((request.binaries or {}).values()),
                     network=tuple(request.grants.network or ()),
                 )
-                confinement, warnings = how.confinement, gate.warning()
+            except OSError as exc:
+                raise self._host_failed("could not prepare the sandbox for", exc) from exc
+            confinement, warnings = how.confinement, gate.warning()
+            try:
                 run = run_launched(
                     how,
                     payload,
@@ -268,6 +283,8 @@ class PreparedCall:
                     cancel=call.cancel,
                 )
             except OSError as exc:
+                if exc.errno not in NOT_RUNNABLE:
+                    raise self._host_failed("could not start", exc) from exc
                 raise ProtocolViolation(
                     f"module {self.module!r} could not be started ({exc}); {exe} must be an "
                     "executable with an absolute interpreter path (there is no PATH)",
@@ -282,9 +299,19 @@ class PreparedCall:
             warnings=(*built.warnings, *warnings),
             run=run,
             evidence=RunEvidence.of(run.returncode, run.stderr_tail),
+            started=t0,
         )
 
-    def _checked(self, ran: Ran, envelope: Envelope, t0: float) -> Invocation:
+    def _host_failed(self, what: str, exc: OSError) -> ModuleHostError:
+        """The host's own failure to run the module: not the module's fault, said so."""
+        return ModuleHostError(
+            f"the host {what} module {self.module!r}: {exc}. This is the kernel's side, "
+            "not the module's: free what the kernel holds (open files, memory, processes) "
+            "or restart it, and run the call again",
+            code="host_error",
+        )
+
+    def _checked(self, ran: Ran, envelope: Envelope) -> Invocation:
         """The last steps: verify the artifacts, check the result against its schema, then
         assemble the :class:`Invocation`, once."""
         verified = self._verify_artifacts(envelope, ran.request, self.target.cap)
@@ -300,7 +327,6 @@ class PreparedCall:
             artifacts=list(verified.artifacts),
             rejected_artifacts=list(verified.rejected),
             result_problem=problem,
-            duration_ms=_since(t0),
         )
 
     def _verify_artifacts(self, envelope: Envelope, request: Request, cap: Capability) -> Verified:

@@ -240,6 +240,11 @@ def _remember() -> None:
 # -- giving ----------------------------------------------------------------------------------
 
 
+#: errors that say the kernel process is short of something (descriptors, memory), not that
+#: the root cannot be given
+_KERNEL_SHORT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
 def grant_root(path: str, *, write: bool) -> str:
     """Let the sandbox id use the policy root ``path`` (root hosts only); a problem, or ``""``.
 
@@ -264,6 +269,8 @@ def grant_root(path: str, *, write: bool) -> str:
             finally:
                 os.close(fd)
     except OSError as exc:
+        if exc.errno in _KERNEL_SHORT:
+            raise  # the kernel process's own want, not the root's: the caller says so
         return (
             f"the sandbox uid {uid} cannot be given access to {path} ({exc.strerror}); as "
             f"root, modules run as uid {uid}: make the root {'writable' if write else 'readable'}"
