@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -39,6 +38,7 @@ from murmur_nb._hooks.config import EVENTS, HookConfig, HookEntry, HookLimits, l
 from murmur_nb._hooks.host import FUNCS, HookHost
 from murmur_nb._hooks.results import HookResult
 from murmur_nb._hooks.runtime import Runtime
+from murmur_nb._progress import Progress, progress_bar
 
 __all__ = ["check_hook"]
 
@@ -72,7 +72,7 @@ def check_hook(
     *,
     config: str | os.PathLike[str] | None = None,
     hook_id: str | None = None,
-    progress: bool | None = None,
+    progress: Progress = "auto",
 ) -> HookCheckReport:
     """Check a hook component against the ``hook`` world's rules; return the report.
 
@@ -87,8 +87,9 @@ def check_hook(
     hook_id
         Which entry of ``config`` gives the limits, when several name the component.
     progress
-        Show a tqdm bar of the calls (about 30; the 10,000-message ones take seconds).
-        Default: in a terminal, not in a notebook kernel.
+        A bar of the calls (about 30; the 10,000-message ones take seconds), by the one
+        policy of a batch and a replay: ``"auto"`` draws a notebook bar in a kernel and a
+        text bar in a terminal, none into a pipe; ``True`` always, ``False`` never.
 
     Returns
     -------
@@ -152,18 +153,10 @@ def _limits(path: Path, config: str | os.PathLike[str] | None, hook_id: str | No
     return loaded.default_limits
 
 
-def _bar(name: str, progress: bool | None) -> Any:
-    """A tqdm bar of the calls, or ``None``; by default only on a terminal outside a kernel."""
-    if progress is None:
-        progress = "ipykernel" not in sys.modules and bool(
-            getattr(sys.stderr, "isatty", lambda: False)()
-        )
-    if not progress:
-        return None
-    from tqdm.auto import tqdm  # noqa: PLC0415 - only when a bar is shown
-
+def _bar(name: str, progress: Progress) -> Any:
+    """A bar of the calls when the progress policy wants one here, else ``None``."""
     total = len(CASES) * 2 * _ROUNDS + len(_DENIED_CASES) * 2
-    return tqdm(total=total, unit="call", desc=f"check-hook {name}")
+    return progress_bar(total, desc=f"check-hook {name}", unit="call", progress=progress)
 
 
 @dataclass(frozen=True)
