@@ -88,9 +88,13 @@ def bar_listener(total: int, progress: Progress) -> Callable[[BatchProgress], No
         if drawn[1] or (now - drawn[0] < BAR_EVERY_S and not ended):
             return
         drawn[0] = now
-        bar.n = p.finished + p.not_run
-        bar.set_postfix(ok=p.ok, failed=p.failed, running=p.running, cost=f"{p.cost:g}",
-                        refresh=False)  # fmt: skip
+        bar.n = p.finished  # rows never run do not fill it: a cancel at 16 of 120 shows 16
+        said = {"ok": p.ok, "failed": p.failed, "running": p.running, "cost": f"{p.cost:g}"}
+        if p.not_run:
+            said["not_run"] = p.not_run
+        if ended and p.state != "finished":
+            said["state"] = p.state
+        bar.set_postfix(said, refresh=False)
         bar.refresh()
         if ended:
             drawn[1] = True
