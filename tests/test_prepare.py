@@ -146,3 +146,25 @@ def test_dask_workers_leave_no_home_behind(
         cluster.close()
     left = [*scratch.glob("murmur-nb-worker-*"), *scratch.glob("murmur-nb-runs-*")]
     assert left == []
+
+
+def test_run_clicks_of_a_form_describe_nothing_while_the_module_is_unchanged(
+    host: mnb.ModuleHost, describe_log: Path
+) -> None:
+    """Issue 40 item 4: each Run click of a form described the module twice (its approval
+    check, then whether to poll), seconds per click in JupyterLab. Clicked five times on the
+    real widget, with the module unchanged, the kernel describes it not once; an edit of
+    the module is still seen at the next click."""
+    from murmur_nb.widgets import CapabilityForm
+
+    form = CapabilityForm(host, "batchy.work")
+    form.inputs["n"].value = "3"
+    before = describes(describe_log)
+    for _ in range(5):
+        form.run_button.click()
+        assert form.wait() is not None and form.invocation.ok, form.text()
+    assert describes(describe_log) == before
+    (host.modules_dir / "batchy" / "notes.txt").write_text("changed")  # the folder changes
+    form.run_button.click()
+    assert form.wait() is not None
+    assert describes(describe_log) > before
