@@ -18,6 +18,10 @@ check and the run) brings the approval panel back with the host's reasons.
 The header lists the skills the capability names, with their declared token estimates;
 "Show skills" is one call, :meth:`ModuleHost.skills_for`, and shows what it loaded (verified,
 through the Markdown primitive) and what it left out.
+
+"Copy as code" writes the ``host.invoke(...)`` call that sends what the form holds now
+(:func:`murmur_nb._forms.as_code.invoke_code`) into :attr:`CapabilityForm.code_box`, and into
+the next cell when :meth:`CapabilityForm.copy_as_code` is called from a cell.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import ipywidgets as w
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
 from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb._modules.host import ModuleHost
+from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell, invoke_call
 from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
 from murmur_nb.widgets._form_fields import Field, error_html, flatten
 from murmur_nb.widgets._html import (
@@ -67,6 +72,9 @@ class CapabilityForm(TextView):
         The session's verified artifacts, offered by file inputs (staged when chosen); the
         artifacts this form's runs produce are appended to it, so forms sharing the list
         (as a ModuleBrowser's do) offer each other's results.
+    host_name : str, optional
+        The host's variable in generated code; by default the notebook's name for ``host``
+        (``host`` when it has none).
 
     Attributes
     ----------
@@ -96,6 +104,8 @@ class CapabilityForm(TextView):
         What "Show skills" loaded, shown in ``skills_box``.
     live : LiveRun or None
         The run started by the last click (it polls a long-running job by itself).
+    code_button : ipywidgets.Button
+        "Copy as code": :meth:`copy_as_code` shows the call in ``code_box``.
     """
 
     def __init__(
@@ -107,8 +117,10 @@ class CapabilityForm(TextView):
         staged: Sequence[Any] = (),
         artifacts: list[Any] | None = None,
         on_ran: Callable[[CapabilityForm], None] | None = None,
+        host_name: str | None = None,
     ) -> None:
         self.host = host
+        self.host_name = host_name
         self.on_ran = on_ran
         # the last run, whatever its end: its invocations (start, last poll; a crash's
         # record), the input it sent, how it ended and the host's error
@@ -147,7 +159,8 @@ class CapabilityForm(TextView):
                 self.header,
                 *([self.skills_button, self.skills_box] if cap.skills else []),
                 body,
-                w.HBox([self.run_button, self.reset_button]),
+                w.HBox([self.run_button, self.reset_button, self.code_button]),
+                self.code_box,
                 self.approval_panel,
                 self.status,
                 self.result_box,
@@ -179,6 +192,12 @@ class CapabilityForm(TextView):
         self.reset_button = w.Button(description="Reset", tooltip="back to the defaults")
         self.approve_button = w.Button(description="Approve", button_style="warning")
         self.cancel_button = w.Button(description="Cancel")
+        self.code_button = w.Button(
+            description="Copy as code", icon="code", layout=w.Layout(width="auto"),
+            tooltip="the host.invoke(...) call that sends this input",
+        )  # fmt: skip
+        self.code_button.add_class("murmur-copy-code")
+        self.code_box = CodeBox()
         self.status = w.HTML()
         self.approval_text = w.HTML()
         self.approval_panel = w.VBox()
@@ -188,6 +207,7 @@ class CapabilityForm(TextView):
         self.reset_button.on_click(lambda _b: self.reset())
         self.approve_button.on_click(lambda _b: self.approve(live=True))
         self.cancel_button.on_click(lambda _b: self.cancel())
+        self.code_button.on_click(lambda _b: self.copy_as_code())
 
     def _skill_labels(self) -> list[str]:
         """``"<id> (<tokens> tokens)"`` per skill the capability lists (unknown ids marked)."""
@@ -331,6 +351,19 @@ class CapabilityForm(TextView):
             self._ended(exc)
             return None
         return self._start() if live else self._invoke()
+
+    def code(self) -> str:
+        """The ``host.invoke(...)`` call that sends what the form holds now."""
+        return invoke_call(host_name(self.host, self.host_name), self.capability_id,
+                           self.form.value(), staged=bool(self.staged))  # fmt: skip
+
+    def copy_as_code(self) -> str:
+        """Show :meth:`code` in ``code_box`` and return it; called in a cell, it is also
+        put in the next cell."""
+        code = self.code()
+        self.code_box.show(code, f"this {self.capability_id} input")
+        insert_next_cell(code)
+        return code
 
     def wait(self, timeout: float | None = 120.0) -> Any:
         """Wait for the live run (and its polling) to end; returns the invocation or None."""

@@ -22,7 +22,10 @@ The browser keeps a history of every run its forms sent, as MCP Inspector does: 
 capability, how it ended (``ok``; ``failed`` when the module ran and said not ok, crashed,
 broke its envelope or ran out of time; ``refused`` when the host stopped it before anything
 ran; ``cancelled``), duration and the input; a row's Show button draws the input and that
-run's :class:`InvocationView` (or the host's error) again.
+run's :class:`InvocationView` (or the host's error) again, and its "Copy as code" button
+writes the ``host.invoke(...)`` call that sends that input again into ``code_box`` (as MCP
+Inspector copies a request, or a browser a request as cURL): a read-only text area, since
+a click has no cell to put it after (see :mod:`murmur_nb.widgets._code_box`).
 
 Each card also lists the module's knowledge: every capability's skills and the module's
 agent overlays with their declared token estimates, and what the module costs an agent's
@@ -49,6 +52,7 @@ from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import ModuleInfo
 from murmur_nb.protocol import Capability, Descriptor
 from murmur_nb.widgets._capability_form import CapabilityForm
+from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell, invoke_call
 from murmur_nb.widgets._html import (
     BORDER,
     FG_MUTED,
@@ -85,7 +89,8 @@ class BrowserRun:
     when the host refused the call). ``status`` is ``ok``, ``failed`` (the module ran: it
     said not ok, crashed, broke its envelope or ran out of time), ``refused`` (nothing
     ran) or ``cancelled``; ``outcome`` is ``ok`` or the error code; ``input`` is the
-    request input sent and ``error`` the host's error, if it raised one.
+    request input sent and ``error`` the host's error, if it raised one; ``staged`` says
+    whether the form handed the module staged artifacts.
     """
 
     time: datetime
@@ -96,11 +101,16 @@ class BrowserRun:
     status: str = "ok"
     input: Any = None
     error: Any = None
+    staged: bool = False
 
     @property
     def invocation(self) -> Any:
         """The run's last invocation (what its InvocationView shows), or ``None``."""
         return self.invocations[-1] if self.invocations else None
+
+    def code(self, host: str = "host") -> str:
+        """The ``host.invoke(...)`` call that sends this run's input again."""
+        return invoke_call(host, self.capability, self.input, staged=self.staged)
 
     def input_text(self, limit: int = 80) -> str:
         """The input as compact JSON, cut at ``limit`` characters."""
@@ -188,10 +198,15 @@ class ModuleBrowser(TextView):
     history : list of BrowserRun
         The runs this browser's forms made, oldest first; ``history_box`` lists them newest
         first, and :meth:`show_run` (a row's Show button) draws one in ``history_view``.
+    code_box : CodeBox
+        Where :meth:`copy_as_code` (a row's "Copy as code" button) shows a run's call.
+    host_name : str or None
+        The host's variable in generated code (``None``: the notebook's name for it).
     """
 
-    def __init__(self, host: ModuleHost) -> None:
+    def __init__(self, host: ModuleHost, *, host_name: str | None = None) -> None:
         self.host = host
+        self.host_name = host_name
         self.modules: list[ModuleInfo] = []
         self.form: CapabilityForm | None = None
         self.setup_steps: list[str] = []
@@ -209,6 +224,7 @@ class ModuleBrowser(TextView):
         self.history: list[BrowserRun] = []
         self.history_box = w.VBox()
         self.history_box.add_class("murmur-history")
+        self.code_box = CodeBox()
         self.history_view = w.VBox()
         self.history_view.add_class("murmur-history-view")
         self.shown_run: BrowserRun | None = None
@@ -235,6 +251,7 @@ class ModuleBrowser(TextView):
                 w.HBox([self.capability_picker, self.open_button]),
                 self.cards,
                 self.history_box,
+                self.code_box,
                 self.history_view,
                 self.knowledge_picker,
                 self.no_knowledge,
@@ -364,7 +381,8 @@ class ModuleBrowser(TextView):
             self.form_box.children = (self._setup_panel(capability_id, info),)
         else:
             self.form = CapabilityForm(
-                self.host, capability_id, artifacts=self.artifacts, on_ran=self._record
+                self.host, capability_id, artifacts=self.artifacts, on_ran=self._record,
+                host_name=self.host_name,
             )
             self.form_box.children = (self.form,)
         self._place(capability_id)
@@ -399,7 +417,7 @@ class ModuleBrowser(TextView):
             outcome = form.ran_status
         took = sum(getattr(i, "duration_ms", 0.0) or 0.0 for i in invocations) / 1000
         run = BrowserRun(datetime.now(), form.capability_id, outcome, took, invocations,
-                         form.ran_status, form.ran_input, error)  # fmt: skip
+                         form.ran_status, form.ran_input, error, bool(form.staged))  # fmt: skip
         rows = (self._history_row(run), *self.history_box.children[1:])
         head = w.HTML(f"<b>Runs</b> <small style='color:{FG_MUTED}'>newest first; Show draws "
                       "a run again</small>")  # fmt: skip
@@ -411,6 +429,11 @@ class ModuleBrowser(TextView):
                         layout=w.Layout(width="auto"))  # fmt: skip
         show.add_class("murmur-history-show")
         show.on_click(lambda _b: self.show_run(run))
+        code = w.Button(description="Copy as code", icon="code", layout=w.Layout(width="auto"),
+                        tooltip=f"the host.invoke(...) call that sends this input to "
+                        f"{run.capability} again")  # fmt: skip
+        code.add_class("murmur-history-code")
+        code.on_click(lambda _b: self.copy_as_code(run))
         tone = {"ok": "ok", "cancelled": "muted"}.get(run.status, "error")
         said = run.status if run.outcome == run.status else f"{run.status}: {run.outcome}"
         line = w.HTML(
@@ -421,7 +444,16 @@ class ModuleBrowser(TextView):
             f'<code class="murmur-history-input" title="the input sent">'
             f"{esc(run.input_text())}</code></div>"
         )
-        return w.HBox([show, line], layout=w.Layout(align_items="center"))
+        return w.HBox([show, code, line], layout=w.Layout(align_items="center"))
+
+    def copy_as_code(self, run: BrowserRun | None = None) -> str:
+        """Show the ``host.invoke(...)`` call of ``run`` (the last run by default) in
+        ``code_box`` and return it; called in a cell, it is also put in the next cell."""
+        run = run if run is not None else self.history[-1]
+        code = run.code(host_name(self.host, self.host_name))
+        self.code_box.show(code, f"the {run.time:%H:%M:%S} run of {run.capability}")
+        insert_next_cell(code)
+        return code
 
     def show_run(self, run: BrowserRun) -> w.Widget:
         """Draw a run from the history again, below the history: the input it sent, then
