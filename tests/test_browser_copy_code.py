@@ -1,0 +1,94 @@
+"""Copy as code clicked in JupyterLab (Debian Chromium): the code shown in the page.
+
+A run goes through the ModuleBrowser's form; the history row's "Copy as code" button fills
+the browser's read-only text area with the call, named for the notebook's own variable
+(``studio``, found in the kernel's namespace), and an edit typed into the area is put back.
+The code read from the page is then run here against a host on the same demo home and sends
+what the page's run sent; the form's own button shows the same call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from _jupyter import artifacts_dir, jupyter_env, lab_in_chromium, quiet_lab_settings, run_in_lab
+
+import murmur_nb as mnb
+from murmur_nb.widgets import CapabilityForm
+
+WAIT_MS = 120_000
+BROWSER = 1
+
+CELLS = [
+    "import murmur_nb as mnb\n"
+    "from murmur_nb.widgets import ModuleBrowser\n"
+    "home = mnb.prepare_demo_home()\n"
+    "studio = mnb.ModuleHost(home=home.facet_home, policy=home.policy(), "
+    "artifact_store=home.artifact_store)",
+    "browser = ModuleBrowser(studio)\nbrowser",
+]
+
+def _notebook(path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, path)
+
+
+def _area(page: Any, out: Any, selector: str) -> str:
+    handle = page.wait_for_function(
+        "([out, sel]) => { const a = out.querySelector(sel); return a && a.value || null; }",
+        arg=[out.element_handle(), selector], timeout=WAIT_MS,
+    )  # fmt: skip
+    value: str = handle.json_value()
+    return value
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_copy_as_code_on_a_history_row_shows_the_call_in_the_page(tmp_path: Path) -> None:
+    demo = mnb.prepare_demo_home(tmp_path / "demo")
+    env = jupyter_env(tmp_path, demo.path)
+    quiet_lab_settings(env)
+    root = tmp_path / "root"
+    root.mkdir()
+    _notebook(root / "copy.ipynb")
+    with lab_in_chromium(root, env, tmp_path) as (url, ctx):
+        page, problems = run_in_lab(ctx, url("copy.ipynb"))
+        out = page.locator(".jp-Notebook .jp-CodeCell").nth(BROWSER).locator(
+            ".jp-OutputArea-output").first  # fmt: skip
+        out.locator("button.murmur-cap:text-is('gallery.thumbs')").click()
+        count = out.locator(".murmur-form-box .widget-text input").first
+        count.wait_for(timeout=WAIT_MS)
+        count.fill("2")
+        count.press("Tab")
+        out.locator(".murmur-form-box button:has-text('Run')").click()
+        out.locator(".murmur-history-row[data-status='ok']").wait_for(timeout=WAIT_MS)
+        history_area = ".murmur-browser > .murmur-code-box textarea"
+        assert out.locator(history_area).is_hidden()
+        out.locator("button.murmur-history-code").first.click()
+        code = _area(page, out, history_area)
+        assert out.locator(history_area).is_visible()
+        caption = out.locator(".murmur-browser > .murmur-code-box").inner_text()
+        out.locator(history_area).fill("studio.invoke('something.else', {})")
+        out.locator(history_area).press("Tab")  # the area is read-only: the code comes back
+        page.wait_for_function(
+            "([out, sel, code]) => out.querySelector(sel).value === code",
+            arg=[out.element_handle(), history_area, code], timeout=WAIT_MS,
+        )  # fmt: skip
+        out.locator(".murmur-form-box button.murmur-copy-code").click()
+        form_code = _area(page, out, ".murmur-form-box .murmur-code-box textarea")
+        out.screenshot(path=str(artifacts_dir() / "browser-copy-as-code.png"))
+    print(code, caption, sep="\n")
+    assert "run of gallery.thumbs as code" in caption
+    with mnb.ModuleHost(home=demo.facet_home, policy=demo.policy(),
+                        artifact_store=demo.artifact_store) as host:  # fmt: skip
+        form = CapabilityForm(host, "gallery.thumbs", values={"count": 2}, host_name="studio")
+        assert code == form_code == form.code()
+        assert code.startswith("studio.invoke('gallery.thumbs', {'count': 2,")
+        again = eval(code, {"studio": host})
+    assert again.ok and again.request.input == form.form.value()
+    assert problems == [], problems
