@@ -62,15 +62,27 @@ def _code(head: str, fixed: list[str], value: Any, rest: list[str]) -> str:
 
 
 def invoke_code(
-    capability: str, input: Any, *, host: str = "host", staged: str | None = None
+    capability: str,
+    input: Any,
+    *,
+    host: str = "host",
+    staged: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> str:
     """The ``host.invoke(capability, input)`` call that sends ``input`` again.
 
     ``host`` is the variable holding the :class:`~murmur_nb.ModuleHost`; ``staged`` the
-    expression for the staged artifacts the input names (``staged=<it>`` is added), if any.
+    expression for the staged artifacts the input names (``staged=<it>`` is added), if any;
+    ``options`` keyword arguments to repeat (JSON-compatible values, such as
+    ``deadline_ms``).
     """
     rest = [f"staged={staged}"] if staged else []
-    return _code(f"{_check_name(host)}.invoke", [repr(capability)], input, rest)
+    return _code(f"{_check_name(host)}.invoke", [repr(capability)], input,
+                 [*rest, *_keywords(options)])  # fmt: skip
+
+
+def _keywords(options: Mapping[str, Any] | None) -> list[str]:
+    return [f"{_check_name(k)}={python_literal(v)}" for k, v in (options or {}).items()]
 
 
 def map_code(
@@ -85,5 +97,5 @@ def map_code(
     ``options`` are keyword arguments of :meth:`~murmur_nb.ModuleHost.map` to repeat
     (JSON-compatible values only, such as ``concurrency`` or ``retries``).
     """
-    rest = [f"{_check_name(k)}={python_literal(v)}" for k, v in (options or {}).items()]
-    return _code(f"{_check_name(host)}.map", [repr(capability)], list(inputs), rest)
+    return _code(f"{_check_name(host)}.map", [repr(capability)], list(inputs),
+                 _keywords(options))  # fmt: skip
