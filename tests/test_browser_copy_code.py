@@ -3,6 +3,8 @@
 A run goes through the ModuleBrowser's form; the history row's "Copy as code" button fills
 the browser's read-only text area with the call, named for the notebook's own variable
 (``studio``, found in the kernel's namespace), and an edit typed into the area is put back.
+``browser.copy_as_code()`` run in a cell puts the same call in a new cell below it
+(``set_next_input``, which JupyterLab takes from the executing cell's reply).
 The code read from the page is then run here against a host on the same demo home and sends
 what the page's run sent; the form's own button shows the same call.
 """
@@ -29,7 +31,23 @@ CELLS = [
     "studio = mnb.ModuleHost(home=home.facet_home, policy=home.policy(), "
     "artifact_store=home.artifact_store)",
     "browser = ModuleBrowser(studio)\nbrowser",
+    "browser.copy_as_code() if browser.history else None  # run again once a run is in",
 ]
+
+#: Run the third cell again (now the history holds a run): how many cells it added, and the
+#: source of the one after it.
+RUN_COPY_CELL_JS = """async () => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    const cells = () => panel.content.widgets;
+    const before = cells().length;
+    panel.content.activeCellIndex = 2;
+    await window.jupyterapp.commands.execute('notebook:run-cell');
+    for (let i = 0; i < 600 && cells().length === before; i++) {
+        await new Promise(r => setTimeout(r, 100));
+    }
+    await new Promise(r => setTimeout(r, 1000));  // any further cell would be in by now
+    return [cells().length - before, cells()[3].model.sharedModel.getSource()];
+}"""
 
 def _notebook(path: Path) -> None:
     nb = nbformat.v4.new_notebook()
@@ -82,12 +100,14 @@ def test_copy_as_code_on_a_history_row_shows_the_call_in_the_page(tmp_path: Path
         out.locator(".murmur-form-box button.murmur-copy-code").click()
         form_code = _area(page, out, ".murmur-form-box .murmur-code-box textarea")
         out.screenshot(path=str(artifacts_dir() / "browser-copy-as-code.png"))
+        added, next_cell = page.evaluate(RUN_COPY_CELL_JS)
     print(code, caption, sep="\n")
     assert "run of gallery.thumbs as code" in caption
+    assert added == 1  # one new cell, below the cell that ran
     with mnb.ModuleHost(home=demo.facet_home, policy=demo.policy(),
                         artifact_store=demo.artifact_store) as host:  # fmt: skip
         form = CapabilityForm(host, "gallery.thumbs", values={"count": 2}, host_name="studio")
-        assert code == form_code == form.code()
+        assert code == form_code == form.code() == next_cell
         assert code.startswith("studio.invoke('gallery.thumbs', {'count': 2,")
         again = eval(code, {"studio": host})
     assert again.ok and again.request.input == form.form.value()

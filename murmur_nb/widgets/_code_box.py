@@ -1,13 +1,13 @@
 """Where a widget's "Copy as code" puts the call it wrote (:mod:`murmur_nb._forms.as_code`).
 
 IPython's ``set_next_input`` puts text in the next cell, but JupyterLab takes it only from
-the reply to the cell being executed: a button click arrives as a comm message, which has no
-reply to carry it, and the payload would wait for the *next* cell anyone runs and land after
-that one. So :func:`insert_next_cell` uses it only while a cell executes (a plain call such
-as ``browser.copy_as_code()`` in a cell), and every click also shows the code in a
-:class:`CodeBox`: a read-only text area, where Ctrl+A, Ctrl+C copies it. Nothing here needs
-JavaScript of our own (no clipboard call, no custom widget), so JupyterLab, Notebook 7 and
-Voilà show the same thing.
+the reply to the cell being executed. A button click arrives as a comm message, which has
+no reply to carry it: the payload would wait in the kernel and ride on the reply of
+whatever cell runs next. So :func:`insert_next_cell` uses it only while a cell executes (a
+plain call such as ``browser.copy_as_code()`` in a cell), and every click also shows the
+code in a :class:`CodeBox`: a read-only text area, where Ctrl+A, Ctrl+C copies it.
+Nothing here needs JavaScript of our own (no clipboard call, no custom widget), so
+JupyterLab, Notebook 7 and Voilà show the same thing.
 """
 
 from __future__ import annotations
