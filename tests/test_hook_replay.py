@@ -251,7 +251,8 @@ def test_two_versions_compared_on_record_and_window(hooks: mnb.HookHost) -> None
     html = other._repr_html_()
     assert "rows differ" in html and "font-weight:bold" in html
     # only what differs (here: rows one side lacks, shown by their outcome), one line a side
-    assert html.count("<th ") == 6 and "fuel_used" not in html and "kept_ids" not in html
+    table = html[html.index("<table"):]  # (the chart before it draws fuel for each side)
+    assert table.count("<th ") == 6 and "fuel_used" not in table and "kept_ids" not in table
     assert html.count("(no row)") == len(missing)
     with pytest.raises(ValueError, match="not two"):
         mnb.compare_replays(wide)
@@ -284,3 +285,29 @@ def test_the_demo_hook_replayed_over_the_demo_record(demo_home: mnb.DemoHome) ->
     assert last["kept_ratio"] == pytest.approx(12 / 320)
     whole = from_frame[from_frame["event"] == "compact"].iloc[0]
     assert whole["kept_ids"] == last["kept_ids"] and whole["fuel_used"] == last["fuel_used"]
+
+
+def test_a_comparison_leads_with_a_chart_of_each_sides_totals(hooks: mnb.HookHost) -> None:
+    """Issue 40: kept, dropped, chars out and fuel per hook, as bars before the summary;
+    the figures are the replay frame's own (messages offered less those returned)."""
+    wide = mnb.replay(hooks, ["plain-a", "x-spin"], hooks="new", windows=1, progress=False)
+    narrow = mnb.replay(hooks, ["plain-a", "x-spin"], hooks="new", windows=2, progress=False)
+    comparison = mnb.compare_replays(wide, narrow)
+    totals = comparison.totals()
+    for side, frame in (("new (1)", wide), ("new (2)", narrow)):
+        done = frame[(frame["event"] == "compact") & frame["ok"]]
+        kept = sum(len(set(ids)) for ids in done["kept_ids"])
+        assert totals[side] == {
+            "calls": len(frame), "failed": int((~frame["ok"]).sum()), "kept": kept,
+            "dropped": int(done["messages_in"].sum()) - kept,
+            "chars_out": int(done["chars_out"].sum()), "fuel_used": int(frame["fuel_used"].sum()),
+        }, side  # fmt: skip
+    assert totals["new (1)"]["calls"] > totals["new (2)"]["calls"]  # one window each message
+    page = comparison._repr_html_()
+    chart = page.index('class="murmur-comparison-chart"')
+    assert chart < page.index("rows differ") < page.index("<table")
+    for side in totals:
+        for key in ("kept", "dropped", "chars_out", "fuel_used"):
+            assert f'data-side="{side}" data-value="{totals[side][key]}"' in page, (side, key)
+    assert "<svg" not in page and "<script" not in page
+    assert "#000" not in page and "black" not in page  # theme colours with fallbacks

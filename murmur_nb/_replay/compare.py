@@ -13,6 +13,8 @@ import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._replay.chart import totals_chart
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -120,6 +122,13 @@ class ReplayComparison:
         n, total = int((~self.frame["same"]).sum()), len(self.frame)
         return f"{self.left} vs {self.right}: {n} of {total} rows differ ({what})"
 
+    def totals(self) -> dict[str, dict[str, int]]:
+        """What each side did in all: ``calls`` and ``failed`` (of every row it has), then
+        over its ``compact`` calls that returned, messages ``kept`` (offered ids it
+        returned) and ``dropped`` (offered, not returned), ``chars_out``; and the
+        ``fuel_used`` of all its calls. The chart the notebook view leads with."""
+        return {side: _side_totals(self.frame, side) for side in (self.left, self.right)}
+
     def __repr__(self) -> str:
         return f"ReplayComparison({self.summary()})"
 
@@ -142,8 +151,28 @@ _MARK = "font-weight:bold;text-decoration:underline"
 _TABLE = "width:100%;max-width:100%;table-layout:auto;border-collapse:collapse;margin:4px 0"
 
 
+def _side_totals(frame: pd.DataFrame, side: str) -> dict[str, int]:
+    out = {"calls": 0, "failed": 0, "kept": 0, "dropped": 0, "chars_out": 0, "fuel_used": 0}
+    for _, row in frame.iterrows():
+        ok = row[f"ok_{side}"]
+        if _isna(ok):
+            continue  # a key this side has no row for
+        out["calls"] += 1
+        fuel = row[f"fuel_used_{side}"]
+        out["fuel_used"] += 0 if _isna(fuel) else int(fuel)
+        if not bool(ok):
+            out["failed"] += 1
+            continue
+        ids, chars = row[f"kept_ids_{side}"], row[f"chars_out_{side}"]
+        if isinstance(ids, tuple) and not _isna(row["window"]):
+            out["kept"] += len(set(ids))
+            out["dropped"] += int(row["window"]) - len(set(ids))
+        out["chars_out"] += 0 if _isna(chars) else int(chars)
+    return out
+
+
 def comparison_html(comparison: ReplayComparison) -> str:
-    """The differing rows as a notebook shows them: the summary, then one table row per hook
+    """The chart of :meth:`ReplayComparison.totals`, the summary, then one table row per hook
     for each differing key, with only the columns that differ in the rows shown.
 
     A frame of every column side by side (23 of them, most ``-``) is thousands of pixels wide;
@@ -162,9 +191,10 @@ def comparison_html(comparison: ReplayComparison) -> str:
         f'<table style="{_TABLE}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
         if len(shown) else ""
     )  # fmt: skip
+    chart = totals_chart((comparison.left, comparison.right), comparison.totals())
     return (
         '<div class="murmur-comparison" style="max-width:100%;box-sizing:border-box;'
-        f'overflow-wrap:anywhere"><p><b>{html.escape(comparison.summary())}</b></p>'
+        f'overflow-wrap:anywhere">{chart}<p><b>{html.escape(comparison.summary())}</b></p>'
         + ("<p><small>Only the columns that differ, one line per hook; differing values in "
            "bold, underlined; a cut value shows whole on hover, every column is in "
            ".differences</small></p>" if len(shown) else "")
