@@ -143,7 +143,7 @@ WORD_CHARS = 12
 #: Cells break lines between words (and where :func:`_breakable` allows), not anywhere: a
 #: table sized to fit squeezes ``overflow-wrap:anywhere`` columns to a letter or two.
 _CELL = (
-    "text-align:left;vertical-align:top;padding:2px 6px;overflow-wrap:break-word;"
+    "text-align:left;vertical-align:top;padding:2px 4px;overflow-wrap:break-word;"
     "border-bottom:1px solid var(--jp-border-color2, #8884)"
 )
 _MARK = "font-weight:bold;text-decoration:underline"
@@ -178,7 +178,9 @@ def comparison_html(comparison: ReplayComparison) -> str:
     A frame of every column side by side (23 of them, most ``-``) is thousands of pixels wide;
     this view fits a notebook's output (no fixed width: no word is longer than
     :data:`WORD_CHARS`, a long value is cut to :data:`CELL_CHARS` with the whole of it in its
-    tooltip). The frame keeps it all.
+    tooltip). The frame keeps it all. In a narrow output (about 600 px) ten differing columns
+    cannot all fit: the table then scrolls sideways in its own box (by less than the
+    output's width), never the output or the page.
     """
     shown = comparison.differences.head(HTML_ROWS)
     columns = differing_columns(shown)
@@ -188,8 +190,9 @@ def comparison_html(comparison: ReplayComparison) -> str:
     more = len(comparison.differences) - len(shown)
     tail = f"<p>{more} more differing rows in .differences</p>" if more > 0 else ""
     table = (
+        f'<div class="murmur-comparison-scroll" style="overflow-x:auto;max-width:100%">'
         f'<table style="{_TABLE}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-        if len(shown) else ""
+        "</div>" if len(shown) else ""
     )  # fmt: skip
     chart = totals_chart((comparison.left, comparison.right), comparison.totals())
     return (
