@@ -11,8 +11,9 @@ narrow window or a side panel), in the light and the dark theme, the test measur
 scrolls sideways, each comparison leads with its chart (kept, dropped, chars out and fuel of
 each hook, values legible on the theme's background), shows only the columns that differ
 with a cut value whole in its tooltip, and the hook report reads like the module checker's
-(the failure first, left-aligned, its fix as wide as the card). Screenshots:
-``comparison-<theme>-<width>-*.png``.
+(the failure first, left-aligned, its fix as wide as the card). A notebook holding a
+comparison's output, opened and not run (untrusted, so sanitized), still shows the chart.
+Screenshots: ``comparison-<theme>-<width>-*.png``, ``comparison-<theme>-untrusted.png``.
 """
 
 from __future__ import annotations
@@ -224,4 +225,45 @@ def test_a_comparison_and_a_hook_report_fit_868_and_568_px_outputs(
             _versions_compared(page, width, tag)
             _hook_report(page, width, tag)
             _legible(page, width)
+        _untrusted(ctx, url, demo, root, theme)
+    assert problems == [], problems
+
+
+def _untrusted(ctx: Any, url: Any, demo: mnb.DemoHome, root: Path, theme: str) -> None:
+    """A notebook that is opened, not run, is not trusted: JupyterLab sanitizes its HTML
+    (no ``<svg>``, no ``var()``). The chart is still there, its bars in proportion, coloured,
+    and legible."""
+    store = mnb.ConversationStore(demo.murmur_home)
+    versions = demo.murmur_home / "versions.yaml"  # written by the notebook's first cell
+    with mnb.HookHost.from_config(versions, conversations=store) as hooks:
+        frame = mnb.replay(hooks, demo.context_id, windows=80, progress=False)
+    comparison = mnb.compare_replays(frame)
+    cell = nbformat.v4.new_code_cell("mnb.compare_replays(...)", outputs=[
+        nbformat.v4.new_output("execute_result", {"text/html": comparison._repr_html_()},
+                               execution_count=1)])  # fmt: skip
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, root / "untrusted.ipynb")
+    page, problems = run_in_lab(ctx, url("untrusted.ipynb"), run_js="() => null")
+    if theme == "dark":
+        page.wait_for_function(
+            "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS)
+    view = _out(page, 0, ".murmur-comparison-chart")
+    view.wait_for(timeout=WAIT_MS)
+    assert "var(" not in view.inner_html() and "data-value" not in view.inner_html()  # sanitized
+    bars = view.locator(".murmur-chart-bar").evaluate_all(
+        "els => els.map(e => [e.getBoundingClientRect().width,"
+        " getComputedStyle(e).backgroundColor])")  # fmt: skip
+    assert len(bars) == 8, bars
+    totals = comparison.totals()
+    for key, (wa, ca), (wb, cb) in zip(("kept", "dropped", "chars_out", "fuel_used"),
+                                       bars[::2], bars[1::2], strict=True):  # fmt: skip
+        a, b = (totals[side][key] for side in (comparison.left, comparison.right))
+        assert ca != cb and "rgba(0, 0, 0, 0)" not in (ca, cb), bars  # two plain tones
+        assert max(a, b) > 0 and abs(wa / max(wa, wb) - a / max(a, b)) < 0.02, (key, bars)
+    found = page.evaluate(CONTRAST_JS, ".murmur-comparison-chart span, "
+                          ".murmur-comparison-chart small")  # fmt: skip
+    assert found and min(ratio for _, ratio in found) >= 4.5, found
+    view.screenshot(path=str(artifacts_dir() / f"comparison-{theme}-untrusted.png"))
+    page.close()
     assert problems == [], problems
