@@ -7,7 +7,7 @@ while ``div``, a percent ``width`` and a plain ``background`` colour survive it,
 survive nbconvert; no script. Each figure has its own scale (messages, characters and fuel
 are not one unit), its value written beside its bar in the theme's text colour; a bar is a
 tone (:mod:`murmur_nb._render.theme`: a plain colour, then the theme's), never under text.
-The blocks wrap to fit a narrow output.
+The four blocks sit in one row in an 868 px output and wrap, two a row, in a narrow one.
 """
 
 from __future__ import annotations
@@ -74,6 +74,6 @@ def _block(key: str, name: str, sides: Sequence[str], totals: Mapping[str, Mappi
     )
     return (
         f'<div class="murmur-chart-figure" data-figure="{key}" '
-        'style="flex:1 1 200px;min-width:0;max-width:100%">'
+        'style="flex:1 1 180px;min-width:0;max-width:100%">'
         f'<div style="color:{FG_MUTED}"><small>{name}</small></div>{bars}</div>'
     )
