@@ -103,8 +103,8 @@ def test_history_lists_runs_newest_first_and_shows_one_again(host: ModuleHost) -
     assert all(r.duration_s >= 0 for r in browser.history)
     head, newest, oldest = browser.history_box.children
     assert "Runs" in head.value
-    assert "docs.report" in newest.children[1].value
-    assert "gallery.thumbs" in oldest.children[1].value
+    assert "docs.report" in newest.children[-1].value
+    assert "gallery.thumbs" in oldest.children[-1].value
     oldest.children[0].click()  # its Show button
     sent, view = browser.history_view.children
     assert "input:" in sent.value and '"count": 4' in html.unescape(sent.value)  # the default
@@ -177,9 +177,9 @@ def test_a_crash_is_a_failed_run_in_the_history_with_its_input(facet_home: Path)
                                                          {"note": "first try"})  # fmt: skip
         assert run.invocation is not None and run.invocation.returncode == 1
         _head, row = browser.history_box.children
-        assert 'data-status="failed"' in row.children[1].value
-        assert "failed: protocol_violation" in row.children[1].value
-        assert html.escape('{"note":"first try"}') in row.children[1].value
+        assert 'data-status="failed"' in row.children[-1].value
+        assert "failed: protocol_violation" in row.children[-1].value
+        assert html.escape('{"note":"first try"}') in row.children[-1].value
         row.children[0].click()
         sent, view = browser.history_view.children
         assert "first try" in sent.value and "failed" in sent.value
