@@ -1,6 +1,7 @@
 """ModuleBrowser forms opened one after another, measured in JupyterLab in Debian Chromium.
 
-The output is set to 868 px (the user test's width). Each sequence opens a capability's form,
+The output is set to 868 px (the user test's width), then to a narrow 568 px, where the form
+goes under the rows. Each sequence opens a capability's form,
 then another (same module, another module, the same capability again, the dropdown and
 "Open form"); after each open the test measures, in the real page, where the form's Run
 button sits and how wide the form is: every form must sit beside the rows, as wide as the
@@ -23,6 +24,8 @@ import murmur_nb as mnb
 
 WAIT_MS = 120_000
 OUTPUT_PX = 868
+#: the narrow output the issue's checks also run at
+NARROW_PX = 568
 BROWSER = 1
 
 CELLS = [
@@ -141,6 +144,37 @@ def _check_beside(lab: _Lab, step: str, g: dict[str, Any], first: dict[str, Any]
     assert all(gap < 8 for gap in gaps) and max(g["slack"]) < 8, (where, gaps, g["slack"])
 
 
+def _check_stacked(lab: _Lab, step: str, g: dict[str, Any], first: dict[str, Any],
+                   scroll: dict[str, float]) -> None:  # fmt: skip
+    """At a narrow output the form goes under the rows: where the first went, as wide, and
+    nothing of it (nor of the card) reaches past the output's right edge."""
+    where = (lab.theme, NARROW_PX, step, g["box"], g["run"])
+    box, card = g["box"], g["card"]
+    assert g["run"] is not None, where
+    assert abs(g["run"]["x"] - first["run"]["x"]) < 2, (where, first["run"])
+    assert abs(box["w"] - first["box"]["w"]) < 2, (where, first["box"])
+    assert box["x"] >= card["x"] - 1 and box["right"] <= card["right"] + 1, (where, card)
+    assert box["y"] >= g["head"]["y"] - 4, where  # never above the module header
+    assert g["clipped"] == 0, where
+    assert scroll["scroll"] <= scroll["client"] + 1, (where, scroll)  # no sideways scroll
+
+
+def _narrow_sequences(lab: _Lab) -> None:
+    """The same sequences with the output at :data:`NARROW_PX`."""
+    lab.fit_output(NARROW_PX)
+    widths = "el => ({scroll: el.scrollWidth, client: el.clientWidth})"
+    first = open_capability(lab, "gallery.thumbs")
+    _check_stacked(lab, "first", first, first, lab.out(BROWSER).evaluate(widths))
+    for sequence in SEQUENCES:
+        for step in sequence:
+            g = open_capability(lab, step)
+            _check_stacked(lab, " -> ".join(sequence) + f" at {step}", g, first,
+                           lab.out(BROWSER).evaluate(widths))  # fmt: skip
+    lab.out(BROWSER).screenshot(path=str(artifacts_dir() / f"browser-forms-{lab.theme}-narrow.png"))
+    print(lab.theme, NARROW_PX, "px: Run x, form width:", round(first["run"]["x"]),
+          round(first["box"]["w"]))  # fmt: skip
+
+
 def _sequences(lab: _Lab) -> list[tuple[str, float, float]]:
     measured = []
     first = open_capability(lab, "gallery.thumbs")
@@ -187,6 +221,7 @@ def test_second_and_later_forms_sit_beside_the_rows_in_both_themes(tmp_path: Pat
         lab.fit_output(OUTPUT_PX)
         _sequences(lab)
         _validation_keeps_the_field_width(lab)
+        _narrow_sequences(lab)
         page.evaluate(
             "async () => window.jupyterapp.commands.execute("
             "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
@@ -197,6 +232,7 @@ def test_second_and_later_forms_sit_beside_the_rows_in_both_themes(tmp_path: Pat
         lab.theme = "dark"
         lab.fit_output(OUTPUT_PX)
         _sequences(lab)
+        _narrow_sequences(lab)
     assert problems == [], problems
 
 
