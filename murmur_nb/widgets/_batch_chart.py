@@ -35,7 +35,8 @@ def duration_bins(durations_s: Sequence[float], bins: int = BINS) -> tuple[list[
     counts = [0] * bins
     for d in durations_s:
         counts[min(int((d - lo) / step), bins - 1)] += 1
-    return [lo + k * step for k in range(bins + 1)], counts
+    last = hi if hi > lo else lo + bins * step  # exactly the longest, not lo + bins * step
+    return [*(lo + k * step for k in range(bins)), last], counts
 
 
 def _seconds(s: float) -> str:
