@@ -8,7 +8,13 @@ a row read from the journal (a resumed batch) is marked in the list. Updates com
 batch's coordinating thread through
 :meth:`Batch.on_change`, at most every ``refresh_s`` seconds (and always at the end). The
 rate and ETA are run-to-run facts: shown live, left out of ``text/plain`` and the static
-HTML that nbval compares.
+HTML that nbval compares; so is the histogram of the finished rows' durations (one inline
+SVG, :mod:`murmur_nb.widgets._batch_chart`), redrawn with the rest when rows finish. Each
+row's duration is read from its record once, when it settles.
+
+"Copy as code" writes the ``host.map(...)`` call of the whole batch (its inputs as the
+rows sent them, and the options it ran with), "Copy row as code" the ``host.invoke(...)``
+of the selected row, both into ``code_box`` (see :mod:`murmur_nb.widgets._code_box`).
 """
 
 from __future__ import annotations
@@ -20,12 +26,19 @@ from typing import Any
 
 import ipywidgets as w
 
+from murmur_nb._batch.inputs import canonical
+from murmur_nb._forms.as_code import invoke_code, map_code
+from murmur_nb.widgets._batch_chart import BINS, duration_histogram
+from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell
 from murmur_nb.widgets._html import TextView, badge, esc, set_output, volatile
 from murmur_nb.widgets._invocation_view import InvocationView
 
 __all__ = ["BatchView"]
 
 _SETTLED = ("ok", "failed", "not_run")
+_FINISHED = ("ok", "failed")
+#: The call options a row's ``host.invoke`` repeats (those the batch was given).
+_ROW_OPTIONS = ("deadline_ms", "max_output_bytes", "extra")
 _TONE = {"ok": "ok", "failed": "error", "not_run": "warn"}
 
 
@@ -33,6 +46,11 @@ def _eta(seconds: float | None) -> str:
     if seconds is None:
         return "ETA unknown"
     return f"ETA {seconds:.0f} s" if seconds < 120 else f"ETA {seconds / 60:.1f} min"
+
+
+def _cost_words(p: Any) -> str:
+    """The cost so far: the known sum, and how many attempts' cost is unknown."""
+    return f"{p.cost:g}" + (f" + {p.cost_unknown} unknown" if p.cost_unknown else "")
 
 
 class BatchView(TextView):
@@ -47,11 +65,41 @@ class BatchView(TextView):
         How many finished rows the list holds (the first ones, in input order).
     refresh_s
         The least time between two updates while the batch runs.
+    bins
+        The bars of the duration histogram (``chart``).
+    host_name
+        The host's variable in generated code (by default the notebook's name for it).
+
+    Attributes
+    ----------
+    chart : ipywidgets.HTML
+        The finished rows' durations as a histogram, and the cost so far (an inline SVG).
+    code_button, row_code_button : ipywidgets.Button
+        "Copy as code" (:meth:`copy_as_code`) and "Copy row as code"
+        (:meth:`copy_row_as_code`): the call shown in ``code_box``.
     """
 
-    def __init__(self, batch: Any, *, max_rows: int = 500, refresh_s: float = 0.2) -> None:
+    def __init__(
+        self, batch: Any, *, max_rows: int = 500, refresh_s: float = 0.2, bins: int = BINS,
+        host_name: str | None = None,
+    ) -> None:  # fmt: skip
         self.batch = batch
         self.max_rows, self.refresh_s = max_rows, refresh_s
+        self.bins, self.host_name = bins, host_name
+        self.chart = w.HTML()
+        self._durations: dict[int, float] = {}  # finished row -> seconds, read once
+        self._drawn: tuple[int, str] | None = None  # (rows, cost) the chart shows
+        self.code_button = w.Button(description="Copy as code", icon="code",
+                                    tooltip="the host.map(...) call of this batch",
+                                    layout=w.Layout(width="auto"))  # fmt: skip
+        self.row_code_button = w.Button(description="Copy row as code", icon="code",
+                                        tooltip="the host.invoke(...) call of the selected row",
+                                        layout=w.Layout(width="auto"), disabled=True)  # fmt: skip
+        self.code_button.add_class("murmur-batch-code")
+        self.row_code_button.add_class("murmur-row-code")
+        self.code_button.on_click(lambda _b: self.copy_as_code())
+        self.row_code_button.on_click(lambda _b: self.copy_row_as_code())
+        self.code_box = CodeBox()
         self.bar = w.IntProgress(value=0, min=0, max=max(1, len(batch)), description="rows")
         self.bar_label = w.HTML()  # "16/120 run · cancelled": what the bar shows, in words
         self.counts = w.HTML()
@@ -71,7 +119,9 @@ class BatchView(TextView):
         self._last = 0.0
         super().__init__([w.HBox([self.bar, self.bar_label, self.cancel_button],
                                  layout=w.Layout(align_items="center")),
-                          self.counts, self.live, self.rows, self.detail])  # fmt: skip
+                          self.counts, self.live, self.chart,
+                          w.HBox([self.code_button, self.row_code_button]), self.code_box,
+                          self.rows, self.detail])  # fmt: skip
         batch.on_change(self._changed)
         self.refresh()
 
@@ -89,6 +139,36 @@ class BatchView(TextView):
         set_output(self.detail, self.shown)
         return self.shown
 
+    def code(self) -> str:
+        """The ``host.map(...)`` call that runs this batch's inputs again, with its options."""
+        frame = self.batch.inputs.frame is not None
+        inputs = [json.loads(canonical(v, cells=frame)) for v in self.batch.inputs.values]
+        return map_code(self.batch.capability, inputs, host=self._host(),
+                        options=self._map_options())  # fmt: skip
+
+    def row_code(self, i: int) -> str:
+        """The ``host.invoke(...)`` call that sends row ``i``'s input again."""
+        sent = self.batch[i].request.input
+        options = {k: v for k in _ROW_OPTIONS if (v := self.batch.options.get(k)) is not None}
+        return invoke_code(self.batch.capability, sent, host=self._host(), options=options)
+
+    def copy_as_code(self) -> str:
+        """Show :meth:`code` in ``code_box`` and return it (in a cell: also the next cell)."""
+        code = self.code()
+        self.code_box.show(code, f"this batch of {len(self.batch)} rows")
+        insert_next_cell(code)
+        return code
+
+    def copy_row_as_code(self, i: int | None = None) -> str:
+        """Show :meth:`row_code` of row ``i`` (the selected row) in ``code_box``; return it."""
+        i = self.rows.value if i is None else i
+        if i is None:
+            raise ValueError("no row is selected: pick one in the list, or pass its position")
+        code = self.row_code(int(i))
+        self.code_box.show(code, f"row {self._name(int(i))}")
+        insert_next_cell(code)
+        return code
+
     def refresh(self) -> None:
         """Read the batch's progress and its newly settled rows into the view."""
         with self._lock:
@@ -105,6 +185,7 @@ class BatchView(TextView):
             if p.state != "running":
                 self.cancel_button.disabled = True
             self._list_new_rows()
+            self._draw_chart(p)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -115,6 +196,30 @@ class BatchView(TextView):
         self._last = now
         self.refresh()
 
+    def _host(self) -> str:
+        return host_name(self.batch.host, self.host_name)
+
+    def _map_options(self) -> dict[str, Any]:
+        """The options the batch ran with, as ``host.map`` keywords (defaults left out)."""
+        b = self.batch
+        given = {"concurrency": b.concurrency, "retries": b.retries or None,
+                 "max_cost": b.max_cost, "estimated_cost": b.estimated_cost,
+                 **{k: b.options.get(k) for k in _ROW_OPTIONS}}  # fmt: skip
+        return {k: v for k, v in given.items() if v is not None}
+
+    def _draw_chart(self, p: Any) -> None:
+        """Read the newly finished rows' durations; redraw when rows or cost changed."""
+        for i in range(len(self.batch)):
+            if i not in self._durations and self.batch.status(i) in _FINISHED:
+                record = self.batch.record(i) or {}
+                self._durations[i] = float(record.get("duration_ms") or 0.0) / 1000
+        cost = _cost_words(p)
+        if self._drawn == (len(self._durations), cost):
+            return
+        self._drawn = (len(self._durations), cost)
+        svg = duration_histogram(list(self._durations.values()), cost=cost, bins=self.bins)
+        self.chart.value = volatile(svg)
+
     def _bar_words(self, p: Any) -> str:
         words = f"{p.finished}/{p.total} run"
         if p.state != "running":
@@ -124,7 +229,7 @@ class BatchView(TextView):
         return f'<span class="murmur-batch-bar" data-state="{esc(p.state)}">{esc(words)}</span>'
 
     def _counts_html(self, p: Any) -> str:
-        cost = f"{p.cost:g}" + (f" + {p.cost_unknown} unknown" if p.cost_unknown else "")
+        cost = _cost_words(p)
         return " ".join([
             badge(p.state, "info" if p.state == "running" else "muted"),
             badge(f"{p.ok} ok", "ok"), badge(f"{p.failed} failed", "error"),
@@ -134,9 +239,12 @@ class BatchView(TextView):
             esc(f"{p.finished + p.not_run}/{p.total} settled"),
         ])  # fmt: skip
 
-    def _label(self, i: int) -> str:
+    def _name(self, i: int) -> Any:
         index = self.batch.inputs.index
-        name = index[i] if index is not None else i
+        return index[i] if index is not None else i
+
+    def _label(self, i: int) -> str:
+        name = self._name(i)
         status = self.batch.status(i)
         record = self.batch.record(i) or {}
         if record.get("ok"):
@@ -163,6 +271,7 @@ class BatchView(TextView):
         self.rows.value = keep
 
     def _picked(self, change: dict[str, Any]) -> None:
+        self.row_code_button.disabled = change["new"] is None
         if change["new"] is not None:
             self.show(int(change["new"]))
 
