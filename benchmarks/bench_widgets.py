@@ -17,14 +17,11 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
-
-import nbformat
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))
 
-from _jupyter import jupyter_env, lab_in_chromium, quiet_lab_settings, run_in_lab  # noqa: E402
+from _jupyter import LabPage, lab_in_chromium, lab_root, run_in_lab, write_notebook  # noqa: E402
 from test_browser_module_browser import CELLS, CLICK_TO_ROW_JS  # noqa: E402
 
 import murmur_nb as mnb  # noqa: E402
@@ -46,25 +43,14 @@ def _notebook(path: Path, n: int) -> None:
         "    took.append((time.perf_counter() - t0) * 1000)\n"
         'print("INVOKE_MS", " ".join(f"{t:.1f}" for t in took))'
     )
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in (*CELLS, timing)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
-
-
-def _out(page: Any, index: int) -> Any:
-    cells = page.locator(".jp-Notebook .jp-CodeCell")
-    return cells.nth(index).locator(".jp-OutputArea-output").first
+    write_notebook(path, (*CELLS, timing))
 
 
 def main(n: int) -> tuple[list[float], list[float]]:
     with tempfile.TemporaryDirectory(prefix="bench-widgets-") as tmp:
         tmp_path = Path(tmp)
         demo = mnb.prepare_demo_home(tmp_path / "demo")
-        env = jupyter_env(tmp_path, demo.path)
-        quiet_lab_settings(env)
-        root = tmp_path / "root"
-        root.mkdir()
+        env, root = lab_root(tmp_path, demo.path)
         _notebook(root / "bench.ipynb", n)
         with lab_in_chromium(root, env, tmp_path) as (url, ctx):
             page, problems = run_in_lab(ctx, url("bench.ipynb"))
@@ -73,7 +59,7 @@ def main(n: int) -> tuple[list[float], list[float]]:
                 ".jp-OutputArea-output:has-text('INVOKE_MS')")  # fmt: skip
             printed.wait_for(timeout=WAIT_MS)
             invoke_ms = [float(x) for x in printed.inner_text().split("INVOKE_MS", 1)[1].split()]
-            browser = _out(page, BROWSER)
+            browser = LabPage(page).out(BROWSER)
             browser.locator(f"button.murmur-cap:text-is('{CAPABILITY}')").first.click()
             browser.locator(".murmur-form-box button:has-text('Run')").first.wait_for(
                 state="visible", timeout=WAIT_MS)  # fmt: skip

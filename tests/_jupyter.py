@@ -18,10 +18,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,6 +152,25 @@ def quiet_lab_settings(env: dict[str, str]) -> None:
     (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
 
 
+def lab_root(tmp_path: Path, home: Path) -> tuple[dict[str, str], Path]:
+    """A fresh Jupyter environment over ``home`` with :func:`quiet_lab_settings`, and the empty
+    folder ``tmp_path / "root"`` for JupyterLab to serve."""
+    env = jupyter_env(tmp_path, home)
+    quiet_lab_settings(env)
+    root = tmp_path / "root"
+    root.mkdir()
+    return env, root
+
+
+def write_notebook(path: Path, cells: Iterable[str | Any]) -> None:
+    """Write a notebook for the python3 kernel: a source string becomes a code cell, an
+    ``nbformat`` cell is kept as it is."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) if isinstance(c, str) else c for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, path)
+
+
 def lab_command(port: int, token: str, root: Path) -> list[str]:
     """``jupyter lab`` on loopback with a token, serving ``root``."""
     cmd = [
@@ -227,6 +247,69 @@ def run_in_lab(
     page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=timeout_ms)
     page.evaluate(run_js)
     return page, problems
+
+
+def wait_for_dark(page: Any, timeout_ms: int = 120_000) -> None:
+    """Wait until the page shows JupyterLab's dark theme."""
+    page.wait_for_function(
+        "() => document.body.dataset.jpThemeLight === 'false'", timeout=timeout_ms
+    )
+
+
+def switch_to_dark(page: Any, timeout_ms: int = 120_000) -> None:
+    """Switch JupyterLab to its dark theme and wait until the page shows it."""
+    page.evaluate(
+        "async () => window.jupyterapp.commands.execute("
+        "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
+    )
+    wait_for_dark(page, timeout_ms)
+
+
+class LabPage:
+    """A notebook page in JupyterLab: its cells' outputs, found and measured.
+
+    ``theme`` names the theme the page shows (``"light"`` until :meth:`dark`); screenshots
+    and assertion messages carry it.
+    """
+
+    def __init__(self, page: Any, *, wait_ms: int = 120_000) -> None:
+        self.page = page
+        self.wait_ms = wait_ms
+        self.theme = "light"
+
+    def out(self, index: int, holding: str | None = None) -> Any:
+        """Code cell ``index``'s first output, or its first output holding ``holding``."""
+        where = ".jp-OutputArea-output" + (f":has({holding})" if holding else "")
+        return self.page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(where).first
+
+    def see(self, index: int, selector: str) -> Any:
+        """Wait until ``selector`` is visible in cell ``index``'s output, and return it."""
+        found = self.out(index).locator(selector).first
+        found.wait_for(state="visible", timeout=self.wait_ms)
+        return found
+
+    def fit_output(self, width: int, index: int) -> None:
+        """Resize the window so cell ``index``'s output area is ``width`` px wide."""
+        area = self.out(index)
+        for _ in range(3):
+            now = area.evaluate("el => el.getBoundingClientRect().width")
+            view = self.page.viewport_size
+            if abs(now - width) < 1:
+                return
+            self.page.set_viewport_size({"width": int(view["width"] + width - now),
+                                         "height": view["height"]})  # fmt: skip
+            self.page.wait_for_timeout(300)
+        assert abs(area.evaluate("el => el.getBoundingClientRect().width") - width) < 1
+
+    def dark(self) -> None:
+        """Switch JupyterLab to its dark theme (:func:`switch_to_dark`)."""
+        switch_to_dark(self.page, self.wait_ms)
+        self.theme = "dark"
+
+    def shot(self, index: int, name: str) -> None:
+        """Screenshot cell ``index``'s output as ``<name>-<theme>.png`` in the artifacts."""
+        self.out(index).scroll_into_view_if_needed()
+        self.out(index).screenshot(path=str(artifacts_dir() / f"{name}-{self.theme}.png"))
 
 
 #: Contrast ratio (WCAG 2) of each element matching a selector against the background it is

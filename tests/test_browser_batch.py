@@ -14,15 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from _jupyter import (
     WIDGETS_READY_JS,
     artifacts_dir,
-    jupyter_env,
     lab_in_chromium,
-    quiet_lab_settings,
+    lab_root,
     run_in_lab,
+    write_notebook,
 )
 
 FACET_MODULES = [("batchy", "batchy")]
@@ -57,11 +56,7 @@ START_ALL_JS = """async () => {
 
 
 def _notebook(path: Path, home: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src.format(home=str(home), rows=ROWS) if i == 0
-                                          else src) for i, src in enumerate(CELLS)]  # fmt: skip
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
+    write_notebook(path, [CELLS[0].format(home=str(home), rows=ROWS), *CELLS[1:]])
 
 
 #: Whether the row list stays inside the BatchView and nothing in it scrolls sideways.
@@ -123,10 +118,7 @@ def _watch_progress(page: Any) -> list[tuple[int, float]]:
 def test_batch_view_progress_moves_a_row_click_shows_it_and_cancel_stops(
     tmp_path: Path, facet_home: Path
 ) -> None:
-    env = jupyter_env(tmp_path, facet_home)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
+    env, root = lab_root(tmp_path, facet_home)
     _notebook(root / "batch.ipynb", facet_home)
     shots = artifacts_dir()
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):

@@ -11,15 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from _jupyter import (
     CONTRAST_JS,
+    LabPage,
     artifacts_dir,
-    jupyter_env,
     lab_in_chromium,
-    quiet_lab_settings,
+    lab_root,
     run_in_lab,
+    write_notebook,
 )
 
 FACET_MODULES = [("batchy", "batchy")]
@@ -53,37 +53,16 @@ MEASURE_JS = """out => {
 }"""
 
 
-def _notebook(path: Path, home: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(CELLS[0].format(home=str(home))),
-                nbformat.v4.new_code_cell(CELLS[1])]  # fmt: skip
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
-
-
 def _out(page: Any) -> Any:
     return page.locator(".jp-Notebook .jp-CodeCell").nth(VIEW).locator(".jp-Cell-outputWrapper")
 
 
-def _fit(page: Any, width: int) -> None:
-    """Resize the window so the view's output area is ``width`` px wide."""
-    area = _out(page).locator(".jp-OutputArea-output").first
-    for _ in range(3):
-        now = area.evaluate("el => el.getBoundingClientRect().width")
-        if abs(now - width) < 1:
-            return
-        size = page.viewport_size
-        page.set_viewport_size({"width": int(size["width"] + width - now),
-                                "height": size["height"]})  # fmt: skip
-        page.wait_for_timeout(300)
-    assert abs(area.evaluate("el => el.getBoundingClientRect().width") - width) < 1
-
-
-def _measure(page: Any, theme: str) -> None:
-    _fit(page, OUTPUT_PX)
-    out = _out(page)
+def _measure(lab: LabPage) -> None:
+    lab.fit_output(OUTPUT_PX, VIEW)
+    theme = lab.theme
+    out = _out(lab.page)
     m = out.evaluate(MEASURE_JS)
-    contrast = page.evaluate(CONTRAST_JS, "svg.murmur-batch-hist text")
+    contrast = lab.page.evaluate(CONTRAST_JS, "svg.murmur-batch-hist text")
     print(theme, m, contrast)
     out.screenshot(path=str(artifacts_dir() / f"batch-histogram-{theme}.png"))
     assert m["bars"] == m["bins"] > 0 and m["rows"] == m["counted"] == ROWS, m
@@ -98,11 +77,8 @@ def _measure(page: Any, theme: str) -> None:
 def test_the_histogram_counts_every_row_within_868_px_in_both_themes(
     tmp_path: Path, facet_home: Path
 ) -> None:
-    env = jupyter_env(tmp_path, facet_home)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
-    _notebook(root / "chart.ipynb", facet_home)
+    env, root = lab_root(tmp_path, facet_home)
+    write_notebook(root / "chart.ipynb", [CELLS[0].format(home=str(facet_home)), CELLS[1]])
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("chart.ipynb"))
         page.set_viewport_size({"width": 1280, "height": 1600})
@@ -112,14 +88,9 @@ def test_the_histogram_counts_every_row_within_868_px_in_both_themes(
             f" return s && Number(s.dataset.rows) === {ROWS}; }}",
             arg=out.element_handle(), timeout=WAIT_MS,
         )  # fmt: skip
-        _measure(page, "light")
-        page.evaluate(
-            "async () => window.jupyterapp.commands.execute("
-            "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
-        )
-        page.wait_for_function(
-            "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS
-        )
+        lab = LabPage(page)
+        _measure(lab)
+        lab.dark()
         page.wait_for_timeout(500)
-        _measure(page, "dark")
+        _measure(lab)
     assert problems == [], problems

@@ -25,11 +25,13 @@ import nbformat
 import pytest
 from _jupyter import (
     CONTRAST_JS,
+    LabPage,
     artifacts_dir,
-    jupyter_env,
     lab_in_chromium,
-    quiet_lab_settings,
+    lab_root,
     run_in_lab,
+    wait_for_dark,
+    write_notebook,
 )
 from test_check_hook import capsule
 
@@ -78,34 +80,11 @@ def _notebook(path: Path, config: Path) -> None:
         "mnb.compare_replays(run(home.murmur_home, versions))",
         f"mnb.check_hook({str(config.parent / 'hooks' / 'hook.wasm')!r}, config={str(config)!r})",
     ]
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
+    write_notebook(path, cells)
 
 
-def _out(page: Any, index: int, holding: str | None = None) -> Any:
-    """A cell's first output, or its output holding ``holding`` (check_hook draws a progress
-    bar in a kernel before its report)."""
-    where = ".jp-OutputArea-output" + (f":has({holding})" if holding else "")
-    return page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(where).first
-
-
-def _fit_output(page: Any, width: int) -> None:
-    """Resize the window so an output area is ``width`` px wide."""
-    for _ in range(3):
-        now = _out(page, RECORDS).evaluate("el => el.getBoundingClientRect().width")
-        view = page.viewport_size
-        if abs(now - width) < 1:
-            return
-        page.set_viewport_size({"width": int(view["width"] + width - now),
-                                "height": view["height"]})  # fmt: skip
-        page.wait_for_timeout(300)
-    assert abs(_out(page, RECORDS).evaluate("el => el.getBoundingClientRect().width") - width) < 1
-
-
-def _fits(page: Any, index: int, root: str, name: str, width: int) -> Any:
-    out = _out(page, index, root)
+def _fits(lab: LabPage, index: int, root: str, name: str, width: int) -> Any:
+    out = lab.out(index, root)
     element = out.locator(root).first
     element.wait_for(state="visible", timeout=WAIT_MS)
     for el in (out, element):
@@ -144,16 +123,16 @@ def _chart(view: Any, sides: list[str]) -> None:
     assert all(side in legend for side in sides), legend
 
 
-def _legible(page: Any, width: int) -> None:
+def _legible(lab: LabPage, width: int) -> None:
     """Every text of the charts and tables stands out from what it is drawn on (WCAG AA)."""
-    found = page.evaluate(CONTRAST_JS, ".murmur-comparison-chart span, "
-                          ".murmur-comparison-chart small, .murmur-comparison td")  # fmt: skip
+    found = lab.page.evaluate(CONTRAST_JS, ".murmur-comparison-chart span, "
+                              ".murmur-comparison-chart small, .murmur-comparison td")  # fmt: skip
     assert found and min(ratio for _, ratio in found) >= 4.5, (width, sorted(
         found, key=lambda f: f[1])[:3])  # fmt: skip
 
 
-def _records_compared(page: Any, width: int, tag: str) -> None:
-    view = _fits(page, RECORDS, ".murmur-comparison", f"{tag}-records", width)
+def _records_compared(lab: LabPage, width: int, tag: str) -> None:
+    view = _fits(lab, RECORDS, ".murmur-comparison", f"{tag}-records", width)
     _chart(view, ["summarize (1)", "summarize (2)"])
     assert "rows differ (note in 1, messages_out in 3" in view.inner_text()
     heads = view.locator("th").all_inner_texts()
@@ -174,16 +153,16 @@ def _records_compared(page: Any, width: int, tag: str) -> None:
     assert heights and max(heights) <= 90 * 868 / width, heights
 
 
-def _versions_compared(page: Any, width: int, tag: str) -> None:
-    view = _fits(page, VERSIONS, ".murmur-comparison", f"{tag}-versions", width)
+def _versions_compared(lab: LabPage, width: int, tag: str) -> None:
+    view = _fits(lab, VERSIONS, ".murmur-comparison", f"{tag}-versions", width)
     _chart(view, ["summarize", "summarize-budget"])
     heads = view.locator("th").all_inner_texts()
     assert heads == ["record", "event", "window", "hook", "ok", "code"], heads
     assert "fuel_exhausted" in view.inner_text()
 
 
-def _hook_report(page: Any, width: int, tag: str) -> None:
-    report = _fits(page, HOOK, ".murmur-check", f"{tag}-hook-report", width)
+def _hook_report(lab: LabPage, width: int, tag: str) -> None:
+    report = _fits(lab, HOOK, ".murmur-check", f"{tag}-hook-report", width)
     items = report.locator(".murmur-check-item")
     assert [items.nth(i).get_attribute("data-status") for i in range(items.count())] == ["fail"]
     assert items.first.get_attribute("data-check") == "determinism"
@@ -204,27 +183,22 @@ def test_a_comparison_and_a_hook_report_fit_868_and_568_px_outputs(
 ) -> None:
     demo = mnb.prepare_demo_home(tmp_path / "demo")
     config = capsule(tmp_path / "capsule", "determinism")
-    env = jupyter_env(tmp_path, demo.path)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
+    env, root = lab_root(tmp_path, demo.path)
     _notebook(root / "comparison.ipynb", config)
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("comparison.ipynb"))
         page.set_viewport_size({"width": 1280, "height": 1600})
-        _out(page, HOOK, ".murmur-check").wait_for(timeout=WAIT_MS)
+        lab = LabPage(page, wait_ms=WAIT_MS)
+        lab.out(HOOK, ".murmur-check").wait_for(timeout=WAIT_MS)
         if theme == "dark":
-            page.evaluate("async () => window.jupyterapp.commands.execute("
-                          "'apputils:change-theme', {theme: 'JupyterLab Dark'})")  # fmt: skip
-            page.wait_for_function(
-                "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS)
+            lab.dark()
         for width in WIDTHS:
-            _fit_output(page, width)
+            lab.fit_output(width, RECORDS)
             tag = f"{theme}-{width}"
-            _records_compared(page, width, tag)
-            _versions_compared(page, width, tag)
-            _hook_report(page, width, tag)
-            _legible(page, width)
+            _records_compared(lab, width, tag)
+            _versions_compared(lab, width, tag)
+            _hook_report(lab, width, tag)
+            _legible(lab, width)
         _untrusted(ctx, url, demo, root, theme)
     assert problems == [], problems
 
@@ -241,14 +215,11 @@ def _untrusted(ctx: Any, url: Any, demo: mnb.DemoHome, root: Path, theme: str) -
     cell = nbformat.v4.new_code_cell("mnb.compare_replays(...)", outputs=[
         nbformat.v4.new_output("execute_result", {"text/html": comparison._repr_html_()},
                                execution_count=1)])  # fmt: skip
-    nb = nbformat.v4.new_notebook(cells=[cell])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, root / "untrusted.ipynb")
+    write_notebook(root / "untrusted.ipynb", [cell])
     page, problems = run_in_lab(ctx, url("untrusted.ipynb"), run_js="() => null")
     if theme == "dark":
-        page.wait_for_function(
-            "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS)
-    view = _out(page, 0, ".murmur-comparison-chart")
+        wait_for_dark(page, WAIT_MS)
+    view = LabPage(page).out(0, ".murmur-comparison-chart")
     view.wait_for(timeout=WAIT_MS)
     assert "var(" not in view.inner_html() and "data-value" not in view.inner_html()  # sanitized
     bars = view.locator(".murmur-chart-bar").evaluate_all(

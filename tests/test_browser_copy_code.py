@@ -14,9 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from _jupyter import artifacts_dir, jupyter_env, lab_in_chromium, quiet_lab_settings, run_in_lab
+from _jupyter import LabPage, artifacts_dir, lab_in_chromium, lab_root, run_in_lab, write_notebook
 
 import murmur_nb as mnb
 from murmur_nb.widgets import CapabilityForm
@@ -50,10 +49,7 @@ RUN_COPY_CELL_JS = """async () => {
 }"""
 
 def _notebook(path: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
+    write_notebook(path, CELLS)
 
 
 def _area(page: Any, out: Any, selector: str) -> str:
@@ -69,15 +65,11 @@ def _area(page: Any, out: Any, selector: str) -> str:
 @pytest.mark.timeout(600)
 def test_copy_as_code_on_a_history_row_shows_the_call_in_the_page(tmp_path: Path) -> None:
     demo = mnb.prepare_demo_home(tmp_path / "demo")
-    env = jupyter_env(tmp_path, demo.path)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
+    env, root = lab_root(tmp_path, demo.path)
     _notebook(root / "copy.ipynb")
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("copy.ipynb"))
-        out = page.locator(".jp-Notebook .jp-CodeCell").nth(BROWSER).locator(
-            ".jp-OutputArea-output").first  # fmt: skip
+        out = LabPage(page).out(BROWSER)
         out.locator("button.murmur-cap:text-is('gallery.thumbs')").click()
         count = out.locator(".murmur-form-box .widget-text input").first
         count.wait_for(timeout=WAIT_MS)

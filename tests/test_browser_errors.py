@@ -13,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from _jupyter import (
     CONTRAST_JS,
     artifacts_dir,
-    jupyter_env,
     lab_in_chromium,
-    quiet_lab_settings,
+    lab_root,
     run_in_lab,
+    switch_to_dark,
+    write_notebook,
 )
 from _modules import install
 
@@ -47,10 +47,7 @@ def _notebook(path: Path, home: Path, out: Path) -> None:
         'host.invoke("crashy.raise", {}, progress=LiveRun.in_cell)',
         'host.invoke("good.make", {})',
     ]
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
+    write_notebook(path, cells)
 
 
 def _out(page: Any, index: int) -> Any:
@@ -97,10 +94,7 @@ def test_a_crash_and_an_invocation_card_in_jupyterlab_light_and_dark(tmp_path: P
     install(home, "good")
     out = tmp_path / "out"
     out.mkdir()
-    env = jupyter_env(tmp_path, demo.path)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
+    env, root = lab_root(tmp_path, demo.path)
     _notebook(root / "errors.ipynb", home, out)
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("errors.ipynb"))
@@ -109,12 +103,6 @@ def test_a_crash_and_an_invocation_card_in_jupyterlab_light_and_dark(tmp_path: P
         page.locator(".jp-Notebook .jp-CodeCell").nth(CARD).click()
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-cell')")
         _check(page, "light")
-        page.evaluate(
-            "async () => window.jupyterapp.commands.execute("
-            "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
-        )
-        page.wait_for_function(
-            "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS
-        )
+        switch_to_dark(page, WAIT_MS)
         _check(page, "dark")
     assert problems == [], problems

@@ -16,9 +16,8 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from _jupyter import artifacts_dir, jupyter_env, lab_in_chromium, quiet_lab_settings, run_in_lab
+from _jupyter import LabPage, artifacts_dir, lab_in_chromium, lab_root, run_in_lab, write_notebook
 
 import murmur_nb as mnb
 
@@ -70,42 +69,7 @@ GEOMETRY_JS = """out => {
 }"""
 
 
-def _notebook(path: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
-
-
-class _Lab:
-    def __init__(self, page: Any) -> None:
-        self.page = page
-        self.theme = "light"
-
-    def out(self, index: int) -> Any:
-        cell = self.page.locator(".jp-Notebook .jp-CodeCell").nth(index)
-        return cell.locator(".jp-OutputArea-output").first
-
-    def see(self, index: int, selector: str) -> Any:
-        found = self.out(index).locator(selector).first
-        found.wait_for(state="visible", timeout=WAIT_MS)
-        return found
-
-    def fit_output(self, width: int) -> None:
-        """Resize the window so the browser's output area is ``width`` px wide."""
-        for _ in range(3):
-            now = self.out(BROWSER).evaluate("el => el.getBoundingClientRect().width")
-            view = self.page.viewport_size
-            if abs(now - width) < 1:
-                return
-            self.page.set_viewport_size({"width": int(view["width"] + width - now),
-                                         "height": view["height"]})  # fmt: skip
-            self.page.wait_for_timeout(300)
-        assert abs(self.out(BROWSER).evaluate("el => el.getBoundingClientRect().width")
-                   - width) < 1  # fmt: skip
-
-
-def open_capability(lab: _Lab, step: str) -> dict[str, Any]:
+def open_capability(lab: LabPage, step: str) -> dict[str, Any]:
     """Open one capability (by its row's button, or the dropdown) and measure its form."""
     out = lab.out(BROWSER)
     if step.startswith("pick:"):
@@ -127,7 +91,7 @@ def open_capability(lab: _Lab, step: str) -> dict[str, Any]:
     return geometry
 
 
-def _check_beside(lab: _Lab, step: str, g: dict[str, Any], first: dict[str, Any]) -> None:
+def _check_beside(lab: LabPage, step: str, g: dict[str, Any], first: dict[str, Any]) -> None:
     where = (lab.theme, step, g["box"], g["run"])
     box, card = g["box"], g["card"]
     assert g["run"] is not None, where
@@ -144,7 +108,7 @@ def _check_beside(lab: _Lab, step: str, g: dict[str, Any], first: dict[str, Any]
     assert all(gap < 8 for gap in gaps) and max(g["slack"]) < 8, (where, gaps, g["slack"])
 
 
-def _check_stacked(lab: _Lab, step: str, g: dict[str, Any], first: dict[str, Any],
+def _check_stacked(lab: LabPage, step: str, g: dict[str, Any], first: dict[str, Any],
                    scroll: dict[str, float]) -> None:  # fmt: skip
     """At a narrow output the form goes under the rows: where the first went, as wide, and
     nothing of it (nor of the card) reaches past the output's right edge."""
@@ -159,9 +123,9 @@ def _check_stacked(lab: _Lab, step: str, g: dict[str, Any], first: dict[str, Any
     assert scroll["scroll"] <= scroll["client"] + 1, (where, scroll)  # no sideways scroll
 
 
-def _narrow_sequences(lab: _Lab) -> None:
+def _narrow_sequences(lab: LabPage) -> None:
     """The same sequences with the output at :data:`NARROW_PX`."""
-    lab.fit_output(NARROW_PX)
+    lab.fit_output(NARROW_PX, BROWSER)
     widths = "el => ({scroll: el.scrollWidth, client: el.clientWidth})"
     first = open_capability(lab, "gallery.thumbs")
     _check_stacked(lab, "first", first, first, lab.out(BROWSER).evaluate(widths))
@@ -175,7 +139,7 @@ def _narrow_sequences(lab: _Lab) -> None:
           round(first["box"]["w"]))  # fmt: skip
 
 
-def _sequences(lab: _Lab) -> list[tuple[str, float, float]]:
+def _sequences(lab: LabPage) -> list[tuple[str, float, float]]:
     measured = []
     first = open_capability(lab, "gallery.thumbs")
     measured.append(("gallery.thumbs", first["run"]["x"], first["box"]["w"]))
@@ -190,7 +154,7 @@ def _sequences(lab: _Lab) -> list[tuple[str, float, float]]:
     return measured
 
 
-def _validation_keeps_the_field_width(lab: _Lab) -> None:
+def _validation_keeps_the_field_width(lab: LabPage) -> None:
     """Typing a value out of range shows a message; the field keeps its width."""
     open_capability(lab, "gallery.thumbs")
     field = lab.out(BROWSER).locator(".murmur-form-box .widget-text input").first
@@ -208,29 +172,19 @@ def _validation_keeps_the_field_width(lab: _Lab) -> None:
 @pytest.mark.timeout(900)
 def test_second_and_later_forms_sit_beside_the_rows_in_both_themes(tmp_path: Path) -> None:
     demo = mnb.prepare_demo_home(tmp_path / "demo")
-    env = jupyter_env(tmp_path, demo.path)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
-    _notebook(root / "browser.ipynb")
+    env, root = lab_root(tmp_path, demo.path)
+    write_notebook(root / "browser.ipynb", CELLS)
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("browser.ipynb"))
         page.set_viewport_size({"width": 1280, "height": 2400})
-        lab = _Lab(page)
+        lab = LabPage(page)
         lab.see(BROWSER, "button.murmur-cap")
-        lab.fit_output(OUTPUT_PX)
+        lab.fit_output(OUTPUT_PX, BROWSER)
         _sequences(lab)
         _validation_keeps_the_field_width(lab)
         _narrow_sequences(lab)
-        page.evaluate(
-            "async () => window.jupyterapp.commands.execute("
-            "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
-        )
-        page.wait_for_function(
-            "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS
-        )
-        lab.theme = "dark"
-        lab.fit_output(OUTPUT_PX)
+        lab.dark()
+        lab.fit_output(OUTPUT_PX, BROWSER)
         _sequences(lab)
         _narrow_sequences(lab)
     assert problems == [], problems
@@ -270,17 +224,11 @@ def test_five_run_clicks_reach_the_history_in_jupyterlab(tmp_path: Path) -> None
     describes the module is ``test_prepare.py``'s
     ``test_run_clicks_of_a_form_describe_nothing_while_the_module_is_unchanged``."""
     demo = mnb.prepare_demo_home(tmp_path / "demo")
-    env = jupyter_env(tmp_path, demo.path)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in TIMING_CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, root / "timing.ipynb")
+    env, root = lab_root(tmp_path, demo.path)
+    write_notebook(root / "timing.ipynb", TIMING_CELLS)
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("timing.ipynb"))
-        lab = _Lab(page)
+        lab = LabPage(page)
         printed = page.locator(".jp-Notebook .jp-CodeCell").nth(2).locator(
             ".jp-OutputArea-output:has-text('INVOKE_S')")  # fmt: skip
         printed.wait_for(timeout=WAIT_MS)

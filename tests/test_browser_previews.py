@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
 from _jupyter import (
     chromium,
-    jupyter_env,
     lab_in_chromium,
-    quiet_lab_settings,
+    lab_root,
     run_in_lab,
+    write_notebook,
 )
 from test_render_kit import artifact, invocation, make_csv, make_png
 
@@ -81,21 +80,15 @@ def test_a_table_preview_shows_every_row_it_names_without_an_inner_scroll(
 def test_the_report_table_preview_in_jupyterlab_has_no_inner_scroll(tmp_path: Path) -> None:
     """The same, with JupyterLab's own table style (taller rows) on docs.report's CSV."""
     demo = mnb.prepare_demo_home(tmp_path / "demo")
-    env = jupyter_env(tmp_path, demo.path)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(
+    env, root = lab_root(tmp_path, demo.path)
+    write_notebook(root / "table.ipynb", [
         "import murmur_nb as mnb\n"
         "home = mnb.prepare_demo_home()\n"
         "host = mnb.ModuleHost(home=home.facet_home, policy=home.policy(), "
         "artifact_store=home.artifact_store)\n"
         'report = host.invoke("docs.report", {})\n'
         'mnb.render(next(a for a in report.artifacts if a.media_type == "text/csv"))'
-    )]  # fmt: skip
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, root / "table.ipynb")
+    ])  # fmt: skip
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("table.ipynb"))
         page.set_viewport_size({"width": 1280, "height": 1600})

@@ -12,15 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from _jupyter import (
     CONTRAST_JS,
     artifacts_dir,
-    jupyter_env,
     lab_in_chromium,
-    quiet_lab_settings,
+    lab_root,
     run_in_lab,
+    switch_to_dark,
+    write_notebook,
 )
 
 import murmur_nb as mnb
@@ -42,10 +42,7 @@ KEY_TEXT = ", ".join([
 
 
 def _notebook(path: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
+    write_notebook(path, CELLS)
 
 
 def _check(page: Any, theme: str) -> None:
@@ -84,22 +81,13 @@ def _readable(page: Any, theme: str) -> None:
 @pytest.mark.timeout(900)
 def test_compaction_viewer_in_jupyterlab_light_and_dark(tmp_path: Path) -> None:
     demo = mnb.prepare_demo_home(tmp_path / "demo")
-    env = jupyter_env(tmp_path, demo.path)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
+    env, root = lab_root(tmp_path, demo.path)
     _notebook(root / "replay.ipynb")
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("replay.ipynb"))
         page.set_viewport_size({"width": 1280, "height": 2000})
         _check(page, "light")
-        page.evaluate(
-            "async () => window.jupyterapp.commands.execute("
-            "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
-        )
-        page.wait_for_function(
-            "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS
-        )
+        switch_to_dark(page, WAIT_MS)
         _check(page, "dark")
         stderr = page.locator(
             ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"

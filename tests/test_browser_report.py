@@ -12,18 +12,9 @@ its InvocationView. Screenshots go to ``test-artifacts/`` (``report-*.png``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import nbformat
 import pytest
-from _jupyter import (
-    CONTRAST_JS,
-    artifacts_dir,
-    jupyter_env,
-    lab_in_chromium,
-    quiet_lab_settings,
-    run_in_lab,
-)
+from _jupyter import CONTRAST_JS, LabPage, lab_in_chromium, lab_root, run_in_lab, write_notebook
 from _modules import install
 
 import murmur_nb as mnb
@@ -51,46 +42,11 @@ def _notebook(path: Path, faulty: Path) -> None:
         f"mnb.check_module({str(faulty)!r})",
         "browser = ModuleBrowser(host)\nbrowser",
     ]
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
+    write_notebook(path, cells)
 
 
-class _Lab:
-    def __init__(self, page: Any) -> None:
-        self.page = page
-        self.theme = "light"
-
-    def out(self, index: int) -> Any:
-        cell = self.page.locator(".jp-Notebook .jp-CodeCell").nth(index)
-        return cell.locator(".jp-OutputArea-output").first
-
-    def see(self, index: int, selector: str) -> Any:
-        found = self.out(index).locator(selector).first
-        found.wait_for(state="visible", timeout=WAIT_MS)
-        return found
-
-    def fit_output(self, width: int) -> None:
-        """Resize the window so the report's output area is ``width`` px wide."""
-        for _ in range(3):
-            now = self.out(REPORT).evaluate("el => el.getBoundingClientRect().width")
-            view = self.page.viewport_size
-            if abs(now - width) < 1:
-                return
-            self.page.set_viewport_size({"width": int(view["width"] + width - now),
-                                         "height": view["height"]})  # fmt: skip
-            self.page.wait_for_timeout(300)
-        assert abs(self.out(REPORT).evaluate("el => el.getBoundingClientRect().width") - width) < 1
-
-    def shot(self, index: int, name: str) -> None:
-        self.out(index).scroll_into_view_if_needed()
-        path = artifacts_dir() / f"report-{name}-{self.theme}.png"
-        self.out(index).screenshot(path=str(path))
-
-
-def _report_fits_and_fails_first(lab: _Lab) -> None:
-    lab.fit_output(OUTPUT_PX)
+def _report_fits_and_fails_first(lab: LabPage) -> None:
+    lab.fit_output(OUTPUT_PX, REPORT)
     root = lab.see(REPORT, ".murmur-check")
     items = lab.out(REPORT).locator(".murmur-check-item")
     statuses = [items.nth(i).get_attribute("data-status") for i in range(items.count())]
@@ -108,7 +64,7 @@ def _report_fits_and_fails_first(lab: _Lab) -> None:
     for text in ("exit status", "ZeroDivisionError", '"n": 10', "murmur-nb --home"):
         assert text in crash.inner_text(), text
     assert passes.evaluate("d => !d.open")
-    lab.shot(REPORT, "checker")
+    lab.shot(REPORT, "report-checker")
     passes.locator("summary").click()
     assert passes.evaluate("d => d.open") and passes.locator("li").count() > 10
     passes.locator("summary").click()
@@ -117,7 +73,7 @@ def _report_fits_and_fails_first(lab: _Lab) -> None:
     assert len(measured) > 10 and low == [], (lab.theme, low)
 
 
-def _form_beside_then_under(lab: _Lab) -> None:
+def _form_beside_then_under(lab: LabPage) -> None:
     button = lab.see(BROWSER, "button.murmur-cap:has-text('gallery.thumbs')")
     button.click()
     form = lab.see(BROWSER, ".murmur-form-box")
@@ -127,7 +83,7 @@ def _form_beside_then_under(lab: _Lab) -> None:
     assert box["x"] > row["x"] + row["width"], (row, box)  # beside the list
     height = lab.page.viewport_size["height"]
     assert 0 <= box["y"] < height - 100, (box, height)  # in view, no scrolling needed
-    lab.shot(BROWSER, "browser-beside")
+    lab.shot(BROWSER, "report-browser-beside")
     # a narrow output (under 700 px): the same form, right under the clicked row
     wide = lab.page.viewport_size
     lab.page.set_viewport_size({"width": wide["width"] - OUTPUT_PX + 600, "height": wide["height"]})
@@ -143,12 +99,12 @@ def _form_beside_then_under(lab: _Lab) -> None:
     assert box["y"] - (row["y"] + row["height"]) < 20  # right under it, not after the list
     assert 0 <= box["y"] < lab.page.viewport_size["height"] - 100  # in view
     assert lab.out(BROWSER).evaluate("el => el.scrollWidth <= el.clientWidth")
-    lab.shot(BROWSER, "browser-narrow")
+    lab.shot(BROWSER, "report-browser-narrow")
     lab.page.set_viewport_size(wide)
     lab.page.wait_for_timeout(300)
 
 
-def _history(lab: _Lab) -> None:
+def _history(lab: LabPage) -> None:
     lab.see(BROWSER, ".murmur-form-box button:has-text('Run')").click()
     lab.see(BROWSER, ".murmur-history-row:has-text('gallery.thumbs')")
     rows = lab.out(BROWSER).locator(".murmur-history-row")
@@ -162,7 +118,7 @@ def _history(lab: _Lab) -> None:
     view = lab.see(BROWSER, ".murmur-history-view .murmur-result:not([data-shown-before])")
     assert "gallery.thumbs" in lab.out(BROWSER).locator(".murmur-history-view").inner_text()
     view.scroll_into_view_if_needed()
-    lab.shot(BROWSER, "browser-history")
+    lab.shot(BROWSER, "report-browser-history")
 
 
 @pytest.mark.slow
@@ -170,26 +126,16 @@ def _history(lab: _Lab) -> None:
 def test_checker_report_and_module_browser_in_jupyterlab_light_and_dark(tmp_path: Path) -> None:
     demo = mnb.prepare_demo_home(tmp_path / "demo")
     faulty = install(tmp_path / "src", "threefaults", "threefaults")
-    env = jupyter_env(tmp_path, demo.path)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
+    env, root = lab_root(tmp_path, demo.path)
     _notebook(root / "report.ipynb", faulty)
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("report.ipynb"))
-        lab = _Lab(page)
+        lab = LabPage(page)
         lab.see(BROWSER, "button.murmur-cap")
         _report_fits_and_fails_first(lab)
         _form_beside_then_under(lab)
         _history(lab)
-        page.evaluate(
-            "async () => window.jupyterapp.commands.execute("
-            "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
-        )
-        page.wait_for_function(
-            "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS
-        )
-        lab.theme = "dark"
+        lab.dark()
         _report_fits_and_fails_first(lab)
         _form_beside_then_under(lab)
         _history(lab)

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from _jupyter import (
     BIN,
@@ -26,10 +25,11 @@ from _jupyter import (
     REPO,
     artifacts_dir,
     chromium,
-    jupyter_env,
     lab_in_chromium,
-    quiet_lab_settings,
+    lab_root,
     run_in_lab,
+    switch_to_dark,
+    write_notebook,
 )
 
 import murmur_nb as mnb
@@ -102,13 +102,6 @@ def _install_sleepy(facet_home: Path) -> None:
     launcher = folder / "module"
     launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "${{0%/*}}/main.py" "$@"\n')
     launcher.chmod(0o755)
-
-
-def _notebook(path: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
 
 
 def _contrast(page: Any) -> list[tuple[str, float]]:
@@ -242,11 +235,8 @@ def test_widgets_clicked_typed_run_cancelled_polled_and_paged_in_both_themes(
 ) -> None:
     demo = mnb.prepare_demo_home(tmp_path / "demo")
     _install_sleepy(demo.facet_home)
-    env = jupyter_env(tmp_path, demo.path)
-    quiet_lab_settings(env)
-    root = tmp_path / "root"
-    root.mkdir()
-    _notebook(root / "widgets.ipynb")
+    env, root = lab_root(tmp_path, demo.path)
+    write_notebook(root / "widgets.ipynb", CELLS)
     with lab_in_chromium(root, env, tmp_path) as (url, ctx):
         page, problems = run_in_lab(ctx, url("widgets.ipynb"))
         page.set_viewport_size({"width": 1280, "height": 2000})
@@ -261,13 +251,7 @@ def test_widgets_clicked_typed_run_cancelled_polled_and_paged_in_both_themes(
         _page_and_filter(lab)
         _unknown_context(lab)
         _assert_readable(lab)
-        page.evaluate(
-            "async () => window.jupyterapp.commands.execute("
-            "'apputils:change-theme', {theme: 'JupyterLab Dark'})"
-        )
-        page.wait_for_function(
-            "() => document.body.dataset.jpThemeLight === 'false'", timeout=WAIT_MS
-        )
+        switch_to_dark(page, WAIT_MS)
         lab.theme = "dark"
         for index, name in [
             (REVIEW, "file-picked"), (EXPLORER, "explorer"), (CONSOLE, "hooks-unknown-context"),
