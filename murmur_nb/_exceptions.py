@@ -331,7 +331,7 @@ class HookConfigError(HookError, ValueError):
 
 
 class RenderError(MurmurError):
-    """Deprecated, never raised by murmur-nb; the name goes in 0.2 (README, "Changes").
+    """Deprecated, never raised by murmur-nb; the name goes in 0.2 (docs/changes.md).
 
     A rendering that fails, a file changed since its invocation included, is an error card
     (``Rendering.error_code``); an artifact refused when the module returns it raises

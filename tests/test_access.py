@@ -30,7 +30,7 @@ import murmur_nb as mnb
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a root host gives ACL entries")
 
 GETFACL = shutil.which("getfacl") or "getfacl"
-#: where sandbox uids are taken from (README "Where it runs")
+#: where sandbox uids are taken from (docs/sandbox.md, "What a root kernel gives its modules")
 SANDBOX_IDS = range(0x70000000, 0x7FFE0000)
 MECHANISMS = {"bwrap": ["bwrap", "landlock", "seccomp", "reaper"],
               "landlock": ["landlock", "seccomp", "reaper"]}  # fmt: skip

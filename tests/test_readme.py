@@ -67,10 +67,3 @@ def test_the_screenshot_is_small_and_real() -> None:
         assert image.format == "PNG"
         assert 600 <= image.width <= 1400
 
-
-def test_the_changes_name_each_removal_and_what_to_write_instead() -> None:
-    """Each 0.1.0 name or form that went, or goes, is listed with its replacement."""
-    changes = README.split("## Changes since 0.1.0", 1)[1].split("\n## ")[0]
-    assert "progress=True" in changes and "progress=mnb.widgets.LiveRun.in_cell" in changes
-    assert "RenderError" in changes and "0.2" in changes
-    assert "error_code" in changes and "ArtifactRejected" in changes

@@ -4,8 +4,9 @@ One clone of this checkout's HEAD goes to a temporary folder, with a fresh ``$HO
 the README's demo command runs (with ``--headless``, so it ends): it creates ``.venv/``,
 installs murmur-nb with its demo extra and runs the tour into an HTML report. Then:
 
-* the README's author commands, taken from the README's bash block (so this breaks when the
-  README changes), run exactly as written, in one shell, from the clone;
+* the author commands of ``docs/checking.md`` (linked from the README), taken from its bash
+  block (so this breaks when the page changes), run exactly as written, in one shell, from
+  the clone;
 * the report is opened in Chromium with every request that is not a local file recorded and
   refused: none may leave the page, and the page must still show the tour;
 * the demo is started while a real listener holds its port: with ``--port`` it stops before
@@ -35,13 +36,15 @@ from _jupyter import chromium
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
+CHECKING = (REPO / "docs" / "checking.md").read_text()
 
 
 def author_commands() -> str:
-    """The bash block under the README's "Checking a module you wrote" heading."""
-    section = README.split("## Checking a module you wrote", 1)[1].split("\n## ", 1)[0]
+    """The bash block under the "Checking a module you wrote" heading of docs/checking.md."""
+    assert "(docs/checking.md)" in README, "the README links the page of author commands"
+    section = CHECKING.split("## Checking a module you wrote", 1)[1].split("\n## ", 1)[0]
     match = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert match, "the README's author section has no bash block"
+    assert match, "docs/checking.md's author section has no bash block"
     return match.group(1)
 
 
@@ -131,7 +134,7 @@ def test_the_headless_demo_prepares_the_home_and_writes_the_tour_report(clone: C
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_the_readme_author_commands_work_after_the_readme_set_up(clone: Clone) -> None:
+def test_the_docs_author_commands_work_after_the_readme_set_up(clone: Clone) -> None:
     commands = author_commands()
     assert "murmur-nb check" in commands and "pytest --modproto" in commands
     done = subprocess.run(

@@ -431,8 +431,8 @@ class ModuleHost(KnowledgeMethods):
         ``max_cost``, ``estimated_cost``, ``journal``, ``progress``, ``background``,
         ``deadline_ms``, ``poll_every``, ``poll_timeout``, ``artifact_bytes``, ``client``:
         a ``dask.distributed.Client`` runs the rows on its workers) are those of
-        :meth:`Batch.start <murmur_nb.Batch.start>`, described in the README's "Running over
-        a dataset".
+        :meth:`Batch.start <murmur_nb.Batch.start>`, described in ``docs/batches.md``
+        ("Running over a dataset").
 
         The batch is a driver above the host, on its public API (:mod:`murmur_nb._batch`);
         this method only hands the call to it (the host imports nothing of it: see
