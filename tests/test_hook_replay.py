@@ -311,3 +311,13 @@ def test_a_comparison_leads_with_a_chart_of_each_sides_totals(hooks: mnb.HookHos
             assert f'data-side="{side}" data-value="{totals[side][key]}"' in page, (side, key)
     assert "<svg" not in page and "<script" not in page
     assert "#000" not in page and "black" not in page  # theme colours with fallbacks
+
+
+def test_the_demo_homes_hooks_read_its_own_record(demo_home: mnb.DemoHome) -> None:
+    """``home.hooks()`` reads the demo's records: ``HookHost.from_config(home.murmur_yaml)``
+    alone reads ``$MURMUR_HOME`` (``~/.murmur``), where a replay finds no record and gives
+    task-start rows only, no error."""
+    frame = mnb.replay(demo_home.hooks(), demo_home.context_id, progress=False)
+    compact = frame[frame["event"] == "compact"]
+    assert len(compact) > 0 and compact["ok"].all(), frame[["event", "code"]]
+    assert compact["messages_in"].sum() > 0

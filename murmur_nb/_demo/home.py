@@ -37,8 +37,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._conversations.writer import RecordWriter
 from murmur_nb._hooks.build import build_demo_hook
+from murmur_nb._hooks.host import HookHost
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.policy import Policy
 
@@ -156,6 +158,13 @@ class DemoHome:
             artifact_store=self.artifact_store,
             **kwargs,
         )
+
+    def hooks(self) -> HookHost:
+        """A :class:`murmur_nb.HookHost` of the demo's ``murmur.yaml`` over the demo's own
+        conversation records (``HookHost.from_config`` alone reads ``$MURMUR_HOME``, by
+        default ``~/.murmur``, where the demo record is not)."""
+        return HookHost.from_config(self.murmur_yaml,
+                                    conversations=ConversationStore(self.murmur_home))
 
 
 def _bundled_ffmpeg() -> str | None:
