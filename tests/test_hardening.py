@@ -148,6 +148,20 @@ def test_a_module_sees_no_descriptor_but_its_standard_streams(confined: Confined
         assert seen["proc"] == [0, 1, 2], seen
 
 
+def test_a_module_run_in_a_sandbox_made_ahead_sees_no_descriptor_either(
+    confined: Confined,
+) -> None:
+    """The third call of a plan runs in a sandbox bubblewrap made ahead (it waited on two
+    more pipes of the host's: its ``--block-fd`` and its seccomp program)."""
+    with confined.host() as host:
+        seen = [host.invoke("kernel.descriptors", {}) for _ in range(3)]
+    for inv in seen:
+        assert inv.ok, inv.error
+        assert inv.result["fstat"] == [0, 1, 2], inv.result
+        if isinstance(inv.result["proc"], list):
+            assert inv.result["proc"] == [0, 1, 2], inv.result
+
+
 @pytest.fixture(scope="module")
 def go_program(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     """A Go program that starts threads and a process (its runtime's own ``clone`` flags)."""

@@ -8,6 +8,7 @@ What holds is probed once, from the policy the host has then
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,7 +16,15 @@ from pathlib import Path
 from murmur_nb._exceptions import SandboxUnavailable, SandboxWarning
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.staging import StagedArtifact, staged_view
-from murmur_nb._sandbox import Launch, SandboxReport, launch, sandbox_report
+from murmur_nb._sandbox import (
+    Launch,
+    RunResult,
+    SandboxReport,
+    launch,
+    run_launched,
+    sandbox_report,
+)
+from murmur_nb._sandbox.warm import Warm, WarmSandboxes, make_warm, new_cwd, plan_key
 from murmur_nb.protocol import Root
 
 __all__ = ["SandboxGate"]
@@ -29,6 +38,8 @@ class SandboxGate:
         self._policy = policy
         self._report: SandboxReport | None = None
         self._warned: set[str] = set()  # each problem is warned about once per host
+        #: sandboxes made ahead for the next call of a plan that ran before (:mod:`.warm`)
+        self.warm = WarmSandboxes()
 
     @property
     def report(self) -> SandboxReport:
@@ -71,9 +82,10 @@ class SandboxGate:
         binaries: Sequence[str] = (),
         *,
         network: Sequence[str] = (),
+        hold: bool = False,
     ) -> Launch:
         """How to start ``argv`` confined (checked first, see :meth:`check`); ``network`` is
-        the call's ``grants.network``."""
+        the call's ``grants.network``; ``hold``: a launch to make ahead (:mod:`.warm`)."""
         self.check(network=bool(network))
         return launch(
             self.report,
@@ -84,7 +96,44 @@ class SandboxGate:
             binaries=binaries,
             network=network,
             private_cwd=self.makes_cwd,
+            hold=hold,
         )
+
+    def run(
+        self,
+        how: Launch,
+        stdin: bytes,
+        *,
+        cwd: Path,
+        deadline_s: float,
+        max_output_bytes: int,
+        cancel: threading.Event | None,
+        replan: Callable[[Path], Launch],
+    ) -> RunResult:
+        """Run ``how`` (this call's plan, checked and granted), in the sandbox made ahead for
+        the same plan when one waits; then, when the plan ran before, have one made for its
+        next run, from ``replan(working folder)`` with ``hold=True`` (:mod:`.warm`)."""
+        key = plan_key(how, cwd)
+        warm = self.warm.take(key)
+        if warm is None:
+            result = run_launched(how, stdin, cwd=cwd, deadline_s=deadline_s,
+                                  max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
+        else:
+            how.close()  # planned only to check and compare: the waiting one is the same
+            result = run_launched(warm.how, stdin, cwd=warm.cwd, deadline_s=deadline_s,
+                                  max_output_bytes=max_output_bytes, cancel=cancel,
+                                  started=warm.proc)  # fmt: skip
+
+        def ahead() -> Warm:
+            folder = new_cwd(cwd.parent)
+            return make_warm(replan(folder), folder)
+
+        self.warm.ran(key, ahead)
+        return result
+
+    def close(self) -> None:
+        """Kill the sandboxes made ahead for this host."""
+        self.warm.close()
 
     @property
     def makes_cwd(self) -> bool:

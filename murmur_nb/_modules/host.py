@@ -148,7 +148,9 @@ class ModuleHost(KnowledgeMethods):
         return self._store
 
     def close(self) -> None:
-        """Remove the private runs folder (unless ``runs_dir`` was given). Idempotent."""
+        """Kill the sandboxes made ahead for this host's next calls and remove the private
+        runs folder (unless ``runs_dir`` was given). Idempotent."""
+        self._gate.close()
         self._workspace.close()
 
     def __enter__(self) -> ModuleHost:

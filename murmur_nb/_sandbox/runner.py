@@ -29,9 +29,9 @@ import psutil
 
 from murmur_nb._sandbox import netguard
 from murmur_nb._sandbox.netguard import Destinations
-from murmur_nb._sandbox.sandbox import Launch
+from murmur_nb._sandbox.sandbox import Launch, release
 
-__all__ = ["RunResult", "run_launched", "run_process"]
+__all__ = ["RunResult", "run_launched", "run_process", "start_held"]
 
 _CHUNK = 1 << 16
 #: the first walk of the tree; the gap then doubles up to ``_SCAN_INTERVAL``
@@ -41,6 +41,8 @@ _SCAN_INTERVAL = 0.04
 _EXIT_GRACE = 0.25
 #: how often a run with a cancel event looks at it
 _CANCEL_CHECK = 0.05
+#: how much of standard error is kept (its end)
+_STDERR_TAIL = 64 * 1024
 
 
 @dataclass
@@ -255,7 +257,7 @@ def run_process(
     cwd: Path,
     deadline_s: float,
     max_output_bytes: int,
-    stderr_tail_bytes: int = 64 * 1024,
+    stderr_tail_bytes: int = _STDERR_TAIL,
     preexec: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
     pass_fds: Sequence[int] = (),
@@ -281,41 +283,79 @@ def run_process(
     start = time.monotonic()
 
     def popen() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=start_in or cwd,
-            env={},
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=tuple(pass_fds),
-            user=user,
-            group=user,
-            extra_groups=[] if user is not None else None,
-            # the Landlock sandbox: two system calls through prebuilt ctypes functions, no
-            # lock taken and nothing imported, so it is safe in the child of a threaded host
-            preexec_fn=preexec,  # noqa: PLW1509
-        )
+        return _popen(argv, cwd=start_in or cwd, pass_fds=pass_fds, preexec=preexec, user=user)
 
     if destinations is None:
-        proc, release = popen(), _nothing
+        proc, release_guard = popen(), _nothing
     else:
-        proc, release = netguard.spawn(destinations, popen)
+        proc, release_guard = netguard.spawn(destinations, popen)
     try:
-        run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes, cancel)
-        try:
-            run.pump(stdin, start if walk_tree else None)
-            returncode = run.finish(str(cwd))
-        except BaseException:
-            run.abort(str(cwd))
-            raise
-        finally:
-            run.close()
+        return _drive(proc, stdin, start, cwd=cwd, deadline_s=deadline_s,
+                      max_output_bytes=max_output_bytes, stderr_tail_bytes=stderr_tail_bytes,
+                      cancel=cancel, walk_tree=walk_tree)  # fmt: skip
     finally:
-        release()
+        release_guard()
+
+
+def _popen(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    pass_fds: Sequence[int],
+    preexec: Callable[[], None] | None = None,
+    user: int | None = None,
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env={},
+        start_new_session=True,
+        close_fds=True,
+        pass_fds=tuple(pass_fds),
+        user=user,
+        group=user,
+        extra_groups=[] if user is not None else None,
+        # the Landlock sandbox: two system calls through prebuilt ctypes functions, no
+        # lock taken and nothing imported, so it is safe in the child of a threaded host
+        preexec_fn=preexec,  # noqa: PLW1509
+    )
+
+
+def _drive(
+    proc: subprocess.Popen[bytes],
+    stdin: bytes,
+    start: float,
+    *,
+    cwd: Path,
+    deadline_s: float,
+    max_output_bytes: int,
+    stderr_tail_bytes: int,
+    cancel: threading.Event | None,
+    walk_tree: bool,
+) -> RunResult:
+    """Feed, drain and end a started process (see :func:`run_process`); from ``start``."""
+    run = _Run(proc, start + deadline_s, max_output_bytes, stderr_tail_bytes, cancel)
+    try:
+        run.pump(stdin, start if walk_tree else None)
+        returncode = run.finish(str(cwd))
+    except BaseException:
+        run.abort(str(cwd))
+        raise
+    finally:
+        run.close()
     return run.result(returncode, start)
+
+
+def start_held(how: Launch, cwd: Path) -> subprocess.Popen[bytes]:
+    """Start a held launch (``launch(..., hold=True)``): bwrap makes the sandbox and waits
+    for :func:`run_launched` with ``started=``. The caller kills its process group and reaps
+    it (then closes the launch) if it is never run."""
+    if how.held is None:
+        raise ValueError("start_held needs a launch made with hold=True")
+    return _popen(how.argv, cwd=how.start_in or cwd, pass_fds=how.pass_fds)
 
 
 def _nothing() -> None:
@@ -525,10 +565,25 @@ def run_launched(
     deadline_s: float,
     max_output_bytes: int,
     cancel: threading.Event | None = None,
+    started: subprocess.Popen[bytes] | None = None,
 ) -> RunResult:
     """Run a launch plan (:func:`~murmur_nb._sandbox.sandbox.launch`) to the end (or to
-    ``cancel``), then release it."""
+    ``cancel``), then release it. ``started``: the plan's bwrap, started ahead by
+    :func:`start_held` and waiting; it is let go now, and the deadline counts from now."""
     try:
+        if started is not None:
+            assert how.held is not None
+            start = time.monotonic()
+            try:
+                release(how.held)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.killpg(started.pid, signal.SIGKILL)
+                started.wait()
+                raise
+            return _drive(started, stdin, start, cwd=cwd, deadline_s=deadline_s,
+                          max_output_bytes=max_output_bytes, stderr_tail_bytes=_STDERR_TAIL,
+                          cancel=cancel, walk_tree=False)  # fmt: skip
         return run_process(
             how.argv,
             stdin,

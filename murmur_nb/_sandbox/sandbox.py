@@ -35,9 +35,11 @@ __all__ = [
     "MECHANISMS",
     "NETWORK_ISOLATION",
     "SANDBOX_MODES",
+    "Held",
     "Launch",
     "SandboxReport",
     "launch",
+    "release",
     "sandbox_report",
 ]
 
@@ -494,6 +496,36 @@ class Launch:
     start_in: Path | None = None
     #: a network grant kept to these destinations (:mod:`.netguard`), checked by the host
     destinations: netguard.Destinations | None = None
+    #: bwrap with a seccomp program: the launch can be set up ahead of its call (``hold``)
+    holdable: bool = False
+    #: a launch set up ahead: bwrap waits, the sandbox made, until :func:`release`
+    held: Held | None = None
+
+
+@dataclass
+class Held:
+    """What a held launch waits for: a byte on its ``--block-fd`` pipe (``go``), then the seccomp
+    program on its ``--seccomp`` pipe (``program``, written by :func:`release` only: a held
+    bwrap whose host dies reads an empty program, refuses it and never runs the module)."""
+
+    go: int
+    program_fd: int
+    program: bytes
+
+
+def release(held: Held) -> None:
+    """Let a held bwrap go on: the seccomp program first (then its end of file), then the
+    byte it blocks on. Each write end is closed here."""
+    try:
+        os.write(held.program_fd, held.program)  # a few hundred bytes: fits the pipe's buffer
+    finally:
+        os.close(held.program_fd)
+        held.program_fd = -1
+    try:
+        os.write(held.go, b"\0")
+    finally:
+        os.close(held.go)
+        held.go = -1
 
 
 def _pair(path: str | os.PathLike[str]) -> tuple[str, str]:
@@ -531,8 +563,12 @@ def launch(
     binaries: Iterable[str] = (),
     network: Sequence[str] = (),
     private_cwd: bool = False,
+    hold: bool = False,
 ) -> Launch:
     """The argv, ``preexec_fn`` and label that run ``argv`` as confined as ``report`` allows.
+
+    ``hold`` (for a ``holdable`` launch: bwrap with a seccomp program, no network grant):
+    bwrap is to make the sandbox and wait (:class:`Held`) until :func:`release`.
 
     ``network`` is the call's ``grants.network``: empty, no socket at all; else, unless the
     policy opted out, every destination is checked by the host (:mod:`.netguard`).
@@ -555,7 +591,7 @@ def launch(
             for real, _ in [*reads, *ro, *rw, _pair(cwd)]:
                 access.grant_passage(real)
     how = _plan(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=bool(network),
-                private_cwd=private_cwd)
+                private_cwd=private_cwd, hold=hold)
     if network and report.mode != "off":
         checked = report.granted_network is not None and report.network_isolation != "none"
         if checked:
@@ -576,27 +612,12 @@ def _plan(
     rw: list[tuple[str, str]],
     network: bool,
     private_cwd: bool,
+    hold: bool = False,
 ) -> Launch:
     bpf = report._seccomp_net if network else report._seccomp
     if report._bwrap is not None:
-        fd = seccomp.program_fd(bpf) if bpf is not None else None
-        filtered = ["--seccomp", str(fd)] if fd is not None else []
-        try:
-            argv, fds = _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw,
-                                    network=network, filtered=filtered, private_cwd=private_cwd)
-        except BaseException:  # no Launch will own the program's pipe: close it here
-            if fd is not None:
-                os.close(fd)
-            raise
-        return Launch(
-            argv,
-            None,
-            report.confinement,
-            (lambda: os.close(fd)) if fd is not None else (lambda: None),
-            pass_fds=(*fds, fd) if fd is not None else fds,
-            owns_pid_namespace=True,
-            start_in=cwd.parent if private_cwd else None,
-        )
+        return _bwrapped(report, report._bwrap, bpf, argv, cwd=cwd, reads=reads, ro=ro, rw=rw,
+                         network=network, private_cwd=private_cwd, hold=hold)  # fmt: skip
     user = identity.sandbox_id() if identity.is_root() and report.mode != "off" else None
     if report._reaper is not None:
         return _reaped(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=network,
@@ -609,6 +630,70 @@ def _plan(
     if rules is not None:
         return Launch(list(argv), rules.apply, report.confinement, lambda: None, user=user)
     return Launch(list(argv), None, report.confinement, lambda: None)
+
+
+def _bwrapped(
+    report: SandboxReport,
+    bwrap: str,
+    bpf: bytes | None,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    reads: list[tuple[str, str]],
+    ro: list[tuple[str, str]],
+    rw: list[tuple[str, str]],
+    network: bool,
+    private_cwd: bool,
+    hold: bool,
+) -> Launch:
+    """bwrap's launch; with ``hold``, one that makes the sandbox and waits (:class:`Held`)."""
+    if hold and (bpf is None or network):
+        raise ValueError("only a launch with a seccomp program and no network grant is held")
+    inherited: list[int] = []  # read ends: bwrap's; ours closed when the run ends
+    held = None
+    try:
+        if bpf is None:
+            filtered: list[str] = []
+        elif hold:
+            block, go = os.pipe2(os.O_CLOEXEC)
+            inherited.append(block)
+            held = Held(go, -1, bpf)
+            program, held.program_fd = os.pipe2(os.O_CLOEXEC)
+            inherited.append(program)
+            filtered = ["--block-fd", str(block), "--seccomp", str(program)]
+        else:
+            inherited.append(seccomp.program_fd(bpf))
+            filtered = ["--seccomp", str(inherited[0])]
+        out, fds = _bwrap_argv(bwrap, argv, cwd, reads, ro=ro, rw=rw, network=network,
+                               filtered=filtered, private_cwd=private_cwd)  # fmt: skip
+    except BaseException:  # no Launch will own the pipes: close them here
+        _close_all(inherited, held)
+        raise
+
+    return Launch(
+        out,
+        None,
+        report.confinement,
+        lambda: _close_all(inherited, held),
+        pass_fds=(*fds, *inherited),
+        owns_pid_namespace=True,
+        start_in=cwd.parent if private_cwd else None,
+        holdable=bpf is not None and not network and private_cwd,
+        held=held,
+    )
+
+
+def _close_all(fds: list[int], held: Held | None) -> None:
+    """Close our read ends, and a held launch's write ends that :func:`release` did not
+    (once: a second call closes nothing, so never a number reused meanwhile)."""
+    todo = [*fds]
+    fds.clear()
+    if held is not None:
+        todo += [fd for fd in (held.go, held.program_fd) if fd >= 0]
+        held.go = held.program_fd = -1
+    for fd in todo:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _landlock_ruleset(

@@ -1,0 +1,224 @@
+"""Sandboxes made ahead (``murmur_nb._sandbox.warm``): a plan that ran twice has bubblewrap
+set up its next sandbox in advance, and the next call uses it. Nothing of the module may
+run before its call: each test's module writes a line into its ``rw`` root as the very first
+thing it does, and the tests count those lines, after waiting, after ``close()`` and after
+the kernel process holding a waiting sandbox is killed with ``SIGKILL``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+import murmur_nb as mnb
+
+
+def _descriptor() -> str:
+    cap = {"id": "warmsh.run", "title": "Run", "summary": "s", "request_schema": "in",
+           "result_schema": "out", "artifact_schemas": [], "skills": [],
+           "effects": {"local": True, "network": False, "external_writes": False,
+                       "provider": "", "cost_known": True}, "long_running": False}  # fmt: skip
+    return json.dumps({
+        "module": "warmsh", "name": "Warm", "version": "1", "protocol_versions": ["modproto.v1"],
+        "capabilities": [cap], "request_schemas": {"in": {"type": "object"}},
+        "result_schemas": {"out": {}}, "artifact_schemas": {}, "agent_overlays": [],
+        "skills": [], "requirements": [],
+        "permissions": {"filesystem_read": [], "filesystem_write": ["out"], "network": [],
+                        "credentials": [], "paid_providers": [], "publish": False,
+                        "subprocess": []},
+    })  # fmt: skip
+
+
+def _envelope(operation: str, result: str) -> str:
+    rid = "" if operation == "describe" else "%s"
+    execution = ('{"local":true,"network":false,"external_writes":false,"provider":"",'
+                 '"estimated_cost":0,"actual_cost":0,"artifacts":[]}')  # fmt: skip
+    return (f'{{"protocol":"modproto.v1","module":"warmsh","operation":"{operation}",'
+            f'"request_id":"{rid}","ok":true,"result":{result},"warnings":[],'
+            f'"execution":{execution}}}')  # fmt: skip
+
+
+def install(home: Path, marks: Path, *, sleep: str = "0") -> None:
+    """A ``/bin/sh`` module that first appends a line to ``marks`` (its ``rw`` root's file),
+    then reads the request, sleeps ``sleep`` seconds and answers."""
+    folder = home / "modules" / "warmsh"
+    folder.mkdir(parents=True)
+    describe, invoke = _envelope("describe", _descriptor()), _envelope("invoke", '{"n":1}')
+    (folder / "module").write_text(
+        "#!/bin/sh\n"
+        f"if [ \"$1\" = describe ]; then printf '%s' '{describe}'; exit 0; fi\n"
+        f'echo "started $$" >> {marks}\n'
+        "IFS= read -r line\n"
+        f"/bin/sleep {sleep}\n"
+        'rid=${line#*\\"request_id\\":\\"}\n'
+        'rid=${rid%%\\"*}\n'
+        f"printf '{invoke}' \"$rid\"\n"
+    )
+    (folder / "module").chmod(0o755)
+
+
+def lines(marks: Path) -> int:
+    return len(marks.read_text().splitlines()) if marks.exists() else 0
+
+
+def waiting(parent: int, timeout: float = 10.0) -> psutil.Process:
+    """The bubblewrap that waits, made ahead, below ``parent``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for child in psutil.Process(parent).children():
+            try:
+                if child.name() == "bwrap" and "--block-fd" in child.cmdline():
+                    return child
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.02)
+    raise AssertionError("no sandbox was made ahead")
+
+
+def gone(processes: list[psutil.Process], timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in processes):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    folder.chmod(0o777)  # the sandbox id of a root host writes here as well
+    return folder
+
+
+@pytest.fixture
+def host(tmp_path: Path, out: Path) -> Iterator[mnb.ModuleHost]:
+    install(tmp_path / "home", out / "marks")
+    with mnb.ModuleHost(home=tmp_path / "home",
+                        policy=mnb.Policy(roots={"out": out}, deadline_ms=2000)) as made:
+        if "--block-fd" not in _plan_of(made):
+            pytest.skip(f"no sandbox is made ahead here ({made.sandbox.confinement})")
+        yield made
+
+
+def _plan_of(host: mnb.ModuleHost) -> str:
+    """Whether this host's plans can be held: bubblewrap with a seccomp program."""
+    report = host.sandbox
+    return "--block-fd" if report.mechanism == "bwrap" and "seccomp" in report.confinement else ""
+
+
+def test_a_plan_run_twice_has_its_next_sandbox_made_ahead_and_used(
+    host: mnb.ModuleHost, out: Path
+) -> None:
+    for _ in range(2):
+        assert host.invoke("warmsh.run", {}).ok
+    ahead = waiting(os.getpid())
+    assert lines(out / "marks") == 2
+    third = host.invoke("warmsh.run", {})
+    assert third.ok and third.result == {"n": 1}
+    assert gone([ahead])  # the one made ahead ran the third call
+    assert waiting(os.getpid()).pid != ahead.pid  # and the next one waits already
+    assert lines(out / "marks") == 3
+
+
+def test_no_module_code_runs_before_its_call_nor_after_close(
+    host: mnb.ModuleHost, out: Path
+) -> None:
+    for _ in range(2):
+        assert host.invoke("warmsh.run", {}).ok
+    ahead = waiting(os.getpid())
+    tree = [ahead, *ahead.children(recursive=True)]
+    time.sleep(0.5)
+    assert lines(out / "marks") == 2  # made, waiting: nothing of the module started
+    host.close()
+    assert gone(tree)
+    time.sleep(0.3)
+    assert lines(out / "marks") == 2
+
+
+def test_the_deadline_counts_from_the_call_not_from_the_sandbox(
+    tmp_path: Path, out: Path
+) -> None:
+    install(tmp_path / "home", out / "marks", sleep="0.5")
+    with mnb.ModuleHost(home=tmp_path / "home",
+                        policy=mnb.Policy(roots={"out": out}, deadline_ms=1500)) as host:
+        if not _plan_of(host):
+            pytest.skip("no sandbox is made ahead here")
+        for _ in range(2):
+            assert host.invoke("warmsh.run", {}).ok
+        waiting(os.getpid())
+        time.sleep(2.0)  # longer than the deadline: the sandbox waits, the clock does not run
+        third = host.invoke("warmsh.run", {})
+    assert third.ok, third.error
+    assert lines(out / "marks") == 3
+
+
+def test_a_call_with_another_plan_never_runs_in_the_waiting_sandbox(
+    host: mnb.ModuleHost, out: Path, tmp_path: Path
+) -> None:
+    """The waiting sandbox binds the first root; after the policy moves the root elsewhere,
+    the first one is no longer in the call's sandbox: the module's write there fails (it
+    would land in the waiting one)."""
+    for _ in range(2):
+        assert host.invoke("warmsh.run", {}).ok
+    waiting(os.getpid())
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    moved.chmod(0o777)
+    host.policy = mnb.Policy(roots={"out": moved}, deadline_ms=2000)
+    moved_call = host.invoke("warmsh.run", {})
+    assert moved_call.ok
+    assert lines(out / "marks") == 2
+    assert "marks" in moved_call.stderr  # the shell says it could not open it
+
+
+def test_a_kernel_killed_while_a_sandbox_waits_never_runs_its_module(
+    tmp_path: Path, out: Path
+) -> None:
+    """``kill -9`` of the kernel closes the pipes of the sandbox it made ahead unwritten:
+    bubblewrap, let go by the end of file, reads an empty seccomp program, refuses it and
+    exits without starting the module."""
+    install(tmp_path / "home", out / "marks")
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        import murmur_nb as mnb
+        host = mnb.ModuleHost(home={str(tmp_path / "home")!r},
+                              policy=mnb.Policy(roots={{"out": {str(out)!r}}}))
+        for _ in range(2):
+            assert host.invoke("warmsh.run", {{}}).ok
+        print("ran", flush=True)
+        time.sleep(600)
+        """
+    )
+    kernel = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert kernel.stdout is not None
+        assert kernel.stdout.readline().strip() == "ran"
+        try:
+            ahead = waiting(kernel.pid)
+        except AssertionError:
+            pytest.skip("no sandbox is made ahead here")
+        tree = [ahead, *ahead.children(recursive=True)]
+        time.sleep(0.3)  # let it finish making the sandbox: the module is next
+        os.kill(kernel.pid, signal.SIGKILL)
+        kernel.wait(timeout=30)
+        assert gone(tree)
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+            kernel.wait()
+        if kernel.stdout is not None:
+            kernel.stdout.close()
+    time.sleep(0.3)
+    assert lines(out / "marks") == 2  # the two calls; never a third start
