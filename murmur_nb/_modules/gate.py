@@ -8,6 +8,7 @@ What holds is probed once, from the policy the host has then
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ from murmur_nb._sandbox import (
     run_launched,
     sandbox_report,
 )
-from murmur_nb._sandbox.warm import Warm, WarmSandboxes, make_warm, new_cwd, plan_key
+from murmur_nb._sandbox.warm import WarmSandboxes, make_warm, plan_key
 from murmur_nb.protocol import Root
 
 __all__ = ["SandboxGate"]
@@ -82,10 +83,9 @@ class SandboxGate:
         binaries: Sequence[str] = (),
         *,
         network: Sequence[str] = (),
-        hold: bool = False,
     ) -> Launch:
         """How to start ``argv`` confined (checked first, see :meth:`check`); ``network`` is
-        the call's ``grants.network``; ``hold``: a launch to make ahead (:mod:`.warm`)."""
+        the call's ``grants.network``."""
         self.check(network=bool(network))
         return launch(
             self.report,
@@ -96,7 +96,6 @@ class SandboxGate:
             binaries=binaries,
             network=network,
             private_cwd=self.makes_cwd,
-            hold=hold,
         )
 
     def run(
@@ -108,28 +107,21 @@ class SandboxGate:
         deadline_s: float,
         max_output_bytes: int,
         cancel: threading.Event | None,
-        replan: Callable[[Path], Launch],
     ) -> RunResult:
         """Run ``how`` (this call's plan, checked and granted), in the sandbox made ahead for
-        the same plan when one waits; then, when the plan ran before, have one made for its
-        next run, from ``replan(working folder)`` with ``hold=True`` (:mod:`.warm`)."""
+        the same plan when one waits; when the plan ran before, one is made for its next run
+        meanwhile, from ``how`` (:mod:`.warm`)."""
         key = plan_key(how, cwd)
         warm = self.warm.take(key)
+        if key is not None:
+            self.warm.ran(key, functools.partial(make_warm, how, cwd))
         if warm is None:
-            result = run_launched(how, stdin, cwd=cwd, deadline_s=deadline_s,
-                                  max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
-        else:
-            how.close()  # planned only to check and compare: the waiting one is the same
-            result = run_launched(warm.how, stdin, cwd=warm.cwd, deadline_s=deadline_s,
-                                  max_output_bytes=max_output_bytes, cancel=cancel,
-                                  started=warm.proc)  # fmt: skip
-
-        def ahead() -> Warm:
-            folder = new_cwd(cwd.parent)
-            return make_warm(replan(folder), folder)
-
-        self.warm.ran(key, ahead)
-        return result
+            return run_launched(how, stdin, cwd=cwd, deadline_s=deadline_s,
+                                max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
+        how.close()  # planned to be checked and compared: the waiting one is the same plan
+        return run_launched(warm.how, stdin, cwd=warm.cwd, deadline_s=deadline_s,
+                            max_output_bytes=max_output_bytes, cancel=cancel,
+                            started=warm.proc)  # fmt: skip
 
     def close(self) -> None:
         """Kill the sandboxes made ahead for this host."""

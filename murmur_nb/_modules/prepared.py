@@ -23,7 +23,6 @@ asks for it on every row.
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import threading
 import time
@@ -58,7 +57,7 @@ from murmur_nb._modules.invocation import Invocation, Ran
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
-from murmur_nb._sandbox import Launch, RunEvidence
+from murmur_nb._sandbox import RunEvidence
 from murmur_nb._schemas.bounded import check
 from murmur_nb._schemas.schemas import ValidatorCache
 from murmur_nb.protocol import Capability, Descriptor, Envelope, Request
@@ -261,16 +260,16 @@ class PreparedCall:
         payload = json.dumps(
             request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
         ).encode()
-        argv, roots = [str(exe), "invoke"], request.roots or {}
-        binaries, network = list((request.binaries or {}).values()), request.grants.network or ()
-
-        def plan(cwd: Path, *, hold: bool = False) -> Launch:
-            return gate.launch(argv, cwd, exe.parent, roots, binaries, network=tuple(network),
-                               hold=hold)  # fmt: skip
-
         with self.parts.workspace.cwd(in_sandbox=gate.makes_cwd) as cwd:
             try:
-                how = plan(cwd)
+                how = gate.launch(
+                    [str(exe), "invoke"],
+                    cwd,
+                    exe.parent,
+                    request.roots or {},
+                    list((request.binaries or {}).values()),
+                    network=tuple(request.grants.network or ()),
+                )
             except OSError as exc:
                 raise self._host_failed("could not prepare the sandbox for", exc) from exc
             confinement, warnings = how.confinement, gate.warning()
@@ -282,7 +281,6 @@ class PreparedCall:
                     deadline_s=request.deadline_ms / 1000.0,
                     max_output_bytes=request.max_output_bytes,
                     cancel=call.cancel,
-                    replan=functools.partial(plan, hold=True),
                 )
             except OSError as exc:
                 if exc.errno not in NOT_RUNNABLE:

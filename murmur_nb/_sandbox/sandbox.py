@@ -15,6 +15,7 @@ are exposed, never a tree that is ``/`` or the home folder. The probe runs once 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import html
 import os
@@ -38,6 +39,7 @@ __all__ = [
     "Held",
     "Launch",
     "SandboxReport",
+    "held_copy",
     "launch",
     "release",
     "sandbox_report",
@@ -496,8 +498,9 @@ class Launch:
     start_in: Path | None = None
     #: a network grant kept to these destinations (:mod:`.netguard`), checked by the host
     destinations: netguard.Destinations | None = None
-    #: bwrap with a seccomp program: the launch can be set up ahead of its call (``hold``)
-    holdable: bool = False
+    #: bwrap's seccomp program when the launch can be set up ahead of a call (no network
+    #: grant, a private working folder): :func:`held_copy`
+    program: bytes | None = None
     #: a launch set up ahead: bwrap waits, the sandbox made, until :func:`release`
     held: Held | None = None
 
@@ -563,12 +566,8 @@ def launch(
     binaries: Iterable[str] = (),
     network: Sequence[str] = (),
     private_cwd: bool = False,
-    hold: bool = False,
 ) -> Launch:
     """The argv, ``preexec_fn`` and label that run ``argv`` as confined as ``report`` allows.
-
-    ``hold`` (for a ``holdable`` launch: bwrap with a seccomp program, no network grant):
-    bwrap is to make the sandbox and wait (:class:`Held`) until :func:`release`.
 
     ``network`` is the call's ``grants.network``: empty, no socket at all; else, unless the
     policy opted out, every destination is checked by the host (:mod:`.netguard`).
@@ -591,7 +590,7 @@ def launch(
             for real, _ in [*reads, *ro, *rw, _pair(cwd)]:
                 access.grant_passage(real)
     how = _plan(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=bool(network),
-                private_cwd=private_cwd, hold=hold)
+                private_cwd=private_cwd)
     if network and report.mode != "off":
         checked = report.granted_network is not None and report.network_isolation != "none"
         if checked:
@@ -612,12 +611,11 @@ def _plan(
     rw: list[tuple[str, str]],
     network: bool,
     private_cwd: bool,
-    hold: bool = False,
 ) -> Launch:
     bpf = report._seccomp_net if network else report._seccomp
     if report._bwrap is not None:
         return _bwrapped(report, report._bwrap, bpf, argv, cwd=cwd, reads=reads, ro=ro, rw=rw,
-                         network=network, private_cwd=private_cwd, hold=hold)  # fmt: skip
+                         network=network, private_cwd=private_cwd)  # fmt: skip
     user = identity.sandbox_id() if identity.is_root() and report.mode != "off" else None
     if report._reaper is not None:
         return _reaped(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=network,
@@ -644,43 +642,61 @@ def _bwrapped(
     rw: list[tuple[str, str]],
     network: bool,
     private_cwd: bool,
-    hold: bool,
 ) -> Launch:
-    """bwrap's launch; with ``hold``, one that makes the sandbox and waits (:class:`Held`)."""
-    if hold and (bpf is None or network):
-        raise ValueError("only a launch with a seccomp program and no network grant is held")
-    inherited: list[int] = []  # read ends: bwrap's; ours closed when the run ends
-    held = None
+    """bwrap's launch (its seccomp program, if any, on a pipe it reads)."""
+    inherited: list[int] = []  # the program's read end: bwrap's; ours closed after the run
     try:
-        if bpf is None:
-            filtered: list[str] = []
-        elif hold:
-            block, go = os.pipe2(os.O_CLOEXEC)
-            inherited.append(block)
-            held = Held(go, -1, bpf)
-            program, held.program_fd = os.pipe2(os.O_CLOEXEC)
-            inherited.append(program)
-            filtered = ["--block-fd", str(block), "--seccomp", str(program)]
-        else:
+        filtered: list[str] = []
+        if bpf is not None:
             inherited.append(seccomp.program_fd(bpf))
             filtered = ["--seccomp", str(inherited[0])]
         out, fds = _bwrap_argv(bwrap, argv, cwd, reads, ro=ro, rw=rw, network=network,
                                filtered=filtered, private_cwd=private_cwd)  # fmt: skip
-    except BaseException:  # no Launch will own the pipes: close them here
-        _close_all(inherited, held)
+    except BaseException:  # no Launch will own the pipe: close it here
+        _close_all(inherited, None)
         raise
-
     return Launch(
         out,
         None,
         report.confinement,
-        lambda: _close_all(inherited, held),
+        lambda: _close_all(inherited, None),
         pass_fds=(*fds, *inherited),
         owns_pid_namespace=True,
         start_in=cwd.parent if private_cwd else None,
-        holdable=bpf is not None and not network and private_cwd,
-        held=held,
+        program=bpf if not network and private_cwd else None,
     )
+
+
+def held_copy(how: Launch, cwd: Path, new: Path) -> Launch:
+    """``how`` (a plan with a ``program``, for working folder ``cwd``) again for working folder
+    ``new``, held (:class:`Held`): the same sandbox, to be made ahead of the plan's next call.
+    Nothing is resolved or given again: that was done for ``how``'s own call, and the next
+    call plans afresh and uses this one only for the same plan (:mod:`.warm`)."""
+    if how.program is None or how.held is not None:
+        raise ValueError("held_copy needs a plan with a seccomp program, not a held one")
+    inherited: list[int] = []
+    held = None
+    try:
+        block, go = os.pipe2(os.O_CLOEXEC)
+        inherited.append(block)
+        held = Held(go, -1, how.program)
+        program, held.program_fd = os.pipe2(os.O_CLOEXEC)
+        inherited.append(program)
+    except BaseException:
+        _close_all(inherited, held)
+        raise
+    argv: list[str] = []
+    replaced: set[str] = set()
+    args = iter(how.argv)
+    for arg in args:
+        if arg == "--seccomp" and not replaced:
+            replaced.add(next(args))
+            argv += ["--block-fd", str(block), "--seccomp", str(program)]
+        else:
+            argv.append(arg.replace(cwd.name, new.name))
+    kept = tuple(fd for fd in how.pass_fds if str(fd) not in replaced)
+    return dataclasses.replace(how, argv=argv, close=lambda: _close_all(inherited, held),
+                               pass_fds=(*kept, *inherited), held=held)  # fmt: skip
 
 
 def _close_all(fds: list[int], held: Held | None) -> None:

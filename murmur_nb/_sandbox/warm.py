@@ -22,7 +22,9 @@ What holds:
   from scratch (every root resolved again, every grant given again); the waiting sandbox is
   used only when its plan is the same argv but for its own working folder's name and
   descriptor numbers (:func:`plan_key`). Anything else (another module, other roots or
-  grants, another policy) runs as a fresh sandbox.
+  grants, another policy) runs as a fresh sandbox. The waiting one is the previous call's
+  plan for a new working folder (:func:`~murmur_nb._sandbox.sandbox.held_copy`): nothing is
+  resolved twice per call.
 
 At most :data:`KEEP` plans keep a sandbox waiting (the least recently used one goes), and a
 plan's first run never leaves one: a one-off call costs nothing more.
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._sandbox.runner import start_held
-from murmur_nb._sandbox.sandbox import Launch
+from murmur_nb._sandbox.sandbox import Launch, held_copy
 
 __all__ = ["KEEP", "Warm", "WarmSandboxes", "plan_key"]
 
@@ -79,7 +81,7 @@ class Warm:
 def plan_key(how: Launch, cwd: Path) -> Key | None:
     """What identifies ``how``'s sandbox: its argv with the working folder's name and the
     descriptor numbers left out (``--block-fd`` dropped); ``None`` when it cannot be held."""
-    if not how.holdable:
+    if how.program is None:
         return None
     out: list[str] = []
     args = iter(how.argv)
@@ -91,11 +93,6 @@ def plan_key(how: Launch, cwd: Path) -> Key | None:
             continue
         out.append(arg.replace(cwd.name, "#cwd"))
     return tuple(out)
-
-
-def new_cwd(runs: Path) -> Path:
-    """A new working folder name for a sandbox that makes its own (as the workspace names one)."""
-    return runs / f"cwd-{secrets.token_hex(8)}"
 
 
 class WarmSandboxes:
@@ -166,15 +163,17 @@ class WarmSandboxes:
             warm.discard()
 
 
-def make_warm(how: Launch, cwd: Path) -> Warm:
-    """Start the held launch ``how`` for working folder ``cwd`` (closing it if bwrap does not
-    start)."""
+def make_warm(plan: Launch, cwd: Path) -> Warm:
+    """Start ``plan`` (this call's, for working folder ``cwd``) again, held, for a new
+    working folder: the sandbox of the plan's next call (closed if bwrap does not start)."""
+    folder = cwd.parent / f"cwd-{secrets.token_hex(8)}"  # as the workspace names one
+    how = held_copy(plan, cwd, folder)
     try:
-        proc = start_held(how, cwd)
+        proc = start_held(how, folder)
     except BaseException:
         how.close()
         raise
-    return Warm(how, proc, cwd)
+    return Warm(how, proc, folder)
 
 
 class _Starter:
