@@ -229,6 +229,33 @@ def test_compact_round_trips_messages(
     assert all(isinstance(m, Message) for m in kept.value)
 
 
+def test_compact_round_trips_every_kind_of_field(
+    tmp_path: Path, guest_bytes: bytes, store: ConversationStore, fast: bool
+) -> None:
+    """Empty strings, text past ASCII, a name and none, a timestamp and none, 100 KB of
+    content: the guest's answer comes back exactly (the fast path reads wasmtime's values by
+    address, the generic one through the binding)."""
+    sent = [
+        Message(id="dropped", role="user", content="the guest drops the first"),
+        Message(id="", role="", content="", name="", created_at=""),
+        Message(id="ü-1", role="assistant", content='héllo ✓ 𝄞\n"quoted"\x00', name="bot ✓"),
+        Message(id="x" * 5000, role="tool", content="y" * 100_000, created_at="2026-01-01Z"),
+    ]
+    hooks = host_for(capsule(tmp_path, guest_bytes, GRANTED), store, fast=fast)
+    kept = hooks.compact(sent)["reader"]
+    assert kept.ok, kept
+    assert kept.value == sent[1:]
+
+
+@pytest.mark.parametrize("task_id", ["t", "", "tâche ✓ 𝄞 " * 50])
+def test_task_start_hands_the_guest_its_task_id_exactly(
+    tmp_path: Path, guest_bytes: bytes, store: ConversationStore, fast: bool, task_id: str
+) -> None:
+    hooks = host_for(capsule(tmp_path, guest_bytes, GRANTED), store, fast=fast)
+    result = hooks.task_start(task_id=task_id, context_id="ctx-1")["reader"]
+    assert result.ok and result.value == task_id, result
+
+
 def test_invalid_context_id_is_refused_before_any_hook_runs(
     tmp_path: Path, guest_bytes: bytes, store: ConversationStore
 ) -> None:

@@ -50,6 +50,7 @@ from murmur_nb._hooks.lowering import (
     FAST_PATH_ERRORS,
     Messages,
     PageLowering,
+    TaskStart,
     fast_path_supported,
     message_record,
 )
@@ -341,6 +342,8 @@ class HookHost:
         self._context_id = context_id
 
         def make_args() -> tuple[Any, ...]:
+            if self.lowering is not None:  # written straight into wasmtime's C values
+                return (TaskStart(task_id, context_id),)
             event: Any = self.runtime.Record()
             setattr(event, "task-id", task_id)
             setattr(event, "context-id", context_id)
