@@ -6,6 +6,7 @@ the kernel process holding a waiting sandbox is killed with ``SIGKILL``."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -141,6 +142,22 @@ def test_no_module_code_runs_before_its_call_nor_after_close(
     time.sleep(0.5)
     assert lines(out / "marks") == 2  # made, waiting: nothing of the module started
     host.close()
+    assert gone(tree)
+    time.sleep(0.3)
+    assert lines(out / "marks") == 2
+
+
+def test_a_host_dropped_unclosed_leaves_no_sandbox_waiting(tmp_path: Path, out: Path) -> None:
+    install(tmp_path / "home", out / "marks")
+    host = mnb.ModuleHost(home=tmp_path / "home", policy=mnb.Policy(roots={"out": out}))
+    if not _plan_of(host):
+        pytest.skip("no sandbox is made ahead here")
+    for _ in range(2):
+        assert host.invoke("warmsh.run", {}).ok
+    ahead = waiting(os.getpid())
+    tree = [ahead, *ahead.children(recursive=True)]
+    del host
+    gc.collect()
     assert gone(tree)
     time.sleep(0.3)
     assert lines(out / "marks") == 2

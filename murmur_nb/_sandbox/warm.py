@@ -14,7 +14,8 @@ What holds:
   (:func:`~murmur_nb._sandbox.sandbox.release`). A host that dies (``kill -9`` too) closes
   the program's pipe unwritten: bwrap reads an empty program, refuses it and exits.
 - **Nothing of a waiting sandbox outlives its host.** :meth:`WarmSandboxes.close` (the
-  host's ``close()``, and interpreter exit) kills each one's process group (bwrap and its
+  host's ``close()``; a host dropped unclosed, and interpreter exit, through a finalizer)
+  kills each one's process group (bwrap and its
   child, which has not yet left the group) before anything is closed; bwrap's
   ``--die-with-parent`` covers a host that dies. The thread that starts them lives as long
   as the process: a parent-death signal follows the *thread* that started a process.
@@ -32,7 +33,6 @@ plan's first run never leaves one: a one-off call costs nothing more.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import queue
@@ -105,7 +105,8 @@ class WarmSandboxes:
         self._making: set[Key] = set()
         self._pid = os.getpid()
         self._closed = False
-        _ALL.add(self)
+        # close()'s killing, also when the host is dropped unclosed, and at interpreter exit
+        self._discard = weakref.finalize(self, _discard_all, self._lock, self._waiting, self._pid)
 
     def take(self, key: Key | None) -> Warm | None:
         """The sandbox waiting for ``key``'s plan (now no longer waiting), if any."""
@@ -157,10 +158,15 @@ class WarmSandboxes:
         """Kill every waiting sandbox; nothing is made for this host any more. Idempotent."""
         with self._lock:
             self._closed = True
-            gone = list(self._waiting.values()) if os.getpid() == self._pid else []
-            self._waiting.clear()
-        for warm in gone:
-            warm.discard()
+        self._discard()
+
+
+def _discard_all(lock: threading.Lock, waiting: OrderedDict[Key, Warm], pid: int) -> None:
+    with lock:
+        gone = list(waiting.values()) if os.getpid() == pid else []  # a fork's are not its own
+        waiting.clear()
+    for warm in gone:
+        warm.discard()
 
 
 def make_warm(plan: Launch, cwd: Path) -> Warm:
@@ -193,23 +199,24 @@ class _Starter:
 
     def _loop(self) -> None:
         while True:
-            pool, key, make = self._queue.get()
-            try:
-                warm = make()
-            except Exception:  # the next call simply starts its own sandbox
-                pool.failed(key)
-                continue
-            made = plan_key(warm.how, warm.cwd)
-            if made != key:  # the plan changed meanwhile (policy, grants): not this one's
-                pool.failed(key)
-                warm.discard()
-                continue
-            pool.keep(key, warm)
+            _serve(*self._queue.get())  # nothing of a request stays referenced here
+
+
+def _serve(pool: WarmSandboxes, key: Key, make: Callable[[], Warm]) -> None:
+    try:
+        warm = make()
+    except Exception:  # the next call simply starts its own sandbox
+        pool.failed(key)
+        return
+    if plan_key(warm.how, warm.cwd) != key:  # cannot differ (the same argv): never kept
+        pool.failed(key)
+        warm.discard()
+        return
+    pool.keep(key, warm)
 
 
 _STARTER: list[_Starter] = []
 _STARTER_LOCK = threading.Lock()
-_ALL: weakref.WeakSet[WarmSandboxes] = weakref.WeakSet()
 
 
 def _starter() -> _Starter:
@@ -217,10 +224,3 @@ def _starter() -> _Starter:
         if not _STARTER or _STARTER[0].pid != os.getpid():
             _STARTER[:] = [_Starter()]
         return _STARTER[0]
-
-
-@atexit.register
-def _close_all() -> None:
-    for pool in list(_ALL):
-        with contextlib.suppress(Exception):
-            pool.close()
