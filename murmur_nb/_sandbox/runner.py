@@ -350,11 +350,11 @@ def _drive(
 
 
 def start_held(how: Launch, cwd: Path) -> subprocess.Popen[bytes]:
-    """Start a held launch (``launch(..., hold=True)``): bwrap makes the sandbox and waits
-    for :func:`run_launched` with ``started=``. The caller kills its process group and reaps
-    it (then closes the launch) if it is never run."""
+    """Start a held launch (:func:`~murmur_nb._sandbox.sandbox.held_copy`): bwrap makes the
+    sandbox and waits for :func:`run_launched` with ``started=``. The caller kills its
+    process group and reaps it (then closes the launch) if it is never run."""
     if how.held is None:
-        raise ValueError("start_held needs a launch made with hold=True")
+        raise ValueError("start_held needs a held launch (sandbox.held_copy)")
     return _popen(how.argv, cwd=how.start_in or cwd, pass_fds=how.pass_fds)
 
 
