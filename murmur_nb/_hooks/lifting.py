@@ -178,6 +178,8 @@ def lift_messages(
     if count > budget.max_messages:
         raise LiftStopped("result_too_large", too_many(count, budget.max_messages))
     data = ctypes.cast(items.data, ctypes.c_void_p).value or 0
+    if count and not data:
+        raise ValueError("a list of messages without its values")
     # Sizes first, then text: a result past the byte bound is refused before decoding any.
     fields = [read_fields(data + i * layout.val_size, layout, budget) for i in range(count)]
     string_at = ctypes.string_at
