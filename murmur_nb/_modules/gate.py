@@ -39,7 +39,8 @@ class SandboxGate:
         self._policy = policy
         self._report: SandboxReport | None = None
         self._warned: set[str] = set()  # each problem is warned about once per host
-        #: sandboxes made ahead for the next call of a plan that ran before (:mod:`.warm`)
+        #: sandboxes made ahead for the next call of a plan that ran before
+        #: (:mod:`murmur_nb._sandbox.warm`)
         self.warm = WarmSandboxes()
 
     @property
@@ -110,7 +111,7 @@ class SandboxGate:
     ) -> RunResult:
         """Run ``how`` (this call's plan, checked and granted), in the sandbox made ahead for
         the same plan when one waits; when the plan ran before, one is made for its next run
-        meanwhile, from ``how`` (:mod:`.warm`)."""
+        meanwhile, from ``how`` (:mod:`murmur_nb._sandbox.warm`)."""
         key = plan_key(how, cwd)
         warm = self.warm.take(key)
         if key is not None:
