@@ -1,7 +1,8 @@
 /* murmur-nb: leave root for the sandbox id, then run a module with an empty environment.
  *
  * Run by bubblewrap as root *of the module's user namespace* on a root host (see
- * identity.py): usage `drop UID GID [-C DIR] PROGRAM [ARG...]`. With -C it first makes DIR
+ * identity.py): usage `drop UID GID [-C DIR] PROGRAM [ARG...]`; as an ordinary user's
+ * last step before the module, `drop - - PROGRAM [ARG...]` keeps the ids (keep_ids). With -C it first makes DIR
  * (which must not exist yet: the working folder, on the sandbox's own tmpfs), gives it to
  * UID and GID and starts there. It empties the ambient and bounding capability sets (while
  * it still holds CAP_SETPCAP), clears the supplementary groups, switches real, effective and
@@ -224,8 +225,22 @@ static void close_the_rest(void) {
     for (unsigned long fd = 3; fd < limit; fd++) close_one((unsigned int)fd);
 }
 
+/* `drop - - PROGRAM [ARG...]`: an ordinary user's sandbox, whose ids stay: only the checks
+ * that no capability is left, no_new_privs, the descriptors closed and the empty
+ * environment (one static exec instead of `env -i`, a dynamic one) */
+static int keep_ids(char **argv) {
+    long r;
+    empty_inheritable();
+    if (FAILED(r = no_new_privs())) fail("prctl(PR_SET_NO_NEW_PRIVS)", "", r, 126);
+    close_the_rest();
+    char *empty[] = {0};
+    r = run(&argv[3], empty);
+    fail("cannot execute ", argv[3], r, 127);
+}
+
 static int drop(int argc, char **argv) {
     if (argc < 4) fail("usage: drop UID GID [-C DIR] PROGRAM [ARG...]", "", 0, 126);
+    if (same(argv[1], "-") && same(argv[2], "-")) return keep_ids(argv);
     unsigned long uid = parse_id(argv[1]);
     unsigned long gid = parse_id(argv[2]);
     int program = 3;

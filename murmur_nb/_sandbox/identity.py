@@ -95,8 +95,9 @@ _DROP_BUILDS = (
 
 
 def _drop_works(path: Path) -> bool:
-    """Whether the built helper leaves root and runs a program (here, as root)."""
-    ident = str(sandbox_id())
+    """Whether the built helper runs a program: leaving root for the sandbox id on a root
+    host, keeping the ids (``- -``) for an ordinary user."""
+    ident = str(sandbox_id()) if is_root() else "-"
     probe = subprocess.run([str(path), ident, ident, "/bin/true"], env={},
                            capture_output=True, check=False, timeout=10)  # fmt: skip
     return probe.returncode == 0
@@ -113,8 +114,12 @@ def drop_helper() -> str | None:
 
 
 def drop_argv() -> list[str]:
-    """What bwrap runs before the module on a root host: the drop helper, or env + setpriv."""
+    """What bwrap runs before the module: on a root host the drop helper (or env + setpriv),
+    leaving root; for an ordinary user the helper keeping the ids (or ``env -i``), which
+    empties the environment (bwrap sets ``PWD``) and closes every descriptor but 0-2."""
     helper = drop_helper()
+    if not is_root():
+        return [_ENV, "-i"] if helper is None else [helper, "-", "-"]
     if helper is None:
         return [_ENV, "-i", *setpriv_argv()]
     ident = str(sandbox_id())

@@ -158,7 +158,7 @@ def _probe_seccomp(bwrap: str | None) -> tuple[bytes | None, str]:
     argv = [bwrap, *flags, "--seccomp", str(fd),
             *_layout(list(_interpreter_trees()), [], [], runs="/tmp", network=False,
                      prefix=prefix),
-            "--chdir", "/", "--", *prefix, python, "-I", "-S", "-c", check]
+            "--chdir", "/", "--", *_sandboxed(prefix), python, "-I", "-S", "-c", check]
     try:
         out = subprocess.run(argv, capture_output=True, env={}, timeout=10, check=False,
                              pass_fds=(fd, *fds))
@@ -217,7 +217,17 @@ def _namespace_flags(*, network: bool, seccomp: bool) -> tuple[list[str], tuple[
 def _identity_prefix() -> list[str]:
     """What bwrap runs the module through: an empty environment (bwrap sets ``PWD``) and,
     on a root host, the switch to the sandbox id (:func:`.identity.drop_argv`)."""
-    return identity.drop_argv() if identity.is_root() else [_ENV, "-i"]
+    return identity.drop_argv()
+
+
+#: where a sandbox laid out by :func:`_layout` finds the drop helper: a name of its own, so
+#: the module learns nothing of the cache (or the home folder) the helper was built in
+_HELPER_AT = "/.murmur-nb/drop"
+
+
+def _sandboxed(prefix: list[str]) -> list[str]:
+    """``prefix`` as run inside a sandbox laid out by :func:`_layout`."""
+    return prefix if prefix[0] == _ENV else [_HELPER_AT, *prefix[1:]]
 
 
 @dataclass(frozen=True)
@@ -861,7 +871,7 @@ def _layout(
     prefix: list[str],
 ) -> list[str]:
     """The sandbox's file system: its folders, the system trees, ``reads`` and the roots,
-    and the drop helper (root hosts; the first word of ``prefix``) where it is."""
+    and the drop helper (the first word of ``prefix``) at :data:`_HELPER_AT`."""
     devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
     parents = _parent_dirs((*(given for _, given in [*reads, *ro, *rw]), *devices), runs)
     out = [*parents, *_system_args()]
@@ -877,8 +887,8 @@ def _layout(
                     key=lambda m: _depth(m[0][1]))
     for (real, given), how in mounts:
         out += [how, real, given]
-    if prefix[0] != _ENV:  # the drop helper, bound where it is
-        out += ["--ro-bind", prefix[0], prefix[0]]
+    if prefix[0] != _ENV:  # the drop helper
+        out += ["--ro-bind", prefix[0], _HELPER_AT]
     return out
 
 
@@ -910,5 +920,5 @@ def _bwrap_argv(
         prefix = [*prefix, "-C", real_cwd]
     else:  # made on the sandbox's own tmpfs by bwrap, as the user
         out += ["--perms", "0700", "--dir", real_cwd, "--chdir", real_cwd]
-    out += ["--", *prefix, *argv]
+    out += ["--", *_sandboxed(prefix), *argv]
     return out, fds
