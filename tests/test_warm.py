@@ -147,6 +147,15 @@ def test_no_module_code_runs_before_its_call_nor_after_close(
     assert lines(out / "marks") == 2
 
 
+def test_a_batch_makes_no_sandbox_ahead(host: mnb.ModuleHost, out: Path) -> None:
+    """Its rows keep the cores busy already: a sandbox made ahead would only move the work."""
+    rows = host.map("warmsh.run", [{"i": i} for i in range(6)], progress=False).to_pandas()
+    assert rows["ok"].all(), rows
+    time.sleep(0.3)
+    assert not [c for c in psutil.Process().children() if "--block-fd" in c.cmdline()]
+    assert lines(out / "marks") == 6
+
+
 def test_a_host_dropped_unclosed_leaves_no_sandbox_waiting(tmp_path: Path, out: Path) -> None:
     install(tmp_path / "home", out / "marks")
     host = mnb.ModuleHost(home=tmp_path / "home", policy=mnb.Policy(roots={"out": out}))

@@ -57,6 +57,8 @@ class Call:
     staged: Sequence[StagedArtifact] = ()
     validate_input: bool = True
     cancel: threading.Event | None = None
+    #: whether the plan's next sandbox may be made ahead (:mod:`murmur_nb._sandbox.warm`)
+    ahead: bool = True
 
 
 @dataclass(frozen=True)

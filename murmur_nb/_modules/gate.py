@@ -108,13 +108,14 @@ class SandboxGate:
         deadline_s: float,
         max_output_bytes: int,
         cancel: threading.Event | None,
+        ahead: bool = True,
     ) -> RunResult:
         """Run ``how`` (this call's plan, checked and granted), in the sandbox made ahead for
         the same plan when one waits; when the plan ran before, one is made for its next run
-        meanwhile, from ``how`` (:mod:`murmur_nb._sandbox.warm`)."""
+        meanwhile, from ``how`` (:mod:`murmur_nb._sandbox.warm`), unless not ``ahead``."""
         key = plan_key(how, cwd)
         warm = self.warm.take(key)
-        if key is not None:
+        if key is not None and ahead:
             self.warm.ran(key, functools.partial(make_warm, how, cwd))
         if warm is None:
             return run_launched(how, stdin, cwd=cwd, deadline_s=deadline_s,

@@ -191,12 +191,16 @@ class PreparedCall:
         validate_input: bool = True,
         cancel: threading.Event | None = None,
         if_unchanged: bool = False,
+        ahead: bool = True,
     ) -> Invocation:
         """Run the prepared capability on ``input``; the checked :class:`Invocation`.
 
         The parameters are :meth:`ModuleHost.invoke <murmur_nb.ModuleHost.invoke>`'s, and
         ``if_unchanged``: first refuse (code ``module_changed``, nothing runs) when the live
-        module folder no longer resolves to this call's digests (:meth:`changed`).
+        module folder no longer resolves to this call's digests (:meth:`changed`);
+        ``ahead=False``: make no sandbox ahead for the next call (one made ahead is still
+        used). A batch passes it: its rows keep every core busy already, and a sandbox made
+        ahead only moves the same work to another thread (docs/sandbox.md).
 
         Raises
         ------
@@ -207,7 +211,7 @@ class PreparedCall:
         """
         call = Call(self.capability, input, uuid.uuid4().hex, deadline_ms=deadline_ms,
                     max_output_bytes=max_output_bytes, extra=extra, staged=staged,
-                    validate_input=validate_input, cancel=cancel)  # fmt: skip
+                    validate_input=validate_input, cancel=cancel, ahead=ahead)  # fmt: skip
         return self._audited(call, if_unchanged=if_unchanged)
 
     def _audited(self, call: Call, *, if_unchanged: bool) -> Invocation:
@@ -281,6 +285,7 @@ class PreparedCall:
                     deadline_s=request.deadline_ms / 1000.0,
                     max_output_bytes=request.max_output_bytes,
                     cancel=call.cancel,
+                    ahead=call.ahead,
                 )
             except OSError as exc:
                 if exc.errno not in NOT_RUNNABLE:
