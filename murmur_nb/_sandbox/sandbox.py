@@ -624,8 +624,28 @@ def _plan(
 ) -> Launch:
     bpf = report._seccomp_net if network else report._seccomp
     if report._bwrap is not None:
-        return _bwrapped(report, report._bwrap, bpf, argv, cwd=cwd, reads=reads, ro=ro, rw=rw,
-                         network=network, private_cwd=private_cwd)  # fmt: skip
+        inherited: list[int] = []  # the program's read end: bwrap's; ours closed after the run
+        try:
+            filtered: list[str] = []
+            if bpf is not None:
+                inherited.append(seccomp.program_fd(bpf))
+                filtered = ["--seccomp", str(inherited[0])]
+            out, fds = _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw,
+                                   network=network, filtered=filtered,
+                                   private_cwd=private_cwd)  # fmt: skip
+        except BaseException:  # no Launch will own the pipe: close it here
+            _close_all(inherited, None)
+            raise
+        return Launch(
+            out,
+            None,
+            report.confinement,
+            lambda: _close_all(inherited, None),
+            pass_fds=(*fds, *inherited),
+            owns_pid_namespace=True,
+            start_in=cwd.parent if private_cwd else None,
+            program=bpf if not network and private_cwd else None,
+        )
     user = identity.sandbox_id() if identity.is_root() and report.mode != "off" else None
     if report._reaper is not None:
         return _reaped(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=network,
@@ -638,43 +658,6 @@ def _plan(
     if rules is not None:
         return Launch(list(argv), rules.apply, report.confinement, lambda: None, user=user)
     return Launch(list(argv), None, report.confinement, lambda: None)
-
-
-def _bwrapped(
-    report: SandboxReport,
-    bwrap: str,
-    bpf: bytes | None,
-    argv: Sequence[str],
-    *,
-    cwd: Path,
-    reads: list[tuple[str, str]],
-    ro: list[tuple[str, str]],
-    rw: list[tuple[str, str]],
-    network: bool,
-    private_cwd: bool,
-) -> Launch:
-    """bwrap's launch (its seccomp program, if any, on a pipe it reads)."""
-    inherited: list[int] = []  # the program's read end: bwrap's; ours closed after the run
-    try:
-        filtered: list[str] = []
-        if bpf is not None:
-            inherited.append(seccomp.program_fd(bpf))
-            filtered = ["--seccomp", str(inherited[0])]
-        out, fds = _bwrap_argv(bwrap, argv, cwd, reads, ro=ro, rw=rw, network=network,
-                               filtered=filtered, private_cwd=private_cwd)  # fmt: skip
-    except BaseException:  # no Launch will own the pipe: close it here
-        _close_all(inherited, None)
-        raise
-    return Launch(
-        out,
-        None,
-        report.confinement,
-        lambda: _close_all(inherited, None),
-        pass_fds=(*fds, *inherited),
-        owns_pid_namespace=True,
-        start_in=cwd.parent if private_cwd else None,
-        program=bpf if not network and private_cwd else None,
-    )
 
 
 def held_copy(how: Launch, cwd: Path, new: Path) -> Launch:
