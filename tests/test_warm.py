@@ -155,38 +155,60 @@ def test_a_batch_makes_no_sandbox_ahead(host: mnb.ModuleHost, out: Path) -> None
     assert lines(out / "marks") == 6
 
 
-def test_a_host_dropped_unclosed_leaves_no_sandbox_waiting(tmp_path: Path, out: Path) -> None:
-    """In a kernel of its own: a host dropped unclosed also keeps its root grants (those last
-    until every host of the process closes), which must not reach the other tests here."""
+def kernel(tmp_path: Path, out: Path, then: str) -> subprocess.Popen[str]:
+    """A kernel of its own: a host makes two calls of the module (so one sandbox is made
+    ahead), prints ``ran``, reads a line, then runs ``then``."""
     install(tmp_path / "home", out / "marks")
     script = textwrap.dedent(
         f"""
-        import gc, os, sys, time
-        import psutil
+        import gc, sys, time
         import murmur_nb as mnb
         host = mnb.ModuleHost(home={str(tmp_path / "home")!r},
                               policy=mnb.Policy(roots={{"out": {str(out)!r}}}))
         for _ in range(2):
             assert host.invoke("warmsh.run", {{}}).ok
-        end = time.monotonic() + 10
-        waiting = []
-        while not waiting and time.monotonic() < end:
-            waiting = [p for p in psutil.Process().children() if "--block-fd" in p.cmdline()]
-            time.sleep(0.02)
-        tree = [p for w in waiting for p in (w, *w.children(recursive=True))]
-        print("waiting", len(waiting), flush=True)
+        print("ran", flush=True)
+        sys.stdin.readline()
+        """
+    ) + textwrap.dedent(then)
+    started = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert started.stdout is not None
+    assert started.stdout.readline().strip() == "ran"
+    return started
+
+
+def made_ahead_in(started: subprocess.Popen[str]) -> list[psutil.Process]:
+    """The sandbox ``started`` made ahead, and what bwrap made of it (skip when none)."""
+    try:
+        ahead = waiting(started.pid)
+    except AssertionError:
+        started.kill()
+        started.communicate()
+        pytest.skip("no sandbox is made ahead here")
+    return [ahead, *ahead.children(recursive=True)]
+
+
+def test_a_host_dropped_unclosed_leaves_no_sandbox_waiting(tmp_path: Path, out: Path) -> None:
+    """In a kernel of its own: a host dropped unclosed also keeps its root grants (those last
+    until every host of the process closes), which must not reach the other tests here."""
+    started = kernel(tmp_path, out, """
         del host
         gc.collect()
-        gone, alive = psutil.wait_procs(tree, timeout=10)
-        print("left", len(alive), flush=True)
-        time.sleep(0.3)
-        """
-    )
-    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=120, check=True)  # fmt: skip
-    if "waiting 0" in ran.stdout:
-        pytest.skip("no sandbox is made ahead here")
-    assert ran.stdout.split() == ["waiting", "1", "left", "0"], ran.stdout + ran.stderr
+        print("dropped", flush=True)
+        time.sleep(600)
+        """)  # fmt: skip
+    try:
+        tree = made_ahead_in(started)
+        assert started.stdin is not None and started.stdout is not None
+        started.stdin.write("drop\n")
+        started.stdin.flush()
+        assert started.stdout.readline().strip() == "dropped"
+        assert gone(tree)
+    finally:
+        started.kill()
+        started.communicate()
+    time.sleep(0.3)
     assert lines(out / "marks") == 2
 
 
@@ -232,37 +254,15 @@ def test_a_kernel_killed_while_a_sandbox_waits_never_runs_its_module(
     """``kill -9`` of the kernel closes the pipes of the sandbox it made ahead unwritten:
     bubblewrap, let go by the end of file, reads an empty seccomp program, refuses it and
     exits without starting the module."""
-    install(tmp_path / "home", out / "marks")
-    script = textwrap.dedent(
-        f"""
-        import sys, time
-        import murmur_nb as mnb
-        host = mnb.ModuleHost(home={str(tmp_path / "home")!r},
-                              policy=mnb.Policy(roots={{"out": {str(out)!r}}}))
-        for _ in range(2):
-            assert host.invoke("warmsh.run", {{}}).ok
-        print("ran", flush=True)
-        time.sleep(600)
-        """
-    )
-    kernel = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    started = kernel(tmp_path, out, "")
     try:
-        assert kernel.stdout is not None
-        assert kernel.stdout.readline().strip() == "ran"
-        try:
-            ahead = waiting(kernel.pid)
-        except AssertionError:
-            pytest.skip("no sandbox is made ahead here")
-        tree = [ahead, *ahead.children(recursive=True)]
+        tree = made_ahead_in(started)
         time.sleep(0.3)  # let it finish making the sandbox: the module is next
-        os.kill(kernel.pid, signal.SIGKILL)
-        kernel.wait(timeout=30)
+        os.kill(started.pid, signal.SIGKILL)
+        started.wait(timeout=30)
         assert gone(tree)
     finally:
-        if kernel.poll() is None:
-            kernel.kill()
-            kernel.wait()
-        if kernel.stdout is not None:
-            kernel.stdout.close()
+        started.kill()
+        started.communicate()
     time.sleep(0.3)
     assert lines(out / "marks") == 2  # the two calls; never a third start

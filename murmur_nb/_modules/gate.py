@@ -115,7 +115,7 @@ class SandboxGate:
         meanwhile, from ``how`` (:mod:`murmur_nb._sandbox.warm`), unless not ``ahead``."""
         key = plan_key(how, cwd)
         warm = self.warm.take(key)
-        if key is not None and ahead:
+        if key is not None and ahead:  # make_warm reads how's argv, none of its descriptors
             self.warm.ran(key, functools.partial(make_warm, how, cwd))
         if warm is None:
             return run_launched(how, stdin, cwd=cwd, deadline_s=deadline_s,

@@ -31,7 +31,7 @@ from murmur_nb._sandbox import netguard
 from murmur_nb._sandbox.netguard import Destinations
 from murmur_nb._sandbox.sandbox import Launch, release
 
-__all__ = ["RunResult", "run_launched", "run_process", "start_held"]
+__all__ = ["RunResult", "kill_held", "run_launched", "run_process", "start_held"]
 
 _CHUNK = 1 << 16
 #: the first walk of the tree; the gap then doubles up to ``_SCAN_INTERVAL``
@@ -358,6 +358,14 @@ def start_held(how: Launch, cwd: Path) -> subprocess.Popen[bytes]:
     return _popen(how.argv, cwd=how.start_in or cwd, pass_fds=how.pass_fds)
 
 
+def kill_held(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a held bwrap unrun and reap it: its whole group, bwrap and the child it made,
+    which leaves the group only once let go (``--new-session``)."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def _nothing() -> None:
     pass
 
@@ -577,9 +585,7 @@ def run_launched(
             try:
                 release(how.held)
             except BaseException:
-                with contextlib.suppress(OSError):
-                    os.killpg(started.pid, signal.SIGKILL)
-                started.wait()
+                kill_held(started)
                 raise
             return _drive(started, stdin, start, cwd=cwd, deadline_s=deadline_s,
                           max_output_bytes=max_output_bytes, stderr_tail_bytes=_STDERR_TAIL,

@@ -679,15 +679,15 @@ def held_copy(how: Launch, cwd: Path, new: Path) -> Launch:
         _close_all(inherited, held)
         raise
     argv: list[str] = []
-    replaced: set[str] = set()
+    old = ""  # the plan's own program descriptor (bwrap's options come before the module's)
     args = iter(how.argv)
     for arg in args:
-        if arg == "--seccomp" and not replaced:
-            replaced.add(next(args))
+        if arg == "--seccomp" and not old:
+            old = next(args)
             argv += ["--block-fd", str(block), "--seccomp", str(program)]
         else:
             argv.append(arg.replace(cwd.name, new.name))
-    kept = tuple(fd for fd in how.pass_fds if str(fd) not in replaced)
+    kept = tuple(fd for fd in how.pass_fds if str(fd) != old)
     return dataclasses.replace(how, argv=argv, close=lambda: _close_all(inherited, held),
                                pass_fds=(*kept, *inherited), held=held)  # fmt: skip
 

@@ -2,10 +2,11 @@
 call of a launch plan that ran before, then waits (``--block-fd``) until the call comes.
 
 Making a sandbox is most of a call's cost (about 2.6 ms of a 4 ms call as root: namespaces,
-a dozen mounts, their teardown). A plan that ran once is likely to run again (a batch, a form
-clicked twice, a loop), so after its second run one sandbox for its next run is made, in the
+a dozen mounts, their teardown). A plan that ran twice is likely to run again (a form
+clicked again, a loop), so after its second run one sandbox for its next run is made, in the
 background, and the next call only lets it go: the seccomp program and one byte go down two
-pipes, bwrap loads the program and starts the module, and the deadline counts from then.
+pipes, bwrap loads the program and starts the module, and the deadline counts from then. A
+batch's rows make none (``ahead=False``): they keep every core busy already.
 
 What holds:
 
@@ -15,8 +16,8 @@ What holds:
   the program's pipe unwritten: bwrap reads an empty program, refuses it and exits.
 - **Nothing of a waiting sandbox outlives its host.** :meth:`WarmSandboxes.close` (the
   host's ``close()``; a host dropped unclosed, and interpreter exit, through a finalizer)
-  kills each one's process group (bwrap and its
-  child, which has not yet left the group) before anything is closed; bwrap's
+  kills each one's process group (bwrap and its child, which has not yet left the group)
+  before anything is closed; bwrap's
   ``--die-with-parent`` covers a host that dies. The thread that starts them lives as long
   as the process: a parent-death signal follows the *thread* that started a process.
 - **A call runs in a sandbox made for exactly its plan.** Each call still plans its launch
@@ -33,11 +34,9 @@ plan's first run never leaves one: a one-off call costs nothing more.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import secrets
-import signal
 import subprocess
 import threading
 import weakref
@@ -46,10 +45,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from murmur_nb._sandbox.runner import start_held
+from murmur_nb._sandbox.runner import kill_held, start_held
 from murmur_nb._sandbox.sandbox import Launch, held_copy
 
-__all__ = ["KEEP", "Warm", "WarmSandboxes", "plan_key"]
+__all__ = ["KEEP", "Warm", "WarmSandboxes", "make_warm", "plan_key"]
 
 #: how many launch plans keep a sandbox waiting, per host
 KEEP = 4
@@ -69,9 +68,7 @@ class Warm:
 
     def discard(self) -> None:
         """Kill it unrun: the group (bwrap and its child) first, then close its pipes."""
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        kill_held(self.proc)
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
@@ -208,11 +205,7 @@ def _serve(pool: WarmSandboxes, key: Key, make: Callable[[], Warm]) -> None:
     except Exception:  # the next call simply starts its own sandbox
         pool.failed(key)
         return
-    if plan_key(warm.how, warm.cwd) != key:  # cannot differ (the same argv): never kept
-        pool.failed(key)
-        warm.discard()
-        return
-    pool.keep(key, warm)
+    pool.keep(key, warm)  # held_copy keeps the plan's argv: its key is the same
 
 
 _STARTER: list[_Starter] = []
