@@ -580,10 +580,9 @@ def run_launched(
     :func:`start_held` and waiting; it is let go now, and the deadline counts from now."""
     try:
         if started is not None:
-            assert how.held is not None
             start = time.monotonic()
             try:
-                release(how.held)
+                release(how)
             except BaseException:
                 kill_held(started)
                 raise

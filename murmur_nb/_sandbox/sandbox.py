@@ -517,20 +517,22 @@ class Launch:
 
 @dataclass
 class Held:
-    """What a held launch waits for: a byte on its ``--block-fd`` pipe (``go``), then the seccomp
-    program on its ``--seccomp`` pipe (``program``, written by :func:`release` only: a held
-    bwrap whose host dies reads an empty program, refuses it and never runs the module)."""
+    """The write ends a held launch waits on: a byte on its ``--block-fd`` pipe (``go``), then
+    the launch's seccomp program on its ``--seccomp`` pipe (``program_fd``, written by
+    :func:`release` only: a held bwrap whose host dies reads an empty program, refuses it and
+    never runs the module)."""
 
     go: int
     program_fd: int
-    program: bytes
 
 
-def release(held: Held) -> None:
+def release(how: Launch) -> None:
     """Let a held bwrap go on: the seccomp program first (then its end of file), then the
     byte it blocks on. Each write end is closed here."""
+    held = how.held
+    assert held is not None and how.program is not None
     try:
-        os.write(held.program_fd, held.program)  # a few hundred bytes: fits the pipe's buffer
+        os.write(held.program_fd, how.program)  # a few hundred bytes: fits the pipe's buffer
     finally:
         os.close(held.program_fd)
         held.program_fd = -1
@@ -672,7 +674,7 @@ def held_copy(how: Launch, cwd: Path, new: Path) -> Launch:
     try:
         block, go = os.pipe2(os.O_CLOEXEC)
         inherited.append(block)
-        held = Held(go, -1, how.program)
+        held = Held(go, -1)
         program, held.program_fd = os.pipe2(os.O_CLOEXEC)
         inherited.append(program)
     except BaseException:
