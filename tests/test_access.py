@@ -11,6 +11,7 @@ the bubblewrap path and on the Landlock path (real paths, ``--x`` on the folders
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -123,6 +124,35 @@ def test_nothing_given_outlives_the_host(
     finally:
         os.umask(old)
     assert (work / "later.txt").stat().st_mode & 0o777 == 0o600  # no default entry: umask holds
+
+
+def reads_as(uid: int, path: Path) -> subprocess.CompletedProcess[str]:
+    """``cat path`` run as ``uid`` (no groups), outside any sandbox."""
+    return subprocess.run(["/bin/cat", str(path)], user=uid, group=uid, extra_groups=[],
+                          capture_output=True, text=True, check=False, env={})  # fmt: skip
+
+
+def test_a_host_dropped_unclosed_gives_back_what_it_gave(
+    home: Path, users_folders: tuple[Path, Path]
+) -> None:
+    """A notebook cell makes a host and never closes it. Once the host is collected, a
+    process running as its sandbox uid tries to read the user's ``0700`` sources and is
+    refused (while the host was open, the same process read them: the Landlock path gives
+    the folders above ``--x``). Before, the entries stayed until the kernel exited."""
+    work, src = users_folders
+    policy = mnb.Policy(roots={"out": work, "src": src}, sandbox="required",
+                        sandbox_mechanisms=MECHANISMS["landlock"])  # fmt: skip
+    host = mnb.ModuleHost(home=home, policy=policy)
+    uid = _result(host.invoke("reacher.whoami", {}))["uid"]
+    assert isinstance(uid, int) and uid in SANDBOX_IDS
+    _result(host.invoke("reacher.read", {"paths": [str(src / "secret.txt")]}))
+    while_open = reads_as(uid, src / "secret.txt")
+    assert while_open.returncode == 0 and while_open.stdout == "the user's own"
+    del host
+    gc.collect()
+    after = reads_as(uid, src / "secret.txt")
+    assert after.returncode != 0 and "Permission denied" in after.stderr, after
+    assert sandbox_entries(work, src) == []
 
 
 def test_a_file_made_in_a_root_after_a_call_is_reached_by_the_next(

@@ -11,12 +11,12 @@ path, where the module sees real paths, each folder above gets ``--x``. Three ru
   swapped for a link mid-walk is never followed: the walk cannot leave the root.
 - **No default entry.** What the user makes in a root later keeps the user's umask; each
   call walks the root again, rescanning only the folders whose listing changed.
-- **Nothing lasts.** Everything given is recorded; when the last open host closes, and at
-  interpreter exit, each recorded root is walked again (by descriptor) and every entry for
-  the sandbox id is removed, the mode's group bits put back, and what the module made
-  (owned by the sandbox id) handed to the root's owner, unless that is root (a module's
-  file never becomes root's). Each kernel process has its own
-  sandbox id, so this never takes anything from another kernel's running call.
+- **Nothing lasts.** Everything given is recorded; when the last open host closes (or is
+  garbage collected unclosed), and at interpreter exit, each recorded root is walked again
+  (by descriptor) and every entry for the sandbox id is removed, the mode's group bits put
+  back, and what the module made (owned by the sandbox id) handed to the root's owner,
+  unless that is root (a module's file never becomes root's). Each kernel process has its
+  own sandbox id, so this never takes anything from another kernel's running call.
 
 A regular file with more than one link is never given (it may be a hard link to a file
 outside the root).
@@ -34,6 +34,7 @@ import stat
 import struct
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -402,20 +403,27 @@ def take_passage(path: str, *, uid: int) -> None:
 
 
 class Lease:
-    """One host's need for what the sandbox id was given; :meth:`close` gives it up."""
+    """One host's need for what the sandbox id was given; :meth:`close` gives it up, and so
+    does a lease dropped unclosed (a host a notebook cell made and never closed) once it is
+    garbage collected. At interpreter exit everything is taken back anyway."""
 
     def __init__(self) -> None:
-        self._open = True
+        self._give_up = weakref.finalize(self, _give_up, os.getpid())
+        self._give_up.atexit = False
 
     def close(self) -> None:
         """Give the lease up; the last one open takes back everything given. Idempotent."""
-        with _LEDGER.lock:
-            if not self._open:
-                return
-            self._open = False
-            _LEDGER.holders -= 1
-            if _LEDGER.holders == 0:
-                revoke()
+        self._give_up()  # a finalizer runs once
+
+
+def _give_up(pid: int) -> None:
+    """One lease given up (closed, or collected unclosed); the last one takes it all back."""
+    with _LEDGER.lock:
+        if _LEDGER.pid != pid:
+            return  # a lease a forked child inherited: its parent's, not the child's
+        _LEDGER.holders -= 1
+        if _LEDGER.holders == 0:
+            revoke()
 
 
 def hold() -> Lease:
