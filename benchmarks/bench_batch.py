@@ -34,8 +34,15 @@ module as ``bench_invoke.py``), with the host's default policy.
    rows' imports) is counted once, not four times. Goal: < 200 MiB for 100,000 rows.
    (100,000 real rows took about 6 minutes here, more than the rest together.)
 
+6. *The ceiling.* The whole machine's busy CPU time (``/proc/stat``: the kernel, bwrap and
+   the modules) over the loop and over the local map, per row, and how many cores each kept
+   busy. A loop of ``invoke`` is not one core's work: while a call runs, the sandbox of the
+   next is made on the other core (docs/sandbox.md, "sandboxes made ahead"). With every core
+   busy at the map's CPU per row, the map is at most ``cores / loop cores * loop CPU per row
+   / map CPU per row`` times the loop; that figure is printed beside the speedup.
+
 The last line is ``batch_speedup=<x> dask_ratio=<y> resume_s=<z> rss_mb=<w>
-host_cpu_ms_per_row=<v>``.
+host_cpu_ms_per_row=<v> loop_cores=<c> machine_cpu_ms_per_row=<m>`` (``m``: the map's).
 """
 
 from __future__ import annotations
@@ -104,6 +111,32 @@ def _timed(fn: object) -> float:
     t = time.perf_counter()
     fn()  # type: ignore[operator]
     return time.perf_counter() - t
+
+
+def _busy_s() -> float:
+    """CPU time the whole machine has spent busy so far (``/proc/stat``: every process, the
+    kernel's and bwrap's and the modules'), in seconds."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class Machine:
+    """The machine's busy CPU time over the stretches timed with :meth:`timed`."""
+
+    def __init__(self) -> None:
+        self.busy_s = self.wall_s = 0.0
+
+    def timed(self, fn: object) -> float:
+        before = _busy_s()
+        took = _timed(fn)
+        self.busy_s += _busy_s() - before
+        self.wall_s += took
+        return took
+
+    @property
+    def cores_used(self) -> float:
+        return self.busy_s / self.wall_s
 
 
 def bwrap_scaling(runs: int, workers: int) -> float:
@@ -209,16 +242,25 @@ def main() -> None:
         inputs = [{"count": i} for i in range(args.rows)]
         host.invoke("benchsh.run", {"count": -1})  # describe and snapshot once
         half = args.rows // 2
-        seq = _timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[:half]])
+        looped, mapped = Machine(), Machine()
+        seq = looped.timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[:half]])
         journal = Path(tmp, "journal.sqlite")
         cpu = time.process_time()
-        local = _timed(lambda: host.map("benchsh.run", inputs, progress=False, journal=journal))
+        local = mapped.timed(lambda: host.map("benchsh.run", inputs, progress=False,
+                                              journal=journal))  # fmt: skip
         cpu_ms = (time.process_time() - cpu) * 1000 / args.rows
-        seq += _timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[half:]])
+        seq += looped.timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[half:]])
         print(f"{args.rows} rows: invoke loop {seq:.2f} s (half before the map, half after), "
               f"map {local:.2f} s ({args.rows / local:.0f} rows/s); the kernel's own CPU "
               f"over the map: {cpu_ms:.3f} ms per row")  # fmt: skip
         cores = len(os.sched_getaffinity(0))
+        loop_row_ms, map_row_ms = (m.busy_s * 1000 / args.rows for m in (looped, mapped))
+        print(f"the whole machine's CPU per row (the kernel, bwrap, the module): loop "
+              f"{loop_row_ms:.2f} ms, map {map_row_ms:.2f} ms; cores kept busy: loop "
+              f"{looped.cores_used:.2f}, map {mapped.cores_used:.2f} of {cores}. A map can be "
+              f"at most {cores / looped.cores_used * loop_row_ms / map_row_ms:.2f}x the loop "
+              f"here (all {cores} cores busy at the map's CPU per row); the loop overlaps "
+              "each call with the sandbox made ahead for the next")  # fmt: skip
         workers = 2 * cores
         print(f"reference: bare bwrap runs of /bin/true, {workers} at a time vs one at a time: "
               f"{bwrap_scaling(400, workers):.2f}x")  # fmt: skip
@@ -244,7 +286,8 @@ def main() -> None:
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; the benchmark took "
           f"{time.perf_counter() - began:.0f} s")  # fmt: skip
     print(f"batch_speedup={seq / local:.2f} dask_ratio={local2 / remote:.2f} "
-          f"resume_s={resume:.3f} rss_mb={rss:.1f} host_cpu_ms_per_row={cpu_ms:.3f}",
+          f"resume_s={resume:.3f} rss_mb={rss:.1f} host_cpu_ms_per_row={cpu_ms:.3f} "
+          f"loop_cores={looped.cores_used:.2f} machine_cpu_ms_per_row={map_row_ms:.2f}",
           file=sys.stdout)  # fmt: skip
 
 
