@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -266,3 +267,30 @@ def test_a_kernel_killed_while_a_sandbox_waits_never_runs_its_module(
         started.communicate()
     time.sleep(0.3)
     assert lines(out / "marks") == 2  # the two calls; never a third start
+
+
+@pytest.mark.parametrize("how", ["renamed", "removed"])
+def test_a_root_replaced_at_its_path_is_the_one_the_next_call_writes_in(
+    host: mnb.ModuleHost, out: Path, tmp_path: Path, how: str
+) -> None:
+    """A notebook clears its output folder between two calls (renamed away, or removed, then
+    made again): the root's path is the same, its folder is another. The sandbox made ahead
+    bound the old folder; the call must run in one that binds the new folder, so the
+    module's line lands there, and the folder moved away is left as it was. (The sandbox
+    made ahead wrote into the old folder before.)"""
+    for _ in range(2):
+        assert host.invoke("warmsh.run", {}).ok
+    ahead = waiting(os.getpid())
+    time.sleep(0.3)  # let it finish making the sandbox: its mounts are done
+    old = tmp_path / "old-out"
+    out.rename(old)
+    if how == "removed":
+        shutil.rmtree(old)
+    out.mkdir()
+    out.chmod(0o777)
+    third = host.invoke("warmsh.run", {})
+    assert third.ok, third.error
+    assert lines(out / "marks") == 1
+    if how == "renamed":
+        assert lines(old / "marks") == 2
+    assert gone([ahead])  # killed unrun

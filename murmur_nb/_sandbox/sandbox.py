@@ -37,6 +37,7 @@ __all__ = [
     "NETWORK_ISOLATION",
     "SANDBOX_MODES",
     "Held",
+    "binds_by_fd",
     "Launch",
     "SandboxReport",
     "held_copy",
@@ -524,6 +525,42 @@ class Held:
 
     go: int
     program_fd: int
+    #: each path the sandbox binds and the ``(st_dev, st_ino)`` of the folder (or file) it
+    #: bound, ``None`` for a ``-try`` bind whose path did not exist (:func:`held_copy`)
+    sources: tuple[tuple[str, tuple[int, int] | None], ...] = ()
+
+    def current(self) -> bool:
+        """Whether each path the sandbox binds still names what it bound: a root renamed
+        away, or removed and made again, is another folder at the same path."""
+        for path, bound in self.sources:
+            try:
+                st = os.stat(path)  # noqa: PTH116 - a str path, no Path made
+            except FileNotFoundError:
+                now = None
+            except OSError:
+                return False
+            else:
+                now = (st.st_dev, st.st_ino)
+            if now != bound:
+                return False
+        return True
+
+
+@functools.cache
+def binds_by_fd(bwrap: str) -> bool:
+    """Whether ``bwrap`` binds an open descriptor (``--bind-fd``, ``--ro-bind-fd``: 0.10 and
+    later, and some distributions' earlier builds): what a sandbox made ahead needs."""
+    try:
+        shown = subprocess.run([bwrap, "--help"], capture_output=True, env={}, timeout=10,
+                               check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--ro-bind-fd" in shown.stdout + shown.stderr
+
+
+#: bwrap's binds of a path, and the same bind of a descriptor
+_BY_FD = {"--bind": "--bind-fd", "--ro-bind": "--ro-bind-fd",
+          "--bind-try": "--bind-fd", "--ro-bind-try": "--ro-bind-fd"}  # fmt: skip
 
 
 def release(how: Launch) -> None:
@@ -666,29 +703,53 @@ def held_copy(how: Launch, cwd: Path, new: Path) -> Launch:
     """``how`` (a plan with a ``program``, for working folder ``cwd``) again for working folder
     ``new``, held (:class:`Held`): the same sandbox, to be made ahead of the plan's next call.
     Nothing is resolved or given again: that was done for ``how``'s own call, and the next
-    call plans afresh and uses this one only for the same plan (:mod:`.warm`)."""
+    call plans afresh and uses this one only for the same plan (:mod:`.warm`).
+
+    Each path bind becomes a bind of the folder the path names now, opened here
+    (``--bind-fd``; bwrap checks that what it mounted is that descriptor's): the sandbox
+    binds exactly the folders :attr:`Held.sources` records, which the call compares with
+    what its own plan's paths name then (:meth:`Held.current`). A ``-try`` bind whose path
+    does not exist is left out, as bwrap would. Raises ``OSError`` when a path cannot be
+    opened."""
     if how.program is None or how.held is not None:
         raise ValueError("held_copy needs a plan with a seccomp program, not a held one")
     inherited: list[int] = []
     held = None
+    argv: list[str] = []
+    sources: list[tuple[str, tuple[int, int] | None]] = []
+    old = ""  # the plan's own program descriptor (bwrap's options come before the module's)
     try:
         block, go = os.pipe2(os.O_CLOEXEC)
         inherited.append(block)
         held = Held(go, -1)
         program, held.program_fd = os.pipe2(os.O_CLOEXEC)
         inherited.append(program)
+        args = iter(how.argv)
+        for arg in args:
+            if arg == "--":  # the module's own argv: no option of bwrap's from here
+                argv += [arg, *(rest.replace(cwd.name, new.name) for rest in args)]
+            elif arg == "--seccomp" and not old:
+                old = next(args)
+                argv += ["--block-fd", str(block), "--seccomp", str(program)]
+            elif arg in _BY_FD:
+                source, dest = (next(args).replace(cwd.name, new.name) for _ in range(2))
+                try:
+                    fd = os.open(source, os.O_PATH | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    if not arg.endswith("-try"):
+                        raise
+                    sources.append((source, None))
+                    continue
+                inherited.append(fd)
+                st = os.fstat(fd)
+                sources.append((source, (st.st_dev, st.st_ino)))
+                argv += [_BY_FD[arg], str(fd), dest]
+            else:
+                argv.append(arg.replace(cwd.name, new.name))
+        held.sources = tuple(sources)
     except BaseException:
         _close_all(inherited, held)
         raise
-    argv: list[str] = []
-    old = ""  # the plan's own program descriptor (bwrap's options come before the module's)
-    args = iter(how.argv)
-    for arg in args:
-        if arg == "--seccomp" and not old:
-            old = next(args)
-            argv += ["--block-fd", str(block), "--seccomp", str(program)]
-        else:
-            argv.append(arg.replace(cwd.name, new.name))
     kept = tuple(fd for fd in how.pass_fds if str(fd) != old)
     return dataclasses.replace(how, argv=argv, close=lambda: _close_all(inherited, held),
                                pass_fds=(*kept, *inherited), held=held)  # fmt: skip

@@ -27,6 +27,12 @@ What holds:
   grants, another policy) runs as a fresh sandbox. The waiting one is the previous call's
   plan for a new working folder (:func:`~murmur_nb._sandbox.sandbox.held_copy`): nothing is
   resolved twice per call.
+- **...and for the folders its paths name at the call.** A root's path may name another
+  folder by the time the call comes (a notebook renames its output folder away, or removes
+  it and makes it again). So the waiting sandbox binds the folders its starter opened
+  (``--bind-fd``), and the call compares them with what each path names then
+  (:meth:`~murmur_nb._sandbox.sandbox.Held.current`): one that differs is killed unrun and
+  the call makes its own. Where bwrap cannot bind a descriptor, nothing is made ahead.
 
 At most :data:`KEEP` plans keep a sandbox waiting (the least recently used one goes), and a
 plan's first run never leaves one: a one-off call costs nothing more.
@@ -46,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._sandbox.runner import kill_held, start_held
-from murmur_nb._sandbox.sandbox import Launch, held_copy
+from murmur_nb._sandbox.sandbox import Launch, binds_by_fd, held_copy
 
 __all__ = ["KEEP", "Warm", "WarmSandboxes", "make_warm", "plan_key"]
 
@@ -66,6 +72,10 @@ class Warm:
     proc: subprocess.Popen[bytes]
     cwd: Path
 
+    def current(self) -> bool:
+        """Whether each folder it binds is still the one its path names."""
+        return self.how.held is not None and self.how.held.current()
+
     def discard(self) -> None:
         """Kill it unrun: the group (bwrap and its child) first, then close its pipes."""
         kill_held(self.proc)
@@ -77,8 +87,9 @@ class Warm:
 
 def plan_key(how: Launch, cwd: Path) -> Key | None:
     """What identifies ``how``'s sandbox: its argv with the working folder's name and the
-    descriptor numbers left out (``--block-fd`` dropped); ``None`` when it cannot be held."""
-    if how.program is None:
+    descriptor numbers left out (``--block-fd`` dropped); ``None`` when it cannot be held:
+    no seccomp program, or a bwrap that cannot bind a descriptor (:func:`.held_copy`)."""
+    if how.program is None or not binds_by_fd(how.argv[0]):
         return None
     out: list[str] = []
     args = iter(how.argv)
@@ -106,11 +117,16 @@ class WarmSandboxes:
         self._discard = weakref.finalize(self, _discard_all, self._lock, self._waiting, self._pid)
 
     def take(self, key: Key | None) -> Warm | None:
-        """The sandbox waiting for ``key``'s plan (now no longer waiting), if any."""
+        """The sandbox waiting for ``key``'s plan (now no longer waiting), if any and if each
+        folder it binds is still the one its path names (else it is killed unrun)."""
         if key is None or os.getpid() != self._pid:
             return None
         with self._lock:
-            return self._waiting.pop(key, None)
+            warm = self._waiting.pop(key, None)
+        if warm is not None and not warm.current():
+            warm.discard()
+            return None
+        return warm
 
     def ran(self, key: Key | None, make: Callable[[], Warm]) -> None:
         """``key``'s plan ran: when it had run before, have ``make`` (in the background)
