@@ -294,3 +294,45 @@ def test_a_root_replaced_at_its_path_is_the_one_the_next_call_writes_in(
     if how == "renamed":
         assert lines(old / "marks") == 2
     assert gone([ahead])  # killed unrun
+
+
+def test_a_waiting_sandbox_whose_bwrap_was_killed_is_not_let_go(
+    tmp_path: Path, out: Path
+) -> None:
+    """Something kills the waiting bubblewrap (``pkill bwrap``, the OOM killer); its child,
+    blocked, lives on. Let go, it started the module with no bubblewrap watching, and the
+    call was blamed on the module ("standard output is empty"). Now the call makes its own
+    sandbox: the module, made to sleep past the deadline, is killed with it at the deadline
+    and never writes the line it writes after its sleep."""
+    after = f"$(/bin/cat {out}/sleep 2>/dev/null || echo 0); echo done >> {out}/done"
+    install(tmp_path / "home", out / "marks", sleep=after)
+    with mnb.ModuleHost(home=tmp_path / "home",
+                        policy=mnb.Policy(roots={"out": out}, deadline_ms=1500)) as host:
+        if not _plan_of(host):
+            pytest.skip("no sandbox is made ahead here")
+        for _ in range(2):
+            assert host.invoke("warmsh.run", {}).ok
+        ahead = waiting(os.getpid())
+        time.sleep(0.3)  # its child is made and waits
+        ahead.kill()
+        assert gone([ahead])
+        (out / "sleep").write_text("3")
+        with pytest.raises(mnb.ModuleHostError) as third:
+            host.invoke("warmsh.run", {})
+        time.sleep(2.5)
+    assert lines(out / "marks") == 3
+    assert lines(out / "done") == 2  # the third module never woke up
+    assert isinstance(third.value, mnb.DeadlineExceeded), third.value
+
+
+def test_a_waiting_sandbox_holds_few_of_the_kernels_descriptors(
+    host: mnb.ModuleHost, out: Path
+) -> None:
+    """Its two write ends and its three pipes: bwrap has its own copies of the rest (the
+    folders it binds among them), so a notebook with several hosts does not run out."""
+    before = len(list(Path("/proc/self/fd").iterdir()))
+    for _ in range(2):
+        assert host.invoke("warmsh.run", {}).ok
+    waiting(os.getpid())
+    time.sleep(0.3)
+    assert len(list(Path("/proc/self/fd").iterdir())) - before <= 5

@@ -355,7 +355,9 @@ def start_held(how: Launch, cwd: Path) -> subprocess.Popen[bytes]:
     process group and reaps it (then closes the launch) if it is never run."""
     if how.held is None:
         raise ValueError("start_held needs a held launch (sandbox.held_copy)")
-    return _popen(how.argv, cwd=how.start_in or cwd, pass_fds=how.pass_fds)
+    proc = _popen(how.argv, cwd=how.start_in or cwd, pass_fds=how.pass_fds)
+    how.held.started()  # a waiting sandbox keeps only its two write ends open here
+    return proc
 
 
 def kill_held(proc: subprocess.Popen[bytes]) -> None:

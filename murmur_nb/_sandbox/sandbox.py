@@ -528,6 +528,18 @@ class Held:
     #: each path the sandbox binds and the ``(st_dev, st_ino)`` of the folder (or file) it
     #: bound, ``None`` for a ``-try`` bind whose path did not exist (:func:`held_copy`)
     sources: tuple[tuple[str, tuple[int, int] | None], ...] = ()
+    #: our copies of what bwrap inherits (its pipes' read ends, the folders it binds),
+    #: closed once it has started with its own (:meth:`started`)
+    inherited: list[int] = field(default_factory=list)
+
+    def started(self) -> None:
+        """bwrap has its own copies of the inherited descriptors now: close ours (what it
+        binds stays pinned by its copy, then by its mount)."""
+        todo = [*self.inherited]
+        self.inherited.clear()
+        for fd in todo:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def current(self) -> bool:
         """Whether each path the sandbox binds still names what it bound: a root renamed
@@ -747,6 +759,7 @@ def held_copy(how: Launch, cwd: Path, new: Path) -> Launch:
             else:
                 argv.append(arg.replace(cwd.name, new.name))
         held.sources = tuple(sources)
+        held.inherited = inherited  # the same list: closed once, whoever closes it first
     except BaseException:
         _close_all(inherited, held)
         raise

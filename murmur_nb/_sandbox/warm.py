@@ -73,8 +73,10 @@ class Warm:
     cwd: Path
 
     def current(self) -> bool:
-        """Whether each folder it binds is still the one its path names."""
-        return self.how.held is not None and self.how.held.current()
+        """Whether it still waits (nothing killed it meanwhile) and each folder it binds is
+        still the one its path names."""
+        held = self.how.held
+        return held is not None and self.proc.poll() is None and held.current()
 
     def discard(self) -> None:
         """Kill it unrun: the group (bwrap and its child) first, then close its pipes."""
@@ -117,8 +119,8 @@ class WarmSandboxes:
         self._discard = weakref.finalize(self, _discard_all, self._lock, self._waiting, self._pid)
 
     def take(self, key: Key | None) -> Warm | None:
-        """The sandbox waiting for ``key``'s plan (now no longer waiting), if any and if each
-        folder it binds is still the one its path names (else it is killed unrun)."""
+        """The sandbox waiting for ``key``'s plan (now no longer waiting), if any, still
+        alive, and binding the folders its paths name now (else it is killed unrun)."""
         if key is None or os.getpid() != self._pid:
             return None
         with self._lock:
