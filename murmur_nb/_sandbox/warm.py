@@ -94,6 +94,7 @@ def plan_key(how: Launch, cwd: Path) -> Key | None:
     if how.program is None or not binds_by_fd(how.argv[0]):
         return None
     out: list[str] = []
+    name = cwd.name
     args = iter(how.argv)
     for arg in args:
         if arg in _FD_OPTIONS:
@@ -101,7 +102,7 @@ def plan_key(how: Launch, cwd: Path) -> Key | None:
             if arg != "--block-fd":
                 out += [arg, "#fd"] if fd.isdigit() else [arg, fd]
             continue
-        out.append(arg.replace(cwd.name, "#cwd"))
+        out.append(arg.replace(name, "#cwd"))
     return tuple(out)
 
 
