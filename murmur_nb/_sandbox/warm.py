@@ -90,7 +90,8 @@ class Warm:
 def plan_key(how: Launch, cwd: Path) -> Key | None:
     """What identifies ``how``'s sandbox: its argv with the working folder's name and the
     descriptor numbers left out (``--block-fd`` dropped); ``None`` when it cannot be held:
-    no seccomp program, or a bwrap that cannot bind a descriptor (:func:`.held_copy`)."""
+    no seccomp program, or a bwrap that cannot bind a descriptor
+    (:func:`~murmur_nb._sandbox.sandbox.held_copy`)."""
     if how.program is None or not binds_by_fd(how.argv[0]):
         return None
     out: list[str] = []
