@@ -6,6 +6,7 @@ the kernel process holding a waiting sandbox is killed with ``SIGKILL``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -213,17 +214,26 @@ def test_a_host_dropped_unclosed_leaves_no_sandbox_waiting(tmp_path: Path, out: 
     assert lines(out / "marks") == 2
 
 
-def test_the_deadline_counts_from_the_call_not_from_the_sandbox(
-    tmp_path: Path, out: Path
-) -> None:
-    install(tmp_path / "home", out / "marks", sleep="0.5")
+@contextlib.contextmanager
+def ran_twice(
+    tmp_path: Path, out: Path, *, sleep: str
+) -> Iterator[tuple[mnb.ModuleHost, psutil.Process]]:
+    """A host (deadline 1.5 s) whose module sleeps ``sleep`` after its first line, after two
+    calls: the host and the sandbox made ahead for the third (skip when none is)."""
+    install(tmp_path / "home", out / "marks", sleep=sleep)
     with mnb.ModuleHost(home=tmp_path / "home",
                         policy=mnb.Policy(roots={"out": out}, deadline_ms=1500)) as host:
         if not _plan_of(host):
             pytest.skip("no sandbox is made ahead here")
         for _ in range(2):
             assert host.invoke("warmsh.run", {}).ok
-        waiting(os.getpid())
+        yield host, waiting(os.getpid())
+
+
+def test_the_deadline_counts_from_the_call_not_from_the_sandbox(
+    tmp_path: Path, out: Path
+) -> None:
+    with ran_twice(tmp_path, out, sleep="0.5") as (host, _):
         time.sleep(2.0)  # longer than the deadline: the sandbox waits, the clock does not run
         third = host.invoke("warmsh.run", {})
     assert third.ok, third.error
@@ -305,14 +315,7 @@ def test_a_waiting_sandbox_whose_bwrap_was_killed_is_not_let_go(
     sandbox: the module, made to sleep past the deadline, is killed with it at the deadline
     and never writes the line it writes after its sleep."""
     after = f"$(/bin/cat {out}/sleep 2>/dev/null || echo 0); echo done >> {out}/done"
-    install(tmp_path / "home", out / "marks", sleep=after)
-    with mnb.ModuleHost(home=tmp_path / "home",
-                        policy=mnb.Policy(roots={"out": out}, deadline_ms=1500)) as host:
-        if not _plan_of(host):
-            pytest.skip("no sandbox is made ahead here")
-        for _ in range(2):
-            assert host.invoke("warmsh.run", {}).ok
-        ahead = waiting(os.getpid())
+    with ran_twice(tmp_path, out, sleep=after) as (host, ahead):
         time.sleep(0.3)  # its child is made and waits
         ahead.kill()
         assert gone([ahead])
