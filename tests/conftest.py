@@ -29,7 +29,7 @@ import pytest
 from _modules import install
 
 import murmur_nb as mnb
-from murmur_nb._modules.snapshot import remove_tree  # private: removes read-only snapshot trees
+from murmur_nb._files.scratch import remove_tree  # private: removes read-only snapshot trees
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -44,6 +44,7 @@ from murmur_nb._batch.local import ROWS_PER_CORE, run_row
 from murmur_nb._batch.payload import DigestRefused, Payload, install, payload_of
 from murmur_nb._batch.record import not_run_record
 from murmur_nb._exceptions import warn_if_plain_cluster
+from murmur_nb._files.scratch import release
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -93,14 +94,12 @@ _hosts_lock = threading.Lock()
 def close_worker_hosts() -> None:
     """Close every host this process installed a payload for, and remove its private home
     (registered with ``atexit`` in a worker process when it installs its first payload)."""
-    from murmur_nb._modules.snapshot import remove_tree  # noqa: PLC0415 - on a worker only
-
     with _hosts_lock:
         hosts = [host for host, _ in _hosts.values()]
         _hosts.clear()
     for host in hosts:
         host.close()
-        remove_tree(host.home)
+        release(host.home)
 
 
 def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeout: float,
@@ -110,7 +109,6 @@ def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeou
     kernel approved the batch (this host holds none of the kernel's pins)."""
     from murmur_nb._batch.plan import plan_for  # noqa: PLC0415 - keeps the import graph flat
     from murmur_nb._modules.host import ModuleHost  # noqa: PLC0415
-    from murmur_nb._modules.snapshot import remove_tree  # noqa: PLC0415
 
     key = (payload.contents, payload.capability, repr(policy), approve)
     with _hosts_lock:
@@ -123,11 +121,11 @@ def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeou
                             poll_timeout=poll_timeout, approve=approve)  # fmt: skip
         except BaseException:
             host.close()
-            remove_tree(home)
+            release(home)
             raise
         if plan.module_digest != payload.module_digest:
             host.close()
-            remove_tree(home)
+            release(home)
             raise DigestRefused(
                 f"module {payload.name!r} as received hashes to {plan.module_digest}, not the "
                 f"{payload.module_digest} the batch was approved for; nothing was run here"

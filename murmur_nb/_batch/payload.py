@@ -3,7 +3,8 @@
 A :class:`Payload` holds the snapshot the batch's plan names, never the live folder: each
 entry's relative path, kind, executable bit and bytes (or a link's relative target), and the
 module digest the batch was approved under. The worker trusts none of it: :func:`install`
-writes the entries into a private ``0700`` home, a host there snapshots and describes it with
+writes the entries into a private ``0700`` home (one a killed worker does not leave
+behind for good: :mod:`murmur_nb._files.scratch`), a host there snapshots and describes it with
 the host's own rules, and a different module digest runs nothing (:class:`DigestRefused`,
 ``digest_mismatch``). Bounded by ``max_module_entries`` / ``max_module_bytes`` on both sides.
 """
@@ -14,16 +15,20 @@ import functools
 import hashlib
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from murmur_nb._files.scratch import owned_folder
 
 if TYPE_CHECKING:
     from murmur_nb._batch.plan import Plan
     from murmur_nb._modules.policy import Policy
 
-__all__ = ["DigestRefused", "Payload", "install", "payload_of"]
+__all__ = ["WORKER_PREFIX", "DigestRefused", "Payload", "install", "payload_of"]
+
+#: the name of each worker home (:func:`install`) starts so
+WORKER_PREFIX = "murmur-nb-worker-"
 
 
 class DigestRefused(Exception):
@@ -89,7 +94,7 @@ def install(payload: Payload, policy: Policy) -> Path:
     """
     if len(payload.entries) > policy.max_module_entries or payload.size > policy.max_module_bytes:
         raise DigestRefused(f"module {payload.name!r} as shipped is past the policy's budget")
-    home = Path(tempfile.mkdtemp(prefix="murmur-nb-worker-"))
+    home = owned_folder(WORKER_PREFIX)  # a killed worker's home goes with the next one made
     folder = home / "modules" / payload.name
     folder.mkdir(parents=True)
     for rel, kind, executable, data in payload.entries:

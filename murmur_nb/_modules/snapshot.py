@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import stat
 import tempfile
 import threading
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._files.beneath import real_path
+from murmur_nb._files.scratch import remove_tree
 from murmur_nb._files.trust import nobody_else_can_write
 from murmur_nb._rules import cache_dir
 
@@ -162,14 +162,6 @@ def snapshots_dir() -> Path:
     if explicit:
         return Path(explicit).expanduser()
     return cache_dir() / "module-snapshots"
-
-
-def remove_tree(path: Path) -> None:
-    """Remove a (read-only) snapshot tree: its folders are made writable on the way down."""
-    for folder, _dirs, _files in os.walk(path):
-        with contextlib.suppress(OSError):
-            Path(folder).chmod(0o755)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 class SnapshotStore:

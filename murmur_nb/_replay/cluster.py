@@ -31,8 +31,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import math
-import shutil
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._exceptions import warn_if_plain_cluster
+from murmur_nb._files.scratch import owned_folder, release
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits
 from murmur_nb._hooks.host import HookHost
 from murmur_nb._progress import Progress
@@ -150,8 +149,8 @@ def worker_host(payload: Payload) -> tuple[HookHost, dict[str, str]]:
     with _hosts_lock:
         if payload.key in _hosts:
             return _hosts[payload.key]
-        folder = Path(tempfile.mkdtemp(prefix="murmur-nb-replay-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        folder = owned_folder("murmur-nb-replay-")  # a killed worker's goes with the next
+        atexit.register(release, folder)
         entries, refused = [], {}
         for hook in payload.hooks:
             made = _entry(hook, folder)

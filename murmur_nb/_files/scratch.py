@@ -1,0 +1,119 @@
+"""Private temporary folders that a killed process does not leave behind for good.
+
+A Dask worker makes a folder of its own for what a kernel ships it (a module's snapshot, a
+replay's components) and removes it when it exits. A worker killed with ``SIGKILL`` (the OOM
+killer, a nanny giving up, a test) runs no exit handler, so its folders would stay in the
+temporary folder forever. Each folder made here therefore holds a lock file its process
+keeps locked (``flock``) for as long as the folder is in use; the kernel drops a process's
+locks when it dies, however it dies. Before making a folder, a process removes the folders of
+the same kind whose lock it can take: their owner is gone.
+
+The lock file appears under its name only once it is locked (made under another name, then
+renamed), so a folder being made is never taken for an abandoned one. Only folders of this
+user are looked at, never a link, and a folder without a lock file (made by an older version,
+or being made) is left alone. A lock held on a shared file system works across containers
+and PID namespaces, where a process id would not say whether its owner lives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import stat
+import tempfile
+import threading
+from pathlib import Path
+
+__all__ = ["LOCK", "owned_folder", "release", "remove_tree", "sweep"]
+
+#: the lock file in each folder, held by the folder's process
+LOCK = ".owner.lock"
+
+_held: dict[Path, int] = {}
+_held_lock = threading.Lock()
+
+
+def owned_folder(prefix: str) -> Path:
+    """A new ``0700`` folder in the temporary folder, locked by this process (abandoned
+    folders of the same ``prefix`` removed first); :func:`release` removes it."""
+    sweep(prefix)
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    fd, named = tempfile.mkstemp(dir=folder, prefix=".lock-")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        Path(named).rename(folder / LOCK)  # seen only once locked
+    except BaseException:
+        os.close(fd)
+        _remove(folder)
+        raise
+    with _held_lock:
+        _held[folder] = fd
+    return folder
+
+
+def release(folder: Path) -> None:
+    """Remove ``folder`` (one of :func:`owned_folder`'s), then drop its lock."""
+    _remove(folder)
+    with _held_lock:
+        fd = _held.pop(folder, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def sweep(prefix: str, where: Path | None = None) -> list[Path]:
+    """Remove the folders named ``prefix*`` in ``where`` (the temporary folder) whose owner
+    is gone (their lock can be taken); the folders removed."""
+    base = where if where is not None else Path(tempfile.gettempdir())
+    me = os.geteuid()
+    removed: list[Path] = []
+    for folder in base.glob(f"{prefix}*"):
+        with _held_lock:
+            if folder in _held:
+                continue
+        try:
+            st = folder.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
+            continue
+        if _abandoned(folder):
+            _remove(folder)
+            removed.append(folder)
+    return removed
+
+
+def _abandoned(folder: Path) -> bool:
+    """Whether ``folder``'s lock file exists and its lock can be taken (no process holds it)."""
+    try:
+        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fd = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
+    except OSError:
+        return False
+    finally:
+        os.close(top)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    else:
+        return True
+    finally:
+        os.close(fd)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a tree that may hold read-only folders (a module snapshot): its folders are
+    made writable on the way down."""
+    for folder, _dirs, _files in os.walk(path):
+        with contextlib.suppress(OSError):
+            Path(folder).chmod(0o755)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove(folder: Path) -> None:
+    remove_tree(folder)
