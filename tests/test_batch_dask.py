@@ -154,7 +154,8 @@ def test_every_worker_killed_mid_batch_the_module_is_shipped_again_and_every_row
 ) -> None:
     """With every worker gone, Dask loses the scattered module with them and drops the tasks
     that needed it: the batch ships it again to the restarted workers (no row is reported
-    cancelled: nobody cancelled)."""
+    cancelled: nobody cancelled). The homes the killed workers installed it in (no exit
+    handler ran) are removed by the restarted ones as they install it again."""
     inputs = [{"n": i, "sleep": 0.2} for i in range(40)]
     batch = host.map("batchy.work", inputs, progress=False, client=client, background=True,
                      journal=None)  # fmt: skip
@@ -163,6 +164,14 @@ def test_every_worker_killed_mid_batch_the_module_is_shipped_again_and_every_row
         time.sleep(0.05)
     assert batch.progress.ok >= 8, batch.progress.line()
     pids = client.run(os.getpid)
+
+    def worker_homes() -> list[str]:  # runs on a worker (pickled by value)
+        from murmur_nb._batch.cluster import _hosts  # private: a worker's own hosts
+
+        return [str(each.home) for each, _ in _hosts.values()]
+
+    homes = [Path(h) for found in client.run(worker_homes).values() for h in found]
+    assert homes and all(home.exists() for home in homes)
     for pid in pids.values():
         os.kill(pid, signal.SIGKILL)
     batch.wait(300)
@@ -171,6 +180,7 @@ def test_every_worker_killed_mid_batch_the_module_is_shipped_again_and_every_row
     assert list(batch.to_pandas()["result_square"]) == [i * i for i in range(40)]
     client.wait_for_workers(2, timeout=60)
     assert set(client.run(os.getpid).values()).isdisjoint(pids.values())  # really restarted
+    assert [home for home in homes if home.exists()] == []
 
 
 def _sh_module_home(tmp_path: Path) -> Path:

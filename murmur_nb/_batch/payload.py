@@ -25,10 +25,7 @@ if TYPE_CHECKING:
     from murmur_nb._batch.plan import Plan
     from murmur_nb._modules.policy import Policy
 
-__all__ = ["WORKER_PREFIX", "DigestRefused", "Payload", "install", "payload_of"]
-
-#: the name of each worker home (:func:`install`) starts so
-WORKER_PREFIX = "murmur-nb-worker-"
+__all__ = ["DigestRefused", "Payload", "install", "payload_of"]
 
 
 class DigestRefused(Exception):
@@ -94,7 +91,7 @@ def install(payload: Payload, policy: Policy) -> Path:
     """
     if len(payload.entries) > policy.max_module_entries or payload.size > policy.max_module_bytes:
         raise DigestRefused(f"module {payload.name!r} as shipped is past the policy's budget")
-    home = owned_folder(WORKER_PREFIX)  # a killed worker's home goes with the next one made
+    home = owned_folder("murmur-nb-worker-")  # a killed worker's home goes with the next one made
     folder = home / "modules" / payload.name
     folder.mkdir(parents=True)
     for rel, kind, executable, data in payload.entries:

@@ -46,7 +46,7 @@ def owned_folder(prefix: str) -> Path:
         Path(named).rename(folder / LOCK)  # seen only once locked
     except BaseException:
         os.close(fd)
-        _remove(folder)
+        remove_tree(folder)
         raise
     with _held_lock:
         _held[folder] = fd
@@ -55,7 +55,7 @@ def owned_folder(prefix: str) -> Path:
 
 def release(folder: Path) -> None:
     """Remove ``folder`` (one of :func:`owned_folder`'s), then drop its lock."""
-    _remove(folder)
+    remove_tree(folder)
     with _held_lock:
         fd = _held.pop(folder, None)
     if fd is not None:
@@ -79,7 +79,7 @@ def sweep(prefix: str, where: Path | None = None) -> list[Path]:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
             continue
         if _abandoned(folder):
-            _remove(folder)
+            remove_tree(folder)
             removed.append(folder)
     return removed
 
@@ -113,7 +113,3 @@ def remove_tree(path: Path) -> None:
         with contextlib.suppress(OSError):
             Path(folder).chmod(0o755)
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _remove(folder: Path) -> None:
-    remove_tree(folder)

@@ -408,12 +408,12 @@ class Lease:
     garbage collected. At interpreter exit everything is taken back anyway."""
 
     def __init__(self) -> None:
-        self._give_up = weakref.finalize(self, _give_up, os.getpid())
-        self._give_up.atexit = False
+        self._finalizer = weakref.finalize(self, _give_up, os.getpid())
+        self._finalizer.atexit = False
 
     def close(self) -> None:
         """Give the lease up; the last one open takes back everything given. Idempotent."""
-        self._give_up()  # a finalizer runs once
+        self._finalizer()  # a finalizer runs once
 
 
 def _give_up(pid: int) -> None:
