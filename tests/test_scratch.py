@@ -66,3 +66,75 @@ def test_a_folder_without_a_lock_or_not_a_folder_is_left_alone(tmp_path: Path) -
     (tmp_path / "murmur-nb-worker-link").symlink_to(target)
     assert sweep("murmur-nb-worker-", tmp_path) == []
     assert bare.exists() and (target / LOCK).exists()
+
+
+
+KERNEL = """
+import sys
+import murmur_nb as mnb
+demo = mnb.prepare_demo_home(sys.argv[1], hooks=False)
+host = mnb.ModuleHost(home=demo.facet_home, artifact_store=demo.artifact_store)
+assert host.modules()  # each demo module described: a working folder in the runs folder
+print("ready", flush=True)
+sys.stdin.read()  # until the test closes it: then an ordinary exit
+"""
+
+
+def kernel(tmp: Path, demo: Path) -> subprocess.Popen[str]:
+    """A kernel-like process with a host that has run modules, in its own ``TMPDIR``."""
+    proc = subprocess.Popen([sys.executable, "-c", KERNEL, str(demo)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp)})  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_a_killed_kernels_runs_folder_goes_when_the_next_host_makes_one(
+    tmp_path: Path,
+) -> None:
+    """A notebook kernel stopped with ``SIGKILL`` (nbval's way, the OOM killer's) ran no exit
+    handler: its host's runs folder stays until the next host on the machine makes one."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    demo = tmp_path / "demo"
+    killed = kernel(tmp, demo)
+    alive = None
+    try:
+        (killed_runs,) = tmp.glob("murmur-nb-runs-*")
+        alive = kernel(tmp, demo)
+        (alive_runs,) = set(tmp.glob("murmur-nb-runs-*")) - {killed_runs}
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        assert killed_runs.exists()  # no exit handler ran
+        after = kernel(tmp, demo)
+        after.communicate()  # an ordinary exit: its exit handler removes its own runs folder
+        assert after.returncode == 0
+        assert not killed_runs.exists()
+        assert list(tmp.glob("murmur-nb-runs-*")) == [alive_runs]
+    finally:
+        for proc in (killed, alive):
+            if proc is not None:
+                proc.kill()
+                proc.communicate()
+
+
+def test_the_private_folders_of_an_untrusted_cache_go_at_exit(tmp_path: Path) -> None:
+    """A cache folder anyone can write is not used: the snapshots and the sandbox helpers go
+    to private temporary folders instead, and an ordinary exit removes them with the runs
+    folder (they stayed for good before)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    shared = tmp_path / "shared-cache"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone could plant a snapshot or a helper here
+    env = {**os.environ, "TMPDIR": str(tmp), "MURMUR_NB_CACHE": str(shared),
+           "MURMUR_NB_SNAPSHOTS": str(shared / "module-snapshots")}  # fmt: skip
+    listing = "import os; print(*os.listdir(os.environ['TMPDIR']))"
+    script = KERNEL.replace('print("ready", flush=True)', listing)
+    ran = subprocess.run([sys.executable, "-c", script, str(tmp_path / "demo")], env=env,
+                         input="", capture_output=True, text=True, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    made = {name.rsplit("-", 1)[0] for name in ran.stdout.split()}
+    assert {"murmur-nb-runs", "murmur-nb-snapshots", "murmur-nb-helpers"} <= made
+    assert list(tmp.iterdir()) == []

@@ -1,12 +1,16 @@
 """Private temporary folders that a killed process does not leave behind for good.
 
-A Dask worker makes a folder of its own for what a kernel ships it (a module's snapshot, a
-replay's components) and removes it when it exits. A worker killed with ``SIGKILL`` (the OOM
-killer, a nanny giving up, a test) runs no exit handler, so its folders would stay in the
-temporary folder forever. Each folder made here therefore holds a lock file its process
-keeps locked (``flock``) for as long as the folder is in use; the kernel drops a process's
-locks when it dies, however it dies. Before making a folder, a process removes the folders of
-the same kind whose lock it can take: their owner is gone.
+A process makes folders of its own in the temporary folder: a host's runs folder, the
+snapshot store, the sandbox helpers and the compiled components when the shared cache cannot
+be trusted, a Dask worker's copy of what a kernel ships it (a module's snapshot, a replay's
+components). It removes them when it closes or exits. A process killed with ``SIGKILL`` (the
+OOM killer, a notebook kernel stopped at once, as nbval and a culling server may do, a nanny
+giving up) runs no exit handler, so its folders would stay in the temporary folder forever.
+
+Each folder made here therefore holds a lock file its process keeps locked (``flock``) for as
+long as the folder is in use; the kernel drops a process's locks when it dies, however it
+dies. Before making a folder, a process removes the folders of the same kind whose lock it
+can take: their owner is gone.
 
 The lock file appears under its name only once it is locked (made under another name, then
 renamed), so a folder being made is never taken for an abandoned one. Only folders of this
@@ -17,6 +21,7 @@ and PID namespaces, where a process id would not say whether its owner lives.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
@@ -26,7 +31,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["LOCK", "owned_folder", "release", "remove_tree", "sweep"]
+__all__ = ["LOCK", "owned_folder", "process_folder", "release", "remove_tree", "sweep"]
 
 #: the lock file in each folder, held by the folder's process
 LOCK = ".owner.lock"
@@ -50,6 +55,13 @@ def owned_folder(prefix: str) -> Path:
         raise
     with _held_lock:
         _held[folder] = fd
+    return folder
+
+
+def process_folder(prefix: str) -> Path:
+    """An :func:`owned_folder` that lasts as long as this process: released at exit."""
+    folder = owned_folder(prefix)
+    atexit.register(release, folder)
     return folder
 
 

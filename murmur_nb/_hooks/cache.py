@@ -29,7 +29,6 @@ leaves what is in the other folder alone.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
 import functools
@@ -37,7 +36,6 @@ import hashlib
 import hmac
 import mmap
 import os
-import shutil
 import tempfile
 import threading
 from collections.abc import Callable
@@ -45,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.sealing_key import key_dir, sealing_key
 from murmur_nb._files.sealing_key import user_key as cache_key
 from murmur_nb._files.trust import nobody_else_can_write
@@ -67,9 +66,7 @@ __all__ = [
 @functools.cache
 def _private_folder() -> Path:
     """A folder of this process's alone (``0700``), removed when the process exits."""
-    folder = Path(tempfile.mkdtemp(prefix="murmur-nb-components-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
+    return process_folder("murmur-nb-components-")
 
 
 def _root_key_and_folder(key: bytes | None, folder: Path) -> tuple[bytes, Path]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._files.beneath import real_path
-from murmur_nb._files.scratch import remove_tree
+from murmur_nb._files.scratch import process_folder, remove_tree
 from murmur_nb._files.trust import nobody_else_can_write
 from murmur_nb._rules import cache_dir
 
@@ -189,7 +189,7 @@ class SnapshotStore:
         except OSError:
             ok = False
         if not ok:  # squatted or unusable: a fresh folder nobody else can have prepared
-            root = Path(tempfile.mkdtemp(prefix="murmur-nb-snapshots-"))
+            root = process_folder("murmur-nb-snapshots-")  # removed at exit
         if root.stat().st_mode & 0o067:  # a store an earlier version made 0755: private now
             root.chmod(0o700)  # (never when only x shows: a root kernel's ACL mask, --x)
         self._ready = root

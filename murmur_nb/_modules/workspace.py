@@ -1,7 +1,8 @@
 """Where module processes run: a runs folder with per-call working folders.
 
 Without a ``runs_dir`` the host gets a private temporary folder, removed by
-:meth:`Workspace.close` or at exit. Each run gets a new working folder, removed afterwards: an
+:meth:`Workspace.close` or at exit, or, when the process is killed, by the next host made
+(:mod:`murmur_nb._files.scratch`). Each run gets a new working folder, removed afterwards: an
 emptied one would still carry extended attributes and timestamps to the next module. Under
 bwrap the folder is made inside the sandbox, on its private tmpfs, and only its name is taken
 here (no disk work per call). Otherwise it is made here: on a root host the runs folder is
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from murmur_nb._exceptions import ModuleHostError
+from murmur_nb._files import scratch
 from murmur_nb._sandbox import access, identity
 
 __all__ = ["Workspace"]
@@ -48,12 +50,13 @@ class Workspace:
                 "this ModuleHost is closed; create a new one to describe or invoke modules"
             )
         if self._runs is None:
-            self._runs = Path(tempfile.mkdtemp(prefix="murmur-nb-runs-"))
+            # a killed kernel's runs folder goes when the next one is made (its owner lock)
+            self._runs = scratch.owned_folder("murmur-nb-runs-")
             if identity.is_root():
                 self._runs.chmod(0o711)  # the sandbox id passes through, lists nothing
             # a host left open (a notebook kernel shut down mid-session) still leaves no
             # private folder behind when the interpreter exits; close() removes it sooner
-            self._exit_cleanup = functools.partial(shutil.rmtree, self._runs, ignore_errors=True)
+            self._exit_cleanup = functools.partial(scratch.release, self._runs)
             atexit.register(self._exit_cleanup)
         elif not self._ready:
             self._runs.mkdir(parents=True, exist_ok=True)
@@ -89,7 +92,7 @@ class Workspace:
         self._closed = True
         self._lease.close()
         if self._runs is not None and not self._given:
-            shutil.rmtree(self._runs, ignore_errors=True)
+            scratch.release(self._runs)
         if self._exit_cleanup is not None:
             atexit.unregister(self._exit_cleanup)
             self._exit_cleanup = None

@@ -28,7 +28,6 @@ Design notes
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import math
 import threading
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._exceptions import warn_if_plain_cluster
-from murmur_nb._files.scratch import owned_folder, release
+from murmur_nb._files.scratch import process_folder
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits
 from murmur_nb._hooks.host import HookHost
 from murmur_nb._progress import Progress
@@ -149,8 +148,7 @@ def worker_host(payload: Payload) -> tuple[HookHost, dict[str, str]]:
     with _hosts_lock:
         if payload.key in _hosts:
             return _hosts[payload.key]
-        folder = owned_folder("murmur-nb-replay-")  # a killed worker's goes with the next
-        atexit.register(release, folder)
+        folder = process_folder("murmur-nb-replay-")  # a killed worker's goes with the next
         entries, refused = [], {}
         for hook in payload.hooks:
             made = _entry(hook, folder)

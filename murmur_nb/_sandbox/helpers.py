@@ -18,10 +18,10 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.trust import nobody_else_can_write
 from murmur_nb._rules import cache_dir
 
@@ -30,7 +30,8 @@ __all__ = ["built", "folder"]
 
 @functools.cache
 def _private_folder() -> Path:
-    return Path(tempfile.mkdtemp(prefix="murmur-nb-helpers-"))
+    """A folder of this process's alone (``0700``), removed when the process exits."""
+    return process_folder("murmur-nb-helpers-")
 
 
 def folder() -> Path:
