@@ -235,3 +235,49 @@ def test_each_kernel_has_its_own_sandbox_uid(home: Path, tmp_path: Path) -> None
     assert isinstance(here, int) and isinstance(there, int)
     assert here != there and here in SANDBOX_IDS and there in SANDBOX_IDS
 
+
+#: a kernel that gives its sandbox uid the user's sources, then waits to be killed
+GIVING_KERNEL = """
+import sys
+import murmur_nb as mnb
+home, work, src = sys.argv[1:4]
+policy = mnb.Policy(roots={"out": work, "src": src}, sandbox="required",
+                    sandbox_mechanisms=["landlock", "seccomp", "reaper"])
+host = mnb.ModuleHost(home=home, policy=policy)
+uid = host.invoke("reacher.whoami", {}).result["uid"]
+assert host.invoke("reacher.read", {"paths": [src + "/secret.txt"]}).ok
+print(uid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_what_a_killed_kernel_gave_is_taken_back_by_the_next_root_kernel(
+    home: Path, tmp_path: Path, users_folders: tuple[Path, Path]
+) -> None:
+    """A kernel killed with ``SIGKILL`` takes nothing back, and a later kernel with the same
+    process id gets the same sandbox uid: its modules would read what the dead one was
+    given. A process running as the dead kernel's sandbox uid reads the user's ``0700``
+    sources after the kill, and is refused once another root kernel has made a host (on the
+    code before, it still read them, and ``getfacl`` listed the entries for good)."""
+    work, src = users_folders
+    kernel = subprocess.Popen([sys.executable, "-c", GIVING_KERNEL, str(home), str(work), str(src)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert kernel.stdout is not None
+        uid = int(kernel.stdout.readline())
+        assert uid in SANDBOX_IDS
+    finally:
+        kernel.kill()
+        kernel.communicate()
+    killed = reads_as(uid, src / "secret.txt")
+    assert killed.returncode == 0 and killed.stdout == "the user's own"  # nothing taken back
+    assert sandbox_entries(work, src, ids=range(uid, uid + 1))
+    made = subprocess.run([sys.executable, "-c", "import murmur_nb as mnb\n"
+                           f"mnb.ModuleHost(home={str(home)!r}).close()"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    after = reads_as(uid, src / "secret.txt")
+    assert after.returncode != 0 and "Permission denied" in after.stderr, after
+    ours = range(uid, uid + 1)
+    assert sandbox_entries(work, src, ids=ours) == []
+    assert sandbox_entries(*tmp_path.parents, recursive=False, ids=ours) == []

@@ -29,9 +29,10 @@ import shutil
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["LOCK", "owned_folder", "process_folder", "release", "remove_tree", "sweep"]
+__all__ = ["LOCK", "Settle", "owned_folder", "process_folder", "release", "remove_tree", "sweep"]
 
 #: the lock file in each folder, held by the folder's process
 LOCK = ".owner.lock"
@@ -40,10 +41,14 @@ _held: dict[Path, int] = {}
 _held_lock = threading.Lock()
 
 
-def owned_folder(prefix: str) -> Path:
+#: what to do with an abandoned folder before it is removed (its owner died with work undone)
+Settle = Callable[[Path], None]
+
+
+def owned_folder(prefix: str, *, settle: Settle | None = None) -> Path:
     """A new ``0700`` folder in the temporary folder, locked by this process (abandoned
-    folders of the same ``prefix`` removed first); :func:`release` removes it."""
-    sweep(prefix)
+    folders of the same ``prefix`` settled and removed first); :func:`release` removes it."""
+    sweep(prefix, settle=settle)
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     fd, named = tempfile.mkstemp(dir=folder, prefix=".lock-")
     try:
@@ -58,11 +63,16 @@ def owned_folder(prefix: str) -> Path:
     return folder
 
 
-def process_folder(prefix: str) -> Path:
+def process_folder(prefix: str, *, settle: Settle | None = None) -> Path:
     """An :func:`owned_folder` that lasts as long as this process: released at exit."""
-    folder = owned_folder(prefix)
-    atexit.register(release, folder)
+    folder = owned_folder(prefix, settle=settle)
+    atexit.register(_release_at_exit, folder, os.getpid())
     return folder
+
+
+def _release_at_exit(folder: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not in a forked child that exits through Python
+        release(folder)
 
 
 def release(folder: Path) -> None:
@@ -74,9 +84,9 @@ def release(folder: Path) -> None:
         os.close(fd)
 
 
-def sweep(prefix: str, where: Path | None = None) -> list[Path]:
+def sweep(prefix: str, where: Path | None = None, *, settle: Settle | None = None) -> list[Path]:
     """Remove the folders named ``prefix*`` in ``where`` (the temporary folder) whose owner
-    is gone (their lock can be taken); the folders removed."""
+    is gone (their lock can be taken), each passed to ``settle`` first; the folders removed."""
     base = where if where is not None else Path(tempfile.gettempdir())
     me = os.geteuid()
     removed: list[Path] = []
@@ -91,6 +101,9 @@ def sweep(prefix: str, where: Path | None = None) -> list[Path]:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
             continue
         if _abandoned(folder):
+            if settle is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    settle(folder)
             remove_tree(folder)
             removed.append(folder)
     return removed

@@ -17,6 +17,12 @@ path, where the module sees real paths, each folder above gets ``--x``. Three ru
   back, and what the module made (owned by the sandbox id) handed to the root's owner,
   unless that is root (a module's file never becomes root's). Each kernel process has its
   own sandbox id, so this never takes anything from another kernel's running call.
+- **Not even past a killed kernel.** Before giving anything, a root kernel writes what it
+  will give into a journal in a private folder it holds locked
+  (:func:`murmur_nb._files.scratch.process_folder`). A kernel killed with ``SIGKILL``
+  takes nothing back, and its sandbox id comes back with its process id; so the first
+  host of every root kernel takes back what each dead kernel's journal lists, before any
+  of its own modules runs.
 
 A regular file with more than one link is never given (it may be a hard link to a file
 outside the root).
@@ -29,6 +35,7 @@ import contextlib
 import errno
 import fcntl
 import functools
+import json
 import os
 import stat
 import struct
@@ -37,8 +44,10 @@ import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from murmur_nb._sandbox.identity import is_root, sandbox_id
+from murmur_nb._files import scratch
+from murmur_nb._sandbox.identity import is_root, is_sandbox_id, sandbox_id
 
 __all__ = ["ACL_BUDGET", "Lease", "grant_passage", "grant_root", "hold", "revoke", "take_passage"]
 
@@ -216,11 +225,17 @@ class _Ledger:
         self.holders = 0
         self.pid = os.getpid()
         self.hooked = False
+        #: the journal of what this process gives (append-only), once opened
+        self.journal: int | None = None
+        #: the folders passed through that the journal already lists
+        self.noted: set[str] = set()
 
     def reset(self) -> None:
         """In a forked child: nothing given is its own (its parent takes it back)."""
         self.lock = threading.RLock()
         self.roots, self.passages, self.holders, self.pid = {}, {}, 0, os.getpid()
+        self.journal = None  # the parent's: the child writes a journal of its own
+        self.noted = set()
 
 
 _LEDGER = _Ledger()
@@ -236,6 +251,58 @@ def _remember() -> None:
     if not _LEDGER.hooked:
         _LEDGER.hooked = True
         atexit.register(_at_exit)
+
+
+# -- the journal: what a killed kernel gave, for the next one to take back --------------------
+
+_JOURNALS = "murmur-nb-grants-"
+_GIVEN = "given.jsonl"
+#: the most of a dead kernel's journal read (a line per root and per folder passed)
+_JOURNAL_MAX = 4 << 20
+
+
+def _journal() -> int | None:
+    """This process's journal (opened once; first, the dead kernels' are taken back)."""
+    if _LEDGER.journal is None:
+        try:
+            folder = scratch.process_folder(_JOURNALS, settle=_take_back_abandoned)
+            _LEDGER.journal = os.open(folder / _GIVEN, os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                                      | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # fmt: skip
+        except OSError:
+            return None  # nothing to write to: given things still go back at close and exit
+    return _LEDGER.journal
+
+
+def _note(**entry: object) -> None:
+    """Write one thing about to be given into the journal (before it is given)."""
+    fd = _journal()
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.write(fd, json.dumps({"uid": sandbox_id(), **entry}).encode() + b"\n")
+
+
+def _take_back_abandoned(folder: Path) -> None:
+    """Take back what a dead kernel's journal in ``folder`` says it gave its sandbox id
+    (entries for an id outside the sandbox range are ignored: never an account's)."""
+    fd = os.open(folder / _GIVEN, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        lines = handle.read(_JOURNAL_MAX).splitlines()
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            uid = int(entry["uid"])
+            if not is_sandbox_id(uid):
+                continue
+            if "root" in entry:
+                owner = (int(entry["owner"][0]), int(entry["owner"][1]))
+                record = _Root(str(entry["root"]), bool(entry["write"]), owner)
+                with contextlib.suppress(OSError):
+                    _walk_taking(record, uid)
+            elif "passage" in entry:
+                ident = (int(entry["ident"][0]), int(entry["ident"][1]))
+                _take_passage_at(str(entry["passage"]), ident, uid)
+        except (ValueError, KeyError, TypeError, IndexError):
+            continue  # a line cut short by the kill
 
 
 # -- giving ----------------------------------------------------------------------------------
@@ -265,6 +332,7 @@ def grant_root(path: str, *, write: bool) -> str:
                 record = _LEDGER.roots.get((path, write))
                 if record is None:
                     record = _Root(path, write, (st.st_uid, st.st_gid))
+                    _note(root=path, write=write, owner=record.owner)
                     _LEDGER.roots[(path, write)] = record
                 _walk_giving(fd, st, record, uid)
             finally:
@@ -366,9 +434,13 @@ def grant_passage(path: str, *, uid: int | None = None) -> None:
             where = ""
             for part in [*[p for p in path.split("/") if p][:-1], ""]:
                 st = os.fstat(fd)
-                if st.st_uid != who and not st.st_mode & stat.S_IXOTH and _give(fd, st, who, 1) \
-                        and uid is None:  # fmt: skip
-                    _LEDGER.passages.setdefault(where or "/", (st.st_dev, st.st_ino))
+                ident = (st.st_dev, st.st_ino)
+                passable = st.st_uid == who or st.st_mode & stat.S_IXOTH
+                if not passable and uid is None and (where or "/") not in _LEDGER.noted:
+                    _note(passage=where or "/", ident=ident)
+                    _LEDGER.noted.add(where or "/")
+                if not passable and _give(fd, st, who, 1) and uid is None:
+                    _LEDGER.passages.setdefault(where or "/", ident)
                 if part:
                     nxt = os.open(part, _DIR, dir_fd=fd)
                     os.close(fd)
@@ -427,8 +499,14 @@ def _give_up(pid: int) -> None:
 
 
 def hold() -> Lease:
-    """A lease that keeps what is given to the sandbox id until it (and every other) closes."""
+    """A lease that keeps what is given to the sandbox id until it (and every other) closes.
+
+    The first on a root host takes back what dead kernels gave (their journals), before
+    any module of this one runs: its sandbox id may be one of theirs.
+    """
     with _LEDGER.lock:
+        if is_root():
+            _journal()
         _LEDGER.holders += 1
         return Lease()
 
@@ -446,14 +524,23 @@ def revoke() -> None:
             with contextlib.suppress(OSError):
                 _walk_taking(record, uid)
         for path, ident in passages.items():
+            _take_passage_at(path, ident, uid)
+        _LEDGER.noted.clear()
+        if _LEDGER.journal is not None:
             with contextlib.suppress(OSError):
-                fd = _open_path(path) if path != "/" else os.open("/", _DIR)
-                try:
-                    st = os.fstat(fd)
-                    if (st.st_dev, st.st_ino) == ident:
-                        _take(fd, st, uid)
-                finally:
-                    os.close(fd)
+                os.ftruncate(_LEDGER.journal, 0)  # all taken back: nothing for the next one
+
+
+def _take_passage_at(path: str, ident: tuple[int, int], uid: int) -> None:
+    """Remove ``uid``'s entries from the folder ``path``, if it is still the one passed."""
+    with contextlib.suppress(OSError):
+        fd = _open_path(path) if path != "/" else os.open("/", _DIR)
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == ident:
+                _take(fd, st, uid)
+        finally:
+            os.close(fd)
 
 
 def _walk_taking(record: _Root, uid: int) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "drop_helper",
     "hand_over",
     "is_root",
+    "is_sandbox_id",
     "sandbox_id",
     "setpriv_argv",
     "userns_fd",
@@ -55,6 +56,11 @@ _CLONE_NEWUSER = 0x10000000
 def is_root() -> bool:
     """Whether the kernel runs as root (its module processes then change identity)."""
     return os.geteuid() == 0
+
+
+def is_sandbox_id(uid: int) -> bool:
+    """Whether ``uid`` is in the range sandbox ids are taken from (no account's)."""
+    return _FIRST_ID <= uid < _LAST_ID
 
 
 @functools.cache
