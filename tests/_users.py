@@ -2,16 +2,19 @@
 
 The user is made once with ``useradd``; :func:`passage_for` lets it through the folders above
 the repository and the interpreter (root's home holds them here) for one run, and removes its
-entries afterwards.
+entries afterwards, once no other run needs them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import pwd
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,16 +24,36 @@ _USER = "murmur-nb-test"
 @contextlib.contextmanager
 def passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
     """Let ``uid`` pass through the folders above ``paths``; its entries are removed after,
-    and only its own: a kernel running beside the rerun keeps what it was given meanwhile."""
+    and only its own: a kernel running beside the rerun keeps what it was given meanwhile.
+
+    Runs beside each other that need the same passage (the suite's two workers each
+    rerunning a file as the user) share it: each holds a shared lock on one file, named after
+    the uid and the paths, while it runs, and only the last one out takes the entries back.
+    Before, the first to finish took them from the other, which then failed on its next
+    import ("No module named 'unittest.mock'").
+    """
     from murmur_nb._sandbox import access  # private: the ACL writer has no public path
 
-    for path in paths:
-        access.grant_passage(str(path / "x"), uid=uid)
+    key = hashlib.sha256("\0".join(sorted(map(str, paths))).encode()).hexdigest()[:16]
+    fd = os.open(Path(tempfile.gettempdir()) / f"murmur-nb-test-passage-{uid}-{key}.lock",
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # fmt: skip
     try:
-        yield
-    finally:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits while the last one out takes them back
         for path in paths:
-            access.take_passage(str(path / "x"), uid=uid)
+            access.grant_passage(str(path / "x"), uid=uid)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass  # another run still needs them: the last one out takes them back
+            else:
+                for path in paths:
+                    access.take_passage(str(path / "x"), uid=uid)
+    finally:
+        os.close(fd)
 
 
 def test_user() -> int:

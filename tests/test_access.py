@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from _modules import install
-from _users import test_user
+from _users import passage_for, test_user
 
 import murmur_nb as mnb
 
@@ -251,20 +251,24 @@ sys.stdin.read()
 """
 
 
+def giving_kernel(home: Path, work: Path, src: Path) -> tuple[subprocess.Popen[str], int]:
+    """A kernel process that has given its sandbox uid ``work`` and ``src``; and that uid."""
+    kernel = subprocess.Popen([sys.executable, "-c", GIVING_KERNEL, str(home), str(work), str(src)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert kernel.stdout is not None
+    return kernel, int(kernel.stdout.readline())
+
+
 def test_what_a_killed_kernel_gave_is_taken_back_by_the_next_root_kernel(
     home: Path, tmp_path: Path, users_folders: tuple[Path, Path]
 ) -> None:
-    """A kernel killed with ``SIGKILL`` takes nothing back, and a later kernel with the same
-    process id gets the same sandbox uid: its modules would read what the dead one was
-    given. A process running as the dead kernel's sandbox uid reads the user's ``0700``
-    sources after the kill, and is refused once another root kernel has made a host (on the
-    code before, it still read them, and ``getfacl`` listed the entries for good)."""
+    """A kernel killed with ``SIGKILL`` takes nothing back. A process running as the dead
+    kernel's sandbox uid reads the user's ``0700`` sources after the kill, and is refused
+    once another root kernel has made a host (on the code before, it still read them, and
+    ``getfacl`` listed the entries for good)."""
     work, src = users_folders
-    kernel = subprocess.Popen([sys.executable, "-c", GIVING_KERNEL, str(home), str(work), str(src)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    kernel, uid = giving_kernel(home, work, src)
     try:
-        assert kernel.stdout is not None
-        uid = int(kernel.stdout.readline())
         assert uid in SANDBOX_IDS
     finally:
         kernel.kill()
@@ -281,3 +285,67 @@ def test_what_a_killed_kernel_gave_is_taken_back_by_the_next_root_kernel(
     ours = range(uid, uid + 1)
     assert sandbox_entries(work, src, ids=ours) == []
     assert sandbox_entries(*tmp_path.parents, recursive=False, ids=ours) == []
+
+
+HOLDS = "from murmur_nb._sandbox.identity import _hold; print(_hold({uid}))"
+
+
+def test_no_kernel_draws_the_sandbox_uid_a_live_kernel_holds(
+    home: Path, users_folders: tuple[Path, Path]
+) -> None:
+    """Sandbox uids are drawn at random (a later kernel with a killed one's process id no
+    longer gets its uid, and what it was given). While a kernel lives, no other may take its
+    uid; once it is killed, its hold goes with the next look."""
+    kernel, uid = giving_kernel(home, *users_folders)
+    try:
+        held = subprocess.run([sys.executable, "-c", HOLDS.format(uid=uid)],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        assert held.stdout.strip() == "False"  # the live kernel's
+    finally:
+        kernel.kill()
+        kernel.communicate()
+    freed = subprocess.run([sys.executable, "-c", HOLDS.format(uid=uid)],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    assert freed.stdout.strip() == "True"
+
+
+SAME_FROM_EVERY_THREAD = """
+import glob, os, tempfile, threading
+from murmur_nb._sandbox.identity import sandbox_id
+seen, start = [], threading.Barrier(8)
+def ask():
+    start.wait()
+    seen.append(sandbox_id())
+threads = [threading.Thread(target=ask) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+held = glob.glob(os.path.join(tempfile.gettempdir(), f"murmur-nb-uid-{seen[0]}-*"))
+print(len(set(seen)), len(held))
+"""
+
+
+def test_threads_asking_at_once_get_one_sandbox_uid() -> None:
+    """Drawn at random, the uid is drawn once per process: eight threads asking at the same
+    moment get the same one, and one hold is made."""
+    ran = subprocess.run([sys.executable, "-c", SAME_FROM_EVERY_THREAD],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert ran.stdout.split() == ["1", "1"]
+
+
+def test_two_runs_as_the_user_side_by_side_keep_their_passage(tmp_path: Path) -> None:
+    """The reruns' way in (``tests/_users.py``): the first of two runs side by side to
+    finish leaves the user's passage to the other; the last one out takes it back (the
+    first took it from the other before, which then failed on its next import)."""
+    folder = tmp_path / "shared"
+    folder.mkdir(mode=0o755)
+    (folder / "f.txt").write_text("through")
+    (folder / "f.txt").chmod(0o644)
+    uid = test_user()
+    assert reads_as(uid, folder / "f.txt").returncode != 0  # root's 0700 folders above
+    with passage_for(uid, [folder]):
+        with passage_for(uid, [folder]):
+            assert reads_as(uid, folder / "f.txt").stdout == "through"
+        still = reads_as(uid, folder / "f.txt")
+        assert still.returncode == 0 and still.stdout == "through", still
+    after = reads_as(uid, folder / "f.txt")
+    assert after.returncode != 0 and "Permission denied" in after.stderr, after

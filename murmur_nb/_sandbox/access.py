@@ -20,9 +20,10 @@ path, where the module sees real paths, each folder above gets ``--x``. Three ru
 - **Not even past a killed kernel.** Before giving anything, a root kernel writes what it
   will give into a journal in a private folder it holds locked
   (:func:`murmur_nb._files.scratch.process_folder`). A kernel killed with ``SIGKILL``
-  takes nothing back, and its sandbox id comes back with its process id; so the first
-  host of every root kernel takes back what each dead kernel's journal lists, before any
-  of its own modules runs.
+  takes nothing back; the first host of every root kernel takes back what each dead
+  kernel's journal lists. Where the journal is gone too (a container made again, its
+  roots on a volume), what is left is for an id drawn at random, which no later kernel
+  draws while another holds it (:func:`.identity.sandbox_id`).
 
 A regular file with more than one link is never given (it may be a hard link to a file
 outside the root).
@@ -501,8 +502,7 @@ def _give_up(pid: int) -> None:
 def hold() -> Lease:
     """A lease that keeps what is given to the sandbox id until it (and every other) closes.
 
-    The first on a root host takes back what dead kernels gave (their journals), before
-    any module of this one runs: its sandbox id may be one of theirs.
+    The first on a root host takes back what dead kernels gave (their journals).
     """
     with _LEDGER.lock:
         if is_root():

@@ -9,11 +9,15 @@ compiler; else ``env -i`` plus ``setpriv``, 1.5 ms slower) clears groups, switch
 no_new_privs and empties the environment in one exec. Folders made for one call are
 ``chown``-ed to the sandbox id; how it reaches a policy root is :mod:`.access`.
 
-Each kernel process has its own sandbox id, ``0x70000000`` plus its process id (a forked
-child takes its own): above systemd's container range (524288-1879048191, which
+Each kernel process has its own sandbox id (a forked child takes its own), drawn at random
+from ``0x70000000``-``0x7FFDFFFF``: above systemd's container range (524288-1879048191, which
 ``systemd-nspawn --private-users=pick`` allocates from) and shadow's subordinate ids
 (100000-600100000 by default), below systemd's foreign range (``0x7FFE0000``) and the
-values tools read as negative. Two kernels' modules are two users.
+values tools read as negative. A kernel holds its id (an owner-locked folder named after
+it, :mod:`murmur_nb._files.scratch`) for as long as it lives, and no id a live kernel holds
+is drawn: two kernels' modules are two users. Not derived from the process id: a kernel
+killed with ``SIGKILL`` cannot take back what it gave its id (on a volume that outlives
+the container, say), and a later kernel with the same process id would have inherited it.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ import grp
 import hashlib
 import os
 import pwd
+import secrets
 import shutil
 import stat
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
+from murmur_nb._files import scratch
 from murmur_nb._sandbox import helpers
 from murmur_nb._sandbox.libc import libc
 
@@ -47,9 +54,10 @@ __all__ = [
 ]
 
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin") or "/usr/bin/setpriv"
-_FIRST_ID = 0x70000000  # plus the process id; see the module's docstring
-_PID_SPAN = 0x400000  # pid_max's highest value (2**22): the next free id is a span further
+_FIRST_ID = 0x70000000  # see the module's docstring
 _LAST_ID = 0x7FFE0000  # systemd's foreign range starts here
+#: ids drawn before giving up (each taken by an account or a live kernel: never, in practice)
+_DRAWS = 64
 _CLONE_NEWUSER = 0x10000000
 
 
@@ -63,20 +71,67 @@ def is_sandbox_id(uid: int) -> bool:
     return _FIRST_ID <= uid < _LAST_ID
 
 
-@functools.cache
+class _Drawn:
+    """This process's sandbox id once drawn (a forked child draws its own)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.uid: int | None = None
+
+    def forget(self) -> None:
+        """In a forked child: a lock no thread holds, and no id yet."""
+        self.lock = threading.Lock()
+        self.uid = None
+
+
+_DRAWN = _Drawn()
+
+
 def sandbox_id() -> int:
-    """This process's uid (and gid, the same number) for its modules, used by no account."""
-    candidate = _FIRST_ID + os.getpid() % _PID_SPAN
-    while candidate < _LAST_ID:
+    """This process's uid (and gid, the same number) for its modules, used by no account
+    and held by no other live kernel; drawn once (threads asking at once get the same)."""
+    uid = _DRAWN.uid
+    if uid is not None:
+        return uid
+    with _DRAWN.lock:
+        if _DRAWN.uid is None:
+            _DRAWN.uid = _draw()
+        return _DRAWN.uid
+
+
+def _draw() -> int:
+    """A random id of the range that no account, group or live kernel has, now held."""
+    for _ in range(_DRAWS):
+        candidate = _FIRST_ID + secrets.randbelow(_LAST_ID - _FIRST_ID)
         try:
             pwd.getpwuid(candidate)
+            continue
         except KeyError:
-            try:
-                grp.getgrgid(candidate)
-            except KeyError:
-                return candidate
-        candidate += _PID_SPAN
+            pass
+        try:
+            grp.getgrgid(candidate)
+            continue
+        except KeyError:
+            pass
+        if _hold(candidate):
+            return candidate
     raise OSError(errno.EUSERS, "no free sandbox uid between 0x70000000 and 0x7FFE0000")
+
+
+def _hold(uid: int) -> bool:
+    """Hold ``uid`` for this process unless a live kernel holds it (root kernels only: a
+    user's kernel gives its modules no id of their own)."""
+    if not is_root():
+        return True
+    prefix = f"murmur-nb-uid-{uid}-"
+    try:
+        scratch.sweep(prefix)  # a dead kernel's hold goes
+        if any(Path(tempfile.gettempdir()).glob(f"{prefix}*")):
+            return False  # a live kernel's (or one being made)
+        scratch.process_folder(prefix)
+    except OSError:
+        pass  # no temporary folder to hold it in: 1 in 268 million to meet another kernel
+    return True
 
 
 def setpriv_argv() -> list[str]:
@@ -234,7 +289,7 @@ def hand_over(folder: Path) -> None:
 def _forget_in_child() -> None:
     """A forked child is another kernel process: its own sandbox id and user namespace
     (nothing is closed here: a ``preexec_fn`` child runs this too, about to pass the fd)."""
-    sandbox_id.cache_clear()
+    _DRAWN.forget()
     _USERNS.clear()
 
 
