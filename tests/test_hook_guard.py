@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -141,6 +142,53 @@ def test_ctrl_c_ends_a_guest_sleeping_on_a_clock_pollable_promptly(
     assert ended - sent[0] < 0.35, ended - sent[0]
     assert signal.getsignal(signal.SIGINT) is handler_before
     assert hooks.task_start(task_id="awake", context_id="ctx-1")["sleeper"].value == "awake"
+
+
+def test_a_ctrl_c_that_ended_one_call_never_stops_the_next(
+    tmp_path: Path, store: ConversationStore, restore_sigint: None
+) -> None:
+    """The epoch thread reads Ctrl-C from the wakeup fd; when it got there only after the
+    interrupted call had ended (its handler ran first), it stopped whichever call ran then:
+    the next call raised KeyboardInterrupt, or ended ``deadline_exceeded`` in milliseconds.
+
+    The thread is made late the way a busy machine makes it: it shares one core with the
+    main thread, which keeps the GIL for long slices. On the code before, 4 runs of 4 had
+    failed calls (1 to 6 of the 200).
+    """
+    text = "hooks:\n  sleeper:\n    component: hooks/sleeper.wasm\n    events: [task-start]\n"
+    text += "    limits: {time_ms: 30000}\n"
+    hooks = host(tmp_path, store, text, sleeper=sleeper())
+    assert hooks.task_start(task_id="awake", context_id="ctx-1")["sleeper"].ok
+    epoch = next(t for t in threading.enumerate() if t.name == "murmur-nb-epoch")
+    assert epoch.native_id is not None
+    cores = os.sched_getaffinity(0)
+    one = {min(cores)}
+    interval = sys.getswitchinterval()
+    failed: list[tuple[int, str]] = []
+    try:
+        os.sched_setaffinity(epoch.native_id, one)
+        os.sched_setaffinity(0, one)
+        sys.setswitchinterval(0.5)
+        for round_ in range(200):
+            timer = threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    hooks.task_start(task_id="poll", context_id="ctx-1")
+            finally:
+                timer.join()
+            try:
+                result = hooks.task_start(task_id="awake", context_id="ctx-1")["sleeper"]
+            except KeyboardInterrupt:
+                failed.append((round_, "KeyboardInterrupt"))
+            else:
+                if not result.ok or result.value != "awake":
+                    failed.append((round_, f"{result.code}: {result.error}"))
+    finally:
+        sys.setswitchinterval(interval)
+        os.sched_setaffinity(0, cores)
+        os.sched_setaffinity(epoch.native_id, cores)
+    assert not failed, failed
 
 
 # ------------------------------------------------------------------ import signatures

@@ -160,12 +160,11 @@ class Ticker:
                         self._origin, self._issued = time.monotonic(), 0
                         self._sleeping = False
             if self._sig_r in ready:
-                data = self._drain(self._sig_r)
-                if self._forward_fd >= 0:
-                    with contextlib.suppress(OSError):
-                        os.write(self._forward_fd, data)
-                if self._active_ticks and signal.SIGINT in data:
-                    self.stop_current()
+                # Under the lock: a signal is acted on only for the call it arrived in (the
+                # call's end drains what is left, see ``running``), never for a later call.
+                with self._lock:
+                    if signal.SIGINT in self._take_signals() and self._active_ticks:
+                        self._push_past_deadline(interrupt=True)
             with self._lock:
                 now = time.monotonic()
                 due = int((now - self._origin) / TICK_S)
@@ -188,10 +187,23 @@ class Ticker:
     def stop_current(self, *, interrupt: bool = True) -> None:
         """Push the epoch past the running call's deadline; ``interrupt`` makes the call
         raise ``KeyboardInterrupt`` (SIGINT) rather than end at its deadline (exit)."""
+        with self._lock:
+            self._push_past_deadline(interrupt=interrupt)
+
+    def _push_past_deadline(self, *, interrupt: bool) -> None:
+        """:meth:`stop_current` with the lock held: the call it stops is the one running."""
         if interrupt:
             self.interrupted = True
         for _ in range(self._active_ticks + 2):
             self._engine.increment_epoch()
+
+    def _take_signals(self) -> bytes:
+        """Read what the wakeup fd wrote and hand it on to the fd it replaced (lock held)."""
+        data = self._drain(self._sig_r)
+        if data and self._forward_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._forward_fd, data)
+        return data
 
     @contextlib.contextmanager
     def running(self, ticks: int) -> Iterator[None]:
@@ -199,10 +211,13 @@ class Ticker:
 
         SIGINT is routed only on the main thread (where Python delivers signals). Every entry
         into a guest passes here, so this is also where wasmtime's trap handlers are checked.
+        A SIGINT belongs to the call it arrived in: the call's end takes back the wakeup fd and
+        drains what the thread has not read yet, so a Ctrl-C that ended one call (its handler
+        ran first) cannot stop the next one when the thread gets to it late.
         """
         self._traps.ensure()
-        self.interrupted = False
         with self._lock:
+            self.interrupted = False
             self._active_ticks = ticks
             self._last_active = time.monotonic()
             wake = self._sleeping
@@ -214,23 +229,29 @@ class Ticker:
             previous = signal.getsignal(signal.SIGINT)
             if previous is signal.SIG_IGN or previous is None:  # ignored, or not ours to swap
                 main = False
-        if main:
-
-            def on_sigint(signum: int, frame: FrameType | None) -> None:
-                self.interrupted = True
-
-            signal.signal(signal.SIGINT, on_sigint)
-            self._forward_fd = signal.set_wakeup_fd(self._sig_w, warn_on_full_buffer=False)
+        routed = False
         try:
+            if main:
+
+                def on_sigint(signum: int, frame: FrameType | None) -> None:
+                    self.interrupted = True
+
+                signal.signal(signal.SIGINT, on_sigint)
+                routed = True
+                forward = signal.set_wakeup_fd(self._sig_w, warn_on_full_buffer=False)
+                with self._lock:
+                    self._forward_fd = forward
             yield
         finally:
+            if routed:
+                with self._lock:
+                    signal.set_wakeup_fd(self._forward_fd)
+                    self._take_signals()  # this call's, left unread: nobody else's to act on
+                    self._forward_fd = -1
+                signal.signal(signal.SIGINT, previous)
             with self._lock:
                 self._active_ticks = 0
                 self._last_active = time.monotonic()
-            if main:
-                signal.set_wakeup_fd(self._forward_fd)
-                self._forward_fd = -1
-                signal.signal(signal.SIGINT, previous)
 
 
 class Runtime:
