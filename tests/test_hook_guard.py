@@ -804,5 +804,8 @@ def test_ctrl_c_during_a_big_lift_is_honoured_promptly(
         stop.set()
         timer.join()
     assert sent, "the call ended before Ctrl-C was sent"
-    assert ended - sent[0] < 0.5, ended - sent[0]
+    # Not honoured, the call would end with the lift, 9 s or more later. Honoured, it ends in
+    # about 0.1 s here; the bound leaves room for a loaded CI machine, where one collection
+    # of the lifted objects alone (Python's oldest generation) takes 0.25 s or more.
+    assert ended - sent[0] < 2.0, ended - sent[0]
     assert signal.getsignal(signal.SIGINT) is not None and hooks.hooks["flood"].loaded

@@ -468,7 +468,9 @@ class HookHost:
         )
         store.set_fuel(limits.fuel if limits.fuel is not None else FUEL_UNLIMITED)
         # Relative to the engine's epoch now; add the ticks the ticker still owes so that a
-        # lagging ticker catching up cannot end this call early.
+        # lagging ticker catching up cannot end this call early, and set it only once the
+        # push that stopped an earlier call is over.
+        runtime.ticker.settle()
         now = time.monotonic() if started is None else started
         ticks = math.ceil(limits.time_ms / 1000 / TICK_S) + 1 + runtime.ticker.owed(now)
         store.set_epoch_deadline(ticks)

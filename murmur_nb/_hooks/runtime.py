@@ -123,6 +123,8 @@ class Ticker:
         # sleep after a call has started but before that call could wake it.
         self._lock = threading.Lock()
         self._active_ticks = 0
+        self._pushing = 0  # pushes of the epoch under way (:meth:`stop_current`)
+        self._settled = threading.Condition(self._lock)
         self._last_active = 0.0
         self._origin = 0.0
         self._issued = 0
@@ -163,15 +165,20 @@ class Ticker:
                 # Under the lock: a signal is acted on only for the call it arrived in (the
                 # call's end drains what is left, see ``running``), never for a later call.
                 with self._lock:
-                    if signal.SIGINT in self._take_signals() and self._active_ticks:
-                        self._push_past_deadline(interrupt=True)
-            with self._lock:
-                now = time.monotonic()
-                due = int((now - self._origin) / TICK_S)
-                while self._issued < due:
-                    self._engine.increment_epoch()
+                    ctrl_c = signal.SIGINT in self._take_signals()
+                    ticks = self._stopping_current(interrupt=True) if ctrl_c else 0
+                self._push(ticks)
+            # Each tick is issued first and counted after (``owed`` may count one twice: a
+            # deadline one tick later, never earlier), and never with the lock held: the
+            # binding drops the GIL for every tick, and a call ending meanwhile would wait
+            # for the lock behind each of those hand-overs.
+            for _ in range(self.owed(time.monotonic())):
+                self._engine.increment_epoch()
+                with self._lock:
                     self._issued += 1
-                if not self._active_ticks and now - self._last_active > IDLE_S:
+            with self._lock:
+                idle = time.monotonic() - self._last_active > IDLE_S
+                if not self._active_ticks and idle:
                     self._sleeping = True
 
     def stop(self) -> None:
@@ -188,14 +195,38 @@ class Ticker:
         """Push the epoch past the running call's deadline; ``interrupt`` makes the call
         raise ``KeyboardInterrupt`` (SIGINT) rather than end at its deadline (exit)."""
         with self._lock:
-            self._push_past_deadline(interrupt=interrupt)
+            ticks = self._stopping_current(interrupt=interrupt)
+        self._push(ticks)
 
-    def _push_past_deadline(self, *, interrupt: bool) -> None:
-        """:meth:`stop_current` with the lock held: the call it stops is the one running."""
+    def _stopping_current(self, *, interrupt: bool) -> int:
+        """With the lock held: mark the running call stopped (``interrupt``: by Ctrl-C) and
+        return the ticks :meth:`_push` must issue (0 when no call runs)."""
+        if not self._active_ticks:
+            return 0
         if interrupt:
             self.interrupted = True
-        for _ in range(self._active_ticks + 2):
-            self._engine.increment_epoch()
+        self._pushing += 1
+        return self._active_ticks + 2
+
+    def _push(self, ticks: int) -> None:
+        """Advance the epoch ``ticks`` times, without the lock: the stopped call ends without
+        waiting for it, and the next call's store waits (:meth:`settle`)."""
+        if not ticks:
+            return
+        try:
+            for _ in range(ticks):
+                self._engine.increment_epoch()
+        finally:
+            with self._settled:
+                self._pushing -= 1
+                self._settled.notify_all()
+
+    def settle(self) -> None:
+        """Wait until no push of the epoch is under way; a store's deadline must be set after
+        this (it counts from the epoch when it is set), so no push meant for a call that was
+        stopped reaches the next one. Returns at once unless a call was just stopped."""
+        with self._settled:
+            self._settled.wait_for(lambda: not self._pushing)
 
     def _take_signals(self) -> bytes:
         """Read what the wakeup fd wrote and hand it on to the fd it replaced (lock held)."""
