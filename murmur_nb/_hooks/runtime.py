@@ -137,10 +137,14 @@ class Ticker:
 
     @staticmethod
     def _drain(fd: int) -> bytes:
+        """What the pipe holds, read without raising: a call's end drains it while its
+        exception unwinds, and an exception made there is chained to that one."""
         out = b""
-        with contextlib.suppress(BlockingIOError):
-            while chunk := os.read(fd, 4096):
-                out += chunk
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            out += chunk
         return out
 
     def owed(self, now: float) -> int:
