@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_hook_replay import assemble, capsule, talk, write
@@ -30,6 +31,23 @@ hooks:
 """
 #: columns that differ between two runs of the same calls
 VOLATILE = ["duration_ms", "worker"]
+
+
+def differences(got: Any, want: Any) -> str:
+    """Which columns of two replay frames differ, with their first differing rows (the
+    assertion message: ``DataFrame.equals`` alone says only that they differ)."""
+    if got.shape != want.shape or list(got.columns) != list(want.columns):
+        return f"shapes {got.shape} and {want.shape}, columns {list(got.columns)}"
+    lines = []
+    for column in got.columns:
+        if got[column].equals(want[column]):
+            continue
+        differ = (got[column].map(repr) != want[column].map(repr)).to_numpy(dtype=bool)
+        keys = got.loc[differ, ["context_id", "hook_id", "event"]].astype(str)
+        where = keys.agg("/".join, axis=1)
+        pairs = zip(where, got.loc[differ, column], want.loc[differ, column], strict=True)
+        lines.append(f"{column} ({int(differ.sum())} rows): {list(pairs)[:3]}")
+    return "; ".join(lines) or f"dtypes {dict(got.dtypes)} and {dict(want.dtypes)}"
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +87,9 @@ def hooks(tmp_path: Path, murmur_home: Path) -> Iterator[mnb.HookHost]:
 def test_cluster_rows_equal_local_rows(hooks: mnb.HookHost, client: distributed.Client) -> None:
     local = mnb.replay(hooks, "*", windows=10, task_id="!read", progress=False)
     remote = mnb.replay(hooks, "*", windows=10, task_id="!read", client=client, progress=False)
-    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE)), differences(
+        remote.drop(columns=VOLATILE), local.drop(columns=VOLATILE)
+    )
     assert set(remote["worker"]) <= set(client.nthreads()) and remote["worker"].notna().all()
     assert len(set(remote["worker"])) == 2  # both workers replayed records
     # the granted hook paged through each record on its worker: total and newest id
@@ -110,13 +130,17 @@ def test_workers_load_only_sealed_compiled_components(
     with fresh_client() as other:
         out = mnb.replay(hooks, [f"plain-{i:02d}" for i in range(6)], client=other, progress=False)
         first = sources_by_hook(other)
-    assert out.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert out.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE)), differences(
+        out.drop(columns=VOLATILE), local.drop(columns=VOLATILE)
+    )
     assert all("recompiled" in seen for seen in first.values()), first
     with fresh_client() as other:  # and the next workers load the sealed entries as they are
         again = mnb.replay(hooks, [f"plain-{i:02d}" for i in range(6)], client=other,
                            progress=False)  # fmt: skip
         second = sources_by_hook(other)
-    assert again.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert again.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE)), differences(
+        again.drop(columns=VOLATILE), local.drop(columns=VOLATILE)
+    )
     assert all(seen <= {"cache", "memory"} for seen in second.values()), second
 
 
@@ -167,7 +191,9 @@ def test_workers_run_the_component_the_kernel_loaded_not_the_file_swapped_since(
         swapped = mnb.replay(now, ids, windows=10, task_id="!read", progress=False)
     assert not swapped.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
     remote = mnb.replay(hooks, ids, windows=10, task_id="!read", client=client, progress=False)
-    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE)), differences(
+        remote.drop(columns=VOLATILE), local.drop(columns=VOLATILE)
+    )
     assert set(remote.loc[remote["hook_id"] == "dropper", "code"].dropna()) == set(
         local.loc[local["hook_id"] == "dropper", "code"].dropna()
     )
@@ -220,7 +246,9 @@ def test_a_hook_the_kernel_did_not_load_does_not_run_on_the_workers(
         local = mnb.replay(host, "*", progress=False)
         (path.parent / "hooks" / "replay.wasm").write_bytes(assemble("replay.wat"))
         remote = mnb.replay(host, "*", client=client, progress=False)
-    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE))
+    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE)), differences(
+        remote.drop(columns=VOLATILE), local.drop(columns=VOLATILE)
+    )
     assert set(remote["code"]) == {"load_failed"} and remote["error"].str.contains(
         "does not exist"
     ).all()
