@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import math
 import os
 import re
 import time
@@ -55,7 +54,7 @@ from murmur_nb._hooks.lowering import (
     message_record,
 )
 from murmur_nb._hooks.results import Capture, HookInfo, HookResult, outcome
-from murmur_nb._hooks.runtime import NO_GC_HINT, TICK_S, Runtime
+from murmur_nb._hooks.runtime import NO_GC_HINT, Runtime
 from murmur_nb._hooks.signatures import (
     EXPECTED_EXPORTS,
     HANDLERS,
@@ -467,12 +466,8 @@ class HookHost:
             memories=limits.memories,
         )
         store.set_fuel(limits.fuel if limits.fuel is not None else FUEL_UNLIMITED)
-        # Relative to the engine's epoch now; add the ticks the ticker still owes so that a
-        # lagging ticker catching up cannot end this call early, and set it only once the
-        # push that stopped an earlier call is over.
-        runtime.ticker.settle()
         now = time.monotonic() if started is None else started
-        ticks = math.ceil(limits.time_ms / 1000 / TICK_S) + 1 + runtime.ticker.owed(now)
+        ticks = runtime.ticker.deadline(limits.time_ms, now)  # relative to the epoch now
         store.set_epoch_deadline(ticks)
         return store, ticks
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import math
 import os
 import select
 import signal
@@ -151,9 +152,27 @@ class Ticker:
         """Ticks that wall time had earned at ``now`` (``time.monotonic()``) but the thread
         has not issued yet (it may lag)."""
         with self._lock:
-            if self._sleeping:
-                return 0
-            return max(0, int((now - self._origin) / TICK_S) - self._issued)
+            return self._owed(now)
+
+    def _owed(self, now: float) -> int:
+        """:meth:`owed` with the lock held."""
+        if self._sleeping:
+            return 0
+        return max(0, int((now - self._origin) / TICK_S) - self._issued)
+
+    def deadline(self, time_ms: int, now: float) -> int:
+        """The ticks for a store's epoch deadline set right after this, for a call that may
+        run ``time_ms`` from ``now`` (``time.monotonic()``).
+
+        The ticks the thread still owes at ``now`` are added, so that a lagging thread
+        catching up cannot end the call early. A push that stopped an earlier call is waited
+        for first (a deadline counts from the epoch when it is set), so none of it reaches
+        this call; that wait is only ever after a stopped call.
+        """
+        with self._settled:
+            self._settled.wait_for(lambda: not self._pushing)
+            owed = self._owed(now)
+        return math.ceil(time_ms / 1000 / TICK_S) + 1 + owed
 
     def _run(self) -> None:
         while not self._stopping:
@@ -214,7 +233,7 @@ class Ticker:
 
     def _push(self, ticks: int) -> None:
         """Advance the epoch ``ticks`` times, without the lock: the stopped call ends without
-        waiting for it, and the next call's store waits (:meth:`settle`)."""
+        waiting for it, and the next call's store waits (:meth:`deadline`)."""
         if not ticks:
             return
         try:
@@ -224,13 +243,6 @@ class Ticker:
             with self._settled:
                 self._pushing -= 1
                 self._settled.notify_all()
-
-    def settle(self) -> None:
-        """Wait until no push of the epoch is under way; a store's deadline must be set after
-        this (it counts from the epoch when it is set), so no push meant for a call that was
-        stopped reaches the next one. Returns at once unless a call was just stopped."""
-        with self._settled:
-            self._settled.wait_for(lambda: not self._pushing)
 
     def _take_signals(self) -> bytes:
         """Read what the wakeup fd wrote and hand it on to the fd it replaced (lock held)."""

@@ -103,19 +103,20 @@ def _draw() -> int:
     """A random id of the range that no account, group or live kernel has, now held."""
     for _ in range(_DRAWS):
         candidate = _FIRST_ID + secrets.randbelow(_LAST_ID - _FIRST_ID)
-        try:
-            pwd.getpwuid(candidate)
-            continue
-        except KeyError:
-            pass
-        try:
-            grp.getgrgid(candidate)
-            continue
-        except KeyError:
-            pass
-        if _hold(candidate):
+        if not _named(candidate) and _hold(candidate):
             return candidate
     raise OSError(errno.EUSERS, "no free sandbox uid between 0x70000000 and 0x7FFE0000")
+
+
+def _named(uid: int) -> bool:
+    """Whether an account or a group has ``uid`` as its id."""
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+        except KeyError:
+            continue
+        return True
+    return False
 
 
 def _hold(uid: int) -> bool:
