@@ -174,6 +174,7 @@ class Batch:
         # local rows: when a row last looked at the live module; whether a look saw it changed
         self._looked = -LOOK_EVERY_S
         self._saw_change = False
+        self._takers = 0  # local workers waiting in _take for a row to settle
 
     # -- building ----------------------------------------------------------------------
 
@@ -362,6 +363,7 @@ class Batch:
         source = RowSource(
             lock=self._wake, take=self._take, run=self._run_row, finish=self._finished,
             fail=self._host_failed, exiting=self._exiting, tick=self.journal.commit_due,
+            waiting=lambda: self._takers > 0,
         )  # fmt: skip
         self._local = LocalRunner(source, self.concurrency)
         self._local.start(len(self._pending))
@@ -419,7 +421,11 @@ class Batch:
             elif not self._running:
                 return None
             # else a running row may still fail into a retry, or give max_cost its cost
-            self._wake.wait(max(wait, 0.0))
+            self._takers += 1
+            try:
+                self._wake.wait(max(wait, 0.0))
+            finally:
+                self._takers -= 1
 
     def _start(self, retry: bool) -> Taken:
         if retry:
