@@ -8,7 +8,8 @@
   its poll capability ``studio.storyboard_status`` renders one more scene. The job lives in
   the ``jobs`` root, which the host must map to a folder that persists between calls.
 
-Everything is local, free and deterministic (``-threads 1`` and ``+bitexact`` for ffmpeg).
+Everything is local, free and deterministic (``-threads 1``, ``+bitexact`` and a bitexact RGB to
+YUV conversion for ffmpeg: the clip is the same on every processor).
 """
 
 from __future__ import annotations
@@ -303,6 +304,10 @@ def clip(ctx: kit.Context) -> kit.Outcome:
         ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y",
         "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{width}x{height}", "-r", str(fps),
         "-i", "pipe:0",
+        # swscale's RGB to YUV conversion picks SIMD code by processor unless it is bitexact:
+        # without it the same frames gave other bytes on another machine (and with
+        # ``-cpuflags 0`` here)
+        "-sws_flags", "bitexact+accurate_rnd",
         "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-threads", "1",
         "-fflags", "+bitexact", "-flags:v", "+bitexact", "-map_metadata", "-1",
         "-movflags", "+faststart", str(target),
