@@ -101,12 +101,15 @@ class AuditRow:
                 duration_ms=duration_ms, outcome=_kept(outcome[0]), message=outcome[1],
             )  # fmt: skip
         evidence = inv.evidence
+        # the caller's dump of this request's grants when it made one (a call's pipeline does,
+        # for the rows of calls that end before the module runs)
+        dumped = grants if grants is not None else inv.request.grants.model_dump(mode="json")
         return cls(
             time=call[0],
             module=_kept(inv.module),
             capability=sys.intern(call[1]),
             request_id=call[2],
-            grants=_shared(inv.request.grants.model_dump(mode="json")),
+            grants=_shared(dumped),
             approval=sys.intern(inv.approval),
             duration_ms=duration_ms,
             outcome=_kept(outcome[0]),

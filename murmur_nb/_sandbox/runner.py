@@ -307,6 +307,7 @@ def _popen(
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         list(argv),
+        bufsize=0,  # the pipes are read and written by descriptor: no buffered file objects
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -416,10 +417,10 @@ class _Run:
             self.pidfd = None
         os.set_blocking(self.in_fd, False)
         self.pending = memoryview(stdin)
-        if self.pending:
+        # written at once as far as the pipe takes it (a request mostly fits its buffer):
+        # a wait for POLLOUT only for the rest
+        if not self._feed():
             self.poller.register(self.in_fd, select.POLLOUT)
-        else:
-            self.stdin.close()
         self.poller.register(self.out_fd, select.POLLIN)
         self.poller.register(self.err_fd, select.POLLIN)
         if self.pidfd is not None:
@@ -462,7 +463,8 @@ class _Run:
     def _ready(self, fd: int) -> bool:
         """Serve one ready descriptor; ``True`` once standard output crossed the bound."""
         if fd == self.in_fd:
-            self._feed()
+            if self._feed():
+                self.poller.unregister(fd)
         elif fd == self.out_fd:
             return self._read_out()
         elif fd == self.err_fd:
@@ -472,18 +474,20 @@ class _Run:
             self.exited_at = time.monotonic()
         return False
 
-    def _feed(self) -> None:
-        try:
-            n = os.write(self.in_fd, self.pending[:_CHUNK])
-        except BrokenPipeError:
-            n = len(self.pending)
-        except BlockingIOError:
-            return
-        self.pending = self.pending[n:]
-        if not self.pending:
-            self.poller.unregister(self.in_fd)
-            with contextlib.suppress(BrokenPipeError):
-                self.stdin.close()
+    def _feed(self) -> bool:
+        """Write what the pipe takes now of the request; ``True`` once it is all written
+        (or the module closed its end) and standard input is closed."""
+        while self.pending:
+            try:
+                n = os.write(self.in_fd, self.pending[:_CHUNK])
+            except BrokenPipeError:
+                n = len(self.pending)
+            except BlockingIOError:
+                return False
+            self.pending = self.pending[n:]
+        with contextlib.suppress(BrokenPipeError):
+            self.stdin.close()
+        return True
 
     def _read_out(self) -> bool:
         room = self.bound + 1 - len(self.out)
