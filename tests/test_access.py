@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -307,6 +308,45 @@ def test_no_kernel_draws_the_sandbox_uid_a_live_kernel_holds(
     freed = subprocess.run([sys.executable, "-c", HOLDS.format(uid=uid)],
                            capture_output=True, text=True, check=True)  # fmt: skip
     assert freed.stdout.strip() == "True"
+
+
+DRAWS_AND_WAITS = """
+import sys
+from murmur_nb._sandbox.identity import sandbox_id
+print(sandbox_id(), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_killed_kernels_hold_goes_when_any_later_kernel_draws_its_own() -> None:
+    """A root kernel killed with ``SIGKILL`` runs no exit handler: its hold of its uid stays
+    in the temporary folder until a later kernel looks. Every later kernel sweeps all dead
+    holds as it draws, not only the one of the uid it drew (1 in 268 million): one CI run
+    had left 34 of them, one per kernel nbval stopped."""
+    holds = Path(tempfile.gettempdir())
+    killed = subprocess.Popen([sys.executable, "-c", DRAWS_AND_WAITS], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert killed.stdout is not None
+    uid = int(killed.stdout.readline())
+    alive = subprocess.Popen([sys.executable, "-c", DRAWS_AND_WAITS], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert alive.stdout is not None
+        alive_uid = int(alive.stdout.readline())
+        killed.kill()
+        killed.communicate()
+        assert list(holds.glob(f"murmur-nb-uid-{uid}-*")), "a killed kernel leaves its hold"
+        later = subprocess.run([sys.executable, "-c", "from murmur_nb._sandbox.identity import "
+                                "sandbox_id; print(sandbox_id())"],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+        assert int(later.stdout) not in (uid, alive_uid)
+        assert not list(holds.glob(f"murmur-nb-uid-{uid}-*"))  # the dead one's is gone
+        assert list(holds.glob(f"murmur-nb-uid-{alive_uid}-*"))  # the live one's stays
+    finally:
+        alive.communicate("")
+        killed.kill()
+        killed.communicate()
+    assert not list(holds.glob(f"murmur-nb-uid-{alive_uid}-*"))  # its own exit removed it
 
 
 SAME_FROM_EVERY_THREAD = """

@@ -119,14 +119,20 @@ def _named(uid: int) -> bool:
     return False
 
 
+#: the name of a folder in the temporary folder that holds a uid for a live root kernel
+_HOLDS = "murmur-nb-uid-"
+
+
 def _hold(uid: int) -> bool:
     """Hold ``uid`` for this process unless a live kernel holds it (root kernels only: a
     user's kernel gives its modules no id of their own)."""
     if not is_root():
         return True
-    prefix = f"murmur-nb-uid-{uid}-"
+    prefix = f"{_HOLDS}{uid}-"
     try:
-        scratch.sweep(prefix)  # a dead kernel's hold goes
+        # every dead kernel's hold goes, not only this uid's: a kernel killed with SIGKILL
+        # (as nbval stops its kernels) left its own for good, one more with each kill
+        scratch.sweep(_HOLDS)
         if any(Path(tempfile.gettempdir()).glob(f"{prefix}*")):
             return False  # a live kernel's (or one being made)
         scratch.process_folder(prefix)
