@@ -48,6 +48,7 @@ host_cpu_ms_per_row=<v> loop_cores=<c> machine_cpu_ms_per_row=<m>`` (``m``: the 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import subprocess
@@ -262,8 +263,10 @@ def main() -> None:
               f"here (all {cores} cores busy at the map's CPU per row); the loop overlaps "
               "each call with the sandbox made ahead for the next")  # fmt: skip
         workers = 2 * cores
-        print(f"reference: bare bwrap runs of /bin/true, {workers} at a time vs one at a time: "
-              f"{bwrap_scaling(400, workers):.2f}x")  # fmt: skip
+        scaling = bwrap_scaling(400, workers)
+        print("reference: bare bwrap runs of /bin/true, " + (
+            f"{workers} at a time vs one at a time: {scaling:.2f}x" if not math.isnan(scaling)
+            else "not measured: no bwrap here (the modules above ran without it)"))  # fmt: skip
         print(f"reference: pure-Python loops in {cores} processes vs one at a time: "
               f"{cpu_scaling(cores):.2f}x (what {cores} cores give here)")  # fmt: skip
         resume = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
