@@ -187,6 +187,8 @@ class Journal:
 
     def commit_due(self) -> None:
         """Commit the open group of writes if it is :data:`GROUP_S` old."""
+        if time.monotonic() - self._opened < GROUP_S:
+            return  # not due (looked at without the lock: the workers ask after every row)
         with self._lock:
             db = self._conn
             if db is not None and db.in_transaction and time.monotonic() - self._opened >= GROUP_S:
