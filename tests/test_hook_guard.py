@@ -191,6 +191,66 @@ def test_a_ctrl_c_that_ended_one_call_never_stops_the_next(
     assert not failed, failed
 
 
+DAY_LONG = """\
+hooks:
+  guest:
+    component: hooks/guest.wasm
+    events: [task-start]
+    limits: {time_ms: 86400000}
+"""
+
+
+def test_ctrl_c_ends_a_spinning_guest_with_a_day_long_limit_at_once(
+    tmp_path: Path, store: ConversationStore, restore_sigint: None
+) -> None:
+    """Stopping a call advances the epoch past its deadline. Armed with a whole day, that
+    was 17 million ``increment_epoch`` calls: a guest spinning in pure wasm ended 6.6 s after
+    Ctrl-C here (about 20 s on a slower machine), and the next call waited for the push too.
+    A long limit is armed 10 s at a time (``murmur_nb._hooks.epochs``), so a stop pushes at
+    most one chunk."""
+    hooks = host(tmp_path, store, DAY_LONG)
+    sent: list[float] = []
+
+    def interrupt() -> None:
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.3, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            hooks.task_start(task_id="!loop", context_id="ctx-1")
+        ended = time.monotonic()
+    finally:
+        timer.cancel()
+    assert sent, "the timer never fired"
+    assert ended - sent[0] < 1.0, ended - sent[0]
+    started = time.monotonic()
+    result = hooks.task_start(task_id="next", context_id="ctx-1")["guest"]
+    assert result.ok and result.value == "next", result
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_limit_of_many_chunks_ends_the_call_at_that_limit(
+    tmp_path: Path, store: ConversationStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store armed one chunk at a time gets the next chunk until its own deadline, not
+    one chunk only: chunks of 20 ticks (0.1 s) and a limit of 1 s end the spinning guest
+    after about 1 s, ``deadline_exceeded``."""
+    from murmur_nb._hooks import epochs  # private: the chunk size, small for a 1 s test
+
+    monkeypatch.setattr(epochs, "CHUNK_TICKS", 20)
+    text = DAY_LONG.replace("86400000", "1000")
+    hooks = host(tmp_path, store, text)
+    assert hooks.runtime.chunks is not None, "the tested wasmtime arms long limits in chunks"
+    started = time.monotonic()
+    result = hooks.task_start(task_id="!loop", context_id="ctx-1")["guest"]
+    took = time.monotonic() - started
+    assert result.code == "deadline_exceeded", result
+    assert 0.95 <= took < 2.0, took
+    assert hooks.task_start(task_id="next", context_id="ctx-1")["guest"].value == "next"
+
+
 # ------------------------------------------------------------------ import signatures
 
 PAGE_TYPES = """

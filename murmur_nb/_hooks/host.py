@@ -252,7 +252,8 @@ class HookHost:
         from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
 
         with self.runtime.call_lock:
-            store, ticks = self._new_store(limits, Capture(), Capture())
+            # no call runs here for a chunk's callback to ask about: armed whole
+            store, ticks = self._new_store(limits, Capture(), Capture(), chunked=False)
             try:
                 with self.runtime.ticker.running(ticks):
                     instance = self._linked.linker.instantiate(store, component)
@@ -439,9 +440,11 @@ class HookHost:
         return results
 
     def _new_store(
-        self, limits: HookLimits, out: Capture, err: Capture, started: float | None = None
+        self, limits: HookLimits, out: Capture, err: Capture, started: float | None = None,
+        *, chunked: bool = True,
     ) -> tuple[Store, int]:
-        """A fresh store for one call, and its deadline in ticks from the current epoch.
+        """A fresh store for one call, and the ticks from the current epoch that stop it (its
+        deadline, or with ``chunked`` a long limit's first chunk: :mod:`.epochs`).
 
         The deadline counts from ``started`` (``time.monotonic()``, default now): the caller
         measures the call's duration from the same instant, so time lost before the guest
@@ -468,8 +471,10 @@ class HookHost:
         store.set_fuel(limits.fuel if limits.fuel is not None else FUEL_UNLIMITED)
         now = time.monotonic() if started is None else started
         ticks = runtime.ticker.deadline(limits.time_ms, now)  # relative to the epoch now
-        store.set_epoch_deadline(ticks)
-        return store, ticks
+        if not chunked or runtime.chunks is None:
+            store.set_epoch_deadline(ticks)
+            return store, ticks
+        return store, runtime.chunks.arm(store, ticks)  # a long limit: one chunk at a time
 
     def _call(
         self,

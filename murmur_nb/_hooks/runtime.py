@@ -3,9 +3,11 @@
 Every :class:`HookHost` shares one ``Engine`` (epoch interruption and fuel, both part of the
 cache key) and one daemon ticker that advances the epoch while hooks run and sleeps when they
 are idle. Calls are serialized by a process-wide lock, so the ticker knows which call it
-times; a call waiting for the lock spends its own time limit. wasm GC, typed function
-references and exceptions are off, because the store limits do not reach wasmtime's GC heap:
-such a component fails at load (:data:`NO_GC_HINT`). While a call runs on the main thread,
+times; a call waiting for the lock spends its own time limit. A limit longer than 10 s is
+armed in chunks (:mod:`murmur_nb._hooks.epochs`), so stopping a call never pushes the epoch
+by more than one chunk. wasm GC, typed function references and exceptions are off, because
+the store limits do not reach wasmtime's GC heap: such a component fails at load
+(:data:`NO_GC_HINT`). While a call runs on the main thread,
 SIGINT sets a flag the ticker turns into an epoch past the deadline, and the call raises
 ``KeyboardInterrupt`` with the host intact. Teardown has an order: :meth:`Runtime.shutdown`.
 Every entry into a guest first puts wasmtime's trap handlers back if something replaced them
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import HookError
 from murmur_nb._hooks.cache import ComponentCache
+from murmur_nb._hooks.epochs import Chunks
 
 if TYPE_CHECKING:
     from wasmtime import Engine
@@ -132,6 +135,9 @@ class Ticker:
         self._sleeping = True
         self._forward_fd = -1
         self.interrupted = False
+        #: the running call is being stopped (Ctrl-C or the exit drain): a store armed in
+        #: chunks ends at its next one (:mod:`murmur_nb._hooks.epochs`)
+        self.stopping = False
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="murmur-nb-epoch", daemon=True)
         self._thread.start()
@@ -228,6 +234,7 @@ class Ticker:
             return 0
         if interrupt:
             self.interrupted = True
+        self.stopping = True
         self._pushing += 1
         return self._active_ticks + 2
 
@@ -264,7 +271,7 @@ class Ticker:
         """
         self._traps.ensure()
         with self._lock:
-            self.interrupted = False
+            self.interrupted = self.stopping = False
             self._active_ticks = ticks
             self._last_active = time.monotonic()
             wake = self._sleeping
@@ -342,6 +349,9 @@ class Runtime:
         self.traps = TrapHandlers()
         self.cache = ComponentCache(self.engine, self.fingerprint, keep_in_memory=16)
         self.ticker = Ticker(self.engine, self.traps)
+        ticker = self.ticker
+        #: long limits armed in chunks (``None``: every store armed whole)
+        self.chunks = Chunks.made(lambda: ticker.stopping, ticker.owed, TICK_S)
         self.call_lock = threading.RLock()
         self.hosts: weakref.WeakSet[Any] = weakref.WeakSet()
         self.stores: weakref.WeakSet[Any] = weakref.WeakSet()
