@@ -49,7 +49,8 @@ class Chunks:
 
         register = _bindings._wasmtime_store_epoch_deadline_callback
         self._register = register
-        callback_type, finalizer_type = register.argtypes[1], register.argtypes[3]
+        argtypes: Any = register.argtypes  # (store, callback, data, finalizer)
+        callback_type, finalizer_type = argtypes[1], argtypes[3]
         self._error_new = _bindings.wasmtime_error_new
         self._stopping, self._owed, self._tick_s = stopping, owed, tick_s
         # kept for as long as this object: wasmtime may call it during any armed call
