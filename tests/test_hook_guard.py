@@ -78,6 +78,27 @@ def sleeper(version: str = "0.2.0") -> bytes:
     return wasmtime.wat2wasm(text.replace("@0.2.0", f"@{version}"))
 
 
+def ctrl_c_during(hooks: mnb.HookHost, task_id: str, after_s: float = 0.3) -> float:
+    """Press Ctrl-C (a real SIGINT) ``after_s`` into the ``task_id`` call, which must raise
+    ``KeyboardInterrupt``; the seconds from the signal to the call's end."""
+    sent: list[float] = []
+
+    def interrupt() -> None:
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(after_s, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            hooks.task_start(task_id=task_id, context_id="ctx-1")
+        ended = time.monotonic()
+    finally:
+        timer.cancel()
+    assert sent, "the timer never fired"
+    return ended - sent[0]
+
+
 @pytest.mark.parametrize("task", ["poll", "block"])
 @pytest.mark.parametrize("version", ["0.2.0", "0.2.9", "0.2.12", "0.2.40"])
 def test_a_guest_sleeping_on_a_clock_pollable_stops_at_its_time_limit(
@@ -123,23 +144,9 @@ def test_ctrl_c_ends_a_guest_sleeping_on_a_clock_pollable_promptly(
     text += "    limits: {time_ms: 30000}\n"
     hooks = host(tmp_path, store, text, sleeper=sleeper())
     handler_before = signal.getsignal(signal.SIGINT)
-    sent: list[float] = []
-
-    def interrupt() -> None:
-        sent.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)
-
-    timer = threading.Timer(0.3, interrupt)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            hooks.task_start(task_id="poll", context_id="ctx-1")
-        ended = time.monotonic()
-    finally:
-        timer.cancel()
-    assert sent, "the timer never fired"
+    took = ctrl_c_during(hooks, "poll")
     # The goal is 100 ms; the bound leaves room for a busy CI, far below the 10 s sleep.
-    assert ended - sent[0] < 0.35, ended - sent[0]
+    assert took < 0.35, took
     assert signal.getsignal(signal.SIGINT) is handler_before
     assert hooks.task_start(task_id="awake", context_id="ctx-1")["sleeper"].value == "awake"
 
@@ -209,22 +216,8 @@ def test_ctrl_c_ends_a_spinning_guest_with_a_day_long_limit_at_once(
     A long limit is armed 10 s at a time (``murmur_nb._hooks.epochs``), so a stop pushes at
     most one chunk."""
     hooks = host(tmp_path, store, DAY_LONG)
-    sent: list[float] = []
-
-    def interrupt() -> None:
-        sent.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)
-
-    timer = threading.Timer(0.3, interrupt)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            hooks.task_start(task_id="!loop", context_id="ctx-1")
-        ended = time.monotonic()
-    finally:
-        timer.cancel()
-    assert sent, "the timer never fired"
-    assert ended - sent[0] < 1.0, ended - sent[0]
+    took = ctrl_c_during(hooks, "!loop")
+    assert took < 1.0, took
     started = time.monotonic()
     result = hooks.task_start(task_id="next", context_id="ctx-1")["guest"]
     assert result.ok and result.value == "next", result

@@ -137,7 +137,7 @@ class Ticker:
         self.interrupted = False
         #: the running call is being stopped (Ctrl-C or the exit drain): a store armed in
         #: chunks ends at its next one (:mod:`murmur_nb._hooks.epochs`)
-        self.stopping = False
+        self.stopping_call = False
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="murmur-nb-epoch", daemon=True)
         self._thread.start()
@@ -234,7 +234,7 @@ class Ticker:
             return 0
         if interrupt:
             self.interrupted = True
-        self.stopping = True
+        self.stopping_call = True
         self._pushing += 1
         return self._active_ticks + 2
 
@@ -271,7 +271,7 @@ class Ticker:
         """
         self._traps.ensure()
         with self._lock:
-            self.interrupted = self.stopping = False
+            self.interrupted = self.stopping_call = False
             self._active_ticks = ticks
             self._last_active = time.monotonic()
             wake = self._sleeping
@@ -351,7 +351,7 @@ class Runtime:
         self.ticker = Ticker(self.engine, self.traps)
         ticker = self.ticker
         #: long limits armed in chunks (``None``: every store armed whole)
-        self.chunks = Chunks.made(lambda: ticker.stopping, ticker.owed, TICK_S)
+        self.chunks = Chunks.made(lambda: ticker.stopping_call, ticker.owed, TICK_S)
         self.call_lock = threading.RLock()
         self.hosts: weakref.WeakSet[Any] = weakref.WeakSet()
         self.stores: weakref.WeakSet[Any] = weakref.WeakSet()
