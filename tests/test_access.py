@@ -389,3 +389,33 @@ def test_two_runs_as_the_user_side_by_side_keep_their_passage(tmp_path: Path) ->
         assert still.returncode == 0 and still.stdout == "through", still
     after = reads_as(uid, folder / "f.txt")
     assert after.returncode != 0 and "Permission denied" in after.stderr, after
+
+
+@pytest.mark.parametrize("opening", ["openat2", "one component at a time"])
+def test_a_root_path_through_a_link_is_refused_and_its_target_gets_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opening: str
+) -> None:
+    """A root named through a link to a root-only folder is refused, not given: opened in
+    one ``openat2`` that refuses any link, and where that cannot be used (an old kernel,
+    a container's seccomp profile), one component at a time with ``O_NOFOLLOW``."""
+    from murmur_nb._sandbox import access, libc  # private: the root grant, and its openat2 switch
+
+    if opening != "openat2":
+        monkeypatch.setattr(libc, "_OPENAT2", [False])
+    private = tmp_path / "private"
+    (private / "data").mkdir(parents=True)
+    private.chmod(0o700)
+    (private / "data" / "secret.txt").write_text("root only")
+    (tmp_path / "via").symlink_to(private)
+    inside = (private / "data", private / "data" / "secret.txt")
+    before = [sorted(os.listxattr(p)) for p in inside]
+    try:
+        problem = access.grant_root(str(tmp_path / "via" / "data"), write=True)
+        assert "cannot be given access" in problem  # ELOOP, or ENOTDIR one component a time
+        assert sandbox_entries(private) == []
+        assert [sorted(os.listxattr(p)) for p in inside] == before
+        assert access.grant_root(str(private / "data"), write=False) == ""  # its real path
+        taken = libc._OPENAT2 == [True]
+        assert taken == (opening == "openat2")  # the way under test was the one taken
+    finally:
+        access.revoke()

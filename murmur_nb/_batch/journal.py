@@ -87,6 +87,7 @@ class Journal:
         self.path = Path(path) if path is not None else None
         self._key = hmac.new(key if key is not None else sealing_key()[0], _PURPOSE,
                              hashlib.sha256).digest()  # fmt: skip
+        self._mac = hmac.new(self._key, digestmod=hashlib.sha256)  # copied for each seal
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -147,7 +148,9 @@ class Journal:
     def _seal(self, key: JournalKey, input_key: str, status: str, spent: float | None,
               record: str) -> str:  # fmt: skip
         message = json.dumps([*key, input_key, status, spent, record], separators=(",", ":"))
-        return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
+        mac = self._mac.copy()  # the key's padded state, made once
+        mac.update(message.encode())
+        return mac.hexdigest()
 
     def _sealed(self, key: JournalKey, row: tuple[str, str, float | None, str, str]) -> bool:
         """Whether ``(input_key, status, spent, record, seal)`` is a row this key sealed."""

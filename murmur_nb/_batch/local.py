@@ -88,14 +88,14 @@ def run_row(
     run_options = {k: options[k] for k in RUN_OPTIONS if k in options}
 
     def invoke(capability: str, request: Any) -> Invocation:
-        # the row's input was checked when the batch started; a poll's request was not
+        # the row's input was checked when the batch started (strict JSON, its canonical
+        # text parsed again, and the schema); a poll's request was not
         call = prepared if capability == plan.capability else poll
         assert call is not None, "a batch runs only once its call is prepared"
         # ahead=False: the rows keep every core busy, a sandbox made ahead would only move
         # the same work to another thread (and cost the host about 0.15 ms of CPU a row)
         return call.run(request, cancel=cancel, if_unchanged=look or call is not prepared,
-                        validate_input=call is not prepared, ahead=False,
-                        **run_options)  # fmt: skip
+                        checked=call is prepared, ahead=False, **run_options)  # fmt: skip
 
     try:
         if plan.poll is not None:

@@ -56,6 +56,9 @@ class Call:
     extra: dict[str, Any] | None = None
     staged: Sequence[StagedArtifact] = ()
     validate_input: bool = True
+    #: the input is strict JSON already, checked against the request schema by the caller
+    #: (a batch checks each row when it starts): neither is done again
+    checked: bool = False
     cancel: threading.Event | None = None
     #: whether the plan's next sandbox may be made ahead (:mod:`murmur_nb._sandbox.warm`)
     ahead: bool = True
@@ -115,6 +118,8 @@ def checked_input(
     """The caller's input as plain JSON, checked against the capability's request schema
     (within the policy's pattern budget)."""
     capability, cap = call.capability, target.cap
+    if call.checked:
+        return call.input
     value = strict_json({} if call.input is None else call.input, "input", capability)
     if not call.validate_input:  # sent as is (the module checker's hostile inputs)
         return value

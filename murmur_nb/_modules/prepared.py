@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from murmur_nb._exceptions import (
     ArtifactRejected,
     InvalidDescriptor,
@@ -74,6 +76,15 @@ THIS_CALL = "approved (this call)"
 #: not a format the kernel runs, a link loop, busy being written, a folder, a noexec mount)
 NOT_RUNNABLE = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR,
                           errno.ELOOP, errno.ETXTBSY, errno.EISDIR, errno.EPERM})  # fmt: skip
+
+
+def _wire(value: Any) -> bytes:
+    """The request as compact UTF-8 JSON: orjson's, or (an integer wider than 64 bits,
+    nesting deeper than orjson writes) the standard library's, which writes the same JSON."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _since(t0: float) -> float:
@@ -189,6 +200,7 @@ class PreparedCall:
         extra: dict[str, Any] | None = None,
         staged: Sequence[StagedArtifact] = (),
         validate_input: bool = True,
+        checked: bool = False,
         cancel: threading.Event | None = None,
         if_unchanged: bool = False,
         ahead: bool = True,
@@ -196,10 +208,12 @@ class PreparedCall:
         """Run the prepared capability on ``input``; the checked :class:`Invocation`.
 
         The parameters are :meth:`ModuleHost.invoke <murmur_nb.ModuleHost.invoke>`'s, and
-        ``if_unchanged``: first refuse (code ``module_changed``, nothing runs) when the live
-        module folder no longer resolves to this call's digests (:meth:`changed`);
-        ``ahead=False``: make no sandbox ahead for the next call (one made ahead is still
-        used). A batch passes it: its rows keep every core busy already, and a sandbox made
+        ``checked``: ``input`` is what strict JSON gives back and matched the request schema
+        already (:meth:`input_problem` said ``None``; a batch checks each row as it starts),
+        so neither is done again; ``if_unchanged``: first refuse (code ``module_changed``,
+        nothing runs) when the live module folder no longer resolves to this call's digests
+        (:meth:`changed`); ``ahead=False``: make no sandbox ahead for the next call (one made
+        ahead is still used). A batch passes it: its rows keep every core busy already, and a sandbox made
         ahead only moves the same work to another thread (docs/sandbox.md).
 
         Raises
@@ -211,7 +225,8 @@ class PreparedCall:
         """
         call = Call(self.capability, input, uuid.uuid4().hex, deadline_ms=deadline_ms,
                     max_output_bytes=max_output_bytes, extra=extra, staged=staged,
-                    validate_input=validate_input, cancel=cancel, ahead=ahead)  # fmt: skip
+                    validate_input=validate_input, checked=checked, cancel=cancel,
+                    ahead=ahead)  # fmt: skip
         return self._audited(call, if_unchanged=if_unchanged)
 
     def _audited(self, call: Call, *, if_unchanged: bool) -> Invocation:
@@ -261,9 +276,7 @@ class PreparedCall:
         """
         request, gate = built.request, self.parts.gate
         exe = self.snapshot / "module"
-        payload = json.dumps(
-            request.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
-        ).encode()
+        payload = _wire(request.model_dump(mode="json"))
         with self.parts.workspace.cwd(in_sandbox=gate.makes_cwd) as cwd:
             try:
                 how = gate.launch(

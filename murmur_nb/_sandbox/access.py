@@ -5,8 +5,9 @@ files. A policy root it must use gets a POSIX ACL entry for that id alone (``rwx
 on an ``rw`` root; ``r-x``/``r--`` on an ``ro`` root others cannot read); on the Landlock
 path, where the module sees real paths, each folder above gets ``--x``. Three rules hold:
 
-- **Every walk goes by file descriptor.** A root is opened one component at a time with
-  ``O_NOFOLLOW``; each entry below is opened from its folder's descriptor with
+- **Every walk goes by file descriptor.** A root is opened without following any link
+  (one ``openat2`` with ``RESOLVE_NO_SYMLINKS``; where that is refused, one component at a
+  time with ``O_NOFOLLOW``); each entry below is opened from its folder's descriptor with
   ``O_NOFOLLOW`` and changed through that descriptor (``fstat``, ``fsetxattr``). A folder
   swapped for a link mid-walk is never followed: the walk cannot leave the root.
 - **No default entry.** What the user makes in a root later keeps the user's umask; each
@@ -49,6 +50,7 @@ from pathlib import Path
 
 from murmur_nb._files import scratch
 from murmur_nb._sandbox.identity import is_root, is_sandbox_id, sandbox_id
+from murmur_nb._sandbox.libc import open_no_links
 
 __all__ = ["ACL_BUDGET", "Lease", "grant_passage", "grant_root", "hold", "revoke", "take_passage"]
 
@@ -158,7 +160,11 @@ def _reachable(st: os.stat_result, uid: int, write: bool) -> bool:
 
 
 def _open_path(path: str) -> int:
-    """``path`` (absolute) opened one component at a time, never through a link."""
+    """``path`` (absolute) opened never through a link: in one ``openat2`` that refuses any
+    (:func:`.libc.open_no_links`), else one component at a time with ``O_NOFOLLOW``."""
+    fd = open_no_links(path, _OPEN)
+    if fd is not None:
+        return fd
     parts = [p for p in path.split("/") if p]
     fd = os.open("/", _DIR)
     try:

@@ -1,11 +1,13 @@
 """The one handle on the C library that the sandbox calls into (``prctl``, ``unshare``, the
-Landlock system calls), loaded once at import."""
+Landlock system calls, ``openat2``), loaded once at import."""
 
 from __future__ import annotations
 
 import ctypes
+import errno
+import os
 
-__all__ = ["LIBC", "libc"]
+__all__ = ["LIBC", "libc", "open_no_links"]
 
 
 def _load() -> ctypes.CDLL | None:
@@ -24,3 +26,40 @@ def libc() -> ctypes.CDLL:
     if LIBC is None:
         raise OSError("no C library could be loaded (ctypes.CDLL(None))")
     return LIBC
+
+
+class _OpenHow(ctypes.Structure):
+    """``struct open_how`` (linux/openat2.h)."""
+
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                ("resolve", ctypes.c_uint64)]  # fmt: skip
+
+
+#: ``openat2``'s number: one table for every architecture from 424 on (x86-64, arm64, ...)
+_SYS_OPENAT2 = 437
+_AT_FDCWD = -100
+#: no link at all on the way, magic ones (``/proc/<pid>/fd/N``) neither (linux/openat2.h)
+_RESOLVE_NO_SYMLINKS = 0x04
+#: what says ``openat2`` is not there to use: an older kernel (``ENOSYS``), a seccomp
+#: profile that refuses it (``EPERM``, a container's), flags it does not know
+_ABSENT = frozenset({errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG})
+_OPENAT2: list[bool] = [LIBC is not None]
+
+
+def open_no_links(path: str, flags: int) -> int | None:
+    """``path`` (absolute) opened with ``flags`` in one ``openat2`` call that refuses a
+    symbolic link anywhere in it (``ELOOP``, raised as ``OSError``); ``None`` where
+    ``openat2`` cannot be used (then it is never tried again in this process)."""
+    if not _OPENAT2[0] or LIBC is None:
+        return None
+    how = _OpenHow(flags, 0, _RESOLVE_NO_SYMLINKS)
+    fd = LIBC.syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_long(_AT_FDCWD),
+                      ctypes.c_char_p(os.fsencode(path)), ctypes.byref(how),
+                      ctypes.c_size_t(ctypes.sizeof(how)))  # fmt: skip
+    if fd >= 0:
+        return int(fd)
+    code = ctypes.get_errno()
+    if code in _ABSENT:
+        _OPENAT2[0] = False
+        return None
+    raise OSError(code, os.strerror(code), path)

@@ -120,6 +120,10 @@ class WarmSandboxes:
         # close()'s killing, also when the host is dropped unclosed, and at interpreter exit
         self._discard = weakref.finalize(self, _discard_all, self._lock, self._waiting, self._pid)
 
+    def waiting(self) -> bool:
+        """Whether any sandbox waits (or is being made) for a plan's next call."""
+        return bool(self._waiting or self._making)
+
     def take(self, key: Key | None) -> Warm | None:
         """The sandbox waiting for ``key``'s plan (now no longer waiting), if any, still
         alive, and binding the folders its paths name now (else it is killed unrun)."""
