@@ -34,7 +34,7 @@ __all__ = [
 TEMPLATE_MAX = 100
 
 #: The wasmtime versions the fast path was tested against (``pyproject.toml`` says the same).
-TESTED_WASMTIME = ">=50,<51"
+TESTED_WASMTIME = ">=50,<52"
 
 #: What a missing or changed private wasmtime-py API (``wasmtime._ffi``) raises while the fast
 #: ``read-messages`` path is set up; any of them means: use the binding's public conversion.
