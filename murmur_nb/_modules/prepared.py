@@ -213,8 +213,8 @@ class PreparedCall:
         so neither is done again; ``if_unchanged``: first refuse (code ``module_changed``,
         nothing runs) when the live module folder no longer resolves to this call's digests
         (:meth:`changed`); ``ahead=False``: make no sandbox ahead for the next call (one made
-        ahead is still used). A batch passes it: its rows keep every core busy already, and a sandbox made
-        ahead only moves the same work to another thread (docs/sandbox.md).
+        ahead is still used). A batch passes it: its rows keep every core busy already, and a
+        sandbox made ahead only moves the same work to another thread (docs/sandbox.md).
 
         Raises
         ------
