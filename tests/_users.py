@@ -34,11 +34,9 @@ def passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
     """
     from murmur_nb._sandbox import access  # private: the ACL writer has no public path
 
-    key = hashlib.sha256("\0".join(sorted(map(str, paths))).encode()).hexdigest()[:16]
-    fd = os.open(Path(tempfile.gettempdir()) / f"murmur-nb-test-passage-{uid}-{key}.lock",
-                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # fmt: skip
+    lock = passage_lock(uid, paths)
+    fd = _shared_lock(lock)  # waits while the last one out takes them back
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)  # waits while the last one out takes them back
         for path in paths:
             access.grant_passage(str(path / "x"), uid=uid)
         try:
@@ -52,7 +50,30 @@ def passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
             else:
                 for path in paths:
                     access.take_passage(str(path / "x"), uid=uid)
+                lock.unlink(missing_ok=True)  # still held: a run waiting on it opens anew
     finally:
+        os.close(fd)
+
+
+def passage_lock(uid: int, paths: list[Path]) -> Path:
+    """The file the runs needing one passage hold while they run (gone once none does)."""
+    key = hashlib.sha256("\0".join(sorted(map(str, paths))).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"murmur-nb-test-passage-{uid}-{key}.lock"
+
+
+def _shared_lock(lock: Path) -> int:
+    """``lock`` opened and held shared, once it is the file the path names: the last run
+    out removes it, and one that opened it before then opens the new one instead."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            named = lock.lstat()
+        except FileNotFoundError:
+            named = None
+        held = os.fstat(fd)
+        if named is not None and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino):
+            return fd
         os.close(fd)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from _modules import install
-from _users import passage_for, test_user
+from _users import passage_for, passage_lock, test_user
 
 import murmur_nb as mnb
 
@@ -389,6 +389,7 @@ def test_two_runs_as_the_user_side_by_side_keep_their_passage(tmp_path: Path) ->
         assert still.returncode == 0 and still.stdout == "through", still
     after = reads_as(uid, folder / "f.txt")
     assert after.returncode != 0 and "Permission denied" in after.stderr, after
+    assert not passage_lock(uid, [folder]).exists()  # the last one out removed it
 
 
 @pytest.mark.parametrize("opening", ["openat2", "one component at a time"])
