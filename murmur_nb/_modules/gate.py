@@ -113,8 +113,8 @@ class SandboxGate:
         """Run ``how`` (this call's plan, checked and granted), in the sandbox made ahead for
         the same plan when one waits; when the plan ran before, one is made for its next run
         meanwhile, from ``how`` (:mod:`murmur_nb._sandbox.warm`), unless not ``ahead``."""
-        # the key only when a sandbox may be waiting or be made: a batch's rows make none,
-        # and (about 8% of the host's CPU a row) most find none waiting
+        # the key (the plan's whole argv, rewritten) only when a sandbox may be waiting or
+        # be made: a batch's rows make none, and find none waiting
         key = plan_key(how, cwd) if ahead or self.warm.waiting() else None
         warm = self.warm.take(key)
         if key is not None and ahead:  # make_warm reads how's argv, none of its descriptors

@@ -80,7 +80,7 @@ NOT_RUNNABLE = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTD
 
 def _wire(value: Any) -> bytes:
     """The request as compact UTF-8 JSON: orjson's, or (an integer wider than 64 bits,
-    nesting deeper than orjson writes) the standard library's, which writes the same JSON."""
+    nesting deeper than orjson writes) the standard library's; both write the same values."""
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:
