@@ -399,7 +399,8 @@ def test_a_root_path_through_a_link_is_refused_and_its_target_gets_nothing(
     """A root named through a link to a root-only folder is refused, not given: opened in
     one ``openat2`` that refuses any link, and where that cannot be used (an old kernel,
     a container's seccomp profile), one component at a time with ``O_NOFOLLOW``."""
-    from murmur_nb._sandbox import access, libc  # private: the root grant, and its openat2 switch
+    from murmur_nb._files import libc  # private: the openat2 switch of every no-link open
+    from murmur_nb._sandbox import access  # private: the root grant
 
     if opening != "openat2":
         monkeypatch.setattr(libc, "_OPENAT2", [False])

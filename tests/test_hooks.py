@@ -710,6 +710,8 @@ def test_the_fast_path_is_gated_to_the_wasmtime_versions_pyproject_declares() ->
 
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert pyproject["tool"]["murmur-nb"]["fast-lowering-wasmtime"] == lowering.TESTED_WASMTIME
+    # the dependency is capped at the same series: an untested wasmtime is never installed
+    assert f"wasmtime{lowering.TESTED_WASMTIME}" in pyproject["project"]["dependencies"]
     assert lowering.fast_path_supported("50.0.1") and lowering.fast_path_supported("51.0.0")
     for untested in ("49.0.0", "52.0.0", "60.1.0", "not a version"):
         assert not lowering.fast_path_supported(untested)

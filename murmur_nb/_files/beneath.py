@@ -1,7 +1,9 @@
 """Files opened beneath a folder, never leaving it; copied and read from the descriptor.
 
-:func:`open_beneath` walks a relative path one component at a time from a folder descriptor
-(``openat`` with ``O_NOFOLLOW``), so a component that is or becomes a link fails the open. By
+:func:`open_beneath` opens a relative path from a folder descriptor in one ``openat2`` that
+refuses any link (``RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH``), or where a kernel or a
+container's seccomp profile refuses ``openat2``, one component at a time (``openat`` with
+``O_NOFOLLOW``), so a component that is or becomes a link fails the open. By
 default it follows no link (for canonical paths the host resolved and confined); with
 ``inner_links=True`` it follows links only while they stay inside (for paths a module wrote,
 such as a skill's): ``..`` never climbs out, an absolute target must lie inside, at most 40
@@ -19,6 +21,8 @@ import stat
 from collections import deque
 from pathlib import Path
 
+from murmur_nb._files.libc import open_no_links
+
 __all__ = [
     "Outside",
     "copy_sparse",
@@ -31,7 +35,7 @@ __all__ = [
 
 _BUF = 1 << 20
 _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 class Outside(Exception):
@@ -72,6 +76,9 @@ def open_beneath(base: str | os.PathLike[str], rel: str, *, inner_links: bool = 
         raise OSError(errno.EINVAL, f"not a plain relative path: {rel!r}")
     fd = os.open(base, _DIR_FLAGS)
     try:
+        opened = open_no_links(fd, rel, _FILE_FLAGS)
+        if opened is not None:
+            return opened
         for part in parts[:-1]:
             nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)

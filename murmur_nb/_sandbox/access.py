@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from murmur_nb._files import scratch
+from murmur_nb._files.beneath import open_beneath
 from murmur_nb._sandbox.identity import is_root, is_sandbox_id, sandbox_id
-from murmur_nb._sandbox.libc import open_no_links
 
 __all__ = ["ACL_BUDGET", "Lease", "grant_passage", "grant_root", "hold", "revoke", "take_passage"]
 
@@ -160,23 +160,11 @@ def _reachable(st: os.stat_result, uid: int, write: bool) -> bool:
 
 
 def _open_path(path: str) -> int:
-    """``path`` (absolute) opened never through a link: in one ``openat2`` that refuses any
-    (:func:`.libc.open_no_links`), else one component at a time with ``O_NOFOLLOW``."""
-    fd = open_no_links(path, _OPEN)
-    if fd is not None:
-        return fd
-    parts = [p for p in path.split("/") if p]
-    fd = os.open("/", _DIR)
-    try:
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            nxt = os.open(part, _OPEN if last else _DIR, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+    """``path`` (absolute) opened never through a link
+    (:func:`~murmur_nb._files.beneath.open_beneath` from ``/``)."""
+    if path.strip("/") == "":
+        return os.open("/", _DIR)
+    return open_beneath("/", path.strip("/"))
 
 
 def _children(fd: int) -> Iterator[tuple[str, bool]]:
@@ -540,7 +528,7 @@ def revoke() -> None:
 def _take_passage_at(path: str, ident: tuple[int, int], uid: int) -> None:
     """Remove ``uid``'s entries from the folder ``path``, if it is still the one passed."""
     with contextlib.suppress(OSError):
-        fd = _open_path(path) if path != "/" else os.open("/", _DIR)
+        fd = _open_path(path)
         try:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) == ident:

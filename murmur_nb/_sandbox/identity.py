@@ -37,8 +37,8 @@ import threading
 from pathlib import Path
 
 from murmur_nb._files import scratch
+from murmur_nb._files.libc import libc
 from murmur_nb._sandbox import helpers
-from murmur_nb._sandbox.libc import libc
 
 __all__ = [
     "SETPRIV",

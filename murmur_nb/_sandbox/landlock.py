@@ -21,8 +21,8 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from murmur_nb._files.libc import LIBC
 from murmur_nb._sandbox import seccomp
-from murmur_nb._sandbox.libc import LIBC
 
 __all__ = ["Ruleset", "abi_version", "build_ruleset"]
 

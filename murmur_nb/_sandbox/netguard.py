@@ -54,8 +54,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from murmur_nb._files.libc import LIBC
 from murmur_nb._sandbox.destinations import Address, Destinations
-from murmur_nb._sandbox.libc import LIBC
 
 __all__ = ["Destinations", "available", "program", "spawn"]
 

@@ -32,7 +32,7 @@ import platform
 import tempfile
 from typing import Any
 
-from murmur_nb._sandbox.libc import libc
+from murmur_nb._files.libc import libc
 
 __all__ = ["Filter", "program", "program_fd"]
 

@@ -1,5 +1,6 @@
-"""The one handle on the C library that the sandbox calls into (``prctl``, ``unshare``, the
-Landlock system calls, ``openat2``), loaded once at import."""
+"""The one handle on the C library that the package calls into (the sandbox's ``prctl``,
+``unshare`` and Landlock system calls; ``openat2`` for :mod:`.beneath`), loaded once at
+import."""
 
 from __future__ import annotations
 
@@ -37,24 +38,26 @@ class _OpenHow(ctypes.Structure):
 
 #: ``openat2``'s number: one table for every architecture from 424 on (x86-64, arm64, ...)
 _SYS_OPENAT2 = 437
-_AT_FDCWD = -100
-#: no link at all on the way, magic ones (``/proc/<pid>/fd/N``) neither (linux/openat2.h)
+#: no link at all on the way, magic ones (``/proc/<pid>/fd/N``) neither; and never above
+#: the folder it starts from (linux/openat2.h)
 _RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
 #: what says ``openat2`` is not there to use: an older kernel (``ENOSYS``), a seccomp
 #: profile that refuses it (``EPERM``, a container's), flags it does not know
 _ABSENT = frozenset({errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG})
 _OPENAT2: list[bool] = [LIBC is not None]
 
 
-def open_no_links(path: str, flags: int) -> int | None:
-    """``path`` (absolute) opened with ``flags`` in one ``openat2`` call that refuses a
-    symbolic link anywhere in it (``ELOOP``, raised as ``OSError``); ``None`` where
-    ``openat2`` cannot be used (then it is never tried again in this process)."""
+def open_no_links(folder: int, rel: str, flags: int) -> int | None:
+    """``rel`` opened with ``flags`` from the open ``folder`` in one ``openat2`` call that
+    refuses a symbolic link anywhere in it and any step above ``folder`` (``ELOOP``,
+    ``EXDEV``, raised as ``OSError``); ``None`` where ``openat2`` cannot be used (then it is
+    never tried again in this process)."""
     if not _OPENAT2[0] or LIBC is None:
         return None
-    how = _OpenHow(flags, 0, _RESOLVE_NO_SYMLINKS)
-    fd = LIBC.syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_long(_AT_FDCWD),
-                      ctypes.c_char_p(os.fsencode(path)), ctypes.byref(how),
+    how = _OpenHow(flags, 0, _RESOLVE_NO_SYMLINKS | _RESOLVE_BENEATH)
+    fd = LIBC.syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_long(folder),
+                      ctypes.c_char_p(os.fsencode(rel)), ctypes.byref(how),
                       ctypes.c_size_t(ctypes.sizeof(how)))  # fmt: skip
     if fd >= 0:
         return int(fd)
@@ -62,4 +65,4 @@ def open_no_links(path: str, flags: int) -> int | None:
     if code in _ABSENT:
         _OPENAT2[0] = False
         return None
-    raise OSError(code, os.strerror(code), path)
+    raise OSError(code, os.strerror(code), rel)
