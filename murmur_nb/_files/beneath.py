@@ -76,7 +76,12 @@ def open_beneath(base: str | os.PathLike[str], rel: str, *, inner_links: bool = 
         raise OSError(errno.EINVAL, f"not a plain relative path: {rel!r}")
     fd = os.open(base, _DIR_FLAGS)
     try:
-        opened = open_no_links(fd, rel, _FILE_FLAGS)
+        try:
+            opened = open_no_links(fd, rel, _FILE_FLAGS)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            opened = None  # a link on the way: the walk says where (ENOTDIR before the end)
         if opened is not None:
             return opened
         for part in parts[:-1]:
