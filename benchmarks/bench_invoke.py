@@ -9,9 +9,11 @@ Run: ``python benchmarks/bench_invoke.py [--runs N] [--mib M]``
    script so that process start-up noise does not drown the difference; a Python module is
    measured too, for reference. Overhead = median(host) - median(bare), measured
    ``--repeat`` (5) times; the figure is the median of those. Goal: <= 3 ms as root.
-   A call after the first two of the same plan runs in a sandbox bubblewrap made ahead
-   (:mod:`murmur_nb._sandbox.warm`): the "made per call" line is the same path with none
-   made ahead, each call making its own.
+   Each call's sandbox is forked by the kernel's zygote (:mod:`murmur_nb._sandbox.zygote`):
+   the "made per call" line is the same path again with a fresh host, the "bwrap per call"
+   line each call making a bubblewrap of its own (``MURMUR_NB_ZYGOTE=off``, the way before
+   the zygote; and where there is none, a call after the first two of the same plan runs in
+   a sandbox bubblewrap made ahead, :mod:`murmur_nb._sandbox.warm`).
    The host runs with its default policy, ``sandbox="required"`` (bubblewrap, with the
    seccomp socket filter keeping the module offline); the same comparison is then made for
    each mechanism alone -- no sandbox (``"off"``: the host's own bookkeeping), Landlock
@@ -31,9 +33,10 @@ Run: ``python benchmarks/bench_invoke.py [--runs N] [--mib M]``
    netguard`) and by one that does not. Extra = the difference of the medians. Goal: < 5 ms.
 
 The last line is ``overhead_ms=<x> (median of 5) bare_spawn_ms=<b> bwrap_alone_ms=<w>
-per_call_ms=<c> prepared_ms=<x> verify_ratio=<y> network_extra_ms=<z>``: the overhead, the
-bare spawn it is measured against, and the overheads of bubblewrap alone, of the default
-path with each sandbox made per call, and of the prepared path (the overhead itself).
+per_call_ms=<c> bwrap_per_call_ms=<p> prepared_ms=<x> verify_ratio=<y>
+network_extra_ms=<z>``: the overhead, the bare spawn it is measured against, and the
+overheads of bubblewrap alone, of the default path with a fresh host, of each sandbox made
+by a bubblewrap of its own, and of the prepared path (the overhead itself).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from pathlib import Path
 
 import murmur_nb as mnb
 from murmur_nb._files.artifacts import verify_artifact
+from murmur_nb._sandbox.zygote import SWITCH as ZYGOTE_SWITCH
 from murmur_nb.protocol import Artifact, Root
 
 _EXECUTION = (
@@ -249,8 +253,10 @@ def main() -> None:
             ("seccomp alone", mnb.Policy(sandbox="best-effort", sandbox_mechanisms=["seccomp"])),
             ("bwrap alone", mnb.Policy(sandbox="best-effort", sandbox_mechanisms=["bwrap"])),
             ("bwrap + seccomp", mnb.Policy(sandbox="required")),
-            # the same, each call's sandbox made when the call comes (none made ahead)
+            # the same, each call's sandbox made when the call comes (none made ahead): forked
+            # by the kernel's zygote, and by a bwrap of its own (MURMUR_NB_ZYGOTE=off)
             ("  made per call", mnb.Policy(sandbox="required")),
+            ("  bwrap per call", mnb.Policy(sandbox="required")),
             # where namespaces are refused (a default Docker container): no bwrap
             ("subreaper path", mnb.Policy(sandbox="required",
                                           sandbox_mechanisms=["landlock", "seccomp", "reaper"])),
@@ -259,9 +265,14 @@ def main() -> None:
                 warnings.simplefilter("ignore", mnb.SandboxWarning)
                 with mnb.ModuleHost(home=home, policy=policy,
                                     artifact_store=Path(tmp) / "store") as other:
-                    if label == "  made per call":
+                    if "per call" in label:
                         other._gate.warm.close()  # nothing is made ahead
-                    mb, mh, mo, mf = bench_overhead(other, "benchsh", max(20, args.runs // 2))
+                    if label == "  bwrap per call":
+                        os.environ[ZYGOTE_SWITCH] = "off"
+                    try:
+                        mb, mh, mo, mf = bench_overhead(other, "benchsh", max(20, args.runs // 2))
+                    finally:
+                        os.environ.pop(ZYGOTE_SWITCH, None)
             lines[label.strip()] = mo
             print(f"  {label:<17} /bin/sh module: bare {mb:.3f} ms, host.invoke {mh:.3f} ms, "
                   f"overhead {mo:.3f} ms (of the minima: {mf:.3f} ms)")
@@ -274,6 +285,7 @@ def main() -> None:
               f"(best of {args.rounds})")
     print(f"overhead_ms={overhead:.3f} (median of {args.repeat}) bare_spawn_ms={bare:.3f} "
           f"bwrap_alone_ms={lines['bwrap alone']:.3f} per_call_ms={lines['made per call']:.3f} "
+          f"bwrap_per_call_ms={lines['bwrap per call']:.3f} "
           f"prepared_ms={overhead:.3f} verify_ratio={ratio:.3f} network_extra_ms={extra:.3f}")
 
 

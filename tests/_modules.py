@@ -75,8 +75,19 @@ def _stat(pid: int | str) -> list[str] | None:
         return None
 
 
+def _is_zygote(pid: int) -> bool:
+    """Whether ``pid`` is the kernel's sandbox parent (``murmur_nb._sandbox.zygote``): part of
+    the host, alive as long as its kernel, not of any module."""
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return False
+    return Path(argv0.decode(errors="replace")).name.startswith("zygote-")
+
+
 def descendants(root: int) -> set[tuple[int, str]]:
-    """``(pid, start time)`` of every live process below ``root`` (the sandboxes included)."""
+    """``(pid, start time)`` of every live process below ``root`` (the sandboxes included,
+    the kernel's zygote left out: the calls it forks are included)."""
     parents: dict[int, tuple[int, str]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (fields := _stat(entry.name)) is not None:
@@ -85,7 +96,7 @@ def descendants(root: int) -> set[tuple[int, str]]:
     frontier = {root}
     while frontier:
         kids = {pid for pid, (ppid, _) in parents.items() if ppid in frontier}
-        found |= {(pid, parents[pid][1]) for pid in kids}
+        found |= {(pid, parents[pid][1]) for pid in kids if not _is_zygote(pid)}
         frontier = kids
     return found
 

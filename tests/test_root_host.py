@@ -378,7 +378,8 @@ def test_an_interpreter_in_a_folder_only_its_owner_may_pass_still_gets_the_socke
 def test_the_sandbox_suites_also_hold_as_an_unprivileged_user() -> None:
     done, tail = rerun(["tests/test_sandbox.py", "tests/test_root_host.py",
                         "tests/test_snapshot.py", "tests/test_hostile_diagram.py",
-                        "tests/test_hardening.py", "tests/test_warm.py", "tests/test_scratch.py"],
+                        "tests/test_hardening.py", "tests/test_warm.py", "tests/test_scratch.py",
+                        "tests/test_zygote.py"],
                        user=True, docker=False, deselect="not unprivileged")
     assert done == 0, tail
     assert " passed" in tail and not re.search(r"\d+ failed", tail), tail

@@ -1,5 +1,8 @@
 """Sandboxes made ahead (``murmur_nb._sandbox.warm``): a plan that ran twice has bubblewrap
-set up its next sandbox in advance, and the next call uses it. Nothing of the module may
+set up its next sandbox in advance, and the next call uses it. That is the way where there
+is no zygote (``murmur_nb._sandbox.zygote``, which forks each call's sandbox faster than a
+waiting bwrap is let go): these tests turn it off (``MURMUR_NB_ZYGOTE=off``, their kernels
+inherit it). Nothing of the module may
 run before its call: each test's module writes a line into its ``rw`` root as the very first
 thing it does, and the tests count those lines, after waiting, after ``close()`` and after
 the kernel process holding a waiting sandbox is killed with ``SIGKILL``."""
@@ -22,6 +25,12 @@ import psutil
 import pytest
 
 import murmur_nb as mnb
+from murmur_nb._sandbox.zygote import SWITCH  # private: the zygote has no public switch
+
+
+@pytest.fixture(autouse=True)
+def no_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SWITCH, "off")
 
 
 def _descriptor() -> str:

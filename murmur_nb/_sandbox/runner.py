@@ -28,8 +28,13 @@ from pathlib import Path
 import psutil
 
 from murmur_nb._sandbox import netguard
+from murmur_nb._sandbox import zygote as zygote_
 from murmur_nb._sandbox.netguard import Destinations
 from murmur_nb._sandbox.sandbox import Launch, release
+from murmur_nb._sandbox.zygote import ZygoteChild, ZygoteRefused
+
+#: a started module process: bwrap's (or the module's own) ``Popen``, or the zygote's child
+Child = subprocess.Popen[bytes] | ZygoteChild
 
 __all__ = ["RunResult", "kill_held", "run_launched", "run_process", "start_held"]
 
@@ -326,7 +331,7 @@ def _popen(
 
 
 def _drive(
-    proc: subprocess.Popen[bytes],
+    proc: Child,
     stdin: bytes,
     start: float,
     *,
@@ -373,12 +378,26 @@ def _nothing() -> None:
     pass
 
 
+def _forked(how: Launch, cwd: Path) -> tuple[ZygoteChild, float] | None:
+    """The plan's sandbox forked by the zygote, and when it started; ``None`` when the zygote
+    refuses the plan before it touched anything (bwrap then runs it, as it would have)."""
+    forker = how.zygote
+    assert forker is not None
+    start = time.monotonic()
+    try:
+        return forker.spawn(how.argv, how.pass_fds, how.start_in or cwd), start
+    except ZygoteRefused:
+        if not forker.alive:
+            zygote_.forget(forker)
+        return None
+
+
 class _Run:
     """One module process while it runs: its pipes, what it printed, and what ended it."""
 
     def __init__(
         self,
-        proc: subprocess.Popen[bytes],
+        proc: Child,
         deadline: float,
         max_output_bytes: int,
         stderr_tail_bytes: int,
@@ -412,7 +431,10 @@ class _Run:
 
     def _register(self, stdin: bytes) -> None:
         try:
-            self.pidfd = os.pidfd_open(self.proc.pid)
+            if isinstance(self.proc, ZygoteChild):
+                self.pidfd = self.proc.open_pidfd()
+            else:
+                self.pidfd = os.pidfd_open(self.proc.pid)
         except (AttributeError, OSError):
             self.pidfd = None
         os.set_blocking(self.in_fd, False)
@@ -595,6 +617,14 @@ def run_launched(
             return _drive(started, stdin, start, cwd=cwd, deadline_s=deadline_s,
                           max_output_bytes=max_output_bytes, stderr_tail_bytes=_STDERR_TAIL,
                           cancel=cancel, walk_tree=False)  # fmt: skip
+        if how.zygote is not None:
+            forked = _forked(how, cwd)
+            if forked is not None:
+                child, start = forked
+                return _drive(child, stdin, start, cwd=cwd, deadline_s=deadline_s,
+                              max_output_bytes=max_output_bytes,
+                              stderr_tail_bytes=_STDERR_TAIL, cancel=cancel,
+                              walk_tree=False)  # fmt: skip
         return run_process(
             how.argv,
             stdin,

@@ -1,0 +1,738 @@
+/* murmur-nb zygote: a sandbox parent made once per kernel, which forks each call's sandbox.
+ *
+ * bubblewrap makes every sandbox from nothing: an exec of itself, a user namespace, a dozen
+ * mounts and their teardown, about two thirds of a sandboxed call's CPU. The zygote does the
+ * part that is the same for every call once (it enters the kernel's user namespace, or makes
+ * one mapping the user to themself, and a mount namespace of its own), then for each call
+ * clones a child into new mount, PID, IPC and UTS namespaces and lays out that call's file
+ * system there, from the same bwrap options the host would have run bwrap with.
+ *
+ * Usage: `zygote CTRL (--userns FD | --map UID GID)`. CTRL is a SOCK_SEQPACKET socket to the
+ * kernel, the only one that can talk to the zygote. The zygote first answers "R" (ready) or
+ * "E<why>" on it. Then each message on CTRL is one call: its data the bwrap options and the
+ * command, each ending in a NUL, and its descriptors, in order, the call's reply socket, its
+ * standard input, output and error, then any descriptor an option names by its index
+ * (`--seccomp N`: the Nth after the first four). On the reply socket the zygote answers
+ * "P<pid>" with a pidfd of the call's process attached, or "E<why>" when the call cannot be
+ * made (an option it does not know: the kernel runs bwrap instead); then, once the process
+ * has ended, "X<wait status>". Closing the reply socket kills the call. End of file on CTRL
+ * (the kernel closed it, or died) kills every call and ends the zygote.
+ *
+ * Options, as bwrap reads them: --unshare-pid --as-pid-1 --unshare-ipc --unshare-uts
+ * --unshare-user --die-with-parent --new-session --cap-add CAP (kept by the parent as root of
+ * the namespace; the drop helper the command starts with empties every set) --seccomp N
+ * --perms MODE --dir DEST --symlink TARGET DEST --proc DEST --dev-bind[-try] SRC DEST
+ * --ro-bind[-try] SRC DEST --bind[-try] SRC DEST --chdir DIR, and of the zygote's own
+ * --cwd DIR (where bwrap would have started: where the child goes when DIR is in the
+ * sandbox). Anything else is refused before anything is made.
+ *
+ * Each call's child, before it runs anything of the module's:
+ *  - opens every bind source (links followed, as bwrap does) while the host's tree is its
+ *    root, then mounts a fresh tmpfs at /tmp (its own namespace: the host's /tmp is untouched)
+ *    and lays the sandbox out on it, each bind a recursive clone of its source's mounts with
+ *    nosuid (and nodev, and read-only for --ro-bind) set on every mount of the clone;
+ *  - mounts a proc of its own PID namespace and covers /proc/sys, sysrq-trigger, irq and bus
+ *    read-only where it could write them;
+ *  - makes that tmpfs its root and detaches the host's whole tree;
+ *  - (as an ordinary user) empties its capability sets, bounding and ambient sets too;
+ *  - sets no_new_privs, its parent-death signal (SIGKILL) and its own session, loads the
+ *    seccomp program, closes every descriptor but 0, 1 and 2, and executes the command with
+ *    an empty environment.
+ * The command is pid 1 of its namespace: when it ends, the kernel ends every process left in
+ * it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/mount.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#define MOUNT_ATTR_NOSUID 0x00000002
+#define MOUNT_ATTR_NODEV 0x00000004
+struct mount_attr {
+    unsigned long long attr_set, attr_clr, propagation, userns_fd;
+};
+#endif
+
+#define MAX_ARGS 4096
+#define MAX_FDS 64
+#define MAX_CALLS 1024
+#define MSG_BYTES (256 * 1024)
+/* where a call's sandbox is laid out before it becomes the root */
+#define BASE "/tmp"
+
+enum op_type { OP_DIR, OP_SYMLINK, OP_PROC, OP_BIND, OP_RO_BIND, OP_DEV_BIND };
+
+struct op {
+    enum op_type type;
+    const char *source; /* a bind's source, a link's target */
+    const char *dest;
+    int perms;          /* -1: the default */
+    int try_only;       /* a -try bind: a missing source is skipped */
+    int fd;             /* a bind's source, opened by the child */
+};
+
+struct call {
+    struct op ops[MAX_ARGS / 3];
+    int n_ops;
+    char **command;
+    const char *chdir_to;  /* --chdir */
+    const char *cwd;       /* --cwd */
+    int new_session;
+    int die_with_parent;
+    int filter_fd;         /* --seccomp's pipe: read once every option is known */
+    struct sock_fprog filter;
+    int has_filter;
+    int fds[MAX_FDS];      /* reply, stdin, stdout, stderr, then those options name */
+    int n_fds;
+};
+
+static int root_of_namespace; /* root in its user namespace: the drop helper leaves root */
+
+/* ---- messages ---------------------------------------------------------------------------- */
+
+static void send_text(int sock, const char *text, int fd) {
+    struct iovec iov = {(void *)text, strlen(text)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (fd >= 0) {
+        memset(&u, 0, sizeof u);
+        msg.msg_control = u.buf;
+        msg.msg_controllen = sizeof u.buf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }
+}
+
+/* "E<why>": refused before anything was read or made (the kernel may run bwrap instead);
+ * "F<why>": failed after (the call fails) */
+static void send_error(int sock, const char *fmt, ...) {
+    char text[1024] = "E";
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(text + 1, sizeof text - 1, fmt, args);
+    va_end(args);
+    send_text(sock, text, -1);
+}
+
+/* ---- the child: one call's sandbox -------------------------------------------------------- */
+
+__attribute__((noreturn)) static void die(const char *what, const char *detail) {
+    int err = errno;
+    dprintf(2, "murmur-nb zygote: %s%s: %s\n", what, detail, strerror(err));
+    _exit(1);
+}
+
+/* a folder made, or already there (inside a read-only bind too) */
+static int ensure_dir(const char *path, mode_t mode) {
+    struct stat st;
+    if (mkdir(path, mode) == 0 || errno == EEXIST) return 0;
+    int err = errno;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    errno = err;
+    return -1;
+}
+
+static int make_parents(char *path, mode_t mode) {
+    for (char *s = path + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = '\0';
+        int r = ensure_dir(path, mode);
+        *s = '/';
+        if (r != 0) return -1;
+    }
+    return 0;
+}
+
+/* bwrap's modes for the folders above a destination: none for group or others where the
+ * destination itself gives them nothing */
+static mode_t parent_mode(int perms) {
+    mode_t mode = 0755;
+    if (perms >= 0 && (perms & 0070) == 0) mode &= ~0050U;
+    if (perms >= 0 && (perms & 0007) == 0) mode &= ~0005U;
+    return mode;
+}
+
+static void bind_source(const struct op *op, const char *dest) {
+    struct stat st;
+    if (fstat(op->fd, &st) != 0) die("cannot stat the source of ", op->dest);
+    struct stat there;
+    if (S_ISDIR(st.st_mode)) {
+        if (ensure_dir(dest, 0755) != 0) die("cannot make ", op->dest);
+    } else if (lstat(dest, &there) != 0) { /* a mount point for a file: an empty file */
+        int f = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
+        if (f < 0) die("cannot make ", op->dest);
+        close(f);
+    }
+    int tree = (int)syscall(SYS_open_tree, op->fd, "",
+                            OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | O_CLOEXEC);
+    if (tree < 0) die("cannot clone the mounts of ", op->source);
+    struct mount_attr attr = {0};
+    attr.attr_set = MOUNT_ATTR_NOSUID;
+    if (op->type != OP_DEV_BIND) attr.attr_set |= MOUNT_ATTR_NODEV;
+    if (op->type == OP_RO_BIND) attr.attr_set |= MOUNT_ATTR_RDONLY;
+    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr))
+        die("cannot restrict the mounts of ", op->source);
+    if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dest, MOVE_MOUNT_F_EMPTY_PATH))
+        die("cannot mount ", op->dest);
+    close(tree);
+}
+
+static void cover_read_only(const char *path) {
+    if (access(path, W_OK) != 0) {
+        if (errno == EACCES || errno == ENOENT || errno == EROFS) return;
+        die("cannot look at ", path);
+    }
+    int tree = (int)syscall(SYS_open_tree, AT_FDCWD, path,
+                            OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC);
+    if (tree < 0) die("cannot clone ", path);
+    struct mount_attr attr = {0};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) ||
+        syscall(SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH))
+        die("cannot cover ", path);
+    close(tree);
+}
+
+static void mount_proc(const char *dest) {
+    static const char *const covered[] = {"sys", "sysrq-trigger", "irq", "bus"};
+    if (ensure_dir(dest, 0755) != 0) die("cannot make ", dest);
+    if (mount("proc", dest, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+        die("cannot mount proc on ", dest);
+    char path[4096 + 32];
+    for (unsigned i = 0; i < sizeof covered / sizeof *covered; i++) {
+        snprintf(path, sizeof path, "%s/%s", dest, covered[i]);
+        cover_read_only(path);
+    }
+}
+
+static void lay_out(struct call *c) {
+    char dest[4096];
+    for (int i = 0; i < c->n_ops; i++) {
+        struct op *op = &c->ops[i];
+        if ((op->type == OP_BIND || op->type == OP_RO_BIND || op->type == OP_DEV_BIND) &&
+            op->fd < 0)
+            continue; /* a -try bind of nothing */
+        if (snprintf(dest, sizeof dest, "%s%s", BASE, op->dest) >= (int)sizeof dest) {
+            errno = ENAMETOOLONG;
+            die("destination too long: ", op->dest);
+        }
+        if (make_parents(dest, parent_mode(op->perms)) != 0) die("cannot make the folders of ", op->dest);
+        switch (op->type) {
+        case OP_DIR:
+            if (ensure_dir(dest, op->perms >= 0 ? (mode_t)op->perms : 0755) != 0)
+                die("cannot make ", op->dest);
+            break;
+        case OP_SYMLINK:
+            if (symlink(op->source, dest) != 0) {
+                char there[4096];
+                ssize_t n = errno == EEXIST ? readlink(dest, there, sizeof there - 1) : -1;
+                if (n < 0 || (there[n] = '\0', strcmp(there, op->source) != 0))
+                    die("cannot make the link ", op->dest);
+            }
+            break;
+        case OP_PROC:
+            mount_proc(dest);
+            break;
+        case OP_BIND:
+        case OP_RO_BIND:
+        case OP_DEV_BIND:
+            bind_source(op, dest);
+            close(op->fd);
+            op->fd = -1;
+            break;
+        }
+    }
+}
+
+static void open_sources(struct call *c) {
+    for (int i = 0; i < c->n_ops; i++) {
+        struct op *op = &c->ops[i];
+        if (op->type != OP_BIND && op->type != OP_RO_BIND && op->type != OP_DEV_BIND) continue;
+        op->fd = open(op->source, O_PATH | O_CLOEXEC);
+        if (op->fd < 0 && !(op->try_only && errno == ENOENT)) die("cannot open ", op->source);
+    }
+}
+
+/* the tmpfs at BASE becomes the root; the host's tree goes */
+static void enter_root(void) {
+    if (chdir(BASE) != 0) die("cannot enter ", BASE);
+    if (syscall(SYS_pivot_root, ".", ".") != 0) die("pivot_root", "");
+    if (umount2(".", MNT_DETACH) != 0) die("cannot detach the host's tree", "");
+    if (chdir("/") != 0) die("chdir /", "");
+}
+
+static void drop_capabilities(void) {
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        die("cannot empty the ambient set", "");
+    for (int cap = 0; cap < 64; cap++) {
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
+        if (errno == EINVAL) break;
+        die("cannot empty the bounding set", "");
+    }
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct none[2] = {{0, 0, 0}, {0, 0, 0}};
+    if (syscall(SYS_capset, &header, none) != 0) die("cannot empty the capability sets", "");
+}
+
+__attribute__((noreturn)) static void child(struct call *c) {
+    for (int i = 0; i < 3; i++)
+        if (dup2(c->fds[1 + i], i) != i) _exit(1);
+    if (c->die_with_parent && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die("prctl", "");
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGCHLD, SIG_DFL);
+    mode_t umask_was = umask(0);
+    open_sources(c);
+    if (mount("tmpfs", BASE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
+        die("cannot mount the sandbox's tmpfs", "");
+    lay_out(c);
+    enter_root();
+    umask(umask_was);
+    const char *where = c->chdir_to ? c->chdir_to : c->cwd;
+    if (c->chdir_to && chdir(c->chdir_to) != 0) die("cannot enter ", c->chdir_to);
+    if (!c->chdir_to && (!where || chdir(where) != 0) && chdir("/") != 0) die("chdir /", "");
+    if (!root_of_namespace) drop_capabilities();
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("prctl(PR_SET_NO_NEW_PRIVS)", "");
+    if (c->new_session && setsid() < 0) die("setsid", "");
+    if (c->has_filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &c->filter, 0, 0) != 0)
+        die("cannot load the seccomp program", "");
+    if (syscall(SYS_close_range, 3, ~0U, 0) != 0)
+        for (int fd = 3; fd < 65536; fd++) close(fd);
+    char *empty[] = {NULL};
+    execve(c->command[0], c->command, empty);
+    dprintf(2, "murmur-nb zygote: cannot execute %s: %s\n", c->command[0], strerror(errno));
+    _exit(1);
+}
+
+/* ---- the parent: reading a call ----------------------------------------------------------- */
+
+static int fd_at(struct call *c, const char *index, int sock) {
+    char *end;
+    long n = strtol(index, &end, 10);
+    if (*index == '\0' || *end != '\0' || n < 0 || 4 + n >= c->n_fds) {
+        send_error(sock, "no descriptor %s", index);
+        return -1;
+    }
+    return c->fds[4 + n];
+}
+
+static void send_failure(int sock, const char *why, const char *detail) {
+    char text[1024];
+    snprintf(text, sizeof text, "F%s%s", why, detail);
+    send_text(sock, text, -1);
+}
+
+static int read_filter(struct call *c, int fd, int sock) {
+    static char program[65536];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(fd, program + have, sizeof program - have);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            send_failure(sock, "cannot read the seccomp program: ", strerror(errno));
+            return -1;
+        }
+        if (n == 0) break;
+        have += (size_t)n;
+        if (have == sizeof program) break;
+    }
+    if (have == 0 || have % sizeof(struct sock_filter) != 0) {
+        send_failure(sock, "the seccomp program is empty or cut", "");
+        return -1;
+    }
+    c->filter.len = (unsigned short)(have / sizeof(struct sock_filter));
+    c->filter.filter = (struct sock_filter *)program;
+    c->has_filter = 1;
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    enum op_type type;
+    int try_only;
+} BINDS[] = {
+    {"--bind", OP_BIND, 0},         {"--bind-try", OP_BIND, 1},
+    {"--ro-bind", OP_RO_BIND, 0},   {"--ro-bind-try", OP_RO_BIND, 1},
+    {"--dev-bind", OP_DEV_BIND, 0}, {"--dev-bind-try", OP_DEV_BIND, 1},
+};
+
+/* the options into `c`; 0, or -1 once the reason went to `sock` */
+static int parse(struct call *c, char **args, int n, int sock) {
+    int perms = -1;
+    for (int i = 0; i < n; i++) {
+        const char *a = args[i];
+        int left = n - i - 1;
+#define NEED(k)                                                       \
+    if (left < (k)) {                                                 \
+        send_error(sock, "%s takes %d argument(s)", a, (k));          \
+        return -1;                                                    \
+    }
+        if (strcmp(a, "--") == 0) {
+            if (left < 1) break;
+            c->command = &args[i + 1];
+            return 0;
+        }
+        if (!strcmp(a, "--unshare-pid") || !strcmp(a, "--as-pid-1") ||
+            !strcmp(a, "--unshare-ipc") || !strcmp(a, "--unshare-uts") ||
+            !strcmp(a, "--unshare-user"))
+            continue; /* what every call gets */
+        if (!strcmp(a, "--die-with-parent")) {
+            c->die_with_parent = 1;
+            continue;
+        }
+        if (!strcmp(a, "--new-session")) {
+            c->new_session = 1;
+            continue;
+        }
+        if (!strcmp(a, "--cap-add")) {
+            NEED(1);
+            if (!root_of_namespace) {
+                send_error(sock, "--cap-add needs the zygote to be root of its namespace");
+                return -1;
+            }
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--seccomp")) {
+            NEED(1);
+            if (c->filter_fd >= 0) {
+                send_error(sock, "one seccomp program only");
+                return -1;
+            }
+            c->filter_fd = fd_at(c, args[++i], sock);
+            if (c->filter_fd < 0) return -1;
+            continue;
+        }
+        if (!strcmp(a, "--perms")) {
+            NEED(1);
+            char *end;
+            long m = strtol(args[++i], &end, 8);
+            if (*end != '\0' || m < 0 || m > 07777) {
+                send_error(sock, "bad --perms %s", args[i]);
+                return -1;
+            }
+            perms = (int)m;
+            continue;
+        }
+        if (!strcmp(a, "--chdir") || !strcmp(a, "--cwd")) {
+            NEED(1);
+            if (a[2] == 'c' && a[3] == 'h') c->chdir_to = args[++i];
+            else c->cwd = args[++i];
+            continue;
+        }
+        if (c->n_ops >= (int)(sizeof c->ops / sizeof *c->ops)) {
+            send_error(sock, "too many options");
+            return -1;
+        }
+        struct op *op = &c->ops[c->n_ops];
+        memset(op, 0, sizeof *op);
+        op->fd = -1;
+        op->perms = perms;
+        perms = -1;
+        if (!strcmp(a, "--dir") || !strcmp(a, "--proc")) {
+            NEED(1);
+            op->type = a[2] == 'd' ? OP_DIR : OP_PROC;
+            op->dest = args[++i];
+        } else if (!strcmp(a, "--symlink")) {
+            NEED(2);
+            op->type = OP_SYMLINK;
+            op->source = args[++i];
+            op->dest = args[++i];
+        } else {
+            unsigned k = 0;
+            while (k < sizeof BINDS / sizeof *BINDS && strcmp(a, BINDS[k].name)) k++;
+            if (k == sizeof BINDS / sizeof *BINDS) {
+                send_error(sock, "unsupported option %s", a);
+                return -1;
+            }
+            NEED(2);
+            op->type = BINDS[k].type;
+            op->try_only = BINDS[k].try_only;
+            op->source = args[++i];
+            op->dest = args[++i];
+        }
+        if (op->dest[0] != '/' || (op->source && op->type != OP_SYMLINK && op->source[0] != '/')) {
+            send_error(sock, "paths must be absolute: %s", a);
+            return -1;
+        }
+        c->n_ops++;
+#undef NEED
+    }
+    send_error(sock, "no command after --");
+    return -1;
+}
+
+/* ---- the parent: its calls ----------------------------------------------------------------- */
+
+/* A call's process is reaped only once the kernel is done with it (it closed the reply
+ * socket): until then its pid, and with it its session and group ids, cannot be recycled,
+ * so the kernel's last kill of its group reaches nobody else (as with a child of its own). */
+enum state { RUNNING, EXITED, ABANDONED };
+
+static struct {
+    pid_t pid;
+    int reply;
+    enum state state;
+} calls[MAX_CALLS];
+static int n_calls;
+
+static void forget_call(int i) {
+    waitpid(calls[i].pid, NULL, 0);
+    close(calls[i].reply);
+    calls[i] = calls[--n_calls];
+}
+
+static void close_fds(struct call *c, int from) {
+    for (int i = from; i < c->n_fds; i++) close(c->fds[i]);
+}
+
+static void start_call(int ctrl) {
+    static char data[MSG_BYTES + 1];
+    static struct call c;
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {data, MSG_BYTES};
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = u.buf;
+    msg.msg_controllen = sizeof u.buf;
+    ssize_t got = recvmsg(ctrl, &msg, MSG_CMSG_CLOEXEC);
+    if (got < 0 && errno == EINTR) return;
+    if (got <= 0) { /* the kernel is gone: so is every call */
+        for (int i = 0; i < n_calls; i++) kill(calls[i].pid, SIGKILL);
+        _exit(0); /* the calls' processes are reparented and reaped by init */
+    }
+    memset(&c, 0, sizeof c);
+    c.filter_fd = -1;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+        int n = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < n && c.n_fds < MAX_FDS; i++)
+            memcpy(&c.fds[c.n_fds++], CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+    }
+    if (c.n_fds < 4 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+        if (c.n_fds > 0) send_error(c.fds[0], "a call needs its reply socket and three pipes");
+        close_fds(&c, 0);
+        return;
+    }
+    int reply = c.fds[0];
+    static char *args[MAX_ARGS];
+    int n = 0;
+    data[got] = '\0';
+    for (char *p = data; p < data + got && n < MAX_ARGS - 1; p += strlen(p) + 1) args[n++] = p;
+    args[n] = NULL;
+    if (n_calls >= MAX_CALLS) {
+        send_error(reply, "too many calls at once");
+        close_fds(&c, 0);
+        return;
+    }
+    if (parse(&c, args, n, reply) != 0 ||
+        (c.filter_fd >= 0 && read_filter(&c, c.filter_fd, reply) != 0)) {
+        close_fds(&c, 0);
+        return;
+    }
+    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                                              CLONE_NEWUTS | SIGCHLD, 0, 0, 0, 0);
+    if (pid == 0) child(&c);
+    if (pid < 0) {
+        send_failure(reply, "clone: ", strerror(errno));
+        close_fds(&c, 0);
+        return;
+    }
+    close_fds(&c, 1);
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    char text[32];
+    snprintf(text, sizeof text, "P%d", (int)pid);
+    send_text(reply, text, pidfd);
+    if (pidfd >= 0) close(pidfd);
+    calls[n_calls].pid = pid;
+    calls[n_calls].reply = reply;
+    calls[n_calls].state = RUNNING;
+    n_calls++;
+}
+
+/* each call whose process ended: its wait status to the kernel (left unreaped), or, for a
+ * call the kernel gave up, reaped and forgotten */
+static void note_exits(void) {
+    for (int i = 0; i < n_calls; i++) {
+        if (calls[i].state == EXITED) continue;
+        siginfo_t info;
+        memset(&info, 0, sizeof info);
+        if (waitid(P_PID, (id_t)calls[i].pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+            info.si_pid != calls[i].pid)
+            continue;
+        if (calls[i].state == ABANDONED) {
+            forget_call(i--);
+            continue;
+        }
+        int status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
+                     : (info.si_status & 0x7f) | (info.si_code == CLD_DUMPED ? 0x80 : 0);
+        char text[32];
+        snprintf(text, sizeof text, "X%d", status);
+        send_text(calls[i].reply, text, -1);
+        calls[i].state = EXITED;
+    }
+}
+
+/* the kernel closed a call's reply socket: a running call is killed (and forgotten once it
+ * has ended), an ended one is reaped now */
+static void give_up(int i) {
+    if (calls[i].state == EXITED) {
+        forget_call(i);
+    } else if (calls[i].state == RUNNING) {
+        kill(calls[i].pid, SIGKILL);
+        calls[i].state = ABANDONED;
+    }
+}
+
+/* ---- start-up -------------------------------------------------------------------------------- */
+
+static int write_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static int enter_namespaces(char **argv, int argc, int ctrl) {
+    if (argc == 4 && !strcmp(argv[2], "--userns")) {
+        int fd = atoi(argv[3]);
+        if (setns(fd, CLONE_NEWUSER) != 0) {
+            send_error(ctrl, "cannot enter the user namespace: %s", strerror(errno));
+            return -1;
+        }
+        close(fd);
+        root_of_namespace = 1;
+    } else if (argc == 5 && !strcmp(argv[2], "--map")) {
+        char map[64];
+        if (unshare(CLONE_NEWUSER) != 0) {
+            send_error(ctrl, "cannot make a user namespace: %s", strerror(errno));
+            return -1;
+        }
+        if (write_file("/proc/self/setgroups", "deny") != 0 && errno != ENOENT) {
+            send_error(ctrl, "cannot deny setgroups: %s", strerror(errno));
+            return -1;
+        }
+        snprintf(map, sizeof map, "%s %s 1", argv[3], argv[3]);
+        int bad = write_file("/proc/self/uid_map", map);
+        snprintf(map, sizeof map, "%s %s 1", argv[4], argv[4]);
+        if (bad || write_file("/proc/self/gid_map", map) != 0) {
+            send_error(ctrl, "cannot map the user's ids: %s", strerror(errno));
+            return -1;
+        }
+        root_of_namespace = atoi(argv[3]) == 0;
+    } else {
+        send_error(ctrl, "usage: zygote CTRL (--userns FD | --map UID GID)");
+        return -1;
+    }
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) {
+        send_error(ctrl, "cannot make a mount namespace: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    int ctrl = atoi(argv[1]);
+    if (enter_namespaces(argv, argc, ctrl) != 0) return 1;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int sig = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sig < 0) {
+        send_error(ctrl, "signalfd: %s", strerror(errno));
+        return 1;
+    }
+    if (chdir("/") != 0) return 1;
+    send_text(ctrl, "R", -1);
+    static struct pollfd fds[MAX_CALLS + 2];
+    for (;;) {
+        fds[0].fd = ctrl;
+        fds[0].events = POLLIN;
+        fds[1].fd = sig;
+        fds[1].events = POLLIN;
+        for (int i = 0; i < n_calls; i++) {
+            /* hang-up only: the kernel is done with the call (a negative fd: not watched) */
+            fds[2 + i].fd = calls[i].state == ABANDONED ? -1 : calls[i].reply;
+            fds[2 + i].events = 0;
+        }
+        int watched = n_calls;
+        if (poll(fds, (nfds_t)(2 + watched), -1) < 0) {
+            if (errno == EINTR) continue;
+            return 1;
+        }
+        if (fds[1].revents & POLLIN) {
+            struct signalfd_siginfo info;
+            while (read(sig, &info, sizeof info) == (ssize_t)sizeof info) {
+            }
+            note_exits();
+        }
+        /* from the last: give_up may move the last call into slot i */
+        for (int i = watched - 1; i >= 0; i--)
+            if (i < n_calls && fds[2 + i].fd == calls[i].reply &&
+                (fds[2 + i].revents & (POLLHUP | POLLERR)))
+                give_up(i);
+        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) start_call(ctrl);
+    }
+}

@@ -1,0 +1,332 @@
+"""A sandbox parent made once per kernel process that forks each call's sandbox (``zygote.c``).
+
+bubblewrap makes every sandbox from nothing: it executes itself, sets up a user namespace
+(or joins the kernel's), mounts a dozen trees and tears them down, about two thirds of a
+sandboxed call's CPU. Chromium's zygote is the model: the part that is the same for every
+call is made once (the user namespace, a mount namespace of its own), and each call is a
+``clone`` into new mount, PID, IPC and UTS namespaces whose file system is laid out from the
+*same* bwrap options the host plans (:func:`~murmur_nb._sandbox.sandbox.launch`): one plan,
+two ways to carry it out, and an option the zygote does not know runs bwrap instead. The
+seccomp program, the drop helper (which leaves root for the sandbox id) and the empty
+environment are the same as under bwrap; the differences are written in ``zygote.c``.
+
+What holds, and how:
+
+- **Only the kernel talks to it.** Its control socket is one end of a socket pair the
+  kernel made; the other end never reaches a module (every descriptor but 0-2 is closed
+  before a module runs). End of file on it (the kernel closed the host, or died, ``kill
+  -9`` too) kills every call and ends the zygote. A forked kernel process forgets its
+  parent's zygote and makes its own.
+- **A call is a process the kernel can end.** The zygote hands back the call's pid with a
+  pidfd, so the runner polls and signals the very process (never a recycled pid), and the
+  exit status once it has reaped it; the runner's whole-tree kill works on it as on bwrap.
+  Closing a call's reply socket kills it.
+- **Nothing runs that was not checked.** The binary is built like the other helpers
+  (:mod:`.helpers`: a cache nobody else can write, else a private folder) and is used only
+  once a probe call, laid out like a module's, ran ``/bin/true`` through it.
+- **Where it cannot work, nothing changes.** No compiler, a kernel without
+  ``mount_setattr`` (5.12), a probe that fails: bwrap runs every call, as before.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import io
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from murmur_nb._sandbox import helpers, identity
+
+__all__ = ["SWITCH", "Zygote", "ZygoteChild", "ZygoteRefused", "zygote"]
+
+_SOURCE = Path(__file__).with_name("zygote.c")
+_BUILDS = (("-static",), ())
+#: options of bwrap that name a descriptor: the zygote takes it as an index into what is sent
+_FD_OPTIONS = frozenset({"--seccomp"})
+_REPLY_BYTES = 64
+
+
+class ZygoteRefused(Exception):
+    """The zygote cannot make this call (an option it does not know, or it is gone): run
+    bwrap instead."""
+
+
+class ZygoteChild:
+    """One call's process, forked by the zygote: what :mod:`.runner` needs of a ``Popen``."""
+
+    def __init__(self, pid: int, pidfd: int | None, reply: socket.socket,
+                 pipes: Sequence[int]) -> None:  # fmt: skip
+        stdin, stdout, stderr = pipes
+        self.pid = pid
+        self.pidfd = pidfd
+        self.returncode: int | None = None
+        self._reply = reply
+        # unbuffered, as Popen's with bufsize=0: the runner reads and writes by descriptor
+        self.stdin = io.FileIO(stdin, "wb")
+        self.stdout = io.FileIO(stdout, "rb")
+        self.stderr = io.FileIO(stderr, "rb")
+
+    def open_pidfd(self) -> int | None:
+        """A pidfd of the process for the runner's poll (its own copy: it closes it)."""
+        return os.dup(self.pidfd) if self.pidfd is not None else None
+
+    def wait(self) -> int:
+        """Its exit status as ``Popen.returncode`` gives it (``-N``: ended by signal N),
+        once the zygote has reaped it."""
+        if self.returncode is None:
+            status: int | None = None
+            with contextlib.suppress(OSError):
+                data = self._reply.recv(_REPLY_BYTES)
+                if data.startswith(b"X"):
+                    status = int(data[1:])
+            # no status: the zygote is gone, and with it (parent-death signal) the call
+            self.returncode = -9 if status is None else os.waitstatus_to_exitcode(status)
+            self._close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._reply.setblocking(False)
+            try:
+                self._reply.recv(_REPLY_BYTES, socket.MSG_PEEK)
+            except BlockingIOError:
+                return None
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    self._reply.setblocking(True)
+        return self.wait()
+
+    def give_up(self) -> None:
+        """Tell the zygote the kernel is done with the call: it kills what still runs."""
+        self._reply.close()
+
+    def kill(self) -> None:
+        if self.returncode is not None:
+            return
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                signal_pidfd(self.pidfd)
+        else:
+            self.give_up()
+
+    def _close(self) -> None:
+        self._reply.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def signal_pidfd(pidfd: int) -> None:
+    """SIGKILL through a pidfd: the very process, never a pid recycled since."""
+    import signal  # noqa: PLC0415 - stdlib, only on this path
+
+    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+
+def _translate(argv: Sequence[str], pass_fds: Sequence[int]) -> tuple[bytes, list[int]]:
+    """bwrap's argv as the zygote's message: its options and command, each NUL-ended, with
+    each descriptor an option names replaced by its index among ``fds`` (sent beside it).
+    ``--userns`` goes: the zygote lives in the kernel's user namespace already."""
+    out: list[str] = []
+    fds: list[int] = []
+    args = iter(argv[1:])
+    for arg in args:
+        if arg == "--":
+            out += [arg, *args]
+            break
+        if arg == "--userns":
+            next(args, None)
+            continue
+        if arg in _FD_OPTIONS:
+            fd = int(next(args))
+            if fd not in pass_fds:
+                raise ZygoteRefused(f"{arg} {fd}: not a descriptor of the launch")
+            out += [arg, str(len(fds))]
+            fds.append(fd)
+            continue
+        out.append(arg)
+    data = b"".join(arg.encode() + b"\0" for arg in out)
+    return data, fds
+
+
+class Zygote:
+    """The kernel process's zygote: started once, asked for one child per call."""
+
+    def __init__(self, binary: str) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fds: tuple[int, ...] = (theirs.fileno(),)
+        if identity.is_root():
+            userns = identity.userns_fd()
+            how, fds = ["--userns", str(userns)], (*fds, userns)
+        else:
+            how = ["--map", str(os.getuid()), str(os.getgid())]
+        try:
+            self._proc = subprocess.Popen(
+                [binary, str(theirs.fileno()), *how], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={}, cwd="/",
+                pass_fds=fds, close_fds=True,
+            )  # fmt: skip
+        finally:
+            theirs.close()
+        self._ctrl = ours
+        self._lock = threading.Lock()
+        answer = ours.recv(1024)
+        if answer != b"R":
+            self.close()
+            why = answer[1:].decode(errors="replace") or "it ended at start"
+            raise ZygoteRefused(f"the zygote did not start: {why}")
+
+    def spawn(self, argv: Sequence[str], pass_fds: Sequence[int], cwd: Path) -> ZygoteChild:
+        """Start bwrap's ``argv`` (as bwrap would, from ``cwd``) as a child of the zygote."""
+        data, fds = _translate(argv, pass_fds)
+        data = b"--cwd\0" + os.fsencode(cwd) + b"\0" + data
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pipes = [os.pipe() for _ in range(3)]
+        keep = [pipes[0][1], pipes[1][0], pipes[2][0]]  # stdin's write end, the read ends
+        give = [pipes[0][0], pipes[1][1], pipes[2][1]]
+        try:
+            with self._lock:
+                socket.send_fds(self._ctrl, [data], [theirs.fileno(), *give, *fds])
+        except OSError as exc:
+            for fd in (*keep, *give):
+                os.close(fd)
+            ours.close()
+            raise ZygoteRefused(f"the zygote is gone: {exc}") from exc
+        finally:
+            theirs.close()
+        for fd in give:
+            os.close(fd)
+        try:
+            answer, got, _, _ = socket.recv_fds(ours, 1024, 1)
+        except OSError:
+            answer, got = b"", []
+        if not answer.startswith(b"P"):
+            for fd in (*keep, *got):
+                os.close(fd)
+            ours.close()
+            why = answer[1:].decode(errors="replace")
+            if answer.startswith(b"E"):  # refused before it read or made anything
+                raise ZygoteRefused(why)
+            if not answer and not self.alive:
+                raise ZygoteRefused("the zygote is gone")
+            raise OSError(f"the sandbox could not be made: {why or 'the zygote is gone'}")
+        return ZygoteChild(int(answer[1:]), got[0] if got else None, ours, keep)
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def let_go(self) -> None:
+        """Close this process's end of its socket only (a forked child's copy: the parent
+        still uses the zygote)."""
+        self._ctrl.close()
+
+    def close(self) -> None:
+        """End it (every call it still runs ends with it: end of file on its socket)."""
+        self._ctrl.close()
+        with contextlib.suppress(OSError):
+            self._proc.wait(timeout=5)
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _works(path: Path) -> bool:
+    """Whether the built zygote starts and runs ``/bin/true`` in a sandbox laid out as a
+    module's is (a bind, a read-only bind, a link, proc)."""
+    true = shutil.which("true", path="/usr/bin:/bin")
+    if true is None:
+        return False
+    try:
+        probe = Zygote(str(path))
+    except (OSError, ZygoteRefused):
+        return False
+    try:
+        argv = ["bwrap", "--unshare-pid", "--as-pid-1", "--die-with-parent", "--new-session",
+                "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+                "--proc", "/proc", "--perms", "1777", "--dir", "/tmp",
+                "--dev-bind-try", "/dev/null", "/dev/null", "--", true]  # fmt: skip
+        child = probe.spawn(argv, (), Path("/"))
+        for stream in (child.stdin, child.stdout, child.stderr):
+            stream.close()
+        return child.wait() == 0
+    except (OSError, ZygoteRefused):
+        return False
+    finally:
+        probe.close()
+
+
+@functools.cache
+def _binary() -> str | None:
+    return helpers.built("zygote", _SOURCE, _BUILDS, _works)
+
+
+_CURRENT: list[Zygote] = []
+_FAILED: list[str] = []
+_LOCK = threading.Lock()
+
+
+#: ``off`` here: bwrap makes every sandbox, as before the zygote (a way out, and the
+#: benchmarks' reference)
+SWITCH = "MURMUR_NB_ZYGOTE"
+
+
+def zygote() -> Zygote | None:
+    """This process's zygote, started on first use; ``None`` where it cannot work here, or
+    where ``MURMUR_NB_ZYGOTE=off`` (bwrap then makes every sandbox)."""
+    if os.environ.get(SWITCH) == "off":
+        return None
+    with _LOCK:
+        if _CURRENT:
+            return _CURRENT[0]
+        if _FAILED:
+            return None
+        binary = _binary()
+        if binary is None:
+            _FAILED.append("no C compiler, or the zygote does not work on this kernel")
+            return None
+        try:
+            _CURRENT.append(Zygote(binary))
+        except (OSError, ZygoteRefused) as exc:
+            _FAILED.append(str(exc))
+            return None
+        return _CURRENT[0]
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    with _LOCK:
+        for made in _CURRENT:
+            made.close()
+        _CURRENT.clear()
+
+
+def forget(broken: Zygote) -> None:
+    """Stop using ``broken`` (it went away): the next call starts a new one."""
+    with _LOCK:
+        if _CURRENT and _CURRENT[0] is broken:
+            _CURRENT.clear()
+    broken.close()
+
+
+def _forget_in_child() -> None:
+    """A forked child is another kernel process: it makes its own zygote (the parent's
+    socket is closed here, so the parent's zygote still sees only the parent)."""
+    for old in _CURRENT:
+        with contextlib.suppress(OSError):
+            old.let_go()
+    _CURRENT.clear()
+    _FAILED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

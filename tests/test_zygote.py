@@ -1,0 +1,243 @@
+"""The zygote (``murmur_nb._sandbox.zygote``): a call without a sandbox made ahead is forked by
+the kernel's sandbox parent instead of a bwrap of its own. These tests look at the zygote
+itself (a private part: what it is, and what must not reach it, has no public name); what
+the sandbox guarantees is tried by the sandbox suites, which now run through it.
+
+Each hostile step really happens: a module that kills every process it can see, lists the
+descriptors it holds and reads what the zygote's ``/proc`` entry would show; a kernel killed
+with ``SIGKILL`` while its call runs; a call whose reply socket the kernel closes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+import murmur_nb as mnb
+from murmur_nb._sandbox import seccomp  # private: the socket filter the zygote loads
+from murmur_nb._sandbox import zygote as zygote_  # private: the zygote itself is tested
+
+
+def _descriptor() -> str:
+    cap = {"id": "zyg.run", "title": "Run", "summary": "s", "request_schema": "in",
+           "result_schema": "out", "artifact_schemas": [], "skills": [],
+           "effects": {"local": True, "network": False, "external_writes": False,
+                       "provider": "", "cost_known": True}, "long_running": False}  # fmt: skip
+    return json.dumps({
+        "module": "zyg", "name": "Zygote", "version": "1", "protocol_versions": ["modproto.v1"],
+        "capabilities": [cap], "request_schemas": {"in": {"type": "object"}},
+        "result_schemas": {"out": {}}, "artifact_schemas": {}, "agent_overlays": [],
+        "skills": [], "requirements": [],
+        "permissions": {"filesystem_read": [], "filesystem_write": ["out"], "network": [],
+                        "credentials": [], "paid_providers": [], "publish": False,
+                        "subprocess": []},
+    })  # fmt: skip
+
+
+def install(home: Path, body: str) -> None:
+    """A ``/bin/sh`` module that runs ``body`` (its output goes to standard error), then
+    answers with the request id it read."""
+    folder = home / "modules" / "zyg"
+    folder.mkdir(parents=True)
+    execution = ('{"local":true,"network":false,"external_writes":false,"provider":"",'
+                 '"estimated_cost":0,"actual_cost":0,"artifacts":[]}')  # fmt: skip
+    describe = (f'{{"protocol":"modproto.v1","module":"zyg","operation":"describe",'
+                f'"request_id":"","ok":true,"result":{_descriptor()},"warnings":[],'
+                f'"execution":{execution}}}')  # fmt: skip
+    invoke = ('{"protocol":"modproto.v1","module":"zyg","operation":"invoke",'
+              '"request_id":"%s","ok":true,"result":{"n":1},"warnings":[],'
+              f'"execution":{execution}}}')  # fmt: skip
+    (folder / "module").write_text(
+        "#!/bin/sh\n"
+        f"if [ \"$1\" = describe ]; then printf '%s' '{describe}'; exit 0; fi\n"
+        "IFS= read -r line\n"
+        f"{{\n{body}\n}} >&2\n"
+        'rid=${line#*\\"request_id\\":\\"}\n'
+        'rid=${rid%%\\"*}\n'
+        f"printf '{invoke}' \"$rid\"\n"
+    )
+    (folder / "module").chmod(0o755)
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    folder.chmod(0o777)  # the sandbox id of a root host writes here as well
+    return folder
+
+
+def host_for(tmp_path: Path, out: Path, body: str, deadline_ms: int = 5000) -> mnb.ModuleHost:
+    install(tmp_path / "home", body)
+    host = mnb.ModuleHost(home=tmp_path / "home",
+                          policy=mnb.Policy(roots={"out": out}, deadline_ms=deadline_ms))
+    if host.sandbox.mechanism != "bwrap" or "seccomp" not in host.sandbox.confinement:
+        host.close()
+        pytest.skip(f"no zygote without bwrap and seccomp ({host.sandbox.confinement})")
+    return host
+
+
+@pytest.fixture
+def forker() -> Iterator[zygote_.Zygote]:
+    made = zygote_.zygote()
+    if made is None:
+        pytest.skip("the zygote cannot work here")
+    yield made
+
+
+def zygotes() -> list[psutil.Process]:
+    """Every zygote process of this machine."""
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if cmd and Path(cmd[0]).name.startswith("zygote-"):
+            found.append(proc)
+    return found
+
+
+def forked_by_the_zygote(token: str, timeout: float = 10.0) -> psutil.Process:
+    """The running process whose command line holds ``token``, checked to descend from a
+    zygote (not from bwrap)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for proc in psutil.process_iter(["cmdline"]):
+            if token in " ".join(proc.info["cmdline"] or []):
+                chain = [p.cmdline()[0] for p in proc.parents() if p.cmdline()]
+                assert not any(Path(c).name == "bwrap" for c in chain), chain
+                assert any(Path(c).name.startswith("zygote-") for c in chain), chain
+                return proc
+        time.sleep(0.02)
+    raise AssertionError(f"no process with {token!r} ran")
+
+
+def test_a_call_runs_in_a_sandbox_the_zygote_forked(tmp_path: Path, out: Path) -> None:
+    token = "7.123456"
+    with host_for(tmp_path, out, f"/bin/sleep {token}") as host:
+        done: list[mnb.Invocation] = []
+        caller = threading.Thread(target=lambda: done.append(host.invoke("zyg.run", {})))
+        caller.start()
+        sleeper = forked_by_the_zygote(token)
+        sleeper.kill()
+        caller.join()
+    assert done and done[0].ok, done
+
+
+def test_a_module_finds_nothing_of_the_zygote(tmp_path: Path, out: Path) -> None:
+    """The module kills every process it can see, lists its descriptors and every process
+    of its /proc, and tries the zygote's pid on the host; the zygote still serves the next
+    call."""
+    body = textwrap.dedent(
+        f"""
+        kill -9 -1 2>/dev/null
+        ls /proc/self/fd > {out}/fds
+        ls /proc | grep -E '^[0-9]+$' > {out}/pids
+        for pid in $(cat {out}/zygote-pid); do
+          kill -9 "$pid" 2>/dev/null && echo killed >> {out}/hit
+          ls /proc/"$pid"/ >/dev/null 2>&1 && echo seen >> {out}/hit
+        done
+        true
+        """
+    )
+    with host_for(tmp_path, out, body) as host:
+        first = host.invoke("zyg.run", {})  # starts the zygote (if no other test did)
+        assert first.ok, first
+        before = zygotes()
+        assert before, "no zygote runs"
+        (out / "zygote-pid").write_text(" ".join(str(p.pid) for p in before))
+        inv = host.invoke("zyg.run", {})
+        assert inv.ok, inv
+        assert (out / "fds").read_text().split() in (["0", "1", "2"], ["0", "1", "2", "3"])
+        assert set((out / "pids").read_text().split()) <= {"1", "2", "3", "4", "5", "6"}
+        assert not (out / "hit").exists()
+        assert all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in before)
+        again = host.invoke("zyg.run", {})
+        assert again.ok, again
+
+
+def test_a_kernel_killed_mid_call_takes_the_zygote_and_the_call_with_it(
+    tmp_path: Path, out: Path
+) -> None:
+    token = "61.654321"
+    install(tmp_path / "home", f"/bin/sleep {token}")
+    script = textwrap.dedent(
+        f"""
+        import murmur_nb as mnb
+        host = mnb.ModuleHost(home={str(tmp_path / "home")!r},
+                              policy=mnb.Policy(roots={{"out": {str(out)!r}}},
+                                                deadline_ms=120000))
+        if host.sandbox.mechanism != "bwrap":
+            print("no bwrap", flush=True)
+            raise SystemExit(0)
+        print("calling", flush=True)
+        host.invoke("zyg.run", {{}})
+        """
+    )
+    kernel = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert kernel.stdout is not None
+        if kernel.stdout.readline().strip() != "calling":
+            pytest.skip("no bwrap here")
+        sleeper = forked_by_the_zygote(token)
+        theirs = [z for z in zygotes() if z.ppid() == kernel.pid]
+        assert len(theirs) == 1, theirs
+        kernel.send_signal(signal.SIGKILL)
+        kernel.wait()
+        _, alive = psutil.wait_procs([sleeper, *theirs], timeout=5)
+        assert not alive, alive
+    finally:
+        kernel.kill()
+        kernel.communicate()
+
+
+def _true_argv(extra: list[str], program: int) -> list[str]:
+    return ["bwrap", "--unshare-pid", "--as-pid-1", "--new-session", "--die-with-parent",
+            "--seccomp", str(program), *extra,
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+            "--proc", "/proc", "--", "/bin/sleep", "30.5"]  # fmt: skip
+
+
+def test_a_call_the_kernel_gives_up_is_killed(forker: zygote_.Zygote) -> None:
+    program = seccomp.program_fd(seccomp.program()[0] or b"")
+    try:
+        child = forker.spawn(_true_argv([], program), (program,), Path("/"))
+    finally:
+        os.close(program)
+    proc = psutil.Process(child.pid)
+    end = time.monotonic() + 10
+    while proc.cmdline()[:2] != ["/bin/sleep", "30.5"] and time.monotonic() < end:
+        time.sleep(0.01)  # still laying out its sandbox
+    assert proc.cmdline()[:2] == ["/bin/sleep", "30.5"]
+    for stream in (child.stdin, child.stdout, child.stderr):
+        stream.close()
+    child.give_up()  # the kernel giving the call up, as the runner would
+    proc.wait(timeout=5)
+    assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+
+
+def test_an_option_the_zygote_does_not_know_is_refused_untouched(
+    forker: zygote_.Zygote,
+) -> None:
+    """``--unshare-net`` is bwrap's: the zygote refuses the plan before it reads the seccomp
+    program, so bwrap can still run it with the very same descriptors."""
+    bpf = seccomp.program()[0]
+    if bpf is None:
+        pytest.skip("no seccomp program here")
+    program = seccomp.program_fd(bpf)
+    try:
+        with pytest.raises(zygote_.ZygoteRefused, match="unsupported option --unshare-net"):
+            forker.spawn(_true_argv(["--unshare-net"], program), (program,), Path("/"))
+        assert os.read(program, len(bpf) + 1) == bpf
+    finally:
+        os.close(program)
+    assert forker.alive
