@@ -336,6 +336,8 @@ class SandboxReport:
         lines.append(f"  {'granted network':<18} {self._granted_label()}")
         for name, status in self.mechanisms.items():
             lines.append(f"  [{name}] {status}")
+        if self._bwrap is not None and self.mode != "off":
+            lines.append(f"  [zygote] {zygote_.status()}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from murmur_nb._sandbox import helpers, identity
 
-__all__ = ["SWITCH", "Zygote", "ZygoteChild", "ZygoteRefused", "zygote"]
+__all__ = ["SWITCH", "Zygote", "ZygoteChild", "ZygoteRefused", "status", "zygote"]
 
 _SOURCE = Path(__file__).with_name("zygote.c")
 _BUILDS = (("-static",), ())
@@ -154,8 +154,7 @@ def _translate(argv: Sequence[str], pass_fds: Sequence[int]) -> tuple[bytes, lis
             fds.append(fd)
             continue
         out.append(arg)
-    data = b"".join(arg.encode() + b"\0" for arg in out)
-    return data, fds
+    return "\0".join(out).encode("utf-8", "surrogateescape") + b"\0", fds
 
 
 class Zygote:
@@ -309,6 +308,15 @@ def _close_at_exit() -> None:
         for made in _CURRENT:
             made.close()
         _CURRENT.clear()
+
+
+def status() -> str:
+    """What the zygote does here, for ``host.sandbox`` (starts it where it can run)."""
+    if os.environ.get(SWITCH) == "off":
+        return f"off ({SWITCH}=off): bwrap makes every sandbox"
+    if zygote() is not None:
+        return "used: a call without a network grant is forked by the kernel's sandbox parent"
+    return f"not used ({_FAILED[0] if _FAILED else 'unavailable'}): bwrap makes every sandbox"
 
 
 def forget(broken: Zygote) -> None:
