@@ -36,13 +36,19 @@ module as ``bench_invoke.py``), with the host's default policy.
 
 6. *The ceiling.* The whole machine's busy CPU time (``/proc/stat``: the kernel, bwrap and
    the modules) over the loop and over the local map, per row, and how many cores each kept
-   busy. A loop of ``invoke`` is not one core's work: while a call runs, the sandbox of the
-   next is made on the other core (docs/sandbox.md, "sandboxes made ahead"). With every core
-   busy at the map's CPU per row, the map is at most ``cores / loop cores * loop CPU per row
-   / map CPU per row`` times the loop; that figure is printed beside the speedup.
+   busy. Each call's sandbox is forked by the kernel's zygote, in the loop and in the map
+   (docs/sandbox.md, "The zygote"); where there is none, a loop of ``invoke`` is not one
+   core's work: while a call runs, the sandbox of the next is made on the other core
+   ("sandboxes made ahead"). With every core busy at the map's CPU per row, the map is at
+   most ``cores / loop cores * loop CPU per row / map CPU per row`` times the loop; that
+   figure is printed beside the speedup.
+7. *The zygote.* The same map with each row's sandbox a bwrap of its own
+   (``MURMUR_NB_ZYGOTE=off``, the way before the zygote) against the zygote's, back to
+   back: ``zygote_ratio`` = bwrap time / zygote time.
 
 The last line is ``batch_speedup=<x> dask_ratio=<y> resume_s=<z> rss_mb=<w>
-host_cpu_ms_per_row=<v> loop_cores=<c> machine_cpu_ms_per_row=<m>`` (``m``: the map's).
+host_cpu_ms_per_row=<v> loop_cores=<c> machine_cpu_ms_per_row=<m> zygote_ratio=<r>``
+(``m``: the map's).
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import murmur_nb as mnb
+from murmur_nb._sandbox.zygote import SWITCH as ZYGOTE_SWITCH
 
 _EXECUTION = (
     '{"local":true,"network":false,"external_writes":false,"provider":"",'
@@ -251,6 +258,17 @@ def main() -> None:
                                               journal=journal))  # fmt: skip
         cpu_ms = (time.process_time() - cpu) * 1000 / args.rows
         seq += looped.timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[half:]])
+        os.environ[ZYGOTE_SWITCH] = "off"  # the same map, each row's sandbox a bwrap of its own
+        try:
+            by_bwrap = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
+                                               journal=None))  # fmt: skip
+        finally:
+            os.environ.pop(ZYGOTE_SWITCH, None)
+        by_zygote = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
+                                            journal=None))  # fmt: skip
+        print(f"{args.rows} rows: map with each sandbox forked by the zygote {by_zygote:.2f} s, "
+              f"with each a bwrap of its own (MURMUR_NB_ZYGOTE=off) {by_bwrap:.2f} s: "
+              f"{by_bwrap / by_zygote:.2f}x")  # fmt: skip
         print(f"{args.rows} rows: invoke loop {seq:.2f} s (half before the map, half after), "
               f"map {local:.2f} s ({args.rows / local:.0f} rows/s); the kernel's own CPU "
               f"over the map: {cpu_ms:.3f} ms per row")  # fmt: skip
@@ -260,8 +278,7 @@ def main() -> None:
               f"{loop_row_ms:.2f} ms, map {map_row_ms:.2f} ms; cores kept busy: loop "
               f"{looped.cores_used:.2f}, map {mapped.cores_used:.2f} of {cores}. A map can be "
               f"at most {cores / looped.cores_used * loop_row_ms / map_row_ms:.2f}x the loop "
-              f"here (all {cores} cores busy at the map's CPU per row); the loop overlaps "
-              "each call with the sandbox made ahead for the next")  # fmt: skip
+              f"here (all {cores} cores busy at the map's CPU per row)")  # fmt: skip
         workers = 2 * cores
         scaling = bwrap_scaling(400, workers)
         print("reference: bare bwrap runs of /bin/true, " + (
@@ -290,7 +307,8 @@ def main() -> None:
           f"{time.perf_counter() - began:.0f} s")  # fmt: skip
     print(f"batch_speedup={seq / local:.2f} dask_ratio={local2 / remote:.2f} "
           f"resume_s={resume:.3f} rss_mb={rss:.1f} host_cpu_ms_per_row={cpu_ms:.3f} "
-          f"loop_cores={looped.cores_used:.2f} machine_cpu_ms_per_row={map_row_ms:.2f}",
+          f"loop_cores={looped.cores_used:.2f} machine_cpu_ms_per_row={map_row_ms:.2f} "
+          f"zygote_ratio={by_bwrap / by_zygote:.2f}",
           file=sys.stdout)  # fmt: skip
 
 

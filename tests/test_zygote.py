@@ -241,3 +241,87 @@ def test_an_option_the_zygote_does_not_know_is_refused_untouched(
     finally:
         os.close(program)
     assert forker.alive
+
+
+def test_a_module_sees_the_same_sandbox_forked_as_under_bwrap(
+    tmp_path: Path, out: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same module, once forked by the zygote and once under a bwrap of its own
+    (``MURMUR_NB_ZYGOTE=off``), records who it is and what it may do (ids, capability sets,
+    no_new_privs, seccomp, signal dispositions, umask, session), its mounts with their
+    options, its root folder and its descriptors: the two records are the same."""
+    body = textwrap.dedent(
+        f"""
+        n=$(ls {out} | wc -l)
+        {{
+          grep -E '^(Uid|Gid|Groups|Cap|NoNewPrivs|Seccomp|SigIgn|SigBlk)' /proc/self/status
+          umask
+          sid=$(cut -d' ' -f6 /proc/self/stat)
+          echo "session leader: $([ "$sid" = "$$" ] && echo self || echo other)"
+          awk '{{print $5, $6}}' /proc/self/mountinfo | sed 's/,relatime//'
+          ls -ln / | awk '{{print $1, $3, $4, $NF}}'
+          ls -ld /tmp /proc | awk '{{print $1, $3, $NF}}'
+          ls /proc/self/fd
+        }} > {out}/record-$n
+        """
+    )
+    with host_for(tmp_path, out, body) as host:
+        forked = host.invoke("zyg.run", {})
+        monkeypatch.setenv(zygote_.SWITCH, "off")
+        alone = host.invoke("zyg.run", {})
+    assert forked.ok and alone.ok, (forked, alone)
+    by_zygote, by_bwrap = ((out / f"record-{i}").read_text() for i in (0, 1))
+    assert "session leader: self" in by_zygote
+    assert by_zygote == by_bwrap
+
+
+def test_a_zygote_killed_between_calls_loses_no_call(tmp_path: Path, out: Path) -> None:
+    """``kill -9`` of the zygote (the OOM killer, an operator): the next call runs in a bwrap of
+    its own, and the one after that in a new zygote."""
+    with host_for(tmp_path, out, "true") as host:
+        assert host.invoke("zyg.run", {}).ok
+        mine = [z for z in zygotes() if z.ppid() == os.getpid()]
+        assert len(mine) == 1, mine
+        mine[0].kill()
+        mine[0].wait(timeout=5)
+        after = host.invoke("zyg.run", {})
+        assert after.ok, after
+        again = host.invoke("zyg.run", {})
+        assert again.ok, again
+        new = [z for z in zygotes() if z.ppid() == os.getpid()]
+        assert len(new) == 1 and new[0].pid != mine[0].pid, (new, mine)
+
+
+def test_a_ctrl_c_to_the_kernels_group_leaves_its_zygote(tmp_path: Path, out: Path) -> None:
+    """Jupyter interrupts a kernel by sending SIGINT to its whole process group (as a terminal's
+    Ctrl-C does): the zygote is in a session of its own, so it serves the next call."""
+    install(tmp_path / "home", "true")
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        import murmur_nb as mnb
+        host = mnb.ModuleHost(home={str(tmp_path / "home")!r},
+                              policy=mnb.Policy(roots={{"out": {str(out)!r}}}))
+        print("first", host.invoke("zyg.run", {{}}).ok, flush=True)
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        print("second", host.invoke("zyg.run", {{}}).ok, flush=True)
+        """
+    )
+    kernel = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)  # fmt: skip
+    try:
+        assert kernel.stdout is not None
+        assert kernel.stdout.readline().split() == ["first", "True"]
+        theirs = [z for z in zygotes() if z.ppid() == kernel.pid]
+        if not theirs:
+            pytest.skip("no zygote here")
+        os.killpg(kernel.pid, signal.SIGINT)
+        assert kernel.stdout.readline().strip() == "interrupted"
+        assert kernel.stdout.readline().split() == ["second", "True"]
+        assert theirs[0].is_running() and theirs[0].status() != psutil.STATUS_ZOMBIE
+    finally:
+        kernel.kill()
+        kernel.communicate()

@@ -335,6 +335,7 @@ __attribute__((noreturn)) static void child(struct call *c) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL); /* ignored by the zygote; an ignored signal outlives exec */
     mode_t umask_was = umask(0);
     open_sources(c);
     if (mount("tmpfs", BASE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)

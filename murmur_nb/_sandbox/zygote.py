@@ -135,25 +135,22 @@ def signal_pidfd(pidfd: int) -> None:
 def _translate(argv: Sequence[str], pass_fds: Sequence[int]) -> tuple[bytes, list[int]]:
     """bwrap's argv as the zygote's message: its options and command, each NUL-ended, with
     each descriptor an option names replaced by its index among ``fds`` (sent beside it).
-    ``--userns`` goes: the zygote lives in the kernel's user namespace already."""
-    out: list[str] = []
+    ``--userns`` goes: the zygote lives in the kernel's user namespace already. Only the
+    options are looked at (before ``--``), each by a list search: this runs for every call."""
+    out = list(argv[1:])
+    options = out.index("--") if "--" in out else len(out)
     fds: list[int] = []
-    args = iter(argv[1:])
-    for arg in args:
-        if arg == "--":
-            out += [arg, *args]
-            break
-        if arg == "--userns":
-            next(args, None)
-            continue
-        if arg in _FD_OPTIONS:
-            fd = int(next(args))
+    for name in _FD_OPTIONS:
+        if name in out[:options]:
+            at = out.index(name)
+            fd = int(out[at + 1])
             if fd not in pass_fds:
-                raise ZygoteRefused(f"{arg} {fd}: not a descriptor of the launch")
-            out += [arg, str(len(fds))]
+                raise ZygoteRefused(f"{name} {fd}: not a descriptor of the launch")
+            out[at + 1] = str(len(fds))
             fds.append(fd)
-            continue
-        out.append(arg)
+    if "--userns" in out[:options]:
+        at = out.index("--userns")
+        del out[at : at + 2]
     return "\0".join(out).encode("utf-8", "surrogateescape") + b"\0", fds
 
 
@@ -169,10 +166,12 @@ class Zygote:
         else:
             how = ["--map", str(os.getuid()), str(os.getgid())]
         try:
+            # a session of its own: a Ctrl-C or hang-up of the kernel's terminal (sent to its
+            # whole group) is the kernel's to handle, never the end of the zygote's calls
             self._proc = subprocess.Popen(
                 [binary, str(theirs.fileno()), *how], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={}, cwd="/",
-                pass_fds=fds, close_fds=True,
+                pass_fds=fds, close_fds=True, start_new_session=True,
             )  # fmt: skip
         finally:
             theirs.close()
