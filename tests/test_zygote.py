@@ -325,3 +325,30 @@ def test_a_ctrl_c_to_the_kernels_group_leaves_its_zygote(tmp_path: Path, out: Pa
     finally:
         kernel.kill()
         kernel.communicate()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a folder needs root")
+def test_a_root_mounted_after_the_zygote_started_is_the_one_the_module_writes(
+    tmp_path: Path, out: Path
+) -> None:
+    """The zygote sees the mounts of the kernel when it started (this machine's mounts are
+    private: nothing propagates). A tmpfs mounted over the ``rw`` root afterwards must be what
+    the module writes in, never the folder hidden under it: the zygote refuses the stale
+    plan, bwrap runs the call, and the next call gets a new zygote."""
+    with host_for(tmp_path, out, f"echo written > {out}/file") as host:
+        assert host.invoke("zyg.run", {}).ok
+        (out / "file").unlink()
+        before = [z for z in zygotes() if z.ppid() == os.getpid()]
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0777", "tmpfs", str(out)],
+                       check=True)  # fmt: skip
+        try:
+            assert host.invoke("zyg.run", {}).ok
+            assert (out / "file").read_text() == "written\n"  # in the tmpfs
+            (out / "file").unlink()
+            assert host.invoke("zyg.run", {}).ok
+            assert (out / "file").read_text() == "written\n"
+            after = [z for z in zygotes() if z.ppid() == os.getpid()]
+        finally:
+            subprocess.run(["umount", str(out)], check=True)
+    assert not (out / "file").exists()  # nothing went to the folder under the tmpfs
+    assert before and after and after[0].pid != before[0].pid, (before, after)

@@ -386,9 +386,9 @@ def _forked(how: Launch, cwd: Path) -> tuple[ZygoteChild, float] | None:
     start = time.monotonic()
     try:
         return forker.spawn(how.argv, how.pass_fds, how.start_in or cwd), start
-    except ZygoteRefused:
-        if not forker.alive:
-            zygote_.forget(forker)
+    except ZygoteRefused as refused:
+        if refused.stale or not forker.alive:
+            zygote_.forget(forker)  # the next call starts a new one, with today's mounts
         return None
 
 

@@ -24,11 +24,14 @@
  * --perms MODE --dir DEST --symlink TARGET DEST --proc DEST --dev-bind[-try] SRC DEST
  * --ro-bind[-try] SRC DEST --bind[-try] SRC DEST --chdir DIR, and of the zygote's own
  * --cwd DIR (where bwrap would have started: where the child goes when DIR is in the
- * sandbox). Anything else is refused before anything is made.
+ * sandbox) and --same DEV INO (or - -: missing) before a bind (the file the kernel sees at
+ * its source: one the zygote sees otherwise refuses the call, "E stale..."). Anything else
+ * is refused before anything is read or made.
  *
  * Each call's child, before it runs anything of the module's:
  *  - opens every bind source (links followed, as bwrap does) while the host's tree is its
- *    root, then mounts a fresh tmpfs at /tmp (its own namespace: the host's /tmp is untouched)
+ *    root, checks it is still the file the kernel saw, then mounts a fresh tmpfs at /tmp
+ *    (its own namespace: the host's /tmp is untouched)
  *    and lays the sandbox out on it, each bind a recursive clone of its source's mounts with
  *    nosuid (and nodev, and read-only for --ro-bind) set on every mount of the clone;
  *  - mounts a proc of its own PID namespace and covers /proc/sys, sysrq-trigger, irq and bus
@@ -111,7 +114,10 @@ struct op {
     const char *dest;
     int perms;          /* -1: the default */
     int try_only;       /* a -try bind: a missing source is skipped */
-    int fd;             /* a bind's source, opened by the child */
+    int fd;             /* a bind's source, opened before the clone */
+    int checked;        /* --same came before it: the source must be that file */
+    int missing;        /* ... or, for a -try bind, be missing as in the kernel's view */
+    unsigned long long dev, ino;
 };
 
 struct call {
@@ -297,12 +303,54 @@ static void lay_out(struct call *c) {
     }
 }
 
+/* Whether `st` is the file the kernel saw at a bind's source (--same), or nothing was
+ * said */
+static int as_seen(const struct op *op, const struct stat *st) {
+    return !op->checked || (!op->missing && (unsigned long long)st->st_dev == op->dev &&
+                            (unsigned long long)st->st_ino == op->ino);
+}
+
+/* Each bind's source looked at (links followed, as bwrap does) in the zygote before the
+ * clone, against what the kernel saw at that path (--same): the zygote's mounts are those of
+ * the kernel when it started, plus what the host propagates to it, so a folder mounted
+ * privately since, or a path swapped meanwhile, is another file here. Such a call is refused
+ * untouched ("E stale..."): the kernel runs bwrap, which sees its own mounts, and starts a
+ * new zygote for the next call. 0, or -1 once the refusal went to `sock`. */
+static int check_sources(const struct call *c, int sock) {
+    for (int i = 0; i < c->n_ops; i++) {
+        const struct op *op = &c->ops[i];
+        if (op->type != OP_BIND && op->type != OP_RO_BIND && op->type != OP_DEV_BIND) continue;
+        struct stat st;
+        if (stat(op->source, &st) != 0) {
+            if (op->try_only && errno == ENOENT && (!op->checked || op->missing)) continue;
+            send_error(sock, "stale: cannot look at %s: %s", op->source, strerror(errno));
+            return -1;
+        }
+        if (!as_seen(op, &st)) {
+            send_error(sock, "stale: %s is another file here than in the kernel's view",
+                       op->source);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The child opens them again, in its own mount namespace (a bind is cloned from a mount of
+ * the caller's namespace only), and checks them once more: a source changed since the
+ * zygote looked ends the call. */
 static void open_sources(struct call *c) {
     for (int i = 0; i < c->n_ops; i++) {
         struct op *op = &c->ops[i];
         if (op->type != OP_BIND && op->type != OP_RO_BIND && op->type != OP_DEV_BIND) continue;
         op->fd = open(op->source, O_PATH | O_CLOEXEC);
-        if (op->fd < 0 && !(op->try_only && errno == ENOENT)) die("cannot open ", op->source);
+        if (op->fd < 0 && op->try_only && errno == ENOENT && (!op->checked || op->missing))
+            continue;
+        struct stat st;
+        if (op->fd < 0 || fstat(op->fd, &st) != 0) die("cannot open ", op->source);
+        if (!as_seen(op, &st)) {
+            errno = ESTALE;
+            die("changed since the kernel looked: ", op->source);
+        }
     }
 }
 
@@ -414,6 +462,8 @@ static const struct {
 /* the options into `c`; 0, or -1 once the reason went to `sock` */
 static int parse(struct call *c, char **args, int n, int sock) {
     int perms = -1;
+    int same = 0, same_missing = 0;
+    unsigned long long same_dev = 0, same_ino = 0;
     for (int i = 0; i < n; i++) {
         const char *a = args[i];
         int left = n - i - 1;
@@ -456,6 +506,22 @@ static int parse(struct call *c, char **args, int n, int sock) {
             }
             c->filter_fd = fd_at(c, args[++i], sock);
             if (c->filter_fd < 0) return -1;
+            continue;
+        }
+        if (!strcmp(a, "--same")) { /* DEV INO, or - -: what the next bind's source is */
+            NEED(2);
+            char *end1, *end2;
+            const char *dev = args[++i], *ino = args[++i];
+            same_missing = !strcmp(dev, "-") && !strcmp(ino, "-");
+            if (!same_missing) {
+                same_dev = strtoull(dev, &end1, 10);
+                same_ino = strtoull(ino, &end2, 10);
+                if (*dev == '\0' || *ino == '\0' || *end1 != '\0' || *end2 != '\0') {
+                    send_error(sock, "bad --same %s %s", dev, ino);
+                    return -1;
+                }
+            }
+            same = 1;
             continue;
         }
         if (!strcmp(a, "--perms")) {
@@ -505,6 +571,11 @@ static int parse(struct call *c, char **args, int n, int sock) {
             op->try_only = BINDS[k].try_only;
             op->source = args[++i];
             op->dest = args[++i];
+            op->checked = same;
+            op->missing = same_missing;
+            op->dev = same_dev;
+            op->ino = same_ino;
+            same = 0;
         }
         if (op->dest[0] != '/' || (op->source && op->type != OP_SYMLINK && op->source[0] != '/')) {
             send_error(sock, "paths must be absolute: %s", a);
@@ -584,7 +655,7 @@ static void start_call(int ctrl) {
         close_fds(&c, 0);
         return;
     }
-    if (parse(&c, args, n, reply) != 0 ||
+    if (parse(&c, args, n, reply) != 0 || check_sources(&c, reply) != 0 ||
         (c.filter_fd >= 0 && read_filter(&c, c.filter_fd, reply) != 0)) {
         close_fds(&c, 0);
         return;

@@ -54,8 +54,14 @@ _REPLY_BYTES = 64
 
 
 class ZygoteRefused(Exception):
-    """The zygote cannot make this call (an option it does not know, or it is gone): run
-    bwrap instead."""
+    """The zygote cannot make this call (an option it does not know, a source it sees
+    otherwise than the kernel, or it is gone): run bwrap instead."""
+
+    @property
+    def stale(self) -> bool:
+        """The zygote's view of the files is out of date (a folder mounted since it started):
+        a new one sees the kernel's mounts as they are now."""
+        return str(self).startswith("stale")
 
 
 class ZygoteChild:
@@ -132,25 +138,51 @@ def signal_pidfd(pidfd: int) -> None:
     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
 
 
+#: bwrap's binds of a path: each is sent with what the kernel sees at its source (``--same``)
+_BINDS = frozenset({"--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev-bind",
+                    "--dev-bind-try"})  # fmt: skip
+
+
+def _identity(source: str, option: str) -> list[str]:
+    """``--same DEV INO`` of the file ``source`` names in the kernel's view (links followed, as
+    the bind follows them), or ``--same - -`` for a ``-try`` bind of a missing source."""
+    try:
+        st = os.stat(source)  # noqa: PTH116 - a str path, no Path made
+    except FileNotFoundError:
+        if option.endswith("-try"):
+            return ["--same", "-", "-"]
+        raise ZygoteRefused(f"{source} is missing") from None
+    except OSError as exc:
+        raise ZygoteRefused(f"cannot look at {source}: {exc}") from exc
+    return ["--same", str(st.st_dev), str(st.st_ino)]
+
+
 def _translate(argv: Sequence[str], pass_fds: Sequence[int]) -> tuple[bytes, list[int]]:
     """bwrap's argv as the zygote's message: its options and command, each NUL-ended, with
-    each descriptor an option names replaced by its index among ``fds`` (sent beside it).
-    ``--userns`` goes: the zygote lives in the kernel's user namespace already. Only the
-    options are looked at (before ``--``), each by a list search: this runs for every call."""
-    out = list(argv[1:])
-    options = out.index("--") if "--" in out else len(out)
+    each descriptor an option names replaced by its index among ``fds`` (sent beside it),
+    and each bind preceded by what its source is in the kernel's view (the zygote binds it
+    only if it finds the same file there). ``--userns`` goes: the zygote lives in the
+    kernel's user namespace already."""
+    out: list[str] = []
     fds: list[int] = []
-    for name in _FD_OPTIONS:
-        if name in out[:options]:
-            at = out.index(name)
-            fd = int(out[at + 1])
+    args = iter(argv[1:])
+    for arg in args:
+        if arg == "--":
+            out += [arg, *args]
+            break
+        if arg == "--userns":
+            next(args, None)
+        elif arg in _FD_OPTIONS:
+            fd = int(next(args))
             if fd not in pass_fds:
-                raise ZygoteRefused(f"{name} {fd}: not a descriptor of the launch")
-            out[at + 1] = str(len(fds))
+                raise ZygoteRefused(f"{arg} {fd}: not a descriptor of the launch")
+            out += [arg, str(len(fds))]
             fds.append(fd)
-    if "--userns" in out[:options]:
-        at = out.index("--userns")
-        del out[at : at + 2]
+        elif arg in _BINDS:
+            source, dest = next(args), next(args)
+            out += [*_identity(source, arg), arg, source, dest]
+        else:
+            out.append(arg)
     return "\0".join(out).encode("utf-8", "surrogateescape") + b"\0", fds
 
 
