@@ -320,8 +320,9 @@ def test_a_ctrl_c_to_the_kernels_group_leaves_its_zygote(tmp_path: Path, out: Pa
             pytest.skip("no zygote here")
         os.killpg(kernel.pid, signal.SIGINT)
         assert kernel.stdout.readline().strip() == "interrupted"
-        assert kernel.stdout.readline().split() == ["second", "True"]
+        # seen before the next call: whatever that call does, the interrupt left it alone
         assert theirs[0].is_running() and theirs[0].status() != psutil.STATUS_ZOMBIE
+        assert kernel.stdout.readline().split() == ["second", "True"]
     finally:
         kernel.kill()
         kernel.communicate()

@@ -3,7 +3,9 @@
 bubblewrap comes first: one ``bwrap`` exec gives the module a mount namespace holding only
 what it may see, a PID namespace (nothing outlives the call), private IPC, no capabilities,
 and without a network grant the :mod:`.seccomp` filter (a loopback-only network namespace
-where libseccomp is missing); about 4 ms per call (``benchmarks/bench_invoke.py``).
+where libseccomp is missing); about 4 ms per call (``benchmarks/bench_invoke.py``). Where it
+works, the kernel's :mod:`.zygote` carries out the same bwrap plan by a fork instead (about
+2 ms), and bwrap runs what it refuses.
 Landlock is the fallback where user namespaces are forbidden: the same path rules, scoped
 signals and sockets, no ``/proc``, but no process-tree guarantee (the report then misses
 ``process_tree``). No cgroups: they are often not delegated, and the PID namespace already
