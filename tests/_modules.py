@@ -186,3 +186,45 @@ def swapping(a: Path, b: Path) -> Iterator[None]:
         swapper.wait()
         if swapper.stdout is not None:
             swapper.stdout.close()
+
+
+def sh_module(home: Path, module: str, *, before: str = "", after: str = "") -> None:
+    """A ``/bin/sh`` module ``module`` with one capability ``<module>.run`` that writes in
+    its ``rw`` root ``out``: it runs ``before``, reads the request, runs ``after``, then
+    answers with the request id it read."""
+    cap = {"id": f"{module}.run", "title": "Run", "summary": "s", "request_schema": "in",
+           "result_schema": "out", "artifact_schemas": [], "skills": [],
+           "effects": {"local": True, "network": False, "external_writes": False,
+                       "provider": "", "cost_known": True}, "long_running": False}  # fmt: skip
+    descriptor = json.dumps({
+        "module": module, "name": module, "version": "1",
+        "protocol_versions": ["modproto.v1"], "capabilities": [cap],
+        "request_schemas": {"in": {"type": "object"}}, "result_schemas": {"out": {}},
+        "artifact_schemas": {}, "agent_overlays": [], "skills": [], "requirements": [],
+        "permissions": {"filesystem_read": [], "filesystem_write": ["out"], "network": [],
+                        "credentials": [], "paid_providers": [], "publish": False,
+                        "subprocess": []},
+    })  # fmt: skip
+    execution = ('{"local":true,"network":false,"external_writes":false,"provider":"",'
+                 '"estimated_cost":0,"actual_cost":0,"artifacts":[]}')  # fmt: skip
+
+    def envelope(operation: str, rid: str, result: str) -> str:
+        return (f'{{"protocol":"modproto.v1","module":"{module}","operation":"{operation}",'
+                f'"request_id":"{rid}","ok":true,"result":{result},"warnings":[],'
+                f'"execution":{execution}}}')  # fmt: skip
+
+    describe = envelope("describe", "", descriptor)
+    invoke = envelope("invoke", "%s", '{"n":1}')
+    folder = home / "modules" / module
+    folder.mkdir(parents=True)
+    (folder / "module").write_text(
+        "#!/bin/sh\n"
+        f"if [ \"$1\" = describe ]; then printf '%s' '{describe}'; exit 0; fi\n"
+        f"{before}\n"
+        "IFS= read -r line\n"
+        f"{after}\n"
+        'rid=${line#*\\"request_id\\":\\"}\n'
+        'rid=${rid%%\\"*}\n'
+        f"printf '{invoke}' \"$rid\"\n"
+    )
+    (folder / "module").chmod(0o755)

@@ -10,7 +10,6 @@ the kernel process holding a waiting sandbox is killed with ``SIGKILL``."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _modules import sh_module
 
 import murmur_nb as mnb
 from murmur_nb._sandbox.zygote import SWITCH  # private: the zygote has no public switch
@@ -33,48 +33,10 @@ def no_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SWITCH, "off")
 
 
-def _descriptor() -> str:
-    cap = {"id": "warmsh.run", "title": "Run", "summary": "s", "request_schema": "in",
-           "result_schema": "out", "artifact_schemas": [], "skills": [],
-           "effects": {"local": True, "network": False, "external_writes": False,
-                       "provider": "", "cost_known": True}, "long_running": False}  # fmt: skip
-    return json.dumps({
-        "module": "warmsh", "name": "Warm", "version": "1", "protocol_versions": ["modproto.v1"],
-        "capabilities": [cap], "request_schemas": {"in": {"type": "object"}},
-        "result_schemas": {"out": {}}, "artifact_schemas": {}, "agent_overlays": [],
-        "skills": [], "requirements": [],
-        "permissions": {"filesystem_read": [], "filesystem_write": ["out"], "network": [],
-                        "credentials": [], "paid_providers": [], "publish": False,
-                        "subprocess": []},
-    })  # fmt: skip
-
-
-def _envelope(operation: str, result: str) -> str:
-    rid = "" if operation == "describe" else "%s"
-    execution = ('{"local":true,"network":false,"external_writes":false,"provider":"",'
-                 '"estimated_cost":0,"actual_cost":0,"artifacts":[]}')  # fmt: skip
-    return (f'{{"protocol":"modproto.v1","module":"warmsh","operation":"{operation}",'
-            f'"request_id":"{rid}","ok":true,"result":{result},"warnings":[],'
-            f'"execution":{execution}}}')  # fmt: skip
-
-
 def install(home: Path, marks: Path, *, sleep: str = "0") -> None:
     """A ``/bin/sh`` module that first appends a line to ``marks`` (its ``rw`` root's file),
     then reads the request, sleeps ``sleep`` seconds and answers."""
-    folder = home / "modules" / "warmsh"
-    folder.mkdir(parents=True)
-    describe, invoke = _envelope("describe", _descriptor()), _envelope("invoke", '{"n":1}')
-    (folder / "module").write_text(
-        "#!/bin/sh\n"
-        f"if [ \"$1\" = describe ]; then printf '%s' '{describe}'; exit 0; fi\n"
-        f'echo "started $$" >> {marks}\n'
-        "IFS= read -r line\n"
-        f"/bin/sleep {sleep}\n"
-        'rid=${line#*\\"request_id\\":\\"}\n'
-        'rid=${rid%%\\"*}\n'
-        f"printf '{invoke}' \"$rid\"\n"
-    )
-    (folder / "module").chmod(0o755)
+    sh_module(home, "warmsh", before=f'echo "started $$" >> {marks}', after=f"/bin/sleep {sleep}")
 
 
 def lines(marks: Path) -> int:

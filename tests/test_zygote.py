@@ -9,7 +9,6 @@ with ``SIGKILL`` while its call runs; a call whose reply socket the kernel close
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,51 +21,17 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _modules import sh_module
 
 import murmur_nb as mnb
 from murmur_nb._sandbox import seccomp  # private: the socket filter the zygote loads
 from murmur_nb._sandbox import zygote as zygote_  # private: the zygote itself is tested
 
 
-def _descriptor() -> str:
-    cap = {"id": "zyg.run", "title": "Run", "summary": "s", "request_schema": "in",
-           "result_schema": "out", "artifact_schemas": [], "skills": [],
-           "effects": {"local": True, "network": False, "external_writes": False,
-                       "provider": "", "cost_known": True}, "long_running": False}  # fmt: skip
-    return json.dumps({
-        "module": "zyg", "name": "Zygote", "version": "1", "protocol_versions": ["modproto.v1"],
-        "capabilities": [cap], "request_schemas": {"in": {"type": "object"}},
-        "result_schemas": {"out": {}}, "artifact_schemas": {}, "agent_overlays": [],
-        "skills": [], "requirements": [],
-        "permissions": {"filesystem_read": [], "filesystem_write": ["out"], "network": [],
-                        "credentials": [], "paid_providers": [], "publish": False,
-                        "subprocess": []},
-    })  # fmt: skip
-
-
 def install(home: Path, body: str) -> None:
-    """A ``/bin/sh`` module that runs ``body`` (its output goes to standard error), then
-    answers with the request id it read."""
-    folder = home / "modules" / "zyg"
-    folder.mkdir(parents=True)
-    execution = ('{"local":true,"network":false,"external_writes":false,"provider":"",'
-                 '"estimated_cost":0,"actual_cost":0,"artifacts":[]}')  # fmt: skip
-    describe = (f'{{"protocol":"modproto.v1","module":"zyg","operation":"describe",'
-                f'"request_id":"","ok":true,"result":{_descriptor()},"warnings":[],'
-                f'"execution":{execution}}}')  # fmt: skip
-    invoke = ('{"protocol":"modproto.v1","module":"zyg","operation":"invoke",'
-              '"request_id":"%s","ok":true,"result":{"n":1},"warnings":[],'
-              f'"execution":{execution}}}')  # fmt: skip
-    (folder / "module").write_text(
-        "#!/bin/sh\n"
-        f"if [ \"$1\" = describe ]; then printf '%s' '{describe}'; exit 0; fi\n"
-        "IFS= read -r line\n"
-        f"{{\n{body}\n}} >&2\n"
-        'rid=${line#*\\"request_id\\":\\"}\n'
-        'rid=${rid%%\\"*}\n'
-        f"printf '{invoke}' \"$rid\"\n"
-    )
-    (folder / "module").chmod(0o755)
+    """A ``/bin/sh`` module that runs ``body`` (its output goes to standard error) once it has
+    read the request, then answers."""
+    sh_module(home, "zyg", after=f"{{\n{body}\n}} >&2")
 
 
 @pytest.fixture
