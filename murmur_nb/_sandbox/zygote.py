@@ -97,20 +97,6 @@ class ZygoteChild:
             self._close()
         return self.returncode
 
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self._reply.setblocking(False)
-            try:
-                self._reply.recv(_REPLY_BYTES, socket.MSG_PEEK)
-            except BlockingIOError:
-                return None
-            except OSError:
-                pass
-            finally:
-                with contextlib.suppress(OSError):
-                    self._reply.setblocking(True)
-        return self.wait()
-
     def give_up(self) -> None:
         """Tell the zygote the kernel is done with the call: it kills what still runs."""
         self._reply.close()
