@@ -22,7 +22,7 @@ import murmur_nb as mnb
 from murmur_nb import ConversationStore, HookHost
 
 YAML = """\
-hook_limits: {{time_ms: 400}}
+hook_limits: {{time_ms: 1500}}
 hooks:
   quick:
     component: {component}

@@ -14,7 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,10 +188,12 @@ def swapping(a: Path, b: Path) -> Iterator[None]:
             swapper.stdout.close()
 
 
-def sh_module(home: Path, module: str, *, before: str = "", after: str = "") -> None:
+def sh_module(
+    home: Path, module: str, *, before: str = "", after: str = "", reads: Sequence[str] = ()
+) -> None:
     """A ``/bin/sh`` module ``module`` with one capability ``<module>.run`` that writes in
-    its ``rw`` root ``out``: it runs ``before``, reads the request, runs ``after``, then
-    answers with the request id it read."""
+    its ``rw`` root ``out`` (and reads the ``ro`` roots ``reads``): it runs ``before``, reads
+    the request, runs ``after``, then answers with the request id it read."""
     cap = {"id": f"{module}.run", "title": "Run", "summary": "s", "request_schema": "in",
            "result_schema": "out", "artifact_schemas": [], "skills": [],
            "effects": {"local": True, "network": False, "external_writes": False,
@@ -201,7 +203,7 @@ def sh_module(home: Path, module: str, *, before: str = "", after: str = "") -> 
         "protocol_versions": ["modproto.v1"], "capabilities": [cap],
         "request_schemas": {"in": {"type": "object"}}, "result_schemas": {"out": {}},
         "artifact_schemas": {}, "agent_overlays": [], "skills": [], "requirements": [],
-        "permissions": {"filesystem_read": [], "filesystem_write": ["out"], "network": [],
+        "permissions": {"filesystem_read": [*reads], "filesystem_write": ["out"], "network": [],
                         "credentials": [], "paid_providers": [], "publish": False,
                         "subprocess": []},
     })  # fmt: skip

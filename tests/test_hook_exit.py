@@ -115,7 +115,7 @@ def check_endings(seen: list[Any]) -> None:
     read_codes = [codes["reader"] for codes in by_task["!read"]]
     assert read_codes.count("host_error") == 4  # the hosts serving a failing store
     assert read_codes.count(None) == 2  # the hosts serving the real record
-    assert all(codes == dict.fromkeys(codes) for codes in by_task["fine"])
+    assert all(codes == dict.fromkeys(codes) for codes in by_task["fine"]), by_task["fine"]
     assert by_task["!loop"][-1] == "KeyboardInterrupt"
     interrupted = next(row for row in seen if row[1] == "KeyboardInterrupt")
     assert interrupted[2] < 30  # stopped by the signal, not by its 60 s limit

@@ -21,10 +21,10 @@ from murmur_nb._sandbox import (
     Launch,
     RunResult,
     SandboxReport,
-    launch,
     run_launched,
     sandbox_report,
 )
+from murmur_nb._sandbox.plans import Plans
 from murmur_nb._sandbox.warm import WarmSandboxes, make_warm, plan_key
 from murmur_nb.protocol import Root
 
@@ -42,6 +42,8 @@ class SandboxGate:
         #: sandboxes made ahead for the next call of a plan that ran before
         #: (:mod:`murmur_nb._sandbox.warm`)
         self.warm = WarmSandboxes()
+        #: each launch's sandbox plan, made by its first call (:mod:`murmur_nb._sandbox.plans`)
+        self.plans = Plans()
 
     @property
     def report(self) -> SandboxReport:
@@ -88,7 +90,7 @@ class SandboxGate:
         """How to start ``argv`` confined (checked first, see :meth:`check`); ``network`` is
         the call's ``grants.network``."""
         self.check(network=bool(network))
-        return launch(
+        return self.plans.launch(
             self.report,
             argv,
             cwd=cwd,

@@ -385,7 +385,7 @@ def _forked(how: Launch, cwd: Path) -> tuple[ZygoteChild, float] | None:
     assert forker is not None
     start = time.monotonic()
     try:
-        return forker.spawn(how.argv, how.pass_fds, how.start_in or cwd), start
+        return forker.spawn(how.argv, how.pass_fds, how.start_in or cwd, how.message), start
     except ZygoteRefused as refused:
         if refused.stale or not forker.alive:
             zygote_.forget(forker)  # the next call starts a new one, with today's mounts

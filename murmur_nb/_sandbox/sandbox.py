@@ -521,6 +521,9 @@ class Launch:
     held: Held | None = None
     #: the kernel's sandbox parent, which forks this bwrap plan's sandbox (:mod:`.zygote`)
     zygote: zygote_.Zygote | None = None
+    #: the zygote's message for this plan, with the descriptors it sends: made once for
+    #: every call of the plan (:mod:`.plans`), else from ``argv`` when the call starts
+    message: tuple[bytes, tuple[int, ...]] | None = None
 
 
 @dataclass
@@ -551,18 +554,24 @@ class Held:
     def current(self) -> bool:
         """Whether each path the sandbox binds still names what it bound: a root renamed
         away, or removed and made again, is another folder at the same path."""
-        for path, bound in self.sources:
-            try:
-                st = os.stat(path)  # noqa: PTH116 - a str path, no Path made
-            except FileNotFoundError:
-                now = None
-            except OSError:
-                return False
-            else:
-                now = (st.st_dev, st.st_ino)
-            if now != bound:
-                return False
-        return True
+        return same_files(self.sources)
+
+
+def same_files(files: Iterable[tuple[str, tuple[int, int] | None]]) -> bool:
+    """Whether each path still names the file it named: the same ``(st_dev, st_ino)``, links
+    followed (``None``: the path named nothing, and still names nothing)."""
+    for path, then in files:
+        try:
+            st = os.stat(path)  # noqa: PTH116 - a str path, no Path made
+        except FileNotFoundError:
+            now = None
+        except OSError:
+            return False
+        else:
+            now = (st.st_dev, st.st_ino)
+        if now != then:
+            return False
+    return True
 
 
 @functools.cache
@@ -648,12 +657,42 @@ def launch(
     """
     if private_cwd and not report.makes_cwd:
         raise ValueError("private_cwd needs bwrap (and the drop helper on a root host)")
+    module, reads, ro, rw = resolved(module_dir, roots, binaries)
+    return launch_resolved(report, argv, cwd=cwd, module=module, reads=reads, ro=ro, rw=rw,
+                           network=network, private_cwd=private_cwd)  # fmt: skip
+
+
+#: ``(real path, path as given)`` of one folder or file the sandbox binds
+Pair = tuple[str, str]
+
+
+def resolved(
+    module_dir: Path, roots: Mapping[str, Root], binaries: Iterable[str]
+) -> tuple[Pair, list[Pair], list[Pair], list[Pair]]:
+    """The pairs a launch binds: the module folder, everything read (the interpreter's trees,
+    the module folder, the binaries), the ``ro`` roots and the ``rw`` roots."""
     module = _pair(module_dir)
     reads = [*_interpreter_trees(), module, *(_pair(b) for b in binaries)]
     ro = [_pair(r.path) for r in roots.values() if r.mode != "rw"]
     rw = [_pair(r.path) for r in roots.values() if r.mode == "rw"]
+    return module, reads, ro, rw
+
+
+def launch_resolved(
+    report: SandboxReport,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    module: Pair,
+    reads: list[Pair],
+    ro: list[Pair],
+    rw: list[Pair],
+    network: Sequence[str],
+    private_cwd: bool,
+) -> Launch:
+    """:func:`launch` of the pairs :func:`resolved` gave."""
     if report.mode != "off" and report.guarantees.get("identity"):
-        _reachable_for_the_sandbox_id(None if private_cwd else cwd, [module, *ro], rw)
+        reachable_for_the_sandbox_id(None if private_cwd else cwd, [module, *ro], rw)
         if report._bwrap is None:  # real paths, no mount namespace: pass through parents
             for real, _ in [*reads, *ro, *rw, _pair(cwd)]:
                 access.grant_passage(real)
@@ -692,7 +731,7 @@ def _plan(
                                    network=network, filtered=filtered,
                                    private_cwd=private_cwd)  # fmt: skip
         except BaseException:  # no Launch will own the pipe: close it here
-            _close_all(inherited, None)
+            close_all(inherited, None)
             raise
         # a call without a network grant is forked by the zygote where there is one, instead
         # of a bwrap of its own; nothing is then made ahead (:mod:`.warm`): a fork takes less
@@ -702,7 +741,7 @@ def _plan(
             out,
             None,
             report.confinement,
-            lambda: _close_all(inherited, None),
+            lambda: close_all(inherited, None),
             pass_fds=(*fds, *inherited),
             owns_pid_namespace=True,
             start_in=cwd.parent if private_cwd else None,
@@ -773,14 +812,14 @@ def held_copy(how: Launch, cwd: Path, new: Path) -> Launch:
         held.sources = tuple(sources)
         held.inherited = inherited  # the same list: closed once, whoever closes it first
     except BaseException:
-        _close_all(inherited, held)
+        close_all(inherited, held)
         raise
     kept = tuple(fd for fd in how.pass_fds if str(fd) != old)
-    return dataclasses.replace(how, argv=argv, close=lambda: _close_all(inherited, held),
+    return dataclasses.replace(how, argv=argv, close=lambda: close_all(inherited, held),
                                pass_fds=(*kept, *inherited), held=held)  # fmt: skip
 
 
-def _close_all(fds: list[int], held: Held | None) -> None:
+def close_all(fds: list[int], held: Held | None) -> None:
     """Close our read ends, and a held launch's write ends that :func:`release` did not
     (once: a second call closes nothing, so never a number reused meanwhile)."""
     todo = [*fds]
@@ -856,7 +895,7 @@ def _reaped(
                   owns_pid_namespace=True)
 
 
-def _reachable_for_the_sandbox_id(
+def reachable_for_the_sandbox_id(
     cwd: Path | None, ro: list[tuple[str, str]], rw: list[tuple[str, str]]
 ) -> None:
     """Root hosts: the working folder (one on the host's disk) becomes the sandbox id's,

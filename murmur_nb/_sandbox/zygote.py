@@ -44,7 +44,8 @@ from pathlib import Path
 
 from murmur_nb._sandbox import helpers, identity
 
-__all__ = ["SWITCH", "Zygote", "ZygoteChild", "ZygoteRefused", "status", "zygote"]
+__all__ = ["SWITCH", "Identity", "Zygote", "ZygoteChild", "ZygoteRefused", "status", "translate",
+           "zygote"]
 
 _SOURCE = Path(__file__).with_name("zygote.c")
 _BUILDS = (("-static",), ())
@@ -129,26 +130,37 @@ _BINDS = frozenset({"--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev
                     "--dev-bind-try"})  # fmt: skip
 
 
-def _identity(source: str, option: str) -> list[str]:
-    """``--same DEV INO`` of the file ``source`` names in the kernel's view (links followed, as
-    the bind follows them), or ``--same - -`` for a ``-try`` bind of a missing source."""
+#: a file's ``(st_dev, st_ino)``, or ``None`` for a missing ``-try`` bind source
+Identity = tuple[int, int] | None
+
+
+def _identity(source: str, option: str) -> Identity:
+    """What the file ``source`` names is in the kernel's view (links followed, as the bind
+    follows them); ``None`` for a ``-try`` bind of a missing source."""
     try:
         st = os.stat(source)  # noqa: PTH116 - a str path, no Path made
     except FileNotFoundError:
         if option.endswith("-try"):
-            return ["--same", "-", "-"]
+            return None
         raise ZygoteRefused(f"{source} is missing") from None
     except OSError as exc:
         raise ZygoteRefused(f"cannot look at {source}: {exc}") from exc
-    return ["--same", str(st.st_dev), str(st.st_ino)]
+    return st.st_dev, st.st_ino
 
 
-def _translate(argv: Sequence[str], pass_fds: Sequence[int]) -> tuple[bytes, list[int]]:
+def _same(ident: Identity) -> list[str]:
+    """``--same DEV INO``, or ``--same - -`` for a missing ``-try`` source."""
+    return ["--same", "-", "-"] if ident is None else ["--same", str(ident[0]), str(ident[1])]
+
+
+def translate(
+    argv: Sequence[str], pass_fds: Sequence[int], seen: dict[str, Identity] | None = None
+) -> tuple[bytes, list[int]]:
     """bwrap's argv as the zygote's message: its options and command, each NUL-ended, with
     each descriptor an option names replaced by its index among ``fds`` (sent beside it),
     and each bind preceded by what its source is in the kernel's view (the zygote binds it
     only if it finds the same file there). ``--userns`` goes: the zygote lives in the
-    kernel's user namespace already."""
+    kernel's user namespace already. ``seen`` gets each bind source and what it was."""
     out: list[str] = []
     fds: list[int] = []
     args = iter(argv[1:])
@@ -166,7 +178,10 @@ def _translate(argv: Sequence[str], pass_fds: Sequence[int]) -> tuple[bytes, lis
             fds.append(fd)
         elif arg in _BINDS:
             source, dest = next(args), next(args)
-            out += [*_identity(source, arg), arg, source, dest]
+            ident = _identity(source, arg)
+            if seen is not None:
+                seen[source] = ident
+            out += [*_same(ident), arg, source, dest]
         else:
             out.append(arg)
     return "\0".join(out).encode("utf-8", "surrogateescape") + b"\0", fds
@@ -201,9 +216,16 @@ class Zygote:
             why = answer[1:].decode(errors="replace") or "it ended at start"
             raise ZygoteRefused(f"the zygote did not start: {why}")
 
-    def spawn(self, argv: Sequence[str], pass_fds: Sequence[int], cwd: Path) -> ZygoteChild:
-        """Start bwrap's ``argv`` (as bwrap would, from ``cwd``) as a child of the zygote."""
-        data, fds = _translate(argv, pass_fds)
+    def spawn(
+        self,
+        argv: Sequence[str],
+        pass_fds: Sequence[int],
+        cwd: Path,
+        message: tuple[bytes, Sequence[int]] | None = None,
+    ) -> ZygoteChild:
+        """Start bwrap's ``argv`` (as bwrap would, from ``cwd``) as a child of the zygote;
+        ``message`` is :func:`translate`'s of it when the caller has it already."""
+        data, fds = message if message is not None else translate(argv, pass_fds)
         data = b"--cwd\0" + os.fsencode(cwd) + b"\0" + data
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pipes = [os.pipe() for _ in range(3)]
