@@ -58,7 +58,7 @@ class SandboxGate:
         with ``network`` (a call with a network grant), also when the grant cannot be kept
         to outside hosts."""
         report = self.report
-        if report.mode == "off":
+        if report.mode == "off" or (report.complete and not network):
             return
         problem = report.problem()
         missing = report.missing

@@ -276,7 +276,11 @@ class SandboxReport:
     @property
     def missing(self) -> list[str]:
         """The guarantees no mechanism enforces here."""
-        return [name for name, how in self.guarantees.items() if how is None]
+        return list(self._missing)
+
+    @functools.cached_property
+    def _missing(self) -> tuple[str, ...]:
+        return tuple(name for name, how in self.guarantees.items() if how is None)
 
     @property
     def makes_cwd(self) -> bool:
@@ -289,7 +293,7 @@ class SandboxReport:
 
     @property
     def complete(self) -> bool:
-        return not self.missing
+        return not self._missing
 
     @property
     def confinement(self) -> str:
