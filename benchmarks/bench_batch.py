@@ -18,7 +18,9 @@ module as ``bench_invoke.py``), with the host's default policy.
 2. *Host CPU per row.* The kernel process's own CPU time (``time.process_time()``: every
    thread of this process, user and system, not the module processes it starts) over that
    local ``map``, divided by its rows: what the host's Python part and its ``fork`` cost per
-   row. Goal: <= 0.6 ms.
+   row. Goal: <= 0.6 ms. Beside it, ``run_cpu_ms``: the same per row for a loop of
+   ``PreparedCall.run`` over half the rows (inputs checked before, as a batch does), so what
+   the batch adds to its runs is the difference.
 3. *Dask ratio.* The same rows by ``map(..., client=)`` on a ``LocalCluster`` of 2 worker
    processes (1 thread each; a task runs its rows two at a time), against local ``map``.
    Ratio = local time / cluster time
@@ -47,7 +49,8 @@ module as ``bench_invoke.py``), with the host's default policy.
    back: ``zygote_ratio`` = bwrap time / zygote time.
 
 The last line is ``batch_speedup=<x> dask_ratio=<y> resume_s=<z> rss_mb=<w>
-host_cpu_ms_per_row=<v> loop_cores=<c> machine_cpu_ms_per_row=<m> zygote_ratio=<r>``
+host_cpu_ms_per_row=<v> run_cpu_ms=<u> loop_cores=<c> machine_cpu_ms_per_row=<m>
+zygote_ratio=<r>``
 (``m``: the map's).
 """
 
@@ -258,6 +261,13 @@ def main() -> None:
                                               journal=journal))  # fmt: skip
         cpu_ms = (time.process_time() - cpu) * 1000 / args.rows
         seq += looped.timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[half:]])
+        # the same rows' runs alone, one after the other (each input checked before, as a
+        # batch checks them): what the map's kernel CPU per row is beyond the runs themselves
+        prepared = host.prepare("benchsh.run")
+        cpu = time.process_time()
+        for x in inputs[:half]:
+            prepared.run(x, checked=True, ahead=False)
+        run_ms = (time.process_time() - cpu) * 1000 / half
         os.environ[ZYGOTE_SWITCH] = "off"  # the same map, each row's sandbox a bwrap of its own
         try:
             by_bwrap = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
@@ -271,7 +281,8 @@ def main() -> None:
               f"{by_bwrap / by_zygote:.2f}x")  # fmt: skip
         print(f"{args.rows} rows: invoke loop {seq:.2f} s (half before the map, half after), "
               f"map {local:.2f} s ({args.rows / local:.0f} rows/s); the kernel's own CPU "
-              f"over the map: {cpu_ms:.3f} ms per row")  # fmt: skip
+              f"over the map: {cpu_ms:.3f} ms per row, of which the run itself (a loop of "
+              f"PreparedCall.run over {half} rows): {run_ms:.3f} ms")  # fmt: skip
         cores = len(os.sched_getaffinity(0))
         loop_row_ms, map_row_ms = (m.busy_s * 1000 / args.rows for m in (looped, mapped))
         print(f"the whole machine's CPU per row (the kernel, bwrap, the module): loop "
@@ -307,6 +318,7 @@ def main() -> None:
           f"{time.perf_counter() - began:.0f} s")  # fmt: skip
     print(f"batch_speedup={seq / local:.2f} dask_ratio={local2 / remote:.2f} "
           f"resume_s={resume:.3f} rss_mb={rss:.1f} host_cpu_ms_per_row={cpu_ms:.3f} "
+          f"run_cpu_ms={run_ms:.3f} "
           f"loop_cores={looped.cores_used:.2f} machine_cpu_ms_per_row={map_row_ms:.2f} "
           f"zygote_ratio={by_bwrap / by_zygote:.2f}",
           file=sys.stdout)  # fmt: skip
