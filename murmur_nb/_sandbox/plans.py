@@ -49,7 +49,8 @@ __all__ = ["KEEP", "Plans"]
 #: how many launches' plans one host keeps (most recently used)
 KEEP = 32
 
-#: what identifies a launch: its argv, module folder, roots, binaries and runs folder
+#: what identifies a launch: its argv, module folder, runs folder, binaries and roots, and
+#: the seccomp program it loads
 _Key = tuple[object, ...]
 
 
@@ -71,19 +72,20 @@ class _Plan:
     ro: tuple[Pair, ...]
     rw: tuple[Pair, ...]
     confinement: str
-    #: the zygote's message, and how many descriptors it sends (the program's pipe)
+    #: the zygote's message (:func:`.zygote.translate`); the descriptor it sends is the
+    #: program's pipe, when there is one
     message: bytes | None
 
     def carry_out(self, report: SandboxReport, runs: Path, name: str) -> Launch:
         """This plan for a call whose working folder is ``runs / name``."""
-        bpf = report._seccomp
-        fds = [seccomp.program_fd(bpf)] if self.program_at is not None and bpf else []
+        bpf, at = report._seccomp, self.program_at  # a program exactly when the plan had one
+        fds = [seccomp.program_fd(bpf)] if at is not None and bpf is not None else []
         try:
             argv = list(self.argv)
-            for at in self.named:
-                argv[at] = argv[at].replace(self.name, name)
-            if fds:
-                argv[self.program_at] = str(fds[0])  # type: ignore[index]
+            for i in self.named:
+                argv[i] = argv[i].replace(self.name, name)
+            if at is not None:
+                argv[at] = str(fds[0])
             forker = zygote_.zygote()
             message = None
             if self.message is not None and forker is not None:
@@ -134,7 +136,7 @@ class Plans:
                           binaries=binaries, network=network, private_cwd=private_cwd)  # fmt: skip
         given = tuple((name, str(root.path), root.mode) for name, root in roots.items())
         runs = cwd.parent
-        key: _Key = (tuple(argv), str(module_dir), str(runs), binaries, given)
+        key: _Key = (tuple(argv), str(module_dir), str(runs), binaries, given, report._seccomp)
         with self._lock:
             plan = self._plans.get(key)
             if plan is not None:
