@@ -10,6 +10,7 @@ with ``SIGKILL`` while its call runs; a call whose reply socket the kernel close
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -318,3 +319,33 @@ def test_a_root_mounted_after_the_zygote_started_is_the_one_the_module_writes(
             subprocess.run(["umount", str(out)], check=True)
     assert not (out / "file").exists()  # nothing went to the folder under the tmpfs
     assert before and after and after[0].pid != before[0].pid, (before, after)
+
+
+@pytest.mark.parametrize("forked", [True, False], ids=["zygote", "bwrap"])
+def test_a_module_starts_with_the_kernels_umask_and_limits_of_its_call(
+    tmp_path: Path, out: Path, forked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bwrap, started by the kernel for each call, gives the module the kernel's umask and
+    resource limits of that moment. The zygote started before a notebook set a stricter
+    umask and a lower limit: its calls get the new ones all the same, and the file the
+    module makes is private as the notebook asked (it was world-readable)."""
+    if not forked:
+        monkeypatch.setenv(zygote_.SWITCH, "off")
+    body = f"umask > {out}/umask; ulimit -n > {out}/nofile; touch {out}/made"
+    with host_for(tmp_path, out, body) as host:
+        assert host.invoke("zyg.run", {}).ok  # the zygote starts (where it is used)
+        if forked:
+            assert [z for z in zygotes() if z.ppid() == os.getpid()]
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        lower = max(64, min(soft, 4096) // 2)
+        (out / "made").unlink()
+        before = os.umask(0o027)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (lower, hard))
+            assert host.invoke("zyg.run", {}).ok
+        finally:
+            os.umask(before)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert (out / "umask").read_text().strip() == "0027"
+    assert (out / "nofile").read_text().strip() == str(lower)
+    assert (out / "made").stat().st_mode & 0o777 == 0o640

@@ -38,6 +38,8 @@
  *    read-only where it could write them;
  *  - makes that tmpfs its root and detaches the host's whole tree;
  *  - (as an ordinary user) empties its capability sets, bounding and ambient sets too;
+ *  - takes the kernel's umask and resource limits of the moment (read by the zygote from
+ *    /proc/KERNEL/status and prlimit), as bwrap started then would have had them;
  *  - sets no_new_privs, its parent-death signal (SIGKILL) and its own session, loads the
  *    seccomp program, closes every descriptor but 0, 1 and 2, and executes the command with
  *    an empty environment.
@@ -60,6 +62,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -133,9 +136,14 @@ struct call {
     int has_filter;
     int fds[MAX_FDS];      /* reply, stdin, stdout, stderr, then those options name */
     int n_fds;
+    int has_umask;         /* the kernel's umask and limits when the call came (mask of */
+    mode_t umask;          /* the limits read): what bwrap, its child, would have had */
+    unsigned has_limits;
+    struct rlimit limits[RLIM_NLIMITS];
 };
 
 static int root_of_namespace; /* root in its user namespace: the drop helper leaves root */
+static pid_t kernel;           /* the kernel process that started the zygote */
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
@@ -375,6 +383,17 @@ static void drop_capabilities(void) {
     if (syscall(SYS_capset, &header, none) != 0) die("cannot empty the capability sets", "");
 }
 
+/* the kernel's limit `r`, or as much of it as this process may have (a hard limit the kernel
+ * raised after the zygote started cannot be raised here: no CAP_SYS_RESOURCE) */
+static void set_limit(int r, struct rlimit want) {
+    if (setrlimit((__rlimit_resource_t)r, &want) == 0) return;
+    struct rlimit now;
+    if (getrlimit((__rlimit_resource_t)r, &now) != 0) return;
+    want.rlim_max = now.rlim_max;
+    if (want.rlim_cur > want.rlim_max) want.rlim_cur = want.rlim_max;
+    setrlimit((__rlimit_resource_t)r, &want);
+}
+
 __attribute__((noreturn)) static void child(struct call *c) {
     for (int i = 0; i < 3; i++)
         if (dup2(c->fds[1 + i], i) != i) _exit(1);
@@ -385,12 +404,15 @@ __attribute__((noreturn)) static void child(struct call *c) {
     signal(SIGCHLD, SIG_DFL);
     signal(SIGPIPE, SIG_DFL); /* ignored by the zygote; an ignored signal outlives exec */
     mode_t umask_was = umask(0);
+    if (c->has_umask) umask_was = c->umask;
     open_sources(c);
     if (mount("tmpfs", BASE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
         die("cannot mount the sandbox's tmpfs", "");
     lay_out(c);
     enter_root();
     umask(umask_was);
+    for (int r = 0; r < RLIM_NLIMITS; r++) /* once the sandbox is made: a low one cannot stop it */
+        if (c->has_limits & (1u << r)) set_limit(r, c->limits[r]);
     const char *where = c->chdir_to ? c->chdir_to : c->cwd;
     if (c->chdir_to && chdir(c->chdir_to) != 0) die("cannot enter ", c->chdir_to);
     if (!c->chdir_to && (!where || chdir(where) != 0) && chdir("/") != 0) die("chdir /", "");
@@ -408,6 +430,31 @@ __attribute__((noreturn)) static void child(struct call *c) {
 }
 
 /* ---- the parent: reading a call ----------------------------------------------------------- */
+
+/* the kernel's umask and resource limits now: a call's process starts with them, as bwrap
+ * started by the kernel for that call would have (the zygote's own are the kernel's of the
+ * moment it started) */
+static void take_the_kernels(struct call *c) {
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)kernel);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, text, sizeof text - 1);
+        close(fd);
+        const char *at = n > 0 ? (text[n] = '\0', strstr(text, "\nUmask:\t")) : NULL;
+        if (at) {
+            char *end;
+            long mask = strtol(at + 8, &end, 8);
+            if (end != at + 8 && *end == '\n' && mask >= 0 && mask <= 0777) {
+                c->umask = (mode_t)mask;
+                c->has_umask = 1;
+            }
+        }
+    }
+    for (int r = 0; r < RLIM_NLIMITS && r < 32; r++)
+        if (prlimit(kernel, (__rlimit_resource_t)r, NULL, &c->limits[r]) == 0)
+            c->has_limits |= 1u << r;
+}
 
 static int fd_at(struct call *c, const char *index, int sock) {
     char *end;
@@ -660,6 +707,7 @@ static void start_call(int ctrl) {
         close_fds(&c, 0);
         return;
     }
+    take_the_kernels(&c);
     pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
                                               CLONE_NEWUTS | SIGCHLD, 0, 0, 0, 0);
     if (pid == 0) child(&c);
@@ -765,6 +813,7 @@ static int enter_namespaces(char **argv, int argc, int ctrl) {
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     int ctrl = atoi(argv[1]);
+    kernel = getppid();
     if (enter_namespaces(argv, argc, ctrl) != 0) return 1;
     sigset_t chld;
     sigemptyset(&chld);
