@@ -188,6 +188,14 @@ def swapping(a: Path, b: Path) -> Iterator[None]:
             swapper.stdout.close()
 
 
+def open_folder(path: Path) -> Path:
+    """``path``, made as a folder anyone may write (a module's ``rw`` root: the sandbox id of
+    a root host writes there as well)."""
+    path.mkdir()
+    path.chmod(0o777)
+    return path
+
+
 def sh_module(
     home: Path, module: str, *, before: str = "", after: str = "", reads: Sequence[str] = ()
 ) -> None:

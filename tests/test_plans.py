@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _modules import sh_module
+from _modules import open_folder, sh_module
 
 import murmur_nb as mnb
 from murmur_nb._sandbox import plans as plans_  # private: counts the plans made
@@ -27,12 +27,6 @@ def forker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
-def folder(path: Path) -> Path:
-    path.mkdir()
-    path.chmod(0o777)  # the sandbox id of a root host writes here as well
-    return path
-
-
 def lines(marks: Path) -> int:
     return len(marks.read_text().splitlines()) if marks.exists() else 0
 
@@ -43,7 +37,7 @@ def host(tmp_path: Path, forker: str) -> Iterator[mnb.ModuleHost]:
     sh_module(tmp_path / "home", "plansh",
               before=f"echo run >> {out}/marks; cat {given}/secret >> {out}/seen 2>&1",
               reads=["in"])
-    policy = mnb.Policy(roots={"out": folder(tmp_path / "out"), "in": folder(tmp_path / "in")},
+    policy = mnb.Policy(roots={"out": open_folder(out), "in": open_folder(given)},
                         deadline_ms=5000)  # fmt: skip
     with mnb.ModuleHost(home=tmp_path / "home", policy=policy) as made:
         if made.sandbox.mechanism != "bwrap":
@@ -94,7 +88,7 @@ def test_a_root_replaced_at_its_path_is_the_one_the_next_run_writes_in(
     out.rename(old)
     if how == "removed":
         shutil.rmtree(old)
-    folder(out)
+    open_folder(out)
     third = call.run({})
     assert third.ok, third.error
     assert lines(out / "marks") == 1
@@ -112,7 +106,7 @@ def test_a_root_given_as_a_link_follows_the_link_at_each_run(
     """The policy names a link; between two runs it is pointed at another folder. The
     module tries to write in both folders: the run after the link moved writes where it
     points then, never in the first folder."""
-    first, second = folder(tmp_path / "a"), folder(tmp_path / "b")
+    first, second = open_folder(tmp_path / "a"), open_folder(tmp_path / "b")
     link = tmp_path / "out-link"
     sh_module(tmp_path / "home", "plansh",
               before=f"echo run >> {first}/marks; echo run >> {second}/marks")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from _modules import sh_module
+from _modules import open_folder, sh_module
 
 import murmur_nb as mnb
 from murmur_nb._sandbox.zygote import SWITCH  # private: the zygote has no public switch
@@ -68,10 +68,7 @@ def gone(processes: list[psutil.Process], timeout: float = 10.0) -> bool:
 
 @pytest.fixture
 def out(tmp_path: Path) -> Path:
-    folder = tmp_path / "out"
-    folder.mkdir()
-    folder.chmod(0o777)  # the sandbox id of a root host writes here as well
-    return folder
+    return open_folder(tmp_path / "out")
 
 
 @pytest.fixture
@@ -220,9 +217,7 @@ def test_a_call_with_another_plan_never_runs_in_the_waiting_sandbox(
     for _ in range(2):
         assert host.invoke("warmsh.run", {}).ok
     waiting(os.getpid())
-    moved = tmp_path / "moved"
-    moved.mkdir()
-    moved.chmod(0o777)
+    moved = open_folder(tmp_path / "moved")
     host.policy = mnb.Policy(roots={"out": moved}, deadline_ms=2000)
     moved_call = host.invoke("warmsh.run", {})
     assert moved_call.ok
@@ -267,8 +262,7 @@ def test_a_root_replaced_at_its_path_is_the_one_the_next_call_writes_in(
     out.rename(old)
     if how == "removed":
         shutil.rmtree(old)
-    out.mkdir()
-    out.chmod(0o777)
+    open_folder(out)
     third = host.invoke("warmsh.run", {})
     assert third.ok, third.error
     assert lines(out / "marks") == 1

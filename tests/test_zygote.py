@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from _modules import sh_module
+from _modules import open_folder, sh_module
 
 import murmur_nb as mnb
 from murmur_nb._sandbox import seccomp  # private: the socket filter the zygote loads
@@ -37,10 +37,7 @@ def install(home: Path, body: str) -> None:
 
 @pytest.fixture
 def out(tmp_path: Path) -> Path:
-    folder = tmp_path / "out"
-    folder.mkdir()
-    folder.chmod(0o777)  # the sandbox id of a root host writes here as well
-    return folder
+    return open_folder(tmp_path / "out")
 
 
 def host_for(tmp_path: Path, out: Path, body: str, deadline_ms: int = 5000) -> mnb.ModuleHost:

@@ -22,7 +22,6 @@ zygote forks, or sandboxes are made ahead for); any other launch is planned per 
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -157,9 +156,6 @@ class Plans:
                     self._plans.popitem(last=False)
         return how
 
-    def __len__(self) -> int:
-        return len(self._plans)
-
 
 def _planned(
     report: SandboxReport,
@@ -213,17 +209,10 @@ def _planned(
 def _named(paths: Iterable[str]) -> dict[str, zygote_.Identity] | None:
     """What each path names now (links followed; ``None``: nothing), or ``None`` when one
     cannot be looked at."""
-    out: dict[str, zygote_.Identity] = {}
-    for path in paths:
-        try:
-            st = os.stat(path)  # noqa: PTH116 - a str path, no Path made
-        except FileNotFoundError:
-            out[path] = None
-        except OSError:
-            return None
-        else:
-            out[path] = (st.st_dev, st.st_ino)
-    return out
+    try:
+        return {path: zygote_.identity_of(path) for path in paths}
+    except OSError:
+        return None
 
 
 def _program_at(argv: Sequence[str]) -> int | None:

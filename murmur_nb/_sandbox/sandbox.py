@@ -564,18 +564,10 @@ class Held:
 def same_files(files: Iterable[tuple[str, tuple[int, int] | None]]) -> bool:
     """Whether each path still names the file it named: the same ``(st_dev, st_ino)``, links
     followed (``None``: the path named nothing, and still names nothing)."""
-    for path, then in files:
-        try:
-            st = os.stat(path)  # noqa: PTH116 - a str path, no Path made
-        except FileNotFoundError:
-            now = None
-        except OSError:
-            return False
-        else:
-            now = (st.st_dev, st.st_ino)
-        if now != then:
-            return False
-    return True
+    try:
+        return all(zygote_.identity_of(path) == then for path, then in files)
+    except OSError:
+        return False
 
 
 @functools.cache
@@ -659,8 +651,6 @@ def launch(
     just a name: bwrap makes the folder on the sandbox's own tmpfs, new and empty, and it
     is gone with the sandbox.
     """
-    if private_cwd and not report.makes_cwd:
-        raise ValueError("private_cwd needs bwrap (and the drop helper on a root host)")
     module, reads, ro, rw = resolved(module_dir, roots, binaries)
     return launch_resolved(report, argv, cwd=cwd, module=module, reads=reads, ro=ro, rw=rw,
                            network=network, private_cwd=private_cwd)  # fmt: skip
@@ -695,6 +685,8 @@ def launch_resolved(
     private_cwd: bool,
 ) -> Launch:
     """:func:`launch` of the pairs :func:`resolved` gave."""
+    if private_cwd and not report.makes_cwd:
+        raise ValueError("private_cwd needs bwrap (and the drop helper on a root host)")
     if report.mode != "off" and report.guarantees.get("identity"):
         reachable_for_the_sandbox_id(None if private_cwd else cwd, [module, *ro], rw)
         if report._bwrap is None:  # real paths, no mount namespace: pass through parents

@@ -44,8 +44,8 @@ from pathlib import Path
 
 from murmur_nb._sandbox import helpers, identity
 
-__all__ = ["SWITCH", "Identity", "Zygote", "ZygoteChild", "ZygoteRefused", "status", "translate",
-           "zygote"]
+__all__ = ["SWITCH", "Identity", "Zygote", "ZygoteChild", "ZygoteRefused", "identity_of",
+           "status", "translate", "zygote"]
 
 _SOURCE = Path(__file__).with_name("zygote.c")
 _BUILDS = (("-static",), ())
@@ -134,18 +134,26 @@ _BINDS = frozenset({"--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev
 Identity = tuple[int, int] | None
 
 
+def identity_of(path: str) -> Identity:
+    """The ``(st_dev, st_ino)`` of what ``path`` names now (links followed), ``None`` when it
+    names nothing. Raises ``OSError`` when it cannot be looked at."""
+    try:
+        st = os.stat(path)  # noqa: PTH116 - a str path, no Path made
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _identity(source: str, option: str) -> Identity:
     """What the file ``source`` names is in the kernel's view (links followed, as the bind
     follows them); ``None`` for a ``-try`` bind of a missing source."""
     try:
-        st = os.stat(source)  # noqa: PTH116 - a str path, no Path made
-    except FileNotFoundError:
-        if option.endswith("-try"):
-            return None
-        raise ZygoteRefused(f"{source} is missing") from None
+        ident = identity_of(source)
     except OSError as exc:
         raise ZygoteRefused(f"cannot look at {source}: {exc}") from exc
-    return st.st_dev, st.st_ino
+    if ident is None and not option.endswith("-try"):
+        raise ZygoteRefused(f"{source} is missing")
+    return ident
 
 
 def _same(ident: Identity) -> list[str]:
