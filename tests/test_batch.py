@@ -65,6 +65,29 @@ def test_invalid_rows_are_refused_together_by_default(
     assert len(runs(log_root)) == 2
 
 
+def test_a_lone_surrogate_is_that_rows_invalid_input_not_a_crash(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    """Text with a lone surrogate is JSON to Python but not UTF-8: the row is refused as
+    ``invoke`` refuses it, and the other rows run (it raised UnicodeEncodeError out of map,
+    from the journal key's hash, and nothing ran)."""
+    inputs = [{"n": 1}, {"n": 2, "tag": "a\udc80b"}, {"\ud800": 1}, {"n": 3}]
+    with pytest.raises(mnb.InvalidInput) as info:
+        host.map("batchy.work", inputs, progress=False)
+    assert "row 1" in info.value.message and "row 2" in info.value.message
+    assert "lone surrogate" in info.value.message and runs(log_root) == []
+    batch = host.map("batchy.work", inputs, on_invalid="skip", progress=False)
+    out = batch.to_pandas()
+    assert list(out["status"]) == ["ok", "not_run", "not_run", "ok"]
+    assert list(out["error_code"].fillna("")) == ["", "invalid_input", "invalid_input", ""]
+    assert "'\\udc80', a lone surrogate" in out["error_message"].iloc[1]
+    assert len(runs(log_root)) == 2
+    frame = pd.DataFrame({"n": [4, 5], "tag": pd.Series(["ok", "\udfff"], dtype=object)})
+    out = host.map("batchy.work", frame, on_invalid="skip", progress=False).to_pandas()
+    assert list(out["status"]) == ["ok", "not_run"]
+    assert len(runs(log_root)) == 3
+
+
 def test_resume_skips_journaled_rows_and_retry_failed(
     host: mnb.ModuleHost, log_root: Path
 ) -> None:

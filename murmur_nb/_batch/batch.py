@@ -777,8 +777,14 @@ def _checked(
         problem: str | None
         try:
             text = canonical(value, cells=cells)
+            text.encode()  # JSON text may hold a lone surrogate, which UTF-8 cannot
         except RowProblem as exc:
             text, problem = json.dumps(reprlib.repr(value)), str(exc)
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            problem = (f"input is not strict UTF-8 JSON: it holds {bad!r}, a lone surrogate; "
+                       "decode bytes with errors='replace' first")  # fmt: skip
+            text = json.dumps(reprlib.repr(value))
         except (TypeError, ValueError) as exc:
             text, problem = json.dumps(reprlib.repr(value)), f"input is not JSON: {exc}"
         else:

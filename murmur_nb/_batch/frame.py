@@ -68,6 +68,18 @@ def _result_columns(fields: tuple[str, ...] | None, record: dict[str, Any] | Non
     return {f"result_{name}": got.get(name) for name in fields}
 
 
+def _escaped(line: dict[str, Any]) -> dict[str, Any]:
+    """``line`` with each lone surrogate in its keys and text cells written as its escape
+    (``\\udc80``): the frame's text columns are UTF-8 and cannot hold one."""
+
+    def shown(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+
+    return {shown(k): shown(v) for k, v in line.items()}
+
+
 def batch_frame(
     inputs: Inputs, texts: Sequence[str], flat_result: tuple[str, ...] | None,
     rows: Iterable[Row],
@@ -92,7 +104,10 @@ def batch_frame(
         line.update(_outcome(row))
         out.append(line)
     index = inputs.index if inputs.index is not None else pd.RangeIndex(len(out))
-    frame = pd.DataFrame(out, index=index)
+    try:
+        frame = pd.DataFrame(out, index=index)
+    except UnicodeEncodeError:  # a lone surrogate in an invalid row's key or cell
+        frame = pd.DataFrame([_escaped(line) for line in out], index=index)
     for column in frame.columns:
         if column.startswith("result_"):
             frame[column] = frame[column].convert_dtypes()
