@@ -88,6 +88,47 @@ def test_a_lone_surrogate_is_that_rows_invalid_input_not_a_crash(
     assert len(runs(log_root)) == 3
 
 
+def test_an_empty_batch_has_the_columns_and_dtypes_of_a_full_one(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    """``out[out["ok"]]`` works on the frame of no rows too (it had no columns at all)."""
+    frame = pd.DataFrame({"n": [1], "tag": ["t"]})
+    full = host.map("batchy.work", frame, progress=False).to_pandas()
+    empty = host.map("batchy.work", frame.iloc[:0], progress=False).to_pandas()
+    assert len(empty) == 0 and len(full) == 1
+    assert list(empty.columns) == list(full.columns)
+    # a result column's type comes from its values: with none, it stays object
+    kept = [c for c in full.columns if not c.startswith("result_")]
+    assert empty.dtypes[kept].to_dict() == full.dtypes[kept].to_dict()
+    assert len(empty[empty["ok"]]) == 0
+    listed = host.map("batchy.work", [], progress=False).to_pandas()
+    assert len(listed) == 0 and list(listed.columns) == list(full.columns[2:])  # no input columns
+    assert len(runs(log_root)) == 1
+
+
+def test_a_journal_path_that_cannot_hold_one_is_refused_before_anything_runs(
+    host: mnb.ModuleHost, log_root: Path, tmp_path: Path
+) -> None:
+    """A folder, or a file that is not SQLite, is named with the fix (they surfaced as
+    sqlite3's "unable to open database file" / "file is not a database"), and the file is
+    left as it was."""
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=r"it is a folder.*journal=None"):
+        host.map("batchy.work", [{"n": 1}], progress=False, journal=folder)
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"my notes, not a journal\n" * 100)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ValueError, match=r"cannot be used as a batch journal \(SQLite: file is"):
+        host.map("batchy.work", [{"n": 1}], progress=False, journal=notes)
+    assert notes.read_bytes() == b"my notes, not a journal\n" * 100
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no -wal, no -journal
+    assert list(folder.iterdir()) == []
+    with pytest.raises(ValueError, match="retries must be a whole number"):
+        host.map("batchy.work", [{"n": 1}], progress=False, retries=-1)
+    assert runs(log_root) == []
+
+
 def test_resume_skips_journaled_rows_and_retry_failed(
     host: mnb.ModuleHost, log_root: Path
 ) -> None:

@@ -194,6 +194,11 @@ class Batch:
             raise ValueError(f"on_invalid must be 'raise' or 'skip', not {on_invalid!r}")
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be a whole number, 0 or more (the attempts a "
+                             f"failed row gets after its first), got {retries!r}")  # fmt: skip
+        if not backoff >= 0:
+            raise ValueError(f"backoff must be 0 or more seconds, got {backoff!r}")
         plan = plan_for(host, capability, poll_every=poll_every, poll_timeout=poll_timeout,
                         approve=approve)  # fmt: skip
         rows = read_inputs(inputs)

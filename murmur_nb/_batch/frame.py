@@ -3,7 +3,9 @@
 One row per input, in input order, on the input's own index, so ``df.join(batch.to_pandas())``
 lines up. ``ok`` is a nullable boolean, costs ``Float64`` (``<NA>`` is unknown, never free).
 A flat object result spreads into ``result_<name>`` columns, else one ``result`` column; an
-input column clashing with an outcome column is prefixed ``input_``.
+input column clashing with an outcome column is prefixed ``input_``. Every frame has its
+columns in one order, an empty batch's too (there a ``result_*`` column, with no value to
+take its type from, is ``object``; a DataFrame's input columns keep their dtypes).
 """
 
 from __future__ import annotations
@@ -104,10 +106,16 @@ def batch_frame(
         line.update(_outcome(row))
         out.append(line)
     index = inputs.index if inputs.index is not None else pd.RangeIndex(len(out))
+    # named, so that every frame has them in this order: an empty batch's too
+    columns = [*names.values(), *_result_columns(flat_result, None), *OUTCOME_COLUMNS]
     try:
-        frame = pd.DataFrame(out, index=index)
+        frame = pd.DataFrame(out, index=index, columns=columns)
     except UnicodeEncodeError:  # a lone surrogate in an invalid row's key or cell
-        frame = pd.DataFrame([_escaped(line) for line in out], index=index)
+        frame = pd.DataFrame([_escaped(line) for line in out], index=index,
+                             columns=list(_escaped(dict.fromkeys(columns))))  # fmt: skip
+    if not out and inputs.frame is not None:  # no cell to infer from: the input's own
+        for c in inputs.columns:
+            frame[names[c]] = frame[names[c]].astype(inputs.frame[c].dtype)
     for column in frame.columns:
         if column.startswith("result_"):
             frame[column] = frame[column].convert_dtypes()

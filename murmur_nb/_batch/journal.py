@@ -93,7 +93,10 @@ class Journal:
         self._lock = threading.RLock()
         self._groups = 0
         self._opened = 0.0
-        self._conn: sqlite3.Connection | None = self._connect()
+        try:
+            self._conn: sqlite3.Connection | None = self._connect()
+        except sqlite3.DatabaseError as exc:
+            raise self._unusable(exc) from exc
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(
@@ -105,6 +108,16 @@ class Journal:
         db.execute("PRAGMA synchronous=NORMAL")
         self._create(db)
         return db
+
+    def _unusable(self, exc: sqlite3.DatabaseError) -> ValueError:
+        """Why this path cannot be opened as a journal, and what to pass instead."""
+        where = str(self.path)
+        why = "it is a folder" if self.path is not None and self.path.is_dir() else f"SQLite: {exc}"
+        return ValueError(
+            f"journal={where!r} cannot be used as a batch journal ({why}); nothing was run "
+            "and nothing was written there. Pass the path of a journal file (made if missing), "
+            "or journal=None to keep nothing past this batch"
+        )
 
     @property
     def _db(self) -> sqlite3.Connection:
