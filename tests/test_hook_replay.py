@@ -133,6 +133,31 @@ def test_a_dataframe_offers_exactly_its_messages(hooks: mnb.HookHost, records: P
         mnb.replay(hooks, _without_attrs(one.copy()), progress=False)
 
 
+def test_a_source_or_task_id_it_cannot_use_is_refused_before_any_hook_runs(
+    hooks: mnb.HookHost, records: Path
+) -> None:
+    """A frame of context ids only raised KeyError 'id'; a task id naming more than
+    ``{context_id}`` raised KeyError from str.format; a dict offered to compact ran the hook
+    and came back as the host's read-messages failing."""
+    ids = pd.DataFrame({"context_id": ["plain-a", "plain-c"]})
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) id, role, content.*tolist"):
+        mnb.replay(hooks, ids, progress=False)
+    with pytest.raises(ValueError, match=r"task_id='{task}-{context_id}' cannot be filled in"):
+        mnb.replay(hooks, "plain-a", task_id="{task}-{context_id}", progress=False)
+    braces = mnb.replay(hooks, "plain-a", hooks="old", task_id="{{x}}", progress=False)
+    assert braces["ok"].all()
+    # a frame without name and created_at offers its messages without them
+    bare = mnb.read_conversation("plain-c", records, progress=False)[["id", "role", "content"]]
+    out = mnb.replay(hooks, bare.assign(context_id="plain-c"), hooks="old", progress=False)
+    assert list(out["messages_in"].dropna()) == [5] and out["ok"].all()
+    given = mnb.ConversationStore(records).reader("plain-a").read_messages(None, 3).messages
+    with pytest.raises(TypeError, match=r"messages\[1\] is a dict; no hook ran"):
+        hooks.compact([given[0], {"id": "x", "role": "user", "content": "hi"}])
+    with pytest.raises(TypeError, match=r"messages\[0\] has content=7, a int"):
+        hooks.compact([mnb.Message("m", "user", 7)])  # type: ignore[arg-type]
+    assert all(r.ok for r in hooks.compact(given).values())
+
+
 def _without_attrs(frame: pd.DataFrame) -> pd.DataFrame:
     frame.attrs.clear()
     return frame

@@ -92,6 +92,17 @@ class Loaded:
     data: bytes = b""  # the component's bytes as loaded: SHA-256 ``info.digest``
 
 
+def _not_a_message(item: Any) -> str | None:
+    """Why ``item`` cannot be offered to ``compact`` as a message, or ``None``."""
+    if not isinstance(item, Message):
+        return f"is a {type(item).__name__}"
+    for name in ("id", "role", "content", "name", "created_at"):
+        value = getattr(item, name)
+        if not isinstance(value, str) and not (value is None and name in {"name", "created_at"}):
+            return f"has {name}={value!r}, a {type(value).__name__}"
+    return None
+
+
 def record_message(record: dict[str, Any]) -> Message:
     """A lifted ``message`` record (keys are the WIT field names) as a :class:`Message`."""
     return Message(
@@ -370,11 +381,21 @@ class HookHost:
         ------
         InvalidContextId
             ``context_id`` is not a plain context name; no hook ran.
+        TypeError
+            An item of ``messages`` is not a :class:`~murmur_nb.Message`; no hook ran.
         """
         if context_id is not None:
             check_context_id(context_id)
         context = context_id if context_id is not None else self._context_id
         items = list(messages)
+        for i, item in enumerate(items):
+            if (why := _not_a_message(item)) is not None:
+                raise TypeError(
+                    f"compact() takes mnb.Message objects, but messages[{i}] {why}; no hook "
+                    "ran. Build them with mnb.Message(id, role, content, name=None, "
+                    "created_at=None), all text, or read them with "
+                    "mnb.ConversationStore(home).reader(context_id).read_messages(...)"
+                )
 
         def make_args() -> tuple[Any, ...]:
             if self.lowering is not None:  # written straight into wasmtime's C values

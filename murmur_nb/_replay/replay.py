@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._progress import Progress
-from murmur_nb._replay.run import DEFAULT_TASK_ID, hooks_for, replay_local
+from murmur_nb._replay.run import DEFAULT_TASK_ID, check_task_id, hooks_for, replay_local
 from murmur_nb._replay.sources import jobs_of
 from murmur_nb._replay.windows import WindowSpec, as_windows
 
@@ -101,6 +101,7 @@ def replay(
     >>> runs = mnb.replay(hooks, "*", windows=50, progress=False)  # doctest: +SKIP
     """
     chosen = hooks_for(host, hooks)
+    check_task_id(task_id)
     jobs = jobs_of(source, host.conversations)
     spec = as_windows(windows)
     if client is not None:

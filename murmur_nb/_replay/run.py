@@ -29,10 +29,26 @@ if TYPE_CHECKING:
 
     from murmur_nb._hooks.host import HookHost
 
-__all__ = ["DEFAULT_TASK_ID", "hooks_for", "replay_job", "replay_local", "unreadable_rows"]
+__all__ = [
+    "DEFAULT_TASK_ID", "check_task_id", "hooks_for", "replay_job", "replay_local",
+    "unreadable_rows",
+]  # fmt: skip
 
 #: The task id hooks see on ``task-start`` during a replay (``{context_id}`` is filled in).
 DEFAULT_TASK_ID = "replay-{context_id}"
+
+
+def check_task_id(task_id: str) -> None:
+    """Refuse, before any hook runs, a task id template that names more than
+    ``{context_id}`` (``str.format`` would raise on the first record)."""
+    try:
+        task_id.format(context_id="c")
+    except (AttributeError, KeyError, IndexError, ValueError) as exc:
+        raise ValueError(
+            f"task_id={task_id!r} cannot be filled in ({type(exc).__name__}: {exc}): it is "
+            "text in which {context_id} is replaced by the record's; write a literal brace "
+            "twice ({{ or }})"
+        ) from None
 
 
 def hooks_for(host: HookHost, hooks: Sequence[str] | str | None) -> tuple[str, ...]:

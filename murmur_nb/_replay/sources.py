@@ -71,8 +71,17 @@ def _frame_jobs(frame: Any) -> list[RecordJob]:
             "mnb.read_conversations(...), one from mnb.read_conversation(context_id, ...), or "
             "add the column (frame.insert(0, 'context_id', 'my-context'))"
         )
+    lacking = [c for c in ("id", "role", "content") if c not in frame.columns]
+    if lacking:
+        raise ValueError(
+            f"this DataFrame lacks the column(s) {', '.join(lacking)}: a frame replays the "
+            "messages it holds, as mnb.read_conversation(s) gives them. To replay whole records by "
+            "their ids, pass a list: frame['context_id'].unique().tolist()"
+        )
     grouped: dict[str, list[Message]] = {}
-    columns = [frame[c] for c in ("id", "role", "content", "name", "created_at")]
+    absent = [None] * len(frame)  # a frame without name or created_at: none given
+    columns = [frame[c] if c in frame.columns else absent
+               for c in ("id", "role", "content", "name", "created_at")]  # fmt: skip
     for context, *fields in zip(contexts, *columns, strict=True):
         m_id, role, content, name, created = (_text(v) for v in fields)
         message = Message(m_id or "", role or "", content or "", name, created)
