@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -211,6 +212,21 @@ def test_bounds_outside_the_policy_are_refused(
     assert err.value.code == "invalid_input"
     assert not list((tmp_path / "runs").glob("*/w0-out"))  # nothing ran: no root was made
     assert host.audit()["outcome"].iloc[-1] == "invalid_input"
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [({"roots": ["media"]}, "Policy.roots must map names to paths, like {'media': "),
+     ({"roots": {"media": 5}}, "got {'media': 5}"),
+     ({"binaries": "ffmpeg"}, "Policy.binaries must map names to paths")],
+)  # fmt: skip
+def test_a_policy_root_or_binary_that_is_not_a_name_to_a_path_is_refused(
+    given: dict[str, object], shown: str
+) -> None:
+    """``roots=["media"]`` raised dict()'s "dictionary update sequence element #0 has
+    length 1; 2 is required"; ``{"media": 5}`` was taken, to fail at some later call."""
+    with pytest.raises(ValueError, match=re.escape(shown)):
+        mnb.Policy(**given)  # type: ignore[arg-type]
 
 
 def test_bounds_within_the_policy_reach_the_module(facet_home: Path) -> None:

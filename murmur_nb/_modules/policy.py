@@ -149,8 +149,17 @@ class Policy:
     def __post_init__(self) -> None:
         for kind in (*GRANT_KINDS, "approved"):
             object.__setattr__(self, kind, _names(getattr(self, kind)))
-        object.__setattr__(self, "roots", dict(self.roots))
-        object.__setattr__(self, "binaries", dict(self.binaries))
+        examples = {"roots": "{'media': '/data/media'}", "binaries": "{'tool': '/usr/bin/tool'}"}
+        for name, example in examples.items():
+            given = getattr(self, name)
+            if not isinstance(given, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str | os.PathLike) for k, v in given.items()
+            ):
+                raise ValueError(
+                    f"Policy.{name} must map names to paths, like {example}; got "
+                    f"{given!r:.200}"
+                )
+            object.__setattr__(self, name, dict(given))
         if self.sandbox not in SANDBOX_MODES:
             raise ValueError(
                 f"Policy.sandbox must be one of {SANDBOX_MODES!r}, got {self.sandbox!r}"
