@@ -66,6 +66,16 @@ def test_pages_go_newest_to_oldest_and_read_oldest_first(store: ConversationStor
     assert ex.newer_button.disabled
 
 
+def test_a_home_folder_is_taken_as_its_store(store: ConversationStore, murmur_home: Path) -> None:
+    """As read_conversation(context_id, home) takes it; it raised AttributeError ('PosixPath'
+    object has no attribute 'reader')."""
+    for home in (murmur_home, str(murmur_home)):
+        ex = ConversationExplorer(home, "ctx-1", page_size=20)
+        assert ex.total == 45 and ex.text() == ConversationExplorer(store, "ctx-1").text()
+    with pytest.raises(TypeError, match="takes a ConversationStore or a home folder"):
+        ConversationExplorer(["ctx-1"], "ctx-1")
+
+
 def test_first_last_and_page_numbers_jump(store: ConversationStore) -> None:
     ex = ConversationExplorer(store, "ctx-1", page_size=10)
     assert ex.page_count.value == "of 5"

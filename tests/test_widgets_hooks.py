@@ -156,3 +156,22 @@ def test_an_unknown_context_is_warned_about(hooks: HookHost, store: Conversation
     shown = console.result_view.value
     assert "<details open><summary>stdout</summary>" in shown
     assert "warning" not in console.text()
+
+
+def test_the_console_loads_a_murmur_yaml_given_by_path(
+    demo_home: DemoHome, store: ConversationStore
+) -> None:
+    """A path is what one has at hand; it raised AttributeError ('PosixPath' object has no
+    attribute 'hooks'). Anything else is refused saying what to pass."""
+    console = HookConsole(demo_home.murmur_yaml, store)
+    try:
+        assert console.hooks.hooks["summarize"].loaded
+        assert console.context_picker.options == ("demo-session",)
+        console.task_start_button.click()
+        assert console.results["summarize"].ok, console.results["summarize"]
+    finally:
+        console.hooks.close()
+    as_text = HookConsole(str(demo_home.murmur_yaml), store)
+    as_text.hooks.close()
+    with pytest.raises(TypeError, match=r"takes a HookHost .* or the path of a murmur.yaml"):
+        HookConsole({"summarize": "summarize.wasm"})

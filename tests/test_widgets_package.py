@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from murmur_nb import widgets
 
@@ -58,3 +61,19 @@ def test_widgets_load_lazily_from_the_package() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True", "ModuleBrowser"]
+
+
+def test_a_widget_given_the_wrong_kind_of_thing_says_what_it_takes(tmp_path: Path) -> None:
+    """A path for a host, a list for a batch, a dict for an invocation: each raised an
+    AttributeError from deep inside ('str' object has no attribute 'modules')."""
+    cases = [
+        (widgets.ModuleBrowser, str(tmp_path), "ModuleBrowser takes a ModuleHost"),
+        (widgets.BatchView, [{"n": 1}], "BatchView takes the Batch that host.map(...) returns"),
+        (widgets.InvocationView, {"ok": True}, "InvocationView takes the Invocation that "),
+        (widgets.HookConsole, {"summarize": "x.wasm"}, "HookConsole takes a HookHost"),
+        (widgets.ConversationExplorer, ["ctx"], "ConversationExplorer takes a Conversation"),
+    ]
+    for widget, given, said in cases:
+        args = (given, "ctx") if widget is widgets.ConversationExplorer else (given,)
+        with pytest.raises(TypeError, match=re.escape(said)):
+            widget(*args)

@@ -30,7 +30,7 @@ from murmur_nb._batch.inputs import canonical
 from murmur_nb._forms.as_code import invoke_code, map_code
 from murmur_nb.widgets._batch_chart import BINS, duration_histogram
 from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell
-from murmur_nb.widgets._html import TextView, badge, esc, set_output, volatile
+from murmur_nb.widgets._html import TextView, badge, esc, require, set_output, volatile
 from murmur_nb.widgets._invocation_view import InvocationView
 
 __all__ = ["BatchView"]
@@ -83,6 +83,7 @@ class BatchView(TextView):
         self, batch: Any, *, max_rows: int = 500, refresh_s: float = 0.2, bins: int = BINS,
         host_name: str | None = None,
     ) -> None:  # fmt: skip
+        require(batch, "on_change", "BatchView", "the Batch that host.map(...) returns")
         self.batch = batch
         self.max_rows, self.refresh_s = max_rows, refresh_s
         self.bins, self.host_name = bins, host_name

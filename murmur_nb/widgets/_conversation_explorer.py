@@ -25,12 +25,14 @@ navigation waits while a filter is set.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import ipywidgets as w
 
 from murmur_nb._conversations import tool_envelope
 from murmur_nb._conversations.frames import read_conversation
+from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._exceptions import ConversationReadError, MurmurError
 from murmur_nb.widgets._html import (
     FG,
@@ -38,6 +40,7 @@ from murmur_nb.widgets._html import (
     TextView,
     badge,
     esc,
+    require,
     set_output,
     tone_colour,
 )
@@ -90,7 +93,7 @@ class ConversationExplorer(TextView):
 
     Parameters
     ----------
-    store : ConversationStore
+    store : ConversationStore, or its home folder (``str`` or path)
     context_id : str
     page_size : int
         Messages per page (the reader clamps it to 1..100).
@@ -137,6 +140,10 @@ class ConversationExplorer(TextView):
         scan_limit: int = 20_000,
         shown_limit: int | None = None,
     ) -> None:
+        if isinstance(store, str | os.PathLike):  # a home, as read_conversation takes it
+            store = ConversationStore(store)
+        require(store, "reader", "ConversationExplorer",
+                "a ConversationStore or a home folder (the one holding conversations/)")
         self.store = store
         self.context_id = context_id
         self.page_size = page_size

@@ -14,12 +14,13 @@ does not look like a quiet success.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import ipywidgets as w
 
 from murmur_nb._exceptions import MurmurError
-from murmur_nb.widgets._html import TextView, badge, esc, volatile
+from murmur_nb.widgets._html import TextView, badge, esc, require, volatile
 
 __all__ = ["HookConsole"]
 
@@ -82,7 +83,9 @@ class HookConsole(TextView):
 
     Parameters
     ----------
-    hooks : HookHost
+    hooks : HookHost, or the path of a ``murmur.yaml``
+        The hooks; a path is loaded with :meth:`HookHost.from_config
+        <murmur_nb.HookHost.from_config>` (and ``conversations``).
     conversations : ConversationStore, optional
         Where the context ids come from (and the messages handed to ``compact``); by
         default the store the hook host was built with.
@@ -104,6 +107,12 @@ class HookConsole(TextView):
     """
 
     def __init__(self, hooks: Any, conversations: Any = None, *, task_id: str = "task-1") -> None:
+        if isinstance(hooks, str | os.PathLike):  # a murmur.yaml: its hooks, loaded here
+            from murmur_nb._hooks.host import HookHost  # noqa: PLC0415 - wasmtime when used
+
+            hooks = HookHost.from_config(hooks, conversations=conversations)
+        require(hooks, "hooks", "HookConsole", "a HookHost (mnb.HookHost.from_config("
+                "'murmur.yaml')) or the path of a murmur.yaml")
         self.hooks = hooks
         self.conversations = (
             conversations if conversations is not None else getattr(hooks, "conversations", None)

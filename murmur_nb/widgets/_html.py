@@ -29,6 +29,7 @@ __all__ = [
     "lines_html",
     "progress_html",
     "progress_of",
+    "require",
     "set_output",
     "tone_colour",
     "volatile",
@@ -49,6 +50,13 @@ BG_SOFT = "var(--jp-layout-color2, #eeeeee)"
 BORDER = "var(--jp-border-color2, #dadada)"
 #: a neutral tint that needs no theme (what a badge keeps when ``var()`` is stripped)
 _GREY = "rgba(128,128,128,0.16)"
+
+
+def require(value: Any, attribute: str, widget: str, what: str) -> None:
+    """A widget's main argument must have ``attribute`` (what its kind has): else a
+    ``TypeError`` saying ``what`` the widget takes, not an ``AttributeError`` deep inside."""
+    if not hasattr(value, attribute):
+        raise TypeError(f"{widget} takes {what}, not a {type(value).__name__}")
 
 
 def tone_colour(tone: str) -> str:

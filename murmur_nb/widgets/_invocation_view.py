@@ -27,6 +27,7 @@ from murmur_nb.widgets._html import (
     lines_html,
     progress_html,
     progress_of,
+    require,
     set_output,
     volatile,
 )
@@ -102,6 +103,7 @@ class InvocationView(TextView):
     """
 
     def __init__(self, inv: Any, *, render: bool = True, progress: bool = True) -> None:
+        require(inv, "artifacts", "InvocationView", "the Invocation that host.invoke(...) returns")
         self.invocation = inv
         self.show_progress = progress
         self.rendering: Any = None

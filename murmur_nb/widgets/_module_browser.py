@@ -61,6 +61,7 @@ from murmur_nb.widgets._html import (
     effect_badges,
     effect_words,
     esc,
+    require,
     volatile,
 )
 from murmur_nb.widgets._invocation_view import InvocationView
@@ -205,6 +206,8 @@ class ModuleBrowser(TextView):
     """
 
     def __init__(self, host: ModuleHost, *, host_name: str | None = None) -> None:
+        require(host, "modules", "ModuleBrowser",
+                "a ModuleHost (mnb.ModuleHost(home=...), or home.host() of the demo)")
         self.host = host
         self.host_name = host_name
         self.modules: list[ModuleInfo] = []
