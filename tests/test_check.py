@@ -232,8 +232,17 @@ def test_same_seed_same_report_and_views(tmp_path: Path) -> None:
 
 
 def test_an_unknown_module_says_how_to_name_one(tmp_path: Path) -> None:
-    with pytest.raises(mnb.ModuleNotFound, match="module folder"):
+    """The path as text, and what is there instead (it showed ``PosixPath('...')``)."""
+    with pytest.raises(mnb.ModuleNotFound, match="module folder") as info:
         mnb.check_module(tmp_path / "nothing-here")
+    assert info.value.message.startswith(f"'{tmp_path / 'nothing-here'}' is neither")
+    assert "nothing is there" in info.value.message
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(mnb.ModuleNotFound, match="this folder has none"):
+        mnb.check_module(tmp_path / "empty")
+    (tmp_path / "empty" / "module.py").write_text("print('a module')\n")
+    with pytest.raises(mnb.ModuleNotFound, match="this is a file: pass the folder holding it"):
+        mnb.check_module(tmp_path / "empty" / "module.py")
 
 
 def test_the_check_command_prints_text_or_json_and_exits_on_failure(tmp_path: Path) -> None:

@@ -232,9 +232,19 @@ def _module_folder(module: str | Path, home: str | Path | None) -> Path:
         if (folder / "module").exists():
             return folder.resolve()
     raise ModuleNotFound(
-        f"{module!r} is neither a module folder (a folder holding the executable 'module') "
-        "nor the id of a module installed in the facet-studio home; pass the folder's path"
+        f"{str(module)!r} is neither a module folder (a folder holding the executable "
+        f"'module'{_what_is_there(as_path)}) nor the id of a module installed in the "
+        "facet-studio home; pass the folder's path"
     )
+
+
+def _what_is_there(path: Path) -> str:
+    """What ``path`` is instead of a module folder, for the refusal."""
+    if path.is_dir():
+        return "; this folder has none"
+    if path.exists():
+        return "; this is a file: pass the folder holding it"
+    return "; nothing is there"
 
 
 class Budget:
