@@ -281,6 +281,13 @@ def test_two_versions_compared_on_record_and_window(hooks: mnb.HookHost) -> None
     assert html.count("(no row)") == len(missing)
     with pytest.raises(ValueError, match="not two"):
         mnb.compare_replays(wide)
+    # what is not a replay's frame is named (it raised KeyError "[...] not in index", or
+    # "list indices must be integers or slices")
+    with pytest.raises(ValueError, match=r"other is not a replay's frame: it lacks the column\(s\) "
+                       r"fuel_used\. Pass what mnb.replay"):  # fmt: skip
+        mnb.compare_replays(wide, narrow.drop(columns="fuel_used"))
+    with pytest.raises(TypeError, match="results is a list"):
+        mnb.compare_replays(out.to_dict("records"))  # type: ignore[arg-type]
 
 
 DEMO_HOOKS = True  # demo_home builds the demo hook (componentize-py); only the slow test uses it

@@ -49,6 +49,9 @@ def _one_hook(frame: pd.DataFrame, hook: str | None, which: str) -> tuple[str, p
 
 def _sides(results: pd.DataFrame, other: pd.DataFrame | None, hooks: Any
            ) -> tuple[tuple[str, pd.DataFrame], tuple[str, pd.DataFrame]]:  # fmt: skip
+    for name, frame in (("results", results), ("other", other)):
+        if frame is not None:
+            _check_replay(name, frame)
     a, b = hooks if hooks is not None else (None, None)
     if other is not None:
         return _one_hook(results, a, "first"), _one_hook(other, b, "second")
@@ -61,6 +64,20 @@ def _sides(results: pd.DataFrame, other: pd.DataFrame | None, hooks: Any
             )
         a, b = ids
     return _one_hook(results, a, "first"), _one_hook(results, b, "second")
+
+
+def _check_replay(name: str, frame: Any) -> None:
+    """``frame`` must be what :func:`~murmur_nb.replay` returns (its columns compared)."""
+    columns = getattr(frame, "columns", None)
+    if columns is None:
+        raise TypeError(f"compare_replays takes the DataFrames mnb.replay(...) returns; "
+                        f"{name} is a {type(frame).__name__}")  # fmt: skip
+    lacking = [c for c in (*KEYS, "hook_id", *SHOWN) if c not in columns]
+    if lacking:
+        raise ValueError(
+            f"{name} is not a replay's frame: it lacks the column(s) {', '.join(lacking)}. "
+            "Pass what mnb.replay(...) returns (filter its rows, but keep its columns)"
+        )
 
 
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
