@@ -11,6 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from bs4 import BeautifulSoup, Tag
 from test_render_kit import (
@@ -508,3 +509,11 @@ def test_render_file_guesses_media_types_and_refuses_what_is_not_a_file(tmp_path
         mnb.render_file(tmp_path)
     with pytest.raises(TypeError, match="render_file"):
         mnb.render(42)
+    # a dict iterates its keys and a DataFrame its columns: each was taken for a gallery and
+    # refused as "not str"
+    with pytest.raises(TypeError, match="not dict; for a plain file"):
+        mnb.render({"n.md": tmp_path / "n.md"})
+    with pytest.raises(TypeError, match="not DataFrame; for a plain file"):
+        mnb.render(pd.DataFrame({"artifact": ["n.md"]}))
+    with pytest.raises(TypeError, match=r"stage\(\) takes a VerifiedArtifact .*not a PosixPath"):
+        mnb.ArtifactStore(tmp_path / "store").stage(tmp_path / "n.md")  # type: ignore[arg-type]

@@ -99,6 +99,11 @@ class ArtifactStore:
         The source is opened beneath ``/`` along its canonical path without following any
         link, ``fstat``-checked, and copied from that descriptor (holes stay holes).
         """
+        if not hasattr(artifact, "digest") or not hasattr(artifact, "model_dump"):
+            raise TypeError(
+                f"stage() takes a VerifiedArtifact (one of an Invocation's artifacts), not a "
+                f"{type(artifact).__name__}: only what the host verified is staged"
+            )
         name = self._name(artifact)
         staged = StagedArtifact(
             digest=artifact.digest,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +141,10 @@ def _render(obj: Any, account: Account) -> Rendering:
         return part or omitted_rendering(1, account.budget)
     if isinstance(obj, RejectedLike):
         return account.count(_rejected(obj))
-    if isinstance(obj, Iterable) and not isinstance(obj, str | bytes | os.PathLike):
+    # a mapping iterates its keys and a DataFrame its column names: neither is a gallery
+    if isinstance(obj, Iterable) and not (
+        isinstance(obj, str | bytes | os.PathLike | Mapping) or hasattr(obj, "columns")
+    ):
         return _gallery(obj, account)
     raise TypeError(
         f"render() takes an Invocation, a VerifiedArtifact or a list of them, not "
