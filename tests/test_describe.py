@@ -258,6 +258,13 @@ def test_capability_lookup_describes_the_module_now(facet_home: Path, base: Desc
             host.capability("good.nope")
         with pytest.raises(mnb.ModuleNotFound, match="no installed module offers"):
             host.capability("absent.echo")
+        # a module id where a capability id goes, and the other way round, are named as such
+        # (they read "no installed module offers 'good'" and "no module 'good.echo'")
+        with pytest.raises(mnb.ModuleNotFound, match=r"'good' is a module id, not a capability"):
+            host.invoke("good", {})
+        with pytest.raises(mnb.ModuleNotFound, match=r"'good.echo' is a capability id of module "
+                           r"'good', not a module id: pass 'good'"):  # fmt: skip
+            host.describe("good.echo")
         base["protocol_versions"] = ["modproto.v2"]
         write_descriptor(facet_home / "modules" / "good", base)
         with pytest.raises(mnb.InvalidDescriptor):

@@ -240,11 +240,26 @@ class Catalog:
             )
         folder = self._modules_dir() / module_id
         if not folder.is_dir():
+            owner = self._owner_of(module_id)
+            if owner is not None:
+                raise ModuleNotFound(
+                    f"{module_id!r} is a capability id of module {owner!r}, not a module id: "
+                    f"pass {owner!r}"
+                )
             raise ModuleNotFound(
                 f"no module {module_id!r}: {folder} does not exist; install it there with an "
                 "executable file named 'module'"
             )
         return folder
+
+    def _owner_of(self, capability: str) -> str | None:
+        """The module whose folder is ``capability``'s longest dotted prefix, if any."""
+        modules_dir = self._modules_dir()
+        candidates = [capability[:i] for i, ch in enumerate(capability) if ch == "."]
+        for module_id in reversed(candidates):
+            if is_module_id(module_id) and (modules_dir / module_id).is_dir():
+                return module_id
+        return None
 
     def described(self, module_id: str, *, refresh: bool = False) -> Described:
         """The module's describe outcome: cached while its files are unchanged."""
@@ -315,11 +330,15 @@ class Catalog:
 
     def owner(self, capability: str) -> str:
         """The module id owning ``capability``: its longest prefix that is a module folder."""
+        module_id = self._owner_of(capability)
+        if module_id is not None:
+            return module_id
         modules_dir = self._modules_dir()
-        candidates = [capability[:i] for i, ch in enumerate(capability) if ch == "."]
-        for module_id in reversed(candidates):
-            if is_module_id(module_id) and (modules_dir / module_id).is_dir():
-                return module_id
+        if is_module_id(capability) and (modules_dir / capability).is_dir():
+            raise ModuleNotFound(
+                f"{capability!r} is a module id, not a capability id: name one of its "
+                f"capabilities, '{capability}.<name>' (host.describe({capability!r}) lists them)"
+            )
         raise ModuleNotFound(
             f"no installed module offers {capability!r}: capability ids are "
             f"'<module-id>.<name>' and no matching folder exists under {modules_dir}"
