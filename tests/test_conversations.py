@@ -171,6 +171,23 @@ def test_lines_that_are_not_messages_are_skipped_and_not_counted(tmp_path: Path)
     assert page.messages[0].id == "p1"
 
 
+def test_the_writer_refuses_what_the_record_would_not_keep(tmp_path: Path) -> None:
+    """A time without its zone read back as NaT, and a NaN in a tool result was written as
+    null (orjson's way): each is refused, and nothing is written."""
+    with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
+        for when in ("yesterday", "2026-01-02T03:04:05", "2026-01-02"):
+            with pytest.raises(ValueError, match="is not an RFC 3339 time with its zone"):
+                writer.append("user", "x", created_at=when)
+        with pytest.raises(ValueError, match=r"holds nan, which JSON cannot carry"):
+            writer.append("tool", {"rows": [1.0, float("nan")]}, tool_call_id="c1")
+        with pytest.raises(ValueError, match=r"holds inf"):
+            writer.append("tool", [{"x": float("inf")}], tool_call_id="c1")
+        kept = writer.append("tool", {"rows": [1.0, None]}, tool_call_id="c1",
+                             created_at="2026-01-02T03:04:05+02:00")  # fmt: skip
+    assert [m.id for m in mnb.ConversationStore(tmp_path).reader("ctx").read_messages().messages
+            ] == [kept]  # fmt: skip
+
+
 def test_crlf_lines_and_surrounding_whitespace_are_messages(tmp_path: Path) -> None:
     with mnb.RecordWriter(tmp_path, "ctx") as writer:
         writer.append_raw(b'{"id":"a","role":"user","content":"x"}\r\n')

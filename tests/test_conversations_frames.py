@@ -29,14 +29,10 @@ def write_sample(home: Path, context_id: str = "ctx") -> None:
             name="planner",
             created_at="2026-01-02T05:04:05.250+02:00",
         )
-        writer.append(
-            "tool",
-            {"files": ["a.txt", "b.txt"], "count": 2},
-            id="t3",
-            tool_call_id="call-1",
-            is_error=False,
-            created_at="not a time",
-        )
+        # a time the runtime would never write (append refuses it): as a line of its own
+        line = writer.encode("tool", {"files": ["a.txt", "b.txt"], "count": 2}, id="t3",
+                             tool_call_id="call-1", is_error=False)  # fmt: skip
+        writer.append_raw(line.replace(b'"t3",', b'"t3","created_at":"not a time",'))
         writer.append("tool", "boom", id="t4", is_error=True)
         writer.append_raw(b'{"id":"t5","role":"tool","content":null,"tool_call_id":9}\n')
         writer.append_raw(b'{"id":"p6","role":"user","content":"still being written"')

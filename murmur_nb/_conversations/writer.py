@@ -17,6 +17,7 @@ written (code ``unavailable``), so nothing outside the store is ever changed thr
 from __future__ import annotations
 
 import errno
+import math
 import os
 import threading
 import uuid
@@ -42,8 +43,32 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 _RECORD_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK
 
 
+def _not_finite(value: Any) -> str | None:
+    """The first NaN or infinity inside ``value`` (nested lists and dicts), or ``None``."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return repr(item)
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return None
+
+
 def _timestamp(value: datetime | str) -> str:
     if isinstance(value, str):
+        try:
+            zoned = datetime.fromisoformat(value).tzinfo is not None
+        except ValueError:
+            zoned = False
+        if not zoned:
+            raise ValueError(
+                f"created_at {value!r} is not an RFC 3339 time with its zone (like "
+                "'2026-01-02T03:04:05Z'), so a frame would read it as NaT; pass one, an aware "
+                "datetime, or write the line as it is with append_raw"
+            )
         return value
     if value.tzinfo is None:
         raise ValueError(
@@ -147,6 +172,11 @@ class RecordWriter:
             raise TypeError(
                 f"content of a {role!r} message must be a string, not {type(content).__name__}; "
                 "only tool results carry other JSON values"
+            )
+        if not isinstance(content, str) and (bad := _not_finite(content)) is not None:
+            raise ValueError(
+                f"the tool result holds {bad}, which JSON cannot carry (it would be written as "
+                "null); put None, or the value as text, in its place"
             )
         line: dict[str, Any] = {
             "id": id if id is not None else f"msg_{uuid.uuid4().hex}",
