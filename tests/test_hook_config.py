@@ -238,6 +238,22 @@ def test_invalid_yaml_names_line_and_column(tmp_path: Path) -> None:
         load_hook_config(write(tmp_path, "hooks:\n  h: {a: b: c}\n"))
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "line"),
+    [("hooks:\n  a:\n    component: a.wasm\n  a:\n    component: b.wasm\n", "a", 4),
+     ("hooks:\n  a:\n    component: a.wasm\n    capabilities: {conversation: {read: true}}\n"
+      "    capabilities: {}\n", "capabilities", 5)],
+)  # fmt: skip
+def test_a_key_given_twice_is_refused_not_replaced(
+    tmp_path: Path, text: str, key: str, line: int
+) -> None:
+    """PyYAML keeps the last of two equal keys: the first hook entry (or a grant) was
+    dropped without a word."""
+    with pytest.raises(HookConfigError, match=rf"at line {line}, column \d+: the key '{key}' "
+                       r"is given twice \(YAML would keep only the last\)"):  # fmt: skip
+        load_hook_config(write(tmp_path, text))
+
+
 def test_missing_file_names_the_path(tmp_path: Path) -> None:
     missing = tmp_path / "nope" / "murmur.yaml"
     with pytest.raises(HookConfigError, match="cannot read the hook configuration") as info:

@@ -121,7 +121,24 @@ class HookConfig(BaseModel):
 
 
 class _CoreSchemaLoader(yaml.SafeLoader):
-    """A safe loader whose booleans follow the YAML 1.2 core schema."""
+    """A safe loader whose booleans follow the YAML 1.2 core schema, and which refuses a
+    key given twice in one mapping (PyYAML keeps the last: a hook entry, or its grant,
+    would be replaced without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, str | int | float | bool):
+                continue  # not a key PyYAML keeps (it refuses an unhashable one itself)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark,
+                    f"the key {key!r} is given twice (YAML would keep only the last); "
+                    "merge the two or rename one", key_node.start_mark,
+                )  # fmt: skip
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _CoreSchemaLoader.yaml_implicit_resolvers = {
