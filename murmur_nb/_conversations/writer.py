@@ -94,7 +94,9 @@ class RecordWriter:
         ``True`` collects lines and writes them in large blocks (fast, for benchmarks);
         lines become visible on :meth:`flush`, :meth:`close`, or every megabyte.
     stamp
-        Fill ``created_at`` with the current UTC time when a message gives none.
+        Fill ``created_at`` with the current UTC time when a message gives none. A given
+        ``created_at`` is an aware ``datetime`` or an RFC 3339 string with its zone; a tool
+        result holds no NaN or infinity (JSON has none). :meth:`append_raw` writes any line.
 
     Raises
     ------
