@@ -85,6 +85,18 @@ def test_usage_errors(facet_home: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "KIND=NAME" in capsys.readouterr().err
 
 
+def test_a_yaml_policy_with_a_key_given_twice_is_refused(
+    facet_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """yaml.safe_load kept the last of two equal keys: the first allow-list was lost."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("network: ['api.example']\nnetwork: []\n")
+    assert main(["--home", str(facet_home), "--policy", str(policy), "list"]) == 2
+    assert "the key 'network' is given twice" in capsys.readouterr().err
+    policy.write_text("network: ['api.example']\npublish: yes\n")
+    assert main(["--home", str(facet_home), "--policy", str(policy), "list"]) == 0
+
+
 def test_console_script(facet_home: Path) -> None:
     exe = Path(sys.executable).with_name("murmur-nb")
     argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "murmur_nb._checker.cli"]

@@ -50,7 +50,12 @@ def _load_policy(args: argparse.Namespace) -> Policy:
         if args.policy.endswith((".yaml", ".yml")):
             import yaml  # noqa: PLC0415 - only for YAML policy files
 
-            loaded = yaml.safe_load(text) or {}
+            from murmur_nb._hooks.config import UniqueKeyLoader  # noqa: PLC0415
+
+            try:
+                loaded = yaml.load(text, Loader=UniqueKeyLoader) or {}
+            except yaml.YAMLError as exc:
+                raise SystemExit(f"murmur-nb: {args.policy}: not valid YAML: {exc}") from None
         else:
             loaded = json.loads(text)
         if not isinstance(loaded, dict):

@@ -38,6 +38,7 @@ __all__ = [
     "HookConfig",
     "HookEntry",
     "HookLimits",
+    "UniqueKeyLoader",
     "load_hook_config",
     "parse_hook_config",
 ]
@@ -120,10 +121,9 @@ class HookConfig(BaseModel):
     hooks: tuple[HookEntry, ...]
 
 
-class _CoreSchemaLoader(yaml.SafeLoader):
-    """A safe loader whose booleans follow the YAML 1.2 core schema, and which refuses a
-    key given twice in one mapping (PyYAML keeps the last: a hook entry, or its grant,
-    would be replaced without a word)."""
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key given twice in one mapping (PyYAML keeps the last:
+    a hook entry, or its grant, a policy's allow-list, would be replaced without a word)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -139,6 +139,10 @@ class _CoreSchemaLoader(yaml.SafeLoader):
                 )  # fmt: skip
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+class _CoreSchemaLoader(UniqueKeyLoader):
+    """:class:`UniqueKeyLoader` whose booleans follow the YAML 1.2 core schema."""
 
 
 _CoreSchemaLoader.yaml_implicit_resolvers = {
