@@ -229,6 +229,18 @@ def test_a_policy_root_or_binary_that_is_not_a_name_to_a_path_is_refused(
         mnb.Policy(**given)  # type: ignore[arg-type]
 
 
+def test_a_host_over_a_file_or_with_a_dict_for_a_policy_is_refused(tmp_path: Path) -> None:
+    """A file for a home was taken (every call then found no module under
+    ``<file>/modules``); a dict for a policy failed at the first call with AttributeError."""
+    (tmp_path / "notes.txt").write_text("not a home\n")
+    with pytest.raises(ValueError, match="is a file, not a facet-studio home"):
+        mnb.ModuleHost(home=tmp_path / "notes.txt")
+    with pytest.raises(TypeError, match=r"policy must be an mnb.Policy, not a dict.*from_mapping"):
+        mnb.ModuleHost(home=tmp_path / "home", policy={"network": ["*"]})  # type: ignore[arg-type]
+    with mnb.ModuleHost(home=tmp_path / "home", policy=mnb.Policy.from_mapping({})) as host:
+        assert host.modules() == []
+
+
 def test_bounds_within_the_policy_reach_the_module(facet_home: Path) -> None:
     policy = mnb.Policy(deadline_ms_limit=90_000, max_output_bytes_limit=1 << 25)
     with mnb.ModuleHost(home=facet_home, policy=policy) as host:

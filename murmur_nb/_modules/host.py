@@ -118,6 +118,16 @@ class ModuleHost(KnowledgeMethods):
         runs_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.home = Path(home) if home is not None else facet_studio_home()
+        if self.home.exists() and not self.home.is_dir():
+            raise ValueError(
+                f"home={str(self.home)!r} is a file, not a facet-studio home: pass the folder "
+                "that holds (or will hold) modules/<id>/module"
+            )
+        if policy is not None and not isinstance(policy, Policy):
+            raise TypeError(
+                f"policy must be an mnb.Policy, not a {type(policy).__name__}; build one with "
+                "mnb.Policy(...) or mnb.Policy.from_mapping(a_dict)"
+            )
         self.policy = policy if policy is not None else Policy()
         self._store_path = (
             Path(artifact_store) if artifact_store is not None else self.home / "artifact-store"
