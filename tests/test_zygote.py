@@ -188,6 +188,83 @@ def test_a_call_the_kernel_gives_up_is_killed(forker: zygote_.Zygote) -> None:
     assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
 
 
+def _running(token: str, timeout: float = 10.0) -> psutil.Process:
+    """The process whose command line is ``/bin/sleep <token>`` once it runs (its sandbox is
+    laid out first)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for proc in psutil.process_iter(["cmdline"]):
+            if (proc.info["cmdline"] or [])[:2] == ["/bin/sleep", token]:
+                return proc
+        time.sleep(0.01)
+    raise AssertionError(f"no /bin/sleep {token} ran")
+
+
+def _driven_sleep(forker: zygote_.Zygote, deadline: float) -> zygote_.DrivenCall:
+    program = seccomp.program_fd(seccomp.program()[0] or b"")
+    try:
+        return forker.drive(_true_argv([], program), (program,), Path("/"), None, b"{}",
+                            deadline=deadline, bound=1024, tail=1024)  # fmt: skip
+    finally:
+        os.close(program)
+
+
+@pytest.mark.parametrize("how", ["asked", "closed", "deadline"])
+def test_a_driven_call_ends_when_asked_given_up_or_late(forker: zygote_.Zygote, how: str) -> None:
+    """A call the zygote runs to its end (what every module call is): ``K`` on its socket,
+    the kernel closing the socket, and the deadline the zygote keeps each kill the very
+    process, which is seen gone from outside."""
+    sent = time.monotonic()
+    deadline = sent + (1.5 if how == "deadline" else 60.0)
+    call = _driven_sleep(forker, deadline)
+    try:
+        if how == "deadline":  # under load the sandbox may take most of the 1.5 s to lay out
+            ended = call.wait(20)
+            assert ended is not None and time.monotonic() >= deadline, ended
+            pid = ended.pid
+        else:
+            pid = _running("30.5").pid
+            ended = call.stop() if how == "asked" else None
+        proc = psutil.Process(pid)
+        if how != "closed":  # it has ended, and is reaped once the kernel is done with the call
+            assert ended is not None and ended.status is not None, ended
+            assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+            assert os.waitstatus_to_exitcode(ended.status) == -signal.SIGKILL
+            assert ended.timed_out == (how == "deadline") and not ended.exceeded
+            assert time.monotonic() - sent < 20
+    finally:
+        call.close()
+    proc.wait(timeout=5)
+    assert not proc.is_running()
+    assert forker.alive
+
+
+@pytest.mark.parametrize("size", [0, 5, 70_000])  # in the message, or a memfd of the kernel's
+def test_a_driven_calls_standard_input_is_exactly_its_request_sealed(
+    forker: zygote_.Zygote, size: int
+) -> None:
+    """Whatever the request's size (none at all too), standard input is a sealed regular
+    file of exactly that size: never the descriptor sent in its place, and never writable."""
+    program = seccomp.program_fd(seccomp.program()[0] or b"")
+    argv = _true_argv([], program)
+    argv[argv.index("/bin/sleep"):] = ["/bin/sh", "-c", (
+        "stat -L -c '%F %s' /proc/self/fd/0; (printf x >&0) 2>/dev/null && echo wrote; "
+        "head -c 3 /proc/self/fd/0")]  # fmt: skip
+    request = (b"abc" * size)[:size]
+    try:
+        call = forker.drive(argv, (program,), Path("/"), None, request,
+                            deadline=time.monotonic() + 30, bound=1 << 20, tail=4096)  # fmt: skip
+    finally:
+        os.close(program)
+    try:
+        ended = call.wait(30)
+    finally:
+        call.close()
+    assert ended is not None and ended.status == 0, ended
+    kind = "regular empty file" if size == 0 else "regular file"
+    assert ended.stdout == f"{kind} {size}\n".encode() + request[:3], ended
+
+
 def test_an_option_the_zygote_does_not_know_is_refused_untouched(
     forker: zygote_.Zygote,
 ) -> None:
@@ -346,3 +423,28 @@ def test_a_module_starts_with_the_kernels_umask_and_limits_of_its_call(
     assert (out / "umask").read_text().strip() == "0027"
     assert (out / "nofile").read_text().strip() == str(lower)
     assert (out / "made").stat().st_mode & 0o777 == 0o640
+
+
+def test_a_module_cannot_change_the_request_it_was_given(
+    forker: zygote_.Zygote, tmp_path: Path, out: Path
+) -> None:
+    """Its standard input is a sealed ``memfd`` holding the request: the module writes to it,
+    opens it again for writing and truncates it; each fails, and the request read again from
+    its start is the one it read first."""
+    body = textwrap.dedent(
+        f"""
+        cat /proc/self/fd/0 > {out}/first
+        (printf evil >&0) 2>/dev/null && echo wrote >> {out}/hit
+        (printf evil 1<>/proc/self/fd/0) 2>/dev/null && echo reopened >> {out}/hit
+        (: > /proc/self/fd/0) 2>/dev/null && echo truncated >> {out}/hit
+        cat /proc/self/fd/0 > {out}/again
+        true
+        """
+    )
+    with host_for(tmp_path, out, body) as host:
+        inv = host.invoke("zyg.run", {"note": "the-request"})
+    assert inv.ok, inv
+    first = (out / "first").read_bytes()
+    assert b'"note":"the-request"' in first and inv.request_id.encode() in first
+    assert (out / "again").read_bytes() == first
+    assert not (out / "hit").exists(), (out / "hit").read_text()

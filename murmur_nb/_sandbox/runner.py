@@ -9,6 +9,12 @@ killed. ``cancel`` (a :class:`threading.Event`) is looked at every ``_CANCEL_CHE
 Killing the tree SIGSTOPs, then SIGKILLs, everything related (live tree, remembered pids,
 session and group, holders of its pipes or working folder) until nothing new is found. Known
 limit: a fully detached descendant whose parent exits between two walks escapes (no cgroups).
+
+A call the kernel's zygote forks is not driven here: the zygote feeds it (a sealed ``memfd``
+as its standard input), reads its output to the same bound and the same stderr tail, kills
+it at the deadline (it is pid 1 of its PID namespace: everything it started goes with it),
+and answers once; this thread waits for that answer, and asks for the end itself on
+``cancel``, an exception, or ``_BACKSTOP_S`` past the deadline (:func:`_driven`).
 """
 
 from __future__ import annotations
@@ -31,10 +37,7 @@ from murmur_nb._sandbox import netguard
 from murmur_nb._sandbox import zygote as zygote_
 from murmur_nb._sandbox.netguard import Destinations
 from murmur_nb._sandbox.sandbox import Launch, release
-from murmur_nb._sandbox.zygote import ZygoteChild, ZygoteRefused
-
-#: a started module process: bwrap's (or the module's own) ``Popen``, or the zygote's child
-Child = subprocess.Popen[bytes] | ZygoteChild
+from murmur_nb._sandbox.zygote import DrivenCall, Ended, ZygoteRefused
 
 __all__ = ["RunResult", "kill_held", "run_launched", "run_process", "start_held"]
 
@@ -46,6 +49,8 @@ _SCAN_INTERVAL = 0.04
 _EXIT_GRACE = 0.25
 #: how often a run with a cancel event looks at it
 _CANCEL_CHECK = 0.05
+#: how long past the deadline the kernel waits for the zygote, which keeps it, to answer
+_BACKSTOP_S = 1.0
 #: how much of standard error is kept (its end)
 _STDERR_TAIL = 64 * 1024
 
@@ -331,7 +336,7 @@ def _popen(
 
 
 def _drive(
-    proc: Child,
+    proc: subprocess.Popen[bytes],
     stdin: bytes,
     start: float,
     *,
@@ -378,18 +383,76 @@ def _nothing() -> None:
     pass
 
 
-def _forked(how: Launch, cwd: Path) -> tuple[ZygoteChild, float] | None:
-    """The plan's sandbox forked by the zygote, and when it started; ``None`` when the zygote
-    refuses the plan before it touched anything (bwrap then runs it, as it would have)."""
+def _driven(
+    how: Launch,
+    stdin: bytes,
+    *,
+    cwd: Path,
+    deadline_s: float,
+    max_output_bytes: int,
+    cancel: threading.Event | None,
+) -> RunResult | None:
+    """The plan run to its end by the zygote (:meth:`~.zygote.Zygote.drive`: it feeds,
+    drains, bounds and kills; this thread only waits for its answer); ``None`` when the
+    zygote refuses the plan before it touched anything (bwrap then runs it, as it would
+    have)."""
     forker = how.zygote
     assert forker is not None
     start = time.monotonic()
+    deadline = start + deadline_s
     try:
-        return forker.spawn(how.argv, how.pass_fds, how.start_in or cwd, how.message), start
+        call = forker.drive(how.argv, how.pass_fds, how.start_in or cwd, how.message, stdin,
+                            deadline=deadline, bound=max_output_bytes,
+                            tail=_STDERR_TAIL)  # fmt: skip
+        try:
+            ended, cancelled, late = _answer(call, deadline, cancel)
+        finally:
+            call.close()
     except ZygoteRefused as refused:
         if refused.stale or not forker.alive:
             zygote_.forget(forker)  # the next call starts a new one, with today's mounts
         return None
+    if ended is None or ended.status is None:  # the zygote is gone, and the call with it
+        ended = Ended(None, 0, False, False, b"", b"")
+    timed_out = ended.timed_out or late
+    return RunResult(
+        stdout=ended.stdout,
+        stderr_tail=ended.stderr,
+        returncode=-9 if ended.status is None else os.waitstatus_to_exitcode(ended.status),
+        duration_ms=(time.monotonic() - start) * 1000.0,
+        timed_out=timed_out,
+        output_exceeded=ended.exceeded,
+        killed=[ended.pid] if ended.pid and (timed_out or ended.exceeded or cancelled) else [],
+        cancelled=cancelled,
+    )
+
+
+def _answer(
+    call: DrivenCall, deadline: float, cancel: threading.Event | None
+) -> tuple[Ended | None, bool, bool]:
+    """Wait for a driven call's end: ``(how it ended, cancelled, late)``. The zygote keeps the
+    deadline; the kernel asks for the end itself on ``cancel``, on an exception
+    (``KeyboardInterrupt`` too), or ``_BACKSTOP_S`` past the deadline (``late``)."""
+    try:
+        while True:
+            now = time.monotonic()
+            if cancel is not None and cancel.is_set():
+                return call.stop(), True, False
+            if now >= deadline + _BACKSTOP_S:
+                return call.stop(), False, True
+            # wake now and then: an interrupt raised by another thread
+            # (``_thread.interrupt_main``, a kernel's) is only seen between two waits
+            wake = min(deadline + _BACKSTOP_S, now + _SCAN_INTERVAL)
+            if cancel is not None:
+                wake = min(wake, now + _CANCEL_CHECK)
+            ended = call.wait(wake - now)
+            if ended is not None:
+                return ended, False, False
+    except (ZygoteRefused, OSError):
+        raise  # refused or never made: nothing runs
+    except BaseException:
+        call.stop()
+        raise
 
 
 class _Run:
@@ -397,7 +460,7 @@ class _Run:
 
     def __init__(
         self,
-        proc: Child,
+        proc: subprocess.Popen[bytes],
         deadline: float,
         max_output_bytes: int,
         stderr_tail_bytes: int,
@@ -431,10 +494,7 @@ class _Run:
 
     def _register(self, stdin: bytes) -> None:
         try:
-            if isinstance(self.proc, ZygoteChild):
-                self.pidfd = self.proc.open_pidfd()
-            else:
-                self.pidfd = os.pidfd_open(self.proc.pid)
+            self.pidfd = os.pidfd_open(self.proc.pid)
         except (AttributeError, OSError):
             self.pidfd = None
         os.set_blocking(self.in_fd, False)
@@ -618,13 +678,10 @@ def run_launched(
                           max_output_bytes=max_output_bytes, stderr_tail_bytes=_STDERR_TAIL,
                           cancel=cancel, walk_tree=False)  # fmt: skip
         if how.zygote is not None:
-            forked = _forked(how, cwd)
-            if forked is not None:
-                child, start = forked
-                return _drive(child, stdin, start, cwd=cwd, deadline_s=deadline_s,
-                              max_output_bytes=max_output_bytes,
-                              stderr_tail_bytes=_STDERR_TAIL, cancel=cancel,
-                              walk_tree=False)  # fmt: skip
+            driven = _driven(how, stdin, cwd=cwd, deadline_s=deadline_s,
+                             max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
+            if driven is not None:
+                return driven
         return run_process(
             how.argv,
             stdin,

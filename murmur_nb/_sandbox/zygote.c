@@ -18,6 +18,20 @@
  * has ended, "X<wait status>". Closing the reply socket kills the call. End of file on CTRL
  * (the kernel closed it, or died) kills every call and ends the zygote.
  *
+ * A call with `--drive DEADLINE BOUND TAIL SIZE` (the zygote's own option) is run to its end
+ * by the zygote, so the kernel waits on one socket instead of feeding and draining three pipes.
+ * Its standard input is a sealed memfd holding the request: the message's last SIZE bytes
+ * (after the command), or, with SIZE `-`, the descriptor sent for standard input (the kernel's
+ * own sealed memfd); the descriptors sent for the output and error are not used. Its output
+ * and error go to pipes the zygote makes and reads, standard output up to BOUND bytes (one
+ * more, and the call is killed: "exceeded"), standard error keeping its last TAIL bytes. At
+ * DEADLINE (CLOCK_MONOTONIC, in nanoseconds) the call is killed ("timed out"); "K" on the
+ * reply socket kills it too. Once the process has ended and both pipes are closed (or
+ * `GRACE_NS` after it ended), the reply is "X<wait status> <pid> <flags> <output bytes>
+ * <error bytes>\n" (flags: 1 timed out, 2 exceeded), then the output and the error, in the
+ * message when they fit in `INLINE` bytes, else in a memfd attached. A call refused answers
+ * "E<why>" as any other; one that failed after "F<why>"; no "P" is sent.
+ *
  * Options, as bwrap reads them: --unshare-pid --as-pid-1 --unshare-ipc --unshare-uts
  * --unshare-user --die-with-parent --new-session --cap-add CAP (kept by the parent as root of
  * the namespace; the drop helper the command starts with empties every set) --seccomp N
@@ -60,6 +74,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -69,6 +84,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +102,19 @@
 #endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
+#endif
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS 1033
+#define F_SEAL_SEAL 0x0001
+#define F_SEAL_SHRINK 0x0002
+#define F_SEAL_GROW 0x0004
+#define F_SEAL_WRITE 0x0008
 #endif
 #ifndef OPEN_TREE_CLONE
 #define OPEN_TREE_CLONE 1
@@ -106,6 +135,11 @@ struct mount_attr {
 #define MAX_FDS 64
 #define MAX_CALLS 1024
 #define MSG_BYTES (256 * 1024)
+/* a driven call: how long after its process ended a descendant may keep its pipes open */
+#define GRACE_NS 250000000LL
+#define CHUNK 65536
+/* a driven call's output and error up to this size come back in the reply message itself */
+#define INLINE 65536
 /* where a call's sandbox is laid out before it becomes the root */
 #define BASE "/tmp"
 
@@ -140,6 +174,11 @@ struct call {
     mode_t umask;          /* the limits read): what bwrap, its child, would have had */
     unsigned has_limits;
     struct rlimit limits[RLIM_NLIMITS];
+    int drive;             /* --drive: the zygote runs the call to its end */
+    long long deadline_ns, bound, tail;
+    int inline_request;    /* the request is in the message (else standard input was sent) */
+    const char *request;
+    size_t request_len;
 };
 
 static int root_of_namespace; /* root in its user namespace: the drop helper leaves root */
@@ -582,6 +621,26 @@ static int parse(struct call *c, char **args, int n, int sock) {
             perms = (int)m;
             continue;
         }
+        if (!strcmp(a, "--drive")) { /* DEADLINE_NS BOUND TAIL SIZE (read by start_call) */
+            NEED(4);
+            long long v[3];
+            for (int k = 0; k < 3; k++) {
+                char *end;
+                const char *text = args[++i];
+                errno = 0;
+                v[k] = strtoll(text, &end, 10);
+                if (*text == '\0' || *end != '\0' || errno != 0 || v[k] < 0) {
+                    send_error(sock, "bad --drive %s", text);
+                    return -1;
+                }
+            }
+            c->inline_request = strcmp(args[++i], "-") != 0; /* SIZE: read by start_call */
+            c->drive = 1;
+            c->deadline_ns = v[0];
+            c->bound = v[1];
+            c->tail = v[2];
+            continue;
+        }
         if (!strcmp(a, "--chdir") || !strcmp(a, "--cwd")) {
             NEED(1);
             if (a[2] == 'c' && a[3] == 'h') c->chdir_to = args[++i];
@@ -646,17 +705,80 @@ static struct {
     pid_t pid;
     int reply;
     enum state state;
+    /* a driven call (--drive): its pipes (-1 once closed), what they gave, how it ended */
+    int drive, out, err, ended, flags, status;
+    long long deadline_ns, bound, tail, ended_ns;
+    char *out_buf, *err_buf;
+    size_t out_len, err_len;
 } calls[MAX_CALLS];
 static int n_calls;
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void close_pipe(int *fd) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
 
 static void forget_call(int i) {
     waitpid(calls[i].pid, NULL, 0);
     close(calls[i].reply);
+    close_pipe(&calls[i].out);
+    close_pipe(&calls[i].err);
+    free(calls[i].out_buf);
+    free(calls[i].err_buf);
     calls[i] = calls[--n_calls];
 }
 
 static void close_fds(struct call *c, int from) {
     for (int i = from; i < c->n_fds; i++) close(c->fds[i]);
+}
+
+/* a driven call's own pipes for its output and error, in place of the two sent for them */
+static int make_pipes(struct call *c, int out[2], int err[2], int sock) {
+    if (pipe2(out, O_CLOEXEC) != 0) {
+        send_failure(sock, "pipe: ", strerror(errno));
+        return -1;
+    }
+    if (pipe2(err, O_CLOEXEC) != 0) {
+        send_failure(sock, "pipe: ", strerror(errno));
+        close(out[0]);
+        close(out[1]);
+        return -1;
+    }
+    fcntl(out[0], F_SETFL, O_NONBLOCK);
+    fcntl(err[0], F_SETFL, O_NONBLOCK);
+    if (c->inline_request) { /* standard input: the request, sealed */
+        int in = (int)syscall(SYS_memfd_create, "murmur-nb-request", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        size_t done = 0;
+        while (in >= 0 && done < c->request_len) {
+            ssize_t w = write(in, c->request + done, c->request_len - done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            done += (size_t)w;
+        }
+        if (in < 0 || done < c->request_len || lseek(in, 0, SEEK_SET) != 0 ||
+            fcntl(in, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+            send_failure(sock, "cannot hold the request: ", strerror(errno));
+            if (in >= 0) close(in);
+            for (int k = 0; k < 2; k++) {
+                close(out[k]);
+                close(err[k]);
+            }
+            return -1;
+        }
+        close(c->fds[1]);
+        c->fds[1] = in;
+    }
+    close(c->fds[2]);
+    close(c->fds[3]);
+    c->fds[2] = out[1];
+    c->fds[3] = err[1];
+    return 0;
 }
 
 static void start_call(int ctrl) {
@@ -695,7 +817,28 @@ static void start_call(int ctrl) {
     static char *args[MAX_ARGS];
     int n = 0;
     data[got] = '\0';
-    for (char *p = data; p < data + got && n < MAX_ARGS - 1; p += strlen(p) + 1) args[n++] = p;
+    /* a driven call's message starts --cwd DIR --drive DEADLINE BOUND TAIL SIZE, and its last
+     * SIZE bytes are the request (not options) */
+    size_t size = 0;
+    const char *token[7];
+    int tokens = 0;
+    for (const char *at = data; tokens < 7 && at < data + got; at += strlen(at) + 1)
+        token[tokens++] = at;
+    if (tokens == 7 && !strcmp(token[0], "--cwd") && !strcmp(token[2], "--drive") &&
+        strcmp(token[6], "-")) {
+        char *end;
+        errno = 0;
+        size = strtoull(token[6], &end, 10);
+        if (*token[6] == '\0' || *end != '\0' || errno != 0) size = (size_t)got + 1;
+    }
+    if (size > (size_t)got) {
+        send_error(reply, "a bad request size, or one longer than the message");
+        close_fds(&c, 0);
+        return;
+    }
+    size_t options = (size_t)got - size;
+    for (char *p = data; p < data + options && n < MAX_ARGS - 1; p += strlen(p) + 1)
+        args[n++] = p;
     args[n] = NULL;
     if (n_calls >= MAX_CALLS) {
         send_error(reply, "too many calls at once");
@@ -707,6 +850,15 @@ static void start_call(int ctrl) {
         close_fds(&c, 0);
         return;
     }
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (c.drive && c.inline_request) {
+        c.request = data + options;
+        c.request_len = size;
+    }
+    if (c.drive && make_pipes(&c, out, err, reply) != 0) {
+        close_fds(&c, 0);
+        return;
+    }
     take_the_kernels(&c);
     pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
                                               CLONE_NEWUTS | SIGCHLD, 0, 0, 0, 0);
@@ -714,25 +866,163 @@ static void start_call(int ctrl) {
     if (pid < 0) {
         send_failure(reply, "clone: ", strerror(errno));
         close_fds(&c, 0);
+        if (c.drive) {
+            close(out[0]);
+            close(err[0]);
+        }
         return;
     }
     close_fds(&c, 1);
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    char text[32];
-    snprintf(text, sizeof text, "P%d", (int)pid);
-    send_text(reply, text, pidfd);
-    if (pidfd >= 0) close(pidfd);
+    memset(&calls[n_calls], 0, sizeof calls[n_calls]);
     calls[n_calls].pid = pid;
     calls[n_calls].reply = reply;
     calls[n_calls].state = RUNNING;
+    calls[n_calls].out = out[0];
+    calls[n_calls].err = err[0];
+    if (c.drive) {
+        calls[n_calls].drive = 1;
+        calls[n_calls].deadline_ns = c.deadline_ns;
+        calls[n_calls].bound = c.bound;
+        calls[n_calls].tail = c.tail;
+    } else {
+        int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        char text[32];
+        snprintf(text, sizeof text, "P%d", (int)pid);
+        send_text(reply, text, pidfd);
+        if (pidfd >= 0) close(pidfd);
+    }
     n_calls++;
+}
+
+/* ---- the parent: driven calls ------------------------------------------------------------ */
+
+/* append `n` bytes to a growing buffer; -1 when memory runs out */
+static int append(char **buf, size_t *len, const char *data, size_t n) {
+    if (n == 0) return 0;
+    char *grown = realloc(*buf, *len + n);
+    if (!grown && *len + n > 0) return -1;
+    *buf = grown;
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    return 0;
+}
+
+/* what is ready on a driven call's output (`which` 0) or error (1) */
+static void drain(int i, int which) {
+    static char chunk[CHUNK];
+    int *fd = which ? &calls[i].err : &calls[i].out;
+    for (;;) {
+        ssize_t n = read(*fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) {
+            close_pipe(fd);
+            return;
+        }
+        if (which) {
+            size_t tail = (size_t)calls[i].tail;
+            if (append(&calls[i].err_buf, &calls[i].err_len, chunk, (size_t)n) != 0) {
+                close_pipe(fd);
+                return;
+            }
+            if (calls[i].err_len > 2 * tail) { /* keep the end only */
+                memmove(calls[i].err_buf, calls[i].err_buf + calls[i].err_len - tail, tail);
+                calls[i].err_len = tail;
+            }
+            continue;
+        }
+        size_t room = (size_t)calls[i].bound - calls[i].out_len;
+        if ((size_t)n > room) { /* over the bound: what fits is kept, the call ends */
+            if (append(&calls[i].out_buf, &calls[i].out_len, chunk, room) != 0) calls[i].out_len = 0;
+            calls[i].flags |= 2;
+            kill(calls[i].pid, SIGKILL);
+            close_pipe(fd);
+            return;
+        }
+        if (append(&calls[i].out_buf, &calls[i].out_len, chunk, (size_t)n) != 0) {
+            calls[i].flags |= 2;
+            kill(calls[i].pid, SIGKILL);
+            close_pipe(fd);
+            return;
+        }
+    }
+}
+
+/* a driven call whose process ended and whose pipes closed (or were given GRACE_NS): its
+ * reply, output and error in a memfd */
+static void finish_driven(int i, long long now) {
+    if (calls[i].state != RUNNING || !calls[i].ended) return;
+    if ((calls[i].out >= 0 || calls[i].err >= 0) && now < calls[i].ended_ns + GRACE_NS) return;
+    close_pipe(&calls[i].out);
+    close_pipe(&calls[i].err);
+    size_t err_len = calls[i].err_len, tail = (size_t)calls[i].tail;
+    const char *err = calls[i].err_buf;
+    if (err_len > tail) {
+        err += err_len - tail;
+        err_len = tail;
+    }
+    char text[128];
+    int head = snprintf(text, sizeof text, "X%d %d %d %zu %zu\n", calls[i].status,
+                        (int)calls[i].pid, calls[i].flags, calls[i].out_len, err_len);
+    if (calls[i].out_len + err_len <= INLINE) {
+        struct iovec iov[3] = {{text, (size_t)head}, {calls[i].out_buf, calls[i].out_len},
+                               {(void *)err, err_len}};
+        struct msghdr msg = {0};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 3;
+        ssize_t sent;
+        while ((sent = sendmsg(calls[i].reply, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+        }
+        if (sent >= 0 || (errno != EMSGSIZE && errno != ENOBUFS)) { /* else: in a memfd */
+            free(calls[i].out_buf);
+            free(calls[i].err_buf);
+            calls[i].out_buf = calls[i].err_buf = NULL;
+            calls[i].state = EXITED;
+            return;
+        }
+    }
+    int fd = -1;
+    {
+        fd = (int)syscall(SYS_memfd_create, "murmur-nb-output", MFD_CLOEXEC);
+        int ok = fd >= 0;
+        const char *parts[2] = {calls[i].out_buf, err};
+        size_t sizes[2] = {calls[i].out_len, err_len};
+        for (int k = 0; k < 2 && ok; k++) {
+            size_t done = 0;
+            while (ok && done < sizes[k]) {
+                ssize_t n = write(fd, parts[k] + done, sizes[k] - done);
+                if (n < 0 && errno == EINTR) continue;
+                ok = n > 0;
+                done += n > 0 ? (size_t)n : 0;
+            }
+        }
+        if (!ok) {
+            send_failure(calls[i].reply, "cannot hand back the output: ", strerror(errno));
+            if (fd >= 0) close(fd);
+            calls[i].state = EXITED;
+            return;
+        }
+    }
+    send_text(calls[i].reply, text, fd);
+    if (fd >= 0) close(fd);
+    free(calls[i].out_buf);
+    free(calls[i].err_buf);
+    calls[i].out_buf = calls[i].err_buf = NULL;
+    calls[i].state = EXITED;
+}
+
+/* the kernel asked for a driven call's end ("K") */
+static void read_ask(int i) {
+    char ask[16];
+    ssize_t n = recv(calls[i].reply, ask, sizeof ask, MSG_DONTWAIT);
+    if (n > 0 && ask[0] == 'K' && calls[i].state == RUNNING) kill(calls[i].pid, SIGKILL);
 }
 
 /* each call whose process ended: its wait status to the kernel (left unreaped), or, for a
  * call the kernel gave up, reaped and forgotten */
 static void note_exits(void) {
     for (int i = 0; i < n_calls; i++) {
-        if (calls[i].state == EXITED) continue;
+        if (calls[i].state == EXITED || calls[i].ended) continue;
         siginfo_t info;
         memset(&info, 0, sizeof info);
         if (waitid(P_PID, (id_t)calls[i].pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
@@ -744,6 +1034,12 @@ static void note_exits(void) {
         }
         int status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
                      : (info.si_status & 0x7f) | (info.si_code == CLD_DUMPED ? 0x80 : 0);
+        if (calls[i].drive) {
+            calls[i].ended = 1;
+            calls[i].status = status;
+            calls[i].ended_ns = now_ns();
+            continue;
+        }
         char text[32];
         snprintf(text, sizeof text, "X%d", status);
         send_text(calls[i].reply, text, -1);
@@ -754,11 +1050,13 @@ static void note_exits(void) {
 /* the kernel closed a call's reply socket: a running call is killed (and forgotten once it
  * has ended), an ended one is reaped now */
 static void give_up(int i) {
-    if (calls[i].state == EXITED) {
+    if (calls[i].state == EXITED || (calls[i].state == RUNNING && calls[i].ended)) {
         forget_call(i);
     } else if (calls[i].state == RUNNING) {
         kill(calls[i].pid, SIGKILL);
         calls[i].state = ABANDONED;
+        close_pipe(&calls[i].out);
+        close_pipe(&calls[i].err);
     }
 }
 
@@ -827,19 +1125,32 @@ int main(int argc, char **argv) {
     }
     if (chdir("/") != 0) return 1;
     send_text(ctrl, "R", -1);
-    static struct pollfd fds[MAX_CALLS + 2];
+    /* per call: its reply socket, then a driven call's output and error (-1: not watched) */
+    static struct pollfd fds[2 + 3 * MAX_CALLS];
     for (;;) {
         fds[0].fd = ctrl;
         fds[0].events = POLLIN;
         fds[1].fd = sig;
         fds[1].events = POLLIN;
+        long long now = now_ns(), wake = -1;
         for (int i = 0; i < n_calls; i++) {
-            /* hang-up only: the kernel is done with the call (a negative fd: not watched) */
-            fds[2 + i].fd = calls[i].state == ABANDONED ? -1 : calls[i].reply;
-            fds[2 + i].events = 0;
+            struct pollfd *f = &fds[2 + 3 * i];
+            int driven = calls[i].drive && calls[i].state == RUNNING;
+            /* hang-up (the kernel is done with the call), and a driven call's "K" */
+            f[0].fd = calls[i].state == ABANDONED ? -1 : calls[i].reply;
+            f[0].events = driven ? POLLIN : 0;
+            f[1].fd = driven ? calls[i].out : -1;
+            f[1].events = POLLIN;
+            f[2].fd = driven ? calls[i].err : -1;
+            f[2].events = POLLIN;
+            if (!driven) continue;
+            long long due = calls[i].ended ? calls[i].ended_ns + GRACE_NS
+                            : (calls[i].flags & 1) ? -1 : calls[i].deadline_ns;
+            if (due >= 0 && (wake < 0 || due < wake)) wake = due;
         }
-        int watched = n_calls;
-        if (poll(fds, (nfds_t)(2 + watched), -1) < 0) {
+        int watched = n_calls, timeout = -1;
+        if (wake >= 0) timeout = wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
+        if (poll(fds, (nfds_t)(2 + 3 * watched), timeout) < 0) {
             if (errno == EINTR) continue;
             return 1;
         }
@@ -849,11 +1160,24 @@ int main(int argc, char **argv) {
             }
             note_exits();
         }
+        now = now_ns();
         /* from the last: give_up may move the last call into slot i */
-        for (int i = watched - 1; i >= 0; i--)
-            if (i < n_calls && fds[2 + i].fd == calls[i].reply &&
-                (fds[2 + i].revents & (POLLHUP | POLLERR)))
-                give_up(i);
+        for (int i = watched - 1; i >= 0; i--) {
+            if (i >= n_calls) continue;
+            struct pollfd *f = &fds[2 + 3 * i];
+            if (f[0].fd != calls[i].reply) continue; /* not the call this slot watched */
+            if (calls[i].drive && calls[i].state == RUNNING) {
+                if (f[1].fd >= 0 && f[1].fd == calls[i].out && f[1].revents) drain(i, 0);
+                if (f[2].fd >= 0 && f[2].fd == calls[i].err && f[2].revents) drain(i, 1);
+                if (f[0].revents & POLLIN) read_ask(i);
+                if (!calls[i].ended && !(calls[i].flags & 1) && now >= calls[i].deadline_ns) {
+                    calls[i].flags |= 1;
+                    kill(calls[i].pid, SIGKILL);
+                }
+                finish_driven(i, now);
+            }
+            if (f[0].revents & (POLLHUP | POLLERR)) give_up(i);
+        }
         if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) start_call(ctrl);
     }
 }
