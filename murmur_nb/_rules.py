@@ -5,20 +5,26 @@
 * :func:`sha256_fd` / :func:`sha256_file` — the one way a file's bytes are hashed
   (streamed through a fixed 1 MiB buffer, so memory stays flat whatever the size).
 * :func:`facet_studio_home` / :func:`murmur_home` — where the two homes are by default.
+* :func:`compact_json` — compact UTF-8 JSON text of a value, written fast (orjson).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import time
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 __all__ = [
     "DIGEST_RE",
     "BudgetSpent",
     "cache_dir",
+    "compact_json",
     "HASH_BUFFER",
     "PLAIN_ID_RE",
     "facet_studio_home",
@@ -91,3 +97,14 @@ def murmur_home() -> Path:
     """The murmur home: ``$MURMUR_HOME`` when set and non-empty, else ``~/.murmur``."""
     env = os.environ.get("MURMUR_HOME")
     return Path(env).expanduser() if env else Path.home() / ".murmur"
+
+
+def compact_json(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON: orjson's, or (an integer wider than 64 bits, nesting
+    deeper than orjson writes, a lone surrogate) the standard library's, with non-ASCII
+    characters escaped; both write the same values. orjson writes a NaN as ``null``: give it
+    values checked as strict JSON where that matters."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode("ascii")

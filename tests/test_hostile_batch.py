@@ -144,7 +144,11 @@ def test_a_row_edited_in_the_journal_is_run_again_not_reported(
     assert len(runs(log_root)) == 7  # only the two forged rows ran again
     # an entry edited after the batch settled it is not reported either
     with sqlite3.connect(journal) as db:
-        db.execute("""UPDATE rows SET record=replace(record, '"square": 4', '"square": 5')""")
+        edited = db.execute("""UPDATE rows SET record=replace(replace(record, '"square": 4',
+                                 '"square": 5'), '"square":4', '"square":5')
+                                 WHERE record LIKE '%"square": 4%'
+                                 OR record LIKE '%"square":4%'""").rowcount
+    assert edited == 1
     assert again.to_pandas()["error_code"].iloc[2] == "journal_changed"
     assert again[1].result == {"n": 1, "square": 1}
 

@@ -577,3 +577,21 @@ def test_a_kernel_out_of_descriptors_is_the_hosts_failure_not_the_modules(
     kind, code, message = done.stdout.strip().split("|", 2)
     assert (kind, code) == ("ModuleHostError", "host_error"), done.stdout
     assert "Too many open files" in message and "not the module's" in message
+
+
+def test_an_integer_wider_than_64_bits_reaches_the_module_and_the_journal_intact(
+    host: mnb.ModuleHost, tmp_path: Path
+) -> None:
+    """The request and a batch's journaled record are written fast (orjson), which refuses an
+    integer wider than 64 bits: such a value still reaches the module, and a resumed batch
+    reads it back, unchanged."""
+    big = 2**70 + 1
+    inv = host.invoke("good.echo", {"count": 1, "big": big, "text": "é"})
+    assert inv.result["request"]["input"]["big"] == big and inv.result["request"]["input"][
+        "text"] == "é"  # fmt: skip
+    journal = tmp_path / "journal.sqlite"
+    first = host.map("good.echo", [{"count": 2, "big": big}], journal=journal, progress=False)
+    again = host.map("good.echo", [{"count": 2, "big": big}], journal=journal, progress=False)
+    assert first[0].result["request"]["input"]["big"] == big
+    assert again[0].result == first[0].result
+    assert again.to_pandas()["ok"].tolist() == [True]

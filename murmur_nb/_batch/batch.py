@@ -71,6 +71,7 @@ from murmur_nb._modules.call import MODULE_CHANGED
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL
 from murmur_nb._progress import in_kernel
+from murmur_nb._rules import compact_json
 
 if TYPE_CHECKING:
     from murmur_nb._batch.cluster import DaskRunner
@@ -564,7 +565,8 @@ class Batch:
         status = record["status"]
         if status in (OK, FAILED):
             spent = self._spent.pop(row, None) if status == OK else self._spent.get(row)
-            self.journal.write(self._jkey, self._keys[row], status, json.dumps(record), spent)
+            text = compact_json(record).decode()
+            self.journal.write(self._jkey, self._keys[row], status, text, spent)
         for i in [row, *self._twins.get(row, [])]:
             self._move(i, status)
             if status == NOT_RUN:

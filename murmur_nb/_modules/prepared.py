@@ -23,7 +23,7 @@ asks for it on every row.
 from __future__ import annotations
 
 import errno
-import json
+import functools
 import threading
 import time
 import uuid
@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from murmur_nb._exceptions import (
     ArtifactRejected,
@@ -59,6 +57,7 @@ from murmur_nb._modules.invocation import Invocation, Ran
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
+from murmur_nb._rules import compact_json
 from murmur_nb._sandbox import RunEvidence
 from murmur_nb._schemas.bounded import check
 from murmur_nb._schemas.schemas import ValidatorCache
@@ -76,15 +75,6 @@ THIS_CALL = "approved (this call)"
 #: not a format the kernel runs, a link loop, busy being written, a folder, a noexec mount)
 NOT_RUNNABLE = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR,
                           errno.ELOOP, errno.ETXTBSY, errno.EISDIR, errno.EPERM})  # fmt: skip
-
-
-def _wire(value: Any) -> bytes:
-    """The request as compact UTF-8 JSON: orjson's, or (an integer wider than 64 bits,
-    nesting deeper than orjson writes) the standard library's; both write the same values."""
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _since(t0: float) -> float:
@@ -164,6 +154,11 @@ class PreparedCall:
         """The read-only snapshot folder every run executes."""
         return self.target.snapshot
 
+    @functools.cached_property
+    def _program(self) -> Path:
+        """The snapshot's ``module``, the program every run starts."""
+        return self.target.snapshot / "module"
+
     # -- checks ------------------------------------------------------------------------
 
     def input_problem(self, value: Any) -> str | None:
@@ -239,8 +234,9 @@ class PreparedCall:
             if if_unchanged and (why := self.changed()) is not None:
                 raise ModuleHostError(why, code=MODULE_CHANGED)
             built = self._build(call)
-            grants = built.request.grants.model_dump(mode="json")
-            ran = self._launch(call, built, t0)
+            wire = built.request.model_dump(mode="json")  # what the module receives
+            grants = wire["grants"]
+            ran = self._launch(call, built, wire, t0)
             inv = self._checked(ran, read_envelope(ran))
         except ModuleHostError as exc:
             reached = (self.module, self.approval, grants)
@@ -265,7 +261,7 @@ class PreparedCall:
                              staged_view=parts.gate.staged_view, validators=parts.validators,
                              workspace=parts.workspace)  # fmt: skip
 
-    def _launch(self, call: Call, built: Built, t0: float) -> Ran:
+    def _launch(self, call: Call, built: Built, wire: dict[str, Any], t0: float) -> Ran:
         """Run ``module invoke`` of the verified snapshot on the built request, confined, in
         a private working folder: the process outcome (with the sandbox's warning when a
         guarantee is missing and the policy is best-effort).
@@ -275,8 +271,8 @@ class PreparedCall:
         reason (no descriptors or memory left in the kernel), it is the host's ``host_error``.
         """
         request, gate = built.request, self.parts.gate
-        exe = self.snapshot / "module"
-        payload = _wire(request.model_dump(mode="json"))
+        exe = self._program
+        payload = compact_json(wire)
         with self.parts.workspace.cwd(in_sandbox=gate.makes_cwd) as cwd:
             try:
                 how = gate.launch(
