@@ -10,11 +10,11 @@ Killing the tree SIGSTOPs, then SIGKILLs, everything related (live tree, remembe
 session and group, holders of its pipes or working folder) until nothing new is found. Known
 limit: a fully detached descendant whose parent exits between two walks escapes (no cgroups).
 
-A call the kernel's zygote forks is not driven here: the zygote feeds it (a sealed ``memfd``
-as its standard input), reads its output to the same bound and the same stderr tail, kills
-it at the deadline (it is pid 1 of its PID namespace: everything it started goes with it),
-and answers once; this thread waits for that answer, and asks for the end itself on
-``cancel``, an exception, or ``_BACKSTOP_S`` past the deadline (:func:`_driven`).
+A call the kernel's zygote forks is not driven here: the zygote feeds it the request, reads
+its output to the same bound and the same stderr tail, kills it at the deadline (it is pid 1
+of its PID namespace: everything it started goes with it), and answers once; this thread
+waits for that answer, and asks for the end itself on ``cancel``, an exception, or
+``_BACKSTOP_S`` past the deadline (:func:`_driven`).
 """
 
 from __future__ import annotations

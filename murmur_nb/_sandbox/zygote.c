@@ -20,11 +20,13 @@
  *
  * A call with `--drive DEADLINE BOUND TAIL SIZE` (the zygote's own option) is run to its end
  * by the zygote, so the kernel waits on one socket instead of feeding and draining three pipes.
- * Its standard input is a sealed memfd holding the request: the message's last SIZE bytes
- * (after the command), or, with SIZE `-`, the descriptor sent for standard input (the kernel's
- * own sealed memfd); the descriptors sent for the output and error are not used. Its output
- * and error go to pipes the zygote makes and reads, standard output up to BOUND bytes (one
- * more, and the call is killed: "exceeded"), standard error keeping its last TAIL bytes. At
+ * The request is the message's last SIZE bytes (after the command), or, with SIZE `-`, what
+ * the descriptor sent for standard input holds (the kernel's sealed memfd, read whole); the
+ * zygote writes it to the module's standard input, a pipe it makes, and closes it (a module
+ * reads it as from bwrap, a byte at a time too: a shell's `read` does). The descriptors sent
+ * for output and error are not used: they go to pipes the zygote makes and reads, standard
+ * output up to BOUND bytes (one more, and the call is killed: "exceeded"), standard error
+ * keeping its last TAIL bytes. At
  * DEADLINE (CLOCK_MONOTONIC, in nanoseconds) the call is killed ("timed out"); "K" on the
  * reply socket kills it too. Once the process has ended and both pipes are closed (or
  * `GRACE_NS` after it ended), the reply is "X<wait status> <pid> <flags> <output bytes>
@@ -105,16 +107,6 @@
 #endif
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 0x0001U
-#endif
-#ifndef MFD_ALLOW_SEALING
-#define MFD_ALLOW_SEALING 0x0002U
-#endif
-#ifndef F_ADD_SEALS
-#define F_ADD_SEALS 1033
-#define F_SEAL_SEAL 0x0001
-#define F_SEAL_SHRINK 0x0002
-#define F_SEAL_GROW 0x0004
-#define F_SEAL_WRITE 0x0008
 #endif
 #ifndef OPEN_TREE_CLONE
 #define OPEN_TREE_CLONE 1
@@ -706,7 +698,9 @@ static struct {
     int reply;
     enum state state;
     /* a driven call (--drive): its pipes (-1 once closed), what they gave, how it ended */
-    int drive, out, err, ended, flags, status;
+    int drive, in, out, err, ended, flags, status;
+    char *request; /* what is left to write of it on standard input */
+    size_t request_len, request_done;
     long long deadline_ns, bound, tail, ended_ns;
     char *out_buf, *err_buf;
     size_t out_len, err_len;
@@ -727,6 +721,8 @@ static void close_pipe(int *fd) {
 static void forget_call(int i) {
     waitpid(calls[i].pid, NULL, 0);
     close(calls[i].reply);
+    close_pipe(&calls[i].in);
+    free(calls[i].request);
     close_pipe(&calls[i].out);
     close_pipe(&calls[i].err);
     free(calls[i].out_buf);
@@ -738,44 +734,62 @@ static void close_fds(struct call *c, int from) {
     for (int i = from; i < c->n_fds; i++) close(c->fds[i]);
 }
 
-/* a driven call's own pipes for its output and error, in place of the two sent for them */
-static int make_pipes(struct call *c, int out[2], int err[2], int sock) {
-    if (pipe2(out, O_CLOEXEC) != 0) {
-        send_failure(sock, "pipe: ", strerror(errno));
-        return -1;
+/* write what the pipe takes now of a driven call's request; standard input is closed once
+ * it is all written, or the module closed its end */
+static void feed(int i) {
+    while (calls[i].in >= 0 && calls[i].request_done < calls[i].request_len) {
+        ssize_t n = write(calls[i].in, calls[i].request + calls[i].request_done,
+                          calls[i].request_len - calls[i].request_done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) break; /* EPIPE: nobody reads it any more */
+        calls[i].request_done += (size_t)n;
     }
-    if (pipe2(err, O_CLOEXEC) != 0) {
-        send_failure(sock, "pipe: ", strerror(errno));
-        close(out[0]);
-        close(out[1]);
-        return -1;
+    close_pipe(&calls[i].in);
+    free(calls[i].request);
+    calls[i].request = NULL;
+}
+
+/* the call ends before it started: what was made for it goes */
+static int unmade(int *ends[3], char *request, int sock, const char *why) {
+    send_failure(sock, why, strerror(errno));
+    for (int k = 0; k < 3; k++)
+        for (int e = 0; e < 2; e++)
+            if (ends[k][e] >= 0) close(ends[k][e]);
+    free(request);
+    return -1;
+}
+
+/* a driven call's request (from the message, or read from the memfd sent for standard
+ * input) and its own three pipes, in place of the three descriptors sent for them */
+static int make_pipes(struct call *c, int in[2], int out[2], int err[2], char **request,
+                      size_t *size, int sock) {
+    int *ends[3] = {in, out, err};
+    *request = NULL;
+    *size = c->inline_request ? c->request_len : 0;
+    if (!c->inline_request) {
+        struct stat st;
+        if (fstat(c->fds[1], &st) != 0) return unmade(ends, NULL, sock, "the request: ");
+        *size = (size_t)st.st_size;
     }
+    if (*size > 0 && !(*request = malloc(*size))) return unmade(ends, NULL, sock, "the request: ");
+    if (c->inline_request) {
+        memcpy(*request, c->request, *size);
+    } else {
+        for (size_t done = 0; done < *size;) {
+            ssize_t n = pread(c->fds[1], *request + done, *size - done, (off_t)done);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return unmade(ends, *request, sock, "cannot read the request: ");
+            done += (size_t)n;
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        if (pipe2(ends[k], O_CLOEXEC) != 0) return unmade(ends, *request, sock, "pipe: ");
+    fcntl(in[1], F_SETFL, O_NONBLOCK);
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
-    if (c->inline_request) { /* standard input: the request, sealed */
-        int in = (int)syscall(SYS_memfd_create, "murmur-nb-request", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-        size_t done = 0;
-        while (in >= 0 && done < c->request_len) {
-            ssize_t w = write(in, c->request + done, c->request_len - done);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) break;
-            done += (size_t)w;
-        }
-        if (in < 0 || done < c->request_len || lseek(in, 0, SEEK_SET) != 0 ||
-            fcntl(in, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
-            send_failure(sock, "cannot hold the request: ", strerror(errno));
-            if (in >= 0) close(in);
-            for (int k = 0; k < 2; k++) {
-                close(out[k]);
-                close(err[k]);
-            }
-            return -1;
-        }
-        close(c->fds[1]);
-        c->fds[1] = in;
-    }
-    close(c->fds[2]);
-    close(c->fds[3]);
+    for (int k = 1; k <= 3; k++) close(c->fds[k]);
+    c->fds[1] = in[0];
     c->fds[2] = out[1];
     c->fds[3] = err[1];
     return 0;
@@ -850,12 +864,14 @@ static void start_call(int ctrl) {
         close_fds(&c, 0);
         return;
     }
-    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+    char *request = NULL;
+    size_t request_len = 0;
     if (c.drive && c.inline_request) {
         c.request = data + options;
         c.request_len = size;
     }
-    if (c.drive && make_pipes(&c, out, err, reply) != 0) {
+    if (c.drive && make_pipes(&c, in, out, err, &request, &request_len, reply) != 0) {
         close_fds(&c, 0);
         return;
     }
@@ -867,8 +883,10 @@ static void start_call(int ctrl) {
         send_failure(reply, "clone: ", strerror(errno));
         close_fds(&c, 0);
         if (c.drive) {
+            close(in[1]);
             close(out[0]);
             close(err[0]);
+            free(request);
         }
         return;
     }
@@ -877,8 +895,11 @@ static void start_call(int ctrl) {
     calls[n_calls].pid = pid;
     calls[n_calls].reply = reply;
     calls[n_calls].state = RUNNING;
+    calls[n_calls].in = in[1];
     calls[n_calls].out = out[0];
     calls[n_calls].err = err[0];
+    calls[n_calls].request = request;
+    calls[n_calls].request_len = request_len;
     if (c.drive) {
         calls[n_calls].drive = 1;
         calls[n_calls].deadline_ns = c.deadline_ns;
@@ -892,6 +913,7 @@ static void start_call(int ctrl) {
         if (pidfd >= 0) close(pidfd);
     }
     n_calls++;
+    if (c.drive) feed(n_calls - 1); /* a request that fits the pipe is written at once */
 }
 
 /* ---- the parent: driven calls ------------------------------------------------------------ */
@@ -1055,6 +1077,7 @@ static void give_up(int i) {
     } else if (calls[i].state == RUNNING) {
         kill(calls[i].pid, SIGKILL);
         calls[i].state = ABANDONED;
+        close_pipe(&calls[i].in);
         close_pipe(&calls[i].out);
         close_pipe(&calls[i].err);
     }
@@ -1125,8 +1148,9 @@ int main(int argc, char **argv) {
     }
     if (chdir("/") != 0) return 1;
     send_text(ctrl, "R", -1);
-    /* per call: its reply socket, then a driven call's output and error (-1: not watched) */
-    static struct pollfd fds[2 + 3 * MAX_CALLS];
+    /* per call: its reply socket, then a driven call's output, error and input (-1: not
+     * watched) */
+    static struct pollfd fds[2 + 4 * MAX_CALLS];
     for (;;) {
         fds[0].fd = ctrl;
         fds[0].events = POLLIN;
@@ -1134,7 +1158,7 @@ int main(int argc, char **argv) {
         fds[1].events = POLLIN;
         long long now = now_ns(), wake = -1;
         for (int i = 0; i < n_calls; i++) {
-            struct pollfd *f = &fds[2 + 3 * i];
+            struct pollfd *f = &fds[2 + 4 * i];
             int driven = calls[i].drive && calls[i].state == RUNNING;
             /* hang-up (the kernel is done with the call), and a driven call's "K" */
             f[0].fd = calls[i].state == ABANDONED ? -1 : calls[i].reply;
@@ -1143,6 +1167,8 @@ int main(int argc, char **argv) {
             f[1].events = POLLIN;
             f[2].fd = driven ? calls[i].err : -1;
             f[2].events = POLLIN;
+            f[3].fd = driven ? calls[i].in : -1;
+            f[3].events = POLLOUT;
             if (!driven) continue;
             long long due = calls[i].ended ? calls[i].ended_ns + GRACE_NS
                             : (calls[i].flags & 1) ? -1 : calls[i].deadline_ns;
@@ -1150,7 +1176,7 @@ int main(int argc, char **argv) {
         }
         int watched = n_calls, timeout = -1;
         if (wake >= 0) timeout = wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
-        if (poll(fds, (nfds_t)(2 + 3 * watched), timeout) < 0) {
+        if (poll(fds, (nfds_t)(2 + 4 * watched), timeout) < 0) {
             if (errno == EINTR) continue;
             return 1;
         }
@@ -1164,11 +1190,12 @@ int main(int argc, char **argv) {
         /* from the last: give_up may move the last call into slot i */
         for (int i = watched - 1; i >= 0; i--) {
             if (i >= n_calls) continue;
-            struct pollfd *f = &fds[2 + 3 * i];
+            struct pollfd *f = &fds[2 + 4 * i];
             if (f[0].fd != calls[i].reply) continue; /* not the call this slot watched */
             if (calls[i].drive && calls[i].state == RUNNING) {
                 if (f[1].fd >= 0 && f[1].fd == calls[i].out && f[1].revents) drain(i, 0);
                 if (f[2].fd >= 0 && f[2].fd == calls[i].err && f[2].revents) drain(i, 1);
+                if (f[3].fd >= 0 && f[3].fd == calls[i].in && f[3].revents) feed(i);
                 if (f[0].revents & POLLIN) read_ask(i);
                 if (!calls[i].ended && !(calls[i].flags & 1) && now >= calls[i].deadline_ns) {
                     calls[i].flags |= 1;

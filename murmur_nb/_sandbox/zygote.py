@@ -22,12 +22,13 @@ What holds, and how:
   exit status once it has reaped it; the runner's whole-tree kill works on it as on bwrap.
   Closing a call's reply socket kills it.
 - **Or the zygote runs the call to its end** (:meth:`Zygote.drive`, what a module call
-  uses): the request goes in a sealed ``memfd`` that is the module's standard input, and the
-  zygote (C, one ``poll`` over every call) reads its output up to the bound, keeps the end
-  of its error, kills it at the deadline or at the bound, and answers once with how it
-  ended and what it printed. The kernel's part of a call is one message out and one back,
-  about a quarter of the CPU of feeding and draining three pipes in Python (issue 39). The
-  command is pid 1 of its namespace, so killing it ends everything it started.
+  uses): the request goes in the call's message (a large one in a sealed ``memfd``), and the
+  zygote (C, one ``poll`` over every call) writes it to the module's standard input, reads
+  its output up to the bound, keeps the end of its error, kills it at the deadline or at the
+  bound, and answers once with how it ended and what it printed. The kernel's part of a
+  call is one message out and one back, about half the CPU of feeding and draining three
+  pipes in Python (issue 39). The command is pid 1 of its namespace, so killing it ends
+  everything it started.
 - **Nothing runs that was not checked.** The binary is built like the other helpers
   (:mod:`.helpers`: a cache nobody else can write, else a private folder) and is used only
   once a probe call, laid out like a module's, ran ``/bin/true`` through it.
