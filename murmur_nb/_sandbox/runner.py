@@ -37,7 +37,7 @@ from murmur_nb._sandbox import netguard
 from murmur_nb._sandbox import zygote as zygote_
 from murmur_nb._sandbox.netguard import Destinations
 from murmur_nb._sandbox.sandbox import Launch, release
-from murmur_nb._sandbox.zygote import DrivenCall, Ended, ZygoteRefused
+from murmur_nb._sandbox.zygote import GONE, DrivenCall, Ended, ZygoteRefused
 
 __all__ = ["RunResult", "kill_held", "run_launched", "run_process", "start_held"]
 
@@ -412,8 +412,8 @@ def _driven(
         if refused.stale or not forker.alive:
             zygote_.forget(forker)  # the next call starts a new one, with today's mounts
         return None
-    if ended is None or ended.status is None:  # the zygote is gone, and the call with it
-        ended = Ended(None, 0, False, False, b"", b"")
+    if ended is None:  # no answer to the kernel's "K": the zygote is gone or stuck
+        ended = GONE
     timed_out = ended.timed_out or late
     return RunResult(
         stdout=ended.stdout,

@@ -9,30 +9,26 @@
  *
  * Usage: `zygote CTRL (--userns FD | --map UID GID)`. CTRL is a SOCK_SEQPACKET socket to the
  * kernel, the only one that can talk to the zygote. The zygote first answers "R" (ready) or
- * "E<why>" on it. Then each message on CTRL is one call: its data the bwrap options and the
- * command, each ending in a NUL, and its descriptors, in order, the call's reply socket, its
- * standard input, output and error, then any descriptor an option names by its index
- * (`--seccomp N`: the Nth after the first four). On the reply socket the zygote answers
- * "P<pid>" with a pidfd of the call's process attached, or "E<why>" when the call cannot be
- * made (an option it does not know: the kernel runs bwrap instead); then, once the process
- * has ended, "X<wait status>". Closing the reply socket kills the call. End of file on CTRL
- * (the kernel closed it, or died) kills every call and ends the zygote.
+ * "E<why>" on it. Then each message on CTRL is one call, which the zygote runs to its end, so
+ * the kernel waits on one socket instead of feeding and draining three pipes. Its data:
+ * `--cwd DIR --drive DEADLINE BOUND TAIL SIZE`, the bwrap options and the command, each ending
+ * in a NUL, then the request's SIZE bytes. Its descriptors, in order: the call's reply socket,
+ * three in the places of standard input, output and error (with SIZE `-`, the first is a
+ * sealed memfd holding the request, read whole; the others are not used), then any descriptor
+ * an option names by its index (`--seccomp N`: the Nth after the first four).
  *
- * A call with `--drive DEADLINE BOUND TAIL SIZE` (the zygote's own option) is run to its end
- * by the zygote, so the kernel waits on one socket instead of feeding and draining three pipes.
- * The request is the message's last SIZE bytes (after the command), or, with SIZE `-`, what
- * the descriptor sent for standard input holds (the kernel's sealed memfd, read whole); the
- * zygote writes it to the module's standard input, a pipe it makes, and closes it (a module
- * reads it as from bwrap, a byte at a time too: a shell's `read` does). The descriptors sent
- * for output and error are not used: they go to pipes the zygote makes and reads, standard
- * output up to BOUND bytes (one more, and the call is killed: "exceeded"), standard error
- * keeping its last TAIL bytes. At
- * DEADLINE (CLOCK_MONOTONIC, in nanoseconds) the call is killed ("timed out"); "K" on the
- * reply socket kills it too. Once the process has ended and both pipes are closed (or
- * `GRACE_NS` after it ended), the reply is "X<wait status> <pid> <flags> <output bytes>
- * <error bytes>\n" (flags: 1 timed out, 2 exceeded), then the output and the error, in the
- * message when they fit in `INLINE` bytes, else in a memfd attached. A call refused answers
- * "E<why>" as any other; one that failed after "F<why>"; no "P" is sent.
+ * The zygote writes the request to the module's standard input, a pipe it makes, and closes
+ * it (a module reads it as from bwrap, a byte at a time too: a shell's `read` does); output
+ * and error go to pipes it makes and reads, standard output up to BOUND bytes (one more, and
+ * the call is killed: "exceeded"), standard error keeping its last TAIL bytes. At DEADLINE
+ * (CLOCK_MONOTONIC, in nanoseconds) the call is killed ("timed out"); "K" on the reply socket
+ * kills it too. Once the process has ended and both pipes are closed (or `GRACE_NS` after it
+ * ended), the reply is "X<wait status> <pid> <flags> <output bytes> <error bytes>\n" (flags:
+ * 1 timed out, 2 exceeded), then the output and the error, in the message when they fit in
+ * `INLINE` bytes, else in a memfd attached. A call that cannot be made answers "E<why>" when
+ * nothing was read or made (an option it does not know: the kernel runs bwrap instead), else
+ * "F<why>". Closing the reply socket kills the call, and lets the zygote reap an ended one.
+ * End of file on CTRL (the kernel closed it, or died) kills every call and ends the zygote.
  *
  * Options, as bwrap reads them: --unshare-pid --as-pid-1 --unshare-ipc --unshare-uts
  * --unshare-user --die-with-parent --new-session --cap-add CAP (kept by the parent as root of
@@ -90,9 +86,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 #ifndef SYS_open_tree
 #define SYS_open_tree 428
 #endif
@@ -127,10 +120,10 @@ struct mount_attr {
 #define MAX_FDS 64
 #define MAX_CALLS 1024
 #define MSG_BYTES (256 * 1024)
-/* a driven call: how long after its process ended a descendant may keep its pipes open */
+/* a call: how long after its process ended a descendant may keep its pipes open */
 #define GRACE_NS 250000000LL
 #define CHUNK 65536
-/* a driven call's output and error up to this size come back in the reply message itself */
+/* a call's output and error up to this size come back in the reply message itself */
 #define INLINE 65536
 /* where a call's sandbox is laid out before it becomes the root */
 #define BASE "/tmp"
@@ -166,7 +159,7 @@ struct call {
     mode_t umask;          /* the limits read): what bwrap, its child, would have had */
     unsigned has_limits;
     struct rlimit limits[RLIM_NLIMITS];
-    int drive;             /* --drive: the zygote runs the call to its end */
+    int drive;             /* --drive came (every call needs it) */
     long long deadline_ns, bound, tail;
     int inline_request;    /* the request is in the message (else standard input was sent) */
     const char *request;
@@ -697,8 +690,8 @@ static struct {
     pid_t pid;
     int reply;
     enum state state;
-    /* a driven call (--drive): its pipes (-1 once closed), what they gave, how it ended */
-    int drive, in, out, err, ended, flags, status;
+    /* its pipes (-1 once closed), what they gave, how it ended */
+    int in, out, err, ended, flags, status;
     char *request; /* what is left to write of it on standard input */
     size_t request_len, request_done;
     long long deadline_ns, bound, tail, ended_ns;
@@ -734,7 +727,7 @@ static void close_fds(struct call *c, int from) {
     for (int i = from; i < c->n_fds; i++) close(c->fds[i]);
 }
 
-/* write what the pipe takes now of a driven call's request; standard input is closed once
+/* write what the pipe takes now of a call's request; standard input is closed once
  * it is all written, or the module closed its end */
 static void feed(int i) {
     while (calls[i].in >= 0 && calls[i].request_done < calls[i].request_len) {
@@ -760,7 +753,7 @@ static int unmade(int *ends[3], char *request, int sock, const char *why) {
     return -1;
 }
 
-/* a driven call's request (from the message, or read from the memfd sent for standard
+/* a call's request (from the message, or read from the memfd sent for standard
  * input) and its own three pipes, in place of the three descriptors sent for them */
 static int make_pipes(struct call *c, int in[2], int out[2], int err[2], char **request,
                       size_t *size, int sock) {
@@ -831,7 +824,7 @@ static void start_call(int ctrl) {
     static char *args[MAX_ARGS];
     int n = 0;
     data[got] = '\0';
-    /* a driven call's message starts --cwd DIR --drive DEADLINE BOUND TAIL SIZE, and its last
+    /* a call's message starts --cwd DIR --drive DEADLINE BOUND TAIL SIZE, and its last
      * SIZE bytes are the request (not options) */
     size_t size = 0;
     const char *token[7];
@@ -859,7 +852,16 @@ static void start_call(int ctrl) {
         close_fds(&c, 0);
         return;
     }
-    if (parse(&c, args, n, reply) != 0 || check_sources(&c, reply) != 0 ||
+    if (parse(&c, args, n, reply) != 0) {
+        close_fds(&c, 0);
+        return;
+    }
+    if (!c.drive) {
+        send_error(reply, "a call needs --drive");
+        close_fds(&c, 0);
+        return;
+    }
+    if (check_sources(&c, reply) != 0 ||
         (c.filter_fd >= 0 && read_filter(&c, c.filter_fd, reply) != 0)) {
         close_fds(&c, 0);
         return;
@@ -867,11 +869,11 @@ static void start_call(int ctrl) {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
     char *request = NULL;
     size_t request_len = 0;
-    if (c.drive && c.inline_request) {
+    if (c.inline_request) {
         c.request = data + options;
         c.request_len = size;
     }
-    if (c.drive && make_pipes(&c, in, out, err, &request, &request_len, reply) != 0) {
+    if (make_pipes(&c, in, out, err, &request, &request_len, reply) != 0) {
         close_fds(&c, 0);
         return;
     }
@@ -882,12 +884,10 @@ static void start_call(int ctrl) {
     if (pid < 0) {
         send_failure(reply, "clone: ", strerror(errno));
         close_fds(&c, 0);
-        if (c.drive) {
-            close(in[1]);
-            close(out[0]);
-            close(err[0]);
-            free(request);
-        }
+        close(in[1]);
+        close(out[0]);
+        close(err[0]);
+        free(request);
         return;
     }
     close_fds(&c, 1);
@@ -900,23 +900,14 @@ static void start_call(int ctrl) {
     calls[n_calls].err = err[0];
     calls[n_calls].request = request;
     calls[n_calls].request_len = request_len;
-    if (c.drive) {
-        calls[n_calls].drive = 1;
-        calls[n_calls].deadline_ns = c.deadline_ns;
-        calls[n_calls].bound = c.bound;
-        calls[n_calls].tail = c.tail;
-    } else {
-        int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        char text[32];
-        snprintf(text, sizeof text, "P%d", (int)pid);
-        send_text(reply, text, pidfd);
-        if (pidfd >= 0) close(pidfd);
-    }
+    calls[n_calls].deadline_ns = c.deadline_ns;
+    calls[n_calls].bound = c.bound;
+    calls[n_calls].tail = c.tail;
     n_calls++;
-    if (c.drive) feed(n_calls - 1); /* a request that fits the pipe is written at once */
+    feed(n_calls - 1); /* a request that fits the pipe is written at once */
 }
 
-/* ---- the parent: driven calls ------------------------------------------------------------ */
+/* ---- the parent: a call's pipes ----------------------------------------------------------- */
 
 /* append `n` bytes to a growing buffer; -1 when memory runs out */
 static int append(char **buf, size_t *len, const char *data, size_t n) {
@@ -929,7 +920,7 @@ static int append(char **buf, size_t *len, const char *data, size_t n) {
     return 0;
 }
 
-/* what is ready on a driven call's output (`which` 0) or error (1) */
+/* what is ready on a call's output (`which` 0) or error (1) */
 static void drain(int i, int which) {
     static char chunk[CHUNK];
     int *fd = which ? &calls[i].err : &calls[i].out;
@@ -970,9 +961,9 @@ static void drain(int i, int which) {
     }
 }
 
-/* a driven call whose process ended and whose pipes closed (or were given GRACE_NS): its
+/* a call whose process ended and whose pipes closed (or were given GRACE_NS): its
  * reply, output and error in a memfd */
-static void finish_driven(int i, long long now) {
+static void finish_call(int i, long long now) {
     if (calls[i].state != RUNNING || !calls[i].ended) return;
     if ((calls[i].out >= 0 || calls[i].err >= 0) && now < calls[i].ended_ns + GRACE_NS) return;
     close_pipe(&calls[i].out);
@@ -1033,15 +1024,15 @@ static void finish_driven(int i, long long now) {
     calls[i].state = EXITED;
 }
 
-/* the kernel asked for a driven call's end ("K") */
+/* the kernel asked for the call's end ("K") */
 static void read_ask(int i) {
     char ask[16];
     ssize_t n = recv(calls[i].reply, ask, sizeof ask, MSG_DONTWAIT);
     if (n > 0 && ask[0] == 'K' && calls[i].state == RUNNING) kill(calls[i].pid, SIGKILL);
 }
 
-/* each call whose process ended: its wait status to the kernel (left unreaped), or, for a
- * call the kernel gave up, reaped and forgotten */
+/* each call whose process ended: its wait status kept for the answer (left unreaped), or,
+ * for a call the kernel gave up, reaped and forgotten */
 static void note_exits(void) {
     for (int i = 0; i < n_calls; i++) {
         if (calls[i].state == EXITED || calls[i].ended) continue;
@@ -1056,16 +1047,9 @@ static void note_exits(void) {
         }
         int status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
                      : (info.si_status & 0x7f) | (info.si_code == CLD_DUMPED ? 0x80 : 0);
-        if (calls[i].drive) {
-            calls[i].ended = 1;
-            calls[i].status = status;
-            calls[i].ended_ns = now_ns();
-            continue;
-        }
-        char text[32];
-        snprintf(text, sizeof text, "X%d", status);
-        send_text(calls[i].reply, text, -1);
-        calls[i].state = EXITED;
+        calls[i].ended = 1; /* answered once its pipes are done too (finish_call) */
+        calls[i].status = status;
+        calls[i].ended_ns = now_ns();
     }
 }
 
@@ -1148,7 +1132,7 @@ int main(int argc, char **argv) {
     }
     if (chdir("/") != 0) return 1;
     send_text(ctrl, "R", -1);
-    /* per call: its reply socket, then a driven call's output, error and input (-1: not
+    /* per call: its reply socket, then its output, error and input (-1: not
      * watched) */
     static struct pollfd fds[2 + 4 * MAX_CALLS];
     for (;;) {
@@ -1159,17 +1143,17 @@ int main(int argc, char **argv) {
         long long now = now_ns(), wake = -1;
         for (int i = 0; i < n_calls; i++) {
             struct pollfd *f = &fds[2 + 4 * i];
-            int driven = calls[i].drive && calls[i].state == RUNNING;
-            /* hang-up (the kernel is done with the call), and a driven call's "K" */
+            int running = calls[i].state == RUNNING;
+            /* hang-up (the kernel is done with the call), and its "K" */
             f[0].fd = calls[i].state == ABANDONED ? -1 : calls[i].reply;
-            f[0].events = driven ? POLLIN : 0;
-            f[1].fd = driven ? calls[i].out : -1;
+            f[0].events = running ? POLLIN : 0;
+            f[1].fd = running ? calls[i].out : -1;
             f[1].events = POLLIN;
-            f[2].fd = driven ? calls[i].err : -1;
+            f[2].fd = running ? calls[i].err : -1;
             f[2].events = POLLIN;
-            f[3].fd = driven ? calls[i].in : -1;
+            f[3].fd = running ? calls[i].in : -1;
             f[3].events = POLLOUT;
-            if (!driven) continue;
+            if (!running) continue;
             long long due = calls[i].ended ? calls[i].ended_ns + GRACE_NS
                             : (calls[i].flags & 1) ? -1 : calls[i].deadline_ns;
             if (due >= 0 && (wake < 0 || due < wake)) wake = due;
@@ -1192,7 +1176,7 @@ int main(int argc, char **argv) {
             if (i >= n_calls) continue;
             struct pollfd *f = &fds[2 + 4 * i];
             if (f[0].fd != calls[i].reply) continue; /* not the call this slot watched */
-            if (calls[i].drive && calls[i].state == RUNNING) {
+            if (calls[i].state == RUNNING) {
                 if (f[1].fd >= 0 && f[1].fd == calls[i].out && f[1].revents) drain(i, 0);
                 if (f[2].fd >= 0 && f[2].fd == calls[i].err && f[2].revents) drain(i, 1);
                 if (f[3].fd >= 0 && f[3].fd == calls[i].in && f[3].revents) feed(i);
@@ -1201,7 +1185,7 @@ int main(int argc, char **argv) {
                     calls[i].flags |= 1;
                     kill(calls[i].pid, SIGKILL);
                 }
-                finish_driven(i, now);
+                finish_call(i, now);
             }
             if (f[0].revents & (POLLHUP | POLLERR)) give_up(i);
         }

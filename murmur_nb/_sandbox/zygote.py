@@ -17,18 +17,15 @@ What holds, and how:
   before a module runs). End of file on it (the kernel closed the host, or died, ``kill
   -9`` too) kills every call and ends the zygote. A forked kernel process forgets its
   parent's zygote and makes its own.
-- **A call is a process the kernel can end.** The zygote hands back the call's pid with a
-  pidfd, so the runner polls and signals the very process (never a recycled pid), and the
-  exit status once it has reaped it; the runner's whole-tree kill works on it as on bwrap.
-  Closing a call's reply socket kills it.
-- **Or the zygote runs the call to its end** (:meth:`Zygote.drive`, what a module call
-  uses): the request goes in the call's message (a large one in a sealed ``memfd``), and the
+- **The zygote runs each call to its end** (:meth:`Zygote.drive`): the request goes in
+  the call's message (a large one in a sealed ``memfd``), and the
   zygote (C, one ``poll`` over every call) writes it to the module's standard input, reads
   its output up to the bound, keeps the end of its error, kills it at the deadline or at the
   bound, and answers once with how it ended and what it printed. The kernel's part of a
   call is one message out and one back, about half the CPU of feeding and draining three
   pipes in Python (issue 39). The command is pid 1 of its namespace, so killing it ends
-  everything it started.
+  everything it started. ``K`` on the call's socket kills it (a cancel, an exception, an
+  answer late past the deadline), and so does closing the socket.
 - **Nothing runs that was not checked.** The binary is built like the other helpers
   (:mod:`.helpers`: a cache nobody else can write, else a private folder) and is used only
   once a probe call, laid out like a module's, ran ``/bin/true`` through it.
@@ -42,33 +39,34 @@ import atexit
 import contextlib
 import fcntl
 import functools
-import io
 import os
 import select
 import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._sandbox import helpers, identity
 
-__all__ = ["SWITCH", "DrivenCall", "Ended", "Identity", "Zygote", "ZygoteChild",
-           "ZygoteRefused", "identity_of", "status", "translate", "zygote"]
+__all__ = ["GONE", "SWITCH", "DrivenCall", "Ended", "Identity", "Zygote", "ZygoteRefused",
+           "identity_of", "status", "translate", "zygote"]
 
 _SOURCE = Path(__file__).with_name("zygote.c")
 _BUILDS = (("-static",), ())
 #: options of bwrap that name a descriptor: the zygote takes it as an index into what is sent
 _FD_OPTIONS = frozenset({"--seccomp"})
-_REPLY_BYTES = 64
-#: a driven call's request, sealed: nobody (the module least) can change or resize it
+#: a request too large for the call's message goes to the zygote in a sealed memfd
 _SEALED = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 #: how long :meth:`DrivenCall.stop` waits for the zygote's answer once it asked for the end
 _STOP_WAIT_S = 2.0
-#: a request up to this size goes in the call's message (the zygote makes its ``memfd``);
-#: output and error up to ``zygote.c``'s ``INLINE`` come back in the reply message
+#: how long the start-up probe's call may take
+_PROBE_S = 10.0
+#: a request up to this size goes in the call's message; output and error up to
+#: ``zygote.c``'s ``INLINE`` come back in the reply message
 _INLINE = 65536
 _ANSWER_BYTES = _INLINE + 128
 
@@ -84,59 +82,6 @@ class ZygoteRefused(Exception):
         return str(self).startswith("stale")
 
 
-class ZygoteChild:
-    """One call's process, forked by the zygote: what :mod:`.runner` needs of a ``Popen``."""
-
-    def __init__(self, pid: int, pidfd: int | None, reply: socket.socket,
-                 pipes: Sequence[int]) -> None:  # fmt: skip
-        stdin, stdout, stderr = pipes
-        self.pid = pid
-        self.pidfd = pidfd
-        self.returncode: int | None = None
-        self._reply = reply
-        # unbuffered, as Popen's with bufsize=0: the runner reads and writes by descriptor
-        self.stdin = io.FileIO(stdin, "wb")
-        self.stdout = io.FileIO(stdout, "rb")
-        self.stderr = io.FileIO(stderr, "rb")
-
-    def open_pidfd(self) -> int | None:
-        """A pidfd of the process for the runner's poll (its own copy: it closes it)."""
-        return os.dup(self.pidfd) if self.pidfd is not None else None
-
-    def wait(self) -> int:
-        """Its exit status as ``Popen.returncode`` gives it (``-N``: ended by signal N),
-        once the zygote has reaped it."""
-        if self.returncode is None:
-            status: int | None = None
-            with contextlib.suppress(OSError):
-                data = self._reply.recv(_REPLY_BYTES)
-                if data.startswith(b"X"):
-                    status = int(data[1:])
-            # no status: the zygote is gone, and with it (parent-death signal) the call
-            self.returncode = -9 if status is None else os.waitstatus_to_exitcode(status)
-            self._close()
-        return self.returncode
-
-    def give_up(self) -> None:
-        """Tell the zygote the kernel is done with the call: it kills what still runs."""
-        self._reply.close()
-
-    def kill(self) -> None:
-        if self.returncode is not None:
-            return
-        if self.pidfd is not None:
-            with contextlib.suppress(OSError):
-                signal_pidfd(self.pidfd)
-        else:
-            self.give_up()
-
-    def _close(self) -> None:
-        self._reply.close()
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
-
-
 @dataclass(frozen=True)
 class Ended:
     """How a driven call ended, as the zygote tells it."""
@@ -148,6 +93,10 @@ class Ended:
     exceeded: bool
     stdout: bytes
     stderr: bytes
+
+
+#: how a call ended when the zygote went away (and the call with it) before it answered
+GONE = Ended(None, 0, False, False, b"", b"")
 
 
 class DrivenCall:
@@ -183,7 +132,7 @@ class DrivenCall:
     @staticmethod
     def _ended(data: bytes, fd: int | None) -> Ended:
         if not data:  # the zygote is gone: its calls went with it (parent-death signal)
-            return Ended(None, 0, False, False, b"", b"")
+            return GONE
         if data.startswith(b"E"):
             raise ZygoteRefused(data[1:].decode(errors="replace"))
         if not data.startswith(b"X"):
@@ -224,13 +173,6 @@ def _request_file(request: bytes) -> int:
         os.close(fd)
         raise
     return fd
-
-
-def signal_pidfd(pidfd: int) -> None:
-    """SIGKILL through a pidfd: the very process, never a pid recycled since."""
-    import signal  # noqa: PLC0415 - stdlib, only on this path
-
-    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
 
 
 #: bwrap's binds of a path: each is sent with what the kernel sees at its source (``--same``)
@@ -335,49 +277,6 @@ class Zygote:
             why = answer[1:].decode(errors="replace") or "it ended at start"
             raise ZygoteRefused(f"the zygote did not start: {why}")
 
-    def spawn(
-        self,
-        argv: Sequence[str],
-        pass_fds: Sequence[int],
-        cwd: Path,
-        message: tuple[bytes, Sequence[int]] | None = None,
-    ) -> ZygoteChild:
-        """Start bwrap's ``argv`` (as bwrap would, from ``cwd``) as a child of the zygote;
-        ``message`` is :func:`translate`'s of it when the caller has it already."""
-        data, fds = message if message is not None else translate(argv, pass_fds)
-        data = b"--cwd\0" + os.fsencode(cwd) + b"\0" + data
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pipes = [os.pipe() for _ in range(3)]
-        keep = [pipes[0][1], pipes[1][0], pipes[2][0]]  # stdin's write end, the read ends
-        give = [pipes[0][0], pipes[1][1], pipes[2][1]]
-        try:
-            with self._lock:
-                socket.send_fds(self._ctrl, [data], [theirs.fileno(), *give, *fds])
-        except OSError as exc:
-            for fd in (*keep, *give):
-                os.close(fd)
-            ours.close()
-            raise ZygoteRefused(f"the zygote is gone: {exc}") from exc
-        finally:
-            theirs.close()
-        for fd in give:
-            os.close(fd)
-        try:
-            answer, got, _, _ = socket.recv_fds(ours, 1024, 1)
-        except OSError:
-            answer, got = b"", []
-        if not answer.startswith(b"P"):
-            for fd in (*keep, *got):
-                os.close(fd)
-            ours.close()
-            why = answer[1:].decode(errors="replace")
-            if answer.startswith(b"E"):  # refused before it read or made anything
-                raise ZygoteRefused(why)
-            if not answer and not self.alive:
-                raise ZygoteRefused("the zygote is gone")
-            raise OSError(f"the sandbox could not be made: {why or 'the zygote is gone'}")
-        return ZygoteChild(int(answer[1:]), got[0] if got else None, ours, keep)
-
     def drive(
         self,
         argv: Sequence[str],
@@ -390,9 +289,10 @@ class Zygote:
         bound: int,
         tail: int,
     ) -> DrivenCall:
-        """Have the zygote run bwrap's ``argv`` to its end (see :meth:`spawn`): ``request``
-        on its standard input, killed at ``deadline`` (``time.monotonic``) or once standard
-        output passes ``bound`` bytes, the last ``tail`` bytes of standard error kept."""
+        """Have the zygote run bwrap's ``argv`` to its end, as bwrap would from ``cwd``:
+        ``request`` on its standard input, killed at ``deadline`` (``time.monotonic``) or once
+        standard output passes ``bound`` bytes, the last ``tail`` bytes of standard error kept.
+        ``message`` is :func:`translate`'s of ``argv`` when the caller has it already."""
         data, fds = message if message is not None else translate(argv, pass_fds)
         inline = len(request) <= _INLINE
         size = str(len(request)) if inline else "-"
@@ -458,10 +358,13 @@ def _works(path: Path) -> bool:
                 "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
                 "--proc", "/proc", "--perms", "1777", "--dir", "/tmp",
                 "--dev-bind-try", "/dev/null", "/dev/null", "--", true]  # fmt: skip
-        child = probe.spawn(argv, (), Path("/"))
-        for stream in (child.stdin, child.stdout, child.stderr):
-            stream.close()
-        return child.wait() == 0
+        call = probe.drive(argv, (), Path("/"), None, b"", deadline=time.monotonic() + _PROBE_S,
+                           bound=1024, tail=1024)  # fmt: skip
+        try:
+            ended = call.wait(_PROBE_S)
+        finally:
+            call.close()
+        return ended is not None and ended.status == 0
     except (OSError, ZygoteRefused):
         return False
     finally:
