@@ -197,11 +197,17 @@ def open_folder(path: Path) -> Path:
 
 
 def sh_module(
-    home: Path, module: str, *, before: str = "", after: str = "", reads: Sequence[str] = ()
+    home: Path,
+    module: str,
+    *,
+    before: str = "",
+    after: str = "",
+    reads: Sequence[str] = (),
+    writes: Sequence[str] = ("out",),
 ) -> None:
     """A ``/bin/sh`` module ``module`` with one capability ``<module>.run`` that writes in
-    its ``rw`` root ``out`` (and reads the ``ro`` roots ``reads``): it runs ``before``, reads
-    the request, runs ``after``, then answers with the request id it read."""
+    its ``rw`` roots ``writes`` (and reads the ``ro`` roots ``reads``): it runs ``before``,
+    reads the request, runs ``after``, then answers with the request id it read."""
     cap = {"id": f"{module}.run", "title": "Run", "summary": "s", "request_schema": "in",
            "result_schema": "out", "artifact_schemas": [], "skills": [],
            "effects": {"local": True, "network": False, "external_writes": False,
@@ -211,7 +217,7 @@ def sh_module(
         "protocol_versions": ["modproto.v1"], "capabilities": [cap],
         "request_schemas": {"in": {"type": "object"}}, "result_schemas": {"out": {}},
         "artifact_schemas": {}, "agent_overlays": [], "skills": [], "requirements": [],
-        "permissions": {"filesystem_read": [*reads], "filesystem_write": ["out"], "network": [],
+        "permissions": {"filesystem_read": [*reads], "filesystem_write": [*writes], "network": [],
                         "credentials": [], "paid_providers": [], "publish": False,
                         "subprocess": []},
     })  # fmt: skip

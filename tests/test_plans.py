@@ -17,6 +17,7 @@ from _modules import open_folder, sh_module
 import murmur_nb as mnb
 from murmur_nb._sandbox import plans as plans_  # private: counts the plans made
 from murmur_nb._sandbox import sandbox as sandbox_  # private: what plans_ plans with
+from murmur_nb._sandbox import zygote as zygote_  # private: whether the zygote runs here
 from murmur_nb._sandbox.zygote import SWITCH  # private: the zygote has no public switch
 
 
@@ -138,3 +139,38 @@ def test_a_file_made_in_a_root_between_runs_can_be_read_at_the_next(
     assert call.run({}).ok
     seen = (tmp_path / "out" / "seen").read_text()
     assert seen.endswith("made after the plan\n"), seen
+
+
+def test_a_folder_a_kept_plan_binds_replaced_between_runs_is_planned_afresh(
+    tmp_path: Path, forker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module's snapshot, a folder every run binds (the module has no roots), is renamed
+    away between two runs of a prepared call and a copy put at its path. The kept plan named
+    the old folder: the next run is planned afresh and runs from the copy. With the zygote
+    the kernel does not look at the plan's paths itself: the zygote's look at what it binds
+    refuses the old plan before anything runs, and the kernel plans again."""
+    sh_module(tmp_path / "home", "keptsh", before='cat "${0%/module}/mark" >&2', writes=())
+    with mnb.ModuleHost(home=tmp_path / "home", policy=mnb.Policy(deadline_ms=5000)) as host:
+        if host.sandbox.mechanism != "bwrap":
+            pytest.skip("plans are kept for bwrap's sandboxes only")
+        call = host.prepare("keptsh.run")
+        made = plans_made(monkeypatch)
+        looked: list[int] = []
+        same_files = plans_.same_files
+        monkeypatch.setattr(plans_, "same_files",
+                            lambda files: looked.append(1) or same_files(files))  # fmt: skip
+        assert call.run({}).ok and call.run({}).ok
+        assert len(made) == 1
+        snapshot, old = call.snapshot, call.snapshot.with_name("moved-away")
+        snapshot.parent.chmod(0o755)  # snapshots are read-only, to their owner too
+        snapshot.rename(old)
+        shutil.copytree(old, snapshot, symlinks=True)
+        snapshot.chmod(0o755)
+        (snapshot / "mark").write_text("the copy\n")
+        third = call.run({})
+        assert third.ok, third.error
+        assert third.evidence is not None and third.evidence.stderr_tail.strip() == "the copy"
+        assert len(made) == 2  # planned afresh, and that plan kept:
+        assert call.run({}).ok and len(made) == 2
+        by_zygote = forker == "zygote" and zygote_.status().startswith("used")
+        assert not looked if by_zygote else looked

@@ -137,7 +137,8 @@ def check_envelope(stdout: bytes, ran: Ran) -> Envelope:
     if costs:
         raise reading.violation("cost", "; ".join(costs.values()))
     try:
-        return Envelope.model_validate(raw)
+        # the execution checked above is taken as it is (pydantic keeps a model instance)
+        return Envelope.model_validate(raw if reported is None else {**raw, "execution": reported})
     except PydanticValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

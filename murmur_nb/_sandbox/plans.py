@@ -10,7 +10,11 @@ launch that ran, and a later call of the same launch only
 - checks that every path the plan names still names the file it was planned with: each bind
   source, and each root, binary and module folder as the caller gave it (links followed).
   A root renamed away, removed and made again, or a link pointed elsewhere is another file:
-  the call is planned afresh, as the first was, and that plan is kept;
+  the call is planned afresh, as the first was, and that plan is kept. When the zygote runs
+  the call and every such path is a bind source it is sent with its identity (``--same``),
+  the zygote's own look is that check (one ``stat`` a path less in the kernel, and no gap
+  between two looks): a call it refuses as stale is planned afresh then, and runs on
+  that plan;
 - on a root host, gives the sandbox id its roots again (:func:`.access.grant_root`: what was
   made in a root since the last call gets its entry, as with every call before);
 - opens the seccomp program's pipe, and puts the folder's name and the pipe into the argv
@@ -22,6 +26,7 @@ zygote forks, or sandboxes are made ahead for); any other launch is planned per 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -74,9 +79,14 @@ class _Plan:
     #: the zygote's message (:func:`.zygote.translate`); the descriptor it sends is the
     #: program's pipe, when there is one
     message: bytes | None
+    #: every path of ``files`` is a bind source the message sends with its identity: the
+    #: zygote's look at the sources checks all of them
+    zygote_checks: bool = False
 
-    def carry_out(self, report: SandboxReport, runs: Path, name: str) -> Launch:
-        """This plan for a call whose working folder is ``runs / name``."""
+    def carry_out(self, report: SandboxReport, runs: Path, name: str,
+                  forker: zygote_.Zygote | None) -> Launch:  # fmt: skip
+        """This plan for a call whose working folder is ``runs / name``, forked by
+        ``forker`` (``None``: bwrap makes the sandbox)."""
         bpf, at = report._seccomp, self.program_at  # a program exactly when the plan had one
         fds = [seccomp.program_fd(bpf)] if at is not None and bpf is not None else []
         try:
@@ -85,7 +95,6 @@ class _Plan:
                 argv[i] = argv[i].replace(self.name, name)
             if at is not None:
                 argv[at] = str(fds[0])
-            forker = zygote_.zygote()
             message = None
             if self.message is not None and forker is not None:
                 data = self.message.replace(self.name.encode(), name.encode())
@@ -141,12 +150,41 @@ class Plans:
             if plan is not None:
                 self._plans.move_to_end(key)
         if plan is not None:
-            if same_files(plan.files):
-                if report.guarantees.get("identity"):
+            forker, identity = zygote_.zygote(), report.guarantees.get("identity")
+            # the zygote looks at every path the plan names itself when it forks the call
+            # (not where roots are handed to the sandbox id first: that asks the kernel's look)
+            by_zygote = (forker is not None and plan.message is not None and plan.zygote_checks
+                         and not (identity and (plan.ro or plan.rw)))  # fmt: skip
+            if by_zygote or same_files(plan.files):
+                if identity:
                     reachable_for_the_sandbox_id(None, list(plan.ro), list(plan.rw))
-                return plan.carry_out(report, runs, cwd.name)
-            with self._lock:
-                self._plans.pop(key, None)
+                how = plan.carry_out(report, runs, cwd.name, forker)
+                if by_zygote:
+                    how.on_stale = functools.partial(
+                        self._afresh, key, plan, report, argv, cwd=cwd, module_dir=module_dir,
+                        roots=roots, binaries=binaries,
+                    )  # fmt: skip
+                return how
+        return self._afresh(key, plan, report, argv, cwd=cwd, module_dir=module_dir, roots=roots,
+                            binaries=binaries)  # fmt: skip
+
+    def _afresh(
+        self,
+        key: _Key,
+        stale: _Plan | None,
+        report: SandboxReport,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        module_dir: Path,
+        roots: Mapping[str, Root],
+        binaries: tuple[str, ...],
+    ) -> Launch:
+        """The launch planned in full, its plan kept in place of ``stale`` (a plan a path of
+        which names another file now)."""
+        with self._lock:
+            if stale is not None and self._plans.get(key) is stale:
+                del self._plans[key]
         how, plan = _planned(report, argv, cwd=cwd, module_dir=module_dir, roots=roots,
                              binaries=binaries)  # fmt: skip
         if plan is not None:
@@ -202,6 +240,7 @@ def _planned(
         rw=tuple(rw),
         confinement=how.confinement,
         message=data,
+        zygote_checks=files.keys() <= seen.keys(),
     )
     return how, plan
 

@@ -395,7 +395,7 @@ def _driven(
     """The plan run to its end by the zygote (:meth:`~.zygote.Zygote.drive`: it feeds,
     drains, bounds and kills; this thread only waits for its answer); ``None`` when the
     zygote refuses the plan before it touched anything (bwrap then runs it, as it would
-    have)."""
+    have). A kept plan it refuses as stale is planned afresh and run on that plan."""
     forker = how.zygote
     assert forker is not None
     start = time.monotonic()
@@ -409,6 +409,11 @@ def _driven(
         finally:
             call.close()
     except ZygoteRefused as refused:
+        if refused.stale and how.on_stale is not None:
+            # a path of the kept plan names another file now: the call is planned afresh,
+            # and run on that plan (the zygote it gives looks at its paths again)
+            return run_launched(how.on_stale(), stdin, cwd=cwd, deadline_s=deadline_s,
+                                max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
         if refused.stale or not forker.alive:
             zygote_.forget(forker)  # the next call starts a new one, with today's mounts
         return None

@@ -528,6 +528,10 @@ class Launch:
     #: the zygote's message for this plan, with the descriptors it sends: made once for
     #: every call of the plan (:mod:`.plans`), else from ``argv`` when the call starts
     message: tuple[bytes, tuple[int, ...]] | None = None
+    #: a kept plan the zygote alone checks (:mod:`.plans`): when the zygote refuses the call
+    #: as stale (a bind source is another file than the plan's), the plan is dropped and
+    #: this gives the call's launch planned afresh
+    on_stale: Callable[[], Launch] | None = None
 
 
 @dataclass
