@@ -81,7 +81,9 @@ def test_copy_as_code_on_a_history_row_shows_the_call_in_the_page(tmp_path: Path
         assert out.locator(history_area).is_hidden()
         out.locator("button.murmur-history-code").first.click()
         code = _area(page, out, history_area)
-        assert out.locator(history_area).is_visible()
+        # the box's value and its display reach the page as two model updates, in either
+        # order: the value being there does not mean the box is shown yet
+        out.locator(history_area).wait_for(state="visible", timeout=WAIT_MS)
         caption = out.locator(".murmur-browser > .murmur-code-box").inner_text()
         out.locator(history_area).fill("studio.invoke('something.else', {})")
         out.locator(history_area).press("Tab")  # the area is read-only: the code comes back

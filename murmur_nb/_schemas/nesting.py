@@ -18,6 +18,9 @@ __all__ = ["MAX_JSON_DEPTH", "TooDeep", "decode_bounded"]
 #: The deepest nesting of arrays and objects accepted in JSON a module prints.
 MAX_JSON_DEPTH = 64
 
+#: one decoder for every document (as ``json.loads`` keeps one): made once, not per call
+_DECODER = json.JSONDecoder()
+
 
 class TooDeep(ValueError):
     """The document nests arrays and objects deeper than the limit."""
@@ -35,7 +38,7 @@ def decode_bounded(text: str, limit: int = MAX_JSON_DEPTH) -> tuple[Any, int]:
     Raises :class:`TooDeep` (a ``ValueError``) on a breach, ``ValueError`` on bad JSON.
     """
     try:
-        value, end = json.JSONDecoder().raw_decode(text)
+        value, end = _DECODER.raw_decode(text)
     except RecursionError:
         raise TooDeep(limit) from None
     if text.count("[", 0, end) + text.count("{", 0, end) > limit and _deeper_than(value, limit):
