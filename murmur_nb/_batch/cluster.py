@@ -170,7 +170,10 @@ def run_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positional
     if plan.refusal is not None:  # the kernel did not approve what this module needs
         refusal = plan.refusal
         return not_run_record(refusal.code, f"not run on this worker: {refusal.message}"), []
-    record = run_row(host, plan, value, attempt, cancel=threading.Event(), options=options)
+    # look=False: the kernel looks at the live module before each round of rows; this
+    # worker's copy is private, and a row runs its prepared snapshot whatever the copy holds
+    record = run_row(host, plan, value, attempt, cancel=threading.Event(), options=options,
+                     look=False)  # fmt: skip
     return record, _shipped_artifacts(record, bound, where)
 
 
