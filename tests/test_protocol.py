@@ -184,3 +184,42 @@ def test_property_request_and_envelope_round_trip(
                    ok=True, result=result if result is not None else {}, warnings=warnings)
     assert Envelope.from_json(env.to_json()).to_json() == env.to_json()
     assert json.loads(env.to_json())["warnings"] == warnings
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+_NAMES = st.sampled_from(["out", "in", "data", "staged"])
+
+
+@given(
+    extra=st.dictionaries(
+        st.sampled_from(["note", "Protocol", "INPUT", "roots", "k\u212a", "deadline_MS", "x"]),
+        _JSON, max_size=4),
+    value=_JSON,
+    roots=st.none() | st.dictionaries(_NAMES, st.tuples(st.text(min_size=1),
+                                                        st.sampled_from(["ro", "rw"]))),
+    binaries=st.none() | st.dictionaries(st.sampled_from(["git", "sh"]), st.text()),
+    network=st.none() | st.lists(st.text(), max_size=2),
+    publish=st.booleans(),
+)  # fmt: skip
+def test_a_requests_wire_is_its_json_dump_key_for_key_and_in_order(
+    *, extra: dict[str, Any], value: Any, roots: dict[str, tuple[str, str]] | None,
+    binaries: dict[str, str] | None, network: list[str] | None, publish: bool,
+) -> None:  # fmt: skip
+    """``Request.wire`` (what a host sends at every call, built directly) is what pydantic's
+    ``model_dump(mode="json")`` gives: the same keys in the same order (extra fields first,
+    none that a Go decoder would take for a host field), the same values, the same bytes."""
+    request = Request(
+        capability="m.run", request_id="r1", input=value, extra=extra,
+        roots=None if roots is None else {n: Root(path=p, mode=m) for n, (p, m) in roots.items()},
+        grants=Grants(network=network, publish=publish), binaries=binaries,
+        deadline_ms=1000, max_output_bytes=2**24,
+    )  # fmt: skip
+    wire, dumped = request.wire(), request.model_dump(mode="json")
+    assert wire == dumped
+    assert list(wire) == list(dumped)
+    assert json.dumps(wire) == json.dumps(dumped)

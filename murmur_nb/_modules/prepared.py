@@ -234,7 +234,7 @@ class PreparedCall:
             if if_unchanged and (why := self.changed()) is not None:
                 raise ModuleHostError(why, code=MODULE_CHANGED)
             built = self._build(call)
-            wire = built.request.model_dump(mode="json")  # what the module receives
+            wire = built.request.wire()  # what the module receives
             grants = wire["grants"]
             ran = self._launch(call, built, wire, t0)
             inv = self._checked(ran, read_envelope(ran))
