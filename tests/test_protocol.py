@@ -223,3 +223,49 @@ def test_a_requests_wire_is_its_json_dump_key_for_key_and_in_order(
     assert wire == dumped
     assert list(wire) == list(dumped)
     assert json.dumps(wire) == json.dumps(dumped)
+
+
+_COST = st.none() | st.floats() | st.integers(-(10**22), 10**22).map(float)
+
+
+@given(
+    local=st.booleans(), provider=st.text(max_size=8), estimated=_COST, actual=_COST,
+    artifacts=st.none() | st.just([]),
+)  # fmt: skip
+def test_an_executions_effects_wire_is_its_json_dump_without_artifacts(
+    *, local: bool, provider: str, estimated: float | None, actual: float | None,
+    artifacts: list[Any] | None,
+) -> None:  # fmt: skip
+    """``Execution.effects_wire`` (what a batch keeps of each row's execution, built
+    directly) is ``model_dump(mode="json", exclude={"artifacts"})``: the same keys in the same
+    order, an integral cost written as Go writes it (``3``, not ``3.0``), one JSON cannot
+    hold as ``null``, as pydantic writes it."""
+    execution = Execution(
+        local=local, network=not local, provider=provider, estimated_cost=estimated,
+        actual_cost=actual, artifacts=artifacts,
+    )  # fmt: skip
+    wire = execution.effects_wire()
+    dumped = execution.model_dump(mode="json", exclude={"artifacts"})
+    assert wire == dumped
+    assert list(wire) == list(dumped)
+    assert json.dumps(wire) == json.dumps(dumped)
+
+
+@given(
+    lists=st.tuples(*[st.none() | st.lists(st.text(max_size=6), max_size=3)] * 4),
+    publish=st.booleans(),
+)
+def test_grants_wire_is_their_json_dump_and_owns_its_lists(
+    lists: tuple[list[str] | None, ...], publish: bool
+) -> None:
+    """``Grants.wire`` is ``model_dump(mode="json")`` key for key and in order, and a change
+    to what it returned never reaches the grants it came from."""
+    network, credentials, paid, binaries = lists
+    grants = Grants(network=network, credentials=credentials, paid_providers=paid,
+                    publish=publish, subprocess=binaries)  # fmt: skip
+    wire, dumped = grants.wire(), grants.model_dump(mode="json")
+    assert wire == dumped and list(wire) == list(dumped)
+    for value in wire.values():
+        if isinstance(value, list):
+            value.append("planted")
+    assert grants.model_dump(mode="json") == dumped

@@ -50,7 +50,7 @@ def invocation_record(
         "error": None if error is None else {
             "code": error.code, "message": error.message, "retryable": error.retryable},
         "warnings": list(inv.warnings),
-        "execution": inv.execution.model_dump(mode="json", exclude={"artifacts"}),
+        "execution": inv.execution.effects_wire(),
         "artifacts": artifacts,
         "rejected": [
             {"artifact": _artifact_dict(r.artifact), "code": r.code, "message": r.message}
@@ -72,7 +72,7 @@ def error_record(exc: ModuleHostError, attempts: int, *, retryable: bool = False
         "status": "failed", "ok": False, "result": None,
         "error": {"code": exc.code, "message": exc.message, "retryable": retryable},
         "warnings": list(partial.warnings) if partial is not None else [],
-        "execution": (partial.execution.model_dump(mode="json", exclude={"artifacts"})
+        "execution": (partial.execution.effects_wire()
                       if partial is not None else {}),
         "artifacts": [], "rejected": [],
         "duration_ms": partial.duration_ms if partial is not None else 0.0,

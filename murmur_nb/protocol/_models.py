@@ -21,6 +21,7 @@ Unknown keys are ignored on input, as Go's ``encoding/json`` does.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_serializer
@@ -200,10 +201,31 @@ class Execution(_Wire):
 
     @field_serializer("estimated_cost", "actual_cost", when_used="json")
     def _go_float(self, value: float | None) -> float | int | None:
-        # Go's encoding/json writes an integral float64 without a fraction: 0, not 0.0
-        if value is not None and value.is_integer() and abs(value) < 1e21:
-            return int(value)
-        return value
+        return _go_number(value)
+
+    def effects_wire(self) -> dict[str, Any]:
+        """``model_dump(mode="json", exclude={"artifacts"})``, key for key and in the same
+        order, built directly: what a batch keeps of every row's execution (its artifacts
+        are kept on their own), without pydantic's serializer and its wrap function."""
+        return {
+            "local": self.local,
+            "network": self.network,
+            "external_writes": self.external_writes,
+            "provider": self.provider,
+            "estimated_cost": _go_number(self.estimated_cost),
+            "actual_cost": _go_number(self.actual_cost),
+        }
+
+
+def _go_number(value: float | None) -> float | int | None:
+    """A cost as JSON: Go's encoding/json writes an integral float64 without a fraction
+    (``0``, not ``0.0``); a value JSON cannot hold (infinite, NaN) is ``null``, as pydantic
+    writes it."""
+    if value is None or not math.isfinite(value):
+        return None
+    if value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
 
 
 class Envelope(_Wire):
@@ -226,6 +248,19 @@ class Grants(_Wire):
     paid_providers: list[str] | None = None
     publish: bool = False
     subprocess: list[str] | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """``model_dump(mode="json")``, key for key and in the same order, built directly
+        (each list a copy): part of every request a host sends."""
+        network, credentials, paid, binaries = (
+            self.network, self.credentials, self.paid_providers, self.subprocess)  # fmt: skip
+        return {
+            "network": None if network is None else list(network),
+            "credentials": None if credentials is None else list(credentials),
+            "paid_providers": None if paid is None else list(paid),
+            "publish": self.publish,
+            "subprocess": None if binaries is None else list(binaries),
+        }
 
 
 class Root(_Wire):
@@ -290,7 +325,7 @@ class Request(_Wire):
             input=self.input,
             roots=None if roots is None else {
                 name: {"path": root.path, "mode": root.mode} for name, root in roots.items()},
-            grants=self.grants.model_dump(mode="json"),
+            grants=self.grants.wire(),
             binaries=None if self.binaries is None else dict(self.binaries),
             deadline_ms=self.deadline_ms,
             max_output_bytes=self.max_output_bytes,
