@@ -27,7 +27,9 @@
  * 1 timed out, 2 exceeded), then the output and the error, in the message when they fit in
  * `INLINE` bytes, else in a memfd attached. A call that cannot be made answers "E<why>" when
  * nothing was read or made (an option it does not know: the kernel runs bwrap instead), else
- * "F<why>". Closing the reply socket kills the call, and lets the zygote reap an ended one.
+ * "F<why>". Once it has answered, the zygote reaps the call and closes its copy of the reply
+ * socket, which the kernel may send again with a later call. Closing the reply socket kills
+ * a call that still runs.
  * End of file on CTRL (the kernel closed it, or died) kills every call and ends the zygote.
  *
  * Options, as bwrap reads them: --unshare-pid --as-pid-1 --unshare-ipc --unshare-uts
@@ -681,9 +683,9 @@ static int parse(struct call *c, char **args, int n, int sock) {
 
 /* ---- the parent: its calls ----------------------------------------------------------------- */
 
-/* A call's process is reaped only once the kernel is done with it (it closed the reply
- * socket): until then its pid, and with it its session and group ids, cannot be recycled,
- * so the kernel's last kill of its group reaches nobody else (as with a child of its own). */
+/* A call's process is reaped once it is answered, never before: the zygote alone signals
+ * it (the kernel asks with "K" or by closing the reply socket), and only while the call is
+ * not answered, so no signal of the zygote's can reach a recycled pid, session or group. */
 enum state { RUNNING, EXITED, ABANDONED };
 
 static struct {
@@ -1186,6 +1188,10 @@ int main(int argc, char **argv) {
                     kill(calls[i].pid, SIGKILL);
                 }
                 finish_call(i, now);
+                if (calls[i].state == EXITED) { /* answered: its socket is the kernel's again */
+                    forget_call(i);
+                    continue;
+                }
             }
             if (f[0].revents & (POLLHUP | POLLERR)) give_up(i);
         }
