@@ -347,20 +347,32 @@ def test_a_module_sees_the_same_sandbox_forked_as_under_bwrap(
 
 
 def test_a_zygote_killed_between_calls_loses_no_call(tmp_path: Path, out: Path) -> None:
-    """``kill -9`` of the zygote (the OOM killer, an operator): the next call runs in a bwrap of
-    its own, and the one after that in a new zygote."""
-    with host_for(tmp_path, out, "true") as host:
+    """``kill -9`` of the zygote (the OOM killer, an operator), twice: each next call runs in a
+    bwrap of its own, and the one after that in a new zygote. Every call, either way, runs
+    under the seccomp program (a file's setuid bit refused: the zygote reads the program from
+    a descriptor kept for every call, which bwrap, reading to its end, is never given)."""
+    body = textwrap.dedent(
+        f"""
+        : > {out}/s
+        chmod 4755 {out}/s 2>/dev/null && echo allowed >> {out}/setuid \
+          || echo refused >> {out}/setuid
+        rm -f {out}/s
+        """
+    )
+    with host_for(tmp_path, out, body) as host:
         assert host.invoke("zyg.run", {}).ok
-        mine = [z for z in zygotes() if z.ppid() == os.getpid()]
-        assert len(mine) == 1, mine
-        mine[0].kill()
-        mine[0].wait(timeout=5)
-        after = host.invoke("zyg.run", {})
-        assert after.ok, after
-        again = host.invoke("zyg.run", {})
-        assert again.ok, again
-        new = [z for z in zygotes() if z.ppid() == os.getpid()]
-        assert len(new) == 1 and new[0].pid != mine[0].pid, (new, mine)
+        for _ in range(2):
+            mine = [z for z in zygotes() if z.ppid() == os.getpid()]
+            assert len(mine) == 1, mine
+            mine[0].kill()
+            mine[0].wait(timeout=5)
+            after = host.invoke("zyg.run", {})
+            assert after.ok, after
+            again = host.invoke("zyg.run", {})
+            assert again.ok, again
+            new = [z for z in zygotes() if z.ppid() == os.getpid()]
+            assert len(new) == 1 and new[0].pid != mine[0].pid, (new, mine)
+        assert (out / "setuid").read_text().split() == ["refused"] * 5
 
 
 def test_a_ctrl_c_to_the_kernels_group_leaves_its_zygote(tmp_path: Path, out: Path) -> None:

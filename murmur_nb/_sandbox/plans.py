@@ -88,20 +88,24 @@ class _Plan:
         """This plan for a call whose working folder is ``runs / name``, forked by
         ``forker`` (``None``: bwrap makes the sandbox)."""
         bpf, at = report._seccomp, self.program_at  # a program exactly when the plan had one
+        argv = list(self.argv)
+        for i in self.named:
+            argv[i] = argv[i].replace(self.name, name)
+        data = None
+        if self.message is not None and forker is not None:
+            data = self.message.replace(self.name.encode(), name.encode())
+        if data is not None and at is not None and bpf is not None:
+            # the zygote reads the program from a descriptor kept for every call; bwrap,
+            # should the zygote refuse the call, gets a pipe of its own (Launch.for_bwrap)
+            kept = seccomp.kept_program_fd(bpf)
+            argv[at] = str(kept)
+            return Launch(argv, None, self.confinement, _nothing,
+                          pass_fds=(*self.fixed_fds, kept), owns_pid_namespace=True,
+                          start_in=runs, zygote=forker, message=(data, (kept,)),
+                          bwrap_program=(at, kept, bpf))  # fmt: skip
         fds = [seccomp.program_fd(bpf)] if at is not None and bpf is not None else []
-        try:
-            argv = list(self.argv)
-            for i in self.named:
-                argv[i] = argv[i].replace(self.name, name)
-            if at is not None:
-                argv[at] = str(fds[0])
-            message = None
-            if self.message is not None and forker is not None:
-                data = self.message.replace(self.name.encode(), name.encode())
-                message = (data, tuple(fds))
-        except BaseException:
-            close_all(fds, None)
-            raise
+        if at is not None:
+            argv[at] = str(fds[0])
         return Launch(
             argv,
             None,
@@ -112,8 +116,12 @@ class _Plan:
             start_in=runs,
             program=bpf if forker is None else None,
             zygote=forker,
-            message=message,
+            message=None if data is None else (data, tuple(fds)),
         )
+
+
+def _nothing() -> None:
+    """A launch's ``close`` with nothing of its own to close."""
 
 
 class Plans:

@@ -687,19 +687,24 @@ def run_launched(
                              max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
             if driven is not None:
                 return driven
-        return run_process(
-            how.argv,
-            stdin,
-            cwd=cwd,
-            deadline_s=deadline_s,
-            max_output_bytes=max_output_bytes,
-            preexec=how.preexec,
-            cancel=cancel,
-            pass_fds=how.pass_fds,
-            walk_tree=not how.owns_pid_namespace,
-            user=how.user,
-            start_in=how.start_in,
-            destinations=how.destinations,
-        )
+        bwrap = how.for_bwrap()
+        try:
+            return run_process(
+                bwrap.argv,
+                stdin,
+                cwd=cwd,
+                deadline_s=deadline_s,
+                max_output_bytes=max_output_bytes,
+                preexec=bwrap.preexec,
+                cancel=cancel,
+                pass_fds=bwrap.pass_fds,
+                walk_tree=not bwrap.owns_pid_namespace,
+                user=bwrap.user,
+                start_in=bwrap.start_in,
+                destinations=bwrap.destinations,
+            )
+        finally:
+            if bwrap is not how:
+                bwrap.close()
     finally:
         how.close()

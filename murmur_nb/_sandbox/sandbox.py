@@ -528,6 +528,23 @@ class Launch:
     #: the zygote's message for this plan, with the descriptors it sends: made once for
     #: every call of the plan (:mod:`.plans`), else from ``argv`` when the call starts
     message: tuple[bytes, tuple[int, ...]] | None = None
+    #: ``(index in argv, descriptor, program)`` when ``argv``'s seccomp descriptor is the
+    #: one the zygote reads every call's program from (:func:`.seccomp.kept_program_fd`):
+    #: never bwrap's, which reads it to its end (:meth:`for_bwrap`)
+    bwrap_program: tuple[int, int, bytes] | None = None
+
+    def for_bwrap(self) -> Launch:
+        """This launch as bwrap runs it when the zygote refuses the call: its seccomp
+        program on a pipe of its own (closed by the returned launch's ``close``)."""
+        if self.bwrap_program is None:
+            return self
+        at, kept, bpf = self.bwrap_program
+        fds = [seccomp.program_fd(bpf)]
+        argv = list(self.argv)
+        argv[at] = str(fds[0])
+        pass_fds = (*(fd for fd in self.pass_fds if fd != kept), fds[0])
+        return dataclasses.replace(self, argv=argv, pass_fds=pass_fds, bwrap_program=None,
+                                   close=lambda: close_all(fds, None))  # fmt: skip
     #: a kept plan the zygote alone checks (:mod:`.plans`): when the zygote refuses the call
     #: as stale (a bind source is another file than the plan's), the plan is dropped and
     #: this gives the call's launch planned afresh

@@ -498,11 +498,19 @@ static void send_failure(int sock, const char *why, const char *detail) {
     send_text(sock, text, -1);
 }
 
+/* the program on a pipe (read to its end), or in a file the kernel keeps and sends with
+ * every call (read from its start with pread: no offset shared with another call moves) */
 static int read_filter(struct call *c, int fd, int sock) {
     static char program[65536];
     size_t have = 0;
+    int piped = 0;
     for (;;) {
-        ssize_t n = read(fd, program + have, sizeof program - have);
+        ssize_t n = piped ? read(fd, program + have, sizeof program - have)
+                          : pread(fd, program + have, sizeof program - have, (off_t)have);
+        if (n < 0 && errno == ESPIPE && !piped) {
+            piped = 1;
+            continue;
+        }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
             send_failure(sock, "cannot read the seccomp program: ", strerror(errno));
