@@ -39,7 +39,6 @@ from murmur_nb._sandbox.sandbox import (
     Launch,
     Pair,
     SandboxReport,
-    close_all,
     launch,
     launch_resolved,
     reachable_for_the_sandbox_id,
@@ -94,30 +93,20 @@ class _Plan:
         data = None
         if self.message is not None and forker is not None:
             data = self.message.replace(self.name.encode(), name.encode())
-        if data is not None and at is not None and bpf is not None:
-            # the zygote reads the program from a descriptor kept for every call; bwrap,
-            # should the zygote refuse the call, gets a pipe of its own (Launch.for_bwrap)
+        fds: tuple[int, ...] = ()
+        program = None
+        if at is not None and bpf is not None:
+            # one descriptor kept for every call, which the zygote reads from its start;
+            # bwrap reads its descriptor to its end: it gets a pipe (Launch.for_bwrap)
             kept = seccomp.kept_program_fd(bpf)
             argv[at] = str(kept)
-            return Launch(argv, None, self.confinement, _nothing,
-                          pass_fds=(*self.fixed_fds, kept), owns_pid_namespace=True,
-                          start_in=runs, zygote=forker, message=(data, (kept,)),
-                          bwrap_program=(at, kept, bpf))  # fmt: skip
-        fds = [seccomp.program_fd(bpf)] if at is not None and bpf is not None else []
-        if at is not None:
-            argv[at] = str(fds[0])
-        return Launch(
-            argv,
-            None,
-            self.confinement,
-            lambda: close_all(fds, None),
-            pass_fds=(*self.fixed_fds, *fds),
-            owns_pid_namespace=True,
-            start_in=runs,
-            program=bpf if forker is None else None,
-            zygote=forker,
-            message=None if data is None else (data, tuple(fds)),
-        )
+            fds, program = (kept,), (at, kept, bpf)
+        launch = Launch(argv, None, self.confinement, _nothing,
+                        pass_fds=(*self.fixed_fds, *fds), owns_pid_namespace=True,
+                        start_in=runs, program=bpf if forker is None else None, zygote=forker,
+                        message=None if data is None else (data, fds),
+                        bwrap_program=program)  # fmt: skip
+        return launch if data is not None else launch.for_bwrap()
 
 
 def _nothing() -> None:

@@ -532,10 +532,15 @@ class Launch:
     #: one the zygote reads every call's program from (:func:`.seccomp.kept_program_fd`):
     #: never bwrap's, which reads it to its end (:meth:`for_bwrap`)
     bwrap_program: tuple[int, int, bytes] | None = None
+    #: a kept plan the zygote alone checks (:mod:`.plans`): when the zygote refuses the call
+    #: as stale (a bind source is another file than the plan's), the plan is dropped and
+    #: this gives the call's launch planned afresh
+    on_stale: Callable[[], Launch] | None = None
 
     def for_bwrap(self) -> Launch:
-        """This launch as bwrap runs it when the zygote refuses the call: its seccomp
-        program on a pipe of its own (closed by the returned launch's ``close``)."""
+        """This launch as bwrap runs it (without a zygote, or when the zygote refuses the
+        call): its seccomp program on a pipe of its own, closed by the returned launch's
+        ``close``."""
         if self.bwrap_program is None:
             return self
         at, kept, bpf = self.bwrap_program
@@ -545,10 +550,6 @@ class Launch:
         pass_fds = (*(fd for fd in self.pass_fds if fd != kept), fds[0])
         return dataclasses.replace(self, argv=argv, pass_fds=pass_fds, bwrap_program=None,
                                    close=lambda: close_all(fds, None))  # fmt: skip
-    #: a kept plan the zygote alone checks (:mod:`.plans`): when the zygote refuses the call
-    #: as stale (a bind source is another file than the plan's), the plan is dropped and
-    #: this gives the call's launch planned afresh
-    on_stale: Callable[[], Launch] | None = None
 
 
 @dataclass

@@ -108,13 +108,19 @@ GONE = Ended(None, 0, False, False, b"", b"")
 Pair = tuple[socket.socket, socket.socket]
 
 
+def _close(*pairs: Pair) -> None:
+    for pair in pairs:
+        for end in pair:
+            end.close()
+
+
 class DrivenCall:
     """A call the zygote runs to its end (:meth:`Zygote.drive`); the kernel only waits.
 
     ``keep`` takes the call's socket pair back for a later call once the call is answered
     and nothing else was asked of it (:meth:`close`)."""
 
-    def __init__(self, pair: Pair, keep: Callable[[Pair], None] | None = None) -> None:
+    def __init__(self, pair: Pair, keep: Callable[[Pair], None]) -> None:
         self._pair: Pair | None = pair
         self._reply = pair[0]
         self._keep = keep
@@ -183,11 +189,10 @@ class DrivenCall:
         pair, self._pair = self._pair, None
         if pair is None:
             return
-        if self._answered and not self._asked and self._keep is not None:
+        if self._answered and not self._asked:
             self._keep(pair)
-            return
-        for end in pair:
-            end.close()
+        else:
+            _close(pair)
 
 
 def _request_file(request: bytes) -> int:
@@ -344,8 +349,7 @@ class Zygote:
             with self._lock:
                 socket.send_fds(self._ctrl, [data], [pair[1].fileno(), std, std, std, *fds])
         except OSError as exc:
-            for end in pair:
-                end.close()
+            _close(pair)
             raise ZygoteRefused(f"the zygote is gone: {exc}") from exc
         finally:
             if stdin is not None:
@@ -365,15 +369,12 @@ class Zygote:
                     return
         except OSError:
             pass
-        for end in pair:
-            end.close()
+        _close(pair)
 
     def _drop_idle(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
-        for pair in idle:
-            for end in pair:
-                end.close()
+        _close(*idle)
 
     @property
     def alive(self) -> bool:
@@ -386,9 +387,7 @@ class Zygote:
         self._close_nothing()
         # no lock: a forked child's copy of it may be held by a thread the child has not
         idle, self._idle = self._idle, []
-        for pair in idle:
-            for end in pair:
-                end.close()
+        _close(*idle)
 
     def _close_nothing(self) -> None:
         if self._nothing >= 0:
