@@ -103,7 +103,7 @@ class AuditRow:
         evidence = inv.evidence
         # the caller's dump of this request's grants when it made one (a call's pipeline does,
         # for the rows of calls that end before the module runs)
-        dumped = grants if grants is not None else inv.request.grants.model_dump(mode="json")
+        dumped = grants if grants is not None else inv.request.grants.wire()
         return cls(
             time=call[0],
             module=_kept(inv.module),
