@@ -103,7 +103,8 @@ def test_the_sandbox_suites_hold_in_a_default_docker_container(user: bool) -> No
     Docker's capabilities and seccomp profile), as root and as an unprivileged user."""
     files = ["tests/test_sandbox.py", "tests/test_root_host.py", "tests/test_snapshot.py",
              "tests/test_batch.py", "tests/test_container.py", "tests/test_hardening.py",
-             "tests/test_access.py", "tests/test_warm.py", "tests/test_scratch.py"]
+             "tests/test_access.py", "tests/test_warm.py", "tests/test_scratch.py",
+             "tests/test_invoke.py", "tests/test_zygote.py"]
     # the slow tests of these files are about what the files test, not about the sandbox's
     # mechanism: they run in the suite itself
     done, tail = rerun(files, user=user, docker=True, marks="not slow",

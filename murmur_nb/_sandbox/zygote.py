@@ -285,13 +285,13 @@ class Zygote:
 
     def __init__(self, binary: str) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        fds: tuple[int, ...] = (theirs.fileno(),)
-        if identity.is_root():
-            userns = identity.userns_fd()
-            how, fds = ["--userns", str(userns)], (*fds, userns)
-        else:
-            how = ["--map", str(os.getuid()), str(os.getgid())]
         try:
+            fds: tuple[int, ...] = (theirs.fileno(),)
+            if identity.is_root():  # raises where no user namespace can be made
+                userns = identity.userns_fd()
+                how, fds = ["--userns", str(userns)], (*fds, userns)
+            else:
+                how = ["--map", str(os.getuid()), str(os.getgid())]
             # a session of its own: a Ctrl-C or hang-up of the kernel's terminal (sent to its
             # whole group) is the kernel's to handle, never the end of the zygote's calls
             self._proc = subprocess.Popen(
@@ -299,6 +299,9 @@ class Zygote:
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={}, cwd="/",
                 pass_fds=fds, close_fds=True, start_new_session=True,
             )  # fmt: skip
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         self._ctrl = ours
@@ -309,7 +312,11 @@ class Zygote:
         #: what is sent in the places of a driven call's standard descriptors the zygote
         #: makes itself (it closes what it gets there)
         self._nothing = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        answer = ours.recv(1024)
+        try:
+            answer = ours.recv(1024)
+        except OSError as exc:
+            self.close()
+            raise ZygoteRefused(f"the zygote did not start: {exc}") from exc
         if answer != b"R":
             self.close()
             why = answer[1:].decode(errors="replace") or "it ended at start"
