@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -335,6 +336,41 @@ def test_needs_setup(facet_home: Path, base: Desc) -> None:
         with pytest.raises(mnb.MissingRequirement, match="apt-get install ffmpeg") as err:
             host.invoke("good.echo", {"count": 1})
     assert err.value.code == "missing_requirement"
+
+
+@pytest.mark.parametrize("how", ["invoke", "prepare", "map"])
+def test_a_module_set_up_after_a_refusal_runs_at_the_next_call(
+    facet_home: Path, base: Desc, how: str
+) -> None:
+    """Setup happens outside a module's folder (the detail says: install a binary): a call
+    refused for an unmet requirement was refused again after the setup, for as long as the
+    folder stayed unchanged, because the first describe's verdict was kept. The next call
+    after the setup runs; before it, every call is refused and nothing of it runs."""
+    ready_at = time.time() + 3.0
+    base["requirements"] = [{"kind": "binary", "name": "ffmpeg", "available": False,
+                             "available_after": ready_at, "detail": "install ffmpeg"}]  # fmt: skip
+    write_descriptor(facet_home / "modules" / "good", base)
+    out = facet_home.parent / "out"
+    out.mkdir()
+    policy = mnb.Policy(roots={"out": out})
+
+    def call(host: mnb.ModuleHost) -> Any:
+        if how == "invoke":
+            return host.invoke("good.echo", {"count": 1})
+        if how == "prepare":
+            return host.prepare("good.echo").run({"count": 1})
+        batch = host.map("good.echo", [{"count": 1}], progress=False, journal=None)
+        return batch[0]
+
+    with mnb.ModuleHost(home=facet_home, policy=policy, artifact_store=out.parent / "s") as host:
+        with pytest.raises(mnb.MissingRequirement, match="install ffmpeg"):
+            call(host)
+        assert not (out / "ran-echo").exists()
+        time.sleep(max(0.0, ready_at - time.time()) + 0.2)
+        inv = call(host)
+        assert inv.ok, inv.error
+        assert (out / "ran-echo").exists()
+        assert not next(i for i in host.modules() if i.id == "good").needs_setup
 
 
 def test_describe_output_is_bounded(facet_home: Path) -> None:

@@ -78,6 +78,11 @@ class Described:
                    refusal=code or InvalidDescriptor.code)  # fmt: skip
 
 
+def _needs_setup(described: Described) -> bool:
+    desc = described.descriptor
+    return desc is not None and any(not r.available for r in desc.requirements or [])
+
+
 @dataclass(frozen=True)
 class Target:
     """A capability resolved against its module's accepted descriptor (and its code)."""
@@ -345,9 +350,18 @@ class Catalog:
         )
 
     def target(self, capability: str, *, refresh: bool = False) -> Target:
-        """``capability`` resolved against its module's accepted (``refresh``: fresh) descriptor."""
+        """``capability`` resolved against its module's accepted (``refresh``: fresh) descriptor.
+
+        A kept descriptor saying the module needs setup is not taken as it is: setup happens
+        outside the module's folder (a binary installed, a model fetched), so the module is
+        described again and the call after the setup runs, the folder unchanged.
+        """
         module_id = self.owner(capability)
+        with self._lock:
+            kept = self._described.get(module_id)
         described = self.described(module_id, refresh=refresh)
+        if described is kept and _needs_setup(described):
+            described = self.described(module_id, refresh=True)
         descriptor = self.accepted(module_id, described)
         cap = descriptor.capability(capability)
         if cap is None:

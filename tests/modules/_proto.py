@@ -4,6 +4,8 @@ A fixture module describes itself from ``descriptor.json`` beside it when presen
 write variants there), else from its built-in default; ``describe.raw`` beside it is
 printed verbatim instead, to break describe-envelope rules. ``describe-log`` beside it names a
 file each ``describe`` appends a line to (only where the module may write it: unconfined).
+A requirement's ``available_after`` (a Unix time) makes it available from then on, the
+folder unchanged: as a binary installed or a model fetched outside the module would.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -102,6 +105,11 @@ def main(default: Callable[[], dict[str, Any]],
             return
         override = HERE / "descriptor.json"
         desc = json.loads(override.read_text()) if override.exists() else default()
+        for requirement in desc.get("requirements") or []:
+            # set up outside this folder at that time (a binary installed, a model fetched)
+            after = requirement.pop("available_after", None)
+            if after is not None:
+                requirement["available"] = time.time() >= after
         emit(envelope("describe", "", result=desc))
     elif verb == "invoke":
         request = json.loads(sys.stdin.buffer.read())
