@@ -84,6 +84,37 @@ def test_a_batch_needing_no_approval_says_so(host: mnb.ModuleHost, describe_log:
     assert {inv.approval for inv in batch} == {"not required"}
 
 
+def test_a_batch_of_a_module_described_before_and_unchanged_describes_nothing(
+    host: mnb.ModuleHost, describe_log: Path
+) -> None:
+    """A batch resolves its capability as ``invoke`` does: with the module's folder unchanged
+    since its last ``describe`` and no standing approval to weigh, it runs none (a
+    Python module's ``describe`` is tens of milliseconds, every ``map`` paid one)."""
+    assert host.invoke("batchy.work", {"n": 1}).ok
+    before = describes(describe_log)
+    for _ in range(3):
+        batch = host.map("batchy.work", [{"n": i} for i in range(3)], progress=False,
+                         journal=None)  # fmt: skip
+        assert batch.progress.ok == 3
+    assert describes(describe_log) == before
+    (host.modules_dir / "batchy" / "notes.txt").write_text("changed")  # the folder changes
+    assert host.map("batchy.work", [{"n": 4}], progress=False, journal=None).progress.ok == 1
+    assert describes(describe_log) == before + 1
+
+
+def test_a_first_call_under_a_standing_approval_describes_once(
+    facet_home: Path, describe_log: Path
+) -> None:
+    """On a cold host the lookup's ``describe`` is the current descriptor the standing
+    approval is weighed against: no second one (two before)."""
+    with mnb.ModuleHost(home=facet_home, policy=unconfined(approved=["batchy.paid"])) as host:
+        inv = host.invoke("batchy.paid", {"n": 2, "cost": 1.0})
+        assert inv.ok and inv.approval.startswith("approved (allow-list, sha256:")
+        assert describes(describe_log) == 1
+        assert host.invoke("batchy.paid", {"n": 3, "cost": 1.0}).ok  # a standing approval
+        assert describes(describe_log) == 2  # is weighed against a fresh describe each call
+
+
 def test_looking_a_capability_up_on_a_cold_host_describes_once(
     host: mnb.ModuleHost, describe_log: Path
 ) -> None:

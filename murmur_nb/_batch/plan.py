@@ -1,8 +1,9 @@
 """What a batch runs, settled once before anything runs: the prepared call, its digest, checks.
 
 A batch uses the host's public API only: :meth:`ModuleHost.prepare` resolves the capability
-(``describe`` runs once, ``refresh=True``) and decides its approval on that same descriptor,
-so a standing approval costs no second ``describe``; every row then runs that
+as ``invoke`` does (``describe`` runs at most once: when the module's folder changed since
+its last one, when it said it needs setup, or to weigh a standing approval) and decides its
+approval on that descriptor; every row then runs that
 :class:`~murmur_nb.PreparedCall` (and a long-running capability's poll its own, prepared
 once too). The module digest is SHA-256 over the descriptor and code digests: what an
 approval pins and what the journal keys rows by.
@@ -90,9 +91,9 @@ def _poll(target: Any, every: float, timeout: float) -> Poll | None:
 def _prepared(
     host: ModuleHost, capability: str, approve: bool
 ) -> tuple[PreparedCall | None, PreparedCall | None, ApprovalRequired | None]:
-    """The row's prepared call and its poll's (``describe`` runs once), or the refusal."""
+    """The row's prepared call and its poll's (``describe`` at most once), or the refusal."""
     try:
-        prepared = host.prepare(capability, approve=approve, refresh=True)
+        prepared = host.prepare(capability, approve=approve)
         cap = prepared.target.cap
         if not (cap.long_running and cap.poll_capability):
             return prepared, None, None
@@ -111,7 +112,7 @@ def plan_for(
     approve: bool = False,
 ) -> Plan:  # fmt: skip
     """Resolve and prepare ``capability`` against its module's current descriptor
-    (``describe`` runs once)."""
+    (``describe`` at most once)."""
     prepared, poll_prepared, refusal = _prepared(host, capability, approve)
     target = prepared.target if prepared is not None else host.resolve(capability)
     desc = target.descriptor

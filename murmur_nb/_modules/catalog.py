@@ -350,7 +350,12 @@ class Catalog:
         )
 
     def target(self, capability: str, *, refresh: bool = False) -> Target:
-        """``capability`` resolved against its module's accepted (``refresh``: fresh) descriptor.
+        """``capability`` resolved against its module's accepted (``refresh``: fresh) descriptor."""
+        return self.resolved(capability, refresh=refresh)[0]
+
+    def resolved(self, capability: str, *, refresh: bool = False) -> tuple[Target, bool]:
+        """:meth:`target`, and whether ``describe`` ran for it just now (a cold or changed
+        module, or ``refresh``): a caller that must weigh the current descriptor then has it.
 
         A kept descriptor saying the module needs setup is not taken as it is: setup happens
         outside the module's folder (a binary installed, a model fetched), so the module is
@@ -362,6 +367,7 @@ class Catalog:
         described = self.described(module_id, refresh=refresh)
         if described is kept and _needs_setup(described):
             described = self.described(module_id, refresh=True)
+        fresh = refresh or described is not kept
         descriptor = self.accepted(module_id, described)
         cap = descriptor.capability(capability)
         if cap is None:
@@ -370,8 +376,9 @@ class Catalog:
                 f"module {module_id!r} has no capability {capability!r} (it offers: {known})"
             )
         assert described.digest is not None and described.snapshot is not None
-        return Target(module_id, descriptor, described.digest, cap, described.code,
-                      described.snapshot.path)  # fmt: skip
+        target = Target(module_id, descriptor, described.digest, cap, described.code,
+                        described.snapshot.path)  # fmt: skip
+        return target, fresh
 
     def held(self, module_id: str) -> tuple[Path, Descriptor]:
         """The module folder and the descriptor held from the last describe (once if never).

@@ -375,10 +375,10 @@ class ModuleHost(KnowledgeMethods):
         module, approval = None, "not evaluated"
         try:
             self._gate.check()
-            target = self._ready(capability, refresh=refresh)
+            target, fresh = self._ready(capability, refresh=refresh)
             module = target.module_id
             target, approval = self._approval(capability, target, approve=approve,
-                                              fresh=refresh)  # fmt: skip
+                                              fresh=fresh)  # fmt: skip
         except BaseException as exc:
             if audit is not None:
                 self._keep(_refused(audit, (module, approval, None), exc, _since(t0)))
@@ -391,16 +391,17 @@ class ModuleHost(KnowledgeMethods):
         with self._lock:
             self._audit.append(row)
 
-    def _ready(self, capability: str, *, refresh: bool = False) -> Target:
-        """Resolve ``capability``; refuse when its module still needs setup."""
-        target = self._target(capability, refresh=refresh)
+    def _ready(self, capability: str, *, refresh: bool = False) -> tuple[Target, bool]:
+        """Resolve ``capability`` (and whether ``describe`` just ran for it); refuse when its
+        module still needs setup."""
+        target, fresh = self._catalog.resolved(capability, refresh=refresh)
         unmet = [r for r in target.descriptor.requirements or [] if not r.available]
         if unmet:
             fixes = "; ".join(f"{r.kind} {r.name}: {r.detail or 'not available'}" for r in unmet)
             raise MissingRequirement(
                 f"module {target.module_id!r} needs setup before {capability} can run: {fixes}"
             )
-        return target
+        return target, fresh
 
     def _approval(
         self, capability: str, target: Target, *, approve: bool, fresh: bool
