@@ -60,6 +60,7 @@ __all__ = [
     "DeadlineExceeded",
     "DigestMismatch",
     "HookConfigError",
+    "HookConfigWarning",
     "HookError",
     "InvalidContextId",
     "InvalidDescriptor",
@@ -238,6 +239,12 @@ class SandboxUnavailable(ModuleHostError):
 
 class SandboxWarning(UserWarning):
     """A module ran with ``Policy(sandbox="best-effort")`` while a guarantee was missing."""
+
+
+class HookConfigWarning(UserWarning):
+    """``murmur.yaml`` grants a hook less than it seems to say: ``read: yes`` (a string, not
+    the YAML boolean ``true``), ``conversations:``, ``raed:``. The hook still loads and runs,
+    default-deny (SPEC §3); the warning names the key and the fix."""
 
 
 class ClusterWarning(UserWarning):

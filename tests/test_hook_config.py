@@ -121,6 +121,35 @@ def test_missing_or_misplaced_grant_denies(tmp_path: Path, capabilities: str) ->
     assert load_hook_config(write(tmp_path, text)).hooks[0].read_granted is False
 
 
+@pytest.mark.parametrize(
+    ("capabilities", "note"),
+    [
+        ("{conversations: {read: true}}",
+         "hooks.h.capabilities.conversations grants nothing here (this host grants only "
+         "conversation.read); did you mean 'conversation'?"),
+        ("{conversation: {raed: true}}",
+         "hooks.h.capabilities.conversation.raed grants nothing here (a hook may only read "
+         "the conversation); did you mean 'read'?"),
+        ("{conversation: {read: true, write: true}}",
+         "hooks.h.capabilities.conversation.write grants nothing here (a hook may only read "
+         "the conversation); known keys: read"),
+        ("{network: {connect: true}}",
+         "hooks.h.capabilities.network grants nothing here (this host grants only "
+         "conversation.read); known keys: conversation"),
+    ],
+)  # fmt: skip
+def test_a_grant_this_host_does_not_know_is_noted(
+    tmp_path: Path, capabilities: str, note: str
+) -> None:
+    """A misspelt or unknown grant is not an error (the file is the runtime's too) but is
+    no longer passed over without a word: the note says what it grants here (nothing) and
+    the key meant. ``read: true`` beside an unknown key still grants."""
+    text = f"hooks:\n  h:\n    component: h.wasm\n    capabilities: {capabilities}\n"
+    entry = load_hook_config(write(tmp_path, text)).hooks[0]
+    assert entry.notes == (note,)
+    assert entry.read_granted is ("read: true" in capabilities and "conversation:" in capabilities)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.from_regex(r"[A-Za-z0-9_]{1,8}", fullmatch=True), st.booleans())
 def test_only_the_boolean_true_grants_property(

@@ -119,7 +119,13 @@ hooks:
 """,
     )
     (path.parent / "hooks" / "empty.wasm").write_bytes(wasmtime.wat2wasm("(component)"))
-    hooks = mnb.HookHost.from_config(path, conversations=store)
+    with pytest.warns(mnb.HookConfigWarning) as said:  # the quoted "true" is said out loud
+        hooks = mnb.HookHost.from_config(path, conversations=store)
+    assert [str(w.message) for w in said] == [
+        f"{path}: hooks.denied.capabilities.conversation.read is 'true' (str), not the YAML "
+        "boolean true, so reading is denied; write `read: true` to grant it (hook 'denied' "
+        "loads and runs without that grant)"
+    ]
     info = hooks.hooks
     assert list(info) == ["reader", "denied", "missing", "junk", "empty"]
     assert info["reader"].component == path.parent / "hooks" / "guest.wasm"

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import murmur_nb as mnb
 from murmur_nb import ConversationStore, DemoHome, HookHost
 from murmur_nb.widgets import HookConsole
 
@@ -156,6 +157,25 @@ def test_an_unknown_context_is_warned_about(hooks: HookHost, store: Conversation
     shown = console.result_view.value
     assert "<details open><summary>stdout</summary>" in shown
     assert "warning" not in console.text()
+
+
+def test_a_grant_that_grants_nothing_is_shown_beside_its_hook(
+    demo_home: DemoHome, store: ConversationStore
+) -> None:
+    """``read: yes`` or a misspelt ``conversations:`` leaves a hook default-deny, as SPEC §3
+    says; the console shows why beside the hook, as loading warned."""
+    path = demo_home.murmur_home / "typo.yaml"
+    path.write_text("hooks:\n  typo:\n    component: hooks/summarize.wasm\n"
+                    "    capabilities: {conversations: {read: true}}\n")  # fmt: skip
+    with pytest.warns(mnb.HookConfigWarning, match="did you mean 'conversation'"):
+        host = HookHost.from_config(path, conversations=store)
+    with host:
+        console = HookConsole(host, store)
+        note = host.hooks["typo"].notes[0]
+        assert f"    note: {note}" in console.text()
+        assert "no grants (reads are not-granted)" in console.text()
+        listing = html.unescape(console.hook_list.value)
+        assert note in listing and ">note<" in listing
 
 
 def test_the_console_loads_a_murmur_yaml_given_by_path(

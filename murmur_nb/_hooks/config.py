@@ -208,18 +208,30 @@ def _limits(raw: object, at: str, base: HookLimits, problems: list[str]) -> Hook
 
 
 def _grant(raw: object, at: str, notes: list[str]) -> bool:
-    """Only the YAML boolean ``true`` at ``capabilities.conversation.read`` grants."""
+    """Only the YAML boolean ``true`` at ``capabilities.conversation.read`` grants. A key
+    this host grants nothing for (``conversations:``, ``raed:``, ``write:``) is noted: the
+    file is the runtime's too, so it is not an error, but it grants nothing here."""
     if raw is None:
         return False
     if not isinstance(raw, dict):
         notes.append(f"{at} is not a mapping, so nothing is granted")
         return False
+    for key in raw:
+        if key != "conversation":
+            hint = _suggest(str(key), ("conversation",))
+            notes.append(f"{at}.{key} grants nothing here (this host grants only "
+                         f"conversation.read); {hint}")  # fmt: skip
     conversation = raw.get("conversation")
     if conversation is None:
         return False
     if not isinstance(conversation, dict):
         notes.append(f"{at}.conversation is not a mapping, so reading is denied")
         return False
+    for key in conversation:
+        if key != "read":
+            hint = _suggest(str(key), ("read",))
+            notes.append(f"{at}.conversation.{key} grants nothing here (a hook may only "
+                         f"read the conversation); {hint}")  # fmt: skip
     value = conversation.get("read")
     if value is True:
         return True

@@ -24,13 +24,14 @@ import hashlib
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._conversations.store import ConversationStore, Message, check_context_id
-from murmur_nb._exceptions import HookError
+from murmur_nb._exceptions import HookConfigWarning, HookError
 from murmur_nb._hooks.bounding import Unbounded, refused_count, rewrite_for
 from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hook, wit_dir
 from murmur_nb._hooks.cache import LoadedComponent, Rewrite
@@ -172,7 +173,11 @@ class HookHost:
         self.lowering = self._linked.lowering
         self.runtime.hosts.add(self)
         self._hooks: dict[str, Loaded] = {}
+        where = str(config.path) if config.path is not None else "murmur.yaml"
         for entry in config.hooks:
+            for note in entry.notes:
+                warnings.warn(f"{where}: {note} (hook {entry.id!r} loads and runs without "
+                              "that grant)", HookConfigWarning, stacklevel=2)  # fmt: skip
             self._hooks[entry.id] = self._load(entry)
 
     @classmethod

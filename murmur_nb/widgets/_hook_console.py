@@ -54,6 +54,11 @@ def _grant_text(entry: Any) -> str:
     return "conversation.read granted" if granted else "no grants (reads are not-granted)"
 
 
+def _notes(entry: Any) -> tuple[str, ...]:
+    """What ``murmur.yaml`` says that grants nothing (``read: yes``, ``raed:``)."""
+    return tuple(getattr(entry, "notes", ()) or ())
+
+
 def _load_error(entry: Any) -> str | None:
     for attr in ("load_error", "error"):
         value = getattr(entry, attr, None)
@@ -223,6 +228,7 @@ class HookConsole(TextView):
                 f"{badge(events, 'info')}"
                 f"{badge(grant, 'ok' if 'granted' in grant and 'not' not in grant else 'muted')}"
                 f"{badge(_limits_text(h), 'muted')}"
+                + "".join(f"<br>{badge('note', 'warn')}{esc(n)}" for n in _notes(h))
                 + (f"<br>{badge('load error', 'error')}{esc(error)}" if error else "")
                 + "</li>"
             )
@@ -263,6 +269,7 @@ class HookConsole(TextView):
             lines.append(f"  {h.id} ({_component_name(h)}) events: {events}; {_grant_text(h)}")
             if _limits_text(h):
                 lines.append(f"    {_limits_text(h)}")
+            lines += [f"    note: {n}" for n in _notes(h)]
             error = _load_error(h)
             if error:
                 lines.append(f"    load error: {error}")
