@@ -152,6 +152,21 @@ def _sample_home(tmp_path: Path) -> Path:
     return home
 
 
+def test_the_home_given_first_is_refused_with_the_call_to_write(tmp_path: Path) -> None:
+    """``RecordWriter(home, context_id)`` and ``read_conversation(context_id, home)`` take
+    their two arguments in opposite orders: swapped, the message shows the right call (it
+    said only that a path is not a context id)."""
+    home = _sample_home(tmp_path)
+    for given, shown in ((home, repr(str(home))), (str(home), repr(str(home))),
+                         (mnb.ConversationStore(home), "store")):  # fmt: skip
+        with pytest.raises(mnb.InvalidContextId) as err:
+            mnb.read_conversation(given, "ctx", progress=False)  # type: ignore[arg-type]
+        assert f"read_conversation('ctx', {shown})" in str(err.value)
+    assert len(mnb.read_conversation("ctx", home, progress=False)) > 0
+    with pytest.raises(mnb.InvalidContextId, match="never a path"):  # nothing to swap with
+        mnb.read_conversation(str(home), progress=False)
+
+
 def test_unreadable_record_raises(tmp_path: Path) -> None:
     (tmp_path / "conversations" / "ctx.jsonl").mkdir(parents=True)
     with pytest.raises(mnb.ConversationReadError, match=r"^unavailable: "):

@@ -35,7 +35,7 @@ from murmur_nb._conversations.store import (
     check_context_id,
     walk_record,
 )
-from murmur_nb._exceptions import MissingDependency
+from murmur_nb._exceptions import InvalidContextId, MissingDependency
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -222,6 +222,20 @@ def _walk_frame(
     return frame
 
 
+def _names_a_record(value: object) -> bool:
+    try:
+        check_context_id(value)
+    except InvalidContextId:
+        return False
+    return True
+
+
+def _home_text(home: object) -> str:
+    if isinstance(home, ConversationStore):
+        return "store"
+    return repr(os.fspath(home)) if isinstance(home, os.PathLike) else repr(home)
+
+
 def read_conversation(context_id: str, home: Home = None, *, progress: bool = True) -> pd.DataFrame:
     """Load one conversation record into a DataFrame, oldest message first.
 
@@ -255,7 +269,18 @@ def read_conversation(context_id: str, home: Home = None, *, progress: bool = Tr
     ConversationReadError
         ``unavailable: <reason>`` when the record exists but cannot be read;
         ``invalid-cursor`` when it was rewritten or truncated during the walk.
+        Also when the home was passed first (``RecordWriter`` takes ``(home,
+        context_id)``, this ``(context_id, home)``): the message shows the call to write.
     """
+    homelike = isinstance(context_id, os.PathLike | ConversationStore) or (
+        isinstance(context_id, str) and "/" in context_id
+    )
+    if homelike and _names_a_record(home):
+        raise InvalidContextId(
+            f"read_conversation takes the context id first, then the home: "
+            f"read_conversation({home!r}, {_home_text(context_id)}) (it was given the home "
+            "first, as RecordWriter(home, context_id) takes them)"
+        )
     check_context_id(context_id)
     store = _store(home)
     reader = store.reader(context_id, granted=True)
