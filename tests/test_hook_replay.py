@@ -116,6 +116,10 @@ def test_many_records_every_record_of_the_home_and_a_list(
     assert caught.value.code == "unknown_hook"
     with pytest.raises(mnb.InvalidContextId):
         mnb.replay(hooks, "../plain-a", progress=False)
+    # the murmur.yaml itself, or nothing: said plainly (an AttributeError on 'hooks' before)
+    for wrong in (records / "murmur.yaml", None):
+        with pytest.raises(TypeError, match=r"takes a HookHost, not .*HookHost.from_config"):
+            mnb.replay(wrong, "plain-a", progress=False)  # type: ignore[arg-type]
 
 
 def test_a_dataframe_offers_exactly_its_messages(hooks: mnb.HookHost, records: Path) -> None:

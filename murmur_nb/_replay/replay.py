@@ -89,6 +89,14 @@ def replay(
         ``attrs["interrupted"]`` is ``True`` when Ctrl-C ended the replay early: the
         rows finished until then are all there.
 
+    Raises
+    ------
+    TypeError
+        ``host`` is not a :class:`~murmur_nb.HookHost` (a path of ``murmur.yaml`` is loaded
+        with :meth:`~murmur_nb.HookHost.from_config` first).
+    HookError
+        ``unknown_hook``: ``hooks`` names a hook ``host`` does not have.
+
     Notes
     -----
     Named ``replay`` after what it does to the records (an offline re-run of the
@@ -100,6 +108,13 @@ def replay(
     --------
     >>> runs = mnb.replay(hooks, "*", windows=50, progress=False)  # doctest: +SKIP
     """
+    from murmur_nb._hooks.host import HookHost  # noqa: PLC0415 - wasmtime loads on first use
+
+    if not isinstance(host, HookHost):
+        raise TypeError(
+            f"replay() takes a HookHost, not {type(host).__name__}: load the hooks with "
+            "mnb.HookHost.from_config('murmur.yaml', conversations=store) and pass that"
+        )
     chosen = hooks_for(host, hooks)
     check_task_id(task_id)
     jobs = jobs_of(source, host.conversations)
