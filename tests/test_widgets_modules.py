@@ -145,6 +145,20 @@ def test_module_browser_shows_versions_effects_setup_and_refusals(host: ModuleHo
     assert repr(browser) == text
 
 
+def test_a_browser_that_finds_no_module_says_where_it_looked(tmp_path: Path) -> None:
+    """A mistyped home gave "0 modules" and nothing else; now it names the folder looked in,
+    whether it exists, and what to do. One module installed there, the line goes."""
+    with ModuleHost(home=tmp_path / "typo") as empty:
+        browser = ModuleBrowser(empty)
+        summary = html.unescape(browser.summary.value)
+        assert f"{tmp_path / 'typo' / 'modules'} does not exist" in summary
+        assert "ModuleHost(home=...)" in summary
+        assert "$FACET_STUDIO_HOME/modules does not exist" in browser.text()
+        (tmp_path / "typo" / "modules").mkdir(parents=True)
+        browser.refresh()
+        assert "holds no module folder" in html.unescape(browser.summary.value)
+
+
 def test_clicking_a_capability_in_its_card_opens_its_form(host: ModuleHost) -> None:
     browser = ModuleBrowser(host)
     assert browser.capability_picker.value == browser.capability_picker.options[0][1]

@@ -305,6 +305,7 @@ class ModuleBrowser(TextView):
         setup = sum(1 for m in self.modules if m.descriptor is not None and m.needs_setup)
         self.summary.value = (
             f"{len(self.modules)} modules"
+            + (f" — {esc(self._empty_hint())}" if not self.modules else "")
             + (" " + badge(f"{refused} refused", "error") if refused else "")
             + (" " + badge(f"{setup} need setup", "warn") if setup else "")
             + " " + self._sandbox_badge()
@@ -584,8 +585,17 @@ class ModuleBrowser(TextView):
             )
         return "".join(out)
 
+    def _empty_hint(self) -> str:
+        """Where the host looked for modules, and what to do, when it found none."""
+        folder = self.host.modules_dir
+        found = "does not exist" if not folder.is_dir() else "holds no module folder"
+        return (f"{folder} {found}: install a module as {folder}/<module-id>/module, or "
+                "give ModuleHost(home=...) the home that holds them")  # fmt: skip
+
     def text(self) -> str:
         lines = [f"ModuleBrowser: {len(self.modules)} modules"]
+        if not self.modules:
+            lines.append(f"  {self._empty_hint()}")
         for info in self.modules:
             d = info.descriptor
             if d is None:
