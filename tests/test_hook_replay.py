@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -231,6 +232,20 @@ def test_a_record_that_cannot_be_read_is_a_row(hooks: mnb.HookHost, records: Pat
     broken = out[out["context_id"] == "broken"]
     assert set(broken["code"]) == {"record_unreadable"}, broken["error"].tolist()
     assert out[out["context_id"] == "plain-c"]["ok"].all()
+
+
+def test_a_context_id_with_no_record_is_warned_about(hooks: mnb.HookHost, records: Path) -> None:
+    """A mistyped id replays the hooks on an empty record, as the runtime would: the rows
+    alone look like a short, healthy record, so the replay says there is no such record and
+    which there are. One with a record, or something unreadable in its place, is not warned
+    about (the latter is its own row)."""
+    with pytest.warns(UserWarning, match=r"no record 'plain-z' under .*records there: plain-a"):
+        out = mnb.replay(hooks, ["plain-a", "plain-z"], progress=False)
+    assert set(out["context_id"]) == {"plain-a", "plain-z"}
+    assert (out[out["context_id"] == "plain-z"]["messages_in"].fillna(0) == 0).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mnb.replay(hooks, "plain-a", progress=False)
 
 
 @pytest.fixture

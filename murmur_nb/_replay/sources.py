@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,27 @@ def _frame_jobs(frame: Any) -> list[RecordJob]:
     return [RecordJob(c, tuple(ms)) for c, ms in grouped.items()]
 
 
+def _named(contexts: list[str], conversations: Any) -> list[RecordJob]:
+    """Jobs of the records named; a name with no record under the home is warned about (a
+    hook reads such a record as empty, as the runtime's would: the rows alone look fine)."""
+    path_of = getattr(conversations, "record_path", None)
+    missing = [] if path_of is None else [
+        c for c in dict.fromkeys(contexts) if not os.path.lexists(path_of(c))
+    ]  # fmt: skip
+    if missing:
+        known = conversations.contexts()
+        more = f" (+{len(missing) - 5})" if len(missing) > 5 else ""
+        shown = ", ".join(map(repr, missing[:5])) + more
+        some = ", ".join(sorted(known)[:5]) or "none"
+        warnings.warn(
+            f"no record {shown} under {conversations.home}: its hooks are replayed on an "
+            f"empty record, as the runtime would run them (records there: {some}; "
+            "mnb.ConversationStore(home).contexts() lists them)",
+            UserWarning, stacklevel=4,  # the caller of replay()
+        )  # fmt: skip
+    return [RecordJob(c) for c in contexts]
+
+
 def jobs_of(source: Any, conversations: Any) -> list[RecordJob]:
     """The records ``source`` names (see :func:`murmur_nb.replay`)."""
     if hasattr(source, "columns") and hasattr(source, "attrs"):
@@ -104,9 +126,9 @@ def jobs_of(source: Any, conversations: Any) -> list[RecordJob]:
     if source == HOME:
         return [RecordJob(c) for c in conversations.contexts()]
     if isinstance(source, str):
-        return [RecordJob(check_context_id(source))]
+        return _named([check_context_id(source)], conversations)
     if isinstance(source, Sequence) or hasattr(source, "__iter__"):
-        return [RecordJob(check_context_id(c)) for c in source]
+        return _named([check_context_id(c) for c in source], conversations)
     raise TypeError(
         f"cannot replay {type(source).__name__}: pass a context id, a list of them, "
         "'*' (every record under the home) or a DataFrame from mnb.read_conversation(s)"
