@@ -79,6 +79,15 @@ def test_invoke(facet_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
     assert status == 3 and inv["host_error"]["code"] == "invalid_input"
 
 
+def test_python_dash_m_runs_the_same_command(facet_home: Path) -> None:
+    """``python -m murmur_nb`` is ``murmur-nb``, for a venv whose scripts are not on PATH."""
+    done = subprocess.run([sys.executable, "-m", "murmur_nb", "--home", str(facet_home), "list"],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert {m["id"] for m in listed} >= {"good"}
+
+
 def test_usage_errors(facet_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--home", str(facet_home), "invoke", "good.echo", "{not json"]) == 2
     assert main(["--home", str(facet_home), "--grant", "teleport=x", "list"]) == 2

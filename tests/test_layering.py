@@ -39,7 +39,7 @@ PACKAGE = Path(murmur_nb.__file__).parent
 
 #: From the top down; units of one layer do not import each other.
 LAYERS: list[set[str]] = [
-    {"__init__", "_pytest_plugin"},  # the flat public namespace; the pytest plugin
+    {"__init__", "__main__", "_pytest_plugin"},  # the public namespace; python -m; the plugin
     {"_demo"},  # the demo home: modules, hooks and a conversation to try things on
     {"widgets"},  # the only users of ipywidgets
     {"_checker"},  # the module checker and the murmur-nb command line
