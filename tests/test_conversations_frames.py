@@ -152,6 +152,31 @@ def _sample_home(tmp_path: Path) -> Path:
     return home
 
 
+def test_lines_that_are_not_messages_are_counted_in_attrs(tmp_path: Path) -> None:
+    """SPEC §3 leaves such lines out of the record; the frame says how many there were, so
+    a record with unreadable lines does not pass for a clean one. Blank lines and the last
+    line while it has no newline are not counted."""
+    with mnb.RecordWriter(tmp_path, "ctx") as writer:
+        writer.append("user", "one")
+        writer.append("assistant", "two")
+    path = tmp_path / "conversations" / "ctx.jsonl"
+    with path.open("a") as record:
+        record.write('{not json}\n\n{"id": "x", "role": "user", "content": 5}\n')
+        record.write('{"id": "y", "role": "user", "content": "still being writ')
+    store = mnb.ConversationStore(tmp_path)
+    frame = mnb.read_conversation("ctx", store, progress=False)
+    assert list(frame["content"]) == ["one", "two"]
+    assert frame.attrs["skipped_lines"] == 2
+    again = mnb.read_conversation("ctx", store, progress=False)  # the store's index is warm
+    assert again.attrs["skipped_lines"] == 2
+    with path.open("a") as record:
+        record.write('ten"}\n[1, 2]\n')
+    grown = mnb.read_conversation("ctx", store, progress=False)
+    assert list(grown["content"]) == ["one", "two", "still being written"]
+    assert grown.attrs["skipped_lines"] == 3
+    assert mnb.read_conversation("none", store, progress=False).attrs["skipped_lines"] == 0
+
+
 def test_the_home_given_first_is_refused_with_the_call_to_write(tmp_path: Path) -> None:
     """``RecordWriter(home, context_id)`` and ``read_conversation(context_id, home)`` take
     their two arguments in opposite orders: swapped, the message shows the right call (it

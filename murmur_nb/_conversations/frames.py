@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from murmur_nb._conversations import tool_envelope
-from murmur_nb._conversations.index import Columns
+from murmur_nb._conversations.index import Columns, Walk
 from murmur_nb._conversations.store import (
     ConversationReader,
     ConversationStore,
@@ -212,13 +212,15 @@ def _walk_frame(
                 desc=f"reading {reader.context_id}",
                 leave=False,
             )
+    walk = Walk(bar.update if bar is not None else None)
     try:
         with _gc_paused():
-            frame = _frame(walk_record(reader, bar.update if bar is not None else None))
+            frame = _frame(walk_record(reader, walk=walk))
     finally:
         if bar is not None:
             bar.update(max(0, bar.total - bar.n))
             bar.close()
+    frame.attrs["skipped_lines"] = max(0, walk.skipped)
     return frame
 
 
@@ -261,6 +263,9 @@ def read_conversation(context_id: str, home: Home = None, *, progress: bool = Tr
         ``created_at`` (datetime64 UTC, NaT when absent or not RFC 3339), and for tool
         rows ``tool_call_id`` (string), ``is_error`` (nullable boolean) and ``body`` (the
         decoded tool result). A record that does not exist gives an empty frame.
+        ``attrs["skipped_lines"]`` counts the record's complete lines, up to ``T``, that
+        are not messages and were left out (SPEC §3: not JSON, missing keys; blank lines
+        aside).
 
     Raises
     ------

@@ -118,11 +118,15 @@ class Walk:
     on_bytes: ProgressCallback | None = None
     sink: Columns | None = None
     sink_base: int = -1
+    #: lines of the record, as its first page saw it, that are not messages (blank ones
+    #: aside); ``-1`` until then
+    skipped: int = -1
 
     def restart(self) -> None:
         """Drop the kept columns: the record changed and is being indexed afresh."""
         self.sink = None
         self.sink_base = -1
+        self.skipped = -1
 
 
 class RecordIndex:
@@ -142,6 +146,7 @@ class RecordIndex:
         "lock",
         "path",
         "scanned",
+        "skipped",
         "token",
     )
 
@@ -162,6 +167,7 @@ class RecordIndex:
         self.epoch += 1
         self.count = 0
         self.scanned = 0
+        self.skipped = 0  # complete lines that are not messages, blank ones aside
         self.token: bytes | None = None
         self._seen: tuple[int, int] | None = None
         self._head = b""
@@ -187,6 +193,8 @@ class RecordIndex:
         elif self._seen == (st.st_size, st.st_mtime_ns):
             if walk is not None:
                 walk.sink, walk.sink_base = Columns(), self.count
+                if walk.skipped < 0:
+                    walk.skipped = self.skipped
             return
         fd = os.open(self.path, OPEN_FLAGS)
         try:
@@ -199,6 +207,8 @@ class RecordIndex:
                 walk.sink, walk.sink_base = Columns(), self.count
             self._scan(fd, fst.st_size, walk.sink if walk is not None else None, walk)
             self._seen = (fst.st_size, fst.st_mtime_ns)
+            if walk is not None and walk.skipped < 0:
+                walk.skipped = self.skipped
         finally:
             os.close(fd)
 
@@ -251,6 +261,7 @@ class RecordIndex:
                 self.token = digest.digest()
             lines = buf[:cut].split(b"\n")
             kept = message_lines(lines) if sink is None else message_lines_into(lines, sink)
+            self.skipped += len(lines) - len(kept) - lines.count(b"")
             if kept:
                 newlines = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=cut + 1) == 10)
                 chosen = np.array(kept, dtype=np.intp)

@@ -322,14 +322,18 @@ class ConversationReader:
         return rows, page.next_cursor, page.total, page.start
 
 
-def walk_record(reader: ConversationReader, on_bytes: ProgressCallback | None = None) -> Columns:
+def walk_record(
+    reader: ConversationReader, on_bytes: ProgressCallback | None = None, *,
+    walk: Walk | None = None,
+) -> Columns:  # fmt: skip
     """Walk every page from ``cursor=None`` until no cursor; return what they held.
 
     The pages tile ``[0, T)`` newest first, ``T`` being the first page's ``total``;
     the result holds those messages oldest first, as columns. ``on_bytes`` is called
-    with the number of record bytes each step read (for a progress bar).
+    with the number of record bytes each step read (for a progress bar). ``walk``, when
+    given, is the walk's state, for what else it found (``walk.skipped``).
     """
-    walk = Walk(on_bytes)
+    walk = walk if walk is not None else Walk(on_bytes)
     decoded: list[list[Row]] = []
     cursor: str | None = None
     while True:
