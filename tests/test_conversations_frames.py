@@ -152,6 +152,19 @@ def _sample_home(tmp_path: Path) -> Path:
     return home
 
 
+def test_a_file_given_as_the_home_is_refused(tmp_path: Path) -> None:
+    """A record's own path passed as the home listed no record and read nothing, silently
+    (``ModuleHost`` refuses a file for its home the same way)."""
+    with mnb.RecordWriter(tmp_path, "ctx") as writer:
+        writer.append("user", "one")
+    record = tmp_path / "conversations" / "ctx.jsonl"
+    with pytest.raises(ValueError, match=r"is a file, not a murmur home: pass the folder"):
+        mnb.ConversationStore(record)
+    with pytest.raises(ValueError, match="is a file"):
+        mnb.read_conversations(record)
+    assert mnb.ConversationStore(tmp_path / "not yet").contexts() == []  # made later: fine
+
+
 def test_lines_that_are_not_messages_are_counted_in_attrs(tmp_path: Path) -> None:
     """SPEC §3 leaves such lines out of the record; the frame says how many there were, so
     a record with unreadable lines does not pass for a clean one. Blank lines and the last

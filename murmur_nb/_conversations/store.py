@@ -94,6 +94,11 @@ class ConversationStore:
         one, so a cursor is only accepted by readers of the store that issued it. Pass
         the same key to several stores to let cursors move between them.
 
+    Raises
+    ------
+    ValueError
+        ``home`` is a file (a record's path given for its home, say): it listed no record.
+
     Notes
     -----
     The store keeps one incremental index per record it has served, so keep one store
@@ -105,6 +110,11 @@ class ConversationStore:
         self, home: str | os.PathLike[str] | None = None, *, cursor_key: bytes | None = None
     ) -> None:
         self.home = Path(home).expanduser() if home is not None else default_home()
+        if self.home.exists() and not self.home.is_dir():
+            raise ValueError(
+                f"home={str(self.home)!r} is a file, not a murmur home: pass the folder that "
+                "holds (or will hold) conversations/<context-id>.jsonl"
+            )
         self._codec = CursorCodec(cursor_key)
         self._indexes: dict[str, RecordIndex] = {}
         self._lock = threading.Lock()
