@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from murmur_nb._conversations import tool_envelope
 from murmur_nb._conversations.index import Columns, Walk
 from murmur_nb._conversations.store import (
+    CONTEXT_ID_PATTERN,
     ConversationReader,
     ConversationStore,
     check_context_id,
@@ -224,14 +225,6 @@ def _walk_frame(
     return frame
 
 
-def _names_a_record(value: object) -> bool:
-    try:
-        check_context_id(value)
-    except InvalidContextId:
-        return False
-    return True
-
-
 def _home_text(home: object) -> str:
     if isinstance(home, ConversationStore):
         return "store"
@@ -270,17 +263,17 @@ def read_conversation(context_id: str, home: Home = None, *, progress: bool = Tr
     Raises
     ------
     InvalidContextId
-        ``context_id`` is not a plain name.
+        ``context_id`` is not a plain name; also when the home was passed first
+        (``RecordWriter`` takes ``(home, context_id)``, this ``(context_id, home)``): the
+        message shows the call to write.
     ConversationReadError
         ``unavailable: <reason>`` when the record exists but cannot be read;
         ``invalid-cursor`` when it was rewritten or truncated during the walk.
-        Also when the home was passed first (``RecordWriter`` takes ``(home,
-        context_id)``, this ``(context_id, home)``): the message shows the call to write.
     """
     homelike = isinstance(context_id, os.PathLike | ConversationStore) or (
         isinstance(context_id, str) and "/" in context_id
     )
-    if homelike and _names_a_record(home):
+    if homelike and type(home) is str and CONTEXT_ID_PATTERN.fullmatch(home) is not None:
         raise InvalidContextId(
             f"read_conversation takes the context id first, then the home: "
             f"read_conversation({home!r}, {_home_text(context_id)}) (it was given the home "
