@@ -98,10 +98,10 @@ def _named(contexts: list[str], conversations: Any) -> list[RecordJob]:
         c for c in dict.fromkeys(contexts) if not os.path.lexists(path_of(c))
     ]  # fmt: skip
     if missing:
-        known = conversations.contexts()
+        known = conversations.contexts()  # sorted
         more = f" (+{len(missing) - 5})" if len(missing) > 5 else ""
         shown = ", ".join(map(repr, missing[:5])) + more
-        some = ", ".join(sorted(known)[:5]) or "none"
+        some = ", ".join(known[:5]) or "none"
         warnings.warn(
             f"no record {shown} under {conversations.home}: its hooks are replayed on an "
             f"empty record, as the runtime would run them (records there: {some}; "
