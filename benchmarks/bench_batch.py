@@ -1,7 +1,7 @@
 """Throughput, host CPU per row, cluster ratio, resume cost and kernel memory of ``map``.
 
-Run: ``python benchmarks/bench_batch.py [--rows N] [--rss-rows M]`` (about 3-4 minutes on 2
-cores).
+Run: ``python benchmarks/bench_batch.py [--rows N] [--rss-rows M] [--rounds R]`` (about 1.5
+minutes on 2 cores).
 
 Every row is a real sandboxed ``invoke`` of a trivial ``/bin/sh`` module (the same kind of
 module as ``bench_invoke.py``), with the host's default policy.
@@ -9,7 +9,9 @@ module as ``bench_invoke.py``), with the host's default policy.
 1. *Batch speedup.* ``--rows`` (1,000) invocations as a sequential loop of ``invoke`` and as
    one ``map`` (default concurrency: two rows per usable core), measured A-B-A: half of the
    loop's rows right before the map and half right after, so a shared machine that speeds
-   up or slows down during the run moves both sides alike. Speedup = loop time / map time.
+   up or slows down during the run moves both sides alike. Speedup = loop time / map time,
+   the median of ``--rounds`` (3) such A-B-A rounds (each printed): one round is about 4 s,
+   and a neighbour's burst on a shared machine moved a single round's figure by +-10 %.
    Goal: >= 1.85 on 2 cores. For reference, the same is measured for bare ``bwrap`` runs of
    ``/bin/true`` (a mount, PID and IPC namespace each, no host): how far a namespace per run
    scales on this machine's kernel at all; and for pure-Python loops in one process per core,
@@ -18,13 +20,14 @@ module as ``bench_invoke.py``), with the host's default policy.
 2. *Host CPU per row.* The kernel process's own CPU time (``time.process_time()``: every
    thread of this process, user and system, not the module processes it starts) over that
    local ``map``, divided by its rows: what the host's Python part and its ``fork`` cost per
-   row. Goal: <= 0.6 ms. Beside it, ``run_cpu_ms``: the same per row for a loop of
-   ``PreparedCall.run`` over half the rows (inputs checked before, as a batch does), so what
-   the batch adds to its runs is the difference.
+   row (the median of the rounds' maps). Goal: <= 0.6 ms. Beside it, ``run_cpu_ms``: the
+   same per row for a loop of ``PreparedCall.run`` over half the rows (inputs checked
+   before, as a batch does), so what the batch adds to its runs is the difference.
 3. *Dask ratio.* The same rows by ``map(..., client=)`` on a ``LocalCluster`` of 2 worker
    processes (1 thread each; a task runs its rows two at a time), against local ``map``.
-   Ratio = local time / cluster time
-   (cluster start-up excluded, the first shipment of the module included). Goal: >= 0.7.
+   Ratio = local time / cluster time, the median of ``--rounds`` pairs run in turn
+   (cluster start-up excluded, the first shipment of the module included in the first
+   pair's). Goal: >= 0.7.
 4. *Resume.* The finished ``--rows`` batch (journaled) run again: every row is skipped.
    Goal: < 1 s.
 5. *Kernel RSS.* The growth of this process's resident memory (sampled every 50 ms with the
@@ -60,6 +63,7 @@ import argparse
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -241,6 +245,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--rss-rows", type=int, default=25_000)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     from distributed import Client, LocalCluster
 
@@ -254,13 +259,24 @@ def main() -> None:
         host.invoke("benchsh.run", {"count": -1})  # describe and snapshot once
         half = args.rows // 2
         looped, mapped = Machine(), Machine()
-        seq = looped.timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[:half]])
-        journal = Path(tmp, "journal.sqlite")
-        cpu = time.process_time()
-        local = mapped.timed(lambda: host.map("benchsh.run", inputs, progress=False,
-                                              journal=journal))  # fmt: skip
-        cpu_ms = (time.process_time() - cpu) * 1000 / args.rows
-        seq += looped.timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[half:]])
+        rounds: list[tuple[float, float, float]] = []  # (loop s, map s, kernel CPU ms a row)
+        for n in range(args.rounds):
+            journal = Path(tmp, f"journal-{n}.sqlite")
+            seq = looped.timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[:half]])
+            cpu = time.process_time()
+            local = mapped.timed(lambda j=journal: host.map("benchsh.run", inputs,
+                                                            progress=False, journal=j))  # fmt: skip
+            cpu_ms = (time.process_time() - cpu) * 1000 / args.rows
+            seq += looped.timed(lambda: [host.invoke("benchsh.run", x) for x in inputs[half:]])
+            rounds.append((seq, local, cpu_ms))
+        speedups = [s / m for s, m, _ in rounds]
+        print("A-B-A rounds (loop s / map s = speedup, kernel CPU a row): " + "; ".join(
+            f"{s:.2f}/{m:.2f} = {s / m:.2f}x, {c:.3f} ms" for s, m, c in rounds))  # fmt: skip
+        speedup = statistics.median(speedups)
+        cpu_ms = statistics.median(c for _, _, c in rounds)
+        seq = statistics.median(s for s, _, _ in rounds)
+        local = statistics.median(m for _, m, _ in rounds)
+        journal = Path(tmp, "journal-0.sqlite")
         # the same rows' runs alone, one after the other (each input checked before, as a
         # batch checks them): what the map's kernel CPU per row is beyond the runs themselves
         prepared = host.prepare("benchsh.run")
@@ -302,21 +318,38 @@ def main() -> None:
         print(f"resume of the finished {args.rows}-row batch: {resume:.3f} s")
         cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
+        pairs: list[tuple[float, float]] = []  # (local s, cluster s)
         with Client(cluster) as client:
-            remote = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
-                                             journal=None, client=client))  # fmt: skip
-            local2 = _timed(lambda: host.map("benchsh.run", inputs, progress=False,
-                                             journal=None))  # fmt: skip
+            for n in range(args.rounds):
+
+                def on_cluster() -> float:
+                    return _timed(lambda: host.map("benchsh.run", inputs, progress=False,
+                                                   journal=None, client=client))  # fmt: skip
+
+                def here() -> float:
+                    return _timed(lambda: host.map("benchsh.run", inputs, progress=False,
+                                                   journal=None))  # fmt: skip
+
+                # the first pair starts on the cluster (its first shipment of the module
+                # counted), later ones take turns, so a drift moves both sides alike
+                if n % 2 == 0:
+                    remote = on_cluster()
+                    local2 = here()
+                else:
+                    local2 = here()
+                    remote = on_cluster()
+                pairs.append((local2, remote))
         cluster.close()
-        print(f"{args.rows} rows: LocalCluster(2 workers) map {remote:.2f} s, local map "
-              f"{local2:.2f} s")  # fmt: skip
+        dask_ratio = statistics.median(lo / re for lo, re in pairs)
+        print(f"{args.rows} rows, LocalCluster(2 workers) map against local map: " + "; ".join(
+            f"{re:.2f} s / {lo:.2f} s = {lo / re:.2f}" for lo, re in pairs))  # fmt: skip
         measured, rss = bench_rss(host, args.rss_rows, Path(tmp, "rss.sqlite"))
         print(f"kernel RSS growth over {args.rss_rows} rows: {measured:.1f} MiB; projected "
               f"to 100,000 rows: {rss:.1f} MiB")  # fmt: skip
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; the benchmark took "
           f"{time.perf_counter() - began:.0f} s")  # fmt: skip
-    print(f"batch_speedup={seq / local:.2f} dask_ratio={local2 / remote:.2f} "
+    print(f"batch_speedup={speedup:.2f} dask_ratio={dask_ratio:.2f} "
           f"resume_s={resume:.3f} rss_mb={rss:.1f} host_cpu_ms_per_row={cpu_ms:.3f} "
           f"run_cpu_ms={run_ms:.3f} "
           f"loop_cores={looped.cores_used:.2f} machine_cpu_ms_per_row={map_row_ms:.2f} "
