@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _modules import install
+from _modules import install, sh_module
 
 import murmur_nb as mnb
 from murmur_nb._modules.request import (  # private: the rule, checked against Go's table
@@ -239,6 +239,43 @@ def test_a_host_over_a_file_or_with_a_dict_for_a_policy_is_refused(tmp_path: Pat
         mnb.ModuleHost(home=tmp_path / "home", policy={"network": ["*"]})  # type: ignore[arg-type]
     with mnb.ModuleHost(home=tmp_path / "home", policy=mnb.Policy.from_mapping({})) as host:
         assert host.modules() == []
+
+
+@pytest.mark.parametrize("kind", ["read", "write"])
+@pytest.mark.parametrize("made", ["missing", "file"])
+def test_a_root_the_policy_maps_to_no_folder_refuses_the_call(
+    tmp_path: Path, kind: str, made: str
+) -> None:
+    """A root mapped to a folder not made yet (or to a file) was left out of the request with
+    a warning only on ``exc.invocation.warnings``: the module ran without a root it was
+    promised and failed on its own line (``KeyError: 'out'``), the error telling the user to
+    fix the module. The call is refused before the module starts, naming the root, the path
+    and the fix; once the folder is there the same call runs."""
+    home, log = tmp_path / "home", tmp_path / "log"
+    log.mkdir()
+    # the module touches ``ran`` in its "log" root once it has read its request
+    sh_module(home, "rooted", reads=("src",) if kind == "read" else (), writes=("out", "log"),
+              after='p=${line#*\\"log\\":{\\"path\\":\\"}; p=${p%%\\"*}; : > "$p/ran"')  # fmt: skip
+    named = "src" if kind == "read" else "out"
+    target = tmp_path / "target"
+    if made == "file":
+        target.write_text("a file\n")
+    policy = mnb.Policy(roots={"log": log, named: target}, approved=["rooted.run"])
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        with pytest.raises(mnb.ModuleHostError) as caught:
+            host.invoke("rooted.run")
+        assert caught.value.code == "root_unavailable"
+        message = str(caught.value)
+        assert f"{kind} root {named!r} to {target}" in message
+        assert "rooted.run was not run" in message
+        assert (f"mkdir -p {target}" in message) == (made == "missing")
+        assert not (log / "ran").exists()  # the module never started
+        assert host.audit()["outcome"].iloc[-1] == "root_unavailable"
+        if made == "file":
+            target.unlink()
+        target.mkdir()
+        host.invoke("rooted.run")
+        assert (log / "ran").exists()
 
 
 def test_bounds_within_the_policy_reach_the_module(facet_home: Path) -> None:

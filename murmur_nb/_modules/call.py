@@ -9,7 +9,8 @@
   with a warning.
 * **Roots, grants and binaries come from the policy** (see :mod:`.policy`), intersected
   with what the module declared; a write root the policy does not map is a fresh folder
-  under the invocation's run folder.
+  under the invocation's run folder, and a root it maps to no folder refuses the call
+  (``root_unavailable``: nothing runs).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._exceptions import InvalidInput, NotGranted
+from murmur_nb._exceptions import InvalidInput, ModuleHostError, NotGranted
 from murmur_nb._modules.catalog import Target
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.request import canonical_path, check_bounds, shadowing_keys, strict_json
@@ -95,7 +96,8 @@ def build_request(
     _check_staged(call, target, store)
     run_dir = workspace.runs_dir() / call.request_id
     roots, root_warnings = build_roots(
-        target.descriptor, run_dir, policy=policy, staged_view=staged_view, staged=call.staged
+        target.descriptor, run_dir, policy=policy, staged_view=staged_view, staged=call.staged,
+        capability=call.capability,
     )
     request = Request(
         protocol=PROTOCOL_ID,
@@ -218,24 +220,29 @@ def build_roots(
     policy: Policy,
     staged_view: StagedView,
     staged: Sequence[StagedArtifact],
+    capability: str = "",
 ) -> tuple[dict[str, Root], list[str]]:
     """The declared roots the policy supplies (read roots ``ro``, write roots ``rw``), and
-    the warnings about roots the policy maps to something that is no folder."""
+    warnings (none today: the list is the request builder's to extend).
+
+    Raises
+    ------
+    ModuleHostError
+        ``root_unavailable``: the policy maps a declared root to something that is no
+        folder (a path not made yet, a file). Nothing ran: the module was promised that
+        root (a write root always gets one, SPEC §1), and without it failed on its own
+        line, its error pointing at the module instead of the policy.
+    """
     perms = descriptor.permissions
     roots: dict[str, Root] = {}
-    warnings: list[str] = []
     for name in perms.filesystem_read or []:
         if name == STAGED_ROOT and staged:
             roots[name] = Root(path=canonical_path(staged_view(run_dir, staged)), mode="ro")
             continue
         path = policy.root_path(name)
-        if path is not None and path.is_dir():
+        if path is not None:
+            _check_root(path, name, "read", descriptor, capability)
             roots[name] = Root(path=canonical_path(path), mode="ro")
-        elif path is not None:
-            warnings.append(
-                f"policy maps read root {name!r} to {path}, which is not a "
-                "folder; it was not supplied"
-            )
     fresh = 0
     for name in perms.filesystem_write or []:
         path = policy.root_path(name)
@@ -244,11 +251,27 @@ def build_roots(
             path = run_dir / f"w{fresh}-{safe}"
             fresh += 1
             path.mkdir(parents=True)
-        elif not path.is_dir():
-            warnings.append(
-                f"policy maps write root {name!r} to {path}, which is not a "
-                "folder; it was not supplied"
-            )
-            continue
+        else:
+            _check_root(path, name, "write", descriptor, capability)
         roots[name] = Root(path=canonical_path(path), mode="rw")
-    return roots, warnings
+    return roots, []
+
+
+def _check_root(path: Path, name: str, kind: str, descriptor: Descriptor, capability: str) -> None:
+    """Refuse the call when the policy maps root ``name`` to no folder (``root_unavailable``)."""
+    if path.is_dir():
+        return
+    what = "is a file, not a folder" if path.exists() else "does not exist"
+    given = descriptor.module
+    subject = capability or f"module {given!r}"
+    fix = (
+        f"create it (mkdir -p {path}), or map {name!r} to an existing folder"
+        if not path.exists()
+        else f"map {name!r} to a folder"
+    )
+    raise ModuleHostError(
+        f"policy maps {kind} root {name!r} to {path}, which {what}; {subject} was not run "
+        f"(module {given!r} declares that root in permissions.filesystem_{kind}). Fix the "
+        f"policy: {fix} in Policy(roots=...)",
+        code="root_unavailable",
+    )

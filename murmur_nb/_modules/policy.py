@@ -6,7 +6,8 @@ invocation the host intersects that request with this policy:
 * **roots** — logical root names mapped to folders. Only names the module declared are
   supplied, canonicalized (``realpath``), ``ro`` for ``filesystem_read`` and ``rw`` for
   ``filesystem_write``. A write root the policy does not map gets a fresh, empty
-  per-invocation folder; a read root the policy does not map is simply absent.
+  per-invocation folder; a read root the policy does not map is simply absent. A root the
+  policy maps to no folder (not made yet, a file) refuses the call, ``root_unavailable``.
 * **grants** — per kind (network, credentials, paid providers, subprocess) the names the
   policy allows; ``"*"`` allows every name the module declared. ``publish`` is a boolean.
 * **binaries** — a resolution table from a subprocess name to an absolute path. A granted
@@ -54,7 +55,9 @@ class Policy:
     Parameters
     ----------
     roots
-        Logical root name -> folder. Supplied only when the module declared the name.
+        Logical root name -> folder. Supplied only when the module declared the name; a
+        call of a module that declares a name mapped to no folder is refused
+        (``ModuleHostError``, code ``root_unavailable``).
     network, credentials, paid_providers, subprocess
         Names the policy allows per grant kind; ``"*"`` allows every declared name.
     publish
