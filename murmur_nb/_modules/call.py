@@ -95,10 +95,8 @@ def build_request(
     binaries = _binaries(policy, grants)
     _check_staged(call, target, store)
     run_dir = workspace.runs_dir() / call.request_id
-    roots, root_warnings = build_roots(
-        target.descriptor, run_dir, policy=policy, staged_view=staged_view, staged=call.staged,
-        capability=call.capability,
-    )
+    roots = build_roots(target.descriptor, run_dir, policy=policy, staged_view=staged_view,
+                        staged=call.staged, capability=call.capability)  # fmt: skip
     request = Request(
         protocol=PROTOCOL_ID,
         capability=call.capability,
@@ -111,7 +109,7 @@ def build_request(
         max_output_bytes=bound,
         extra=extra,
     )
-    return Built(request, (*extra_warnings, *root_warnings))
+    return Built(request, tuple(extra_warnings))
 
 
 def checked_input(
@@ -221,9 +219,8 @@ def build_roots(
     staged_view: StagedView,
     staged: Sequence[StagedArtifact],
     capability: str = "",
-) -> tuple[dict[str, Root], list[str]]:
-    """The declared roots the policy supplies (read roots ``ro``, write roots ``rw``), and
-    warnings (none today: the list is the request builder's to extend).
+) -> dict[str, Root]:
+    """The declared roots the policy supplies (read roots ``ro``, write roots ``rw``).
 
     Raises
     ------
@@ -254,7 +251,7 @@ def build_roots(
         else:
             _check_root(path, name, "write", descriptor, capability)
         roots[name] = Root(path=canonical_path(path), mode="rw")
-    return roots, []
+    return roots
 
 
 def _check_root(path: Path, name: str, kind: str, descriptor: Descriptor, capability: str) -> None:
