@@ -71,6 +71,9 @@ def test_invoke(facet_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
     status, inv = _run(capsys, *base, "invoke", "good.paid")
     assert status == 3 and inv["host_error"]["code"] == "approval_required"
     assert inv["host_error"]["reasons"] and not (out_root / "ran-paid").exists()
+    # the fix it names is the command line's (it named host.approve(...) in Python)
+    said = inv["host_error"]["message"]
+    assert "--approve" in said and "--allow good.paid" in said and "host.approve" not in said
     status, inv = _run(capsys, *base, "invoke", "good.paid", "--approve")
     assert status == 0 and (out_root / "ran-paid").exists()
     status, inv = _run(capsys, *base, "--allow", "good.paid", "invoke", "good.paid")
@@ -90,8 +93,36 @@ def test_python_dash_m_runs_the_same_command(facet_home: Path) -> None:
 
 def test_usage_errors(facet_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--home", str(facet_home), "invoke", "good.echo", "{not json"]) == 2
+    # said once: it read "murmur-nb: murmur-nb: the input is not JSON"
+    assert capsys.readouterr().err.startswith("murmur-nb: the input is not JSON: ")
     assert main(["--home", str(facet_home), "--grant", "teleport=x", "list"]) == 2
     assert "KIND=NAME" in capsys.readouterr().err
+    assert main(["--home", str(facet_home), "invoke", "good.echo", "--extra", "{bad"]) == 2
+    assert capsys.readouterr().err.startswith("murmur-nb: --extra is not JSON: ")
+    assert main(["--home", str(facet_home), "invoke", "good.echo", "--extra", "[1]"]) == 2
+    assert "--extra must be a JSON object" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--policy", "--input-file"])
+def test_a_file_that_cannot_be_read_is_a_usage_error(
+    facet_home: Path, tmp_path: Path, flag: str
+) -> None:
+    """A missing ``--policy`` or ``--input-file`` ended in a Python traceback
+    (``FileNotFoundError``); it is a one-line usage error, status 2, like a bad ``--grant``."""
+    missing = tmp_path / "nothere.json"
+    home = ["--home", str(facet_home)]
+    if flag == "--policy":
+        argv, wanted = [*home, "--policy", str(missing), "list"], "a policy file (.json or .yaml)"
+    else:
+        argv = [*home, "invoke", "good.echo", "--input-file", str(missing)]
+        wanted = "a file holding the input JSON"
+    done = subprocess.run([sys.executable, "-m", "murmur_nb", *argv], capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"murmur-nb: {flag} {missing}: cannot be read (No such file or directory); give {wanted}"
+    )
+    assert "Traceback" not in done.stderr and done.stdout == ""
 
 
 def test_a_yaml_policy_with_a_key_given_twice_is_refused(

@@ -25,6 +25,7 @@ from murmur_nb._exceptions import (
     ModuleHostError,
     ProtocolViolation,
 )
+from murmur_nb._modules.approval import APPROVE_IN_PYTHON
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import GRANT_KINDS, Policy
@@ -43,10 +44,19 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _read_file(path: str, flag: str, what: str) -> str:
+    """The text of the file ``flag`` names; a one-line usage error when it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SystemExit(f"murmur-nb: {flag} {path}: cannot be read ({why}); give {what}") from None
+
+
 def _load_policy(args: argparse.Namespace) -> Policy:
     data: dict[str, Any] = {}
     if args.policy:
-        text = Path(args.policy).read_text()
+        text = _read_file(args.policy, "--policy", "a policy file (.json or .yaml)")
         if args.policy.endswith((".yaml", ".yml")):
             import yaml  # noqa: PLC0415 - only for YAML policy files
 
@@ -57,7 +67,10 @@ def _load_policy(args: argparse.Namespace) -> Policy:
             except yaml.YAMLError as exc:
                 raise SystemExit(f"murmur-nb: {args.policy}: not valid YAML: {exc}") from None
         else:
-            loaded = json.loads(text)
+            try:
+                loaded = json.loads(text)
+            except ValueError as exc:
+                raise SystemExit(f"murmur-nb: {args.policy}: not valid JSON: {exc}") from None
         if not isinstance(loaded, dict):
             raise SystemExit(f"murmur-nb: {args.policy} must hold a mapping of policy keys")
         data.update(loaded)
@@ -155,14 +168,29 @@ def _list(host: ModuleHost) -> tuple[Any, int]:
 
 def _read_input(args: argparse.Namespace) -> Any:
     text: str | None = args.input
-    if args.input_file:
-        text = sys.stdin.read() if args.input_file == "-" else Path(args.input_file).read_text()
+    if args.input_file == "-":
+        text = sys.stdin.read()
+    elif args.input_file:
+        text = _read_file(args.input_file, "--input-file", "a file holding the input JSON")
     if text is None:
         return {}
     try:
         return json.loads(text)
     except ValueError as exc:
         raise SystemExit(f"murmur-nb: the input is not JSON: {exc}") from exc
+
+
+def _read_extra(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--extra`` as a JSON object, or ``None`` when not given."""
+    if not args.extra:
+        return None
+    try:
+        extra = json.loads(args.extra)
+    except ValueError as exc:
+        raise SystemExit(f"murmur-nb: --extra is not JSON: {exc}") from exc
+    if not isinstance(extra, dict):
+        raise SystemExit("murmur-nb: --extra must be a JSON object, like '{\"trace\": true}'")
+    return extra
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -228,12 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 try:
                     value = _read_input(args)
-                    extra = json.loads(args.extra) if args.extra else None
-                except (SystemExit, ValueError) as exc:
-                    print(f"murmur-nb: {exc}", file=sys.stderr)
-                    return 2
-                if extra is not None and not isinstance(extra, dict):
-                    print("murmur-nb: --extra must be a JSON object", file=sys.stderr)
+                    extra = _read_extra(args)
+                except SystemExit as exc:
+                    print(exc, file=sys.stderr)
                     return 2
                 inv = host.invoke(
                     args.capability,
@@ -247,6 +272,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 status = 0 if inv.ok else 1
         except InvalidDescriptor as exc:
             output, status = _host_error(exc), 1 if args.command == "describe" else 3
+        except ApprovalRequired as exc:
+            output, status = _host_error(exc), 3
+            output["host_error"]["message"] = exc.message.replace(
+                APPROVE_IN_PYTHON,
+                f"Approve it with --approve (this call) or --allow {args.capability} (pinned "
+                "to its current descriptor)",
+            )
         except ModuleHostError as exc:
             output, status = _host_error(exc), 3
         except KeyboardInterrupt:

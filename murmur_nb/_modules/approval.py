@@ -16,7 +16,11 @@ from murmur_nb._modules.policy import Policy
 from murmur_nb._schemas.descriptor import describe_changes
 from murmur_nb.protocol import Descriptor
 
-__all__ = ["Approvals", "Pin", "Verdict"]
+__all__ = ["APPROVE_IN_PYTHON", "Approvals", "Pin", "Verdict"]
+
+#: how a refusal for want of approval says to approve, in Python (the ``murmur-nb`` command
+#: says its own flags in its place)
+APPROVE_IN_PYTHON = "Approve it with host.approve(...) or invoke(..., approve=True)"
 
 
 @dataclass(frozen=True)

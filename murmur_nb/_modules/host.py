@@ -37,7 +37,7 @@ from murmur_nb._knowledge.knowledge import (
     knowledge_warnings,
     warn_about,
 )
-from murmur_nb._modules.approval import Approvals
+from murmur_nb._modules.approval import APPROVE_IN_PYTHON, Approvals
 from murmur_nb._modules.audit import AuditRow, Called, Reached, audit_frame
 from murmur_nb._modules.call import Call, checked_input
 from murmur_nb._modules.catalog import Catalog, Target
@@ -423,7 +423,7 @@ class ModuleHost(KnowledgeMethods):
             raise ApprovalRequired(
                 f"{capability} needs operator approval and was not run: "
                 + "; ".join(verdict.reasons)
-                + ". Approve it with host.approve(...) or invoke(..., approve=True)",
+                + f". {APPROVE_IN_PYTHON}",
                 reasons=verdict.reasons,
             )
         return target, verdict.label
