@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from _modules import journaled
@@ -63,6 +66,40 @@ def test_invalid_rows_are_refused_together_by_default(
     assert list(out["status"]) == ["ok", "not_run", "not_run", "ok"]
     assert list(out["error_code"].fillna("")) == ["", "invalid_input", "invalid_input", ""]
     assert len(runs(log_root)) == 2
+    # the batch says once what to do; each row's problem no longer says "invoke again"
+    assert "invoke again" not in info.value.message
+    assert "on_invalid='skip'" in info.value.message
+    assert not out["error_message"].fillna("").str.contains("invoke again").any()
+    assert out.loc[1, "error_message"].startswith("input for batchy.work does not match")
+
+
+def test_an_integer_column_with_a_missing_value_reaches_the_module_as_integers(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    """pandas stores ``[1, 2, None]`` as floats: the module was sent ``{"n": 1.0}`` for the
+    request schema's ``integer`` (a module reading it as an int fails: ``range(1.0)``), and
+    the rows' journal keys differed from the same inputs given as a list."""
+    frame = pd.DataFrame({"n": [1, 2, 3], "tries": [4, None, 6], "sleep": [0.0, 1e-3, 0.0]})
+    assert frame["tries"].dtype == "float64"
+    batch = host.map("batchy.work", frame, progress=False)
+    logged = {p.name.split("-")[1]: json.loads(p.read_text()) for p in log_root.glob("work-*")}
+    assert logged == {"1": {"n": 1, "tries": 4, "sleep": 0.0}, "2": {"n": 2, "sleep": 0.001},
+                      "3": {"n": 3, "tries": 6, "sleep": 0.0}}  # fmt: skip
+    assert type(logged["1"]["tries"]) is int and type(logged["1"]["sleep"]) is float
+    again = host.map("batchy.work", [{"n": 1, "tries": 4, "sleep": 0.0}], progress=False)
+    assert again.to_pandas()["from_journal"].all() and len(runs(log_root)) == 3
+
+
+def test_a_batch_row_is_taken_by_position_and_a_label_says_how(host: mnb.ModuleHost) -> None:
+    """``batch["a"]`` raised "'<=' not supported between instances of 'int' and 'str'"."""
+    frame = pd.DataFrame({"n": [1, 2, 3]}, index=["a", "b", "c"])
+    batch = host.map("batchy.work", frame, progress=False)
+    assert batch[1].request.input == {"n": 2} and batch[np.int64(-1)].request.input == {"n": 3}
+    with pytest.raises(TypeError, match=re.escape("batch.to_pandas().loc['a']")) as info:
+        batch["a"]  # type: ignore[index]
+    assert "by position (0 to 2, as with iloc)" in str(info.value)
+    with pytest.raises(TypeError, match="not by a float"):
+        batch[1.0]  # type: ignore[index]
 
 
 def test_a_lone_surrogate_is_that_rows_invalid_input_not_a_crash(

@@ -37,6 +37,7 @@ from __future__ import annotations
 import atexit
 import heapq
 import json
+import operator
 import os
 import queue
 import reprlib
@@ -727,6 +728,16 @@ class Batch:
     def __getitem__(self, i: int) -> Invocation:
         """Row ``i`` (position, as ``iloc``) as an :class:`~murmur_nb.Invocation`;
         ``mnb.render(batch[i])`` renders its artifacts."""
+        if isinstance(i, bool) or not hasattr(i, "__index__"):
+            labels = "" if self.inputs.index is None else (
+                f"; for the row labelled {i!r} in the DataFrame's index, take its position "
+                f"(batch[list(df.index).index({i!r})]) or its outcome from "
+                f"batch.to_pandas().loc[{i!r}]")  # fmt: skip
+            raise TypeError(
+                f"batch rows are taken by position (0 to {len(self) - 1}, as with iloc), not "
+                f"by a {type(i).__name__} ({i!r}){labels}"
+            )
+        i = operator.index(i)
         if not -len(self) <= i < len(self):
             raise IndexError(f"batch row {i} out of range (the batch has {len(self)} rows)")
         i %= len(self)
@@ -783,7 +794,7 @@ def _checked(
     for i, value in enumerate(rows.values):
         problem: str | None
         try:
-            text = canonical(value, cells=cells)
+            text = canonical(value, cells=cells, integers=plan.integer_inputs)
             text.encode()  # JSON text may hold a lone surrogate, which UTF-8 cannot
         except RowProblem as exc:
             text, problem = json.dumps(reprlib.repr(value)), str(exc)

@@ -3,9 +3,11 @@
 A DataFrame row is an object, its columns the properties; a missing value (``NaN``, ``None``,
 ``pd.NA``, ``NaT``) leaves the property out ("not given", so a default or ``required``
 decides). numpy scalars become Python numbers, arrays and dicts in a cell JSON values, a
-``Timestamp`` ISO 8601 text; column names must be strings, each given once. Every row becomes
-strict JSON with sorted keys once (:func:`canonical`); its SHA-256 is the journal key. A
-DataFrame's index labels the rows of ``Batch.to_pandas()``; other inputs are numbered from 0.
+``Timestamp`` ISO 8601 text, and a whole float in a property the request schema types
+``integer`` an integer (an integer column with a missing value is floats in pandas); column
+names must be strings, each given once. Every row becomes strict JSON with sorted keys once
+(:func:`canonical`); its SHA-256 is the journal key. A DataFrame's index labels the rows of
+``Batch.to_pandas()``; other inputs are numbered from 0.
 
 Hostile cells are refused as that row's ``invalid_input``, naming the column, never by a
 crash of the whole ``map``: nesting deeper than :data:`MAX_INPUT_DEPTH` (the input object is
@@ -21,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +40,10 @@ class RowProblem(ValueError):
     """One row cannot be sent as it is; the message names the column and the fix."""
 
 
+#: the largest whole float every integer up to which a float holds exactly (2**53)
+_EXACT = 2.0**53
+
+
 @dataclass
 class Inputs:
     """The rows of a batch: their index labels, values and, for a DataFrame, its frame."""
@@ -48,14 +54,22 @@ class Inputs:
     frame: Any = None  # the DataFrame given, when one was
 
 
-def canonical(value: Any, *, cells: bool = False) -> str:
+def canonical(value: Any, *, cells: bool = False, integers: Collection[str] = ()) -> str:
     """Strict JSON text of ``value`` with sorted keys and no spaces (the journal's key text).
 
     ``cells``: ``value`` is a DataFrame row, whose cells are converted first (see the module
-    notes). Raises :class:`RowProblem` for a row nested too deeply or with colliding keys,
-    ``TypeError`` / ``ValueError`` for one that is not JSON.
+    notes), and a whole float (``1.0``) in a property named in ``integers`` (the request
+    schema's ``integer`` properties) goes as the integer: pandas stores an integer column
+    with a missing value as floats, and a module reading ``1.0`` as an int fails (Python's
+    ``range(1.0)``, Go's ``int``). Raises :class:`RowProblem` for a row nested too deeply or
+    with colliding keys, ``TypeError`` / ``ValueError`` for one that is not JSON.
     """
     plain = _plain(value, (), 1, cells)
+    if cells and integers and isinstance(plain, dict):
+        for name in integers:
+            cell = plain.get(name)
+            if type(cell) is float and cell.is_integer() and abs(cell) <= _EXACT:
+                plain[name] = int(cell)
     return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)  # fmt: skip
 

@@ -56,6 +56,9 @@ class Plan:
     #: a long-running capability's poll, prepared once too
     poll_prepared: PreparedCall | None = None
     refusal: ApprovalRequired | None = None
+    #: the request schema's top-level properties typed ``integer`` (a DataFrame's integral
+    #: floats there go as integers: :func:`~murmur_nb._batch.inputs.canonical`)
+    integer_inputs: frozenset[str] = frozenset()
 
     @property
     def module_digest(self) -> str:
@@ -77,6 +80,21 @@ def flat_result_fields(schema: Any) -> tuple[str, ...] | None:
                                       kind is None)):
             return None
     return tuple(str(p) for p in props)
+
+
+def integer_fields(schema: Any) -> frozenset[str]:
+    """The top-level properties of an object schema that must be integers (``type``
+    ``integer``, or a list of types holding ``integer`` and not ``number``)."""
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(props, Mapping):
+        return frozenset()
+    found = set()
+    for name, prop in props.items():
+        kind = prop.get("type") if isinstance(prop, Mapping) else None
+        kinds = set(kind) if isinstance(kind, list) else {kind}
+        if "integer" in kinds and "number" not in kinds:
+            found.add(str(name))
+    return frozenset(found)
 
 
 def _poll(target: Any, every: float, timeout: float) -> Poll | None:
@@ -125,6 +143,7 @@ def plan_for(
         capability=capability, module=target.module_id, descriptor_digest=target.digest,
         code=target.code, snapshot=target.snapshot,
         flat_result=flat_result_fields(result_schema),
+        integer_inputs=integer_fields((desc.request_schemas or {}).get(target.cap.request_schema)),
         poll=_poll(target, poll_every, poll_timeout), target=target,
         prepared=prepared, poll_prepared=poll_prepared, refusal=refusal,
     )  # fmt: skip

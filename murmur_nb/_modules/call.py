@@ -139,10 +139,26 @@ def checked_input(
         )
         raise InvalidInput(
             f"input for {capability} does not match its request_schema "
-            f"{cap.request_schema!r}: {listed}; nothing was run. Fix the input and "
-            "invoke again"
+            f"{cap.request_schema!r}: {listed}{FIX_AND_INVOKE}"
         )
     return value
+
+
+#: how a refused input's message ends for one call; a batch row's problem leaves it out
+#: (its batch says once what to do about all of them)
+FIX_AND_INVOKE = "; nothing was run. Fix the input and invoke again"
+
+
+def input_problem(
+    call: Call, target: Target, validators: ValidatorCache, policy: Policy
+) -> str | None:
+    """Why :func:`checked_input` would refuse ``call``'s input (without the single call's
+    "invoke again"), or ``None`` when it would be sent."""
+    try:
+        checked_input(call, target, validators, policy)
+    except InvalidInput as exc:
+        return exc.message.removesuffix(FIX_AND_INVOKE)
+    return None
 
 
 def _bounds(call: Call, policy: Policy) -> tuple[int, int]:

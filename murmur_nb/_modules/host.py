@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import (
     ApprovalRequired,
-    InvalidInput,
     MissingRequirement,
     ModuleHostError,
 )
@@ -39,7 +38,7 @@ from murmur_nb._knowledge.knowledge import (
 )
 from murmur_nb._modules.approval import APPROVE_IN_PYTHON, Approvals
 from murmur_nb._modules.audit import AuditRow, Called, Reached, audit_frame
-from murmur_nb._modules.call import Call, checked_input
+from murmur_nb._modules.call import Call, input_problem
 from murmur_nb._modules.catalog import Catalog, Target
 from murmur_nb._modules.gate import SandboxGate
 from murmur_nb._modules.host_knowledge import KnowledgeMethods
@@ -469,11 +468,7 @@ class ModuleHost(KnowledgeMethods):
     def input_problem(self, target: Target, value: Any) -> str | None:
         """Why ``invoke`` would refuse ``value`` for ``target`` (from :meth:`resolve`), with
         the same rules and budgets, or ``None`` when it would be sent."""
-        try:
-            checked_input(Call(target.cap.id, value, ""), target, self._validators, self.policy)
-        except InvalidInput as exc:
-            return exc.message
-        return None
+        return input_problem(Call(target.cap.id, value, ""), target, self._validators, self.policy)
 
     # -- audit -------------------------------------------------------------------------
 

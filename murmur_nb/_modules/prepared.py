@@ -36,7 +36,6 @@ from typing import Any
 from murmur_nb._exceptions import (
     ArtifactRejected,
     InvalidDescriptor,
-    InvalidInput,
     ModuleHostError,
     ModuleNotFound,
     ProtocolViolation,
@@ -49,7 +48,7 @@ from murmur_nb._files.artifacts import (
     verify_artifact,
 )
 from murmur_nb._modules.audit import AuditRow
-from murmur_nb._modules.call import MODULE_CHANGED, Built, Call, build_request, checked_input
+from murmur_nb._modules.call import MODULE_CHANGED, Built, Call, build_request, input_problem
 from murmur_nb._modules.catalog import Target
 from murmur_nb._modules.envelope import read_envelope
 from murmur_nb._modules.gate import SandboxGate
@@ -164,12 +163,8 @@ class PreparedCall:
     def input_problem(self, value: Any) -> str | None:
         """Why :meth:`run` would refuse ``value`` (strict JSON, the request schema, within
         the policy's budgets), or ``None`` when it would be sent."""
-        try:
-            checked_input(Call(self.capability, value, ""), self.target,
-                          self.parts.validators, self.policy)  # fmt: skip
-        except InvalidInput as exc:
-            return exc.message
-        return None
+        return input_problem(Call(self.capability, value, ""), self.target,
+                             self.parts.validators, self.policy)  # fmt: skip
 
     def changed(self) -> str | None:
         """Why the live module folder no longer resolves to what this call was prepared with
