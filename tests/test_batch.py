@@ -81,7 +81,7 @@ def test_an_integer_column_with_a_missing_value_reaches_the_module_as_integers(
     the rows' journal keys differed from the same inputs given as a list."""
     frame = pd.DataFrame({"n": [1, 2, 3], "tries": [4, None, 6], "sleep": [0.0, 1e-3, 0.0]})
     assert frame["tries"].dtype == "float64"
-    batch = host.map("batchy.work", frame, progress=False)
+    host.map("batchy.work", frame, progress=False)
     logged = {p.name.split("-")[1]: json.loads(p.read_text()) for p in log_root.glob("work-*")}
     assert logged == {"1": {"n": 1, "tries": 4, "sleep": 0.0}, "2": {"n": 2, "sleep": 0.001},
                       "3": {"n": 3, "tries": 6, "sleep": 0.0}}  # fmt: skip

@@ -17,6 +17,7 @@ import base64
 import dataclasses
 import html
 import os
+import reprlib
 import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -144,6 +145,31 @@ class PixelBudget:
         )
 
 
+#: the fields of :class:`RenderBudget` that count things (at least 1), and amounts (>= 0)
+_COUNTS = (
+    "thumbnail_px",
+    "table_rows",
+    "preview_px",
+    "preview_pages",
+    "slide_px",
+    "max_slides",
+    "timeline_events",
+)
+_AMOUNTS = ("embed_bytes", "grid_bytes", "text_bytes", "parse_bytes", "total_bytes", "decode_px")
+
+
+def _check_whole(name: str, value: object) -> None:
+    """Refuse a :class:`RenderBudget` field that is not a whole number (``True`` is not one)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return
+    unit = "pixels" if name.endswith("_px") else "bytes" if name.endswith("_bytes") else ""
+    what = f"a number of {unit}" if unit else "a whole number"
+    raise TypeError(
+        f"RenderBudget.{name} must be an int ({what}, such as the default "
+        f"{getattr(RenderBudget, name):_}), got {type(value).__name__} {reprlib.repr(value)}"
+    )
+
+
 @dataclass(frozen=True)
 class RenderBudget:
     """Limits that keep rendered output small; every field has a sensible default.
@@ -231,15 +257,9 @@ class RenderBudget:
     _pixels: PixelBudget | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in (
-            "thumbnail_px",
-            "table_rows",
-            "preview_px",
-            "preview_pages",
-            "slide_px",
-            "max_slides",
-            "timeline_events",
-        ):
+        for name in _COUNTS + _AMOUNTS:
+            _check_whole(name, getattr(self, name))
+        for name in _COUNTS:
             if getattr(self, name) < 1:
                 raise ValueError(
                     f"RenderBudget.{name} must be at least 1, got {getattr(self, name)}"
@@ -248,14 +268,7 @@ class RenderBudget:
             raise ValueError(
                 "RenderBudget.download_dir must name a folder (or be None to embed downloads)"
             )
-        for name in (
-            "embed_bytes",
-            "grid_bytes",
-            "text_bytes",
-            "parse_bytes",
-            "total_bytes",
-            "decode_px",
-        ):
+        for name in _AMOUNTS:
             if getattr(self, name) < 0:
                 raise ValueError(
                     f"RenderBudget.{name} must not be negative, got {getattr(self, name)}"

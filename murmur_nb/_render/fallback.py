@@ -14,6 +14,10 @@
   rendering's pixel budget, or a decoder failure (``MemoryError`` included), is a
   :class:`~.core.DecodeError`; it is shown as the artifact's error card with its code
   (``decode_refused``, ``decode_failed``), never raised out of ``render()``.
+* **Depth is a reason to fall back, too.** The renderers bound their own recursion (the JSON
+  tree stops at a depth and says so), but a ``RecursionError`` from anything a primitive
+  calls on a deeply nested document moves down the same chain with a note; the last step
+  is an error card, never the exception.
 """
 
 from __future__ import annotations
@@ -157,15 +161,24 @@ def _render_verified(source: Source, presentation: str, budget: RenderBudget) ->
     for i, candidate in enumerate(chain):
         try:
             body = _RENDERERS[candidate](source, budget)
-        except (CannotRender, MissingDependency) as exc:
+        except (CannotRender, MissingDependency, RecursionError) as exc:
             if i + 1 == len(chain):
                 raise
-            reason = exc.message if isinstance(exc, MissingDependency) else str(exc)
+            reason = _reason(exc)
             _fallback_note(notes, candidate, source, reason, chain[i + 1])
             continue
         body.notes[:0] = notes
         return source_rendering(candidate, source, body)
     raise AssertionError("unreachable: download always renders")  # pragma: no cover
+
+
+def _reason(exc: CannotRender | MissingDependency | RecursionError) -> str:
+    """Why a primitive could not draw the file, for the card's note."""
+    if isinstance(exc, MissingDependency):
+        return exc.message
+    if isinstance(exc, RecursionError):  # a document nested past what a drawing follows
+        return "it is nested too deeply to draw"
+    return str(exc)
 
 
 def _fallback_note(
@@ -196,6 +209,13 @@ def _render_guarded(source: Source, presentation: str, budget: RenderBudget) -> 
         return error_rendering(source.title, "render_failed", f"{_label(source)}: {exc}", source)
     except DecodeError as exc:
         return error_rendering(source.title, exc.code, f"{_label(source)}: {exc.message}", source)
+    except RecursionError:  # nested too deeply for every primitive of the chain
+        return error_rendering(
+            source.title,
+            "render_failed",
+            f"{_label(source)}: nested too deeply to draw; open the file itself.",
+            source,
+        )
     except OSError as exc:
         return error_rendering(
             source.title,

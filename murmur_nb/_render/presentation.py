@@ -15,6 +15,7 @@ file is opened. A renderer that later finds the *content* unusable for the hint 
 
 from __future__ import annotations
 
+import reprlib
 import warnings
 
 from murmur_nb.protocol import PRIMITIVES
@@ -174,6 +175,11 @@ def resolve_presentation(presentation: str | None, media_type: str) -> str:
     str
         One of :data:`PRIMITIVES`.
 
+    Raises
+    ------
+    TypeError
+        ``presentation`` is not a str (or None), or ``media_type`` not a str.
+
     Warns
     -----
     PresentationWarning
@@ -187,6 +193,16 @@ def resolve_presentation(presentation: str | None, media_type: str) -> str:
     >>> resolve_presentation("", "text/csv")
     'table'
     """
+    if presentation is not None and not isinstance(presentation, str):
+        raise TypeError(
+            "resolve_presentation() takes presentation as a str such as 'table' (or None when "
+            f"there is no hint), not {type(presentation).__name__} {reprlib.repr(presentation)}"
+        )
+    if not isinstance(media_type, str):
+        raise TypeError(
+            "resolve_presentation() takes media_type as a str such as 'image/png' ('' when "
+            f"it is unknown), not {type(media_type).__name__} {reprlib.repr(media_type)}"
+        )
     primitive, note = resolve(presentation, media_type)
     if note is not None:
         warnings.warn(note, PresentationWarning, stacklevel=2)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import reprlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,12 @@ def render(obj: Any, *, budget: RenderBudget | None = None) -> Rendering:
     Rendering
         Displays itself in Jupyter; ``text/plain`` is stable across runs.
 
+    Raises
+    ------
+    TypeError
+        ``obj`` is none of these (a path: use :func:`render_file`), or ``budget`` is not a
+        :class:`RenderBudget` (or None).
+
     Warns
     -----
     PresentationWarning
@@ -123,13 +130,40 @@ def render(obj: Any, *, budget: RenderBudget | None = None) -> Rendering:
 
     Examples
     --------
-    A gallery of several calls, one cell::
+    A gallery of several calls, one cell. Render while the host is open: closing it removes
+    the folders its calls wrote their artifacts to::
 
         with home.host() as host:
             runs = [host.invoke("gallery.thumbs", {"count": 4}), host.invoke("docs.report")]
-        mnb.render(runs)
+            display(mnb.render(runs))
     """
-    return _render(obj, Account(budget or RenderBudget()))
+    return _render(obj, Account(_budget("render", budget)))
+
+
+def _budget(call: str, budget: object) -> RenderBudget:
+    """``budget``, or the defaults for ``None``; anything else is refused, saying what to pass."""
+    if budget is None:
+        return RenderBudget()
+    if not isinstance(budget, RenderBudget):
+        hint = (
+            "; for a dict of limits pass RenderBudget(**limits)"
+            if isinstance(budget, Mapping)
+            else ""
+        )
+        raise TypeError(
+            f"{call}() takes budget as a RenderBudget (or None for the defaults), "
+            f"not {type(budget).__name__}{hint}"
+        )
+    return budget
+
+
+def _optional_str(call: str, name: str, value: object, example: str, none_means: str) -> None:
+    """Refuse a ``str | None`` argument of another type, saying what to pass."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(
+            f"{call}() takes {name} as a str such as {example!r} (or None {none_means}), "
+            f"not {type(value).__name__} {reprlib.repr(value)}"
+        )
 
 
 def _render(obj: Any, account: Account) -> Rendering:
@@ -194,7 +228,15 @@ def render_file(
     ------
     FileNotFoundError
         ``path`` is not an existing regular file.
+    TypeError
+        ``media_type`` or ``presentation`` is not a str (or None), or ``budget`` not a
+        :class:`RenderBudget` (or None).
     """
+    _optional_str("render_file", "media_type", media_type, "text/csv", "to guess it from the name")
+    _optional_str(
+        "render_file", "presentation", presentation, "table", "to let the media type decide"
+    )
+    budget = _budget("render_file", budget)
     file = Path(path).expanduser().absolute()
     if not file.is_file():
         raise FileNotFoundError(f"render_file: {os.fspath(path)!r} is not an existing file")
@@ -208,6 +250,5 @@ def render_file(
         rel_path=file.name,
         root_dir=file.parent,
     )
-    budget = budget or RenderBudget()
     part = Account(budget).render(source, presentation or "", verify=False)
     return part or omitted_rendering(1, budget)

@@ -77,6 +77,8 @@ def verify_file(
     try:
         fd = open_beneath("/", os.path.realpath(path).lstrip("/"))
     except FileNotFoundError:
+        if not path.parent.exists():
+            return _folder_gone(label, "the folder it was written to")
         return VerificationFailure(
             "missing_file",
             f"{label}: the file no longer exists; re-run the invocation that produced it.",
@@ -90,6 +92,17 @@ def verify_file(
         os.close(fd)
         return failure
     return Verified(Path(os.path.realpath(path)), fd)
+
+
+def _folder_gone(label: str, folder: str) -> VerificationFailure:
+    """A missing file whose folder went too: most often its host was closed, which removes
+    the run folders of its calls (the end of a ``with home.host() as host:`` block)."""
+    return VerificationFailure(
+        "missing_file",
+        f"{label}: {folder} no longer exists. A ModuleHost removes its calls' folders when "
+        "it closes: render while it is open (inside its `with` block), or re-run the "
+        "invocation.",
+    )
 
 
 def _check_fd(
@@ -141,6 +154,8 @@ def recheck(
     label = f"artifact {artifact_id!r} ({path})"
     if root_dir is None:
         return verify_file(file, declared_bytes, declared_digest, label=label)
+    if not os.path.lexists(root_dir):
+        return _folder_gone(label, f"the folder of root {root!r}")
     if not os.path.lexists(root_dir / path):
         return VerificationFailure(
             "missing_file",

@@ -195,7 +195,8 @@ def render_diagram(source: Source, budget: RenderBudget) -> Body:
         ]
         return Body(html=img, details=["SVG " + ("embedded" if embedded else "linked")],
                     notes=notes)
-    text, cut = read_text(source.file, budget.text_bytes)
+    head = read_text(source.file, budget.text_bytes)
+    text, cut = head.text, head.cut
     kind = _RENDERERS[source.media_type][1]
     pre = (
         f'<details><summary style="font-size:12px">{kind} source</summary>'

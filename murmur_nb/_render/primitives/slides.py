@@ -173,7 +173,8 @@ def render_slides(source: Source, budget: RenderBudget) -> Body:
 def _markdown_slides(source: Source, width: int, budget: RenderBudget) -> Body:
     """Markdown split on ``---`` lines, a slide a page (remote images as links unless
     ``budget.remote_images``)."""
-    text, cut = read_text(source.file, budget.text_bytes)
+    head = read_text(source.file, budget.text_bytes)
+    text, cut = head.text, head.cut
     pages = split_markdown(text)
     if not pages:
         raise CannotRender("the Markdown holds no slides")

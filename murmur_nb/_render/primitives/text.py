@@ -1,10 +1,13 @@
 """Text, Markdown and JSON: read within the text budget, shown without script.
 
 Only the first ``RenderBudget.text_bytes`` of a text file are read; the card says how much
-was shown of how much. Markdown is converted with mistune (with raw HTML escaped, since the
-text comes from a module) and shown as its source when mistune is not installed. JSON gets a
-collapsible tree made of nested ``<details>`` elements, which every HTML viewer folds without
-script, plus the indented text.
+was shown of how much. The cut drops at most the one character it splits; a byte that is not
+UTF-8 shows as U+FFFD with a note, in a file of any size (:func:`decode_utf8`). Markdown is
+converted with mistune (with raw HTML escaped, since the text comes from a module) and shown
+as its source when mistune is not installed. JSON gets a collapsible tree made of nested
+``<details>`` elements, which every HTML viewer folds without script, plus the indented text;
+the tree stops at a depth, so a small file nested a thousand levels deep draws (and says
+where it stopped) instead of exhausting Python's recursion limit.
 
 A Markdown image on another server (``![](https://...)``) would be fetched by the reader's
 browser each time the output is shown: a beacon telling that server when, where and by whom
@@ -15,6 +18,7 @@ the rendering opts in with ``RenderBudget(remote_images=True)``; images in the p
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 import re
@@ -25,7 +29,10 @@ from typing import Any
 from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc, format_size
 
 __all__ = [
+    "NOT_UTF8",
     "MarkdownShown",
+    "TextHead",
+    "decode_utf8",
     "is_remote",
     "linked_note",
     "load_json",
@@ -54,14 +61,44 @@ _PRE = (
 _WRAP = "overflow-wrap:anywhere;word-break:break-word;max-width:100%"
 
 
-def read_text(path: Path, limit: int) -> tuple[str, bool]:
-    """The first ``limit`` bytes of ``path`` as text, and whether it was cut."""
+def decode_utf8(data: bytes, *, cut: bool) -> tuple[str, bool]:
+    """``data`` as text, and whether it was not valid UTF-8 (each invalid byte is shown as
+    U+FFFD). When ``cut`` (the bytes stop at a budget), a character split by the cut is
+    dropped, never the rest: the one rule for decoding a head of bytes.
+
+    >>> decode_utf8("né".encode()[:-1], cut=True)
+    ('n', False)
+    >>> decode_utf8(b"caf\\xe9 ok", cut=False)[1]
+    True
+    """
+    try:
+        return codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=not cut), False
+    except UnicodeDecodeError:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        return decoder.decode(data, final=not cut), True
+
+
+#: the card's note for a file that is not valid UTF-8, whatever its size
+NOT_UTF8 = "not valid UTF-8: each invalid byte is shown as U+FFFD (\ufffd)"
+
+
+@dataclass(frozen=True)
+class TextHead:
+    """The start of a text file, as shown: the text, whether it was cut at the budget, and
+    whether its bytes were not valid UTF-8."""
+
+    text: str
+    cut: bool
+    invalid: bool
+
+
+def read_text(path: Path, limit: int) -> TextHead:
+    """The first ``limit`` bytes of ``path`` as text (:func:`decode_utf8`)."""
     with path.open("rb") as fh:
         data = fh.read(limit + 1)
     cut = len(data) > limit
-    data = data[:limit]
-    text = data.decode("utf-8", errors="ignore" if cut else "replace")
-    return text, cut
+    text, invalid = decode_utf8(data[:limit], cut=cut)
+    return TextHead(text, cut, invalid)
 
 
 def _cut_note(source: Source, budget: RenderBudget) -> str:
@@ -72,11 +109,14 @@ def _cut_note(source: Source, budget: RenderBudget) -> str:
 
 
 def render_text(source: Source, budget: RenderBudget) -> Body:
-    text, cut = read_text(source.file, budget.text_bytes)
+    head = read_text(source.file, budget.text_bytes)
+    text, cut = head.text, head.cut
     body = Body(html=f'<pre style="{_PRE}">{esc(text)}</pre>')
     lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
     noun = "line" if lines == 1 else "lines"
     body.details.append(f"{lines} {noun} shown" + (", truncated" if cut else ""))
+    if head.invalid:
+        body.notes.append(NOT_UTF8)
     if cut:
         body.notes.append(_cut_note(source, budget))
     return body
@@ -189,9 +229,12 @@ def markdown_block(text: str, remote_images: bool = False) -> tuple[str, bool]:
 
 
 def render_markdown(source: Source, budget: RenderBudget) -> Body:
-    text, cut = read_text(source.file, budget.text_bytes)
-    shown = markdown_shown(text, budget.remote_images)
+    head = read_text(source.file, budget.text_bytes)
+    cut = head.cut
+    shown = markdown_shown(head.text, budget.remote_images)
     body = Body(html=shown.html, notes=shown.notes)
+    if head.invalid:
+        body.notes.append(NOT_UTF8)
     if cut:
         body.notes.append(_cut_note(source, budget))
     body.details.append("markdown" + (", truncated" if cut else ""))
@@ -212,21 +255,33 @@ def load_json(source: Source, budget: RenderBudget) -> Any:
             return json.load(fh)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CannotRender(f"not valid JSON ({exc})") from exc
+    except RecursionError as exc:  # the parser recurses once a level
+        raise CannotRender("JSON nested too deeply to parse") from exc
 
 
 _TREE_NODES = 2000
+#: levels the tree draws (each costs two Python frames); deeper containers show as ``…``
+_TREE_DEPTH = 50
 _SCALAR_CHARS = 200
 
 
+def _shown(text: str) -> str:
+    """``text`` with any lone surrogate (JSON allows ``"\\ud800"``) kept as its escape: it
+    cannot be encoded, so it could not be shown or saved."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class _Tree:
-    """Builds nested ``<details>`` for a JSON value, stopping after a node budget."""
+    """Builds nested ``<details>`` for a JSON value, stopping after a node budget and at a
+    depth (its recursion stays far below Python's limit whatever the document)."""
 
     def __init__(self) -> None:
         self.nodes = 0
         self.cut = False
+        self.deep = False
 
     def scalar(self, value: Any) -> str:
-        text = json.dumps(value, ensure_ascii=False)
+        text = _shown(json.dumps(value, ensure_ascii=False))
         if len(text) > _SCALAR_CHARS:
             text = text[:_SCALAR_CHARS] + "…"
         colour = _STRING if isinstance(value, str) else _NUMBER
@@ -234,17 +289,19 @@ class _Tree:
 
     def node(self, key: str | None, value: Any, depth: int) -> str:
         self.nodes += 1
-        label = f'<span style="color:{_KEY}">{esc(key)}</span>: ' if key is not None else ""
+        label = f'<span style="color:{_KEY}">{esc(_shown(key))}</span>: ' if key is not None else ""
         if not isinstance(value, dict | list) or not value:
             return f"<div>{label}{self.scalar(value)}</div>"
         if self.nodes > _TREE_NODES:
             self.cut = True
             return f"<div>{label}…</div>"
+        kind = f"{{…}} {len(value)} keys" if isinstance(value, dict) else f"[…] {len(value)} items"
+        if depth >= _TREE_DEPTH:
+            self.deep = True
+            return f'<div>{label}<span style="color:{_MUTED}">{esc(kind)}, not drawn</span></div>'
         if isinstance(value, dict):
-            kind = f"{{…}} {len(value)} keys"
             children = [self.node(str(k), v, depth + 1) for k, v in value.items()]
         else:
-            kind = f"[…] {len(value)} items"
             children = [self.node(str(i), v, depth + 1) for i, v in enumerate(value)]
         opened = " open" if depth < 2 else ""
         return (
@@ -257,11 +314,9 @@ def render_json(source: Source, budget: RenderBudget) -> Body:
     value = load_json(source, budget)
     tree = _Tree()
     tree_html = tree.node(None, value, 0)
-    pretty = json.dumps(value, indent=2, ensure_ascii=False)
-    cut = len(pretty.encode("utf-8")) > budget.text_bytes
-    if cut:
-        head = pretty.encode("utf-8")[: budget.text_bytes]
-        pretty = head.decode("utf-8", errors="ignore") + "\n…"
+    encoded = _shown(json.dumps(value, indent=2, ensure_ascii=False)).encode("utf-8")
+    cut = len(encoded) > budget.text_bytes
+    pretty = decode_utf8(encoded[: budget.text_bytes], cut=cut)[0] + ("\n…" if cut else "")
     html = (
         f'<div style="font-family:ui-monospace,monospace;font-size:12px">{tree_html}</div>'
         f'<details><summary style="font-size:12px">JSON text</summary>'
@@ -276,6 +331,10 @@ def render_json(source: Source, budget: RenderBudget) -> Body:
     body = Body(html=html, details=[f"JSON {shape}"])
     if tree.cut:
         body.notes.append(f"tree shows the first {_TREE_NODES} nodes")
+    if tree.deep:
+        body.notes.append(
+            f"tree shows {_TREE_DEPTH} levels; what is nested deeper is in the JSON text"
+        )
     if cut:
         body.notes.append(f"JSON text truncated to {format_size(budget.text_bytes)}")
     return body

@@ -51,9 +51,13 @@ def _time(value: Any, where: str) -> tuple[float, bool]:
     if isinstance(value, bool):
         raise CannotRender(f"{where} is a boolean, not a time")
     if isinstance(value, int | float):
-        if not math.isfinite(value):
-            raise CannotRender(f"{where} is not a finite number")
-        return float(value), False
+        try:
+            seconds = float(value)  # an int past float's range (JSON allows any) overflows
+        except OverflowError:
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            raise CannotRender(f"{where} is not a finite number of seconds")
+        return seconds, False
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value)
