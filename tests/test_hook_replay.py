@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from _wat import assemble
@@ -121,6 +122,51 @@ def test_many_records_every_record_of_the_home_and_a_list(
     for wrong in (records / "murmur.yaml", None):
         with pytest.raises(TypeError, match=r"takes a HookHost, not .*HookHost.from_config"):
             mnb.replay(wrong, "plain-a", progress=False)  # type: ignore[arg-type]
+
+
+def test_a_home_path_and_pandas_or_numpy_ids_name_records_as_a_list_does(
+    hooks: mnb.HookHost, records: Path
+) -> None:
+    """``replay(hooks, Path(home))`` raised "expected str, bytes or os.PathLike object, not
+    method" (``Path`` has a ``home`` classmethod), and the home as a string was refused as a
+    context id; a Series of ids raised "truth value of a Series is ambiguous", an array of
+    them (``frame.context_id.unique()``) was refused for its ``np.str_``, and
+    ``windows=np.int64(4)`` was refused as not an int."""
+    everything = mnb.replay(hooks, "*", hooks="old", progress=False)
+    for home in (records, str(records)):
+        same = mnb.replay(hooks, home, hooks="old", progress=False)
+        pd.testing.assert_frame_equal(_comparable(same), _comparable(everything))
+    with pytest.raises(ValueError, match="ConversationStore"):
+        mnb.replay(hooks, records.parent, progress=False)
+    listed = mnb.replay(hooks, ["plain-b", "plain-a"], hooks="old", windows=4, progress=False)
+    for ids in (pd.Series(["plain-b", "plain-a"]), np.array(["plain-b", "plain-a"])):
+        same = mnb.replay(hooks, ids, hooks="old", windows=np.int64(4), progress=False)
+        pd.testing.assert_frame_equal(_comparable(same), _comparable(listed))
+    assert list(listed[listed["event"] == "compact"]["window"]) == [4, 8, 12, 16, 20, 24, 28,
+                                                                     30, 4, 8, 12]  # fmt: skip
+    with pytest.raises(ValueError, match="windows=True"):
+        mnb.replay(hooks, "plain-a", windows=True, progress=False)  # type: ignore[arg-type]
+
+
+def test_kept_ratio_counts_messages_offered_when_a_record_repeats_an_id(
+    hooks: mnb.HookHost, records: Path
+) -> None:
+    """A record whose messages share an id (SPEC §3 does not forbid it): the old hook keeps
+    all but the first system message, so 2 of the 3 messages offered are kept; the ratio
+    counted the kept ids once each (1 of 3)."""
+    with RecordWriter(records, "dups") as writer:
+        writer.append("system", "be brief", id="s")
+        writer.append("user", "hello", id="x")
+        writer.append("user", "again", id="x")
+    out = mnb.replay(hooks, "dups", hooks="old", progress=False)
+    compact = out[out["event"] == "compact"].iloc[0]
+    assert (compact["messages_in"], compact["messages_out"]) == (3, 2)
+    assert compact["kept_ratio"] == pytest.approx(2 / 3)
+
+
+def _comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    """A replay's rows without what differs between two runs of the same calls."""
+    return frame.drop(columns=["duration_ms"]).reset_index(drop=True)
 
 
 def test_a_dataframe_offers_exactly_its_messages(hooks: mnb.HookHost, records: Path) -> None:

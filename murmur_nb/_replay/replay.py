@@ -46,7 +46,8 @@ def replay(
         The hooks, as loaded (:meth:`murmur_nb.HookHost.from_config`), and the store whose
         records they read.
     source : str, list of str, ConversationStore, path or DataFrame
-        A context id; a list of them; ``"*"`` (the default), the store or its home path
+        A context id; a list of them (or a Series or array of them); ``"*"`` (the
+        default), the store or its home path (a ``Path``, or a string naming the folder)
         for every record under the home; or a frame from :func:`murmur_nb.read_conversation`
         (its ``attrs`` name the record) or :func:`murmur_nb.read_conversations` (its
         ``context_id`` column does), whose messages are the ones offered to ``compact``.

@@ -102,10 +102,12 @@ def compact_row(
     in_ids = {m.id for m in window}
     kept = [m.id for m in out if m.id in in_ids]
     dropped = Counter(m.role for m in window if m.id not in out_ids)
+    # a record may repeat an id: a message offered is kept when its id comes back
+    survived = sum(1 for m in window if m.id in out_ids)
     row.update(
         messages_out=len(out),
         chars_out=sum(len(m.content) for m in out),
-        kept_ratio=len(set(kept)) / len(window) if window else None,
+        kept_ratio=survived / len(window) if window else None,
         roles_dropped=dict(sorted(dropped.items())),
         first_system_kept=_survived(window, "system", out_ids, last=False),
         last_user_kept=_survived(window, "user", out_ids, last=True),

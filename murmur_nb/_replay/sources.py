@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._conversations.store import MAX_PAGE, Message, check_context_id
+from murmur_nb._conversations.store import (
+    CONTEXT_ID_PATTERN,
+    MAX_PAGE,
+    Message,
+    check_context_id,
+)
 
 __all__ = ["HOME", "RecordJob", "jobs_of", "record_messages"]
 
@@ -111,24 +116,40 @@ def _named(contexts: list[str], conversations: Any) -> list[RecordJob]:
     return [RecordJob(c) for c in contexts]
 
 
+def _a_home(source: Any) -> bool:
+    """Whether ``source`` names the home: a store, a ``PathLike``, or a string that is no
+    context id (nor ``"*"``) and names a folder; any other string is checked as an id."""
+    if isinstance(source, str):
+        if source == HOME or CONTEXT_ID_PATTERN.fullmatch(source):
+            return False
+        return Path(source).expanduser().is_dir()
+    return isinstance(source, os.PathLike) or hasattr(source, "contexts")
+
+
+def _context(value: Any) -> str:
+    """A context id from a list, a Series or an array (numpy's ``str_`` is a ``str``)."""
+    return check_context_id(str(value) if isinstance(value, str) else value)
+
+
 def jobs_of(source: Any, conversations: Any) -> list[RecordJob]:
     """The records ``source`` names (see :func:`murmur_nb.replay`)."""
     if hasattr(source, "columns") and hasattr(source, "attrs"):
         return _frame_jobs(source)
-    if isinstance(source, os.PathLike) or hasattr(source, "contexts"):
-        home = Path(getattr(source, "home", source)).expanduser().resolve()
-        if home != Path(conversations.home).expanduser().resolve():
+    if _a_home(source):
+        # ``Path`` has a ``home`` classmethod: a store's home is asked of stores only
+        home = Path(source.home if hasattr(source, "contexts") else source)
+        if home.expanduser().resolve() != Path(conversations.home).expanduser().resolve():
             raise ValueError(
                 f"the hooks read records under {conversations.home}, not {home}: build the "
                 "HookHost with conversations=mnb.ConversationStore(home) to replay that home"
             )
         source = HOME
-    if source == HOME:
+    if isinstance(source, str) and source == HOME:
         return [RecordJob(c) for c in conversations.contexts()]
     if isinstance(source, str):
-        return _named([check_context_id(source)], conversations)
+        return _named([_context(source)], conversations)
     if isinstance(source, Sequence) or hasattr(source, "__iter__"):
-        return _named([check_context_id(c) for c in source], conversations)
+        return _named([_context(c) for c in source], conversations)
     raise TypeError(
         f"cannot replay {type(source).__name__}: pass a context id, a list of them, "
         "'*' (every record under the home) or a DataFrame from mnb.read_conversation(s)"

@@ -7,6 +7,7 @@ That is pandas' *expanding* window sampled at chosen ends, so a window is named 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -73,8 +74,8 @@ def as_windows(spec: WindowSpec) -> ReplayWindows:
         return spec
     if spec == "whole":
         return ReplayWindows()
-    if type(spec) is int:
-        return ReplayWindows(every=spec)
+    if hasattr(spec, "__index__") and not isinstance(spec, bool):  # an int, numpy's too
+        return ReplayWindows(every=operator.index(spec))
     raise ValueError(
         f"windows={spec!r}: use 'whole' (one window, the whole record), an int N (a window "
         "every N messages, then the whole record) or mnb.ReplayWindows(every=..., chars=...)"
