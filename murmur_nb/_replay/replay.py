@@ -50,7 +50,10 @@ def replay(
         default), the store or its home path (a ``Path``, or a string naming the folder)
         for every record under the home; or a frame from :func:`murmur_nb.read_conversation`
         (its ``attrs`` name the record) or :func:`murmur_nb.read_conversations` (its
-        ``context_id`` column does), whose messages are the ones offered to ``compact``.
+        ``context_id`` column does), whose messages are the ones offered to ``compact``
+        (with the frame's values: its ``created_at`` is the instant in UTC, written
+        ``...Z``, not the record's text with its own offset; replay by id to offer the
+        record's lines exactly).
     windows : "whole", int or ReplayWindows
         What ``compact`` is offered. ``"whole"`` (the default): the whole record once,
         which is what the runtime hands a hook at the end and costs one call per record.
