@@ -237,6 +237,9 @@ def test_unknown_top_level_keys_belong_to_the_runtime_and_are_left_alone(tmp_pat
         ("hooks:\n  h: h.wasm\n", "hooks.h", "component: <path to .wasm>"),
         ("hooks: [h]\n", "hooks", "mapping of hook id to entry"),
         ("inference: {transport: grpc}\n", "inference.transport", "`api` or `process`"),
+        # YAML reads these keys as a number and a boolean: quoting keeps them as ids
+        ("hooks:\n  123: {component: h.wasm}\n", "hooks.123", 'quote it (`"123":`)'),
+        ("hooks:\n  true: {component: h.wasm}\n", "hooks.true", 'quote it (`"true":`)'),
     ],
 )
 def test_errors_name_the_path_and_the_fix(tmp_path: Path, text: str, where: str, fix: str) -> None:
@@ -249,6 +252,57 @@ def test_errors_name_the_path_and_the_fix(tmp_path: Path, text: str, where: str,
     assert fix in message
     assert info.value.code == "invalid_config"
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "most"),
+    [
+        ("fuel", 18446744073709552616, "9,223,372,036,854,775,807"),  # wrapped to 1000
+        ("fuel", 2**63, "9,223,372,036,854,775,807"),
+        ("memory_mib", 17592186044416, "4,294,967,296"),  # 2**64 bytes: wrapped to 0
+        ("memory_mib", 2**32 + 1, "4,294,967,296"),
+        ("time_ms", 100000000000000, "2,147,483,647"),  # OverflowError at the first call
+        ("time_ms", 2**31, "2,147,483,647"),
+        ("memories", 10_001, "10,000"),
+        ("tables", 10_001, "10,000"),
+        ("instances", 10_001, "10,000"),
+        ("table_elements", 2**32, "4,294,967,295"),
+        ("result_messages", 2**32, "4,294,967,295"),
+        ("result_mib", 4097, "4,096"),
+    ],
+)
+def test_a_limit_past_what_wasmtime_and_the_os_take_is_refused_at_load(
+    tmp_path: Path, key: str, value: int, most: str
+) -> None:
+    """Each limit ends in a fixed-width integer (wasmtime's C API, a thread's wait): past
+    it the number wrapped round to a small limit, or none, or failed at the first call."""
+    entry = f"hooks:\n  h: {{component: h.wasm, limits: {{{key}: {value}}}}}\n"
+    defaults = f"hook_limits: {{{key}: {value}}}\nhooks: {{}}\n"
+    for where, text in ((f"hooks.h.limits.{key}", entry), (f"hook_limits.{key}", defaults)):
+        path = write(tmp_path, text)
+        with pytest.raises(HookConfigError) as info:
+            load_hook_config(path)
+        message = str(info.value)
+        assert message.startswith(
+            f"{path} has 1 problem(s):\n  - {where}: expected a positive integer of at most "
+            f"{most} ("
+        )
+        assert f"got {value}; write e.g. `{key}: " in message
+    with pytest.raises(ValueError, match=rf"HookLimits\({key}=\.\.\.\): .* at most {most} "):
+        HookLimits(**{key: value})
+
+
+def test_the_largest_limits_load(tmp_path: Path) -> None:
+    text = (
+        "hooks:\n  h:\n    component: h.wasm\n    limits: {fuel: 9223372036854775807, "
+        "memory_mib: 4294967296, time_ms: 2147483647, memories: 10000, tables: 10000, "
+        "instances: 10000, table_elements: 4294967295, result_messages: 4294967295, "
+        "result_mib: 4096}\n"
+    )
+    (entry,) = load_hook_config(write(tmp_path, text)).hooks
+    assert entry.limits.fuel == 2**63 - 1 and entry.limits.memory_mib == 2**32
+    assert entry.limits.memory_bytes_each == 2**52 // 10_000  # within wasmtime's int64
+    assert HookLimits(fuel=None).fuel is None
 
 
 def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:

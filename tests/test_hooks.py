@@ -114,11 +114,16 @@ hooks:
     component: hooks/missing.wasm
   junk:
     component: murmur.yaml
+  folder:
+    component: hooks
+  broken:
+    component: hooks/broken.wasm
   empty:
     component: hooks/empty.wasm
 """,
     )
     (path.parent / "hooks" / "empty.wasm").write_bytes(wasmtime.wat2wasm("(component)"))
+    (path.parent / "hooks" / "broken.wasm").write_bytes(b"\0asm\x01\0\0\0 not really")
     with pytest.warns(mnb.HookConfigWarning) as said:  # the quoted "true" is said out loud
         hooks = mnb.HookHost.from_config(path, conversations=store)
     assert [str(w.message) for w in said] == [
@@ -127,7 +132,7 @@ hooks:
         "loads and runs without that grant)"
     ]
     info = hooks.hooks
-    assert list(info) == ["reader", "denied", "missing", "junk", "empty"]
+    assert list(info) == ["reader", "denied", "missing", "junk", "folder", "broken", "empty"]
     assert info["reader"].component == path.parent / "hooks" / "guest.wasm"
     assert info["reader"].events == ("task-start",)
     assert info["reader"].read_granted is True
@@ -138,17 +143,26 @@ hooks:
     assert info["missing"].load_error is not None
     assert "does not exist" in info["missing"].load_error
     assert "build_python_hook" in info["missing"].load_error
-    assert info["junk"].load_error is not None
-    assert "not a loadable WebAssembly component" in info["junk"].load_error
+    # a text file: said without wasmtime's text-format parser ("expected `(`")
+    assert info["junk"].load_error == (
+        f"{path} is not a WebAssembly binary (it does not start with \\0asm; a .wat text or "
+        "another file?); build the hook to a .wasm component (wasm-tools parse turns .wat "
+        "text into one) and point `component:` at it"
+    )
+    assert info["folder"].load_error == (
+        f"component {path.parent / 'hooks'} is a folder, not a component file; point "
+        "`component:` in murmur.yaml at the hook's .wasm file"
+    )
+    assert "not a loadable WebAssembly component" in (info["broken"].load_error or "")
     assert info["empty"].load_error is not None
     assert "does not export on-task-start, on-compact" in info["empty"].load_error
     results = hooks.task_start(task_id="t1", context_id="ctx-1")
-    assert set(results) == {"reader", "denied", "missing", "junk", "empty"}
+    assert set(results) == {"reader", "denied", "missing", "junk", "folder", "broken", "empty"}
     assert results["reader"].ok and results["denied"].ok
-    for broken in ("missing", "junk", "empty"):
+    for broken in ("missing", "junk", "folder", "broken", "empty"):
         assert results[broken].code == "load_failed"
         assert results[broken].error == info[broken].load_error
-    assert set(hooks.compact([])) == {"denied", "missing", "junk", "empty"}
+    assert set(hooks.compact([])) == {"denied", "missing", "junk", "folder", "broken", "empty"}
 
 
 def test_a_component_importing_what_the_host_lacks_fails_to_load(

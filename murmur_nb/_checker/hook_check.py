@@ -138,7 +138,9 @@ def check_hook(
 def _limits(path: Path, config: str | os.PathLike[str] | None, hook_id: str | None) -> HookLimits:
     if config is None:
         if hook_id is not None:
-            raise HookConfigError("hook_id names an entry of a murmur.yaml; pass config= too")
+            raise HookConfigError(
+                "hook_id= names an entry of a murmur.yaml; pass config= (its path) too"
+            )
         return HookLimits()
     loaded = load_hook_config(Path(config))
     if hook_id is not None:

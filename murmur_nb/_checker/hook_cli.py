@@ -36,6 +36,10 @@ def add_check_hook_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
 
 def run_check_hook(args: argparse.Namespace) -> int:
     """Run ``murmur-nb check-hook``; return the exit status."""
+    if args.hook_id is not None and args.config is None:  # check_hook's words are its own
+        print("murmur-nb check-hook: --hook-id names an entry of a murmur.yaml; pass "
+              "--config MURMUR_YAML too", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         report = check_hook(args.component, config=args.config, hook_id=args.hook_id)
     except HookError as exc:  # HookConfigError too

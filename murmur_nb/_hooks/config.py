@@ -19,6 +19,20 @@ Store limits hold for one call's whole store: ``memory_mib`` is the total of all
 memories, and ``instances``, ``tables``, ``table_elements`` bound the rest.
 ``result_messages`` (10,000) and ``result_mib`` (16) bound what is lifted out of a result; the
 message count is checked inside the guest, before wasmtime copies anything out of it.
+
+Every limit is a whole number from 1 to a ceiling (:data:`LIMIT_RANGES`, checked by
+:func:`limit_problem` for the file and for :class:`HookLimits` made in Python alike), because
+each ends in a fixed-width integer: wasmtime's C API takes the store limits as signed 64-bit
+and fuel as ``u64``, so a larger number wrapped round to a small limit, or to none. The
+ceilings: fuel below ``2**63`` (wasmtime keeps fuel signed; ``fuel: null`` meters without a
+cap); ``memory_mib`` at most ``2**32`` MiB, 4 PiB, the most physical memory a 64-bit x86 or
+Arm machine can address (52 bits): the store's total, since a store holds several memories
+and this engine takes 64-bit ones; ``time_ms`` at most ``2**31 - 1`` (24.8 days), inside
+``threading.TIMEOUT_MAX`` on every platform (49.7 days on Windows) and the epoch deadline's
+``u64`` ticks; ``memories``, ``tables`` and ``instances`` at most 10,000, wasmtime's own
+default for a store; ``table_elements`` and ``result_messages`` at most ``2**32 - 1``, a
+32-bit table's and a canonical-ABI list's length; ``result_mib`` at most 4096, a 32-bit
+memory's 4 GiB that a result is lifted from.
 """
 
 from __future__ import annotations
@@ -29,16 +43,18 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from murmur_nb._exceptions import HookConfigError
 
 __all__ = [
     "EVENTS",
+    "LIMIT_RANGES",
     "HookConfig",
     "HookEntry",
     "HookLimits",
     "UniqueKeyLoader",
+    "limit_problem",
     "load_hook_config",
     "parse_hook_config",
 ]
@@ -56,6 +72,44 @@ DEFAULT_TABLES = 4
 DEFAULT_TABLE_ELEMENTS = 100_000
 DEFAULT_RESULT_MESSAGES = 10_000
 DEFAULT_RESULT_MIB = 16
+
+#: The largest value of each limit, and why (see the module docstring); the smallest is 1.
+LIMIT_RANGES: dict[str, tuple[int, str]] = {
+    "time_ms": (2**31 - 1, "about 24.8 days, within what a thread's wait accepts everywhere"),
+    "memory_mib": (2**32, "4 PiB, the most memory a 64-bit machine can address"),
+    "fuel": (2**63 - 1, "wasmtime keeps fuel as a signed 64-bit count; `fuel: null` meters "
+                        "without a cap"),
+    "memories": (10_000, "wasmtime's own limit for a store"),
+    "tables": (10_000, "wasmtime's own limit for a store"),
+    "instances": (10_000, "wasmtime's own limit for a store"),
+    "table_elements": (2**32 - 1, "the length of a 32-bit table"),
+    "result_messages": (2**32 - 1, "the longest list a hook can return"),
+    "result_mib": (4096, "4 GiB, a 32-bit memory, which a result is lifted from"),
+}  # fmt: skip
+
+
+def limit_problem(key: str, value: object) -> str | None:
+    """Why ``value`` cannot be the limit ``key`` (what follows ``<where>.<key>: `` in an
+    error, before the fix), or ``None`` when it can; ``fuel`` may be ``None`` (no cap).
+
+    >>> limit_problem("time_ms", 2000) is None
+    True
+    >>> limit_problem("fuel", 2**64)[:58]
+    'expected a positive integer of at most 9,223,372,036,854,7'
+    """
+    if key == "fuel" and value is None:
+        return None
+    most, why = LIMIT_RANGES[key]
+    if not isinstance(value, bool) and isinstance(value, int) and 1 <= value <= most:
+        return None
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    return f"expected a positive integer of at most {most:,} ({why}), got {shown}"
+
+
+def limit_example(key: str) -> int:
+    """A value to suggest for the limit ``key`` in an error: its default."""
+    default: int | None = HookLimits.model_fields[key].default
+    return default or 1_000_000_000
 
 
 class HookLimits(BaseModel):
@@ -90,6 +144,21 @@ class HookLimits(BaseModel):
     table_elements: int = DEFAULT_TABLE_ELEMENTS
     result_messages: int = DEFAULT_RESULT_MESSAGES
     result_mib: int = DEFAULT_RESULT_MIB
+
+    @model_validator(mode="before")
+    @classmethod
+    def _in_range(cls, data: Any) -> Any:
+        """The same rule as ``murmur.yaml``'s (:func:`limit_problem`) for limits made in
+        Python: an out-of-range value wraps in wasmtime instead of limiting."""
+        if isinstance(data, dict):
+            for key, value in data.items():
+                problem = limit_problem(key, value) if key in LIMIT_RANGES else None
+                if problem is not None:
+                    raise ValueError(
+                        f"HookLimits({key}=...): {problem}; pass e.g. "
+                        f"HookLimits({key}={limit_example(key)})"
+                    )
+        return data
 
     @property
     def memory_bytes_each(self) -> int:
@@ -155,17 +224,9 @@ _CoreSchemaLoader.add_implicit_resolver(
     list("tTfF"),
 )
 
-_LIMIT_KEYS = (
-    "time_ms",
-    "memory_mib",
-    "fuel",
-    "memories",
-    "tables",
-    "instances",
-    "table_elements",
-    "result_messages",
-    "result_mib",
-)
+_LIMIT_KEYS = tuple(LIMIT_RANGES)
+#: How a key YAML did not read as text is named in an error.
+_YAML_KINDS = {bool: "a boolean", int: "a number", float: "a number", type(None): "null"}
 _HOOK_KEYS = ("component", "events", "capabilities", "limits")
 
 
@@ -194,14 +255,9 @@ def _limits(raw: object, at: str, base: HookLimits, problems: list[str]) -> Hook
         if key not in _LIMIT_KEYS:
             problems.append(f"{at}.{key}: unknown limit; {_suggest(str(key), _LIMIT_KEYS)}")
             continue
-        if key == "fuel" and value is None:
-            values[key] = None
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            problems.append(
-                f"{at}.{key}: expected a positive integer, got {value!r}; "
-                f"write e.g. `{key}: {getattr(HookLimits(), key) or 1_000_000_000}`"
-            )
+        problem = limit_problem(key, value)
+        if problem is not None:
+            problems.append(f"{at}.{key}: {problem}; write e.g. `{key}: {limit_example(key)}`")
             continue
         values[key] = value
     return HookLimits(**values)
@@ -317,7 +373,15 @@ def _hook_entry(
 ) -> HookEntry | None:
     """One ``hooks.<id>`` entry, or ``None`` (with problems noted) when it cannot be used."""
     at = f"hooks.{hook_id}"
-    if not isinstance(hook_id, str) or not _HOOK_ID.match(hook_id):
+    if not isinstance(hook_id, str):  # YAML made a number, a boolean or null of the key
+        written = "null" if hook_id is None else str(hook_id).lower()
+        kind = _YAML_KINDS.get(type(hook_id), f"a {type(hook_id).__name__}")
+        problems.append(
+            f"hooks.{written}: YAML reads this key as {kind}, not as text; quote it "
+            f'(`"{written}":`) to make it the hook id, or rename the entry'
+        )
+        return None
+    if not _HOOK_ID.match(hook_id):
         problems.append(
             f"{at}: a hook id is letters, digits, '.', '_' or '-' "
             "(at most 64, starting with a letter or digit); rename the entry"

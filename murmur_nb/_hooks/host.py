@@ -19,16 +19,17 @@ and, for the count checked in the guest, :mod:`murmur_nb._hooks.bounding`).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import hashlib
 import os
 import re
 import time
 import warnings
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from murmur_nb._conversations.store import ConversationStore, Message, check_context_id
 from murmur_nb._exceptions import HookConfigWarning, HookError
@@ -76,6 +77,7 @@ __all__ = [
     "HookResult",
     "build_demo_hook",
     "build_python_hook",
+    "chosen_hooks",
     "wit_dir",
 ]
 
@@ -83,6 +85,10 @@ FUNCS = {"task-start": "on-task-start", "compact": "on-compact"}
 #: wasmtime's words for a proposal the engine has switched off (see :data:`NO_GC_HINT`).
 NEEDS_OFF_FEATURE = re.compile(r"not supported without the [a-z ]+ feature|proposal not enabled")
 FUEL_UNLIMITED = (1 << 63) - 1
+#: The first bytes of every WebAssembly binary, component or core module.
+WASM_MAGIC = b"\0asm"
+#: A UTF-16 surrogate on its own: Python text that has no UTF-8 form, so no WIT string.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -103,7 +109,7 @@ def _not_a_message(item: Any) -> str | None:
         and (item.name is None or isinstance(item.name, str))
         and (item.created_at is None or isinstance(item.created_at, str))
     ):  # fmt: skip
-        return None
+        return None  # text with a lone surrogate: :func:`_unencodable`, asked after
     if not isinstance(item, Message):
         return f"is a {type(item).__name__}"
     for name in ("id", "role", "content", "name", "created_at"):
@@ -111,6 +117,127 @@ def _not_a_message(item: Any) -> str | None:
         if not isinstance(value, str) and not (value is None and name in {"name", "created_at"}):
             return f"has {name}={value!r}, a {type(value).__name__}"
     return None
+
+
+def _unencodable(item: Message) -> str | None:
+    """The first field of ``item`` (of the right types) holding a lone surrogate, shown with
+    where, or ``None``. ``str.isascii`` is a flag lookup, so ASCII text costs no scan."""
+    for name in ("id", "role", "content", "name", "created_at"):
+        value = getattr(item, name)
+        if value is not None and not value.isascii():
+            found = LONE_SURROGATE.search(value)
+            if found is not None:
+                return f"{name} holds {found.group()!r} at index {found.start()}"
+    return None
+
+
+def check_text(value: object, argument: str) -> str:
+    """``value`` when it is text a hook can be given (a WIT string: ``str`` with a UTF-8
+    form), else raise naming ``argument``; no hook has run then."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{argument} must be text (str), got {value!r} ({type(value).__name__}); no hook "
+            f"ran. Pass the id as the runtime reported it, e.g. {argument}=str(...)"
+        )
+    if not value.isascii() and (found := LONE_SURROGATE.search(value)) is not None:
+        raise ValueError(
+            f"{argument} holds a lone surrogate {found.group()!r} at index {found.start()}, "
+            "which has no UTF-8 form, so no hook can be given it; no hook ran. Decode the "
+            "bytes it came from with errors='replace' (or drop the character)"
+        )
+    return value
+
+
+def chosen_hooks(known: Collection[str], hooks: Collection[str] | str | None) -> tuple[str, ...]:
+    """The hook ids a call runs: every one of ``known`` for ``None``, else those ``hooks``
+    names, in its order (a ``str`` is one id, never a set of letters).
+
+    One rule for every caller that takes ``hooks=`` (``task_start``, ``compact``,
+    ``component_bytes``, a replay), so a misspelt id is an error wherever it is given.
+
+    Raises
+    ------
+    HookError
+        ``unknown_hook``: an id ``known`` does not hold; the message names the known ones.
+    TypeError
+        ``hooks`` is not a hook id, a collection of them, or ``None``.
+    """
+    if hooks is None:
+        return tuple(known)
+    if isinstance(hooks, str):
+        wanted: tuple[Any, ...] = (hooks,)
+    elif isinstance(hooks, Collection) and not isinstance(hooks, bytes):
+        wanted = tuple(hooks)
+    else:
+        wanted = (None,)
+    if not all(isinstance(h, str) for h in wanted):
+        raise TypeError(
+            f"hooks= takes a hook id or a list of them (str), got {hooks!r}; e.g. "
+            f"hooks={next(iter(known), 'summarize')!r}"
+        )
+    unknown = [h for h in wanted if h not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise HookError(
+            f"no hook {', '.join(map(repr, unknown))} in this HookHost; it has "
+            f"{', '.join(known) or 'none'} (ids from murmur.yaml's hooks:){hint}",
+            code="unknown_hook",
+        )
+    return wanted
+
+
+def compact_items(messages: object) -> list[Message]:
+    """``compact``'s ``messages`` as a list, each item checked (types, then text with a UTF-8
+    form), else raise naming the item and the fix; no hook has run then."""
+    if (
+        isinstance(messages, Message)
+        or not isinstance(messages, Iterable)
+        or isinstance(messages, str | bytes | Mapping)
+    ):
+        one = " (one Message: pass [message])" if isinstance(messages, Message) else ""
+        raise TypeError(
+            f"compact() takes a list of mnb.Message as messages, got {_shown(messages)} "
+            f"({type(messages).__name__}){one}; no hook ran. Read them with "
+            "mnb.ConversationStore(home).reader(context_id).read_messages(...)"
+        )
+    items = list(messages)
+    for i, item in enumerate(items):
+        if (why := _not_a_message(item)) is not None:
+            raise TypeError(
+                f"compact() takes mnb.Message objects, but messages[{i}] {why}; no hook "
+                "ran. Build them with mnb.Message(id, role, content, name=None, "
+                "created_at=None), all text, or read them with "
+                "mnb.ConversationStore(home).reader(context_id).read_messages(...)"
+            )
+        if (bad := _unencodable(item)) is not None:
+            raise ValueError(
+                f"messages[{i}].{bad}, a lone surrogate with no UTF-8 form, so no hook can "
+                "be given it; no hook ran. Decode the bytes the text came from with "
+                "errors='replace' (or drop the character)"
+            )
+    return items
+
+
+def reader_source(conversations: object) -> ReaderSource:
+    """What serves ``read-messages``: a store as given, a home folder's store, or the
+    default home's; anything else is refused when the host is made, not at its first call."""
+    if conversations is None:
+        return ConversationStore()
+    if isinstance(conversations, str | os.PathLike):
+        return ConversationStore(conversations)
+    if not callable(getattr(conversations, "reader", None)):
+        raise TypeError(
+            f"conversations= takes a ConversationStore or a murmur home folder, got "
+            f"{type(conversations).__name__} {_shown(conversations)}; pass "
+            "conversations=mnb.ConversationStore(home) or the home's path"
+        )
+    return cast(ReaderSource, conversations)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def record_message(record: dict[str, Any]) -> Message:
@@ -134,10 +261,11 @@ class HookHost:
     Parameters
     ----------
     config : HookConfig
-        Validated hook configuration (see :meth:`from_config`).
-    conversations : ConversationStore, optional
+        Validated hook configuration (see :meth:`from_config`, which takes a path).
+    conversations : ConversationStore, str or path-like, optional
         Serves ``read-messages``: the same reader the Python API uses, so cursors and errors
-        are the same. Defaults to the store of ``$MURMUR_HOME`` (else ``~/.murmur``).
+        are the same. A murmur home folder is read through a ``ConversationStore`` of it.
+        Defaults to the store of ``$MURMUR_HOME`` (else ``~/.murmur``).
     fast_lowering : bool
         Write pages straight into wasmtime's C values (the default, and only with the wasmtime
         versions it was tested against); ``False`` uses wasmtime-py's public conversion,
@@ -153,13 +281,16 @@ class HookHost:
         self,
         config: HookConfig,
         *,
-        conversations: ReaderSource | None = None,
+        conversations: ReaderSource | str | os.PathLike[str] | None = None,
         fast_lowering: bool = True,
     ) -> None:
+        if not isinstance(config, HookConfig):
+            raise TypeError(
+                f"HookHost takes a loaded HookConfig, not {_shown(config)}; to load a "
+                "murmur.yaml use HookHost.from_config(path)"
+            )
         self._config = config
-        self._conversations: ReaderSource = (
-            conversations if conversations is not None else ConversationStore()
-        )
+        self._conversations: ReaderSource = reader_source(conversations)
         self.runtime = Runtime.get()
         self._context_id: str | None = None  # the current task's: compact's default record
         self._closed = False
@@ -182,12 +313,16 @@ class HookHost:
 
     @classmethod
     def from_config(
-        cls, path: str | os.PathLike[str], *, conversations: ReaderSource | None = None
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        conversations: ReaderSource | str | os.PathLike[str] | None = None,
     ) -> HookHost:
         """Load ``murmur.yaml`` and every hook it names.
 
         A hook whose component cannot be loaded is kept, with its ``load_error``; the others
-        load. A configuration error raises :class:`HookConfigError`.
+        load. A configuration error raises :class:`HookConfigError`. ``conversations`` is a
+        :class:`ConversationStore` or a murmur home folder (see the class).
         """
         return cls(load_hook_config(Path(path)), conversations=conversations)
 
@@ -203,12 +338,8 @@ class HookHost:
             limits=entry.limits,
             notes=entry.notes,
         )
-        if not entry.component.is_file():
-            return failed(
-                info,
-                f"component file {entry.component} does not exist; build the hook "
-                "(mnb.build_python_hook) or fix `component:` in murmur.yaml",
-            )
+        if (absent := _no_file(entry.component)) is not None:
+            return failed(info, absent)
         compiled = self._compiled(entry, info)
         if isinstance(compiled, Loaded):
             return compiled
@@ -250,6 +381,14 @@ class HookHost:
 
         try:
             data = entry.component.read_bytes()
+            if not data.startswith(WASM_MAGIC):
+                return failed(
+                    info,
+                    f"{entry.component} is not a WebAssembly binary (it does not start with "
+                    "\\0asm; a .wat text or another file?); build the hook to a .wasm "
+                    "component (wasm-tools parse turns .wat text into one) and point "
+                    "`component:` at it",
+                )
             loaded = self.runtime.cache.load(entry.component, rewrite=_bounded(entry))
         except Unbounded as exc:
             return failed(
@@ -328,13 +467,8 @@ class HookHost:
         HookError
             ``unknown_hook``: no hook ``hook_id``; or the host is closed.
         """
-        if self._closed:
-            raise HookError("this HookHost is closed; create a new one with HookHost.from_config")
-        if hook_id not in self._hooks:
-            raise HookError(
-                f"no hook {hook_id!r} in this HookHost; it has {', '.join(self._hooks) or 'none'}",
-                code="unknown_hook",
-            )
+        self._check_open()
+        (hook_id,) = chosen_hooks(self._hooks, check_text(hook_id, "hook_id"))
         loaded = self._hooks[hook_id]
         return loaded.data if loaded.component is not None else None
 
@@ -353,17 +487,23 @@ class HookHost:
     ) -> dict[str, HookResult]:
         """Dispatch ``on-task-start`` to every hook subscribed to ``task-start``.
 
-        ``hooks`` limits the call to those hook ids (default: every hook). Reads during this
-        call are scoped to ``context_id``'s record, whatever another thread starts meanwhile;
-        it also becomes the current task's record, which ``compact`` reads when given no
-        ``context_id``, until the next task starts.
+        ``hooks`` limits the call to those hook ids (default: every hook; a ``str`` is one
+        id). Reads during this call are scoped to ``context_id``'s record, whatever another
+        thread starts meanwhile; it also becomes the current task's record, which ``compact``
+        reads when given no ``context_id``, until the next task starts.
 
         Raises
         ------
         InvalidContextId
             ``context_id`` is not a plain context name; no hook ran.
+        TypeError, ValueError
+            ``task_id`` is not text, or holds a lone surrogate (no UTF-8 form); no hook ran.
+        HookError
+            ``unknown_hook``: ``hooks`` names a hook this host does not have; no hook ran.
         """
+        check_text(task_id, "task_id")
         check_context_id(context_id)
+        chosen = self._chosen(hooks)
         self._context_id = context_id
 
         def make_args() -> tuple[Any, ...]:
@@ -374,7 +514,7 @@ class HookHost:
             setattr(event, "context-id", context_id)
             return (event,)
 
-        return self._dispatch("task-start", make_args, lift_note, hooks, context_id)
+        return self._dispatch("task-start", make_args, lift_note, chosen, context_id)
 
     def compact(
         self,
@@ -385,7 +525,8 @@ class HookHost:
     ) -> dict[str, HookResult]:
         """Dispatch ``on-compact``; each ``ok`` value is the list of messages that hook keeps.
 
-        ``hooks`` limits the call to those hook ids (default: every hook). Reads a hook makes
+        ``hooks`` limits the call to those hook ids (default: every hook; a ``str`` is one
+        id). Reads a hook makes
         during compaction are scoped to ``context_id``'s record; without it, to the current
         task's record as this call starts (an empty page before the first task). Pass
         ``context_id`` when several threads drive one host: the current task is the host's,
@@ -396,27 +537,24 @@ class HookHost:
         InvalidContextId
             ``context_id`` is not a plain context name; no hook ran.
         TypeError
-            An item of ``messages`` is not a :class:`~murmur_nb.Message`; no hook ran.
+            ``messages`` is not a sequence of :class:`~murmur_nb.Message`; no hook ran.
+        ValueError
+            A message's text holds a lone surrogate (no UTF-8 form); no hook ran.
+        HookError
+            ``unknown_hook``: ``hooks`` names a hook this host does not have; no hook ran.
         """
         if context_id is not None:
             check_context_id(context_id)
+        items = compact_items(messages)
+        chosen = self._chosen(hooks)
         context = context_id if context_id is not None else self._context_id
-        items = list(messages)
-        for i, item in enumerate(items):
-            if (why := _not_a_message(item)) is not None:
-                raise TypeError(
-                    f"compact() takes mnb.Message objects, but messages[{i}] {why}; no hook "
-                    "ran. Build them with mnb.Message(id, role, content, name=None, "
-                    "created_at=None), all text, or read them with "
-                    "mnb.ConversationStore(home).reader(context_id).read_messages(...)"
-                )
 
         def make_args() -> tuple[Any, ...]:
             if self.lowering is not None:  # written straight into wasmtime's C values
                 return (Messages(items),)
             return ([message_record(m) for m in items],)
 
-        return self._dispatch("compact", make_args, lift_messages, hooks, context)
+        return self._dispatch("compact", make_args, lift_messages, chosen, context)
 
     def close(self) -> None:
         """Release the compiled components and the linker; the host cannot dispatch afterwards.
@@ -449,21 +587,30 @@ class HookHost:
         reader: Reader = self._conversations.reader(context, granted=info.read_granted)
         return reader
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise HookError("this HookHost is closed; create a new one with HookHost.from_config")
+
+    def _chosen(self, hooks: Collection[str] | str | None) -> frozenset[str]:
+        """The ids a call runs (:func:`chosen_hooks`), on an open host; raises before any
+        hook runs."""
+        self._check_open()
+        return frozenset(chosen_hooks(self._hooks, hooks))
+
     def _dispatch(
         self,
         event: str,
         make_args: Callable[[], tuple[Any, ...]],
         lift: Callable[[Any], Any],
-        only: Collection[str] | None,
+        only: frozenset[str],
         context_id: str | None,
     ) -> dict[str, HookResult]:
-        """``event`` to each subscribed hook, each call reading ``context_id``'s record."""
-        if self._closed:
-            raise HookError("this HookHost is closed; create a new one with HookHost.from_config")
+        """``event`` to each subscribed hook of ``only``, each reading ``context_id``'s record."""
+        self._check_open()
         results: dict[str, HookResult] = {}
         for hook_id, loaded in self._hooks.items():
             info = loaded.info
-            if event not in info.events or (only is not None and hook_id not in only):
+            if event not in info.events or hook_id not in only:
                 continue
             if loaded.component is None:
                 code = info.load_code or "load_failed"
@@ -610,15 +757,21 @@ class HookHost:
             deadline=call.deadline,
             interrupted=lambda: ticker.interrupted,
         )
+        stage = f"instantiating hook {loaded.info.id!r}"
         try:
             with ticker.running(ticks):
                 instance = self._linked.linker.instantiate(store, loaded.component)
                 func = instance.get_func(store, loaded.funcs[event])
                 assert func is not None
+                stage = (
+                    f"passing hook {loaded.info.id!r} the arguments of {FUNCS[event]}, or "
+                    "taking its result"
+                )
                 if self.lowering is not None:
                     raw = call_and_lift(func, store, args, budget, self.lowering)
                 else:  # no tested private layer: the binding lifts, the sizes are checked after
                     raw = public_lift(func(store, *args), budget)
+                stage = f"ending the {FUNCS[event]} call of hook {loaded.info.id!r} (post-return)"
                 func.post_return(store)
             if event == "compact" and not raw[0] and (count := refused_count(raw[1])) is not None:
                 why = too_many(count, budget.max_messages) + " (counted in the guest: none copied)"
@@ -630,10 +783,12 @@ class HookHost:
             return None, str(exc), "deadline_exceeded" if call.deadline_hit else classify(str(exc))
         except LiftStopped as exc:
             return None, str(exc), exc.code
-        except Exception as exc:  # raised by the binding after a host-function failure
-            if call.host_failure is None:
-                call.host_failure = exc
-            return None, None, None
+        except Exception as exc:
+            if call.host_failure is not None:  # the binding's, after read-messages failed
+                return None, None, None
+            # outside any read: the host's own step, named by where it failed
+            failure = f"the host failed while {stage}: {type(exc).__name__}: {exc}"
+            return None, failure, "host_error"
         return raw, None, None
 
     def _fuel_used(self, store: Store, limits: HookLimits) -> int:
@@ -642,6 +797,21 @@ class HookHost:
             return start - store.get_fuel()
         except self.runtime.WasmtimeError:
             return 0
+
+
+def _no_file(component: Path) -> str | None:
+    """Why there is no component file at ``component`` to read, or ``None``."""
+    if component.is_dir():
+        return (
+            f"component {component} is a folder, not a component file; point `component:` "
+            "in murmur.yaml at the hook's .wasm file"
+        )
+    if not component.is_file():
+        return (
+            f"component file {component} does not exist; build the hook "
+            "(mnb.build_python_hook) or fix `component:` in murmur.yaml"
+        )
+    return None
 
 
 def _bounded(entry: HookEntry) -> Rewrite | None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import ConversationReadError, HookError, InvalidContextId
+from murmur_nb._hooks.host import chosen_hooks
 from murmur_nb._progress import Progress
 from murmur_nb._progress import progress_bar as policy_bar
 from murmur_nb._replay.rows import compact_row, frame_of, start_row
@@ -52,16 +53,14 @@ def check_task_id(task_id: str) -> None:
 
 
 def hooks_for(host: HookHost, hooks: Sequence[str] | str | None) -> tuple[str, ...]:
-    """The hook ids a replay drives: ``None`` for every configured hook, else those named."""
-    known = tuple(host.hooks)
-    if hooks is None:
-        return known
-    wanted = (hooks,) if isinstance(hooks, str) else tuple(hooks)
-    unknown = [h for h in wanted if h not in known]
-    if unknown or not wanted:
+    """The hook ids a replay drives: ``None`` for every configured hook, else those named
+    (the hooks' own rule, :func:`~murmur_nb._hooks.host.chosen_hooks`); an empty list is
+    refused too, since a replay of no hook makes no row."""
+    wanted = chosen_hooks(tuple(host.hooks), hooks)
+    if hooks is not None and not wanted:
         raise HookError(
-            f"no hook {', '.join(map(repr, unknown)) or 'given'} in this HookHost; it has "
-            f"{', '.join(known) or 'none'} (ids from murmur.yaml's hooks:)",
+            f"no hook given to replay; this HookHost has {', '.join(host.hooks) or 'none'} "
+            "(ids from murmur.yaml's hooks:), or leave hooks= out for all of them",
             code="unknown_hook",
         )
     return wanted
