@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from _wat import assemble
 
 import murmur_nb as mnb
 from murmur_nb import ConversationStore, DemoHome, HookHost
@@ -90,6 +92,27 @@ def test_fire_compact_hands_the_newest_messages_of_the_context(
     assert isinstance(kept, list) and 0 < len(kept) <= 12
     assert f"    summarize: ok {len(kept)} messages kept (" in console.text()
     assert "broken" not in console.results  # it only handles task-start
+
+
+def test_compact_reads_the_chosen_context_not_the_last_task_started(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """The console read the chosen context's newest page but called ``compact`` without its
+    context id: a hook reading during compaction read the record of the last task-start
+    fired instead. The probe guest, given no messages, answers the newest page it reads."""
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "guest.wasm").write_bytes(assemble("guest.wat"))
+    entry = "  reader:\n    component: hooks/guest.wasm\n"
+    grant = "    capabilities: {conversation: {read: true}}\n"
+    (tmp_path / "murmur.yaml").write_text(f"hooks:\n{entry}{grant}")
+    with HookHost.from_config(tmp_path / "murmur.yaml", conversations=store) as host:
+        console = HookConsole(host, store)
+        console.context_picker.value = "demo-session"
+        console.task_start_button.click()
+        console.context_picker.value = "no-record-here"  # an empty record: no messages given
+        console.compact_button.click()
+        assert console.compact_input == []
+        assert console.results["reader"].ok and console.results["reader"].value == []
 
 
 def test_an_unknown_context_reads_as_an_empty_record(

@@ -1,9 +1,10 @@
 """Fire hook events by hand and look at what every hook returned.
 
 Both buttons are one plain call each: ``hooks.task_start(task_id=..., context_id=...)``
-and ``hooks.compact(messages)``. For ``compact`` the console hands the hooks the newest
-page of the chosen context, read through the same :class:`ConversationStore`, so what a
-hook keeps can be compared with what it was given.
+and ``hooks.compact(messages, context_id=...)``. For ``compact`` the console hands the hooks
+the newest page of the chosen context, read through the same :class:`ConversationStore`, so
+what a hook keeps can be compared with what it was given (a hook that reads during
+compaction reads that context's record too).
 
 ``text/plain`` shows each result's outcome, value and output but not its time or fuel,
 which vary from run to run; the live HTML shows both, with stdout and stderr open. A context
@@ -201,7 +202,10 @@ class HookConsole(TextView):
                 reader = self.conversations.reader(self.context_picker.value, granted=True)
                 page = reader.read_messages(None, self.compact_limit.value)
                 self.compact_input = list(reversed(page.messages))
-            return self.hooks.compact(self.compact_input)
+            # the chosen context's record, also for a hook that reads during compaction
+            # (without it, the host's current task: the last task-start fired, any context)
+            return self.hooks.compact(self.compact_input,
+                                      context_id=self.context_picker.value or None)  # fmt: skip
 
         return self._fire(call)
 
