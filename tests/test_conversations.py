@@ -315,9 +315,18 @@ def test_a_record_without_read_permission_is_unavailable(tmp_path: Path) -> None
             assert setpriv is not None, "running as root needs setpriv (util-linux)"
             package = Path(mnb.__file__).resolve().parents[1]
             out = subprocess.run(
-                [setpriv, "--bounding-set=-dac_override,-dac_read_search", sys.executable,
-                 "-c", _READ_AS_UNPRIVILEGED, str(tmp_path)],
-                capture_output=True, text=True, check=True, timeout=120,
+                [
+                    setpriv,
+                    "--bounding-set=-dac_override,-dac_read_search",
+                    sys.executable,
+                    "-c",
+                    _READ_AS_UNPRIVILEGED,
+                    str(tmp_path),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=120,
                 env={**os.environ, "PYTHONPATH": str(package)},
             )
             code, message = out.stdout.splitlines()
@@ -487,6 +496,45 @@ def test_tool_envelope_for_deeply_nested_bodies(tmp_path: Path) -> None:
     assert [m.id for m in page.messages] == ["deep", "s"]
     expected = {"__murmur_tool_msg__": True, "tool_call_id": None, "is_error": None, "body": body}
     assert page.messages[0].content == compact(expected)
+
+
+LONG_INTEGERS = [
+    12345678901234567890123,
+    -9223372036854775809,  # the first integer past 64 bits below zero: 19 digits
+    18446744073709551616,
+    -(10**30),
+    10**400,  # past the double range: orjson refuses the line outright
+]
+
+
+@pytest.mark.parametrize("pad", range(9))  # every offset of the digits from a word start
+def test_integers_beyond_64_bits_in_tool_bodies_come_back_exact(tmp_path: Path, pad: int) -> None:
+    """SPEC §3: a tool result is any JSON value. orjson reads an integer beyond 64 bits as a
+    float (or refuses the line once it passes the double range); pages, cold and warm walks
+    all give it back exact, and 64-bit integers and digits in strings stay as they were."""
+    body = {"long": LONG_INTEGERS, "fit": [2**64 - 1, -(2**63)], "text": "1" * 25, "f": 0.5}
+    lines = [
+        {"id": "u" * (pad + 1), "role": "user", "content": "9" * 30},
+        {"id": "t1", "role": "tool", "content": body, "tool_call_id": "c1"},
+        {"id": "t2", "role": "tool", "content": 10**20},
+        {"id": "t3", "role": "tool", "content": "plain"},
+    ]
+    record = "".join(compact(line) + "\n" for line in lines).encode()
+    with mnb.RecordWriter(tmp_path, "ctx") as writer:
+        writer.append_raw(record)
+    expected = [None, body, 10**20, "plain"]
+    envelope = {"__murmur_tool_msg__": True, "tool_call_id": "c1", "is_error": None}
+    page = mnb.ConversationStore(tmp_path).reader("ctx").read_messages()
+    assert page.total == 4
+    assert page.messages[2].content == compact({**envelope, "body": body})
+    assert page.messages[1].content == compact({**envelope, "tool_call_id": None, "body": 10**20})
+    assert page.messages[3].content == "9" * 30
+    frame = mnb.read_conversation("ctx", tmp_path, progress=False)  # the walk's own scan
+    assert frame["body"].tolist() == expected
+    assert frame.attrs["skipped_lines"] == 0
+    store = mnb.ConversationStore(tmp_path)
+    store.reader("ctx").read_messages()  # the index is warm: the walk reads pages from the file
+    assert mnb.read_conversation("ctx", store, progress=False)["body"].tolist() == expected
 
 
 # --------------------------------------------------------------------------- store and writer

@@ -259,6 +259,7 @@ def test_read_conversations_pandas_concatenates_with_context_id(tmp_path: Path) 
 
 def test_read_conversations_dask_has_one_partition_per_record(tmp_path: Path) -> None:
     import dask.dataframe as dd  # the test extra installs dask: never skipped
+
     write_sample(tmp_path, "b")
     write_sample(tmp_path, "c")
     with mnb.RecordWriter(tmp_path, "a", stamp=False) as writer:
@@ -350,3 +351,60 @@ def test_line_edited_in_place_under_a_warm_walk_is_invalid_cursor(tmp_path: Path
     frame = mnb.read_conversation("ctx", store, progress=False)  # re-indexed afresh
     assert len(frame) == 299
     assert "m100" not in set(frame["id"])
+
+
+def test_dask_frame_gives_back_the_tool_bodies_and_dtypes_of_pandas(tmp_path: Path) -> None:
+    """Dask's ``dataframe.convert-string`` (on by default) turned the object ``body`` column
+    into repr strings (``"{'rows': [1, 2]}"``, ``'42'``); the Dask frame holds the decoded
+    tool results, and every column has the pandas engine's dtype (in the meta too, where
+    the roles are marked unknown until the records are read)."""
+    with mnb.RecordWriter(tmp_path, "a", stamp=False) as writer:
+        writer.append("user", "u", id="1", name="ann")
+        writer.append("tool", {"rows": [1, 2]}, id="2", tool_call_id="c1", is_error=True)
+        writer.append("tool", 42, id="3")
+    with mnb.RecordWriter(tmp_path, "b", stamp=False) as writer:
+        writer.append("tool", [None, "x"], id="4", created_at="2026-01-02T03:04:05Z")
+    expected = mnb.read_conversations(tmp_path, progress=False)
+    lazy = mnb.read_conversations(tmp_path, engine="dask")
+    computed = lazy.compute(scheduler="synchronous")
+    assert expected["body"].tolist() == [None, {"rows": [1, 2]}, 42, [None, "x"]]
+    assert computed["body"].tolist() == expected["body"].tolist()
+    assert lazy._meta["body"].dtype == object  # private: the meta is what Dask plans with
+    assert dict(computed.dtypes) == dict(expected.dtypes)
+    others = [column for column in expected.columns if column != "role"]
+    assert dict(lazy.dtypes[others]) == dict(expected.dtypes[others])
+    # the roles are unknown until the records are read (they were claimed to be none)
+    assert not lazy["role"].cat.known
+    known = lazy["role"].cat.as_known().cat.categories
+    assert sorted(known) == list(expected["role"].cat.categories) == ["tool", "user"]
+    tools = lazy[lazy["role"] == "tool"]["body"]
+    rows = tools.apply(lambda body: body.get("rows") if isinstance(body, dict) else None,
+                       meta=("body", object))  # fmt: skip
+    assert rows.compute(scheduler="synchronous").tolist() == [[1, 2], None, None]
+    empty = mnb.read_conversations(tmp_path / "none", engine="dask")
+    assert empty._meta["body"].dtype == object  # private: as above
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n"])
+def test_blank_and_whitespace_lines_are_not_counted(tmp_path: Path, ending: bytes) -> None:
+    """SPEC §3 skips blank lines silently: a CRLF record's empty line (``\\r``) and lines of
+    spaces and tabs are blank too, whether the index was built by a walk or by a reader."""
+    lines = [
+        b'{"id":"1","role":"user","content":"a"}',
+        b"",
+        b"   ",
+        b"\t \t",
+        b"not json",
+        b'{"id":"2","role":"user","content":"b"}',
+        b"\r",
+        b"[1]",
+    ]
+    with mnb.RecordWriter(tmp_path, "ctx") as writer:
+        writer.append_raw(b"".join(line + ending for line in lines))
+        writer.append_raw(b"   ")  # a last line without its newline: not counted either
+    frame = mnb.read_conversation("ctx", tmp_path, progress=False)
+    assert frame["id"].tolist() == ["1", "2"]
+    assert frame.attrs["skipped_lines"] == 2
+    store = mnb.ConversationStore(tmp_path)
+    assert store.reader("ctx").read_messages().total == 2  # indexed without a walk first
+    assert mnb.read_conversation("ctx", store, progress=False).attrs["skipped_lines"] == 2

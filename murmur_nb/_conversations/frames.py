@@ -129,9 +129,7 @@ def _categorical(roles: list[str]) -> Any:
     order = sorted(range(len(seen)), key=seen.__getitem__)
     recode = np.empty(len(seen), dtype=np.int32)
     recode[order] = np.arange(len(seen), dtype=np.int32)
-    return pd.Categorical.from_codes(
-        recode[codes], categories=pd.Index([seen[k] for k in order])
-    )
+    return pd.Categorical.from_codes(recode[codes], categories=pd.Index([seen[k] for k in order]))
 
 
 def _timestamps(stamps: list[str | None]) -> Any:
@@ -257,8 +255,8 @@ def read_conversation(context_id: str, home: Home = None, *, progress: bool = Tr
         rows ``tool_call_id`` (string), ``is_error`` (nullable boolean) and ``body`` (the
         decoded tool result). A record that does not exist gives an empty frame.
         ``attrs["skipped_lines"]`` counts the record's complete lines, up to ``T``, that
-        are not messages and were left out (SPEC §3: not JSON, missing keys; blank lines
-        aside).
+        are not messages and were left out (SPEC §3: not JSON, missing keys; blank lines,
+        those of spaces, tabs or a lone ``\\r`` included, aside).
 
     Raises
     ------
@@ -324,7 +322,8 @@ def read_conversations(
     -------
     pandas.DataFrame or dask.dataframe.DataFrame
         The columns of :func:`read_conversation` after a leading ``context_id`` column
-        (string), records in sorted context order.
+        (string), records in sorted context order, with the same dtypes and values (the
+        Dask frame's ``role`` categories are unknown until computed: ``.cat.as_known()``).
     """
     store = _store(home)
     contexts = store.contexts()
@@ -348,10 +347,20 @@ def read_conversations(
             dd: Any = importlib.import_module("dask.dataframe")
         except ImportError as exc:
             raise MissingDependency("dask", "dask", "read_conversations(engine='dask')") from exc
-        meta = _empty_frame(with_context=True)
-        if not contexts:
-            return dd.from_pandas(meta, npartitions=1)
-        return dd.from_map(
-            _record_partition, contexts, home=str(store.home), meta=meta, enforce_metadata=False
-        )
+        # The roles are known once every record is read: until then, say so (Dask's
+        # ``.cat.as_known()`` finds them), rather than claim a record has none.
+        meta = dd.utils.clear_known_categories(_empty_frame(with_context=True), cols=["role"])
+        # Dask's ``dataframe.convert-string`` (on by default) would turn the object
+        # ``body`` column (decoded tool results: dicts, numbers, None) into their repr
+        # strings; every string column here already has pandas' ``string`` dtype.
+        with importlib.import_module("dask").config.set({"dataframe.convert-string": False}):
+            if not contexts:
+                return dd.from_pandas(meta, npartitions=1)
+            return dd.from_map(
+                _record_partition,
+                contexts,
+                home=str(store.home),
+                meta=meta,
+                enforce_metadata=False,
+            )
     raise ValueError(f"engine must be 'pandas' or 'dask', not {engine!r}")

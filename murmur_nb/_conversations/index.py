@@ -13,15 +13,25 @@ writing: it is not scanned, not counted, and picked up by the next call once com
 
 During a full walk (:class:`Walk`) the scan also keeps each message's fields as
 :class:`Columns`, so the pages it covers need not be decoded a second time.
+
+*Integers beyond 64 bits.* orjson reads them as floats (or refuses them once they pass
+the double range), while a tool result is any JSON value, so its integers must come back
+exact. Only a number of 19 or more digits can be one. The scan searches each chunk for
+such runs once, with numpy (:func:`long_number_lines`), and the index keeps the positions
+of the messages whose line may hold one (almost always none). A tool result on such a
+line, or a line orjson refused, is checked exactly and read again by the stdlib ``json``,
+which keeps every integer exact; a page's other lines pay nothing more.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import threading
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +50,9 @@ __all__ = [
     "RecordIndex",
     "Row",
     "Walk",
+    "has_long_number",
+    "loads_exact",
+    "long_number_lines",
     "message_lines",
     "message_lines_into",
 ]
@@ -58,6 +71,11 @@ _HEAD_BYTES = 256
 _TAIL_BYTES = 64
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
+# digits to "0", every other byte to " ": a run of 19 digits becomes _LONG_NUMBER
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+# -9223372036854775809 has 19 digits and is the first integer orjson reads as a float
+_LONG_NUMBER = b"0" * 19
+_BLANK = b" \t\r"  # JSON whitespace a line can hold besides its ending newline
 
 Row = dict[str, Any]
 ProgressCallback = Callable[[int], object]
@@ -136,6 +154,7 @@ class RecordIndex:
         "_capacity",
         "_ends",
         "_head",
+        "_long",
         "_seen",
         "_starts",
         "_tail",
@@ -169,6 +188,7 @@ class RecordIndex:
         self.scanned = 0
         self.skipped = 0  # complete lines that are not messages, blank ones aside
         self.token: bytes | None = None
+        self._long: list[int] = []  # positions of messages that may hold a long number
         self._seen: tuple[int, int] | None = None
         self._head = b""
         self._tail = b""
@@ -178,8 +198,16 @@ class RecordIndex:
         if self.ident is not None or self.count:
             self._reset(None)
 
-    def offsets(self, start: int, end: int) -> tuple[list[int], list[int]]:
-        return self._starts[start:end].tolist(), self._ends[start:end].tolist()
+    def offsets(self, start: int, end: int) -> tuple[list[int], list[int], list[int]]:
+        """Start and end offsets of messages ``[start, end)``, and which of them (counted
+        from ``start``) may hold a number of 19 or more digits."""
+        long = self._long
+        low, high = bisect_left(long, start), bisect_left(long, end)
+        return (
+            self._starts[start:end].tolist(),
+            self._ends[start:end].tolist(),
+            [position - start for position in long[low:high]],
+        )
 
     def sync(self, st: os.stat_result, walk: Walk | None) -> None:
         """Bring the index up to date with the record whose ``stat`` is ``st``.
@@ -260,11 +288,19 @@ class RecordIndex:
                 digest.update(first)
                 self.token = digest.digest()
             lines = buf[:cut].split(b"\n")
-            kept = message_lines(lines) if sink is None else message_lines_into(lines, sink)
-            self.skipped += len(lines) - len(kept) - lines.count(b"")
+            long = long_number_lines(buf, cut)
+            marked = set(long.tolist()) if len(long) else ()
+            if sink is None:
+                kept, blank = message_lines(lines, marked)
+            else:
+                kept, blank = message_lines_into(lines, sink, marked)
+            self.skipped += len(lines) - len(kept) - blank
             if kept:
                 newlines = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=cut + 1) == 10)
                 chosen = np.array(kept, dtype=np.intp)
+                if len(long):
+                    long_kept = np.flatnonzero(np.isin(chosen, long)) + self.count
+                    self._long.extend(long_kept.tolist())
                 ends = newlines[chosen]
                 starts = np.where(chosen == 0, 0, newlines[chosen - 1] + 1)
                 self._grow(len(kept))
@@ -280,25 +316,98 @@ class RecordIndex:
             chunk = _FIRST_CHUNK
 
 
+def long_number_lines(buf: bytes, cut: int) -> npt.NDArray[np.intp]:
+    """Indexes (sorted, unique) of the lines of ``buf[:cut]`` that may hold 19+ digits in a row.
+
+    Such a run always covers four aligned 4-byte words of digits. numpy finds the words
+    whose bytes all lie in 0x30-0x3F (the digits and ``:;<=>?``) in about a tenth of a
+    nanosecond a byte; lines with shorter runs, or runs of those signs, are found too
+    and told apart when their line is read (:func:`has_long_number`).
+    """
+    import numpy as np  # noqa: PLC0415 - numpy loads on the first read
+
+    words = np.frombuffer(buf, dtype=np.uint32, count=cut // 4)
+    digits = (words & 0xF0F0F0F0) == 0x30303030  # the same for either byte order
+    runs = np.flatnonzero(digits[:-3] & digits[1:-2] & digits[2:-1] & digits[3:])
+    if not len(runs):
+        return runs
+    newlines = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=cut) == 10)
+    return np.unique(np.searchsorted(newlines, runs * 4))
+
+
+def has_long_number(text: bytes) -> bool:
+    """Whether ``text`` holds a run of 19 or more digits: a number orjson may not keep exact."""
+    return _LONG_NUMBER in text.translate(_DIGITS_AS_ZEROS)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_exact(text: bytes) -> Any:
+    """``text`` read by the stdlib ``json``, every integer exact however long.
+
+    For text orjson read with a long number in it (see :func:`has_long_number`); NaN and
+    the infinities are refused as orjson refuses them. Raises ``ValueError`` for text that
+    is not JSON and ``RecursionError`` for nesting deeper than the stdlib reads.
+    """
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def _reread(line: bytes) -> Any:
+    """A line orjson refused, read again when a long number is in it; else ``None``."""
+    if not has_long_number(line):
+        return None
+    try:
+        return loads_exact(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _exact_content(line: bytes, content: Any) -> Any:
+    """The ``content`` of a message line orjson read, with its long integers exact."""
+    if not has_long_number(line):
+        return content
+    try:
+        return loads_exact(line)["content"]
+    except (ValueError, RecursionError, KeyError, TypeError):
+        return content
+
+
 # The two loops below are the hot path of indexing: one parse per line, the SPEC §3
-# message test, nothing else. A line is a message when it is a JSON object with a
-# non-empty string ``id``, a string ``role`` and a ``content`` that is a string (any
-# JSON value for role "tool"); subscripting anything but a dict raises TypeError.
+# message test, nothing else (a line orjson refuses is also asked whether it is blank,
+# after the exception that already cost far more). A line is a message when it is a
+# JSON object with a non-empty string ``id``, a string ``role`` and a ``content`` that is
+# a string (any JSON value for role "tool"); subscripting anything but a dict raises
+# TypeError.
 
 
-def message_lines(lines: list[bytes]) -> list[int]:
-    """Indexes of the lines that are messages."""
+def message_lines(lines: list[bytes], long_lines: Container[int] = ()) -> tuple[list[int], int]:
+    """Indexes of the lines that are messages, and how many lines are blank.
+
+    A blank line holds nothing but JSON whitespace (a CRLF record's empty line is
+    ``"\\r"``); it is not JSON, so it is looked at only on the way out of the parse.
+    ``long_lines`` holds the indexes of the lines that may hold a long number (see
+    :func:`long_number_lines`): one that orjson refuses is read again exactly.
+    """
     loads = _loads
     decode_error = _JSONDecodeError
     kept: list[int] = []
     keep = kept.append
+    blank = 0
     for index, line in enumerate(lines):
         try:
             row = loads(line)
+        except decode_error:
+            row = _reread(line) if index in long_lines else None
+            if row is None:
+                blank += not line.strip(_BLANK)
+                continue
+        try:
             ident = row["id"]
             role = row["role"]
             content = row["content"]
-        except (decode_error, KeyError, TypeError):
+        except (KeyError, TypeError):
             continue
         if (
             type(ident) is str
@@ -307,25 +416,37 @@ def message_lines(lines: list[bytes]) -> list[int]:
             and (type(content) is str or role == "tool")
         ):
             keep(index)
-    return kept
+    return kept, blank
 
 
-def message_lines_into(lines: list[bytes], sink: Columns) -> list[int]:
-    """Like :func:`message_lines`, also appending each message's fields to ``sink``."""
+def message_lines_into(
+    lines: list[bytes], sink: Columns, long_lines: Container[int] = ()
+) -> tuple[list[int], int]:
+    """Like :func:`message_lines`, also appending each message's fields to ``sink``.
+
+    A tool result on a line of ``long_lines`` is read exactly.
+    """
     loads = _loads
     decode_error = _JSONDecodeError
     kept: list[int] = []
     keep = kept.append
+    blank = 0
     add_id, add_role, add_content = sink.ids.append, sink.roles.append, sink.contents.append
     add_name, add_stamp = sink.names.append, sink.stamps.append
     add_call_id, add_error = sink.call_ids.append, sink.errors.append
     for index, line in enumerate(lines):
         try:
             row = loads(line)
+        except decode_error:
+            row = _reread(line) if index in long_lines else None
+            if row is None:
+                blank += not line.strip(_BLANK)
+                continue
+        try:
             ident = row["id"]
             role = row["role"]
             content = row["content"]
-        except (decode_error, KeyError, TypeError):
+        except (KeyError, TypeError):
             continue
         if type(ident) is str and ident and type(role) is str:
             if type(content) is str:
@@ -333,6 +454,8 @@ def message_lines_into(lines: list[bytes], sink: Columns) -> list[int]:
                     add_call_id(row.get("tool_call_id"))
                     add_error(row.get("is_error"))
             elif role == "tool":
+                if index in long_lines:
+                    content = _exact_content(line, content)
                 add_call_id(row.get("tool_call_id"))
                 add_error(row.get("is_error"))
             else:
@@ -343,4 +466,4 @@ def message_lines_into(lines: list[bytes], sink: Columns) -> list[int]:
             add_content(content)
             add_name(row.get("name"))
             add_stamp(row.get("created_at"))
-    return kept
+    return kept, blank

@@ -4,19 +4,30 @@
 contiguous) and decodes them in a single ``orjson`` call: every line was already checked
 by the index to be one JSON object on its own, so joining them into an array is safe. If
 the bytes no longer decode to as many objects as the index promised, the record was
-rewritten under it (:class:`~murmur_nb._conversations.index.RecordChanged`).
+rewritten under it (:class:`~murmur_nb._conversations.index.RecordChanged`). The lines
+the index marks as maybe holding a number of 19 or more digits are read again by the
+stdlib ``json`` when they do, so integers beyond 64 bits come back exact (see the
+index's notes); a page without such a line (almost every page) pays nothing for it.
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 import orjson
 
 from murmur_nb._conversations import tool_envelope
-from murmur_nb._conversations.index import OPEN_FLAGS, RecordChanged, Row
+from murmur_nb._conversations.index import (
+    OPEN_FLAGS,
+    RecordChanged,
+    Row,
+    has_long_number,
+    loads_exact,
+)
 
 __all__ = ["Message", "MessagePage", "messages_of", "read_rows"]
 
@@ -85,9 +96,17 @@ def messages_of(rows: list[Row]) -> list[Message]:
 
 
 def read_rows(
-    path: Path, ident: tuple[int, int] | None, starts: list[int], ends: list[int]
+    path: Path,
+    ident: tuple[int, int] | None,
+    starts: list[int],
+    ends: list[int],
+    long_rows: list[int] | tuple[()] = (),
 ) -> tuple[list[Row], int]:
-    """Decode the message lines at ``starts``/``ends``; return them and the bytes read."""
+    """Decode the message lines at ``starts``/``ends``; return them and the bytes read.
+
+    ``long_rows`` are the indexes of the lines that may hold a long number (the index's
+    ``offsets`` tells): they are read exactly.
+    """
     fd = os.open(path, OPEN_FLAGS)
     try:
         fst = os.fstat(fd)
@@ -117,10 +136,33 @@ def read_rows(
             text = b"[" + b",".join(parts) + b"]"
     finally:
         os.close(fd)
-    try:
-        rows = _loads(text)
-    except _JSONDecodeError:
-        raise RecordChanged from None
+    rows = _decode(text, long_rows, starts, ends)
     if len(rows) != len(starts):
         raise RecordChanged
     return rows, span
+
+
+def _decode(
+    text: bytes, long_rows: list[int] | tuple[()], starts: list[int], ends: list[int]
+) -> list[Row]:
+    """The JSON array ``text`` of the lines at ``starts``/``ends``; ``long_rows`` exact."""
+    try:
+        rows: list[Row] = _loads(text)
+    except _JSONDecodeError:
+        if not long_rows:
+            raise RecordChanged from None
+        try:  # an integer past the double range: orjson refuses it, json reads it
+            exact: list[Row] = loads_exact(text)
+        except (ValueError, RecursionError):
+            raise RecordChanged from None
+        return exact
+    if long_rows and len(rows) == len(starts):
+        sizes = [end - start for start, end in zip(starts, ends, strict=True)]
+        stops = list(accumulate(size + 1 for size in sizes))  # "[" or "," before each line
+        for k in long_rows:
+            line = text[stops[k] - sizes[k] : stops[k]]
+            # nested deeper than json reads: orjson's reading stands
+            with suppress(ValueError, RecursionError):
+                if has_long_number(line):
+                    rows[k] = loads_exact(line)
+    return rows

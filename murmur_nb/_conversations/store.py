@@ -321,7 +321,7 @@ class ConversationReader:
         if not page.starts:
             return [], page.next_cursor, page.total, page.start
         try:
-            rows, nbytes = read_rows(path, page.ident, page.starts, page.ends)
+            rows, nbytes = read_rows(path, page.ident, page.starts, page.ends, page.long_rows)
         except RecordChanged:
             self._invalidate()
             return self._changed_under(cursor, limit, walk, retry)
@@ -380,6 +380,7 @@ class _PageSpan:
     ident: tuple[int, int] | None
     starts: list[int]
     ends: list[int]
+    long_rows: list[int]
     covered: bool
 
 
@@ -407,9 +408,9 @@ def _locate(
     if walk is not None and walk.sink is not None:
         stop = max(start, min(end, walk.sink_base))
         if stop == start:
-            return _PageSpan(start, next_cursor, total, index.ident, [], [], covered=True)
-    starts, ends = index.offsets(start, stop) if stop > start else ([], [])
-    return _PageSpan(start, next_cursor, total, index.ident, starts, ends, covered=False)
+            return _PageSpan(start, next_cursor, total, index.ident, [], [], [], covered=True)
+    starts, ends, long_rows = index.offsets(start, stop) if stop > start else ([], [], [])
+    return _PageSpan(start, next_cursor, total, index.ident, starts, ends, long_rows, covered=False)
 
 
 def _clamp(limit: int) -> int:

@@ -6,9 +6,10 @@ For role ``"tool"`` a message's ``content`` is the compact JSON text of
 page, the frame builder for a whole record's tool rows at once, and the conversation
 explorer decodes it for display; all three use this module, so they cannot drift.
 
-*Bodies deeper than orjson writes.* A tool body is any JSON value the runtime wrote, and
-orjson refuses to serialise nesting deeper than it parses; :func:`encode` then falls back
-to an iterative writer that produces the same compact text without recursion.
+*Bodies orjson does not write.* A tool body is any JSON value the runtime wrote, and
+orjson refuses to serialise nesting deeper than it parses and integers beyond 64 bits;
+:func:`encode` then falls back to an iterative writer (:func:`compact_json`) that
+produces the same compact text without recursion, integers written exactly.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ENVELOPE_KEY", "decode", "encode", "encode_cleaned"]
+__all__ = ["ENVELOPE_KEY", "compact_json", "decode", "encode", "encode_cleaned"]
 
 ENVELOPE_KEY = "__murmur_tool_msg__"
 """The key whose ``true`` value marks a tool-message envelope."""
@@ -32,8 +33,21 @@ class _Literal:
     text: bytes
 
 
-def _encode_deep(value: Any) -> bytes:
-    """Compact JSON without recursion, for bodies nested deeper than orjson writes."""
+def compact_json(value: Any, option: int = 0) -> bytes:
+    """``value`` as compact JSON, as ``orjson.dumps(value, option=option)`` writes it.
+
+    Also for what orjson refuses to write but JSON carries: nesting deeper than orjson
+    writes, and integers beyond 64 bits (written exactly). Other values orjson cannot
+    write raise its ``JSONEncodeError`` (a ``TypeError``).
+    """
+    try:
+        return _dumps(value, option=option)
+    except orjson.JSONEncodeError:
+        return _encode_deep(value, option)
+
+
+def _encode_deep(value: Any, option: int = 0) -> bytes:
+    """Compact JSON without recursion, integers exact, for what orjson does not write."""
     out: list[bytes] = []
     stack: list[Any] = [value]
     literal = _Literal
@@ -46,18 +60,22 @@ def _encode_deep(value: Any) -> bytes:
             pairs = list(item.items())
             for index in range(len(pairs) - 1, -1, -1):
                 key, member = pairs[index]
+                if type(key) is not str:
+                    raise orjson.JSONEncodeError(f"Dict key must be str, not {type(key).__name__}")
                 stack.append(member)
                 stack.append(literal((b"," if index else b"") + _dumps(key) + b":"))
             out.append(b"{")
-        elif type(item) is list:
+        elif type(item) is list or type(item) is tuple:
             stack.append(literal(b"]"))
             for index in range(len(item) - 1, -1, -1):
                 stack.append(item[index])
                 if index:
                     stack.append(literal(b","))
             out.append(b"[")
+        elif type(item) is int:
+            out.append(str(item).encode())
         else:
-            out.append(_dumps(item))
+            out.append(_dumps(item, option=option))
     return b"".join(out)
 
 
@@ -78,10 +96,7 @@ def encode(tool_call_id: Any, is_error: Any, body: Any) -> str:
         "is_error": is_error if type(is_error) is bool else None,
         "body": body,
     }
-    try:
-        return _dumps(envelope).decode()
-    except orjson.JSONEncodeError:
-        return _encode_deep(envelope).decode()
+    return compact_json(envelope).decode()
 
 
 def encode_cleaned(call_ids: list[Any], errors: list[Any], bodies: list[Any]) -> list[str]:

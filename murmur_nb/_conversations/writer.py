@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from murmur_nb._conversations.store import ConversationStore, check_context_id
+from murmur_nb._conversations.tool_envelope import compact_json
 from murmur_nb._exceptions import MurmurError
 from murmur_nb._files.beneath import one_file_problem
 
@@ -41,10 +42,16 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 # O_NONBLOCK: a FIFO planted as the record fails or is refused instead of blocking the open
 _RECORD_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK
+# numpy numbers and arrays in a tool result are written as the plain JSON they hold
+_DUMPS_OPTION = orjson.OPT_SERIALIZE_NUMPY
+_PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def _not_finite(value: Any) -> str | None:
-    """The first NaN or infinity inside ``value`` (nested lists and dicts), or ``None``."""
+    """The first NaN or infinity inside ``value`` (nested lists, dicts, numpy values), or ``None``.
+
+    A numpy value is looked into as the plain value it is written as.
+    """
     pending = [value]
     while pending:
         item = pending.pop()
@@ -54,7 +61,52 @@ def _not_finite(value: Any) -> str | None:
             pending.extend(item.values())
         elif isinstance(item, list | tuple):
             pending.extend(item)
+        elif type(item) not in _PLAIN and hasattr(item, "tolist"):  # numpy, as written
+            pending.append(item.tolist())
     return None
+
+
+def _check_keys(id: object, name: object, tool_call_id: object, is_error: object) -> None:
+    """Refuse the optional keys SPEC §3 types, before a line the reader would drop is written."""
+    if not isinstance(id, str) or not id:
+        given = repr(id) if isinstance(id, str) else f"{type(id).__name__} ({id!r})"
+        raise (ValueError if isinstance(id, str) else TypeError)(
+            f"id must be a non-empty string, not {given}: the reader skips a line without "
+            "one, so the message would be lost; pass a string (for example str(id)), or "
+            "None for a fresh id"
+        )
+    for key, value in (("name", name), ("tool_call_id", tool_call_id)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(
+                f"{key} must be a string, not {type(value).__name__} ({value!r}): the "
+                f"reader would drop it; pass str({key}), or None to leave it out"
+            )
+    if is_error is not None and type(is_error) is not bool:
+        raise TypeError(
+            f"is_error must be True, False or None, not {type(is_error).__name__} "
+            f"({is_error!r}): the reader would drop it; pass bool(is_error), or None to "
+            "leave it out"
+        )
+
+
+def _dumps_line(line: dict[str, Any], extra: Mapping[str, Any] | None) -> bytes:
+    """``line`` as compact JSON; what JSON cannot carry is refused naming its key."""
+    try:
+        return compact_json(line, _DUMPS_OPTION)
+    except orjson.JSONEncodeError as exc:
+        field = "content"
+        if extra:
+            try:
+                compact_json(line["content"], _DUMPS_OPTION)
+            except orjson.JSONEncodeError:
+                pass
+            else:
+                field = "extra"
+        raise TypeError(
+            f"the {field} of message {line['id']!r} is not JSON ({exc}); pass dicts with "
+            "string keys, lists, strings, numbers, booleans and None (numpy numbers and "
+            "arrays are written as the plain JSON they hold)"
+        ) from exc
 
 
 def _timestamp(value: datetime | str) -> str:
@@ -166,7 +218,11 @@ class RecordWriter:
         """The record line :meth:`append` would write, newline included.
 
         Keys whose value is ``None`` are left out, as the runtime does. ``content`` must
-        be a string unless ``role`` is ``"tool"``, whose content is any JSON value.
+        be a string unless ``role`` is ``"tool"``, whose content is any JSON value (numpy
+        numbers and arrays are written as the plain JSON they hold; integers of any size
+        exactly). ``id`` is a non-empty string, ``name`` and ``tool_call_id`` strings and
+        ``is_error`` a bool (SPEC §3): any other value is refused, as the reader would
+        drop the line or the key.
         """
         if not isinstance(role, str):
             raise TypeError(f"role must be a string, not {type(role).__name__}")
@@ -180,8 +236,11 @@ class RecordWriter:
                 f"the tool result holds {bad}, which JSON cannot carry (it would be written as "
                 "null); put None, or the value as text, in its place"
             )
+        if id is None:
+            id = f"msg_{uuid.uuid4().hex}"
+        _check_keys(id, name, tool_call_id, is_error)
         line: dict[str, Any] = {
-            "id": id if id is not None else f"msg_{uuid.uuid4().hex}",
+            "id": id,
             "role": role,
             "content": content,
         }
@@ -198,7 +257,7 @@ class RecordWriter:
         if extra:
             for key, value in extra.items():
                 line.setdefault(key, value)
-        return orjson.dumps(line) + b"\n"
+        return _dumps_line(line, extra) + b"\n"
 
     def append(
         self,
