@@ -6,6 +6,8 @@
   (streamed through a fixed 1 MiB buffer, so memory stays flat whatever the size).
 * :func:`facet_studio_home` / :func:`murmur_home` — where the two homes are by default.
 * :func:`compact_json` — compact UTF-8 JSON text of a value, written fast (orjson).
+* :data:`RFC3339_RE` / :func:`rfc3339_instant` — what an RFC 3339 time is (a record's
+  ``created_at``, a timeline's ``start``), for the writer, the reader and the renderer alike.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import re
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +30,10 @@ __all__ = [
     "compact_json",
     "HASH_BUFFER",
     "PLAIN_ID_RE",
+    "RFC3339_RE",
     "facet_studio_home",
     "murmur_home",
+    "rfc3339_instant",
     "sha256_fd",
     "sha256_file",
 ]
@@ -39,6 +44,34 @@ PLAIN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 #: ``sha256:`` followed by exactly 64 lowercase hex digits (match it in full).
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+
+#: An RFC 3339 date-time (section 5.6; match it in full): a date, ``T`` (or ``t``, or a
+#: space, which the RFC allows readers to take), a time with seconds and an optional
+#: fraction, then ``Z`` (or ``z``) or an offset. ISO 8601 forms it leaves out (a week date,
+#: a comma before the fraction, no zone at all) do not match: a time without its zone is
+#: no instant.
+RFC3339_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+def rfc3339_instant(text: str) -> datetime | None:
+    """The aware ``datetime`` an RFC 3339 string names, or ``None`` when it is none: not of
+    the form (:data:`RFC3339_RE`), or a value no calendar day holds (a month 13, or a leap
+    second ``:60``, which neither Python nor pandas can represent).
+
+    >>> rfc3339_instant("2026-01-02t03:04:05.5z").isoformat()
+    '2026-01-02T03:04:05.500000+00:00'
+    >>> rfc3339_instant("2026-01-02T03:04:05") is None  # no zone: no instant
+    True
+    """
+    if RFC3339_RE.fullmatch(text) is None:
+        return None
+    try:
+        return datetime.fromisoformat(text.upper())
+    except ValueError:
+        return None
+
 
 HASH_BUFFER = 1 << 20
 

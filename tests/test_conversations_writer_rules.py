@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import murmur_nb as mnb
@@ -96,3 +97,36 @@ def test_what_json_cannot_carry_is_refused_naming_the_field(
         writer.append("tool", content, id="t1", extra=extra)
     assert "pass dicts with string keys" in str(info.value)
     assert record_lines(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("stamp", "written"),
+    [("2026-01-01T05:00:00z", True), ("2026-01-01t05:00:00Z", True),
+     ("2026-01-01 05:00:00.25+02:00", True), ("2026-W01-1T05:00:00Z", False),
+     ("2026-01-01T05:00:00,5Z", False), ("2026-01-01T05:00:00", False),
+     ("2026-01-01", False), ("2016-12-31T23:59:60Z", False)],
+)  # fmt: skip
+def test_created_at_is_written_when_it_is_an_rfc3339_instant_and_read_as_it(
+    tmp_path: Path, stamp: str, written: bool
+) -> None:
+    """The writer took ISO 8601 forms RFC 3339 leaves out (a week date, a comma fraction),
+    which the frame read as NaT, and refused RFC 3339's lowercase ``t``/``z``; the frame read a
+    time without its zone as UTC, although the writer refuses it and the frame's docstring
+    says NaT. One rule for both: what is written is read as the same instant, and a line
+    written raw with a stamp that is no instant is NaT."""
+    with mnb.RecordWriter(tmp_path, "ctx") as writer:
+        if written:
+            writer.append("user", "x", created_at=stamp)
+        else:
+            with pytest.raises(ValueError, match=re.escape(repr(stamp))) as info:
+                writer.append("user", "x", created_at=stamp)
+            assert ("leap second" in str(info.value)) == stamp.endswith(":60Z")
+            writer.append_raw(json.dumps({"id": "m", "role": "user", "content": "x",
+                                          "created_at": stamp}).encode() + b"\n")  # fmt: skip
+    frame = mnb.read_conversation("ctx", tmp_path, progress=False)
+    (value,) = frame["created_at"]
+    if written:
+        expected = pd.Timestamp(stamp.upper()).tz_convert("UTC")
+        assert value == expected
+    else:
+        assert pd.isna(value)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from bs4 import BeautifulSoup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from murmur_nb._render.core import CannotRender  # private: what a parse refuses with
 from murmur_nb._render.primitives.timeline import (  # private: a property test, no files
     parse_events,
     timeline_html,
@@ -62,3 +64,16 @@ def test_a_subnormal_span_still_draws() -> None:
     parsed, _ = parse_events([{"start": 5e-324, "label": "tiny"}])
     chart_html, _ = timeline_html(parsed, False)
     assert chart_html.count('class="murmur-marker"') == 1 and "tiny" in chart_html
+
+
+def test_timestamps_follow_rfc3339_as_records_do() -> None:
+    """The timeline took any ISO 8601 text (a week date, a comma fraction) that a record's
+    reader reads as NaT, and both now take RFC 3339's lowercase ``t`` and ``z``."""
+    parsed, _ = parse_events([{"start": "2026-01-01t05:00:00z"},
+                              {"start": "2026-01-01T06:00:00+01:00"}])  # fmt: skip
+    assert [e.start for e in parsed] == [parsed[0].start] * 2  # the same instant
+    for stamp, why in (("2026-W01-1T05:00:00Z", "is not an RFC 3339 timestamp"),
+                       ("2026-01-01T05:00:00,5Z", "is not an RFC 3339 timestamp"),
+                       ("2026-01-01T05:00:00", "has no time zone offset")):  # fmt: skip
+        with pytest.raises(CannotRender, match=re.escape(f"{stamp!r} {why}")):
+            parse_events([{"start": stamp}])

@@ -37,6 +37,7 @@ from murmur_nb._conversations.store import (
     walk_record,
 )
 from murmur_nb._exceptions import InvalidContextId, MissingDependency
+from murmur_nb._rules import RFC3339_RE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -133,7 +134,8 @@ def _categorical(roles: list[str]) -> Any:
 
 
 def _timestamps(stamps: list[str | None]) -> Any:
-    """RFC 3339 strings as datetime64[us, UTC]; NaT when absent or not a time."""
+    """RFC 3339 strings as datetime64[us, UTC]; NaT when absent or not an RFC 3339 instant
+    (:data:`~murmur_nb._rules.RFC3339_RE`: a time without its zone is none)."""
     import pandas as pd  # noqa: PLC0415 - pandas loads on first use
 
     pa = _arrow()
@@ -144,10 +146,12 @@ def _timestamps(stamps: list[str | None]) -> Any:
             pass  # something Arrow's strict parser refuses: let pandas coerce per value
         else:
             return pd.DatetimeIndex(parsed.to_pandas()).as_unit("us")
-    created = pd.to_datetime(
-        pd.Series(stamps, dtype=object), utc=True, format="ISO8601", errors="coerce"
-    )
-    return pd.DatetimeIndex(created).as_unit("us")
+    # pandas parses each value, as leniently as ISO 8601 (no zone read as UTC, a week date,
+    # a comma fraction); what is no RFC 3339 instant is NaT, as the writer refuses it
+    texts = pd.Series(stamps, dtype=object)
+    strict = texts.str.fullmatch(RFC3339_RE.pattern).fillna(False).astype(bool)
+    created = pd.to_datetime(texts.str.upper(), utc=True, format="ISO8601", errors="coerce")
+    return pd.DatetimeIndex(created.where(strict)).as_unit("us")
 
 
 def _frame(columns: Columns) -> pd.DataFrame:

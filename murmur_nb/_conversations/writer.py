@@ -33,6 +33,7 @@ from murmur_nb._conversations.store import ConversationStore, check_context_id
 from murmur_nb._conversations.tool_envelope import compact_json
 from murmur_nb._exceptions import MurmurError
 from murmur_nb._files.beneath import one_file_problem
+from murmur_nb._rules import RFC3339_RE, rfc3339_instant
 
 __all__ = ["RecordWriter"]
 
@@ -111,15 +112,17 @@ def _dumps_line(line: dict[str, Any], extra: Mapping[str, Any] | None) -> bytes:
 
 def _timestamp(value: datetime | str) -> str:
     if isinstance(value, str):
-        try:
-            zoned = datetime.fromisoformat(value).tzinfo is not None
-        except ValueError:
-            zoned = False
-        if not zoned:
+        if RFC3339_RE.fullmatch(value) is None:
             raise ValueError(
                 f"created_at {value!r} is not an RFC 3339 time with its zone (like "
                 "'2026-01-02T03:04:05Z'), so a frame would read it as NaT; pass one, an aware "
                 "datetime, or write the line as it is with append_raw"
+            )
+        if rfc3339_instant(value) is None:
+            raise ValueError(
+                f"created_at {value!r} names no instant Python or pandas can hold (a month or "
+                "day past the calendar, or a leap second :60), so a frame would read it as "
+                "NaT; pass the time it stands for (a leap second as :59.999999)"
             )
         return value
     if value.tzinfo is None:

@@ -10,6 +10,7 @@ not trust (its sanitizer removes inline SVG, which left the labels as one run-on
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from typing import Any
 from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc
 from murmur_nb._render.primitives.text import load_json
 from murmur_nb._render.theme import FG, FG_MUTED, GREY
+from murmur_nb._rules import rfc3339_instant
 
 __all__ = ["Event", "parse_events", "render_timeline", "timeline_html"]
 
@@ -59,13 +61,15 @@ def _time(value: Any, where: str) -> tuple[float, bool]:
             raise CannotRender(f"{where} is not a finite number of seconds")
         return seconds, False
     if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError as exc:
-            raise CannotRender(f"{where} {value!r} is not an RFC 3339 timestamp") from exc
-        if parsed.tzinfo is None:
-            raise CannotRender(f"{where} {value!r} has no time zone offset (RFC 3339 needs one)")
-        return float(parsed.timestamp()), True
+        parsed = rfc3339_instant(value)
+        if parsed is not None:
+            return float(parsed.timestamp()), True
+        with contextlib.suppress(ValueError):
+            if datetime.fromisoformat(value).tzinfo is None:
+                raise CannotRender(
+                    f"{where} {value!r} has no time zone offset (RFC 3339 needs one)"
+                )
+        raise CannotRender(f"{where} {value!r} is not an RFC 3339 timestamp")
     raise CannotRender(f"{where} must be a number of seconds or an RFC 3339 string")
 
 
