@@ -408,3 +408,20 @@ def test_blank_and_whitespace_lines_are_not_counted(tmp_path: Path, ending: byte
     store = mnb.ConversationStore(tmp_path)
     assert store.reader("ctx").read_messages().total == 2  # indexed without a walk first
     assert mnb.read_conversation("ctx", store, progress=False).attrs["skipped_lines"] == 2
+
+
+def test_the_frame_without_body_round_trips_through_parquet(tmp_path: Path) -> None:
+    """What the docstring says to do for Parquet works: ``to_parquet`` of the whole frame
+    fails on ``body`` (any JSON value per row), the frame without it keeps every column's
+    values and dtypes, and each tool row's ``body`` is its ``content`` decoded again."""
+    write_sample(tmp_path)
+    frame = mnb.read_conversation("ctx", tmp_path, progress=False)
+    with pytest.raises(Exception, match="body"):
+        frame.to_parquet(tmp_path / "whole.parquet")
+    kept = frame.drop(columns="body")
+    kept.to_parquet(tmp_path / "frame.parquet")
+    back = pd.read_parquet(tmp_path / "frame.parquet")
+    pd.testing.assert_frame_equal(back, kept, check_like=False)
+    tools = back[back["role"] == "tool"]
+    assert len(tools) and [json.loads(c)["body"] for c in tools["content"]] == list(
+        frame.loc[tools.index, "body"])  # fmt: skip

@@ -261,6 +261,10 @@ def read_conversation(context_id: str, home: Home = None, *, progress: bool = Tr
         ``attrs["skipped_lines"]`` counts the record's complete lines, up to ``T``, that
         are not messages and were left out (SPEC §3: not JSON, missing keys; blank lines,
         those of spaces, tabs or a lone ``\\r`` included, aside).
+        ``body`` holds any JSON value (dicts, lists, numbers, ``None``), which Parquet and
+        Feather cannot store in one column: write ``frame.drop(columns="body")`` (it is
+        the tool rows' ``content`` decoded, so nothing is lost) and decode ``content``
+        again after reading it back.
 
     Raises
     ------
