@@ -162,6 +162,12 @@ def test_kept_ratio_counts_messages_offered_when_a_record_repeats_an_id(
     compact = out[out["event"] == "compact"].iloc[0]
     assert (compact["messages_in"], compact["messages_out"]) == (3, 2)
     assert compact["kept_ratio"] == pytest.approx(2 / 3)
+    # a comparison counts the same way (it counted the id once: 1 kept, 2 dropped), and its
+    # window column is a replay's Int64 (it was objects and None)
+    both = mnb.compare_replays(mnb.replay(hooks, "dups", hooks=["old", "new"], progress=False))
+    totals = both.totals()["old"]
+    assert (totals["calls"], totals["kept"], totals["dropped"]) == (2, 2, 1)
+    assert str(both.frame["window"].dtype) == "Int64" and both.frame["window"].isna().any()
 
 
 def _comparable(frame: pd.DataFrame) -> pd.DataFrame:

@@ -182,8 +182,10 @@ def _side_totals(frame: pd.DataFrame, side: str) -> dict[str, int]:
             continue
         ids, chars = row[f"kept_ids_{side}"], row[f"chars_out_{side}"]
         if isinstance(ids, tuple) and not _isna(row["window"]):
-            out["kept"] += len(set(ids))
-            out["dropped"] += int(row["window"]) - len(set(ids))
+            # each offered message whose id came back (a record may repeat an id)
+            kept = min(len(ids), int(row["window"]))
+            out["kept"] += kept
+            out["dropped"] += int(row["window"]) - kept
         out["chars_out"] += 0 if _isna(chars) else int(chars)
     return out
 
@@ -322,6 +324,7 @@ def compare_replays(
     joined["differs"] = differs
     joined["same"] = [not d for d in differs]
     joined["event"] = pd.Categorical(joined["event"], ["task-start", "compact"])
+    joined["window"] = joined["window"].astype("Int64")  # as a replay's (joined as objects)
     order = [*KEYS, *(f"{c}_{side}" for c in SHOWN for side in (la, lb)), "differs", "same"]
     joined = joined.sort_values(["context_id", "event"], kind="stable")[order]
     return ReplayComparison(la, lb, joined.reset_index(drop=True))
