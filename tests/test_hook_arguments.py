@@ -207,8 +207,10 @@ def test_conversations_that_cannot_serve_reads_is_refused_at_construction(
 def test_hookhost_given_a_path_says_to_use_from_config(yaml_path: Path) -> None:
     """It raised ``AttributeError: 'PosixPath' object has no attribute 'path'``."""
     for given in (yaml_path, str(yaml_path)):
-        with pytest.raises(TypeError, match=r"HookHost takes a loaded HookConfig, not .*/cap"
-                           r".*; to load a murmur\.yaml use HookHost\.from_config\(path\)"):
+        # the path is shown shortened (a CI's temporary folders are long): not matched whole
+        with pytest.raises(TypeError, match=r"HookHost takes a loaded HookConfig, not "
+                           r"(PosixPath\(|str )?'/.*; to load a murmur\.yaml use "
+                           r"HookHost\.from_config\(path\)"):
             mnb.HookHost(given)  # type: ignore[arg-type]
 
 
