@@ -300,7 +300,9 @@ def main() -> None:
               f"over the map: {cpu_ms:.3f} ms per row, of which the run itself (a loop of "
               f"PreparedCall.run over {half} rows): {run_ms:.3f} ms")  # fmt: skip
         cores = len(os.sched_getaffinity(0))
-        loop_row_ms, map_row_ms = (m.busy_s * 1000 / args.rows for m in (looped, mapped))
+        # both machines add up every round's rows
+        loop_row_ms, map_row_ms = (m.busy_s * 1000 / (args.rows * args.rounds)
+                                   for m in (looped, mapped))  # fmt: skip
         print(f"the whole machine's CPU per row (the kernel, bwrap, the module): loop "
               f"{loop_row_ms:.2f} ms, map {map_row_ms:.2f} ms; cores kept busy: loop "
               f"{looped.cores_used:.2f}, map {mapped.cores_used:.2f} of {cores}. A map can be "
