@@ -78,6 +78,9 @@ def test_each_broken_rule_is_reported_with_its_rule_and_path(
     assert {p for _, p in failed(report)} == {path}
     row = report.failures[0]
     assert row.rule and row.fix and row.detail
+    # nothing was left out for the budget, so no row says it was spent (a refused input's
+    # count of 0 said so on every skipped row of a module whose every answer broke a rule)
+    assert not any("was spent" in r.detail for r in report), report.summary()
 
 
 def test_execution_missing_on_failure_is_reported(tmp_path: Path) -> None:
@@ -93,6 +96,21 @@ def test_a_call_past_its_deadline_fails_the_bounds_check(tmp_path: Path) -> None
     )
     assert ("invoke.bounds", "") in failed(report)
     assert "deadline_exceeded" in report.failures[0].detail
+
+
+def test_a_module_that_never_answers_fails_within_the_budget(tmp_path: Path) -> None:
+    """With the default policy (60 s) and a budget below it, every call's deadline was the
+    budget's, every call the module never answered was left out as "the budget stopped it",
+    and a module that ignores its deadline passed (exit status 0). It fails ``invoke.bounds``
+    now, saying what to do when calls merely take longer than the budget."""
+    report = mnb.check_module(checked_module(tmp_path, "deadline"), examples=1, budget=2)
+    assert not report.ok and failed(report) == [("invoke.bounds", "")], report.summary()
+    row = report.failures[0]
+    assert row.detail.startswith("no call answered: each generated input's call ran until")
+    assert "--budget" in row.detail and row.reproduce.startswith("murmur-nb ")
+    skipped = [r for r in report if r.status == "skipped" and r.check.startswith("invoke.")]
+    assert skipped and all("each call ran until its deadline" in r.detail for r in skipped)
+    assert not any("was spent" in r.detail for r in skipped)
 
 
 def test_a_traceback_on_bad_input_is_a_warning_not_a_failure(tmp_path: Path) -> None:

@@ -611,6 +611,8 @@ class CapabilityRuns:
         self.sent = 0
         self.answered = 0
         self.last_ok: Generated | None = None
+        #: the first input whose call the budget's deadline stopped (it ran until then)
+        self.stopped: Generated | None = None
 
     def fail(
         self, check: str, path: str, detail: str, sent: Generated,
@@ -627,6 +629,8 @@ class CapabilityRuns:
     def record(self, sent: Generated, outcome: Invocation | ModuleHostError | LeftOut) -> None:
         if isinstance(outcome, str):
             self.left["random" if sent.kind == "random" else "boundary"] += 1
+            if outcome == "stopped" and self.stopped is None:
+                self.stopped = sent
             return
         self.sent += 1
         self.kinds[sent.kind] += 1
@@ -676,6 +680,30 @@ class CapabilityRuns:
                     f"{where}.presentation {artifact.presentation!r} is not a known primitive",
                 )
 
+    def never_answered(self) -> CheckResult | None:
+        """An ``invoke.bounds`` failure when no call was answered and the budget's deadline
+        stopped them: a module that never answers is killed at any deadline, so it passed
+        (every call was left out as "the budget stopped it")."""
+        if self.answered or self.sent or self.stopped is None:
+            return None
+        detail = (
+            f"no call answered: each generated input's call ran until its deadline (within "
+            f"{self.clock.words()}) and was killed. A module must answer within deadline_ms; "
+            "if a call of this capability takes longer than the budget allows, check it "
+            "again with a larger --budget"
+        )
+        return result("invoke.bounds", "fail", capability=self.cap.id, detail=detail,
+                      reproduce=self.reproduce(self.stopped.value, True),
+                      sent=self.stopped.value)  # fmt: skip
+
+    def unanswered(self) -> str:
+        """Why a rule could not be looked at: no call of the capability was answered."""
+        if self.stopped is not None:
+            return "no generated input was answered: each call ran until its deadline"
+        if +self.left:
+            return f"no generated input reached the module ({self.clock.words()} was spent)"
+        return "no generated input was answered with an envelope these rules could look at"
+
     def counts(self) -> str:
         """How many inputs of each kind were sent: boundaries by kind, then random ones."""
         edges = [(k, self.kinds[k]) for k in KINDS if self.kinds[k]]
@@ -689,15 +717,16 @@ class CapabilityRuns:
     def rows(self) -> Sequence[CheckResult]:
         out: list[CheckResult] = []
         cap = self.cap.id
+        hung = self.never_answered()
         for check in _INVOKE_RULES:
             if check in self.failed:
                 out.append(self.failed[check])
+            elif check == "invoke.bounds" and hung is not None:
+                out.append(hung)
             elif check in self.warned:
                 out.append(result(check, "warn", capability=cap, detail=self.warned[check]))
-            elif self.answered == 0 and (check != "invoke.generated_inputs" or self.left):
-                spent = f" ({self.clock.words()} was spent)" if self.left else ""
-                detail = f"no generated input reached the module{spent}"
-                out.append(result(check, "skipped", capability=cap, detail=detail))
+            elif self.answered == 0 and (check != "invoke.generated_inputs" or +self.left):
+                out.append(result(check, "skipped", capability=cap, detail=self.unanswered()))
             else:
                 detail = f"{self.answered} of {self.sent} inputs answered: {self.counts()}"
                 out.append(result(check, "pass", capability=cap, detail=detail))
