@@ -7,7 +7,8 @@ artifacts they produce inline, and load conversation records into pandas.
 only when the feature that needs them is first used.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
 
 from murmur_nb import protocol
 
@@ -95,8 +96,8 @@ def __getattr__(name: str) -> object:
 
 
 try:
-    __version__ = version("murmur-nb")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = _version("murmur-nb")
+except _PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [

@@ -6,13 +6,16 @@ event lists is only affordable without writing, verifying and rendering a file f
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import murmur_nb as mnb
 from murmur_nb._render.core import CannotRender  # private: what a parse refuses with
 from murmur_nb._render.primitives.timeline import (  # private: a property test, no files
     parse_events,
@@ -77,3 +80,16 @@ def test_timestamps_follow_rfc3339_as_records_do() -> None:
                        ("2026-01-01T05:00:00", "has no time zone offset")):  # fmt: skip
         with pytest.raises(CannotRender, match=re.escape(f"{stamp!r} {why}")):
             parse_events([{"start": stamp}])
+
+
+def test_a_timeline_cut_by_its_budget_counts_every_lane(tmp_path: Path) -> None:
+    """``RenderBudget(timeline_events=4)`` said "10 events in 2 lanes": the events and the
+    span were the whole timeline's, the lanes only those of the 4 events drawn."""
+    events = [{"start": i, "lane": "abc"[min(i // 4, 2)], "label": f"e{i}"} for i in range(10)]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(events))
+    whole = mnb.render_file(path, "application/json", "timeline").text
+    cut = mnb.render_file(path, "application/json", "timeline",
+                          budget=mnb.RenderBudget(timeline_events=4)).text  # fmt: skip
+    assert "10 events in 3 lanes" in whole and "10 events in 3 lanes" in cut, cut
+    assert "drew the first 4 of 10 events" in cut

@@ -101,6 +101,11 @@ def test_find_a_message_id_and_filter_by_text(store: ConversationStore) -> None:
     assert not ex.find("nope")
     assert ex.page_number == 2 and ex.visible_messages()[0].id == "m0025"
     assert "not found: no message &#x27;nope&#x27; in this record" in ex.status.value
+    # the text form says it too (only the live HTML did), until the next page is drawn
+    assert repr(ex).splitlines()[0].endswith(" · not found: no message 'nope' in this record")
+    ex.older_button.click()
+    ex.newer_button.click()
+    assert "not found" not in repr(ex)
     # the text filter searches the whole record, not the page of 10 shown
     ex.text_filter.value = "ANSWER"
     assert [m.id for m in ex.visible_messages()] == [f"m{i:04d}" for i in range(1, 45, 5)]

@@ -159,6 +159,8 @@ class ConversationExplorer(TextView):
         self._cursors: list[str | None] = [None]  # page n's cursor at index n - 1
         self._index = 0
         self.opened: str | None = None
+        #: what the last find() could not find (shown until the next page is drawn)
+        self.notice = ""
         self.newest_button = w.Button(description="« Newest", layout=_fit())
         self.newer_button = w.Button(description="◀ Newer", layout=_fit())
         self.page_input = w.BoundedIntText(
@@ -284,7 +286,8 @@ class ConversationExplorer(TextView):
         whole = self.page is not None and self.page.next_cursor is None
         self.go_to_page(start)
         where = "in this record" if whole else f"in the newest {self.scan_limit} messages"
-        self.status.value += " · " + badge(f"not found: no message {message_id!r} {where}", "warn")
+        self.notice = f"not found: no message {message_id!r} {where}"
+        self.status.value += " · " + badge(self.notice, "warn")
         return False
 
     @property
@@ -394,6 +397,7 @@ class ConversationExplorer(TextView):
         self.page_input.max = max(self.page_total, self.page_number)
         self.page_input.value = self.page_number
         self.page_count.value = f"of {self.page_total}"
+        self.notice = ""
         if self.error is not None:
             self.status.value = badge(str(self.error), "error")
             return
@@ -467,6 +471,8 @@ class ConversationExplorer(TextView):
             "messages, role all"
             + (", oldest page" if self.page is not None and self.page.next_cursor is None else "")
         ]
+        if self.notice:
+            lines[0] += f" · {self.notice}"
         for m in shown:
             envelope = tool_envelope.decode(m.content) if m.role == "tool" else None
             if envelope is not None:

@@ -278,7 +278,8 @@ def render_timeline(source: Source, budget: RenderBudget) -> Body:
     if not events:
         raise CannotRender("the timeline has no events")
     drawn = events[: budget.timeline_events]
-    chart, lanes = timeline_html(drawn, timestamps)
+    chart, _ = timeline_html(drawn, timestamps)
+    lanes = dict.fromkeys(e.lane for e in events)  # the whole timeline's, as its count and span
     span_lo = min(e.start for e in events)
     span_hi = max(max(e.start, e.end or e.start) for e in events)
     if timestamps:
