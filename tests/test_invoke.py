@@ -481,6 +481,20 @@ def test_audit_rows(host: mnb.ModuleHost) -> None:
     assert json.dumps(first["grants"])  # plain data
 
 
+def test_an_empty_audit_has_the_dtypes_of_a_full_one(host: mnb.ModuleHost, tmp_path: Path) -> None:
+    """An empty audit had ``object`` text columns and a ``time`` in seconds, so
+    ``pd.concat([empty, full])`` turned ``module`` and ``outcome`` into objects."""
+    with mnb.ModuleHost(home=tmp_path / "elsewhere") as fresh:
+        empty = fresh.audit()
+    host.invoke("good.make", {})
+    with pytest.raises(mnb.ModuleNotFound):
+        host.invoke("nothere.run", {})  # a row without a module
+    full = host.audit()
+    assert empty.empty and dict(empty.dtypes) == dict(full.dtypes)
+    assert dict(pd.concat([empty, full]).dtypes) == dict(full.dtypes)
+    assert pd.isna(full["module"].iloc[-1]) and full["module"].iloc[0] == "good"
+
+
 def test_default_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("FACET_STUDIO_HOME", str(tmp_path / "studio"))
     install(tmp_path / "studio", "envhome")

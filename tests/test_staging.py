@@ -66,14 +66,17 @@ def test_mutated_staged_file_is_detected_before_each_use(host: mnb.ModuleHost) -
     with pytest.raises(mnb.SizeMismatch):
         host.invoke("consumer.consume", staged.ref(), staged=[staged])
     staged.file.unlink()
-    with pytest.raises(mnb.ConfinementViolation, match="stage the artifact again"):
+    # a file gone is said so (it was a confinement_violation "without following a link")
+    with pytest.raises(mnb.ArtifactRejected, match="its file no longer exists; stage the artifact "
+                       "again") as gone:  # fmt: skip
         host.invoke("consumer.consume", staged.ref(), staged=[staged])
+    assert gone.value.code == "missing_file" and type(gone.value) is mnb.ArtifactRejected
     staged.file.mkdir()  # a folder where the staged file was
     with pytest.raises(mnb.ConfinementViolation, match="not a regular file; stage the artifact"):
         host.invoke("consumer.consume", staged.ref(), staged=[staged])
     staged.file.rmdir()
     assert host.audit()["outcome"].tolist()[-4:] == [
-        "digest_mismatch", "size_mismatch", "confinement_violation", "confinement_violation"
+        "digest_mismatch", "size_mismatch", "missing_file", "confinement_violation"
     ]
     # staging again repairs the store entry
     again = host.stage(_produce(host))
@@ -100,6 +103,18 @@ def test_a_source_changed_after_verification_is_not_staged(host: mnb.ModuleHost)
     art.file.write_bytes(b"frame DATA")
     with pytest.raises(mnb.DigestMismatch, match="changed while being staged"):
         host.stage(art)
+    assert list((host.store.root / "sha256").iterdir()) == []
+
+
+def test_a_source_removed_before_staging_is_said_to_be_gone(host: mnb.ModuleHost) -> None:
+    """It raised ``ConfinementViolation``: "cannot be opened for staging without following
+    a link (No such file or directory)", with no link anywhere."""
+    art = _produce(host)
+    art.file.unlink()
+    with pytest.raises(mnb.ArtifactRejected, match="its file no longer exists; invoke the "
+                       "producer again") as gone:  # fmt: skip
+        host.stage(art)
+    assert gone.value.code == "missing_file"
     assert list((host.store.root / "sha256").iterdir()) == []
 
 

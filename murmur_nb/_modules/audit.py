@@ -140,6 +140,9 @@ class AuditRow:
 
 
 COLUMNS = tuple(f.name for f in dataclasses.fields(AuditRow))
+#: the columns of text (``module`` is missing for a call that found no module)
+TEXT_COLUMNS = ("module", "capability", "request_id", "approval", "outcome", "message",
+                "confinement", "exit", "stderr_tail")  # fmt: skip
 
 
 def audit_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -151,7 +154,11 @@ def audit_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         frame[col] = pd.array(
             [pd.NA if v is None else float(v) for v in frame[col]], dtype="Float64"
         )
-    frame["time"] = pd.to_datetime(frame["time"], utc=True)
+    # one schema however many rows (an empty audit had object columns and a time in seconds,
+    # so a concat with a full one turned its text columns into objects)
+    frame["time"] = pd.to_datetime(frame["time"], utc=True).astype("datetime64[us, UTC]")
+    for col in TEXT_COLUMNS:
+        frame[col] = frame[col].astype("str")
     frame["duration_ms"] = frame["duration_ms"].astype("float64")
     frame["ok"] = frame["ok"].astype(bool)
     frame["warnings"] = frame["warnings"].astype("int64")

@@ -156,11 +156,7 @@ class ArtifactStore:
         try:
             fd = open_beneath("/", str(artifact.file).lstrip("/"))
         except OSError as exc:
-            raise ConfinementViolation(
-                f"{label} cannot be opened for staging without following a link "
-                f"({exc.strerror or exc}); invoke the producer again",
-                artifact_id=artifact.id,
-            ) from exc
+            raise not_opened(label, exc, artifact.id, "invoke the producer again") from exc
         try:
             check_opened(os.fstat(fd), label, artifact.id, artifact.bytes)
         except BaseException:
@@ -208,11 +204,7 @@ class ArtifactStore:
         try:
             fd = open_beneath(self.root, staged.path)
         except OSError as exc:
-            raise ConfinementViolation(
-                f"{label} cannot be opened without following a link ({exc.strerror or exc}); "
-                "stage the artifact again",
-                artifact_id=aid,
-            ) from exc
+            raise not_opened(label, exc, aid, "stage the artifact again") from exc
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -266,16 +258,25 @@ def staged_view(view: Path, staged: Sequence[StagedArtifact], *, link: bool) -> 
     return view
 
 
+def not_opened(label: str, exc: OSError, artifact_id: str, fix: str) -> ArtifactRejected:
+    """Why an artifact's file could not be opened: gone (``missing_file``: deleted, or its
+    folder removed with the host that made it), else a link or a folder in the way
+    (``confinement_violation``: it is never followed)."""
+    if isinstance(exc, FileNotFoundError):
+        return ArtifactRejected(f"{label}: its file no longer exists; {fix}",
+                                artifact_id=artifact_id, code="missing_file")  # fmt: skip
+    return ConfinementViolation(
+        f"{label} cannot be opened without following a link ({exc.strerror or exc}); {fix}",
+        artifact_id=artifact_id,
+    )
+
+
 def _copy_staged(item: StagedArtifact, dest: Path) -> None:
     label = f"staged artifact {item.path}"
     try:
         src = open_beneath("/", str(item.file).lstrip("/"))
     except OSError as exc:
-        raise ConfinementViolation(
-            f"{label} cannot be opened without following a link ({exc.strerror or exc}); "
-            "stage the artifact again",
-            artifact_id=item.artifact.id,
-        ) from exc
+        raise not_opened(label, exc, item.artifact.id, "stage the artifact again") from exc
     try:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode) or st.st_size != item.bytes:
