@@ -118,6 +118,23 @@ def test_a_skill_changed_after_describe_is_refused(facet_home: Path, host: mnb.M
     assert refused["bytes"].isna().all()
 
 
+def test_a_skill_whose_file_is_missing_says_so(facet_home: Path, host: mnb.ModuleHost) -> None:
+    """A missing file was a ``confinement_violation`` ("cannot be opened beneath the module
+    folder"), which ``murmur-nb check`` reported under the digest rule, with the fix
+    "Recompute the digest" for a file that does not exist."""
+    host.describe("k")
+    (facet_home / "modules" / "k" / "skills" / "intro.md").unlink()
+    with pytest.raises(mnb.ArtifactRejected) as err:
+        host.load_skill("k", "k.intro")
+    assert err.value.code == "missing_file" and type(err.value) is mnb.ArtifactRejected
+    assert "there is no file 'skills/intro.md' in the module folder" in err.value.message
+    assert "Add the file, or fix the path" in err.value.message
+    report = mnb.check_module(facet_home / "modules" / "k", examples=1, budget=5)
+    (row,) = [r for r in report.failures if "intro" in r.detail]
+    assert (row.check, row.path) == ("descriptor.documents_confined", "skills[0].path")
+    assert "Recompute the digest" not in row.fix
+
+
 def test_a_skill_that_became_a_link_out_of_the_folder_is_refused(
     facet_home: Path, host: mnb.ModuleHost, tmp_path: Path
 ) -> None:

@@ -367,7 +367,11 @@ class _Checker:
                 try:
                     load(self.module_id, doc.id)
                 except ModuleHostError as exc:
-                    self.add("descriptor.document_digests", "fail", path=where,
+                    # a file missing or out of reach is its path's fault, not its digest's
+                    digest = exc.code == "digest_mismatch"
+                    check = "descriptor.document_digests" if digest else (
+                        "descriptor.documents_confined")  # fmt: skip
+                    self.add(check, "fail", path=where if digest else f"{kind}[{index}].path",
                              detail=f"{exc.code}: {exc.message}")  # fmt: skip
                 else:
                     self.add("descriptor.document_digests", "pass", path=where, detail=doc.path)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from murmur_nb._exceptions import (
+    ArtifactRejected,
     ConfinementViolation,
     DescriptorProblem,
     DigestMismatch,
@@ -299,6 +300,13 @@ def read_verified(folder: Path, entry: Skill | Overlay, label: str) -> bytes:
             f"{label} is refused: {exc}; only files inside the module folder are loaded, "
             "nothing was. Put the file itself in the module folder",
             artifact_id=entry.id,
+        ) from exc
+    except FileNotFoundError as exc:
+        raise ArtifactRejected(
+            f"{label}: there is no file {entry.path!r} in the module folder; nothing was "
+            "loaded. Add the file, or fix the path in the module's descriptor",
+            artifact_id=entry.id,
+            code="missing_file",
         ) from exc
     except OSError as exc:
         raise ConfinementViolation(
