@@ -191,7 +191,8 @@ class Batch:
         poll_every: float = 0.2, poll_timeout: float = 600.0, artifact_bytes: int = 8 << 20,
         client: Any = None,
     ) -> Batch:  # fmt: skip
-        """Check, approve and run a batch; see :meth:`ModuleHost.map` for the parameters."""
+        """Check, approve and run a batch; :meth:`ModuleHost.map <murmur_nb.ModuleHost.map>`
+        describes every parameter (``journal``'s default: ``<home>/batches/journal.sqlite``)."""
         if on_invalid not in {"raise", "skip"}:
             raise ValueError(f"on_invalid must be 'raise' or 'skip', not {on_invalid!r}")
         if concurrency is not None and concurrency < 1:

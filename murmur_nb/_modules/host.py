@@ -434,17 +434,64 @@ class ModuleHost(KnowledgeMethods):
 
         Named after ``Executor.map``, ``client.map`` and ``Series.map``: one callable over
         an iterable, outcomes in input order. The capability is prepared once
-        (:meth:`prepare`: one ``describe``, one approval decision) and each row is one run
-        of it, audited like :meth:`invoke`; an error is a row, never an exception (a module
-        that cannot run at all raises, as ``invoke`` would). ``inputs`` is a list or
-        iterable of input dicts, or a pandas DataFrame (each row an input, missing values left
-        out). The options
-        (``concurrency``, ``on_invalid``, ``retries``, ``backoff``, ``approve``,
-        ``max_cost``, ``estimated_cost``, ``journal``, ``progress``, ``background``,
-        ``deadline_ms``, ``poll_every``, ``poll_timeout``, ``artifact_bytes``, ``client``:
-        a ``dask.distributed.Client`` runs the rows on its workers) are those of
-        :meth:`Batch.start <murmur_nb.Batch.start>`, described in ``docs/batches.md``
-        ("Running over a dataset").
+        (:meth:`prepare`: at most one ``describe``, one approval decision) and each row is
+        one run of it, audited like :meth:`invoke`; an error is a row, never an exception
+        (a module that cannot run at all raises, as ``invoke`` would). More in
+        ``docs/batches.md``.
+
+        Parameters
+        ----------
+        capability : str
+            The capability id, as for :meth:`invoke`.
+        inputs : list of dict, iterable of dict or pandas.DataFrame
+            One input per row; a DataFrame's rows are inputs, its columns their properties
+            (a missing value leaves the property out) and its index labels the outcome rows.
+        concurrency : int, optional
+            Rows run at once; default two per usable core (on a cluster, two of the largest
+            tasks of rows per worker thread).
+        on_invalid : {"raise", "skip"}, default "raise"
+            Inputs that break the request schema: refuse the whole batch before anything
+            runs (``InvalidInput`` listing them), or keep them as ``invalid_input`` rows and
+            run the others.
+        retries : int, default 0
+            Further attempts of a row whose module answered a *retryable* error.
+        backoff : float, default 0.5
+            Seconds before the first retry, doubling with each next one.
+        approve : bool, default False
+            Operator approval for the whole batch, as ``invoke(..., approve=True)`` for one
+            call; without it a capability that needs approval refuses the batch, naming the
+            estimated cost.
+        max_cost : float, optional
+            Stop starting rows once the costs reported so far, plus the rows running, could
+            pass it; an unknown cost stops a capped batch.
+        estimated_cost : float, optional
+            The cost of one row, for the approval message and ``max_cost`` before any row
+            reported one.
+        journal : path or None, default ``<home>/batches/journal.sqlite``
+            Where finished rows are kept, so the same ``map`` again skips them (resume);
+            ``None`` keeps nothing.
+        progress : "auto", True or False, default "auto"
+            A progress bar: in a notebook a widget, in a terminal text, else none.
+        background : bool, default False
+            Return at once with the batch running; ``batch.wait()`` waits for it and
+            ``widgets.BatchView(batch)`` shows it.
+        deadline_ms, max_output_bytes, extra
+            Each row's, as for :meth:`invoke`.
+        poll_every : float, default 0.2
+            Seconds between polls of a long-running capability's job.
+        poll_timeout : float, default 600
+            Seconds a long-running row may poll before it fails (``deadline_exceeded``).
+        artifact_bytes : int, default 8 MiB
+            On a cluster, artifacts up to this size come back to the kernel's store; larger
+            ones stay on the worker (their ``location``).
+        client : dask.distributed.Client, optional
+            Run the rows on its workers instead of in this process.
+
+        Returns
+        -------
+        Batch
+            The rows: ``to_pandas()``, ``batch[i]`` (an :class:`Invocation`), ``progress``,
+            ``approval``, ``retry_failed()``, ``cancel()``.
 
         The batch is a driver above the host, on its public API (:mod:`murmur_nb._batch`);
         this method only hands the call to it (the host imports nothing of it: see
