@@ -8,6 +8,7 @@ that is how the test proves the renderer decided without opening the file.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import tracemalloc
 from pathlib import Path
 
@@ -156,3 +157,12 @@ def test_grid_images_past_the_decode_budget_are_not_decoded(tmp_path: Path) -> N
     assert figures[1].select_one("img") is None
     assert "too large to thumbnail" in figures[1].get_text()
     assert "1 of 2 images could not be shown" in r.text
+
+
+def test_the_budget_takes_only_what_a_caller_sets() -> None:
+    """``help(mnb.RenderBudget)`` listed ``_left`` and ``_pixels``, the per-rendering state
+    ``render()`` keeps on its copies; they are not parameters any more."""
+    params = inspect.signature(mnb.RenderBudget).parameters
+    assert params and not [name for name in params if name.startswith("_")]
+    with pytest.raises(TypeError, match="_left"):
+        mnb.RenderBudget(_left=1)  # type: ignore[call-arg]

@@ -252,9 +252,10 @@ class RenderBudget:
     decode_px: int = 50_000_000
     remote_images: bool = False
     #: what is left of ``total_bytes`` for the artifact being rendered (see :func:`within`)
-    _left: int | None = field(default=None, repr=False, compare=False)
+    #: (not a parameter: ``help(RenderBudget)`` shows only what a caller sets)
+    _left: int | None = field(default=None, init=False, repr=False, compare=False)
     #: what the whole rendering may still decode (see :func:`within`)
-    _pixels: PixelBudget | None = field(default=None, repr=False, compare=False)
+    _pixels: PixelBudget | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in _COUNTS + _AMOUNTS:
@@ -420,7 +421,10 @@ def link_to(path: Path, budget: RenderBudget) -> str:
 def within(budget: RenderBudget, left: int, pixels: PixelBudget) -> RenderBudget:
     """``budget`` for one artifact of a rendering that may still produce ``left`` bytes and
     decode what ``pixels`` has left."""
-    return dataclasses.replace(budget, _left=max(0, left), _pixels=pixels)
+    scoped = dataclasses.replace(budget)
+    object.__setattr__(scoped, "_left", max(0, left))  # frozen: set once, on the copy
+    object.__setattr__(scoped, "_pixels", pixels)
+    return scoped
 
 
 def pixels_of(budget: RenderBudget) -> PixelBudget:
