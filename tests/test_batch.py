@@ -372,6 +372,8 @@ def test_cancel_keeps_finished_rows(host: mnb.ModuleHost, log_root: Path) -> Non
     batch.wait(60)
     p = batch.progress
     assert p.state == "cancelled" and p.ok >= 3 and p.not_run > 0
+    # its text says so: "4/20 finished: ... 16 not run" read like a batch still starting
+    assert repr(batch).startswith(f"Batch batchy.work: cancelled, {p.finished}/20 finished: ")
     again = host.map("batchy.work", inputs, concurrency=2, progress=False)
     assert again.progress.from_journal == p.ok and again.progress.ok == 20
 

@@ -68,8 +68,10 @@ class BatchProgress:
     def line(self) -> str:
         """A one-line summary without times (stable for text/plain)."""
         cost = f"{self.cost:g}" + (f" (+{self.cost_unknown} unknown)" if self.cost_unknown else "")
+        # a batch that ended early says so (the counts alone read like one still starting)
+        ended = f"{self.state}, " if self.state in ("cancelled", "interrupted") else ""
         return (
-            f"{self.finished}/{self.total} finished: {self.ok} ok, {self.failed} failed, "
+            f"{ended}{self.finished}/{self.total} finished: {self.ok} ok, {self.failed} failed, "
             f"{self.not_run} not run, {self.running} running, {self.from_journal} from the "
             f"journal; cost {cost}"
         )
