@@ -364,6 +364,13 @@ def _reread(line: bytes) -> Any:
         return None
 
 
+def _refused(line: bytes, may_be_long: bool) -> tuple[Any, bool]:
+    """A line orjson refused: its row when a long number was the reason (read exactly),
+    else ``None``; and whether the line is blank (the one rule of both parse loops)."""
+    row = _reread(line) if may_be_long else None
+    return row, row is None and not line.strip(_BLANK)
+
+
 def _exact_content(line: bytes, content: Any) -> Any:
     """The ``content`` of a message line orjson read, with its long integers exact."""
     if not has_long_number(line):
@@ -399,9 +406,9 @@ def message_lines(lines: list[bytes], long_lines: Container[int] = ()) -> tuple[
         try:
             row = loads(line)
         except decode_error:
-            row = _reread(line) if index in long_lines else None
+            row, is_blank = _refused(line, index in long_lines)
             if row is None:
-                blank += not line.strip(_BLANK)
+                blank += is_blank
                 continue
         try:
             ident = row["id"]
@@ -438,9 +445,9 @@ def message_lines_into(
         try:
             row = loads(line)
         except decode_error:
-            row = _reread(line) if index in long_lines else None
+            row, is_blank = _refused(line, index in long_lines)
             if row is None:
-                blank += not line.strip(_BLANK)
+                blank += is_blank
                 continue
         try:
             ident = row["id"]

@@ -8,7 +8,7 @@ explorer decodes it for display; all three use this module, so they cannot drift
 
 *Bodies orjson does not write.* A tool body is any JSON value the runtime wrote, and
 orjson refuses to serialise nesting deeper than it parses and integers beyond 64 bits;
-:func:`encode` then falls back to an iterative writer (:func:`compact_json`) that
+:func:`encode` then falls back to an iterative writer (:func:`dumps_exact`) that
 produces the same compact text without recursion, integers written exactly.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ENVELOPE_KEY", "compact_json", "decode", "encode", "encode_cleaned"]
+__all__ = ["ENVELOPE_KEY", "decode", "dumps_exact", "encode", "encode_cleaned"]
 
 ENVELOPE_KEY = "__murmur_tool_msg__"
 """The key whose ``true`` value marks a tool-message envelope."""
@@ -33,8 +33,11 @@ class _Literal:
     text: bytes
 
 
-def compact_json(value: Any, option: int = 0) -> bytes:
+def dumps_exact(value: Any, option: int = 0) -> bytes:
     """``value`` as compact JSON, as ``orjson.dumps(value, option=option)`` writes it.
+
+    Not :func:`murmur_nb._rules.compact_json`, whose fallback is the stdlib's (it escapes
+    non-ASCII and recurses): a record's lines keep orjson's spelling at any depth.
 
     Also for what orjson refuses to write but JSON carries: nesting deeper than orjson
     writes, and integers beyond 64 bits (written exactly). Other values orjson cannot
@@ -96,7 +99,7 @@ def encode(tool_call_id: Any, is_error: Any, body: Any) -> str:
         "is_error": is_error if type(is_error) is bool else None,
         "body": body,
     }
-    return compact_json(envelope).decode()
+    return dumps_exact(envelope).decode()
 
 
 def encode_cleaned(call_ids: list[Any], errors: list[Any], bodies: list[Any]) -> list[str]:

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from murmur_nb._conversations.store import ConversationStore, check_context_id
-from murmur_nb._conversations.tool_envelope import compact_json
+from murmur_nb._conversations.tool_envelope import dumps_exact
 from murmur_nb._exceptions import MurmurError
 from murmur_nb._files.beneath import one_file_problem
 from murmur_nb._rules import RFC3339_RE, rfc3339_instant
@@ -93,12 +93,12 @@ def _check_keys(id: object, name: object, tool_call_id: object, is_error: object
 def _dumps_line(line: dict[str, Any], extra: Mapping[str, Any] | None) -> bytes:
     """``line`` as compact JSON; what JSON cannot carry is refused naming its key."""
     try:
-        return compact_json(line, _DUMPS_OPTION)
+        return dumps_exact(line, _DUMPS_OPTION)
     except orjson.JSONEncodeError as exc:
         field = "content"
         if extra:
             try:
-                compact_json(line["content"], _DUMPS_OPTION)
+                dumps_exact(line["content"], _DUMPS_OPTION)
             except orjson.JSONEncodeError:
                 pass
             else:
