@@ -8,12 +8,16 @@
 * :func:`compact_json` — compact UTF-8 JSON text of a value, written fast (orjson).
 * :data:`RFC3339_RE` / :func:`rfc3339_instant` — what an RFC 3339 time is (a record's
   ``created_at``, a timeline's ``start``), for the writer, the reader and the renderer alike.
+* :func:`usable_cores` — how many cores' worth of work this process should start at once
+  (its affinity, capped by a container's CPU quota).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import time
@@ -36,6 +40,7 @@ __all__ = [
     "rfc3339_instant",
     "sha256_fd",
     "sha256_file",
+    "usable_cores",
 ]
 
 #: A plain name of 1 to 128 characters from ``A-Z a-z 0-9 . _ -``, starting with a letter
@@ -141,3 +146,71 @@ def compact_json(value: Any) -> bytes:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:
         return json.dumps(value, separators=(",", ":")).encode("ascii")
+
+
+def usable_cores(cgroup_root: str | os.PathLike[str] = "/sys/fs/cgroup") -> int:
+    """How many cores' worth of CPU this process may use, at least 1: the cores it may run on
+    (its affinity), and no more than its cgroup's CPU quota, rounded up.
+
+    A container is often given a quota, not cores: a pod limited to 1 CPU on a 64-core node
+    sees 64 cores in its affinity, and work sized by that would start 64 times what the
+    quota runs at once. The quota is read where Docker and Kubernetes set it, for cgroup v2
+    (``cpu.max`` of this process's cgroup and each one above it that is visible) and v1
+    (``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` of the ``cpu`` controller's); the smallest
+    counts. Anything unreadable counts as no quota.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota(Path(cgroup_root))
+    if quota is not None:
+        cores = min(cores, math.ceil(quota))
+    return max(1, cores)
+
+
+def _cgroup_quota(root: Path) -> float | None:
+    """The smallest CPU quota (in cores) over this process's cgroups, ``None`` for none."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    found: list[float] = []
+    for line in lines:
+        _, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if controllers == "":  # v2: "0::/path", files beside the hierarchy's root
+            found += _quotas(root, path, _v2_quota)
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's own hierarchy
+            for mount in (root / "cpu", root / "cpu,cpuacct", root / "cpuacct,cpu"):
+                if mount.is_dir():
+                    found += _quotas(mount, path, _v1_quota)
+                    break
+    return min(found) if found else None
+
+
+def _quotas(mount: Path, path: str, read: Any) -> list[float]:
+    """The quotas ``read`` finds in the cgroup at ``path`` under ``mount`` and each one above
+    it (inside a container's cgroup namespace, its own is ``/``)."""
+    out = []
+    folder = mount / path.strip("/")
+    while True:
+        with contextlib.suppress(OSError, ValueError, ZeroDivisionError):
+            quota = read(folder)
+            if quota is not None and quota > 0:
+                out.append(quota)
+        if folder == mount or mount not in folder.parents:
+            return out
+        folder = folder.parent
+
+
+def _v2_quota(folder: Path) -> float | None:
+    """``cpu.max``: ``"<quota> <period>"`` in microseconds, or ``"max <period>"``."""
+    quota, period = (folder / "cpu.max").read_text(encoding="ascii").split()[:2]
+    return None if quota == "max" else int(quota) / int(period)
+
+
+def _v1_quota(folder: Path) -> float | None:
+    quota = int((folder / "cpu.cfs_quota_us").read_text(encoding="ascii"))
+    period = int((folder / "cpu.cfs_period_us").read_text(encoding="ascii"))
+    return None if quota < 0 else quota / period

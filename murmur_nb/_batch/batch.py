@@ -38,7 +38,6 @@ import atexit
 import heapq
 import json
 import operator
-import os
 import queue
 import reprlib
 import threading
@@ -72,7 +71,7 @@ from murmur_nb._modules.call import MODULE_CHANGED
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL
 from murmur_nb._progress import in_kernel
-from murmur_nb._rules import compact_json
+from murmur_nb._rules import compact_json, usable_cores
 
 if TYPE_CHECKING:
     from murmur_nb._batch.cluster import DaskRunner
@@ -88,14 +87,6 @@ EXIT_WAIT_S = 30.0
 _background: weakref.WeakSet[Batch] = weakref.WeakSet()
 #: row states; ok and failed are finished (and journaled)
 PENDING, RUNNING, OK, FAILED, NOT_RUN = "pending", "running", "ok", "failed", "not_run"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _default_concurrency(client: Any) -> int:

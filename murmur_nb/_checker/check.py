@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shlex
 import shutil
 import tempfile
@@ -52,7 +51,7 @@ from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.request import poll_request
-from murmur_nb._rules import facet_studio_home
+from murmur_nb._rules import facet_studio_home, usable_cores
 from murmur_nb._schemas.descriptor import descriptor_digest
 from murmur_nb.protocol import PRIMITIVES, Capability, Descriptor
 
@@ -88,8 +87,9 @@ _INVOKE_RULES = (
 Reproduce = Callable[[Any, bool], str]
 
 #: Generated inputs of one capability run this many at a time (each is its own process tree).
-#: Twice the CPUs (a call spends part of its time setting up its sandbox), two to four.
-_WORKERS = max(2, min(4, 2 * (os.cpu_count() or 1)))
+#: Twice the usable cores (a call spends part of its time setting up its sandbox; a
+#: container's CPU quota counts, :func:`~murmur_nb._rules.usable_cores`), two to four.
+_WORKERS = max(2, min(4, 2 * usable_cores()))
 #: Envelope rules a module breaks by not answering at all (a crash, a traceback on stdout):
 #: on an input its schema refuses that is a warning, since the host validates first anyway.
 _CRASH_RULES = frozenset({"json", "trailing_data"})

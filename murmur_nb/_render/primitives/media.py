@@ -16,7 +16,6 @@ or failing is a tile saying why, in the error tone, and the card's note says wha
 
 from __future__ import annotations
 
-import os
 from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from murmur_nb._render.core import (
 from murmur_nb._render.decode import draw_thumbnail, open_thumbnail, thumbnail
 from murmur_nb._render.downloads import offer
 from murmur_nb._render.theme import BG_SOFT, ERROR, FG, FG_MUTED
+from murmur_nb._rules import usable_cores
 
 if TYPE_CHECKING:
     from PIL.ImageFile import ImageFile
@@ -176,7 +176,7 @@ def _thumb_uris(
 ) -> Generator[_Thumb, None, None]:
     """Thumbnails in item order, a batch at a time: opened and paid for on this thread,
     decoded on worker threads; the consumer stops pulling once the byte budget is spent."""
-    workers = max(1, min(4, os.cpu_count() or 1))
+    workers = min(4, usable_cores())
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="murmur-thumb") as pool:
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]

@@ -1,0 +1,165 @@
+"""A container's CPU quota caps the work murmur-nb starts at once (``usable_cores``).
+
+A pod limited to one CPU on a many-core node sees every core in its affinity; a map sized by
+that ran two rows per core of the node at once, each a module process in the pod's memory.
+The first test puts a real process in a real cgroup with a one-CPU quota (root, where the
+``cpu`` controller can be written: cgroup v1's ``cpu`` hierarchy or v2's) and watches how
+many of a map's rows run at the same moment; the others read cgroup files of both versions
+laid out in a folder, at the paths this process's ``/proc/self/cgroup`` names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from murmur_nb._rules import usable_cores  # private: the one rule every pool is sized by
+
+CGROUP = Path("/sys/fs/cgroup")
+
+MAP_SCRIPT = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from _modules import sh_module
+import murmur_nb as mnb
+work, out = Path({work!r}), Path({out!r})
+sh_module(work / "home", "slow", before=(
+    f"echo $(date +%s%N) start >> {{out}}/marks; sleep 0.5; echo $(date +%s%N) end >> {{out}}/marks"
+))
+policy = mnb.Policy(roots={{"out": out}}, deadline_ms=20000)
+with mnb.ModuleHost(home=work / "home", policy=policy) as host:
+    batch = host.map("slow.run", [{{"row": i}} for i in range(8)], progress=False)
+    assert batch.progress.ok == 8, batch.progress.line()
+"""
+
+
+def cpu_cgroup_parent() -> tuple[Path, str] | None:
+    """Where a child cgroup with a CPU quota can be made here: ``(folder, version)``."""
+    if os.geteuid() != 0:
+        return None
+    v1 = CGROUP / "cpu"
+    if (v1 / "cpu.cfs_quota_us").exists() and os.access(v1, os.W_OK):
+        return v1, "v1"
+    controllers = CGROUP / "cgroup.subtree_control"
+    if controllers.exists() and "cpu" in controllers.read_text().split():
+        return CGROUP, "v2"
+    return None
+
+
+@pytest.fixture
+def one_cpu() -> Iterator[Path]:
+    """A fresh cgroup with a quota of one CPU; its processes are ended and it is removed."""
+    found = cpu_cgroup_parent()
+    if found is None:
+        pytest.skip("needs root and a writable cpu cgroup controller (v1 or v2)")
+    parent, version = found
+    group = parent / f"murmur-nb-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        if version == "v1":
+            (group / "cpu.cfs_period_us").write_text("100000")
+            (group / "cpu.cfs_quota_us").write_text("100000")
+        else:
+            (group / "cpu.max").write_text("100000 100000")
+        yield group
+    finally:
+        for _ in range(50):
+            pids = (group / "cgroup.procs").read_text().split()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), 9)
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def most_at_once(marks: Path) -> int:
+    """The most rows that were between their ``start`` and ``end`` at the same moment."""
+    events = sorted(
+        (int(ns), 1 if what == "start" else -1)
+        for ns, what in (line.split() for line in marks.read_text().splitlines())
+    )
+    running = most = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def run_map(tmp_path: Path, name: str, group: Path | None) -> int:
+    work, out = tmp_path / name, tmp_path / name / "out"
+    out.mkdir(parents=True)
+    script = MAP_SCRIPT.format(tests=str(Path(__file__).parent), work=str(work), out=str(out))
+    enter = f"echo $$ > {group / 'cgroup.procs'}; " if group is not None else ""
+    subprocess.run(["/bin/sh", "-c", f'{enter}exec "$0" -c "$1"', sys.executable, script],
+                   check=True, timeout=120)  # fmt: skip
+    return most_at_once(out / "marks")
+
+
+@pytest.mark.slow
+def test_a_map_in_a_one_cpu_cgroup_runs_two_rows_at_once(tmp_path: Path, one_cpu: Path) -> None:
+    """Two rows per usable core: in the one-CPU cgroup at most two rows ran at once (the
+    module's own start and end marks), on this machine's cores outside it more."""
+    assert run_map(tmp_path, "capped", one_cpu) <= 2
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert run_map(tmp_path, "free", None) > 2
+
+
+def cgroup_paths() -> dict[str, str]:
+    """``{"v2": path, "v1": path}`` from this process's cgroup file (what exists here)."""
+    found = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            found["v2"] = path
+        elif "cpu" in controllers.split(","):
+            found["v1"] = path
+    return found
+
+
+def at(root: Path, path: str) -> Path:
+    folder = root / path.strip("/")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_cgroup_v2_cpu_max_caps_the_cores(tmp_path: Path) -> None:
+    paths = cgroup_paths()
+    if "v2" not in paths:
+        pytest.skip("this process is in no cgroup v2 hierarchy")
+    cores = len(os.sched_getaffinity(0))
+    own = at(tmp_path, paths["v2"])
+    (own / "cpu.max").write_text("50000 100000\n")  # half a CPU: one core's worth, rounded up
+    assert usable_cores(tmp_path) == 1
+    (own / "cpu.max").write_text("max 100000\n")  # no quota
+    assert usable_cores(tmp_path) == cores
+    (own / "cpu.max").write_text("not a quota\n")  # unreadable: no quota
+    assert usable_cores(tmp_path) == cores
+    (own / "cpu.max").write_text(f"{cores * 300000} 100000\n")  # more than the affinity
+    assert usable_cores(tmp_path) == cores
+    if own != tmp_path:  # a parent's quota counts when it is smaller
+        (tmp_path / "cpu.max").write_text("100000 100000\n")
+        assert usable_cores(tmp_path) == 1
+
+
+def test_cgroup_v1_cfs_quota_caps_the_cores(tmp_path: Path) -> None:
+    paths = cgroup_paths()
+    if "v1" not in paths:
+        pytest.skip("this process is in no cgroup v1 cpu hierarchy")
+    cores = len(os.sched_getaffinity(0))
+    own = at(tmp_path / "cpu", paths["v1"])
+    (own / "cpu.cfs_period_us").write_text("100000\n")
+    (own / "cpu.cfs_quota_us").write_text("100000\n")
+    assert usable_cores(tmp_path) == 1
+    (own / "cpu.cfs_quota_us").write_text("-1\n")  # no quota
+    assert usable_cores(tmp_path) == cores
