@@ -101,3 +101,25 @@ def test_rows_read_from_the_journal_are_marked(host: mnb.ModuleHost) -> None:
     assert labels[1].startswith("1 · ok · from the journal · ")
     assert labels[2].startswith("2 · ok · {") and "journal" not in labels[3]
     assert "4/4 run · finished" in view.bar_label.value
+
+
+def test_failed_rows_past_max_rows_stay_listed_and_the_view_says_how_many(
+    host: mnb.ModuleHost,
+) -> None:
+    """A list capped at ``max_rows`` keeps every failed row (the rows a user comes for),
+    fills the rest with ok rows in input order, and says how many of the rows it lists."""
+    inputs = [{"n": i} for i in range(1, 9)] + [{"n": 9, "fail_every": 9}, {"n": 10,
+                                                 "fail_every": 5}]  # fmt: skip
+    batch = host.map("batchy.work", inputs, progress=False)
+    view = BatchView(batch, max_rows=4)
+    assert batch.progress.failed == 2
+    listed = [i for _, i in view.rows.options]
+    assert listed == [0, 1, 8, 9]  # input order: the first ok rows, then both failures
+    assert [view.batch.status(i) for i in listed[2:]] == ["failed", "failed"]
+    said = "4 of 10 rows listed (all 2 failed or not run, then the first ok ones)"
+    assert said in view.rows_note.value and said in view.static_html()
+    assert said in view.text()
+    view.rows.value = 9
+    assert view.shown is not None and "bad_number" in view.shown.text()
+    assert 5 not in listed and view.show(5).status == "ok"  # any row, listed or not
+    assert BatchView(batch).rows_note.layout.display == "none"  # all listed: nothing to say

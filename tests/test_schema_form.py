@@ -320,3 +320,53 @@ def test_typed_text_round_trips_to_the_value_a_person_meant(case: dict[str, Any]
     assert form.value() == expected
     assert form.errors() == {}
     jsonschema.validate(form.value(), SCHEMA)
+
+
+def test_an_object_that_admits_no_property_has_no_fields_and_is_empty() -> None:
+    closed = SchemaForm({"type": "object", "properties": {}, "additionalProperties": False})
+    assert closed.root.kind == "object" and closed.fields == []
+    assert (closed.value(), closed.errors(), repr(closed)) == ({}, {}, "SchemaForm(no fields)")
+    for schema in (
+        {"type": "object", "properties": {}},
+        {"type": "object", "additionalProperties": False},
+    ):
+        assert build_fields(schema).kind == "object"
+    nested = SchemaForm(
+        {
+            "type": "object",
+            "required": ["must"],
+            "properties": {
+                "must": {"type": "object", "properties": {}},
+                "may": {"type": "object", "properties": {}},
+            },
+        }
+    )
+    assert [(f.key, f.kind) for f in nested.fields] == [("must", "object"), ("may", "object")]
+    assert nested.value() == {"must": {}} and nested.errors() == {}
+    # open to properties the form cannot name: still edited as JSON text
+    typed = {"type": "object", "properties": {}, "additionalProperties": {"type": "string"}}
+    assert build_fields(typed).kind == "json"
+    assert build_fields({"type": "object", "patternProperties": {"^x": {}}}).kind == "json"
+
+
+def test_an_untouched_free_object_input_is_an_empty_object() -> None:
+    """``invoke`` reads ``None`` as ``{}``; the form agrees, so an empty root is not an error."""
+    form = SchemaForm({"type": "object"})
+    assert form.root.kind == "json"
+    assert form.value() == {} and form.errors() == {}
+    form.set("", "[1]")
+    assert form.errors() == {"": "[1] is not of type 'object'"}
+
+
+def test_a_number_too_long_to_quote_is_cut_and_called_out_of_range() -> None:
+    form = SchemaForm({"type": "object", "properties": {"n": {"type": "number"}}})
+    form.set("n", "9" * 5000)
+    assert form.errors() == {
+        "n": f"'{'9' * 40}…' (5,000 characters) is too large: out of the range of numbers"
+    }
+    form.set("n", "-1e999")
+    assert form.errors() == {"n": "'-1e999' is too small: out of the range of numbers"}
+    form.set("n", "x" * 300)
+    assert form.errors() == {"n": f"'{'x' * 40}…' (300 characters) is not a number"}
+    form.set("n", "Infinity")
+    assert form.errors() == {"n": "'Infinity' is not a finite number"}

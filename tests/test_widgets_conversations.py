@@ -15,10 +15,10 @@ from murmur_nb.widgets import ConversationExplorer
 STAMP = "2026-03-01T12:00:00Z"
 
 
-def _write(home: Path, context_id: str, n: int) -> None:
-    """``n`` messages: user, assistant, tool (ok / error / unknown), in turn."""
+def _write(home: Path, context_id: str, n: int, *, first: int = 0) -> None:
+    """Messages ``first`` to ``n - 1``: user, assistant, tool (ok / error / unknown), in turn."""
     with RecordWriter(home, context_id) as writer:
-        for i in range(n):
+        for i in range(first, n):
             kind = i % 5
             if kind == 0:
                 writer.append("user", f"question {i}", id=f"m{i:04d}", created_at=STAMP)
@@ -118,6 +118,31 @@ def test_find_a_message_id_and_filter_by_text(store: ConversationStore) -> None:
     assert ex.page_number == 2 and len(ex.visible_messages()) == 10
 
 
+def test_find_submits_on_enter(store: ConversationStore) -> None:
+    """Typing an id and pressing Enter did nothing (only "Go" found it), while "Contains"
+    filters on Enter: both boxes submit their value, not every keystroke."""
+    ex = ConversationExplorer(store, "ctx-1", page_size=10)
+    assert not ex.find_input.continuous_update
+    ex.find_input.value = "m0007"  # what Enter sends
+    assert ex.page_number == 4 and ex.opened == "m0007"
+    ex.newest_button.click()
+    ex.find_input.value = ""  # clearing the box is not a search for ""
+    assert ex.page_number == 1 and "not found" not in ex.status.value
+    ex.find_input.value = "nope"
+    assert ex.page_number == 1 and "not found: no message" in ex.status.value
+
+
+def test_find_budgets_the_pages_the_reader_serves(murmur_home: Path) -> None:
+    """The reader serves at most 100 messages a page: find counted ``page_size`` (150) a page,
+    stopped after 200 of the 300 messages it may read and missed the oldest one."""
+    _write(murmur_home, "long", 250)
+    ex = ConversationExplorer(ConversationStore(murmur_home), "long", page_size=150,
+                              scan_limit=300)  # fmt: skip
+    assert ex.page_total == 3 and len(ex.visible_messages()) == 100
+    assert ex.find("m0000") and ex.page_number == 3
+    assert not ex.find("nope") and "in this record" in ex.status.value
+
+
 def test_find_and_filters_read_at_most_scan_limit_messages(store: ConversationStore) -> None:
     ex = ConversationExplorer(store, "ctx-1", page_size=10, scan_limit=20, shown_limit=3)
     assert ex.find("m0030") and ex.page_number == 2  # among the newest 20
@@ -210,6 +235,49 @@ def test_total_is_live_and_older_pages_stay_put(
     assert "  assistant: still here" in ex.text()
 
 
+def test_every_message_is_on_a_page_after_the_record_grew(
+    store: ConversationStore, murmur_home: Path
+) -> None:
+    """The newest page is anchored at the newest message, so appends move its lower edge:
+    the explorer kept the older pages' cursors from before, and the five messages between
+    the two edges were on no page, nor found by "Find id"."""
+    ex = ConversationExplorer(store, "ctx-1", page_size=20)
+    _write(murmur_home, "ctx-1", 50, first=45)
+    ex.refresh_button.click()
+    assert ex.total == 50 and ex.page_total == 3
+    seen: list[str] = []
+    for number in range(1, ex.page_total + 1):
+        ex.page_input.value = number
+        seen += [m.id for m in ex.visible_messages()]
+    assert sorted(seen) == [f"m{i:04d}" for i in range(50)]  # each once
+    ex.newest_button.click()
+    ex.find_input.value = "m0027"
+    ex.find_button.click()
+    assert ex.opened == "m0027" and ex.page_number == 2
+
+
+def test_paging_from_an_older_page_after_the_record_grew_skips_nothing(
+    store: ConversationStore, murmur_home: Path
+) -> None:
+    """Refresh on page 2 keeps its messages; paging on from there walks again from the
+    newest page, so the pages shown next meet the newest one."""
+    ex = ConversationExplorer(store, "ctx-1", page_size=20)
+    ex.older_button.click()
+    _write(murmur_home, "ctx-1", 50, first=45)
+    ex.refresh_button.click()
+    assert ex.visible_messages()[0].id == "m0005" and ex.total == 50  # stays put
+    seen: list[str] = []
+    ex.older_button.click()
+    seen += [m.id for m in ex.visible_messages()]
+    assert ex.page_number == 3 and "oldest" in ex.status.value
+    ex.newer_button.click()
+    seen += [m.id for m in ex.visible_messages()]
+    ex.newer_button.click()
+    seen += [m.id for m in ex.visible_messages()]
+    assert ex.page_number == 1
+    assert sorted(seen) == [f"m{i:04d}" for i in range(50)]
+
+
 def test_an_ungranted_reader_shows_not_granted(store: ConversationStore) -> None:
     ex = ConversationExplorer(store, "ctx-1", granted=False)
     assert ex.error is not None
@@ -225,7 +293,25 @@ def test_a_missing_record_is_an_empty_page(tmp_path: Path) -> None:
     assert ex.visible_messages() == []
     assert ex.text() == (
         "ConversationExplorer nothing-yet: page 1 of 1, 0 of 0 messages, role all, oldest page"
+        " · warning: context 'nothing-yet' has no record in the store (it has: none)"
     )
+
+
+def test_a_context_the_store_has_no_record_of_is_warned_about(
+    store: ConversationStore, murmur_home: Path
+) -> None:
+    """A mistyped id showed an empty explorer without a word ("0 of 0 messages"), where
+    HookConsole warns; the runtime may not have written the record yet, so it still shows
+    the empty record and Refresh reads it once it is there."""
+    ex = ConversationExplorer(store, "CTX-1")
+    warning = "context 'CTX-1' has no record in the store (it has: ctx-1)"
+    assert ex.unknown_context == warning
+    assert ex.text().splitlines()[0].endswith(f", oldest page · warning: {warning}")
+    assert html.escape(warning) in ex.status.value and "murmur-warn" in ex.status.value
+    _write(murmur_home, "CTX-1", 3)
+    ex.refresh_button.click()
+    assert ex.unknown_context is None and ex.total == 3
+    assert "warning" not in ex.text() and "warn" not in ex.status.value
 
 
 def test_to_dataframe_walks_the_record(store: ConversationStore) -> None:

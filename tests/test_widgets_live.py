@@ -130,6 +130,22 @@ def test_cancel_kills_the_running_modules_process_tree(host: ModuleHost, beat: P
     assert last["capability"] == "sleepy.nap" and last["outcome"] == "cancelled"
 
 
+def test_cancel_before_start_means_the_module_never_starts(host: ModuleHost, beat: Path) -> None:
+    """Cancel on a run not started yet: it says cancelled at once, start() then launches
+    nothing (no heartbeat, no audited call), and whoever waits is told it ended."""
+    ended: list[LiveRun] = []
+    run = LiveRun(host, "sleepy.nap", {}, start=False, on_done=ended.append)
+    assert run.state == "ready"
+    run.cancel()
+    assert run.state == "cancelled" and ended == [run] and run.wait(0)
+    assert "cancelled by you" in run.status.value and "nothing ran" in run.text()
+    run.start()
+    assert run.wait(5) and run.state == "cancelled" and not run.running and ended == [run]
+    time.sleep(1.0)  # time enough for a module to start and beat, had one been started
+    assert not beat.exists() and _module_processes(MARKER) == []
+    assert len(host.audit()) == 0
+
+
 def test_invoke_with_a_cancel_event_raises_and_kills_the_tree(host: ModuleHost, beat: Path) -> None:
     cancel = threading.Event()
     outcome: dict[str, BaseException] = {}

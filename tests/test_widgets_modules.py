@@ -721,7 +721,9 @@ def test_an_uploaded_file_is_staged_and_chosen(host: ModuleHost, tmp_path: Path)
          "content": memoryview(content), "last_modified": datetime.fromtimestamp(0, UTC)},
     )  # fmt: skip
     assert picker.staged is not None and picker.staged.file.read_bytes() == content
-    assert picker.choice.label.startswith("red_dot.png · image/png")
+    # the label keeps the file's own name; the staged copy's name is safe characters only
+    assert picker.choice.label.startswith("red dot.png · image/png")
+    assert picker.staged.artifact.path == "red_dot.png"
     form.run_button.click()
     form.wait()
     assert form.invocation is not None and form.invocation.ok, form.text()

@@ -1,8 +1,9 @@
 """A request schema as a tree of form fields (:class:`FieldSpec`), without any UI library.
 
 Strings, numbers, integers, booleans, enums, arrays of those and nested objects each get a
-field of their own kind; anything else (``anyOf``, tuples, free objects) is edited as JSON
-text. ``$ref`` is followed inside the schema (to a bounded depth), ``null`` in a type
+field of their own kind; an object that admits no property (``properties: {}``) has no
+fields, so its value is ``{}``; anything else (``anyOf``, tuples, free objects) is edited as
+JSON text. ``$ref`` is followed inside the schema (to a bounded depth), ``null`` in a type
 union or ``anyOf`` makes a field nullable, and a recursive object is cut at its first
 repetition. :mod:`.form` keeps the values and the errors of such a tree.
 """
@@ -284,10 +285,13 @@ def _object_spec(
     *,
     seen: frozenset[int],
 ) -> FieldSpec | None:
-    """An object with properties (one child each); ``None`` when it has none or recurses."""
+    """An object with properties (one child each), or with none when it admits no property;
+    ``None`` (JSON text) for a free object or one that recurses."""
     props = resolved.get("properties")
-    if not (isinstance(props, Mapping) and props and id(resolved) not in seen):
+    if id(resolved) in seen:
         return None
+    if not (isinstance(props, Mapping) and props):
+        return _fieldless(path, resolved, props, nullable, base)
     req = resolved.get("required")
     required_names = set(req) if isinstance(req, list) else set()
     children = tuple(
@@ -295,6 +299,27 @@ def _object_spec(
         for pname, sub in props.items()
     )
     return FieldSpec(path, "object", children=children, nullable=nullable, schema=resolved, **base)
+
+
+def _fieldless(
+    path: tuple[str, ...],
+    resolved: Mapping[str, Any],
+    props: Any,
+    nullable: bool,
+    base: dict[str, Any],
+) -> FieldSpec | None:
+    """An object without fields: ``properties: {}`` (and no schema for other properties),
+    or ``additionalProperties: false`` and no ``properties``; ``None`` (JSON text) for an
+    object open to properties the form cannot name."""
+    if props not in (None, {}) or "patternProperties" in resolved:
+        return None
+    if "additionalProperties" in resolved:
+        open_to_more = resolved["additionalProperties"] is not False
+    else:  # unsaid: ``properties: {}`` means "none", a bare object means "any"
+        open_to_more = props is None
+    if open_to_more:
+        return None
+    return FieldSpec(path, "object", nullable=nullable, schema=resolved, **base)
 
 
 def build_fields(schema: Mapping[str, Any] | bool) -> FieldSpec:

@@ -21,7 +21,39 @@ from murmur_nb._forms.fields import UNSET, FieldKind, FieldSpec, build_fields
 from murmur_nb._schemas.bounded import check
 from murmur_nb._schemas.schemas import form_validator
 
-__all__ = ["UNSET", "FieldKind", "FieldSpec", "SchemaForm", "build_fields", "coerce"]
+__all__ = [
+    "QUOTE_CHARS",
+    "UNSET",
+    "FieldKind",
+    "FieldSpec",
+    "SchemaForm",
+    "build_fields",
+    "coerce",
+    "quoted",
+]
+
+#: Characters of a value an error message quotes; a longer value is cut (``'12345…'``).
+QUOTE_CHARS = 40
+
+
+def quoted(value: Any) -> str:
+    """``repr(value)``, cut to its first :data:`QUOTE_CHARS` characters and ``…`` when
+    longer: an error message names what was typed without repeating a pasted page.
+
+    >>> quoted("9" * 50)
+    "'9999999999999999999999999999999999999999…' (50 characters)"
+    >>> quoted(1.5)
+    '1.5'
+    """
+    if isinstance(value, str):
+        if len(value) <= QUOTE_CHARS:
+            return repr(value)
+        head = repr(value[:QUOTE_CHARS])
+        return f"{head[:-1]}…{head[-1]} ({len(value):,} characters)"
+    text = repr(value)
+    if len(text) <= QUOTE_CHARS:
+        return text
+    return f"{text[:QUOTE_CHARS]}… ({len(text):,} characters)"
 
 
 # --- raw values -> JSON values ------------------------------------------------------
@@ -67,7 +99,7 @@ def _coerce_boolean(raw: Any) -> bool:
         return True
     if text in ("false", "no", "0"):
         return False
-    raise ValueError(f"{raw!r} is not true or false")
+    raise ValueError(f"{quoted(raw)} is not true or false")
 
 
 def _coerce_number(kind: str, raw: Any) -> int | float:
@@ -77,20 +109,30 @@ def _coerce_number(kind: str, raw: Any) -> int | float:
     if isinstance(raw, int | float):
         number: int | float = raw
     else:
-        text = str(raw).strip()
-        try:
-            number = int(text)
-        except ValueError:
-            try:
-                number = float(text)
-            except ValueError:
-                raise ValueError(f"{text!r} is not a number") from None
+        number = _parse_number(str(raw).strip())
     if isinstance(number, float) and not math.isfinite(number):
-        raise ValueError(f"{raw!r} is not a finite number")
+        raise ValueError(f"{quoted(raw)} is not a finite number")
     if kind == "integer" and isinstance(number, float):
         if not number.is_integer():
-            raise ValueError(f"{raw!r} is not a whole number")
+            raise ValueError(f"{quoted(raw)} is not a whole number")
         number = int(number)
+    return number
+
+
+def _parse_number(text: str) -> int | float:
+    """An int, else a float, from text; a numeral past what a float holds (``1e400``, or
+    more than 4,300 digits: Python's limit for ``int()`` of text) is out of range."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"{quoted(text)} is not a number") from None
+    if math.isinf(number) and not text.lstrip("+-")[:1].isalpha():  # a numeral, not "inf"
+        size = "large" if number > 0 else "small"
+        raise ValueError(f"{quoted(text)} is too {size}: out of the range of numbers")
     return number
 
 
@@ -120,7 +162,7 @@ def _coerce_choice(spec: FieldSpec, raw: Any) -> Any:
         return UNSET
     if spec.kind == "enum":
         if not any(raw == o and type(raw) is type(o) for o in spec.options):
-            raise ValueError(f"{raw!r} is not one of the choices")
+            raise ValueError(f"{quoted(raw)} is not one of the choices")
         return raw
     if raw is None:
         return UNSET
@@ -133,7 +175,7 @@ def _coerce_array(spec: FieldSpec, raw: Any) -> Any:
         values = list(raw) if isinstance(raw, list | tuple) else [raw]
         for v in values:
             if v not in spec.options:
-                raise ValueError(f"{v!r} is not one of the choices")
+                raise ValueError(f"{quoted(v)} is not one of the choices")
         return values if values or spec.required else UNSET
     if isinstance(raw, list | tuple):
         lines = list(raw)
@@ -249,7 +291,7 @@ class SchemaForm:
     def value(self) -> Any:
         """The JSON value the form holds now (fields that cannot be read are left out)."""
         v = self._build(self.root, {})
-        return {} if v is UNSET and self.root.kind == "object" else (None if v is UNSET else v)
+        return self._unset_root() if v is UNSET else v
 
     def errors(self) -> dict[str, str]:
         """Field key -> the reason its value is refused; ``""`` names the whole input.
@@ -261,7 +303,7 @@ class SchemaForm:
         value = self._build(self.root, errors)
         unreadable = set(errors)
         if value is UNSET:
-            value = {} if self.root.kind == "object" else None
+            value = self._unset_root()
         found = check(self._validator, value)
         for err in sorted(found, key=lambda e: [str(p) for p in e.absolute_path]):
             for key, message in self._locate(err):
@@ -272,6 +314,12 @@ class SchemaForm:
                 elif message not in errors[key].split("; "):
                     errors[key] = f"{errors[key]}; {message}"
         return errors
+
+    def _unset_root(self) -> Any:
+        """The input when the root holds nothing: ``{}`` for an object (as ``invoke`` reads
+        ``None``), else ``None``."""
+        is_object = self.root.kind == "object" or self.root.schema.get("type") == "object"
+        return {} if is_object else None
 
     def is_valid(self) -> bool:
         return not self.errors()

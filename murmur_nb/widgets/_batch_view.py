@@ -12,6 +12,12 @@ HTML that nbval compares; so is the histogram of the finished rows' durations (o
 SVG, :mod:`murmur_nb.widgets._batch_chart`), redrawn with the rest when rows finish. Each
 row's duration is read from its record once, when it settles.
 
+The row list holds at most ``max_rows`` rows (a Select of thousands is slow to draw and to
+scroll). Past that, the rows a user comes looking for are kept: every failed or unrun row,
+then ok rows in input order up to the cap, all listed in input order, and a line above the
+list says how many of the settled rows it holds. Any row is still one call away
+(:meth:`BatchView.show`). A settled row's label is read from its record once.
+
 "Copy as code" writes the ``host.map(...)`` call of the whole batch (its inputs as the
 rows sent them, and the options it ran with), "Copy row as code" the ``host.invoke(...)``
 of the selected row, both into ``code_box`` (see :mod:`murmur_nb.widgets._code_box`).
@@ -62,7 +68,8 @@ class BatchView(TextView):
     batch
         A :class:`~murmur_nb.Batch`, usually started with ``background=True``.
     max_rows
-        How many finished rows the list holds (the first ones, in input order).
+        How many settled rows the list holds: past it, every failed or unrun row first,
+        then the first ok rows; ``rows_note`` says how many are listed.
     refresh_s
         The least time between two updates while the batch runs.
     bins
@@ -72,6 +79,10 @@ class BatchView(TextView):
 
     Attributes
     ----------
+    rows : ipywidgets.Select
+        The settled rows listed (values are row positions).
+    rows_note : ipywidgets.HTML
+        "N of M rows listed" when the list holds fewer than the settled rows (else hidden).
     chart : ipywidgets.HTML
         The finished rows' durations as a histogram, and the cost so far (an inline SVG).
     code_button, row_code_button : ipywidgets.Button
@@ -113,16 +124,19 @@ class BatchView(TextView):
         self.rows = w.Select(options=[], rows=10,
                              layout=w.Layout(width="auto", align_self="stretch"))  # fmt: skip
         self.rows.observe(self._picked, names="value")
+        self.rows_note = w.HTML(layout=w.Layout(display="none"))
         self.detail = w.Output()
         self.shown: InvocationView | None = None
-        self._listed: set[int] = set()
+        self._labels: dict[int, str] = {}  # settled row -> its label, read once
+        self._listed: list[int] = []  # the rows in the list, in input order
+        self._note = ""  # what rows_note says, as plain text
         self._lock = threading.Lock()
         self._last = 0.0
         super().__init__([w.HBox([self.bar, self.bar_label, self.cancel_button],
                                  layout=w.Layout(align_items="center")),
                           self.counts, self.live, self.chart,
                           w.HBox([self.code_button, self.row_code_button]), self.code_box,
-                          self.rows, self.detail])  # fmt: skip
+                          self.rows_note, self.rows, self.detail])  # fmt: skip
         batch.on_change(self._changed)
         self.refresh()
 
@@ -258,18 +272,47 @@ class BatchView(TextView):
         return f"{name} · {status}{kept} · {what}"
 
     def _list_new_rows(self) -> None:
-        if len(self._listed) >= self.max_rows:
-            return
-        room = self.max_rows - len(self._listed)
-        new = [i for i in range(len(self.batch)) if i not in self._listed
-               and self.batch.status(i) in _SETTLED][:room]  # fmt: skip
+        """Label the newly settled rows; list them, or the rows :meth:`_chosen` keeps."""
+        settled = [i for i in range(len(self.batch)) if self.batch.status(i) in _SETTLED]
+        new = [i for i in settled if i not in self._labels]
         if not new:
             return
-        self._listed.update(new)
-        options = [(self._label(i), i) for i in sorted(self._listed)]
+        for i in new:
+            self._labels[i] = self._label(i)
         keep = self.rows.value
-        self.rows.options = options
-        self.rows.value = keep
+        listed = self._chosen(settled, keep)
+        if listed != self._listed:
+            self._listed = listed
+            self.rows.options = [(self._labels[i], i) for i in listed]
+            self.rows.value = keep if keep in listed else None
+        self._note = self._rows_note(settled)
+        self.rows_note.value = f'<div class="murmur-rows-note">{esc(self._note)}</div>'
+        self.rows_note.layout.display = None if self._note else "none"
+
+    def _chosen(self, settled: list[int], keep: int | None) -> list[int]:
+        """The rows to list, in input order: all of them up to ``max_rows``; past it, the
+        selected row, the failed and unrun rows, then the first ok rows."""
+        if len(settled) <= self.max_rows:
+            return settled
+        bad = [i for i in settled if i != keep and self.batch.status(i) != "ok"]
+        ok = [i for i in settled if i != keep and self.batch.status(i) == "ok"]
+        first = [keep] if keep in settled else []
+        return sorted((first + bad + ok)[: max(self.max_rows, 0)])
+
+    def _rows_note(self, settled: list[int]) -> str:
+        """``"N of M rows listed: ..."`` when the list holds fewer than the settled rows."""
+        if len(self._listed) >= len(settled):
+            return ""
+        bad = sum(1 for i in settled if self.batch.status(i) != "ok")
+        bad_listed = sum(1 for i in self._listed if self.batch.status(i) != "ok")
+        if bad == 0:
+            which = "the first ones"
+        elif bad_listed == bad:
+            which = f"all {bad} failed or not run, then the first ok ones"
+        else:
+            which = f"{bad_listed} of the {bad} failed or not run"
+        return (f"{len(self._listed)} of {len(settled)} rows listed ({which}); "
+                "view.show(i) shows any row")  # fmt: skip
 
     def _picked(self, change: dict[str, Any]) -> None:
         self.row_code_button.disabled = change["new"] is None
@@ -278,4 +321,5 @@ class BatchView(TextView):
 
     def text(self) -> str:
         p = self.batch.progress
-        return f"BatchView {self.batch.capability}: {p.line()}"
+        line = f"BatchView {self.batch.capability}: {p.line()}"
+        return f"{line}\n  {self._note}" if self._note else line

@@ -38,7 +38,7 @@ from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell, invoke_call
 from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
-from murmur_nb.widgets._form_fields import Field, error_html, flatten
+from murmur_nb.widgets._form_fields import Field, accessible_name, error_html, flatten
 from murmur_nb.widgets._html import (
     FG_MUTED,
     TextView,
@@ -47,11 +47,27 @@ from murmur_nb.widgets._html import (
     effect_badges,
     esc,
     field_label,
+    require,
 )
-from murmur_nb.widgets._invocation_view import InvocationView
+from murmur_nb.widgets._invocation_view import InvocationView, clip
 from murmur_nb.widgets._live_run import LiveRun
 
 __all__ = ["CapabilityForm"]
+
+#: The characters of one field's value in ``text/plain`` (a longer one is cut with "…").
+TEXT_VALUE_CHARS = 200
+#: The parts of a file input's ``{root, path}`` reference.
+_REF_PARTS = ("root", "path")
+
+
+def _json(value: Any) -> str:
+    """A field's value in ``text/plain``: readable JSON (non-ASCII kept), cut when long."""
+    return clip(json.dumps(value, ensure_ascii=False), TEXT_VALUE_CHARS)
+
+
+#: How a started run's polling ended early, as the form's status says it.
+_POLLING_ENDS = {"stopped": "stopped polling", "cancelled": "cancelled while polling"}
+
 
 class CapabilityForm(TextView):
     """Fill a capability's request from its JSON Schema, approve if needed, run, show.
@@ -64,7 +80,8 @@ class CapabilityForm(TextView):
         A namespaced capability id such as ``"gallery.thumbs"``.
     values : Mapping, optional
         Initial values, nested like the request (``{"image": staged.ref()}``) or by dotted
-        key (``{"image.path": "..."}``); fields not named keep their schema default.
+        key (``{"image.root": "staged", "image.path": "sha256/..."}``: a file input's two
+        parts make one reference); fields not named keep their schema default.
     staged : sequence of StagedArtifact, optional
         Artifacts staged with ``host.stage`` to hand to the module (``invoke(staged=...)``).
         They are also the first choices of every file input.
@@ -84,6 +101,7 @@ class CapabilityForm(TextView):
         Field key -> the input widget (set ``.value`` to fill it).
     run_button, approve_button, cancel_button : ipywidgets.Button
         Run and Approve start a :class:`LiveRun` (see :attr:`live`); :meth:`wait` joins it.
+        Reset while a run is out cancels that run, as the run's own Cancel does.
     state : str
         ``editing``, ``invalid``, ``needs_approval``, ``cancelled``, ``running``, ``ran``,
         ``failed`` (the module ran and crashed or broke its envelope) or ``refused`` (the
@@ -91,7 +109,8 @@ class CapabilityForm(TextView):
     ran, ran_input, ran_status, ran_error
         The last run that was sent, however it ended (what ``on_ran`` is called for):
         its invocations (a crash's is the host error's record), its input, ``ok``,
-        ``failed``, ``refused`` or ``cancelled``, and the host's error.
+        ``failed``, ``refused``, ``cancelled`` or ``stopped`` (polling a long-running
+        job was stopped: the job may still run), and the host's error.
     approval_reasons : list of str
         The reasons shown in the approval panel (empty when it is hidden).
     invocation
@@ -119,6 +138,8 @@ class CapabilityForm(TextView):
         on_ran: Callable[[CapabilityForm], None] | None = None,
         host_name: str | None = None,
     ) -> None:
+        require(host, "capability", "CapabilityForm",
+                "a ModuleHost (mnb.ModuleHost(home=...), or home.host() of the demo)")  # fmt: skip
         self.host = host
         self.host_name = host_name
         self.on_ran = on_ran
@@ -166,7 +187,7 @@ class CapabilityForm(TextView):
                 self.result_box,
             ]
         )
-        for key, raw in flatten(values or {}, self.form):
+        for key, raw in self._initial(values or {}):
             self.set_value(key, raw)
         self._touched.clear()
         self._refresh()
@@ -276,7 +297,8 @@ class CapabilityForm(TextView):
             self._touched.update({key, f"{key}.root", f"{key}.path"})
             self._refresh()
 
-        picker = FilePicker(self.host, [*self.staged, *self.artifacts], changed)
+        picker = FilePicker(self.host, [*self.staged, *self.artifacts], changed,
+                            name=accessible_name(spec))  # fmt: skip
         self.files[spec.key] = picker
         text = spec.description or "a file staged or produced in this session, or upload one"
         label = w.HTML(field_label(spec.title, required=spec.required))
@@ -287,9 +309,14 @@ class CapabilityForm(TextView):
     # plain calls
 
     def set_value(self, key: str, raw: Any) -> None:
-        """Fill field ``key`` as a person would (text for numbers, the option for enums)."""
+        """Fill field ``key`` as a person would (text for numbers, the option for enums);
+        a file input takes a ``{root, path}`` reference, or one part of it by dotted key."""
         if key in self.files:
             self.files[key].select_ref(raw)
+            return
+        head, _, part = key.rpartition(".")
+        if head in self.files and part in _REF_PARTS:
+            self.files[head].select_ref({**(self.files[head].ref() or {}), part: raw})
             return
         try:
             field = self._fields[key]
@@ -297,6 +324,19 @@ class CapabilityForm(TextView):
             self.form.field(key)  # raises the helpful KeyError
             raise
         field.show(raw)
+
+    def _initial(self, values: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """``values=`` as ``(field key, raw)`` pairs; the dotted parts of a file input are
+        gathered into one reference (set one at a time, the first would be a half)."""
+        pairs: list[tuple[str, Any]] = []
+        refs: dict[str, dict[str, Any]] = {}
+        for key, raw in flatten(values, self.form):
+            head, _, part = key.rpartition(".")
+            if head in self.files and part in _REF_PARTS:
+                refs.setdefault(head, {})[part] = raw
+            else:
+                pairs.append((key, raw))
+        return pairs + list(refs.items())
 
     def visible_errors(self) -> dict[str, str]:
         """The errors shown beside fields now (``required`` only once touched or run)."""
@@ -308,21 +348,28 @@ class CapabilityForm(TextView):
         }
 
     def reset(self) -> None:
-        """Defaults back in every field; errors and result cleared."""
+        """Defaults back in every field; errors and result cleared.
+
+        A run that is out is cancelled (its processes killed, as by its Cancel): its card
+        stays until it ended, and its end is taken as any run's (Run enabled again, the
+        run reported ``cancelled`` to ``on_ran``).
+        """
         self.form.reset()
         for key, field in self._fields.items():
             field.show(self.form.raw(key))
         self._touched.clear()
         self._attempted = False
-        self.state = "editing"
         self._hide_approval()
-        self.result_box.children = ()
-        self.invocation = None
-        self.result = None
-        if self.live is not None:
-            self.live.cancel()
-            self.live = None
+        if self.live is not None and self._running():
+            self.live.cancel()  # _finished takes its end
+        else:
+            self.state = "editing"
+            self._clear_result()
         self._refresh()
+
+    def _running(self) -> bool:
+        """A run this form started is out: :meth:`_finished` has not taken its end yet."""
+        return self.live is not None and not self._settled.is_set()
 
     def run(self, *, live: bool = False) -> Any:
         """Validate, ask for approval when needed, else invoke; returns the invocation or None.
@@ -330,7 +377,7 @@ class CapabilityForm(TextView):
         With ``live`` (the Run button) the call is started in the background as
         :attr:`live` and ``None`` is returned; :meth:`wait` waits for it.
         """
-        if self.live is not None and self.live.running:
+        if self._running():
             return None  # one run at a time: the first click's run is still out
         self._attempted = True
         self.error = None
@@ -437,8 +484,8 @@ class CapabilityForm(TextView):
         self.live.start()
 
     def _finished(self, live: LiveRun) -> None:
-        if live is not self.live:
-            return  # reset while it ran: that run is no longer this form's
+        """The run's end (its worker thread): :attr:`live` is never replaced while it is
+        out (:meth:`_running`), so this is always the form's own run."""
         try:
             self._take_outcome(live)
         finally:
@@ -449,30 +496,51 @@ class CapabilityForm(TextView):
         error = live.error
         if isinstance(error, ApprovalRequired):
             self._ask_approval(error.reasons or [error.message])
+        elif live.invocation is None:
+            self._not_returned(live)
+        else:
+            self._returned(live)
+
+    def _not_returned(self, live: LiveRun) -> None:
+        """The run ended without an invocation: cancelled, failed or refused."""
+        error = live.error
+        self.state = live.state if live.state in ("cancelled", "failed") else "refused"
+        self.error = error if self.state != "cancelled" else None  # the run says cancelled
+        self._ended(error, cancelled=self.state == "cancelled")
+        if self.state == "cancelled":  # the user's own click: said plainly, no alarm
+            self._set_status(badge("cancelled by you", "muted") + "the run was stopped")
             return
-        if live.invocation is None:
-            self.state = live.state if live.state in ("cancelled", "failed") else "refused"
-            self.error = error if self.state != "cancelled" else None  # the run says cancelled
-            self._ended(error, cancelled=self.state == "cancelled")
-            if self.state == "cancelled":  # the user's own click: said plainly, no alarm
-                self._set_status(badge("cancelled by you", "muted") + "the run was stopped")
-                return
-            code = error.code if error is not None else live.state
-            said = "the module ran and failed" if self.state == "failed" else "nothing ran"
-            self._set_status(badge(f"{self.state}: {code}", "error" if error else "muted")
-                             + said)  # fmt: skip
-            return
+        code = error.code if error is not None else live.state
+        said = "the module ran and failed" if self.state == "failed" else "nothing ran"
+        self._set_status(badge(f"{self.state}: {code}", "error" if error else "muted")
+                         + said)  # fmt: skip
+
+    def _returned(self, live: LiveRun) -> None:
+        """The run returned; a long-running job's polling may have ended early."""
         self.invocation = live.last
         self._remember(live.invocation, live.last)
         self.result = live.view
         self.state = "ran"
-        self._ran_status(live.last, live.state)
-        self._ran(live.invocation, live.last)
+        if live.state in _POLLING_ENDS:  # the job was started and may still run
+            self._set_status(badge(_POLLING_ENDS[live.state], "warn")
+                             + "the job may still be running: its last poll is shown")  # fmt: skip
+        elif live.error is not None:  # the host refused a poll or cut it short
+            said = f"polling the job failed: {live.error.message}"
+            self._set_status(badge(f"failed: {live.error.code}", "error") + esc(said))
+        else:
+            self._ran_status(live.last, live.state)
+        self._ran(live.invocation, live.last, ended=live.state, error=live.error)
 
-    def _ran(self, first: Any, last: Any = None) -> None:
+    def _ran(self, first: Any, last: Any = None, *, ended: str = "",
+             error: ModuleHostError | None = None) -> None:  # fmt: skip
+        """A run that returned: ``ok``, ``failed`` (a result or a poll not ok, or the host
+        refused a poll), or how its polling ended (``stopped``, ``cancelled``)."""
         invocations = (first,) if last is None or last is first else (first, last)
-        ok = all(i.ok for i in invocations)
-        self._report(invocations, "ok" if ok else "failed", None)
+        if ended in _POLLING_ENDS:
+            status = ended
+        else:
+            status = "ok" if error is None and all(i.ok for i in invocations) else "failed"
+        self._report(invocations, status, error)
 
     def _ended(self, error: ModuleHostError | None, *, cancelled: bool = False) -> None:
         """A sent run that returned no invocation: cancelled, failed (the module ran: the
@@ -557,12 +625,14 @@ class CapabilityForm(TextView):
     def _field_line(self, spec: FieldSpec, value: Any, shown: Mapping[str, str]) -> str:
         """One field of :meth:`text`: label, kind, current value, error; ``""`` to skip."""
         indent = "  " * len(spec.path)
-        error = f"  ✗ {shown[spec.key]}" if spec.key in shown else ""
+        error = f"  ✗ {clip(shown[spec.key], TEXT_VALUE_CHARS)}" if spec.key in shown else ""
         if spec.path[:-1] and ".".join(spec.path[:-1]) in self.files:
             return ""  # root and path of a file input: the file line says it
         if spec.key in self.files:
-            staged = self.files[spec.key].staged
-            chosen = json.dumps(staged.ref()) if staged is not None else ""
+            picker = self.files[spec.key]
+            chosen = _json(picker.staged.ref()) if picker.staged is not None else ""
+            if picker.error:  # the picker's own says why (a chosen file that is gone)
+                error = f"  ✗ {clip(picker.error, TEXT_VALUE_CHARS)}"
             return f"{indent}{spec.label} (file) = {chosen}{error}"
         if spec.kind == "object":
             return f"{indent}{spec.label}:"
@@ -570,10 +640,10 @@ class CapabilityForm(TextView):
         for part in spec.path:
             current = current.get(part, UNSET) if isinstance(current, dict) else UNSET
         if current is not UNSET:
-            shown_value = json.dumps(current)
+            shown_value = _json(current)
         else:  # unset, or typed but unreadable: show what was typed
             raw = self.form.raw(spec.key)
-            shown_value = raw if isinstance(raw, str) else ""
+            shown_value = clip(raw, TEXT_VALUE_CHARS) if isinstance(raw, str) else ""
         return f"{indent}{spec.label} ({spec.kind}) = {shown_value}{error}"
 
     def text(self) -> str:

@@ -7,7 +7,9 @@ whatever cell runs next. So :func:`insert_next_cell` uses it only while a cell e
 plain call such as ``browser.copy_as_code()`` in a cell), and every click also shows the
 code in a :class:`CodeBox`: a read-only text area, where Ctrl+A, Ctrl+C copies it.
 Nothing here needs JavaScript of our own (no clipboard call, no custom widget), so
-JupyterLab, Notebook 7 and Voilà show the same thing.
+JupyterLab, Notebook 7 and Voilà show the same thing. The text area is named for a screen
+reader by its tooltip (the caption above it is a separate HTML widget, and a description
+would print the name a second time beside the code).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class CodeBox(w.VBox):  # type: ignore[misc]
     def __init__(self) -> None:
         self.code = ""
         self.caption = w.HTML()
-        self.area = w.Textarea(rows=3, layout=w.Layout(width="100%"))
+        self.area = w.Textarea(rows=3, layout=w.Layout(width="100%"), tooltip="generated code")
         self.area.add_class("murmur-code")
         self.area.observe(self._put_back, names="value")
         super().__init__([self.caption, self.area], layout=w.Layout(display="none"))
@@ -89,6 +91,7 @@ class CodeBox(w.VBox):  # type: ignore[misc]
             f"{_STYLE}<small style='color:{FG_MUTED}'>{esc(what)} as code (select it: Ctrl+A, "
             "then Ctrl+C)</small>"
         )
+        self.area.tooltip = f"{what} as code (read-only)"
         self.area.rows = min(max(code.count("\n") + 1, 2), 16)
         self.area.value = code
         self.layout.display = None

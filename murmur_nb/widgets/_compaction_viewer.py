@@ -102,6 +102,11 @@ class CompactionViewer(TextView):
     context_id, hook, window : optional
         The first row to show (default: the first record, first hook, whole record).
 
+    Raises
+    ------
+    ValueError
+        The results have no compact rows, or none for ``context_id``.
+
     Attributes
     ----------
     record, hook, window : ipywidgets.Dropdown
@@ -117,6 +122,11 @@ class CompactionViewer(TextView):
             raise ValueError("these replay results have no compact rows to view")
         self.source = source
         records = list(dict.fromkeys(self.results["context_id"]))
+        if context_id is not None and context_id not in records:
+            raise ValueError(
+                f"these replay results have no compact rows for record {context_id!r}; "
+                f"pass one of the records they have: {', '.join(map(str, records))}"
+            )
         first = context_id if context_id is not None else records[0]
         self.record = w.Dropdown(description="Record", options=records, value=first)
         self.hook = w.Dropdown(description="Hook")

@@ -5,7 +5,16 @@ first, and remembers each page's cursor, so ``Newest``/``Oldest``, ``Newer``/``O
 page number all land on the same pages (the pages it has not seen yet are walked to).
 Pages are anchored at the oldest message, so a cursor stays valid while the runtime
 appends; the *newest* page (cursor ``None``) is the only one that moves, and ``Refresh``
-re-reads the current page, updating the live ``total``.
+re-reads the current page, updating the live ``total``. The older pages' cursors all come
+from the newest page's ``next_cursor``, which moves with it: remembered from before an
+append, they would leave the messages between the old and the new edge on no page. So
+reading the newest page drops them when its ``next_cursor`` changed, and a page whose
+``total`` differs from the newest page's last read is walked to again from the newest
+page (only ``Refresh`` keeps the page shown where it is).
+
+A context the store has no record of reads as an empty record, as a hook's read does (the
+runtime may not have written it yet); the status line and the text form warn about it, as
+:class:`~murmur_nb.widgets.HookConsole` does, until a read finds the record.
 
 Within a page the messages are shown oldest first, the DataFrame's order: one compact row
 each (role, id, time, name, tool call, a preview) that expands to the whole body, with
@@ -32,7 +41,7 @@ import ipywidgets as w
 
 from murmur_nb._conversations import tool_envelope
 from murmur_nb._conversations.frames import read_conversation
-from murmur_nb._conversations.store import ConversationStore
+from murmur_nb._conversations.store import MAX_PAGE, ConversationStore
 from murmur_nb._exceptions import ConversationReadError, MurmurError
 from murmur_nb.widgets._html import (
     FG,
@@ -83,6 +92,21 @@ def _searchable(m: Any) -> str:
     return f"{m.id} {m.name or ''} {body}".lower()
 
 
+def unknown_context_warning(store: Any, context_id: str) -> str | None:
+    """A warning when ``store`` has no record of ``context_id``, else ``None``.
+
+    ``None`` too for a source that cannot list its contexts (it has no ``contexts()``).
+    """
+    contexts = getattr(store, "contexts", None)
+    if contexts is None:
+        return None
+    known = list(contexts())
+    if context_id in known:
+        return None
+    listed = ", ".join(known[:5]) or "none"
+    return f"context {context_id!r} has no record in the store (it has: {listed})"
+
+
 def _short(text: str, n: int = _SHORT) -> str:
     one_line = " ".join(text.split())
     return one_line if len(one_line) <= n else one_line[: n - 1] + "…"
@@ -123,7 +147,10 @@ class ConversationExplorer(TextView):
     scanned : int
         How many messages the last filter walk read.
     find_input : ipywidgets.Text
-        A message id for ``find_button``.
+        A message id; Enter (a new ``.value``) or ``find_button`` finds it.
+    unknown_context : str or None
+        A warning when the store has no record of ``context_id`` (shown as empty), else
+        ``None``; set by each read of the newest page.
     frame_out : ipywidgets.Output
         Where "to DataFrame" shows its progress bar, then the frame.
     dataframe
@@ -156,7 +183,10 @@ class ConversationExplorer(TextView):
         self.page: Any = None
         self.error: Any = None
         self.dataframe: Any = None
+        self.unknown_context: str | None = None
         self._cursors: list[str | None] = [None]  # page n's cursor at index n - 1
+        #: the record's total when the newest page was last read: the cursors' generation
+        self._cursors_total = 0
         self._index = 0
         self.opened: str | None = None
         #: what the last find() could not find (shown until the next page is drawn)
@@ -174,7 +204,9 @@ class ConversationExplorer(TextView):
         self.text_filter = w.Text(
             description="Contains", placeholder="text, then Enter", continuous_update=False
         )
-        self.find_input = w.Text(description="Find id", placeholder="message id")
+        self.find_input = w.Text(
+            description="Find id", placeholder="message id, then Enter", continuous_update=False
+        )
         self.find_button = w.Button(description="Go", layout=_fit())
         self.status = w.HTML()
         self.messages = w.HTML()
@@ -194,8 +226,16 @@ class ConversationExplorer(TextView):
         self.page_input.observe(self._page_typed, names="value")
         self.role_filter.observe(lambda _c: self._filter(), names="value")
         self.text_filter.observe(lambda _c: self._filter(), names="value")
-        nav = [self.newest_button, self.newer_button, self.page_input, self.page_count]
-        nav += [self.older_button, self.oldest_button, self.refresh_button]
+        self.find_input.observe(self._find_typed, names="value")
+        nav = [
+            self.newest_button,
+            self.newer_button,
+            self.page_input,
+            self.page_count,
+            self.older_button,
+            self.oldest_button,
+            self.refresh_button,
+        ]
         super().__init__(
             [
                 w.HTML(f"<b>Conversation</b> <code>{esc(context_id)}</code>"),
@@ -219,7 +259,7 @@ class ConversationExplorer(TextView):
     @property
     def page_total(self) -> int:
         """How many pages the record has now."""
-        return max(1, -(-self.total // max(1, min(self.page_size, 100))))
+        return max(1, -(-self.total // self._served_size))
 
     @property
     def total(self) -> int:
@@ -228,7 +268,7 @@ class ConversationExplorer(TextView):
 
     def refresh(self) -> None:
         """Read the current page again (new messages, new total)."""
-        self._read(self._cursors[self._index])
+        self._show(self.page_number)
 
     def older(self) -> None:
         """The next page towards the oldest message."""
@@ -244,24 +284,13 @@ class ConversationExplorer(TextView):
 
     def go_to_page(self, number: int) -> bool:
         """Show page ``number`` (1 is the newest), walking to it; ``False`` if it has none."""
-        number = max(1, number)
-        while len(self._cursors) < number:
-            last = self._cursors[-1]
-            try:
-                page = self.reader.read_messages(last, self.page_size)
-            except ConversationReadError as exc:
-                self.error = exc
-                self._draw()
+        for _attempt in range(2):
+            reached = self._walk(max(1, number))
+            if reached is None or not self._show(reached):
                 return False
-            if page.next_cursor is None:
-                number = len(self._cursors)  # that page reached the oldest message
+            if reached == 1 or self.page.total == self._cursors_total:
                 break
-            self._cursors.append(page.next_cursor)
-        previous = self._index
-        self._index = number - 1
-        if not self._read(self._cursors[self._index]):
-            self._index = previous
-            return False
+            del self._cursors[1:]  # reached through a cursor from before the record grew
         return True
 
     def find(self, message_id: str) -> bool:
@@ -271,7 +300,7 @@ class ConversationExplorer(TextView):
         newest ``scan_limit`` messages has that id.
         """
         start, number = self.page_number, 1
-        while message_id and (number - 1) * self.page_size < self.scan_limit:
+        while message_id and (number - 1) * self._served_size < self.scan_limit:
             if not self.go_to_page(number):
                 return False
             if any(m.id == message_id for m in self.page.messages):
@@ -318,6 +347,11 @@ class ConversationExplorer(TextView):
         return frame
 
     # internals
+
+    @property
+    def _served_size(self) -> int:
+        """Messages a full page holds: ``page_size`` as the reader clamps it."""
+        return max(1, min(self.page_size, MAX_PAGE))
 
     def _passes(self, m: Any) -> bool:
         role = self.role_filter.value
@@ -368,16 +402,56 @@ class ConversationExplorer(TextView):
         if change["new"] != self.page_number:
             self.go_to_page(int(change["new"]))
 
-    def _read(self, cursor: str | None) -> bool:
+    def _find_typed(self, change: Any) -> None:
+        if change["new"].strip():  # a cleared box is not a search
+            self.find(change["new"].strip())
+
+    def _read_page(self, number: int) -> Any:
+        """Read page ``number`` through its remembered cursor, and remember the next one.
+
+        The newest page's ``next_cursor`` is where every older page's cursor comes from:
+        when it changed (the record grew), the remembered ones are dropped.
+        """
+        page = self.reader.read_messages(self._cursors[number - 1], self.page_size)
+        if number == 1:
+            self._cursors_total = page.total
+            self.unknown_context = (
+                unknown_context_warning(self.store, self.context_id) if page.total == 0 else None
+            )
+            if self._cursors[1:2] != [page.next_cursor]:
+                del self._cursors[1:]
+        if number == len(self._cursors) and page.next_cursor is not None:
+            self._cursors.append(page.next_cursor)
+        return page
+
+    def _walk(self, number: int) -> int | None:
+        """Read towards the oldest message until page ``number``'s cursor is known.
+
+        Returns ``number``, or the oldest page's number when the record has fewer pages;
+        ``None`` when a read failed (the error is shown).
+        """
+        while len(self._cursors) < number:
+            known = len(self._cursors)
+            try:
+                page = self._read_page(known)
+            except ConversationReadError as exc:
+                self.error = exc
+                self._draw()
+                return None
+            if page.next_cursor is None:
+                return known  # that page reached the oldest message
+        return number
+
+    def _show(self, number: int) -> bool:
+        """Read page ``number`` (its cursor known) and draw it; ``False`` if the read failed."""
         try:
-            self.page = self.reader.read_messages(cursor, self.page_size)
+            self.page = self._read_page(number)
             self.error = None
         except ConversationReadError as exc:
             self.error = exc
             self._draw()
             return False
-        if self._index == len(self._cursors) - 1 and self.page.next_cursor is not None:
-            self._cursors.append(self.page.next_cursor)
+        self._index = number - 1
         seen = {m.role for m in self.page.messages} - {_ALL, *self.role_filter.options}
         roles = [*self.role_filter.options, *sorted(seen)]
         if list(self.role_filter.options) != roles:
@@ -410,7 +484,11 @@ class ConversationExplorer(TextView):
             else f"page {self.page_number} of {self.page_total}{f' ({where})' if where else ''}"
             f" · {count} messages"
         )
-        self.status.value = f"{head}, oldest first · total {badge(str(self.total), 'info')}"
+        warning = self.unknown_context
+        warning = f" · {badge('warning', 'warn')}{esc(warning)}" if warning else ""
+        self.status.value = (
+            f"{head}, oldest first · total {badge(str(self.total), 'info')}{warning}"
+        )
         self.messages.value = (
             f'<div class="murmur-messages" style="color:{FG}">'
             + "".join(self._message_html(m, opened=m.id == self.opened) for m in shown)
@@ -471,6 +549,8 @@ class ConversationExplorer(TextView):
             "messages, role all"
             + (", oldest page" if self.page is not None and self.page.next_cursor is None else "")
         ]
+        if self.unknown_context:
+            lines[0] += f" · warning: {self.unknown_context}"
         if self.notice:
             lines[0] += f" · {self.notice}"
         for m in shown:

@@ -4,6 +4,12 @@
 dropdown for enums, a JSON text area for what has no simpler control) and shows the form's
 verdict under it (beside it, a message would take the field's width away as it appears);
 :func:`flatten` turns a nested initial value into per-field raw values.
+
+The visible label is an HTML widget of its own (bold title, red ``*``) in a fixed-width column,
+so each control is named for a screen reader by its ``tooltip`` instead of a ``description``:
+ipywidgets 8 puts the tooltip in the control's ``title`` when the description is empty, and
+the ``title`` names a control that has no ``<label>`` (WCAG technique H65). A description
+would draw the name a second time beside the control, and the static HTML would repeat it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,15 @@ from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb.widgets._file_picker import is_file_ref
 from murmur_nb.widgets._html import FG_MUTED, esc, field_label, tone_colour
 
-__all__ = ["NOT_SET", "Field", "error_html", "flatten", "option_label"]
+__all__ = [
+    "NOT_SET",
+    "Field",
+    "accessible_name",
+    "error_html",
+    "flatten",
+    "help_text",
+    "option_label",
+]
 
 NOT_SET = "— not set —"
 
@@ -38,6 +52,19 @@ def flatten(
             yield from flatten(raw, form, f"{key}.")
         else:
             yield key, raw
+
+
+def help_text(spec: FieldSpec) -> str:
+    """The line under a field: the schema's description, then its constraints in words."""
+    return " — ".join(x for x in (spec.description, spec.hint) if x)
+
+
+def accessible_name(spec: FieldSpec) -> str:
+    """What a screen reader announces for a field's control (also its hover tooltip): the
+    title, ``required`` when it is, then the help line."""
+    name = f"{spec.title} (required)" if spec.required else spec.title
+    line = help_text(spec)
+    return f"{name}: {line}" if line else name
 
 
 def error_html(message: str | None) -> str:
@@ -74,14 +101,15 @@ class Field:
         else:
             placeholder = {"number": "number", "integer": "whole number"}.get(spec.kind, "")
             self.widget = w.Text(value=str(raw), placeholder=placeholder)
+        self.widget.tooltip = accessible_name(spec)
         self.error = w.HTML()
-        help_text = " — ".join(x for x in (spec.description, spec.hint) if x)
+        line = help_text(spec)
         label = w.HTML(field_label(spec.title, required=spec.required))
         label.layout.width = "160px"
         row = w.HBox([label, self.widget])
         self.box = w.VBox(
-            [row, w.HTML(f'<small style="color:{FG_MUTED}">{esc(help_text)}</small>'), self.error]
-            if help_text
+            [row, w.HTML(f'<small style="color:{FG_MUTED}">{esc(line)}</small>'), self.error]
+            if line
             else [row, self.error]
         )
 

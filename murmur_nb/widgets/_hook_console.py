@@ -7,7 +7,11 @@ what a hook keeps can be compared with what it was given (a hook that reads duri
 compaction reads that context's record too).
 
 ``text/plain`` shows each result's outcome, value and output but not its time or fuel,
-which vary from run to run; the live HTML shows both, with stdout and stderr open. A context
+which vary from run to run; the live HTML shows both, with stdout and stderr open. The text
+names the murmur home ``$MURMUR_HOME``, and the folder of a ``murmur.yaml`` kept elsewhere
+``<folder of murmur.yaml>`` (by that file's name), as
+:class:`~murmur_nb.widgets.ModuleBrowser` names its home ``$FACET_STUDIO_HOME``: it reads
+the same on any machine, while the live HTML keeps the paths this machine can open. A context
 the store has no record of is warned about beside the picker and above the results: the
 hooks still run (a runtime may fire before anything was written), but "0 messages" then
 does not look like a quiet success.
@@ -21,7 +25,8 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import MurmurError
-from murmur_nb.widgets._html import TextView, badge, esc, require, volatile
+from murmur_nb.widgets._conversation_explorer import unknown_context_warning
+from murmur_nb.widgets._html import TextView, badge, esc, portable, require, volatile
 
 __all__ = ["HookConsole"]
 
@@ -168,14 +173,9 @@ class HookConsole(TextView):
         """A warning when the chosen context has no record in the store, else ``None``."""
         if self.conversations is None:
             return None
-        chosen = self.context_picker.value
-        known = list(self.conversations.contexts())
-        if chosen in known:
-            return None
-        if not chosen:
+        if not self.context_picker.value:
             return "no context chosen: pick one of the store's contexts"
-        listed = ", ".join(known[:5]) or "none"
-        return f"context {chosen!r} has no record in the store (it has: {listed})"
+        return unknown_context_warning(self.conversations, self.context_picker.value)
 
     def _check_context(self) -> None:
         warning = self.unknown_context
@@ -267,8 +267,9 @@ class HookConsole(TextView):
         return f"<div><b>{what}</b><ul>{''.join(rows) or '<li>no hook handles it</li>'}</ul></div>"
 
     def text(self) -> str:
-        lines = ["HookConsole:"]
-        for h in _hook_entries(self.hooks):
+        entries = _hook_entries(self.hooks)
+        lines = ["HookConsole:"] if entries else ["HookConsole:", "  hooks: none configured"]
+        for h in entries:
             events = ", ".join(getattr(h, "events", ()) or ()) or "no events"
             lines.append(f"  {h.id} ({_component_name(h)}) events: {events}; {_grant_text(h)}")
             if _limits_text(h):
@@ -291,4 +292,17 @@ class HookConsole(TextView):
                 for name, text in (("stdout", r.stdout), ("stderr", r.stderr)):
                     if text:
                         lines.append(f"      {name}: {_short(text)}")
-        return "\n".join(lines)
+        return portable("\n".join(lines), self._folders())
+
+    def _folders(self) -> dict[str, Any]:
+        """The folders :meth:`text` names: the store's home, and murmur.yaml's folder."""
+        home = getattr(self.conversations, "home", None)
+        config = getattr(getattr(self.hooks, "config", None), "path", None)
+        folders: dict[str, Any] = {}
+        if config is not None and (
+            home is None or os.path.realpath(config.parent) != os.path.realpath(home)
+        ):
+            folders[f"<folder of {config.name}>"] = config.parent
+        if home is not None:
+            folders["$MURMUR_HOME"] = home
+        return folders

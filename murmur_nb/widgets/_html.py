@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -57,6 +58,21 @@ def require(value: Any, attribute: str, widget: str, what: str) -> None:
     ``TypeError`` saying ``what`` the widget takes, not an ``AttributeError`` deep inside."""
     if not hasattr(value, attribute):
         raise TypeError(f"{widget} takes {what}, not a {type(value).__name__}")
+
+
+def portable(text: str, folders: dict[str, Any]) -> str:
+    """``text`` with each folder of ``folders`` (name -> path) written as its name.
+
+    A folder is replaced as given and resolved (a symlinked home is named either way),
+    the longest spelling first, so a folder inside another keeps its own name.
+    """
+    spellings: dict[str, str] = {}
+    for name, folder in folders.items():
+        for spelling in (os.fspath(folder), os.path.realpath(folder)):
+            spellings.setdefault(spelling, name)
+    for spelling in sorted(spellings, key=len, reverse=True):
+        text = text.replace(spelling, spellings[spelling])
+    return text
 
 
 def tone_colour(tone: str) -> str:

@@ -4,6 +4,10 @@ The result is a collapsible JSON tree (``<details>``, so it folds without a kern
 progress bar above it when it reports ``done``/``total``. A ``slides`` artifact is shown once,
 by its :class:`SlideStepper`, not also as a static strip.
 
+A run the host cut short (a deadline, a crash, a broken envelope) raised a host error that
+carries the run's record; given that error, the view shows the record under the error's code
+and message, which the record itself does not hold.
+
 Cost follows the protocol to the letter: ``None`` is *unknown* and is never shown as free;
 ``0`` is *free*. The duration is shown live but kept out of ``text/plain`` and the static
 HTML, which nbval compares and which therefore must not change from run to run.
@@ -45,9 +49,14 @@ def format_cost(cost: float | None) -> str:
     return f"{cost:g}"
 
 
-def _short_json(value: object, limit: int = 300) -> str:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+def clip(text: str, limit: int = 300) -> str:
+    """``text``, cut to ``limit`` characters with a ``…`` when longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def short_json(value: object, limit: int = 300) -> str:
+    """``value`` as one line of readable JSON (non-ASCII kept), cut to ``limit``."""
+    return clip(json.dumps(value, ensure_ascii=False, sort_keys=True, default=str), limit)
 
 
 def _capability_of(inv: Any) -> str:
@@ -89,11 +98,17 @@ class InvocationView(TextView):
     progress : bool
         Draw a ``done``/``total`` result as a progress bar (a :class:`LiveRun` draws its
         own, live, and passes ``False``).
+    error : ModuleHostError, optional
+        The host's error when ``inv`` is the record it carries (the module ran out of
+        time, crashed or broke its envelope): its code is the status shown, with its
+        message.
 
     Attributes
     ----------
     invocation
         The invocation shown.
+    error : ModuleHostError or None
+        The host's error the invocation is the record of.
     rendering
         What :func:`murmur_nb.render` returned for it, or ``None``.
     steppers : list
@@ -102,9 +117,12 @@ class InvocationView(TextView):
         The rendered artifacts.
     """
 
-    def __init__(self, inv: Any, *, render: bool = True, progress: bool = True) -> None:
+    def __init__(
+        self, inv: Any, *, render: bool = True, progress: bool = True, error: Any = None
+    ) -> None:
         require(inv, "artifacts", "InvocationView", "the Invocation that host.invoke(...) returns")
         self.invocation = inv
+        self.error = error
         self.show_progress = progress
         self.rendering: Any = None
         self.rendered_inline = render
@@ -146,18 +164,29 @@ class InvocationView(TextView):
 
     @property
     def status(self) -> str:
-        """``ok``, ``warning`` (a result that breaks its ``result_schema``) or the error code."""
+        """``ok``, ``warning`` (a result that breaks its ``result_schema``) or the error
+        code (the host's, when it cut the run short)."""
         inv = self.invocation
-        if inv.ok:
+        if inv.ok and self.error is None:
             return "warning" if getattr(inv, "result_problem", "") else "ok"
-        error = getattr(inv, "error", None)
+        error = self.error if self.error is not None else getattr(inv, "error", None)
         return str(getattr(error, "code", "") or "error")
+
+    def _errors(self) -> list[Any]:
+        """The host's error (if given), then the module's own (if it said one)."""
+        found = [self.error, getattr(self.invocation, "error", None)]
+        return [e for e in found if e is not None]
 
     def _header_html(self) -> str:
         inv = self.invocation
         cap = _capability_of(inv)
         tone = {"ok": "ok", "warning": "warn"}.get(self.status, "error")
-        state = badge(state_label(inv), tone)
+        label = state_label(inv)
+        if self.error is not None:  # the host's code; a run cancelled by its user: no alarm
+            cancelled = self.status == "cancelled"
+            label = "cancelled" if cancelled else f"error: {self.status}"
+            tone = "muted" if cancelled else tone
+        state = badge(label, tone)
         duration = getattr(inv, "duration_ms", None)
         took = f" {volatile(badge(f'{duration:.0f} ms', 'muted'))}" if duration is not None else ""
         return f"<div><b>{esc(cap)}</b> {state}{took}</div>"
@@ -165,8 +194,7 @@ class InvocationView(TextView):
     def _details_html(self) -> str:
         inv = self.invocation
         lines: list[str] = []
-        error = getattr(inv, "error", None)
-        if error is not None:
+        for error in self._errors():
             retry = " (retryable)" if getattr(error, "retryable", False) else ""
             lines.append(
                 f"<b>{esc(error.code)}</b>{esc(retry)}: {esc(getattr(error, 'message', ''))}"
@@ -206,9 +234,7 @@ class InvocationView(TextView):
         inv = self.invocation
         cap = _capability_of(inv)
         out = [f"InvocationView {cap}: {self.status}"]
-        error = getattr(inv, "error", None)
-        if error is not None:
-            out.append(f"  error {error.code}: {getattr(error, 'message', '')}")
+        out += [f"  error {e.code}: {getattr(e, 'message', '')}" for e in self._errors()]
         problem = getattr(inv, "result_problem", "")
         if problem:
             out.append(f"  result breaks its schema: {problem}")
@@ -216,7 +242,7 @@ class InvocationView(TextView):
             progress = progress_of(getattr(inv, "result", None))
             if progress is not None:
                 out.append(f"  progress: {progress[0]} of {progress[1]} done")
-            out.append(f"  result: {_short_json(getattr(inv, 'result', None))}")
+            out.append(f"  result: {short_json(getattr(inv, 'result', None))}")
         out += [f"  warning: {w}" for w in getattr(inv, "warnings", None) or () if w != problem]
         if shows_evidence(inv):
             out += [f"  {line}" for line in inv.evidence.lines()]

@@ -94,9 +94,11 @@ class LiveRun(TextView):
     interval : float
         Seconds between polls; the ``interval_input`` shows it and can change it.
     start : bool
-        Start at once (default); otherwise call :meth:`start`.
+        Start at once (default); otherwise call :meth:`start`. A run cancelled before it
+        started never starts: :meth:`start` then does nothing.
     on_done : callable, optional
-        Called with this object in the worker thread when everything ended.
+        Called with this object in the worker thread when everything ended (by
+        :meth:`cancel` itself for a run cancelled before it started).
     capability : Capability, optional
         The capability's declaration when the caller holds it (a form does): whether to
         poll is read from it, instead of a ``describe`` after the run.
@@ -107,8 +109,9 @@ class LiveRun(TextView):
         ``ready``, ``running``, ``polling``, ``ok``, ``warning`` (a result that breaks its
         ``result_schema``), ``failed`` (the module ran and said not ok, crashed, broke its
         envelope or ran out of time: the error box shows its exit status and stderr tail),
-        ``refused`` (the host stopped the call before anything ran), ``cancelled`` or
-        ``stopped``.
+        ``refused`` (the host stopped the call before anything ran), ``cancelled`` (also
+        before it started: then nothing ran) or ``stopped`` (polling stopped: the job
+        may still run).
     invocation
         The first invocation (the run itself), or ``None``.
     last
@@ -156,6 +159,8 @@ class LiveRun(TextView):
         self._stop = threading.Event()
         self._done = threading.Event()
         self._worker: threading.Thread | None = None
+        self._launch = threading.Lock()  # start and a cancel before it: one of them wins
+        self._called_off = False  # cancelled before it started: never launched
         self._started = 0.0
         self.status = w.HTML()
         self.cancel_button = w.Button(
@@ -193,23 +198,36 @@ class LiveRun(TextView):
     # plain calls
 
     def start(self) -> None:
-        """Start the run in a worker thread (once)."""
-        if self._worker is not None:
-            raise RuntimeError(f"{self.capability_id} was already started; make a new LiveRun")
-        self._started = time.monotonic()
-        self.state = "running"
+        """Start the run in a worker thread (once); a run cancelled before does nothing."""
+        with self._launch:
+            if self._worker is not None:
+                raise RuntimeError(f"{self.capability_id} was already started; make a new LiveRun")
+            if self._called_off:
+                return  # cancelled before it started: it never launches
+            self._started = time.monotonic()
+            self.state = "running"
+            self._worker = threading.Thread(
+                target=self._work, name=f"murmur-run-{self.capability_id}", daemon=True
+            )
         self.cancel_button.layout.display = None
         self._show_status()
-        self._worker = threading.Thread(
-            target=self._work, name=f"murmur-run-{self.capability_id}", daemon=True
-        )
         self._worker.start()
         threading.Thread(target=self._tick, name="murmur-run-clock", daemon=True).start()
 
     def cancel(self) -> None:
-        """Kill the running call's process tree and stop polling."""
-        self._stop.set()
-        self._cancel.set()
+        """Kill the running call's process tree and stop polling; before :meth:`start`,
+        the run is ``cancelled`` at once and never starts."""
+        with self._launch:
+            self._stop.set()
+            self._cancel.set()
+            if self.state != "ready":
+                return
+            self._called_off = True
+            self.state = "cancelled"
+            self._done.set()
+        self._show_status()
+        if self.on_done is not None:
+            self.on_done(self)
 
     def stop(self) -> None:
         """Stop polling after the call now out (the job itself is left alone)."""
@@ -332,6 +350,8 @@ class LiveRun(TextView):
 
     def _error_html(self) -> str:
         """The error box: what the host refused and, when the module ran, how it ended."""
+        if self._called_off:
+            return "<div>cancelled before it started: nothing ran</div>"
         if self.error is None:
             return ""
         if self.state == "cancelled" and self._cancel.is_set():
@@ -406,6 +426,8 @@ class LiveRun(TextView):
         progress = progress_of(getattr(self.last, "result", None))
         if progress is not None:
             lines.append(f"  progress: {progress[0]} of {progress[1]} done")
+        if self._called_off:
+            lines.append("  cancelled before it started: nothing ran")
         if self.error is not None and not (self.state == "cancelled" and self._cancel.is_set()):
             lines.append(f"  {self.error.code}: {self.error.message}")
             if self.error.evidence is not None:

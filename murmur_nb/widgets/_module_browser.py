@@ -21,8 +21,10 @@ of the form, no JavaScript), so Voila and JupyterLab behave alike, and the stati
 The browser keeps a history of every run its forms sent, as MCP Inspector does: time,
 capability, how it ended (``ok``; ``failed`` when the module ran and said not ok, crashed,
 broke its envelope or ran out of time; ``refused`` when the host stopped it before anything
-ran; ``cancelled``), duration and the input; a row's Show button draws the input and that
-run's :class:`InvocationView` (or the host's error) again, and its "Copy as code" button
+ran; ``cancelled``; ``stopped`` when polling a long-running job was stopped, the job perhaps
+still running), duration and the input; a row's Show button draws the input and that run's
+:class:`InvocationView` again (for a run the host cut short, under the host error's code and
+message; the error alone when nothing came back), and its "Copy as code" button
 writes the ``host.invoke(...)`` call that sends that input again into ``code_box`` (as MCP
 Inspector copies a request, or a browser a request as cURL): a read-only text area, since
 a click has no cell to put it after (see :mod:`murmur_nb.widgets._code_box`).
@@ -39,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -61,6 +62,7 @@ from murmur_nb.widgets._html import (
     effect_badges,
     effect_words,
     esc,
+    portable,
     require,
     volatile,
 )
@@ -76,6 +78,8 @@ _STYLE = (
     f"@container (max-width:{NARROW_PX}px){{.murmur-browser .murmur-card.murmur-open"
     "{display:flex !important;flex-direction:column}}</style>"
 )
+#: A history row's badge tone by how the run ended (any other end is an error).
+_TONES = {"ok": "ok", "cancelled": "muted", "stopped": "warn"}
 #: The open card's columns: the capability rows, then the form (never wider than the card).
 _GRID = "minmax(0, 2fr) minmax(0, 3fr)"
 
@@ -89,7 +93,8 @@ class BrowserRun:
     last poll; for a run whose module crashed, the record the host's error carries; none
     when the host refused the call). ``status`` is ``ok``, ``failed`` (the module ran: it
     said not ok, crashed, broke its envelope or ran out of time), ``refused`` (nothing
-    ran) or ``cancelled``; ``outcome`` is ``ok`` or the error code; ``input`` is the
+    ran), ``cancelled`` or ``stopped`` (polling its job was stopped: the job may still
+    run); ``outcome`` is ``ok`` or the error code; ``input`` is the
     request input sent and ``error`` the host's error, if it raised one; ``staged`` says
     whether the form handed the module staged artifacts.
     """
@@ -373,12 +378,15 @@ class ModuleBrowser(TextView):
     def open_form(self, capability_id: str | None, *, setup_first: bool = True) -> Any:
         """Open ``capability_id`` beside its row: its setup steps if its module needs setup
         (then ``None`` is returned; ``setup_first=False`` opens the form anyway), else its
-        :class:`CapabilityForm`."""
+        :class:`CapabilityForm`. The form open for it already stays as it is (what was
+        typed, a run that is out), unless its module changed since."""
         if not capability_id:
             return None
         if self.capability_picker.value != capability_id:
             self.capability_picker.value = capability_id
         info = self._module_of(capability_id)
+        if self._is_open(capability_id, info):
+            return self.form
         self.setup_steps = list(info.setup_instructions) if info is not None else []
         if self.setup_steps and setup_first:
             self.form = None
@@ -391,6 +399,17 @@ class ModuleBrowser(TextView):
             self.form_box.children = (self.form,)
         self._place(capability_id)
         return self.form
+
+    def _is_open(self, capability_id: str, info: ModuleInfo | None) -> bool:
+        """Whether the form shown is ``capability_id``'s, made from its module as listed."""
+        form = self.form
+        return (
+            form is not None
+            and form.capability_id == capability_id
+            and self.form_box.children == (form,)
+            and info is not None
+            and info.descriptor == form.descriptor
+        )
 
     def _place(self, capability_id: str) -> None:
         """Put ``form_box`` in the capability's card, after its row; that card becomes a
@@ -438,7 +457,7 @@ class ModuleBrowser(TextView):
                         f"{run.capability} again")  # fmt: skip
         code.add_class("murmur-history-code")
         code.on_click(lambda _b: self.copy_as_code(run))
-        tone = {"ok": "ok", "cancelled": "muted"}.get(run.status, "error")
+        tone = _TONES.get(run.status, "error")
         said = run.status if run.outcome == run.status else f"{run.status}: {run.outcome}"
         line = w.HTML(
             f'<div class="murmur-history-row" data-status="{esc(run.status)}">'
@@ -461,17 +480,19 @@ class ModuleBrowser(TextView):
 
     def show_run(self, run: BrowserRun) -> w.Widget:
         """Draw a run from the history again, below the history: the input it sent, then
-        its :class:`InvocationView` (returned), or the host's error when nothing came back."""
+        its :class:`InvocationView` (returned; for a run the host cut short, its record
+        under the host error's code and message), or the host's error when nothing came
+        back."""
         self.shown_run = run
         sent = json.dumps(run.input, indent=2, default=str, sort_keys=True)
         head = w.HTML(
             f'<div class="murmur-history-shown"><b>{esc(run.capability)}</b> '
-            f"{badge(run.status, {'ok': 'ok', 'cancelled': 'muted'}.get(run.status, 'error'))}"
+            f"{badge(run.status, _TONES.get(run.status, 'error'))}"
             f'<div>input:</div><pre class="murmur-history-sent">{esc(sent)}</pre></div>'
         )
         view: w.Widget
-        if run.invocation is not None:
-            view = InvocationView(run.invocation)
+        if run.invocation is not None:  # with run.error when the host cut it short
+            view = InvocationView(run.invocation, error=run.error)
         else:
             error = run.error
             view = w.HTML(
@@ -632,10 +653,7 @@ class ModuleBrowser(TextView):
 
     def _portable(self, text: str) -> str:
         """Name the host's home ``$FACET_STUDIO_HOME`` so the text is the same anywhere."""
-        home = self.host.home
-        for spelling in sorted({os.fspath(home), os.path.realpath(home)}, key=len, reverse=True):
-            text = text.replace(spelling, "$FACET_STUDIO_HOME")
-        return text
+        return portable(text, {"$FACET_STUDIO_HOME": self.host.home})
 
 
 def _grid(card: w.VBox, rows: tuple[w.Widget, ...], form_box: w.VBox) -> None:

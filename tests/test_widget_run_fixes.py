@@ -1,0 +1,192 @@
+"""A form's run, whatever ends it, and what the browser keeps of it (trial 2 reports).
+
+Reset pressed while a run is out, a run stopped while it polls, a run the host cut short
+(a deadline, a crash): each ends in the form and the browser's history as what happened,
+and the browser keeps the form a user is filling. Driven from Python against real modules:
+``sleepy.wait`` sleeps as long as it is asked, ``crashy.raise`` crashes, and the demo's
+``studio.storyboard`` is a long-running job polled by its form.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from murmur_nb import DemoHome, ModuleHost, Policy
+from murmur_nb.widgets import CapabilityForm, InvocationView, ModuleBrowser
+
+FACET_MODULES = [("sleepy", "sleepy"), ("crashy", "crashy")]
+
+
+@pytest.fixture
+def demo(demo_home: DemoHome) -> Iterator[ModuleHost]:
+    with ModuleHost(home=demo_home.facet_home, policy=demo_home.policy(),
+                    artifact_store=demo_home.artifact_store) as h:  # fmt: skip
+        yield h
+
+
+def _until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_reset_during_a_run_cancels_it_and_the_history_says_so(facet_home: Path) -> None:
+    """Reset stops the run that is out (its process is killed, as by the run's Cancel) and
+    puts the defaults back; the run's end is still taken: Run works again, and the
+    history lists the run as cancelled."""
+    with ModuleHost(home=facet_home) as host:
+        browser = ModuleBrowser(host)
+        form = browser.open_form("sleepy.wait")
+        form.set_value("seconds", "20")
+        form.run_button.click()
+        assert form.live is not None
+        live = form.live
+        _until(lambda: live.elapsed_s > 0.3)  # the module is on its way
+        clicked = time.monotonic()
+        form.reset_button.click()
+        assert form.inputs["seconds"].value == ""  # the defaults are back at once
+        form.wait(30)
+        _until(lambda: len(browser.history) == 1)
+        assert time.monotonic() - clicked < 15  # the 20 s run did not run out
+        assert not form.run_button.disabled
+        assert form.state == "cancelled" and "cancelled by you" in form.status.value
+        (run,) = browser.history
+        assert (run.status, run.input) == ("cancelled", {"seconds": 20})
+        assert host.audit()["outcome"].tolist() == ["cancelled"]
+        shown = browser.show_run(run)  # the killed run's record, said as the user's cancel
+        assert isinstance(shown, InvocationView) and shown.status == "cancelled"
+        assert "cancelled" in shown.header.value and "error:" not in shown.header.value
+        # and the form runs again
+        form.set_value("seconds", "0")
+        form.run_button.click()
+        form.wait(30)
+        _until(lambda: len(browser.history) == 2)
+        assert form.state == "ran" and [r.status for r in browser.history] == ["cancelled", "ok"]
+
+
+def test_show_of_a_run_cut_short_by_the_host_gives_its_code_and_message(
+    facet_home: Path,
+) -> None:
+    """A run past its deadline (and a crash) leaves the host's error and the record it
+    carries: Show draws that record under the error's code and message, not as "error"."""
+    with ModuleHost(home=facet_home, policy=Policy(deadline_ms=500)) as host:
+        browser = ModuleBrowser(host)
+        form = browser.open_form("sleepy.wait")
+        form.set_value("seconds", "5")
+        form.run_button.click()
+        form.wait(30)
+        _until(lambda: len(browser.history) == 1)
+        assert form.error is not None and form.error.code == "deadline_exceeded"
+        (run,) = browser.history
+        assert (run.status, run.outcome) == ("failed", "deadline_exceeded")
+        view = browser.show_run(run)
+        assert isinstance(view, InvocationView) and view.error is form.error
+        text = view.text()
+        assert text.splitlines()[0] == "InvocationView sleepy.wait: deadline_exceeded"
+        assert f"  error deadline_exceeded: {form.error.message}" in text
+        assert "deadline_exceeded" in view.header.value
+        assert html.escape(form.error.message) in view.details.value
+        assert "was killed by SIGKILL" in text  # the record's evidence is still shown
+
+        crashed = browser.open_form("crashy.raise")
+        crashed.run_button.click()
+        crashed.wait(30)
+        _until(lambda: len(browser.history) == 2)
+        shown = browser.show_run(browser.history[-1])
+        assert crashed.error is not None and crashed.error.code == "protocol_violation"
+        said = shown.text()
+        assert said.startswith("InvocationView crashy.raise: protocol_violation")
+        assert f"error protocol_violation: {crashed.error.message}" in said
+        assert "ZeroDivisionError" in said
+
+
+def test_a_dotted_key_fills_a_file_input_and_a_str_is_no_host(demo: ModuleHost) -> None:
+    """``values=`` by dotted key, as documented, for a file input too: its ``root`` and
+    ``path`` make one reference. A str where the host goes is a TypeError that says what
+    the form takes."""
+    staged = demo.stage(demo.invoke("gallery.thumbs", {"count": 1}).artifacts[0])
+    ref = staged.ref()
+    dotted = {"image.root": ref["root"], "image.path": ref["path"]}
+    form = CapabilityForm(demo, "critic.review", staged=[staged], values=dotted)
+    assert form.files["image"].staged is staged
+    assert form.form.value()["image"] == ref
+    form.set_value("image.path", ref["path"])  # the same file again: nothing changes
+    assert form.files["image"].staged is staged and form.form.errors() == {}
+    with pytest.raises(TypeError, match="CapabilityForm takes a ModuleHost"):
+        CapabilityForm("host", "gallery.thumbs")  # type: ignore[arg-type]
+
+
+def test_text_plain_is_readable_and_each_value_is_cut(demo: ModuleHost) -> None:
+    form = CapabilityForm(demo, "docs.report")
+    form.set_value("title", "Ünïcødé 名前")
+    assert '  title (string) = "Ünïcødé 名前"' in form.text()
+    form.set_value("title", "ü" * 200_000)
+    text = form._repr_mimebundle_()["text/plain"]
+    (line,) = [x for x in text.splitlines() if x.startswith("  title")]
+    value = line.split(" = ", 1)[1]
+    assert len(text) < 2_000 and value.startswith('"ü') and "ü…" in value
+
+
+def test_clicking_the_open_capability_again_keeps_its_form(
+    demo: ModuleHost, facet_home: Path
+) -> None:
+    """Its button, the picker's "Open form", or the setup panel's capability again: the
+    form open for it stays, with what was typed in it."""
+    browser = ModuleBrowser(demo)
+    browser.capability_buttons["docs.report"].click()
+    form = browser.form
+    assert form is not None
+    form.set_value("title", "my typed title")
+    browser.capability_buttons["docs.report"].click()
+    assert browser.form is form and browser.form_box.children == (form,)
+    browser.open_button.click()  # the picker holds docs.report
+    assert browser.form is form and form.form.value()["title"] == "my typed title"
+    browser.capability_buttons["gallery.thumbs"].click()  # another one: its own form
+    assert browser.form is not form and browser.form.capability_id == "gallery.thumbs"
+    # a form opened past its module's setup steps stays too
+    cap = next(c.id for c in demo.describe("transcribe").capabilities)
+    browser.capability_buttons[cap].click()
+    browser.form_box.children[0].children[1].click()  # "Show the form anyway"
+    anyway = browser.form
+    assert anyway is not None and anyway.capability_id == cap
+    browser.capability_buttons[cap].click()
+    assert browser.form is anyway and browser.form_box.children == (anyway,)
+    # a run that is out stays in view when its capability is clicked again
+    with ModuleHost(home=facet_home) as host:
+        slow = ModuleBrowser(host)
+        running = slow.open_form("sleepy.wait")
+        running.set_value("seconds", "1")
+        running.run_button.click()
+        slow.capability_buttons["sleepy.wait"].click()
+        assert slow.form is running and running.state == "running"
+        running.wait(30)
+        assert running.state == "ran"
+
+
+def test_stopped_polling_is_a_stopped_run_not_an_ok_one(demo: ModuleHost) -> None:
+    """Stop polling leaves the job running: the form and the history say ``stopped``;
+    Cancel while polling says ``cancelled``. Neither is ``ok``."""
+    browser = ModuleBrowser(demo)
+    form = browser.open_form("studio.storyboard")
+    assert form is not None
+    for rounds, (click, said) in enumerate((("stop_button", "stopped"),
+                                            ("cancel_button", "cancelled")), 1):  # fmt: skip
+        form.run_button.click()
+        live = form.live
+        assert live is not None
+        _until(lambda live=live: live.state == "polling")  # type: ignore[misc]
+        getattr(live, click).click()
+        form.wait(30)
+        assert live.state == said and live.last.result["state"] != "done"
+        assert form.ran_status == said and form.state == "ran"
+        assert said in form.status.value and "still" in form.status.value
+        _until(lambda n=rounds: len(browser.history) == n)  # type: ignore[misc]
+        run = browser.history[-1]
+        assert (run.status, run.outcome) == (said, said)
+    assert browser.text().endswith("runs: 2 (last: studio.storyboard cancelled)")
