@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -421,3 +422,56 @@ def test_a_root_path_through_a_link_is_refused_and_its_target_gets_nothing(
         assert taken == (opening == "openat2")  # the way under test was the one taken
     finally:
         access.revoke()
+
+
+HOLDER = textwrap.dedent("""
+    import fcntl, os, sys, time
+    fd = int(sys.argv[1])  # the file, opened for it (the folders above are root's 0700)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(1, b"held")
+    time.sleep(120)
+""")
+
+
+@pytest.mark.parametrize("turns", ["/run", "the file's own lock"])
+def test_a_locked_file_in_a_root_never_stops_a_call(
+    home: Path, users_folders: tuple[Path, Path], turns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another account holds an ``flock`` on its own ``0600`` file in a root, for as long as
+    it likes (as a running kernel holds its ``.owner.lock``): the call still runs, reads the
+    file, and everything given is taken back while the lock is still held. Before, the walk
+    waited for that lock, and the call with it, forever."""
+    if turns != "/run":
+        from murmur_nb._sandbox import access  # private: the fallback without /run
+
+        monkeypatch.setattr(access, "_turns", lambda: None)
+    work, src = users_folders
+    locked = src / "app.lock"
+    locked.write_text("locked by its owner")
+    os.chown(locked, test_user(), test_user())
+    locked.chmod(0o600)
+    python = shutil.which("python3", path="/usr/bin:/bin") or "python3"  # the account's own
+    fd = os.open(locked, os.O_RDONLY)
+    holder = subprocess.Popen([python, "-c", HOLDER, str(fd)], user=test_user(), pass_fds=[fd],
+                              stdout=subprocess.PIPE)  # fmt: skip
+    os.close(fd)
+    try:
+        assert holder.stdout is not None and holder.stdout.read(4) == b"held"
+        policy = mnb.Policy(roots={"out": work, "src": src}, sandbox="required",
+                            sandbox_mechanisms=MECHANISMS["bwrap"], deadline_ms=20_000)  # fmt: skip
+        done: list[mnb.Invocation] = []
+
+        def call() -> None:
+            with mnb.ModuleHost(home=home, policy=policy) as host:
+                done.append(host.invoke("reacher.read", {"paths": [str(locked)]}))
+
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        caller.join(timeout=60)
+        assert done, "the call waited on the lock another account holds"
+        assert _result(done[0]) == {str(locked): "locked by its owner"}
+        assert holder.poll() is None  # the lock was held the whole time
+        assert sandbox_entries(work, src) == []
+    finally:
+        holder.kill()
+        holder.communicate()

@@ -110,15 +110,85 @@ def _effective(entries: Acl, uid: int) -> int:
     return entries.get((_USER, uid), 0) & entries.get((_MASK, _NO_ID), 7)
 
 
+#: where root kernels take turns changing ACLs: a folder only root may write, in ``/run``
+_TURNS_FOLDER, _TURNS_FILE = "murmur-nb", "acl.lock"
+#: how long a change waits for its turn before it goes ahead: a kernel's turn lasts
+#: microseconds (read, change, write back), so a lock held longer is not a turn
+_TURN_WAIT_S = 2.0
+
+
+@functools.cache
+def _turns() -> int | None:
+    """The lock root kernels take turns on (``/run/murmur-nb/acl.lock``, opened once), or
+    ``None`` where ``/run`` is missing or not root's alone.
+
+    Only root can write that folder, so no other account can hold the lock. A file's own
+    ``flock`` would do as well between kernels, but anyone who can open the file can hold
+    it: another account's ``0600`` file in a shared root (``/tmp``), or a running kernel's
+    ``.owner.lock``, kept locked for its whole life, stopped every call that walked it.
+    """
+    try:
+        run = os.open("/run", _DIR)
+    except OSError:
+        return None
+    try:
+        if not _root_only(os.fstat(run), 0o022):
+            return None
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(_TURNS_FOLDER, 0o700, dir_fd=run)
+        folder = os.open(_TURNS_FOLDER, _DIR, dir_fd=run)
+        try:
+            if not _root_only(os.fstat(folder), 0o077):
+                return None
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.open(_TURNS_FILE, flags, 0o600, dir_fd=folder)
+        finally:
+            os.close(folder)
+    except OSError:
+        return None
+    finally:
+        os.close(run)
+
+
+# A forked child takes its turns on a lock of its own: a shared open file is one holder.
+os.register_at_fork(after_in_child=_turns.cache_clear)
+
+
+def _root_only(st: os.stat_result, others: int) -> bool:
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & others
+
+
+def _take_turn(fd: int) -> bool:
+    """``flock`` ``fd`` within :data:`_TURN_WAIT_S`; whether it is held."""
+    deadline = time.monotonic() + _TURN_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+
+
 @contextlib.contextmanager
 def _locked(fd: int) -> Iterator[None]:
     """An ACL is read, changed and written back whole: two kernels changing the same file
-    (a shared root, ``/tmp``) take turns, or one would write back the other's entry lost."""
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    (a shared root, ``/tmp``) take turns, or one would write back the other's entry lost.
+
+    The turn is taken on :func:`_turns`' lock, else (no ``/run``) on the file's own. Either
+    is waited for :data:`_TURN_WAIT_S` at most, then the change goes ahead: a lock held
+    that long is not another kernel's turn, and a call must never wait on a lock someone
+    else holds (it waited forever on a locked file in its root).
+    """
+    turns = _turns()
+    lock = fd if turns is None else turns
+    held = _take_turn(lock)
     try:
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        if held:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _give(fd: int, st: os.stat_result, uid: int, perm: int) -> bool:
