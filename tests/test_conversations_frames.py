@@ -250,6 +250,7 @@ def test_read_conversations_pandas_concatenates_with_context_id(tmp_path: Path) 
     assert list(frame["role"].cat.categories) == ["assistant", "system", "tool", "user"]
     assert frame["context_id"].dtype == pd.StringDtype()
     assert frame.index.tolist() == list(range(7))
+    (tmp_path / "none").mkdir()  # a home with no record (a missing one is warned about)
     empty = mnb.read_conversations(tmp_path / "none", engine="pandas")
     assert empty.empty
     assert list(empty.columns) == list(frame.columns)
@@ -275,6 +276,7 @@ def test_read_conversations_dask_has_one_partition_per_record(tmp_path: Path) ->
     assert computed["content"].tolist() == expected["content"].tolist()
     assert computed["created_at"].tolist() == expected["created_at"].tolist()
     assert len(lazy.partitions[1].compute(scheduler="threads")) == 6
+    (tmp_path / "none").mkdir()  # a home with no record (a missing one is warned about)
     empty = mnb.read_conversations(tmp_path / "none", engine="dask")
     assert len(empty.compute(scheduler="synchronous")) == 0
 
@@ -356,8 +358,8 @@ def test_line_edited_in_place_under_a_warm_walk_is_invalid_cursor(tmp_path: Path
 def test_dask_frame_gives_back_the_tool_bodies_and_dtypes_of_pandas(tmp_path: Path) -> None:
     """Dask's ``dataframe.convert-string`` (on by default) turned the object ``body`` column
     into repr strings (``"{'rows': [1, 2]}"``, ``'42'``); the Dask frame holds the decoded
-    tool results, and every column has the pandas engine's dtype (in the meta too, where
-    the roles are marked unknown until the records are read)."""
+    tool results, and every column has the pandas engine's dtype (in the meta too: the
+    roles are known, from one scan of each record's index when the frame is made)."""
     with mnb.RecordWriter(tmp_path, "a", stamp=False) as writer:
         writer.append("user", "u", id="1", name="ann")
         writer.append("tool", {"rows": [1, 2]}, id="2", tool_call_id="c1", is_error=True)
@@ -371,16 +373,16 @@ def test_dask_frame_gives_back_the_tool_bodies_and_dtypes_of_pandas(tmp_path: Pa
     assert computed["body"].tolist() == expected["body"].tolist()
     assert lazy._meta["body"].dtype == object  # private: the meta is what Dask plans with
     assert dict(computed.dtypes) == dict(expected.dtypes)
-    others = [column for column in expected.columns if column != "role"]
-    assert dict(lazy.dtypes[others]) == dict(expected.dtypes[others])
-    # the roles are unknown until the records are read (they were claimed to be none)
-    assert not lazy["role"].cat.known
-    known = lazy["role"].cat.as_known().cat.categories
-    assert sorted(known) == list(expected["role"].cat.categories) == ["tool", "user"]
+    assert dict(lazy.dtypes) == dict(expected.dtypes)
+    # the roles are known before any partition is read (they were once claimed to be none)
+    assert lazy["role"].cat.known
+    known = lazy["role"].cat.categories
+    assert list(known) == list(expected["role"].cat.categories) == ["tool", "user"]
     tools = lazy[lazy["role"] == "tool"]["body"]
     rows = tools.apply(lambda body: body.get("rows") if isinstance(body, dict) else None,
                        meta=("body", object))  # fmt: skip
     assert rows.compute(scheduler="synchronous").tolist() == [[1, 2], None, None]
+    (tmp_path / "none").mkdir()  # a home with no record (a missing one is warned about)
     empty = mnb.read_conversations(tmp_path / "none", engine="dask")
     assert empty._meta["body"].dtype == object  # private: as above
 

@@ -12,7 +12,9 @@ is ``invalid-cursor``. A last line without its newline is a line the runtime is 
 writing: it is not scanned, not counted, and picked up by the next call once complete.
 
 During a full walk (:class:`Walk`) the scan also keeps each message's fields as
-:class:`Columns`, so the pages it covers need not be decoded a second time.
+:class:`Columns`, so the pages it covers need not be decoded a second time. Every scan
+keeps the set of the roles it indexed (a set add per message, beside the parse): a Dask
+frame of many records knows its ``role`` categories before any partition is read.
 
 *Integers beyond 64 bits.* orjson reads them as floats (or refuses them once they pass
 the double range), while a tool result is any JSON value, so its integers must come back
@@ -164,6 +166,7 @@ class RecordIndex:
         "ident",
         "lock",
         "path",
+        "roles",
         "scanned",
         "skipped",
         "token",
@@ -187,6 +190,7 @@ class RecordIndex:
         self.count = 0
         self.scanned = 0
         self.skipped = 0  # complete lines that are not messages, blank ones aside
+        self.roles: set[str] = set()  # every role of the messages indexed
         self.token: bytes | None = None
         self._long: list[int] = []  # positions of messages that may hold a long number
         self._seen: tuple[int, int] | None = None
@@ -263,6 +267,18 @@ class RecordIndex:
             setattr(self, name, new)
         self._capacity = capacity
 
+    def _messages(
+        self, lines: list[bytes], sink: Columns | None, long_lines: Container[int]
+    ) -> tuple[list[int], int]:
+        """The message lines of one chunk and its blank lines (decoded into ``sink`` during a
+        walk); the roles of its messages join :attr:`roles`."""
+        if sink is None:
+            return message_lines(lines, self.roles, long_lines)
+        before = len(sink.roles)
+        kept, blank = message_lines_into(lines, sink, long_lines)
+        self.roles.update(sink.roles[before:])
+        return kept, blank
+
     def _scan(self, fd: int, size: int, sink: Columns | None, walk: Walk | None) -> None:
         """Index the complete lines in ``[scanned, size)``; decode them into ``sink``."""
         import numpy as np  # noqa: PLC0415 - numpy loads on the first read
@@ -290,10 +306,7 @@ class RecordIndex:
             lines = buf[:cut].split(b"\n")
             long = long_number_lines(buf, cut)
             marked = set(long.tolist()) if len(long) else ()
-            if sink is None:
-                kept, blank = message_lines(lines, marked)
-            else:
-                kept, blank = message_lines_into(lines, sink, marked)
+            kept, blank = self._messages(lines, sink, marked)
             self.skipped += len(lines) - len(kept) - blank
             if kept:
                 newlines = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=cut + 1) == 10)
@@ -389,8 +402,11 @@ def _exact_content(line: bytes, content: Any) -> Any:
 # TypeError.
 
 
-def message_lines(lines: list[bytes], long_lines: Container[int] = ()) -> tuple[list[int], int]:
-    """Indexes of the lines that are messages, and how many lines are blank.
+def message_lines(
+    lines: list[bytes], roles: set[str], long_lines: Container[int] = ()
+) -> tuple[list[int], int]:
+    """Indexes of the lines that are messages, and how many lines are blank; each message's
+    role is added to ``roles``.
 
     A blank line holds nothing but JSON whitespace (a CRLF record's empty line is
     ``"\\r"``); it is not JSON, so it is looked at only on the way out of the parse.
@@ -401,6 +417,7 @@ def message_lines(lines: list[bytes], long_lines: Container[int] = ()) -> tuple[
     decode_error = _JSONDecodeError
     kept: list[int] = []
     keep = kept.append
+    add_role = roles.add
     blank = 0
     for index, line in enumerate(lines):
         try:
@@ -423,6 +440,7 @@ def message_lines(lines: list[bytes], long_lines: Container[int] = ()) -> tuple[
             and (type(content) is str or role == "tool")
         ):
             keep(index)
+            add_role(role)
     return kept, blank
 
 

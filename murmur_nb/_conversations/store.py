@@ -41,8 +41,10 @@ __all__ = [
     "ConversationStore",
     "Message",
     "MessagePage",
+    "RecordSummary",
     "check_context_id",
     "default_home",
+    "summarize_record",
     "walk_record",
 ]
 
@@ -365,6 +367,33 @@ def walk_record(
     if walk.sink is not None:
         out.extend_columns(walk.sink)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSummary:
+    """What a record's index knows without decoding a page: how many messages the record
+    holds, their roles, and its complete lines that are not messages (blank ones aside), as
+    :func:`murmur_nb.read_conversation` counts them."""
+
+    messages: int
+    roles: frozenset[str]
+    skipped_lines: int
+
+
+def summarize_record(reader: ConversationReader) -> RecordSummary:
+    """The record of ``reader`` as it stands now: one parse of each line not yet indexed,
+    no page decoded beyond the newest message.
+
+    Raises ``ConversationReadError`` as ``read_messages`` does (``unavailable``,
+    ``not-granted``).
+    """
+    reader.read_messages(None, 1)  # brings the index up to date, with the reader's retries
+    store, path, context_id = reader._store, reader._path, reader._context_id
+    if store is None or path is None or context_id is None:
+        return RecordSummary(0, frozenset(), 0)
+    index = store._index(context_id, path)
+    with index.lock:  # the three figures of one generation, read together
+        return RecordSummary(index.count, frozenset(index.roles), index.skipped)
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,10 +67,31 @@ def _not_finite(value: Any) -> str | None:
     return None
 
 
+def _absent(value: Any) -> bool:
+    """Whether ``value`` is missing: ``None``, or pandas' ``NA`` / ``NaT`` (what a frame's
+    empty cell holds), which is written as not given, as ``None`` is."""
+    return value is None or (
+        type(value).__name__ in {"NAType", "NaTType"}
+        and type(value).__module__.startswith("pandas")
+    )
+
+
+def _numpy_bool(value: object) -> bool:
+    """Whether ``value`` is a numpy boolean scalar (``np.True_``), which is a bool to JSON."""
+    kind = type(value)
+    return kind.__module__ == "numpy" and kind.__name__ in {"bool", "bool_"}
+
+
+def _type_name(value: object) -> str:
+    """``value``'s type as a user would write it: ``numpy.int64``, not a bare ``int64``."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+
+
 def _check_keys(id: object, name: object, tool_call_id: object, is_error: object) -> None:
     """Refuse the optional keys SPEC §3 types, before a line the reader would drop is written."""
     if not isinstance(id, str) or not id:
-        given = repr(id) if isinstance(id, str) else f"{type(id).__name__} ({id!r})"
+        given = repr(id) if isinstance(id, str) else f"{_type_name(id)} ({id!r})"
         raise (ValueError if isinstance(id, str) else TypeError)(
             f"id must be a non-empty string, not {given}: the reader skips a line without "
             "one, so the message would be lost; pass a string (for example str(id)), or "
@@ -79,12 +100,12 @@ def _check_keys(id: object, name: object, tool_call_id: object, is_error: object
     for key, value in (("name", name), ("tool_call_id", tool_call_id)):
         if value is not None and not isinstance(value, str):
             raise TypeError(
-                f"{key} must be a string, not {type(value).__name__} ({value!r}): the "
+                f"{key} must be a string, not {_type_name(value)} ({value!r}): the "
                 f"reader would drop it; pass str({key}), or None to leave it out"
             )
     if is_error is not None and type(is_error) is not bool:
         raise TypeError(
-            f"is_error must be True, False or None, not {type(is_error).__name__} "
+            f"is_error must be True, False or None, not {_type_name(is_error)} "
             f"({is_error!r}): the reader would drop it; pass bool(is_error), or None to "
             "leave it out"
         )
@@ -224,8 +245,9 @@ class RecordWriter:
         be a string unless ``role`` is ``"tool"``, whose content is any JSON value (numpy
         numbers and arrays are written as the plain JSON they hold; integers of any size
         exactly). ``id`` is a non-empty string, ``name`` and ``tool_call_id`` strings and
-        ``is_error`` a bool (SPEC §3): any other value is refused, as the reader would
-        drop the line or the key.
+        ``is_error`` a bool, numpy's included (SPEC §3): any other value is refused, as
+        the reader would drop the line or the key. A missing value of pandas (``pd.NA``,
+        ``pd.NaT``: a frame's empty cell) is not given, as ``None`` is.
         """
         if not isinstance(role, str):
             raise TypeError(f"role must be a string, not {type(role).__name__}")
@@ -241,6 +263,12 @@ class RecordWriter:
             )
         if id is None:
             id = f"msg_{uuid.uuid4().hex}"
+        name = None if _absent(name) else name
+        tool_call_id = None if _absent(tool_call_id) else tool_call_id
+        created_at = None if _absent(created_at) else created_at
+        is_error = None if _absent(is_error) else is_error
+        if _numpy_bool(is_error):
+            is_error = bool(is_error)
         _check_keys(id, name, tool_call_id, is_error)
         line: dict[str, Any] = {
             "id": id,

@@ -24,6 +24,10 @@ Design notes
   that still fails because its worker was lost is submitted again (up to
   :data:`LOST_WORKER_RETRIES` times) before its records become ``worker_lost`` rows.
 * Ctrl-C in the kernel cancels the tasks not finished and returns the finished rows.
+* A task Dask cancels (the client closed during the replay, or the payload went with every
+  worker that held it) gives ``worker_lost`` rows for its records, never an exception: the
+  rows finished before are returned. A client already closed is refused with a
+  ``ValueError`` before anything is sent (it failed deep inside Dask's ``nthreads()``).
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ __all__ = [
     "LOST_WORKER_RETRIES",
     "Payload",
     "ShippedHook",
+    "TaskCancelled",
+    "check_client",
     "payload_of",
     "replay_chunk",
     "replay_on_cluster",
@@ -220,6 +226,19 @@ def _lost(exc: BaseException | None) -> bool:
     return isinstance(exc, KilledWorker | OSError)  # CommClosedError is an OSError
 
 
+def _running(client: Any) -> bool:
+    return getattr(client, "status", "running") not in {"closing", "closed"}
+
+
+def check_client(client: Any) -> None:
+    """Refuse a client that can no longer run anything, before any work is sent."""
+    if not _running(client):
+        raise ValueError(
+            f"the Dask client given as client= is {client.status}: replay needs a running "
+            "one (distributed.Client(cluster)), or leave client= out to replay in this process"
+        )
+
+
 def _chunks(jobs: list[RecordJob], slots: int) -> list[list[RecordJob]]:
     size = max(1, min(MAX_CHUNK, math.ceil(len(jobs) / (slots * 4))))
     return [jobs[i : i + size] for i in range(0, len(jobs), size)]
@@ -253,6 +272,7 @@ def replay_on_cluster(
 
     completed: Any = as_completed  # untyped
 
+    check_client(client)
     warn_if_plain_cluster(client)
     slots = max(1, sum(int(n) for n in client.nthreads().values()))
     chunks = _chunks(jobs, slots)
@@ -267,12 +287,13 @@ def replay_on_cluster(
         try:
             for fut in pending:
                 index, losses = run.tries.pop(fut)
-                if fut.status == "error" and _lost(fut.exception()) and (
-                    losses < LOST_WORKER_RETRIES
-                ):
-                    pending.add(run.submit(index, chunks[index], losses + 1))
-                    continue
-                done[index] = _collect(fut, chunks[index], hooks)
+                got = _outcome(fut, client)
+                if isinstance(got, Exception):
+                    if _lost(got) and losses < LOST_WORKER_RETRIES and _running(client):
+                        pending.add(run.submit(index, chunks[index], losses + 1))
+                        continue
+                    got = _failed(got, chunks[index], hooks)
+                done[index] = got
                 if bar is not None:
                     bar.update(len(chunks[index]))
         except KeyboardInterrupt:
@@ -282,16 +303,44 @@ def replay_on_cluster(
     return finish(rows, interrupted, len(jobs))
 
 
-def _collect(fut: Any, chunk: list[RecordJob], hooks: tuple[str, ...]) -> list[dict[str, Any]]:
-    if fut.status != "error":
-        rows: list[dict[str, Any]] = fut.result()
-        return rows
-    exc = fut.exception()
-    code = "worker_lost" if _lost(exc) else "host_error"
+class TaskCancelled(Exception):
+    """A replay task Dask cancelled, not the replay: the client closed, or the payload went
+    with every worker that held it. Its records did not run; they are ``worker_lost`` rows."""
+
+
+def _outcome(fut: Any, client: Any) -> list[dict[str, Any]] | Exception:
+    """A finished task's rows, or why there are none (fetching them can fail as well: the
+    result went with its worker, or the client closed since)."""
+    try:
+        if fut.status == "finished":
+            rows: list[dict[str, Any]] = fut.result()
+            return rows
+        if fut.status == "error":
+            exc: Exception = fut.exception()
+            return exc
+    except Exception as failure:  # the result is out of reach: the task's failure
+        if _running(client):
+            return failure
+    if not _running(client):
+        return TaskCancelled("the Dask client closed before it finished")
+    return TaskCancelled("Dask cancelled it (its payload was lost with the workers that held it)")
+
+
+def _failed(exc: Exception, chunk: list[RecordJob], hooks: tuple[str, ...]
+            ) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows of a task that gave none, one per record and hook: ``worker_lost`` when the
+    task went with its worker or was cancelled, else ``host_error``."""
+    cancelled = isinstance(exc, TaskCancelled)
+    code = "worker_lost" if cancelled or _lost(exc) else "host_error"
     out = []
     for job in chunk:
+        error = (
+            f"the task replaying {job.context_id!r} did not run to its end: {exc}; replay the "
+            "record again with a running client" if cancelled else
+            f"the task replaying {job.context_id!r} failed on the cluster: "
+            f"{type(exc).__name__}: {exc}"
+        )  # fmt: skip
         for row in unreadable_rows(job, hooks, exc, None):
-            row.update(code=code, error=f"the task replaying {job.context_id!r} failed on the "
-                       f"cluster: {type(exc).__name__}: {exc}")  # fmt: skip
+            row.update(code=code, error=error)
             out.append(row)
     return out

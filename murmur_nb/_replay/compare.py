@@ -34,7 +34,11 @@ HTML_ROWS = 40
 
 
 def _one_hook(frame: pd.DataFrame, hook: str | None, which: str) -> tuple[str, pd.DataFrame]:
+    """The rows of ``hook`` (the one hook of ``frame`` when ``None``). A replay of no row
+    (of no record) is the empty side of a comparison of the hook named for it."""
     ids = list(dict.fromkeys(frame["hook_id"].dropna()))
+    if hook is not None and frame.empty:
+        return hook, frame
     if hook is None:
         if len(ids) != 1:
             raise ValueError(
@@ -81,11 +85,14 @@ def _check_replay(name: str, frame: Any) -> None:
 
 
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd  # noqa: PLC0415 - pandas loads on first use
+
     out = frame[[*KEYS, *SHOWN]].copy()
+    out["ok"] = out["ok"].astype("boolean")  # <NA>, not NaN, where the other side has no row
     out["window"] = out["window"].astype(object).where(out["window"].notna(), None)
     out["event"] = out["event"].astype(str)
-    kept: Any = [tuple(v) if isinstance(v, list) else None for v in out["kept_ids"]]
-    out["kept_ids"] = kept
+    kept = [tuple(v) if isinstance(v, list) else None for v in out["kept_ids"]]
+    out["kept_ids"] = pd.Series(kept, index=out.index, dtype=object)  # object when empty too
     return out
 
 
@@ -114,7 +121,8 @@ class ReplayComparison:
     frame : pandas.DataFrame
         One row per key: ``<column>_<side>`` for each compared column, ``duration_ms`` and
         ``fuel_used``, ``differs`` (the compared columns that differ, a list) and ``same``.
-        A key only one side has is a difference (``"missing"``).
+        A key only one side has is a difference (``"missing"``); the other side's columns
+        are ``<NA>`` there (``ok_<side>`` is a nullable boolean).
     """
 
     left: str
@@ -299,7 +307,8 @@ def compare_replays(
     other : pandas.DataFrame, optional
         A second replay (another host, another ``murmur.yaml``) of one hook.
     hooks : (str, str), optional
-        Which hook of each side to compare, when a side has several.
+        Which hook of each side to compare, when a side has several, or has no row at all
+        (a replay of no record): two such sides compare as an empty comparison.
 
     Returns
     -------
@@ -321,8 +330,8 @@ def compare_replays(
         both_ok = bool(row[f"ok_{la}"]) and bool(row[f"ok_{lb}"])
         names = COMPARED if both_ok else OUTCOME  # a failed call has nothing else to compare
         differs.append([c for c in names if not _same(row[f"{c}_{la}"], row[f"{c}_{lb}"])])
-    joined["differs"] = differs
-    joined["same"] = [not d for d in differs]
+    joined["differs"] = pd.Series(differs, index=joined.index, dtype=object)
+    joined["same"] = pd.Series([not d for d in differs], index=joined.index, dtype=bool)
     joined["event"] = pd.Categorical(joined["event"], ["task-start", "compact"])
     joined["window"] = joined["window"].astype("Int64")  # as a replay's (joined as objects)
     order = [*KEYS, *(f"{c}_{side}" for c in SHOWN for side in (la, lb)), "differs", "same"]

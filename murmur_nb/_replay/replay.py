@@ -50,7 +50,8 @@ def replay(
         default), the store or its home path (a ``Path``, or a string naming the folder)
         for every record under the home; or a frame from :func:`murmur_nb.read_conversation`
         (its ``attrs`` name the record) or :func:`murmur_nb.read_conversations` (its
-        ``context_id`` column does), whose messages are the ones offered to ``compact``
+        ``context_id`` column or index does; a Dask frame is computed first, the columns a
+        replay reads only), whose messages are the ones offered to ``compact``
         (with the frame's values: its ``created_at`` is the instant in UTC, written
         ``...Z``, not the record's text with its own offset; replay by id to offer the
         record's lines exactly).
@@ -91,7 +92,9 @@ def replay(
         (returned messages that were not offered: a summary), ``output`` (the returned
         messages), ``stderr`` and ``worker`` (the Dask worker, or ``<NA>``).
         ``attrs["interrupted"]`` is ``True`` when Ctrl-C ended the replay early: the
-        rows finished until then are all there.
+        rows finished until then are all there. A record no Dask worker finished (its
+        worker died on every retry, or the client closed during the replay) is one
+        ``worker_lost`` row per hook, its ``error`` saying which.
 
     Raises
     ------
@@ -100,6 +103,8 @@ def replay(
         with :meth:`~murmur_nb.HookHost.from_config` first).
     HookError
         ``unknown_hook``: ``hooks`` names a hook ``host`` does not have.
+    ValueError
+        ``client`` is closed (or closing): nothing was sent.
 
     Notes
     -----

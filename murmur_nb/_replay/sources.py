@@ -3,7 +3,8 @@
 A job is a context id and, when the source was a DataFrame, the messages the frame holds
 (the frame is what the user chose to replay: perhaps filtered). Otherwise the messages are
 read when the job runs, through the store's ``read-messages`` pages and cursors, exactly as
-a hook reads them, so a job can travel to a Dask worker as its context id alone.
+a hook reads them, so a job can travel to a Dask worker as its context id alone. A Dask
+DataFrame is computed here (the columns a replay reads only), then is a frame like any.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from murmur_nb._conversations.store import (
     check_context_id,
 )
 
-__all__ = ["HOME", "RecordJob", "jobs_of", "record_messages"]
+__all__ = ["FRAME_COLUMNS", "HOME", "RecordJob", "jobs_of", "record_messages"]
 
 #: ``source=HOME`` replays every record under the host's store.
 HOME = "*"
+#: The columns a replay takes from a frame (a Dask frame computes only these).
+FRAME_COLUMNS = ("context_id", "id", "role", "content", "name", "created_at")
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,13 @@ def _text(value: Any) -> str | None:
 
 
 def _frame_jobs(frame: Any) -> list[RecordJob]:
-    """Jobs from a ``read_conversation(s)`` frame: one per context, messages in frame order."""
+    """Jobs from a ``read_conversation(s)`` frame: one per context, messages in frame order.
+
+    A column may be an index level too (``frame.set_index("context_id")``). The context id
+    is the ``context_id`` column, else the record the ``attrs`` name."""
+    levels = [n for n in frame.index.names if n in FRAME_COLUMNS and n not in frame.columns]
+    if levels:
+        frame = frame.reset_index(level=levels)
     if "context_id" in frame.columns:
         contexts = frame["context_id"]
     elif frame.attrs.get("context_id"):
@@ -86,8 +95,7 @@ def _frame_jobs(frame: Any) -> list[RecordJob]:
         )
     grouped: dict[str, list[Message]] = {}
     absent = [None] * len(frame)  # a frame without name or created_at: none given
-    columns = [frame[c] if c in frame.columns else absent
-               for c in ("id", "role", "content", "name", "created_at")]  # fmt: skip
+    columns = [frame[c] if c in frame.columns else absent for c in FRAME_COLUMNS[1:]]
     for context, *fields in zip(contexts, *columns, strict=True):
         m_id, role, content, name, created = (_text(v) for v in fields)
         message = Message(m_id or "", role or "", content or "", name, created)
@@ -131,8 +139,17 @@ def _context(value: Any) -> str:
     return check_context_id(str(value) if isinstance(value, str) else value)
 
 
+def _computed(lazy: Any) -> Any:
+    """A Dask DataFrame's rows, as pandas: its :data:`FRAME_COLUMNS` only (a Dask frame has
+    no ``attrs`` and iterates over its column names, which are no records)."""
+    wanted = [c for c in FRAME_COLUMNS if c in lazy.columns]
+    return (lazy[wanted] if wanted else lazy).compute()
+
+
 def jobs_of(source: Any, conversations: Any) -> list[RecordJob]:
     """The records ``source`` names (see :func:`murmur_nb.replay`)."""
+    if hasattr(source, "columns") and hasattr(source, "npartitions"):  # a Dask DataFrame
+        source = _computed(source)
     if hasattr(source, "columns") and hasattr(source, "attrs"):
         return _frame_jobs(source)
     if _a_home(source):
