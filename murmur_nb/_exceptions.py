@@ -184,9 +184,18 @@ class InvalidDescriptor(ModuleHostError):
 
     code = "invalid_descriptor"
 
-    def __init__(self, message: str, *, errors: Sequence[DescriptorProblem] = ()) -> None:
+    def __init__(
+        self, message: str, *, errors: Sequence[DescriptorProblem] = (), evidence: Any = None
+    ) -> None:
         super().__init__(message)
         self.errors: list[DescriptorProblem] = list(errors)
+        self._evidence = evidence
+
+    @property
+    def evidence(self) -> Any:
+        """How ``describe`` ended (:class:`~murmur_nb.RunEvidence`: exit status, stderr tail,
+        stdout head), when the refusal came from its run; ``None`` otherwise."""
+        return self._evidence if self._evidence is not None else super().evidence
 
 
 class ModuleTooLarge(InvalidDescriptor):

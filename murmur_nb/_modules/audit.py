@@ -127,9 +127,10 @@ class AuditRow:
 
     @staticmethod
     def outcome_of(inv: Invocation) -> tuple[str, str]:
-        """``(outcome, message)`` of a call that returned: ``ok`` or the module's error."""
+        """``(outcome, message)`` of a call that returned: ``ok`` or the module's error; an
+        ok in the ``warning`` state says why in its message (``Invocation.problems``)."""
         if inv.ok:
-            return "ok", inv.result_problem
+            return "ok", "; ".join(inv.problems)
         if inv.error is None:
             return "error", ""
         return inv.error.code, inv.error.message

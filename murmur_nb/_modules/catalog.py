@@ -4,12 +4,19 @@
 name (:data:`MODULE_ID_RE`). Descriptors are cached by :func:`stat_key`, a fingerprint of the
 whole folder, so any change describes again. ``describe`` runs the verified, read-only
 snapshot (:mod:`.snapshot`), never the live folder. :func:`run_describe` never raises for a
-broken module: its :class:`Described` carries the ``errors``, so a refused module still lists.
+broken module: its :class:`Described` carries the ``errors`` and the run's evidence, so a
+refused module still lists, saying why as ``invoke`` would (a stray line before the
+envelope is named by what it starts with). A folder whose name is no module id is listed
+refused too, never described (hidden folders, ``.git`` or ``.ipynb_checkpoints``, and
+``__pycache__`` are no modules and are left out). A capability that a module with a longer
+id takes from its own module (``a.b.run`` of ``a`` beside a module ``a.b``) is a warning on
+the module that loses it, naming both.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 from collections.abc import Callable
@@ -24,13 +31,14 @@ from murmur_nb._exceptions import (
     SandboxUnavailable,
 )
 from murmur_nb._knowledge.knowledge import knowledge_warnings
+from murmur_nb._modules.envelope import sandbox_hint
 from murmur_nb._modules.gate import SandboxGate
 from murmur_nb._modules.invocation import ModuleInfo
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.snapshot import Entry, Refused, Snapshot, SnapshotStore, walk
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import PLAIN_ID_RE
-from murmur_nb._sandbox import RunResult, run_launched
+from murmur_nb._sandbox import RunEvidence, RunResult, run_launched
 from murmur_nb._schemas.descriptor import descriptor_digest, parse_describe_output
 from murmur_nb.protocol import Capability, Descriptor
 
@@ -69,13 +77,20 @@ class Described:
     code: str = ""
     snapshot: Snapshot | None = None
     refusal: str = InvalidDescriptor.code
+    evidence: RunEvidence | None = None
 
     @classmethod
     def refused(
-        cls, key: tuple[object, ...], where: str, detail: str, *, code: str = ""
+        cls,
+        key: tuple[object, ...],
+        where: str,
+        detail: str,
+        *,
+        code: str = "",
+        evidence: RunEvidence | None = None,
     ) -> Described:
         return cls(key, None, [DescriptorProblem(where, detail)], None,
-                   refusal=code or InvalidDescriptor.code)  # fmt: skip
+                   refusal=code or InvalidDescriptor.code, evidence=evidence)  # fmt: skip
 
 
 def _needs_setup(described: Described) -> bool:
@@ -132,14 +147,17 @@ def run_describe(
             return Described.refused(key, "sandbox", exc.message)
         except OSError as exc:
             return Described.refused(key, "module", f"{exe} cannot be executed: {exc}")
-    failure = _run_failure(run, policy)
+    evidence = RunEvidence.of(run.returncode, run.stderr_tail)
+    failure = _run_failure(run, policy, evidence) or _stray_output(run, evidence)
     if failure is not None:
-        return Described.refused(key, *failure)
+        return Described.refused(key, *failure, evidence=evidence.with_stdout(run.stdout))
     descriptor, errors = parse_describe_output(run.stdout, module_id, snap.path)
     if descriptor is not None:
         descriptor = _live_paths(descriptor, snap.path, folder)
     digest = descriptor_digest(descriptor) if descriptor is not None else None
-    return Described(key, descriptor, errors, digest, snap.digest, snap)
+    if descriptor is None:  # the output was read, but was no envelope of a descriptor
+        evidence = evidence.with_stdout(run.stdout)
+    return Described(key, descriptor, errors, digest, snap.digest, snap, evidence=evidence)
 
 
 def _prepare(  # noqa: PLR0911 - one refusal per rule, each with its own message
@@ -199,12 +217,14 @@ def _live_paths(descriptor: Descriptor, snapshot: Path, folder: Path) -> Descrip
     return descriptor.model_copy(update={"requirements": fixed})
 
 
-def _run_failure(run: RunResult, policy: Policy) -> tuple[str, str] | None:
+def _run_failure(run: RunResult, policy: Policy, evidence: RunEvidence) -> tuple[str, str] | None:
     """``(where, detail)`` when the describe run itself failed, before its output is read."""
     tail = run.stderr_text.strip()[-500:]
     hint = ""
     if run.returncode or tail:
         hint = f" (exit status {run.returncode}" + (f"; stderr: {tail!r})" if tail else ")")
+    if evidence.crashed:  # describe is never granted the network
+        hint += sandbox_hint(evidence, network_granted=False)
     if run.timed_out:
         return "describe", f"did not finish within {policy.describe_deadline_ms} ms{hint}"
     if run.output_exceeded:
@@ -212,6 +232,47 @@ def _run_failure(run: RunResult, policy: Policy) -> tuple[str, str] | None:
     if not run.stdout.strip():
         return "envelope", f"describe printed nothing{hint}"
     return None
+
+
+def _stray_output(run: RunResult, evidence: RunEvidence) -> tuple[str, str] | None:
+    """``(where, detail)`` when standard output does not start with the envelope (a JSON
+    object): a line printed before it, say. Said as ``invoke`` says it, with what it starts
+    with (the JSON decoder's "Expecting value: line 1 column 1" names no culprit)."""
+    if run.stdout.lstrip()[:1] == b"{":
+        return None
+    head = evidence.with_stdout(run.stdout).stdout_head.splitlines() or [""]
+    crash = f"; {evidence.summary()}" if evidence.crashed else ""
+    return "envelope", (
+        f"describe output is not one JSON envelope: it starts with {head[0][:80]!r}{crash}. "
+        "Only the envelope goes to standard output: print diagnostics (debug lines, "
+        "progress) to standard error"
+    )
+
+
+def _not_a_module(name: str) -> bool:
+    """A folder no one means as a module: hidden (``.git``, ``.ipynb_checkpoints``) or
+    ``__pycache__``."""
+    return name.startswith(".") or name == "__pycache__"
+
+
+def _misnamed(folder: Path) -> ModuleInfo:
+    """The listing of a folder under ``modules`` whose name is no module id: refused, never
+    described (its name could not be the envelope's ``module``, nor prefix a capability id)."""
+    fixed = re.sub(r"[^A-Za-z0-9._-]+", "-", folder.name).strip("-._")[:128] or "my-module"
+    return ModuleInfo(
+        id=folder.name,
+        path=folder,
+        descriptor=None,
+        errors=[
+            DescriptorProblem(
+                "module",
+                f"the folder name {folder.name!r} is not a valid module id (1 to 128 of "
+                "A-Z a-z 0-9 . _ -, starting with a letter or digit), so the module is never "
+                f"described or run; rename the folder, e.g. to {fixed!r} (and use that "
+                "name as the descriptor's module and its capability ids' prefix)",
+            )
+        ],
+    )
 
 
 class Catalog:
@@ -305,33 +366,76 @@ class Catalog:
                 f"module {module_id!r} was refused: {listed}{more}. Fix the module's describe "
                 "output; host.modules() lists every error",
                 errors=described.errors,
+                evidence=described.evidence if described.descriptor is None else None,
             )
         return described.descriptor
 
     def infos(self) -> list[ModuleInfo]:
-        """Every module folder, sorted by id, refused ones included."""
+        """Every module folder, sorted by id, refused ones included: a folder whose name is
+        no module id is listed refused (it is never described), with the rename that fixes
+        it."""
         modules_dir = self._modules_dir()
         if not modules_dir.is_dir():
             return []
-        infos = []
-        for entry in sorted(modules_dir.iterdir()):
-            if not entry.is_dir() or not is_module_id(entry.name):
+        folders = sorted(entry for entry in modules_dir.iterdir()
+                         if entry.is_dir() and not _not_a_module(entry.name))  # fmt: skip
+        # every module described first: whether a capability is reachable depends on the others
+        described = {f.name: self.described(f.name) for f in folders if is_module_id(f.name)}
+        return [
+            self._info(folder, described[folder.name])
+            if folder.name in described
+            else _misnamed(folder)
+            for folder in folders
+        ]
+
+    def _info(self, folder: Path, described: Described) -> ModuleInfo:
+        desc = described.descriptor
+        accepted = desc if not described.errors else None
+        return ModuleInfo(
+            id=folder.name,
+            path=folder,
+            descriptor=accepted,
+            errors=list(described.errors),
+            unmet_requirements=[r for r in (desc.requirements or []) if not r.available]
+            if desc is not None
+            else [],
+            digest=described.digest if accepted is not None else None,
+            warnings=[*knowledge_warnings(accepted), *self._shadowed(accepted)]
+            if accepted is not None
+            else [],
+            evidence=described.evidence if accepted is None else None,
+        )
+
+    def _shadowed(self, descriptor: Descriptor) -> list[DescriptorProblem]:
+        """The capabilities of ``descriptor`` that a call can never reach: their id also
+        starts with another module's id (``a.b.run`` of module ``a`` beside a module
+        ``a.b``), and a capability goes to the module whose id is its longest prefix
+        (:meth:`owner`). SPEC §1 asks each id to be namespaced by its own module, which both
+        are; the host says which one loses, naming both, rather than refuse either."""
+        found = []
+        module_id = descriptor.module
+        for i, cap in enumerate(descriptor.capabilities or []):
+            owner = self._owner_of(cap.id)
+            if owner is None or owner == module_id:
                 continue
-            described = self.described(entry.name)
-            desc = described.descriptor
-            unmet = [r for r in (desc.requirements or []) if not r.available] if desc else []
-            infos.append(
-                ModuleInfo(
-                    id=entry.name,
-                    path=entry,
-                    descriptor=desc if not described.errors else None,
-                    errors=list(described.errors),
-                    unmet_requirements=unmet,
-                    digest=described.digest if not described.errors else None,
-                    warnings=knowledge_warnings(desc) if desc and not described.errors else [],
+            other = self._described.get(owner)
+            offers = (
+                f"module {owner!r} offers {cap.id!r} too, and that one runs"
+                if other is not None
+                and other.descriptor is not None
+                and other.descriptor.capability(cap.id) is not None
+                else f"invoking it reaches module {owner!r}, which does not offer it"
+            )
+            found.append(
+                DescriptorProblem(
+                    f"capabilities[{i}].id",
+                    f"{cap.id!r} cannot be invoked: a capability goes to the module whose id "
+                    f"is its longest prefix, here {owner!r}, not {module_id!r}; {offers}. "
+                    f"Rename the capability (or module {owner!r}) so that no other module's "
+                    "id is a prefix of it",
                 )
             )
-        return infos
+        return found
 
     def owner(self, capability: str) -> str:
         """The module id owning ``capability``: its longest prefix that is a module folder."""
@@ -374,11 +478,28 @@ class Catalog:
             known = ", ".join(c.id for c in descriptor.capabilities or []) or "none"
             raise ModuleNotFound(
                 f"module {module_id!r} has no capability {capability!r} (it offers: {known})"
+                + self._shadowed_by(capability, module_id)
             )
         assert described.digest is not None and described.snapshot is not None
         target = Target(module_id, descriptor, described.digest, cap, described.code,
                         described.snapshot.path)  # fmt: skip
         return target, fresh
+
+    def _shadowed_by(self, capability: str, owner: str) -> str:
+        """``"; module 'a' declares it, ..."`` when a module whose id is a shorter prefix of
+        ``capability`` declares it (as last described): ``owner`` takes every call of it."""
+        with self._lock:
+            kept = list(self._described.items())
+        for module_id, described in kept:
+            desc = described.descriptor
+            if (module_id != owner and owner.startswith(module_id + ".")
+                    and desc is not None and desc.capability(capability) is not None):  # fmt: skip
+                return (
+                    f"; module {module_id!r} declares it, but a capability goes to the module "
+                    f"whose id is its longest prefix: rename the capability (or module "
+                    f"{owner!r})"
+                )
+        return ""
 
     def held(self, module_id: str) -> tuple[Path, Descriptor]:
         """The module folder and the descriptor held from the last describe (once if never).

@@ -20,12 +20,21 @@
   status or signal, the stderr tail and, when stdout was no envelope, its start. The message
   says which way the fix points: a crash (a non-zero status, a signal) is fixed in the
   module's code, a stray print by moving it to stderr.
+* **Unless the sandbox caused it** (:func:`sandbox_hint`). A module that reaches for what
+  its sandbox withholds fails with an error that reads like an ordinary bug: a name that
+  does not resolve or a ``PermissionError`` on a socket (no network grant: "it reaches the
+  network only when ``grants.network`` is non-empty"), ``KeyError: 'HOME'`` ("an empty
+  environment (no variable at all is inherited)"), and "fix that error in the module" sends
+  its author to the wrong place. When, and only when, the stderr evidence shows such an
+  error, the message ends with a note naming the rule and the fix. The patterns are narrow:
+  a hint on an unrelated failure is worse than none. ``describe`` uses the same hint.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +48,18 @@ from murmur_nb._exceptions import (
     ProtocolViolation,
 )
 from murmur_nb._modules.invocation import Ran
+from murmur_nb._sandbox import RunEvidence
 from murmur_nb._schemas.nesting import TooDeep, decode_bounded
 from murmur_nb.protocol import OPERATION_INVOKE, PROTOCOL_ID, Envelope, Execution
 
-__all__ = ["COST_FIELDS", "check_envelope", "check_run", "cost_problem", "read_envelope"]
+__all__ = [
+    "COST_FIELDS",
+    "check_envelope",
+    "check_run",
+    "cost_problem",
+    "read_envelope",
+    "sandbox_hint",
+]
 
 #: The two cost fields of ``execution``; ``null`` is *unknown*, ``0`` is free.
 COST_FIELDS = ("estimated_cost", "actual_cost")
@@ -83,7 +100,7 @@ def check_run(ran: Ran) -> None:
         error = DeadlineExceeded(
             f"{capability} did not finish within deadline_ms={request.deadline_ms}; its whole "
             f"process tree was killed.{said} Raise the deadline or make the capability "
-            "long-running with a poll capability",
+            "long-running with a poll capability" + _ended(_crash_hint(ran)),
             invocation=ran.invocation(),
         )
     if error is not None:
@@ -97,7 +114,9 @@ class _Reading:
     ran: Ran
     reported: Execution | None = None
 
-    def violation(self, rule: str, detail: str, *, stdout: bytes = b"") -> ProtocolViolation:
+    def violation(
+        self, rule: str, detail: str, *, stdout: bytes = b"", hint: str = ""
+    ) -> ProtocolViolation:
         ran = self.ran
         evidence = ran.evidence.with_stdout(stdout) if stdout else ran.evidence
         fields: dict[str, Any] = {"evidence": evidence}
@@ -105,7 +124,8 @@ class _Reading:
             fields["execution"] = self.reported
         return ProtocolViolation(
             f"module {ran.module!r} broke the envelope rule {rule!r} answering "
-            f"{ran.capability}: {detail}. The module must be fixed; the result was discarded",
+            f"{ran.capability}: {detail}. The module must be fixed; the result was discarded"
+            + _ended(hint),
             rule=rule,
             invocation=ran.invocation(**fields),
         )
@@ -187,6 +207,19 @@ def _cost_problems(execution: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def _ended(hint: str) -> str:
+    """A hint appended to a message: after a full stop, or nothing."""
+    return f".{hint}" if hint else ""
+
+
+def _crash_hint(ran: Ran) -> str:
+    """:func:`sandbox_hint` of a process that failed (a non-zero status, a signal),
+    when its stderr shows a failure the sandbox caused; else ``""``."""
+    if not ran.evidence.crashed:
+        return ""
+    return sandbox_hint(ran.evidence, network_granted=bool(ran.request.grants.network))
+
+
 def _no_envelope(reading: _Reading) -> str:
     """Why an empty standard output is no envelope, pointing the fix the right way."""
     evidence = reading.ran.evidence
@@ -208,6 +241,7 @@ def _not_json(reading: _Reading, why: str, stdout: bytes) -> ProtocolViolation:
         f"standard output is not JSON ({why}); it starts with {head[0][:80]!r}{crash}. Only the "
         "envelope goes to stdout: print diagnostics (debug lines, progress) to stderr",
         stdout=stdout,
+        hint=_crash_hint(reading.ran),
     )
 
 
@@ -219,7 +253,7 @@ def _decode(stdout: bytes, reading: _Reading) -> dict[str, Any]:
         raise _not_json(reading, f"not UTF-8: {exc}", stdout) from exc
     body = text.lstrip()
     if not body:
-        raise reading.violation("json", _no_envelope(reading))
+        raise reading.violation("json", _no_envelope(reading), hint=_crash_hint(reading.ran))
     try:
         raw, end = decode_bounded(body)
     except TooDeep as exc:
@@ -278,3 +312,53 @@ def _check_outcome(raw: dict[str, Any], reading: _Reading) -> None:
         problem = "ok is false but only result is present"
     if problem:
         raise reading.violation("result_xor_error", problem)
+
+
+#: stderr of a failed name lookup, an unreachable network or a socket the sandbox refused
+#: (Python, curl, Go, Node spell them so)
+_NETWORK = re.compile(
+    r"name resolution|name or service not known|could not resolve host|nodename nor servname"
+    r"|no address associated with hostname|getaddrinfo|gaierror|network is unreachable"
+    r"|(?:socket|connect|connection|urlopen error)\b[^\n]*"
+    r"(?:permission denied|operation not permitted|\beacces\b|\beperm\b)",
+    re.IGNORECASE,
+)
+#: a refusal on the last line, when a socket shows in the frames above it (Python's
+#: ``PermissionError: [Errno 13] Permission denied`` under ``socket.py``)
+_DENIED = re.compile(r"permission denied|operation not permitted|\beacces\b|\beperm\b", re.I)
+_SOCKET = re.compile(r"\bsocket\b")
+#: ``KeyError: 'HOME'``: the last line of a Python module reading an unset variable
+_ENV_KEY = re.compile(r"KeyError: '([A-Za-z_][A-Za-z0-9_]{0,63})'")
+
+
+def sandbox_hint(evidence: RunEvidence | None, *, network_granted: bool) -> str:
+    """``" Note: ..."`` when ``evidence`` shows a failure the sandbox caused, else ``""``.
+
+    Examples
+    --------
+    >>> tail = "Traceback ...\\n  File \\"<frozen os>\\", in __getitem__\\nKeyError: 'HOME'"
+    >>> sandbox_hint(RunEvidence(1, stderr_tail=tail), network_granted=False)[:62]
+    ' Note: modules run with an empty environment, so HOME is unset'
+    >>> sandbox_hint(RunEvidence(1, stderr_tail="ZeroDivisionError"), network_granted=False)
+    ''
+    """
+    if evidence is None:
+        return ""
+    tail, last = evidence.stderr_tail, evidence.last_line
+    if not network_granted and (
+        _NETWORK.search(tail) or (_DENIED.search(last) and _SOCKET.search(tail))
+    ):
+        return (
+            " Note: this call had no network grant (grants.network is empty), so the sandbox "
+            "let the module open no socket: declare permissions.network and allow it in the "
+            "Policy (mnb.Policy(network=[...]), or --grant network=NAME)"
+        )
+    found = _ENV_KEY.fullmatch(last)
+    if found is not None and ("environ" in tail or "<frozen os>" in tail):
+        return (
+            f" Note: modules run with an empty environment, so {found.group(1)} is unset "
+            "(no variable is inherited, not even HOME or PATH): pass what the module needs "
+            "in the request (its input, or extra= fields beside it) and read paths from its "
+            "roots and binaries"
+        )
+    return ""

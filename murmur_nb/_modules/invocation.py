@@ -26,7 +26,41 @@ from murmur_nb._render.card import invocation_card, invocation_text
 from murmur_nb._sandbox import RunEvidence, RunResult
 from murmur_nb.protocol import Descriptor, Envelope, Error, Execution, Request, Requirement
 
-__all__ = ["Invocation", "ModuleInfo", "Ran"]
+__all__ = ["Invocation", "ModuleInfo", "Ran", "call_problems"]
+
+
+def call_problems(
+    ok: bool, result_problem: str, verified: int, rejected: int, evidence: RunEvidence | None
+) -> list[str]:
+    """Why a call whose module answered ``ok`` is no plain ok (the one rule of the
+    ``warning`` state; SPEC §1 leaves the state to the host, not the module).
+
+    * its result breaks its ``result_schema`` (``result_problem``);
+    * artifacts it reported were rejected (not rendered, not staged: SPEC §1 "Artifacts"),
+      so the result is short of what the module said it made;
+    * its process ended badly after the envelope was printed (an exit status other than 0,
+      a signal): the module says it succeeded, its process says it did not.
+
+    A module that answered ``ok: false`` is an error already and has no problems: exiting
+    non-zero after an error envelope is ordinary.
+    """
+    if not ok:
+        return []
+    found = [result_problem] if result_problem else []
+    if rejected:
+        found.append(
+            f"{rejected} of {verified + rejected} artifacts the module reported "
+            f"{'was' if rejected == 1 else 'were'} rejected: not rendered, not staged "
+            "(rejected_artifacts says why)"
+        )
+    if evidence is not None and evidence.crashed:
+        said = f"; its stderr ends with {evidence.last_line[:200]!r}" if evidence.last_line else ""
+        found.append(
+            f"the module {evidence.ended} after printing its envelope{said}. The result was "
+            "kept; a module that succeeded exits with status 0 (one that failed answers "
+            "ok: false)"
+        )
+    return found
 
 
 @dataclass
@@ -34,7 +68,10 @@ class ModuleInfo:
     """One installed module as the host sees it; a refused module lists with its errors.
 
     ``warnings`` are what the host works around in an accepted module (an unknown skill id
-    listed by a capability, say) without refusing it.
+    listed by a capability, say, or a capability no call can reach because another module's
+    id is a longer prefix of it) without refusing it. ``evidence`` is how a refused module's
+    ``describe`` ended (exit status, stderr tail, the start of its stdout when that was no
+    envelope); ``None`` for an accepted module, or when ``describe`` never ran.
     """
 
     id: str
@@ -44,6 +81,7 @@ class ModuleInfo:
     unmet_requirements: list[Requirement] = field(default_factory=list)
     digest: str | None = None
     warnings: list[DescriptorProblem] = field(default_factory=list)
+    evidence: RunEvidence | None = None
 
     @property
     def ok(self) -> bool:
@@ -100,10 +138,20 @@ class Invocation:
 
     @property
     def state(self) -> str:
-        """``ok``, ``warning`` (a result that breaks its ``result_schema``) or ``error``."""
+        """``ok``, ``warning`` (the module answered ok, but :attr:`problems` is not empty) or
+        ``error``."""
         if not self.ok:
             return "error"
-        return "warning" if self.result_problem else "ok"
+        return "warning" if self.problems else "ok"
+
+    @property
+    def problems(self) -> list[str]:
+        """Why a successful call is in the ``warning`` state, one sentence each (empty: it is
+        not): its result breaks its ``result_schema``, an artifact it reported was rejected,
+        or its process exited non-zero (or was killed) after printing its envelope. Each is
+        on :attr:`warnings` as well."""
+        return call_problems(self.ok, self.result_problem, len(self.artifacts),
+                             len(self.rejected_artifacts), self.evidence)  # fmt: skip
 
     def _repr_html_(self) -> str:
         return invocation_card(self)

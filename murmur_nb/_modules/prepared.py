@@ -52,7 +52,7 @@ from murmur_nb._modules.call import MODULE_CHANGED, Built, Call, build_request, 
 from murmur_nb._modules.catalog import Target
 from murmur_nb._modules.envelope import read_envelope
 from murmur_nb._modules.gate import SandboxGate
-from murmur_nb._modules.invocation import Invocation, Ran
+from murmur_nb._modules.invocation import Invocation, Ran, call_problems
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
 from murmur_nb._modules.workspace import Workspace
@@ -322,17 +322,19 @@ class PreparedCall:
 
     def _checked(self, ran: Ran, envelope: Envelope) -> Invocation:
         """The last steps: verify the artifacts, check the result against its schema, then
-        assemble the :class:`Invocation`, once."""
+        assemble the :class:`Invocation`, once; what makes a successful call a ``warning``
+        (:func:`.invocation.call_problems`) is on its warnings too."""
         verified = self._verify_artifacts(envelope, ran.request, self.target.cap)
         problem = self._result_problem(envelope)
-        schema_warning = [problem] if problem else []
+        problems = call_problems(envelope.ok, problem, len(verified.artifacts),
+                                 len(verified.rejected), ran.evidence)  # fmt: skip
         return ran.invocation(
             ok=envelope.ok,
             result=envelope.result,
             error=envelope.error,
             execution=envelope.execution,
             envelope=envelope,
-            warnings=[*envelope.warnings, *ran.warnings, *verified.warnings, *schema_warning],
+            warnings=[*envelope.warnings, *ran.warnings, *verified.warnings, *problems],
             artifacts=list(verified.artifacts),
             rejected_artifacts=list(verified.rejected),
             result_problem=problem,

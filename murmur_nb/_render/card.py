@@ -31,6 +31,7 @@ __all__ = [
     "evidence_html",
     "invocation_card",
     "invocation_text",
+    "problems_of",
     "shows_evidence",
     "state_label",
 ]
@@ -69,11 +70,23 @@ def _state(inv: Any) -> str:
     return "ok" if getattr(inv, "ok", False) else "error"
 
 
+def problems_of(inv: Any) -> list[str]:
+    """Why the call is a warning (``Invocation.problems``; a schema problem alone for an
+    invocation-like object without them)."""
+    problems = getattr(inv, "problems", None)
+    if isinstance(problems, list):
+        return [str(p) for p in problems]
+    problem = getattr(inv, "result_problem", "")
+    return [problem] if problem else []
+
+
 def state_label(inv: Any) -> str:
-    """``ok``, ``result breaks its schema`` or ``error: <code>``."""
+    """``ok``, ``result breaks its schema``, ``ok, with warnings`` or ``error: <code>``."""
     state = _state(inv)
     if state == "warning":
-        return "result breaks its schema"
+        if getattr(inv, "result_problem", ""):
+            return "result breaks its schema"
+        return "ok, with warnings"
     if state == "ok":
         return "ok"
     return f"error: {getattr(getattr(inv, 'error', None), 'code', '') or 'error'}"
@@ -91,9 +104,9 @@ def _rows(items: Iterable[str]) -> list[str]:
 
 
 def _warnings(inv: Any) -> list[str]:
-    """The warnings, without the schema problem the state already says."""
-    problem = getattr(inv, "result_problem", "")
-    return [w for w in getattr(inv, "warnings", None) or () if w != problem]
+    """The warnings, without the problems the state already says."""
+    problems = problems_of(inv)
+    return [w for w in getattr(inv, "warnings", None) or () if w not in problems]
 
 
 def _artifact_line(artifact: Any) -> str:
@@ -111,10 +124,10 @@ def _outcome_lines(inv: Any) -> list[str]:
         return [f"<div><b>{esc(error.code)}</b>{esc(retry)}: {esc(error.message)}</div>"]
     out = []
     if _state(inv) == "warning":
-        out.append(
-            f'<div class="murmur-schema-problem">{_badge("warning", WARN)}'
-            f"{esc(getattr(inv, 'result_problem', ''))}</div>"
-        )
+        out += [
+            f'<div class="murmur-schema-problem">{_badge("warning", WARN)}{esc(p)}</div>'
+            for p in problems_of(inv)
+        ]
     if getattr(inv, "ok", False):
         text = _short_json(getattr(inv, "result", None))
         is_open = " open" if text.count("\n") < OPEN_LINES else ""
@@ -182,7 +195,7 @@ def invocation_text(inv: Any) -> str:
     if error is not None:
         out.append(f"  {error.code}: {error.message}")
     if _state(inv) == "warning":
-        out.append(f"  warning: {getattr(inv, 'result_problem', '')}")
+        out += [f"  warning: {p}" for p in problems_of(inv)]
     if getattr(inv, "ok", False):
         out.append(f"  result: {_short_json(getattr(inv, 'result', None), 300)}")
     out += [f"  warning: {w}" for w in _rows(_warnings(inv))]

@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
 
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.core import (
@@ -147,7 +151,7 @@ def _render_verified(source: Source, presentation: str, budget: RenderBudget) ->
     primitive, note = resolve(presentation, source.media_type)
     notes: list[str] = []
     if note is not None:
-        warnings.warn(note, PresentationWarning, stacklevel=3)
+        warnings.warn(note, PresentationWarning, stacklevel=_callers_level())
         notes.append(note)
     if primitive == "image_grid":
         if source.media_type == "application/json":
@@ -186,7 +190,7 @@ def _fallback_note(
 ) -> str:
     instead = instead or media_type_primitive(source.media_type)
     note = f"could not show as {primitive}: {reason}; shown as {instead}"
-    warnings.warn(note, PresentationWarning, stacklevel=4)
+    warnings.warn(note, PresentationWarning, stacklevel=_callers_level())
     notes.append(note)
     return instead
 
@@ -200,6 +204,19 @@ def render_one(source: Source, presentation: str, budget: RenderBudget, verify: 
                 return checked
             source = checked
         return _render_guarded(source, presentation, budget)
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside murmur_nb: the
+    user's ``render()`` / ``render_file()`` call (or the display machinery that asked for the
+    rendering). A fixed number cannot: a gallery recurses, an invocation's artifacts and a
+    grid are drawn through further frames. ``1`` when no such frame exists (a render thread)."""
+    package = str(Path(__file__).parent.parent) + os.sep  # as co_filename spells it
+    frame: FrameType | None = sys._getframe(1)  # the function that warns: level 1
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 1
 
 
 def _render_guarded(source: Source, presentation: str, budget: RenderBudget) -> Rendering:

@@ -633,18 +633,125 @@ def _pair(path: str | os.PathLike[str]) -> tuple[str, str]:
 
 @functools.cache
 def _interpreter_trees() -> tuple[tuple[str, str], ...]:
+    """What every module reads of the running Python: its installation (the prefixes), and
+    the packages an editable install of it imports from outside them
+    (:func:`_editable_packages`)."""
     home = os.path.realpath(Path.home())
     trees: list[tuple[str, str]] = []
     for value in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
         real, given = _pair(value)
-        if real in ("/", home) or any(
-            real == tree or real.startswith(tree + "/") for tree in _SYSTEM_TREES
-        ):
+        if real in ("/", home) or _beneath(real, _SYSTEM_TREES):
             continue  # never / or the home folder; a system tree is bound already
         for pair in ((real, real), (real, given)):
             if pair not in trees:
                 trees.append(pair)
+    bound = [real for real, _ in trees]
+    for pair in _editable_packages(bound, home):
+        if pair not in trees:
+            trees.append(pair)
     return tuple(trees)
+
+
+def _beneath(real: str, trees: Iterable[str]) -> bool:
+    return any(real == tree or real.startswith(tree.rstrip("/") + "/") for tree in trees)
+
+
+#: what :func:`_editable_packages` reads at most: ``.pth`` files, bytes of each, folders
+#: they name, entries of each folder
+_PTH_FILES, _PTH_BYTES, _PTH_PATHS, _PTH_ENTRIES = 64, 65536, 64, 4096
+
+
+def _editable_packages(bound: Sequence[str], home: str) -> list[Pair]:
+    """The package folders the interpreter imports through a ``.pth`` path outside its
+    installation: an editable install (``pip install -e``, ``scripts/demo``), whose
+    ``_editable_impl_<name>.pth`` names the project's folder, not a copy in site-packages.
+
+    Without them a module run by this interpreter cannot import the package at all (a
+    module importing ``murmur_nb.protocol``, the helper package for module authors, failed
+    with ``ModuleNotFoundError``). A regular install is readable already (site-packages is
+    part of the prefix), so this gives an editable install the same, and no more:
+
+    * only the top-level *packages* found there (a folder with ``__init__.py`` and an
+      identifier for a name), each bound read-only at the path Python looks for it; never
+      the folder the ``.pth`` names (a project checkout: ``.git``, notebooks, a ``.env``),
+      loose files, or anything a ``.pth`` ``import`` line would run;
+    * only existing folders, never ``/``, the home folder or a folder above it, and never
+      one another account could change: every component of its real path is owned by root
+      or this account and is not world-writable (a checkout under ``/tmp`` is left out);
+    * bounded: :data:`_PTH_FILES` files of :data:`_PTH_BYTES` each, :data:`_PTH_PATHS`
+      paths, :data:`_PTH_ENTRIES` entries per folder.
+
+    A namespace package (no ``__init__.py``), a single-file module and setuptools' import-hook
+    editable mode (a ``__editable___*_finder.py``, no path) are not bound: such a module
+    still fails to import, as it did. Under the Landlock fallback (no mount namespace) the
+    import fails as well: Python finds a package by listing the folder the ``.pth`` names,
+    which Landlock is not given (that would show every name in the checkout).
+    """
+    found: list[Pair] = []
+    for folder in _pth_folders():
+        real = os.path.realpath(folder)
+        if real in ("/", home) or home.startswith(real + "/"):
+            continue
+        if _beneath(real, [*bound, *_SYSTEM_TREES]):
+            continue  # readable already
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(e.name for _, e in zip(range(_PTH_ENTRIES), listing,
+                                                        strict=False))  # fmt: skip
+        except OSError:
+            continue
+        for name in entries:
+            package = Path(folder, name)
+            if not name.isidentifier() or not (package / "__init__.py").is_file():
+                continue
+            pair = _pair(package)
+            if pair[0] in (home, "/") or _foreign(pair[0]):
+                continue
+            for bind in ((pair[0], pair[0]), pair):
+                if bind not in found:
+                    found.append(bind)
+    return found
+
+
+def _pth_folders() -> list[str]:
+    """The folders the ``.pth`` files of the interpreter's site-packages add to ``sys.path``
+    (read as :mod:`site` reads them: a line is a path unless it is blank, a comment or an
+    ``import``), those that exist."""
+    import site  # noqa: PLC0415 - only for the probe, once
+
+    folders: list[str] = []
+    for site_dir in site.getsitepackages():
+        try:
+            files = sorted(Path(site_dir).glob("*.pth"))[:_PTH_FILES]
+        except OSError:
+            continue
+        for pth in files:
+            try:
+                with pth.open("rb") as fh:
+                    text = fh.read(_PTH_BYTES).decode("utf-8", "replace")
+            except OSError:
+                continue
+            for entry in (line.rstrip() for line in text.splitlines()):
+                if not entry or entry.startswith(("#", "import ", "import\t")):
+                    continue
+                folder = os.path.normpath(Path(site_dir, entry).absolute())  # as site does
+                if folder not in folders and Path(folder).is_dir():
+                    folders.append(folder)
+    return folders[:_PTH_PATHS]
+
+
+def _foreign(real: str) -> bool:
+    """Whether an account other than root and this one could change what is at ``real``: a
+    component of it (the folder or a parent) is world-writable or owned by another account."""
+    me = os.getuid()
+    for part in (Path(real), *Path(real).parents):
+        try:
+            st = part.stat()
+        except OSError:
+            return True
+        if st.st_uid not in (0, me) or st.st_mode & 0o002:
+            return True
+    return False
 
 
 def _depth(path: str) -> int:

@@ -15,11 +15,18 @@ The models follow the Go seed field for field, by its ``json:`` tags:
   host field;
 * ``json.RawMessage`` fields (``input``, ``result``, the schema maps) hold any JSON value.
 
-Unknown keys are ignored on input, as Go's ``encoding/json`` does.
+Unknown keys are ignored on input, as Go's ``encoding/json`` does: a module may send a
+field this host does not know (``from_json``, ``model_validate``), and reading it must not
+fail. A Python constructor is not input but code, though: ``Capability(request_shema="in")``
+is a typo that would silently become ``request_schema=""``, so a keyword argument that names
+no field is refused with a ``TypeError`` (as any Python call refuses one), suggesting the
+field meant. Only the keywords are checked; a nested dict handed to a constructor is
+validated as input, as pydantic does.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from typing import Any, ClassVar, Self
@@ -59,6 +66,19 @@ class _Wire(BaseModel):
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
+    def __init__(self, /, **data: Any) -> None:
+        """Refuse a keyword that names no field (a typo), then build the model as pydantic
+        does; decoding (``from_json``, ``model_validate``) never comes here."""
+        unknown = [key for key in data if key not in type(self).model_fields]
+        if unknown:
+            raise TypeError(_unknown_keywords(type(self), unknown))
+        super().__init__(**data)
+
+    # pydantic calls a model's own __init__ while validating input (model_validate, a nested
+    # model) unless it is marked as a base __init__, as pydantic's RootModel marks its own:
+    # input keeps ignoring unknown keys
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
     #: ``omitempty`` string fields: left out when ``""``.
     _omitempty: ClassVar[frozenset[str]] = frozenset()
     #: ``omitempty`` pointer / RawMessage fields: left out only when absent (``None``);
@@ -84,6 +104,21 @@ class _Wire(BaseModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> Self:
         return cls.model_validate_json(text)
+
+
+def _unknown_keywords(model: type[BaseModel], unknown: list[str]) -> str:
+    """``Capability() got an unexpected keyword argument 'request_shema' (did you mean
+    'request_schema'?)``, as Python says it, with the closest field."""
+    fields = list(model.model_fields)
+    said = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, fields, n=1)
+        said.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    plural = "s" if len(unknown) > 1 else ""
+    return (
+        f"{model.__name__}() got unexpected keyword argument{plural} {', '.join(said)}; "
+        f"its fields are {', '.join(fields)}"
+    )
 
 
 class Artifact(_Wire):

@@ -36,6 +36,7 @@ import ipywidgets as w
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
 from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb._modules.host import ModuleHost
+from murmur_nb._render.card import problems_of
 from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell, invoke_call
 from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
 from murmur_nb.widgets._form_fields import Field, accessible_name, error_html, flatten
@@ -564,8 +565,9 @@ class CapabilityForm(TextView):
         self.live = None
 
     def _ran_status(self, inv: Any, said: str) -> None:
-        """``ran`` in the outcome's tone: ok, a result that breaks its schema, an error."""
-        tone = "error" if not inv.ok else "warn" if getattr(inv, "result_problem", "") else "ok"
+        """``ran`` in the outcome's tone: ok, with warnings (``Invocation.problems``), an
+        error."""
+        tone = "error" if not inv.ok else "warn" if problems_of(inv) else "ok"
         self._set_status(badge("ran", tone) + esc(said))
 
     def _remember(self, *invocations: Any) -> None:

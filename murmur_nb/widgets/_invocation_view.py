@@ -21,7 +21,7 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import MurmurError
-from murmur_nb._render.card import evidence_html, shows_evidence, state_label
+from murmur_nb._render.card import evidence_html, problems_of, shows_evidence, state_label
 from murmur_nb._render.render import render as render_invocation
 from murmur_nb.widgets._html import (
     TextView,
@@ -164,11 +164,12 @@ class InvocationView(TextView):
 
     @property
     def status(self) -> str:
-        """``ok``, ``warning`` (a result that breaks its ``result_schema``) or the error
+        """``ok``, ``warning`` (``Invocation.problems``: a result that breaks its
+        ``result_schema``, a rejected artifact, a bad exit after the envelope) or the error
         code (the host's, when it cut the run short)."""
         inv = self.invocation
         if inv.ok and self.error is None:
-            return "warning" if getattr(inv, "result_problem", "") else "ok"
+            return "warning" if problems_of(inv) else "ok"
         error = self.error if self.error is not None else getattr(inv, "error", None)
         return str(getattr(error, "code", "") or "error")
 
@@ -200,8 +201,10 @@ class InvocationView(TextView):
                 f"<b>{esc(error.code)}</b>{esc(retry)}: {esc(getattr(error, 'message', ''))}"
             )
         problem = getattr(inv, "result_problem", "")
-        if problem:
-            lines.append(badge("result breaks its schema", "warn") + esc(problem))
+        problems = problems_of(inv)
+        for said in problems:
+            tag = "result breaks its schema" if said == problem else "warning"
+            lines.append(badge(tag, "warn") + esc(said))
         result = getattr(inv, "result", None)
         if inv.ok:
             progress = progress_of(result)
@@ -209,7 +212,7 @@ class InvocationView(TextView):
                 lines.append(progress_html(*progress))
             lines.append('<div class="murmur-result"><b>result</b>' + json_tree(result) + "</div>")
         for warning in getattr(inv, "warnings", None) or ():
-            if warning != problem:
+            if warning not in problems:
                 lines.append(badge("warning", "warn") + esc(warning))
         if shows_evidence(inv):
             lines.append(evidence_html(inv.evidence))
@@ -236,14 +239,17 @@ class InvocationView(TextView):
         out = [f"InvocationView {cap}: {self.status}"]
         out += [f"  error {e.code}: {getattr(e, 'message', '')}" for e in self._errors()]
         problem = getattr(inv, "result_problem", "")
-        if problem:
-            out.append(f"  result breaks its schema: {problem}")
+        problems = problems_of(inv)
+        for said in problems:
+            out.append(f"  result breaks its schema: {said}" if said == problem
+                       else f"  warning: {said}")  # fmt: skip
         if inv.ok:
             progress = progress_of(getattr(inv, "result", None))
             if progress is not None:
                 out.append(f"  progress: {progress[0]} of {progress[1]} done")
             out.append(f"  result: {short_json(getattr(inv, 'result', None))}")
-        out += [f"  warning: {w}" for w in getattr(inv, "warnings", None) or () if w != problem]
+        out += [f"  warning: {w}" for w in getattr(inv, "warnings", None) or ()
+                if w not in problems]  # fmt: skip
         if shows_evidence(inv):
             out += [f"  {line}" for line in inv.evidence.lines()]
         out.extend(f"  {x}" for x in _execution_words(getattr(inv, "execution", None)))

@@ -22,7 +22,7 @@ from IPython.display import display
 
 from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
 from murmur_nb._modules.request import poll_finished, poll_request
-from murmur_nb._render.card import evidence_html
+from murmur_nb._render.card import evidence_html, problems_of
 from murmur_nb.widgets._html import TextView, badge, esc, progress_of, volatile
 from murmur_nb.widgets._invocation_view import InvocationView
 
@@ -38,10 +38,10 @@ def poll_input(host: Any, poll_id: str, result: Any) -> dict[str, Any]:
 
 
 def _state_of(inv: Any) -> str:
-    """``ok``, ``warning`` (a result that breaks its schema) or ``failed``."""
+    """``ok``, ``warning`` (``Invocation.problems``) or ``failed``."""
     if not inv.ok:
         return "failed"
-    return "warning" if getattr(inv, "result_problem", "") else "ok"
+    return "warning" if problems_of(inv) else "ok"
 
 
 def _failed_or_refused(exc: BaseException) -> str:
