@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _modules import descendants, still_runs
 
 import murmur_nb as mnb
 
@@ -311,3 +312,92 @@ def test_a_worker_refuses_a_row_the_kernel_did_not_approve(
     ran = on_worker(True)
     assert ran["status"] == "ok" and ran["result"] == {"n": 3, "square": 9}
     assert len(list(log_root.glob("paid-*"))) == 1
+
+
+def _worker_module_processes(pids: dict[str, int]) -> list[tuple[int, str]]:
+    """The live processes below the workers (the rows' module processes, in their sandboxes;
+    a worker's zygote left out, the calls it forks counted)."""
+    return [p for pid in pids.values() for p in descendants(pid) if still_runs(p)]
+
+
+def test_cancel_on_dask_lets_the_running_rows_finish_and_keeps_them(
+    host: mnb.ModuleHost, client: distributed.Client, log_root: Path
+) -> None:
+    """As the docs say of a cluster: Cancel drops the rows not started, and the running ones
+    finish and are kept, their results and costs with them. Each task gave its rows a
+    cancel event of its own that nothing set, and the kernel cancelled the Dask futures: the
+    rows running were reported ``cancelled`` (not run, cost 0) while their module processes,
+    and the rest of their tasks' rows, ran on for seconds, their results thrown away."""
+    pids = client.run(os.getpid)
+    inputs = [{"n": i, "sleep": 1.5, "cost": 1.0} for i in range(40)]
+    batch = host.map("batchy.work", inputs, progress=False, client=client, background=True,
+                     journal=None)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(list(log_root.glob("work-*"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    running = {p.name for p in log_root.glob("work-*")}
+    assert len(running) >= 4, batch.progress.line()
+    batch.cancel()
+    batch.wait(120)
+    # wait() returned once the rows settled: no module process runs on the workers
+    assert _worker_module_processes(pids) == []
+    started = {p.name for p in log_root.glob("work-*")}
+    p = batch.progress
+    out = batch.to_pandas()
+    kept = out[out["status"] == "ok"]
+    # every row whose module started ran to its end and is kept, its cost counted
+    assert running <= started
+    assert sorted(int(name.split("-")[1]) for name in started) == sorted(kept["result_n"])
+    assert p.state == "cancelled" and p.ok == len(started) < 40 and p.cost == p.ok
+    assert p.not_run == 40 - p.ok and p.running == 0
+    assert set(out.loc[out["status"] == "not_run", "error_code"]) == {"cancelled"}
+    time.sleep(2.0)  # and nothing starts later
+    assert {p.name for p in log_root.glob("work-*")} == started
+
+
+def test_a_cluster_closed_mid_batch_leaves_no_row_hanging_and_says_how_to_resume(
+    host: mnb.ModuleHost, log_root: Path, tmp_path: Path
+) -> None:
+    """A client and cluster closed mid-batch: ``wait()`` raised Dask's ``ClosedClientError``,
+    the batch said ``finished`` with rows ``running`` and ``pending`` forever,
+    ``retry_failed`` raised "IOLoop is closed", and a closed client given to ``map``
+    raised "'NoneType' object has no attribute 'ncores'"."""
+    journal = tmp_path / "closed.sqlite"
+    inputs = [{"n": i, "sleep": 0.3, "fail_every": 5} for i in range(60)]
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
+    c = distributed.Client(cluster)
+    try:
+        batch = host.map("batchy.work", inputs, progress=False, client=c, background=True,
+                         journal=journal)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while batch.progress.finished < 6 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        c.close()
+        cluster.close()
+        with pytest.raises(mnb.ModuleHostError) as info:
+            batch.wait(120)
+    finally:
+        c.close()
+        cluster.close()
+    said = info.value.message
+    assert info.value.code == "cluster_closed"
+    assert "Dask client" in said and "closed" in said
+    assert str(journal) in said and "client=" in said and "run the same map() again" in said
+    p = batch.progress
+    assert p.state == "stopped" and p.running == 0 and p.pending == 0, p.line()
+    assert 6 <= p.finished < 60 and p.not_run == 60 - p.finished
+    out = batch.to_pandas()
+    assert set(out["status"]) == {"ok", "failed", "not_run"}
+    assert set(out.loc[out["status"] == "not_run", "error_code"]) <= {"worker_lost", "host_error"}
+    # the closed client is refused by name, before anything runs
+    with pytest.raises(ValueError, match=r"Dask client .*is closed.*client="):
+        batch.retry_failed()
+    with pytest.raises(ValueError, match=r"Dask client .*is closed.*client="):
+        host.map("batchy.work", inputs[:2], progress=False, journal=None, client=c)
+    # resumed here from the journal, as the error says: only the rows not finished run
+    ran = len(list(log_root.glob("work-*")))
+    again = host.map("batchy.work", inputs, progress=False, journal=journal)
+    assert again.progress.from_journal == p.finished
+    assert again.progress.finished == 60
+    assert len(list(log_root.glob("work-*"))) - ran == 60 - p.finished

@@ -7,7 +7,10 @@ importing this package registers :meth:`Batch.start` as the host's ``map`` drive
 (:func:`murmur_nb._modules.host.register_driver`), and ``import murmur_nb`` imports it. It
 never imports ipywidgets (``murmur_nb.widgets.BatchView`` is the view).
 
-* :mod:`.inputs`: a DataFrame, a list or an iterable of dicts -> checked, canonical rows;
+* :mod:`.inputs`: a DataFrame, a Series or a list or an iterable of dicts -> checked,
+  canonical rows;
+* :mod:`.options`: ``map``'s options, checked before anything runs, and the run options'
+  share of the journal key;
 * :mod:`.journal`: the SQLite journal that makes a batch resumable;
 * :mod:`.record`: one finished row as JSON, and back to an :class:`~murmur_nb.Invocation`;
 * :mod:`.longrun`: start + poll of a long-running capability, as one row;

@@ -20,8 +20,11 @@ row, run it and settle it through a :class:`~.local.RowSource` (the batch's lock
 take, run, finish and fail steps); the calling thread waits. On Dask
 (:class:`~.cluster.DaskRunner`: the plan, the policy, the options, the cancel event and
 ``host.stage``) the calling thread hands rows out in tasks and settles what comes back.
-Ctrl-C or :meth:`cancel` stops starting rows, cancels running ones, keeps finished ones,
-then re-raises. Concurrency defaults to two rows per usable core
+Ctrl-C or :meth:`cancel` stops starting rows, cancels running ones here (on Dask they finish
+and are kept: :mod:`.cluster`), keeps finished ones, then re-raises. A failure of the host's
+own (a journal that cannot be written, a listener that raises, a Dask client that closes)
+stops the batch: its state is ``stopped``, no row is left ``running`` or ``pending``, and the
+error reaches the caller. Concurrency defaults to two rows per usable core
 (:data:`ROWS_PER_CORE`): a row's thread holds no core while its sandboxed process runs, and
 the host's part of a row runs under the GIL, so a second row per core keeps a process ready
 while the first is in Python. When the interpreter exits with a background batch running,
@@ -63,10 +66,16 @@ from murmur_nb._batch.local import (
     Taken,
     run_row,
 )
+from murmur_nb._batch.options import batch_numbers, run_key, run_options
 from murmur_nb._batch.plan import Plan, input_problem, module_change, plan_for
 from murmur_nb._batch.progress import BatchProgress, bar_listener
 from murmur_nb._batch.record import invocation_of, not_run_record
-from murmur_nb._exceptions import ApprovalRequired, BatchInterrupted, InvalidInput
+from murmur_nb._exceptions import (
+    ApprovalRequired,
+    BatchInterrupted,
+    InvalidInput,
+    ModuleHostError,
+)
 from murmur_nb._modules.call import MODULE_CHANGED
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL
@@ -120,7 +129,8 @@ class Batch:
         self.capability = plan.capability
         self._texts = texts
         self._keys = [input_key(t) for t in texts]
-        self._jkey = (plan.capability, plan.module_digest)
+        # the run options are part of the key: rows run with others are not this batch's
+        self._jkey = (plan.capability, run_key(plan.module_digest, options))
         self.journal = journal
         self.options = options
         self.concurrency, self.retries, self.backoff = concurrency, retries, backoff
@@ -183,30 +193,32 @@ class Batch:
         client: Any = None,
     ) -> Batch:  # fmt: skip
         """Check, approve and run a batch; :meth:`ModuleHost.map <murmur_nb.ModuleHost.map>`
-        describes every parameter (``journal``'s default: ``<home>/batches/journal.sqlite``)."""
+        describes every parameter (``journal``'s default: ``<home>/batches/journal.sqlite``).
+        Every option is checked before anything runs (:mod:`.options`)."""
         if on_invalid not in {"raise", "skip"}:
             raise ValueError(f"on_invalid must be 'raise' or 'skip', not {on_invalid!r}")
-        if concurrency is not None and concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries must be a whole number, 0 or more (the attempts a "
-                             f"failed row gets after its first), got {retries!r}")  # fmt: skip
-        if not backoff >= 0:
-            raise ValueError(f"backoff must be 0 or more seconds, got {backoff!r}")
-        plan = plan_for(host, capability, poll_every=poll_every, poll_timeout=poll_timeout,
-                        approve=approve)  # fmt: skip
+        numbers = batch_numbers(
+            concurrency=concurrency, retries=retries, backoff=backoff, max_cost=max_cost,
+            estimated_cost=estimated_cost, poll_every=poll_every, poll_timeout=poll_timeout,
+            artifact_bytes=artifact_bytes)  # fmt: skip
+        options = run_options(host.policy, capability, deadline_ms=deadline_ms,
+                              max_output_bytes=max_output_bytes, extra=extra)  # fmt: skip
+        if client is not None:
+            from murmur_nb._batch.cluster import check_client  # noqa: PLC0415 - distributed
+
+            check_client(client)
+        plan = plan_for(host, capability, poll_every=numbers.poll_every,
+                        poll_timeout=numbers.poll_timeout, approve=approve)  # fmt: skip
         rows = read_inputs(inputs)
         texts, invalid = _checked(host, plan, rows, on_invalid)
         from murmur_nb._batch.journal import Journal  # noqa: PLC0415 - not at import
 
         path = host.home / "batches" / "journal.sqlite" if journal is _DEFAULT else journal
         batch = cls(
-            host, plan, rows, texts, journal=Journal(path),
-            options={"deadline_ms": deadline_ms, "max_output_bytes": max_output_bytes,
-                     "extra": extra},
-            concurrency=concurrency or _default_concurrency(client),
-            retries=retries, backoff=backoff,
-            max_cost=max_cost, estimated_cost=estimated_cost, artifact_bytes=artifact_bytes,
+            host, plan, rows, texts, journal=Journal(path), options=options,
+            concurrency=numbers.concurrency or _default_concurrency(client),
+            retries=numbers.retries, backoff=numbers.backoff, max_cost=numbers.max_cost,
+            estimated_cost=numbers.estimated_cost, artifact_bytes=numbers.artifact_bytes,
         )  # fmt: skip
         batch.client = client
         for i, why in invalid.items():
@@ -275,6 +287,15 @@ class Batch:
     def _begin(self, todo: list[int], background: bool) -> None:
         if todo and self.plan.refusal is not None:  # retry_failed of a batch never approved
             raise self.plan.refusal
+        if todo and self.client is not None:
+            from murmur_nb._batch.cluster import client_closed  # noqa: PLC0415
+
+            if client_closed(self.client):  # retry_failed after the cluster went away
+                raise ValueError(
+                    f"this batch's Dask client is closed (its status is "
+                    f"{self.client.status!r}), so its rows cannot run on it, and nothing was "
+                    f"run; {self._how_to_resume()}"
+                )
         self._t0, self._status = time.monotonic(), "running"
         self._cancel.clear()
         self._stop_reason = None
@@ -289,7 +310,7 @@ class Batch:
 
     def _run(self, todo: list[int]) -> None:
         self._reset_run(todo)
-        if self.client is not None:
+        if self.client is not None and todo:  # nothing to ship for a retry of no row
             from murmur_nb._batch.cluster import DaskRunner  # noqa: PLC0415 - distributed lazily
 
             self._dask = DaskRunner(
@@ -307,14 +328,30 @@ class Batch:
             self._interrupted()
             # one line, what stopped and how to resume, without the frames of the threads
             raise BatchInterrupted(self._interrupted_line(), self) from None
+        except BaseException as exc:
+            self._failure = self._failure or exc
+            raise
         finally:
             if self._dask is not None:
                 self._dask.close()
             if self._status == "running":
-                self._status = "cancelled" if self._cancel.is_set() else "finished"
+                self._status = self._ended_as()
             self._notify(force=True)
             if self.journal.path is not None:  # reading rows back opens it again
                 self.journal.close()
+
+    def _ended_as(self) -> str:
+        """The state a run that ended by itself is in: ``stopped`` by the host's own failure
+        (each row it left unsettled is then ``not_run``, ``host_error``), else ``cancelled``
+        or ``finished``."""
+        if self._failure is None:
+            return "cancelled" if self._cancel.is_set() else "finished"
+        why = f"the batch stopped on the host's error: {self._failure}"
+        for row, state in enumerate(self._state):
+            if state in (PENDING, RUNNING):  # never journaled: nothing more can fail here
+                self._move(row, NOT_RUN)
+                self._unrun[row] = not_run_record("host_error", why)
+        return "stopped"
 
     def _run_in_background(self, todo: list[int]) -> None:
         try:
@@ -324,20 +361,39 @@ class Batch:
         finally:
             self._ended.set()
 
+    def _finished_line(self) -> str:
+        p = self.progress
+        return (f"{p.finished} of {p.total} rows finished ({p.ok} ok, {p.failed} failed, "
+                f"{p.from_journal} from the journal), {p.not_run} not run")  # fmt: skip
+
+    def _how_to_resume(self, *, new_client: bool = True) -> str:
+        """Where the finished rows are, and how to run the others (``new_client``: with an
+        open Dask client, or here)."""
+        again = ("run the same map() again with client= an open client (or without client= "
+                 "to run the rows here)") if new_client else "run the same map() again"  # fmt: skip
+        if self.journal.path is None:
+            return (f"nothing is kept past this batch (journal=None): {again} to run every "
+                    "row")  # fmt: skip
+        return (f"the finished rows are kept in the journal {self.journal.path}; {again} to "
+                "resume: only the rows not finished run")  # fmt: skip
+
     def _interrupted_line(self) -> str:
         """What Ctrl-C stopped, and how to resume it."""
-        p = self.progress
-        done = (f"{p.finished} of {p.total} rows finished ({p.ok} ok, {p.failed} failed, "
-                f"{p.from_journal} from the journal), {p.not_run} not run (cancelled or not "
-                "started)")  # fmt: skip
+        how = self._how_to_resume(new_client=False)
         if self.journal.path is None:
-            how = ("nothing is kept past this batch (journal=None): run map() again to run "
-                   "every row, or read this one's rows from `except mnb.BatchInterrupted as "
-                   "e: e.batch`")  # fmt: skip
-        else:
-            how = (f"the finished rows are kept in the journal {self.journal.path}; run the "
-                   "same map() again to resume: only the rows not finished run")  # fmt: skip
-        return f"map of {self.capability} interrupted (Ctrl-C): {done}; {how}"
+            how += ", or read this one's rows from `except mnb.BatchInterrupted as e: e.batch`"
+        return (
+            f"map of {self.capability} interrupted (Ctrl-C): {self._finished_line()} "
+            f"(cancelled or not started); {how}"
+        )
+
+    def _closed_line(self) -> str:
+        """What a Dask client (or cluster) that closed mid-batch left, and how to resume."""
+        return (
+            f"the Dask client (or its cluster) closed while map of {self.capability} ran "
+            f"on it: {self._finished_line()} (worker_lost: the rows that were on the "
+            f"cluster; host_error: those not started); {self._how_to_resume()}"
+        )
 
     def _interrupted(self) -> None:
         """Ctrl-C: start nothing more, cancel the running rows and keep them as they end."""
@@ -438,13 +494,28 @@ class Batch:
     # -- on Dask: this thread hands rows out and settles what comes back --------------------
 
     def _drive(self, runner: DaskRunner) -> None:
+        closed_at: float | None = None  # when the client was seen closed
         while True:
             self._launch(runner)
             runner.flush()
             if not self._running and (self._stop_reason or not (self._pending or self._delayed)):
                 break
             self._settle_completed(runner)
+            if runner.closed:
+                closed_at = closed_at or time.monotonic()
+                self._stop("host_error", _CLOSED_UNSTARTED)
+                if time.monotonic() - closed_at > CLOSED_GRACE_S:
+                    self._lose_running()
         self._leave_unstarted()
+        if closed_at is not None:
+            raise ModuleHostError(self._closed_line(), code=CLUSTER_CLOSED)
+
+    def _lose_running(self) -> None:
+        """The rows still out once a closed client's futures had :data:`CLOSED_GRACE_S` to
+        come back (Dask cancels them as it closes): ``worker_lost``, their outcome gone."""
+        for row in list(self._running):
+            self._running.pop(row)
+            self._settle(row, not_run_record("worker_lost", _CLOSED_LOST))
 
     def _settle_completed(self, runner: DaskRunner) -> None:
         """Settle every row finished since the last look (waiting up to 50 ms for one), all
@@ -460,7 +531,8 @@ class Batch:
             return
         while self._inbox:
             row, attempt, fut = self._inbox.popleft()
-            self._finished(row, attempt, runner.collect(fut))
+            if self._running.get(row) == attempt:  # not one already given up as lost
+                self._finished(row, attempt, runner.collect(fut))
         self.journal.commit_due()
 
     def _drain(self, runner: DaskRunner) -> None:
@@ -594,7 +666,8 @@ class Batch:
     # -- control -----------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop starting rows and cancel the running ones; finished rows are kept."""
+        """Stop starting rows and cancel the running ones (on Dask they finish and are kept);
+        finished rows are kept."""
         with self._wake:
             self._cancel.set()
             self._wake.notify_all()
@@ -603,8 +676,10 @@ class Batch:
 
     def wait(self, timeout: float | None = None) -> Batch:
         """Wait for a background batch to settle; return it. Raises what stopped it, if the
-        host itself failed (a journal that cannot be written, a listener that raised): the
-        rows it had not started are ``not_run`` with the code ``host_error``."""
+        host itself failed (a journal that cannot be written, a listener that raised, a Dask
+        client that closed: ``ModuleHostError`` with code ``cluster_closed``): the batch is
+        ``stopped`` and the rows it had not started are ``not_run`` with the code
+        ``host_error``."""
         # an Event, not Thread.join: on Python 3.11 a join that Ctrl-C interrupts marks the
         # thread as ended, and every later wait() would return at once, the batch running
         if self._thread is not None and self._ended.wait(timeout) and self._failure:
@@ -815,6 +890,14 @@ def _checked(
 
 
 _EXITING = "the Python interpreter exited before this row started"
+#: the error code of a batch whose Dask client (or cluster) closed mid-run
+CLUSTER_CLOSED = "cluster_closed"
+#: how long the futures of a closed client may take to come back (cancelled) before the
+#: rows still out are given up as lost
+CLOSED_GRACE_S = 10.0
+_CLOSED_UNSTARTED = "the Dask client (or its cluster) closed before this row started"
+_CLOSED_LOST = ("the Dask client (or its cluster) closed while this row was on the cluster, "
+                "and its outcome never came back")  # fmt: skip
 _JOURNAL_CHANGED = (
     "this row's journal entry was changed or removed outside murmur-nb after the batch "
     "settled it (it no longer carries its seal), so its outcome is not reported; run map() "

@@ -18,7 +18,21 @@ store; larger ones stay on the worker (``location``). The journal, retries, ``ma
 cancel stay in the kernel; a task lost with its worker is resubmitted up to
 :data:`LOST_WORKER_RETRIES` times before its rows are ``worker_lost`` (when every worker that
 held the snapshot is gone, Dask drops the tasks that needed it: it is scattered again first).
-Cancel drops queued rows; running ones finish and are kept.
+
+**Cancel drops the rows not started; running ones finish and are kept** (their results and
+costs, as any row's). Cancelling the Dask futures would not do it: a running task's thread is
+not stopped by Dask, so its module processes, and the rest of its rows, ran on with nobody to
+keep what they did. Instead each task watches a ``distributed.Event`` named for the batch
+(:class:`CancelWatch`: asked as the task starts, then one long-poll of the scheduler every
+:data:`WATCH_S` from a thread of the task), and a row of the task starts only while it is not
+set. The kernel sets it on Cancel (or Ctrl-C) and sends nothing more; the tasks already out
+come back with their rows finished or ``cancelled``, and the batch settles once they have.
+
+**A client or cluster that closes mid-batch** (:func:`client_closed`): Dask cancels every
+future of the client, so the rows that were on the cluster come back ``worker_lost`` (their
+outcome went with it), rows it could no longer be sent are ``host_error``, and the batch
+stops with an error saying how to resume. A closed client given to ``map`` is refused before
+anything runs (:func:`check_client`).
 
 A module edited mid-batch is seen in the kernel, as at home: before each round of rows is
 handed out the kernel looks at the module (:func:`~murmur_nb._batch.plan.module_change`),
@@ -36,6 +50,7 @@ import os
 import tempfile
 import threading
 import time
+import uuid
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +62,7 @@ from murmur_nb._exceptions import warn_if_plain_cluster
 from murmur_nb._files.scratch import release
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from murmur_nb._batch.plan import Plan
     from murmur_nb._files.artifacts import VerifiedArtifact
@@ -60,7 +75,11 @@ __all__ = [
     "CHUNK_MAX",
     "LOST_WORKER_RETRIES",
     "TASK_SECONDS",
+    "WATCH_S",
+    "CancelWatch",
     "DaskRunner",
+    "check_client",
+    "client_closed",
     "close_worker_hosts",
     "dask_slots",
     "run_chunk_on_worker",
@@ -83,6 +102,14 @@ _Row = tuple[Future[Any], Any, int]
 LOST_WORKER_RETRIES = 3
 #: tries to scatter the payload again while the workers come back after they all died
 RESCATTER_TRIES = 5
+#: how long one look of a task at its batch's cancel event waits (a long-poll of the
+#: scheduler): a Cancel reaches a task's next row within about this
+WATCH_S = 0.25
+#: what a row says when the batch was cancelled before it started on its worker
+_CANCELLED_HERE = "the batch was cancelled before this row started on its worker"
+_CLOSED_LOST = ("the Dask client (or its cluster) closed while this row was on the cluster; "
+                "its outcome went with it")  # fmt: skip
+_CLOSED_UNSENT = "the Dask client (or its cluster) closed before this row could be sent to it"
 
 # -- on the worker -------------------------------------------------------------------------
 
@@ -171,26 +198,82 @@ def run_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positional
         refusal = plan.refusal
         return not_run_record(refusal.code, f"not run on this worker: {refusal.message}"), []
     # look=False: the kernel looks at the live module before each round of rows; this
-    # worker's copy is private, and a row runs its prepared snapshot whatever the copy holds
+    # worker's copy is private, and a row runs its prepared snapshot whatever the copy holds.
+    # A cancel event nothing sets: a row that started finishes and is kept (a Cancel only
+    # stops rows from starting: run_chunk_on_worker)
     record = run_row(host, plan, value, attempt, cancel=threading.Event(), options=options,
                      look=False)  # fmt: skip
     return record, _shipped_artifacts(record, bound, where)
 
 
+def _event(name: str, client: Any = None) -> Any:
+    """The ``distributed.Event`` called ``name`` (on a worker, through its own client)."""
+    from distributed import Event  # noqa: PLC0415 - distributed lazily
+
+    return Event(name, client=client)  # type: ignore[no-untyped-call]
+
+
+class CancelWatch:
+    """The batch's Cancel as one task sees it: the ``distributed.Event`` named ``name``.
+
+    Asked once as the task starts, then watched from a thread of the task (a long-poll of
+    :data:`WATCH_S` at a time, until the task ends); :attr:`stop` is set once it is. A
+    scheduler that cannot be asked stops the watching, not the rows: the task's result has
+    nowhere to go then anyway. ``name=None`` (a task sent without one) watches nothing.
+    """
+
+    def __init__(self, name: str | None) -> None:
+        self.stop = threading.Event()
+        self._over = threading.Event()
+        self._event: Any = None
+        if name is None:
+            return
+        with contextlib.suppress(Exception):  # no scheduler to ask: the rows run as sent
+            self._event = _event(name)
+            if self._event.is_set():
+                self.stop.set()
+                return
+            threading.Thread(target=self._watch, name="murmur-cancel-watch",
+                             daemon=True).start()  # fmt: skip
+
+    def _watch(self) -> None:
+        while not self._over.is_set():
+            try:
+                if self._event.wait(WATCH_S):
+                    self.stop.set()
+                    return
+            except Exception:
+                return
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[threading.Event]:
+        """:attr:`stop`, watched until the block ends."""
+        try:
+            yield self.stop
+        finally:
+            self._over.set()
+
+
 def run_chunk_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
     payload: Payload, policy: Policy, rows: list[tuple[Any, int]], options: dict[str, Any],
-    poll: tuple[float, float], bound: int,
+    poll: tuple[float, float], bound: int, cancel_key: str | None = None,
 ) -> tuple[list[tuple[dict[str, Any], list[bytes | None]]], float]:  # fmt: skip
     """A few rows on a worker (a Dask task), :data:`ROWS_PER_CORE` at a time, in order;
-    with the seconds they took here (which size the next tasks)."""
+    with the seconds they took here (which size the next tasks). Once the batch's cancel
+    event ``cancel_key`` is set, no row of the task starts (each is ``cancelled``); the
+    running ones finish."""
     start = time.monotonic()
     where = _worker_address()
 
-    def one(row: tuple[Any, int]) -> tuple[dict[str, Any], list[bytes | None]]:
-        return run_on_worker(payload, policy, row[0], row[1], options, poll, bound, where)
+    with CancelWatch(cancel_key).watching() as stop:
 
-    with ThreadPoolExecutor(ROWS_PER_CORE, thread_name_prefix="murmur-task") as pool:
-        results = list(pool.map(one, rows))
+        def one(row: tuple[Any, int]) -> tuple[dict[str, Any], list[bytes | None]]:
+            if stop.is_set():
+                return not_run_record("cancelled", _CANCELLED_HERE), []
+            return run_on_worker(payload, policy, row[0], row[1], options, poll, bound, where)
+
+        with ThreadPoolExecutor(ROWS_PER_CORE, thread_name_prefix="murmur-task") as pool:
+            results = list(pool.map(one, rows))
     return results, time.monotonic() - start
 
 
@@ -200,6 +283,28 @@ def run_chunk_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments posi
 def dask_slots(client: Any) -> int:
     """The cluster's worker threads, at least 1."""
     return max(1, sum(int(n) for n in client.nthreads().values()))
+
+
+def client_closed(client: Any) -> bool:
+    """Whether ``client`` is closed or closing (it closes with its ``LocalCluster`` too)."""
+    return getattr(client, "status", None) in {"closing", "closed"}
+
+
+def check_client(client: Any) -> None:
+    """Refuse a ``client=`` that no row could run on, before anything runs: not a Dask client
+    (``TypeError``), or one that is closed (``ValueError``)."""
+    if not (callable(getattr(client, "submit", None)) and callable(getattr(client, "scatter", None))
+            and callable(getattr(client, "nthreads", None))):  # fmt: skip
+        raise TypeError(
+            f"client= takes a dask.distributed.Client (Client(cluster)), not a "
+            f"{type(client).__name__}; nothing was run"
+        )
+    if client_closed(client):
+        raise ValueError(
+            f"the Dask client given as client= is closed (its status is {client.status!r}), "
+            "so no row can run on it, and nothing was run. Pass an open one "
+            "(Client(cluster)), or leave client= out to run the rows here"
+        )
 
 
 def rows_per_task(row_seconds: float) -> int:
@@ -228,7 +333,9 @@ class DaskRunner:
     It is given what it needs, not the batch: the plan (the snapshot to ship, the approval
     its rows run under), the host's policy, the options each row runs with, the batch's
     cancel event, ``stage`` (the kernel host's :meth:`~murmur_nb.ModuleHost.stage`, for the
-    artifacts that come back), the batch's ``concurrency`` and the artifact size bound.
+    artifacts that come back), the batch's ``concurrency`` and the artifact size bound. The
+    batch's cancel reaches the workers through :meth:`cancel_running` (the tasks'
+    :class:`CancelWatch`).
     """
 
     def __init__(
@@ -251,6 +358,9 @@ class DaskRunner:
         self._lock = threading.Lock()
         self._count = 0
         self._stopping = False
+        #: the distributed.Event every task of this run watches (set: start no more rows)
+        self.cancel_key = f"murmur-cancel-{uuid.uuid4().hex}"
+        self._cancel_sent = False
 
     def _scatter(self) -> Any:
         """The payload on every worker, under a key of its own (``hash=False``): a content
@@ -322,35 +432,58 @@ class DaskRunner:
             out.set_result(not_run_record("cancelled", "the batch was cancelled before this "
                                           "row was sent to a worker"))  # fmt: skip
 
+    @property
+    def closed(self) -> bool:
+        """Whether the client closed (or its cluster did): no row can be sent or come back."""
+        return client_closed(self.client)
+
     def _send(self, rows: list[_Row], lost: int) -> None:
         with self._lock:
             self._count += 1
             n = self._count
         payload = self.payload
-        fut = self.client.submit(
-            run_chunk_on_worker, payload, self.policy, [(v, a) for _, v, a in rows],
-            self.options, self.poll, self.artifact_bytes, pure=False,
-            key=f"murmur-rows-{n}-{os.getpid()}-{id(self)}",
-        )  # fmt: skip
+        try:
+            fut = None if self.closed else self.client.submit(
+                run_chunk_on_worker, payload, self.policy, [(v, a) for _, v, a in rows],
+                self.options, self.poll, self.artifact_bytes, self.cancel_key, pure=False,
+                key=f"murmur-rows-{n}-{os.getpid()}-{id(self)}",
+            )  # fmt: skip
+        except Exception:  # Dask's own words for it: ClosedClientError, "IOLoop is closed"
+            if not self.closed:
+                raise
+            fut = None
+        if fut is None:
+            for out, _, _ in rows:
+                out.set_result(not_run_record("host_error", _CLOSED_UNSENT))
+            return
         with self._lock:
             self._live[n] = fut
         fut.add_done_callback(lambda f: self._done(f, n, rows, lost, payload))
 
+    @staticmethod
+    def _outcome(fut: Any) -> tuple[tuple[list[Any], float] | None, BaseException | None]:
+        """A finished task's rows and seconds, or what stopped it (``None``, ``None``:
+        cancelled)."""
+        try:
+            if fut.status == "finished":
+                return fut.result(), None  # fetched from its worker, which may be gone by now
+            return None, fut.exception() if fut.status == "error" else None
+        except Exception as failure:  # the result went with its worker: no row may hang
+            return None, failure
+
     def _done(self, fut: Any, n: int, rows: list[_Row], lost: int, payload: Any) -> None:
         with self._lock:
             self._live.pop(n, None)
-        done: tuple[list[Any], float] | None = None
-        try:
-            if fut.status == "finished":
-                done = fut.result()  # fetched from its worker, which may be gone by now
-            exc = fut.exception() if fut.status == "error" else None
-        except Exception as failure:  # the result went with its worker: no row may hang
-            exc = failure
+        done, exc = self._outcome(fut)
         if done is not None:
             results, seconds = done
             self._sized(len(rows), seconds)
             for (out, _, _), result in zip(rows, results, strict=True):
                 out.set_result(result)
+            return
+        if self.closed:  # Dask cancelled the client's futures as it closed
+            for out, _, _ in rows:
+                out.set_result(not_run_record("worker_lost", _CLOSED_LOST))
             return
         # cancelled by Dask, not by the batch: the payload was lost with the last worker that
         # held it (every worker died or restarted), so the task cannot run (again) as it is
@@ -409,12 +542,28 @@ class DaskRunner:
         return {"root": "staged", "path": staged.path, "file": str(staged.file)}
 
     def cancel_running(self) -> None:
+        """Start no more rows: drop the ones not sent, and set the event every task out
+        watches, so their rows not started stay so. The running rows finish and come back
+        (their futures are not cancelled: that would lose what they did, not stop them)."""
         self._stopping = True
+        self._drop_buffer()
+        if self._cancel_sent or self.closed:
+            return
+        with contextlib.suppress(Exception):  # a client closing meanwhile: nothing runs on
+            _event(self.cancel_key, self.client).set()
+            self._cancel_sent = True
+
+    def close(self) -> None:
+        """After the run: nothing is left to send. Tasks still out (the batch stopped on an
+        error of the host's, without waiting for them) start no more rows and are dropped;
+        otherwise the scheduler forgets the cancel event."""
         self._drop_buffer()
         with self._lock:
             futs = list(self._live.values())
         if futs:
-            self.client.cancel(futs)
-
-    def close(self) -> None:
-        self.cancel_running()
+            self.cancel_running()
+            with contextlib.suppress(Exception):
+                self.client.cancel(futs)
+        elif self._cancel_sent and not self.closed:
+            with contextlib.suppress(Exception):
+                _event(self.cancel_key, self.client).clear()

@@ -4,8 +4,15 @@ One row per input, in input order, on the input's own index, so ``df.join(batch.
 lines up. ``ok`` is a nullable boolean, costs ``Float64`` (``<NA>`` is unknown, never free).
 A flat object result spreads into ``result_<name>`` columns, else one ``result`` column; an
 input column clashing with an outcome column is prefixed ``input_``. Every frame has its
-columns in one order, an empty batch's too (there a ``result_*`` column, with no value to
-take its type from, is ``object``; a DataFrame's input columns keep their dtypes).
+columns in one order, an empty batch's too.
+
+**Dtypes do not depend on the values.** A DataFrame's input columns are its own columns,
+dtypes and all (``Int64``, ``category``, ``boolean`` stay so; rebuilding them from rows made
+them ``object``). A ``result_<name>`` column takes its dtype from the result schema, not from
+what the rows hold (``object`` when every row failed, ``Int64`` when one was ok, so two
+batches did not ``concat``): ``integer`` -> ``Int64``, ``number`` -> ``Float64``, ``string``
+-> ``string``, ``boolean`` -> ``boolean``, anything else ``object``; a value the dtype cannot
+hold (an integer past 64 bits) leaves that column ``object``.
 """
 
 from __future__ import annotations
@@ -61,13 +68,29 @@ def _outcome(row: Row) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _result_columns(fields: tuple[str, ...] | None, record: dict[str, Any] | None
+#: a flat result property's JSON type -> its column's dtype (any other: ``object``)
+_RESULT_DTYPES = {"integer": "Int64", "number": "Float64", "string": "string",
+                  "boolean": "boolean"}  # fmt: skip
+
+
+def _result_columns(fields: dict[str, str] | None, record: dict[str, Any] | None
                     ) -> dict[str, Any]:  # fmt: skip
     result = record.get("result") if record else None
     if fields is None:
         return {"result": result}
     got = result if isinstance(result, dict) else {}
     return {f"result_{name}": got.get(name) for name in fields}
+
+
+def _typed_results(frame: Any, fields: dict[str, str] | None) -> None:
+    """Each ``result_<name>`` column in the dtype of its property's JSON type."""
+    for name, kind in (fields or {}).items():
+        column = f"result_{name}"
+        dtype = _RESULT_DTYPES.get(kind, "object")
+        try:
+            frame[column] = frame[column].astype(dtype)
+        except (TypeError, ValueError, OverflowError):  # a value the dtype cannot hold
+            frame[column] = frame[column].astype(object)
 
 
 def _escaped(line: dict[str, Any]) -> dict[str, Any]:
@@ -82,43 +105,54 @@ def _escaped(line: dict[str, Any]) -> dict[str, Any]:
     return {shown(k): shown(v) for k, v in line.items()}
 
 
+def _input_columns(frame: Any, given: Any, names: list[str]) -> None:
+    """The DataFrame ``given``'s own columns put in front of ``frame`` under ``names``, their
+    dtypes kept (named, so an ``object`` column is not inferred again: a lone surrogate in
+    an invalid row's text cell stays as it was given)."""
+    import pandas as pd  # noqa: PLC0415
+
+    for at, name in enumerate(names):
+        column = given.iloc[:, at]
+        frame.insert(at, name, pd.Series(column.array, index=frame.index, dtype=column.dtype,
+                                         copy=False))  # fmt: skip
+
+
 def batch_frame(
-    inputs: Inputs, texts: Sequence[str], flat_result: tuple[str, ...] | None,
+    inputs: Inputs, texts: Sequence[str], flat_result: Sequence[tuple[str, str]] | None,
     rows: Iterable[Row],
 ) -> Any:  # fmt: skip
     """The batch's rows as a DataFrame (see the module notes for the columns): ``inputs``
-    and their canonical ``texts``, the plan's ``flat_result`` fields, and each row's
-    :data:`Row` in input order (read from the journal as the frame is built)."""
+    and their canonical ``texts``, the plan's ``flat_result`` fields and their JSON types,
+    and each row's :data:`Row` in input order (read from the journal as the frame is
+    built)."""
     import pandas as pd  # noqa: PLC0415
 
-    taken = set(OUTCOME_COLUMNS) | {"result"} | {f"result_{n}" for n in flat_result or ()}
+    fields = None if flat_result is None else dict(flat_result)
+    taken = set(OUTCOME_COLUMNS) | {"result"} | {f"result_{n}" for n in fields or ()}
     names = {c: (f"input_{c}" if c in taken else c) for c in inputs.columns}
+    listed = inputs.frame is None  # the input columns come from the rows' own JSON
     out = []
     for i, row in enumerate(rows):
-        record = row[1]
-        if inputs.frame is not None:
-            line = {names[c]: v for c, v in zip(inputs.columns, inputs.frame.iloc[i], strict=True)}
-        else:
+        line: dict[str, Any] = {}
+        if listed:
             value = json.loads(texts[i]) if texts[i] else {}
             value = value if isinstance(value, dict) else {}
-            line = {names[c]: value.get(c) for c in inputs.columns}
-        line.update(_result_columns(flat_result, record))
+            line.update((names[c], value.get(c)) for c in inputs.columns)
+        line.update(_result_columns(fields, row[1]))
         line.update(_outcome(row))
         out.append(line)
     index = inputs.index if inputs.index is not None else pd.RangeIndex(len(out))
     # named, so that every frame has them in this order: an empty batch's too
-    columns = [*names.values(), *_result_columns(flat_result, None), *OUTCOME_COLUMNS]
+    columns = [*(names.values() if listed else ()), *_result_columns(fields, None),
+               *OUTCOME_COLUMNS]  # fmt: skip
     try:
         frame = pd.DataFrame(out, index=index, columns=columns)
     except UnicodeEncodeError:  # a lone surrogate in an invalid row's key or cell
         frame = pd.DataFrame([_escaped(line) for line in out], index=index,
                              columns=list(_escaped(dict.fromkeys(columns))))  # fmt: skip
-    if not out and inputs.frame is not None:  # no cell to infer from: the input's own
-        for c in inputs.columns:
-            frame[names[c]] = frame[names[c]].astype(inputs.frame[c].dtype)
-    for column in frame.columns:
-        if column.startswith("result_"):
-            frame[column] = frame[column].convert_dtypes()
+    if not listed:
+        _input_columns(frame, inputs.frame, [names[c] for c in inputs.columns])
+    _typed_results(frame, fields)
     for column, dtype in _DTYPES.items():
         if column in frame:
             frame[column] = frame[column].astype(dtype)  # type: ignore[call-overload]

@@ -7,15 +7,20 @@ decides). numpy scalars become Python numbers, arrays and dicts in a cell JSON v
 ``integer`` an integer (an integer column with a missing value is floats in pandas); column
 names must be strings, each given once. Every row becomes strict JSON with sorted keys once
 (:func:`canonical`); its SHA-256 is the journal key. A DataFrame's index labels the rows of
-``Batch.to_pandas()``; other inputs are numbered from 0.
+``Batch.to_pandas()``, and so does a Series of dicts' (each dict an input); other inputs are
+numbered from 0. A Series of anything else is a column, not inputs: refused with how to make
+it a DataFrame (``s.to_frame()``), where each of its values had been an ``invalid_input`` row.
 
 Hostile cells are refused as that row's ``invalid_input``, naming the column, never by a
 crash of the whole ``map``: nesting deeper than :data:`MAX_INPUT_DEPTH` (the input object is
 level 1; the limit modules' own JSON has, :data:`~murmur_nb._schemas.nesting.MAX_JSON_DEPTH`),
 measured while converting, so a 5,000-deep cell never reaches a recursive encoder; and two
 keys of one dict that JSON would write as the same text (``1`` and ``"1"``, ``True`` and
-``"true"``), which would otherwise merge silently. A DataFrame with a column name twice is
-refused before anything runs, for the same reason.
+``"true"``), which would otherwise merge silently; and a number JSON cannot carry (``inf``,
+and in a list's dicts ``NaN``; a DataFrame's ``NaN`` is a missing value), named with the fix
+(the JSON encoder's own words, "Out of range float values are not JSON compliant", named
+neither). A DataFrame with a column name twice is refused before anything runs, for the same
+reason as colliding keys.
 """
 
 from __future__ import annotations
@@ -61,8 +66,9 @@ def canonical(value: Any, *, cells: bool = False, integers: Collection[str] = ()
     notes), and a whole float (``1.0``) in a property named in ``integers`` (the request
     schema's ``integer`` properties) goes as the integer: pandas stores an integer column
     with a missing value as floats, and a module reading ``1.0`` as an int fails (Python's
-    ``range(1.0)``, Go's ``int``). Raises :class:`RowProblem` for a row nested too deeply or
-    with colliding keys, ``TypeError`` / ``ValueError`` for one that is not JSON.
+    ``range(1.0)``, Go's ``int``). Raises :class:`RowProblem` for a row nested too deeply,
+    with colliding keys or with a number JSON cannot carry (``inf``, ``NaN``), each naming
+    where; ``TypeError`` / ``ValueError`` for one that is not JSON otherwise.
     """
     plain = _plain(value, (), 1, cells)
     if cells and integers and isinstance(plain, dict):
@@ -161,7 +167,20 @@ def _plain(value: Any, path: tuple[Any, ...], depth: int, cells: bool) -> Any:
                 for k, v in _keys(value, path, cells).items()}  # fmt: skip
     if isinstance(value, list | tuple):
         return [_plain(v, (*path, i), depth + 1, cells) for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RowProblem(_not_finite(value, path, cells))
     return value
+
+
+def _not_finite(value: float, path: tuple[Any, ...], cells: bool) -> str:
+    """Why ``value`` (``inf``, ``-inf`` or ``NaN``) cannot be sent, naming where it is."""
+    if cells:
+        return (f"{_where(path, cells)} holds {value!r}, which JSON cannot carry; replace it "
+                "(df.replace([np.inf, -np.inf], np.nan) leaves the property out of those "
+                "rows) or clip the column to finite numbers")  # fmt: skip
+    shown = "NaN" if math.isnan(value) else repr(value)
+    return (f"{_where(path, cells)} is {shown}, which JSON cannot carry; leave the key out, "
+            "or pass None or a finite number")  # fmt: skip
 
 
 def _cell(value: Any) -> Any:
@@ -203,17 +222,26 @@ def _from_frame(frame: Any) -> Inputs:
     return Inputs(frame.index, values, columns, frame)
 
 
-def read_inputs(inputs: Any) -> Inputs:
-    """Turn what ``map`` was given into :class:`Inputs` (each row a dict)."""
-    if hasattr(inputs, "itertuples") and hasattr(inputs, "columns"):
-        return _from_frame(inputs)
-    if isinstance(inputs, Mapping | str | bytes):
+def _from_series(series: Any) -> Inputs:
+    """A Series of dicts, on its own index; a Series of other values is refused with how to
+    make it the one-column DataFrame it is."""
+    values = series.tolist()
+    if values and not any(isinstance(v, Mapping) for v in values):
+        name = series.name
+        how = ("s.to_frame('n'), with the name of the property its values are for 'n' (this "
+               "Series has no name for s.to_frame() to take)") if name is None else (
+              f"s.to_frame() (its column named {name!r}, after the Series) or "
+              "s.to_frame('n') to name the property its values are")  # fmt: skip
         raise TypeError(
-            "map() takes a list of input dicts, an iterable of them or a pandas DataFrame, "
-            f"not a single {type(inputs).__name__}; for one call use invoke()"
+            "map() takes a DataFrame (each row an input, its columns the properties) or "
+            f"dicts, not a Series of {type(values[0]).__name__} values, each of which would "
+            f"be a whole input; pass it as a one-column DataFrame: {how}"
         )
-    if not isinstance(inputs, Iterable):
-        raise TypeError(f"map() takes an iterable of input dicts, not {type(inputs).__name__}")
+    rows = _from_values(values)
+    return Inputs(series.index, rows.values, rows.columns)
+
+
+def _from_values(inputs: Iterable[Any]) -> Inputs:
     values: list[dict[str, Any]] = []
     columns: dict[str, None] = {}
     for value in inputs:
@@ -222,3 +250,19 @@ def read_inputs(inputs: Any) -> Inputs:
         if isinstance(plain, Mapping):
             columns.update(dict.fromkeys(str(k) for k in plain))
     return Inputs(None, values, list(columns))
+
+
+def read_inputs(inputs: Any) -> Inputs:
+    """Turn what ``map`` was given into :class:`Inputs` (each row a dict)."""
+    if hasattr(inputs, "itertuples") and hasattr(inputs, "columns"):
+        return _from_frame(inputs)
+    if hasattr(inputs, "to_frame") and hasattr(inputs, "index"):  # a pandas Series
+        return _from_series(inputs)
+    if isinstance(inputs, Mapping | str | bytes):
+        raise TypeError(
+            "map() takes a list of input dicts, an iterable of them or a pandas DataFrame, "
+            f"not a single {type(inputs).__name__}; for one call use invoke()"
+        )
+    if not isinstance(inputs, Iterable):
+        raise TypeError(f"map() takes an iterable of input dicts, not {type(inputs).__name__}")
+    return _from_values(inputs)

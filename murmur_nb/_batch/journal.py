@@ -1,7 +1,11 @@
 """The batch journal: every finished row, in SQLite, so a batch re-run skips what is done.
 
 Rows are keyed by the capability, the module's approval digest (descriptor and verified
-snapshot) and the SHA-256 of the canonical input, so a changed module reuses nothing. The rows
+snapshot) and the SHA-256 of the canonical input, so a changed module reuses nothing. The
+digest column also holds the run options a row ran with, when any was given
+(:func:`~murmur_nb._batch.options.run_key`: ``extra``, ``deadline_ms``,
+``max_output_bytes`` change a row's outcome), so a batch run with other options reuses none
+of them either; rows run without any keep the bare module digest, as before. The rows
 a batch settles are committed in groups (WAL, ``synchronous=NORMAL``): a group is committed
 once it is :data:`GROUP_S` old, by the next row to settle or by the batch's waiting thread
 (which looks every 0.1 s), so a killed kernel loses only rows still running or settled in
@@ -63,7 +67,8 @@ _ADDED = (("spent", "REAL"), ("seal", "TEXT NOT NULL DEFAULT ''"))
 #: what the journal's seals are made under, apart from any other use of the sealing key
 _PURPOSE = b"murmur-nb batch journal row v1"
 
-#: (capability, module digest); the input key completes a row's key
+#: (capability, module digest with the run options: ``run_key``); the input key completes
+#: a row's key
 JournalKey = tuple[str, str]
 
 

@@ -48,7 +48,10 @@ class Plan:
     descriptor_digest: str
     code: str
     snapshot: Path
-    flat_result: tuple[str, ...] | None
+    #: a flat object result's properties, each with its one JSON type (``integer``,
+    #: ``number``, ``string``, ``boolean``; ``""`` when the schema allows more than one):
+    #: :func:`flat_result_fields`. ``None``: the result is not a flat object
+    flat_result: tuple[tuple[str, str], ...] | None
     poll: Poll | None
     target: Any  # the host's resolved target
     #: the call every row runs; ``None`` when approval was refused (:attr:`refusal`)
@@ -66,20 +69,43 @@ class Plan:
         return "sha256:" + hashlib.sha256(both).hexdigest()
 
 
-def flat_result_fields(schema: Any) -> tuple[str, ...] | None:
-    """The property names of a flat object schema (every property a scalar), else ``None``."""
+def _scalar_type(kinds: set[Any]) -> str:
+    """The one JSON type a property of these ``type`` values has (``null`` aside: a missing
+    value is one anyway); ``number`` for integers and numbers mixed; ``""`` otherwise."""
+    kinds = kinds - {"null"}
+    if kinds == {"integer"}:
+        return "integer"
+    if kinds and kinds <= {"integer", "number"}:
+        return "number"
+    if kinds in ({"string"}, {"boolean"}):
+        return str(kinds.pop())
+    return ""
+
+
+def flat_result_fields(schema: Any) -> tuple[tuple[str, str], ...] | None:
+    """The properties of a flat object schema (every property a scalar), each with its JSON
+    type (:func:`_scalar_type`), else ``None``.
+
+    Examples
+    --------
+    >>> flat_result_fields({"type": "object", "properties": {
+    ...     "n": {"type": "integer"}, "x": {"type": ["number", "null"]}, "e": {"enum": [1]}}})
+    (('n', 'integer'), ('x', 'number'), ('e', ''))
+    """
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
         return None
     props = schema.get("properties")
     if not isinstance(props, Mapping) or not props:
         return None
-    for prop in props.values():
+    fields = []
+    for name, prop in props.items():
         kind = prop.get("type") if isinstance(prop, Mapping) else None
         kinds = set(kind) if isinstance(kind, list) else {kind}
         if not (kinds <= _SCALARS or (isinstance(prop, Mapping) and "enum" in prop and
                                       kind is None)):
             return None
-    return tuple(str(p) for p in props)
+        fields.append((str(name), _scalar_type(kinds)))
+    return tuple(fields)
 
 
 def integer_fields(schema: Any) -> frozenset[str]:

@@ -41,7 +41,9 @@ class BatchProgress:
     cost: float
     cost_unknown: int
     elapsed_s: float
-    state: str  # "running" | "finished" | "cancelled" | "interrupted"
+    #: "running" | "finished" | "cancelled" | "interrupted" | "stopped" (by the host's own
+    #: failure, such as a journal that cannot be written or a Dask client that closed)
+    state: str
     run_here: int = 0
 
     @property
@@ -69,7 +71,7 @@ class BatchProgress:
         """A one-line summary without times (stable for text/plain)."""
         cost = f"{self.cost:g}" + (f" (+{self.cost_unknown} unknown)" if self.cost_unknown else "")
         # a batch that ended early says so (the counts alone read like one still starting)
-        ended = f"{self.state}, " if self.state in ("cancelled", "interrupted") else ""
+        ended = f"{self.state}, " if self.state in ("cancelled", "interrupted", "stopped") else ""
         return (
             f"{ended}{self.finished}/{self.total} finished: {self.ok} ok, {self.failed} failed, "
             f"{self.not_run} not run, {self.running} running, {self.from_journal} from the "
