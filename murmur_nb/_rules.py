@@ -5,6 +5,8 @@
 * :func:`sha256_fd` / :func:`sha256_file` — the one way a file's bytes are hashed
   (streamed through a fixed 1 MiB buffer, so memory stays flat whatever the size).
 * :func:`facet_studio_home` / :func:`murmur_home` — where the two homes are by default.
+* :func:`cache_dir` / :func:`env_folder` — where the cache is; how a folder named by an
+  environment variable is read (``~`` expanded, a relative path made absolute once).
 * :func:`compact_json` — compact UTF-8 JSON text of a value, written fast (orjson).
 * :data:`RFC3339_RE` / :func:`rfc3339_instant` — what an RFC 3339 time is (a record's
   ``created_at``, a timeline's ``start``), for the writer, the reader and the renderer alike.
@@ -32,6 +34,7 @@ __all__ = [
     "BudgetSpent",
     "cache_dir",
     "compact_json",
+    "env_folder",
     "HASH_BUFFER",
     "PLAIN_ID_RE",
     "RFC3339_RE",
@@ -114,21 +117,46 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         os.close(fd)
 
 
+#: ``(variable, value)`` -> the absolute folder it named at its first use in this process
+_FIRST_USE: dict[tuple[str, str], Path] = {}
+
+
+def env_folder(variable: str) -> Path | None:
+    """The folder ``$variable`` names, or ``None`` when it is unset or empty.
+
+    ``~`` is expanded, and a relative path is made absolute once, against the working folder
+    of its first use in this process, and kept so: a notebook that changes folder later keeps
+    the same cache and keys, and what is handed to another process (a sandbox's bind
+    sources, a worker) never depends on that process's working folder. (A root host's
+    bubblewrap was given ``relc/sandbox/...`` and refused every module.)
+    """
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return path
+    return _FIRST_USE.setdefault((variable, value), Path.cwd() / path)
+
+
 def cache_dir() -> Path:
     """The per-user cache directory of murmur-nb (created on first use): compiled hook
-    components, module snapshots and the sandbox's helpers."""
-    explicit = os.environ.get("MURMUR_NB_CACHE")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "murmur-nb"
+    components, module snapshots and the sandbox's helpers.
+
+    ``$MURMUR_NB_CACHE``, else ``$XDG_CACHE_HOME/murmur-nb``, else ``~/.cache/murmur-nb``;
+    a relative value is made absolute at its first use (:func:`env_folder`)."""
+    explicit = env_folder("MURMUR_NB_CACHE")
+    if explicit is not None:
+        return explicit
+    xdg = env_folder("XDG_CACHE_HOME")
+    return (xdg if xdg is not None else Path.home() / ".cache") / "murmur-nb"
 
 
 def facet_studio_home() -> Path:
-    """The modules' home: ``$FACET_STUDIO_HOME``, else ``~/.facet-studio``."""
+    """The modules' home: ``$FACET_STUDIO_HOME`` when set and non-empty (``~`` expanded),
+    else ``~/.facet-studio``."""
     env = os.environ.get("FACET_STUDIO_HOME")
-    return Path(env) if env else Path.home() / ".facet-studio"
+    return Path(env).expanduser() if env else Path.home() / ".facet-studio"
 
 
 def murmur_home() -> Path:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -265,3 +266,33 @@ def test_a_busy_default_port_gives_the_next_free_one_and_only_our_url(
             assert response.status == 200  # this demo's own JupyterLab, with its token
         with urllib.request.urlopen(url, timeout=30) as response:
             assert response.status == 200 and b"JupyterLab" in response.read()
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_the_test_command_explains_itself_and_does_nothing_else(
+    tmp_path: Path, flag: str
+) -> None:
+    """Issue 18: ``bash scripts/test --help`` went through the apt checks, pip, ruff and mypy
+    and then gave ``--help`` to pytest. In a copy of the script without ``.venv``, on a PATH
+    without apt-get, sudo or python3, it prints its usage and makes nothing."""
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True)
+    (checkout / "scripts" / "test").write_bytes((REPO / "scripts" / "test").read_bytes())
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("dirname", "sed", "cat"):
+        found = shutil.which(name)
+        assert found is not None, name
+        (tools / name).symlink_to(found)
+    done = subprocess.run(
+        ["/bin/bash", "scripts/test", "tests/test_readme.py", flag], cwd=checkout,
+        env={"PATH": str(tools), "HOME": str(tmp_path)}, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert done.stderr == "", done.stderr
+    out = " ".join(done.stdout.split())
+    assert "bash scripts/test [PYTEST ARGUMENTS...]" in out, out
+    assert "ruff" in out and "mypy" in out and "go to pytest" in out, out
+    assert "-n 0" in out and "-h, --help" in out and "pipefail" not in out, out
+    assert sorted(p.name for p in checkout.iterdir()) == ["scripts"]  # no .venv, nothing

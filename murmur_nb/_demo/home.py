@@ -3,8 +3,11 @@
 The tutorials and the README's main command run on this folder, so it must be complete and it
 must be cheap to ask for again. :func:`prepare_demo_home` is therefore idempotent: every file is
 rewritten only when its bytes differ, under an exclusive lock so two kernels preparing the same
-folder at once do not interleave. Nothing in it depends on the time of day; the conversation
-record and every demo artifact are the same bytes on every machine with the same packages.
+folder at once do not interleave. A home that already holds what it would write is used
+without the lock, so a home one account prepared serves others read-only (the lock file is
+not theirs to open: every tutorial's first cell failed on it). Nothing in it depends on the
+time of day; the conversation record and every demo artifact are the same bytes on every
+machine with the same packages.
 
 Layout (``path`` defaults to ``$MURMUR_NB_DEMO_HOME`` or ``~/.murmur-nb-demo``)::
 
@@ -30,7 +33,9 @@ import importlib
 import os
 import random
 import shutil
+import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,7 +44,7 @@ from typing import Any
 
 from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._conversations.writer import RecordWriter
-from murmur_nb._hooks.build import build_demo_hook
+from murmur_nb._hooks.build import DEMO_HOOK_SOURCE, build_demo_hook, build_python_hook
 from murmur_nb._hooks.host import HookHost
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.policy import Policy
@@ -184,13 +189,18 @@ def default_path() -> Path:
     return Path(env) if env else Path.home() / ".murmur-nb-demo"
 
 
+def _holds(target: Path, data: bytes, mode: int) -> bool:
+    """Whether ``target`` holds exactly ``data``, with exactly ``mode``."""
+    try:
+        return target.read_bytes() == data and stat.S_IMODE(target.stat().st_mode) == mode
+    except OSError:  # missing, or not ours to read: written (or refused) under the lock
+        return False
+
+
 def _write_if_changed(target: Path, data: bytes, *, mode: int = 0o644) -> bool:
     """Write ``data`` atomically unless ``target`` already holds exactly these bytes."""
-    try:
-        if target.read_bytes() == data and (target.stat().st_mode & 0o777) == mode:
-            return False
-    except FileNotFoundError:
-        pass
+    if _holds(target, data, mode):
+        return False
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     tmp.write_bytes(data)
@@ -223,7 +233,8 @@ def launcher(module_id: str) -> bytes:
     ).encode()
 
 
-def _install_modules(home: DemoHome) -> None:
+def _module_files(home: DemoHome) -> Iterator[tuple[Path, bytes, int]]:
+    """Each file of the installed demo modules: where it goes, its bytes and its mode."""
     kit = (_SOURCES / "_kit.py").read_bytes()
     for module_id in DEMO_MODULE_IDS:
         source = _SOURCES / module_id
@@ -232,9 +243,14 @@ def _install_modules(home: DemoHome) -> None:
             rel = file.relative_to(source)
             if file.is_dir() or _SKIP_NAMES.intersection(rel.parts):
                 continue
-            _write_if_changed(dest / rel, file.read_bytes())
-        _write_if_changed(dest / "_kit.py", kit)
-        _write_if_changed(dest / "module", launcher(module_id), mode=0o755)
+            yield dest / rel, file.read_bytes(), 0o644
+        yield dest / "_kit.py", kit, 0o644
+        yield dest / "module", launcher(module_id), 0o755
+
+
+def _install_modules(home: DemoHome) -> None:
+    for target, data, mode in _module_files(home):
+        _write_if_changed(target, data, mode=mode)
 
 
 _TOOLS = ("search_files", "read_file", "run_tests", "query_db", "render_chart", "fetch_url")
@@ -369,13 +385,26 @@ def _write_record(home: DemoHome) -> None:
     shutil.rmtree(scratch, ignore_errors=True)
     try:
         fresh = _render_record(scratch)
-        with contextlib.suppress(FileNotFoundError):
-            if filecmp.cmp(fresh, home.record, shallow=False):
-                return
+        if _same_file(fresh, home.record):
+            return
         home.record.parent.mkdir(parents=True, exist_ok=True)
         fresh.replace(home.record)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _record_current(home: DemoHome) -> bool:
+    """Whether the record holds exactly the demo conversation (rendered aside, not in the
+    home, which may not be ours to write)."""
+    with tempfile.TemporaryDirectory(prefix="murmur-nb-demo-record-") as scratch:
+        return _same_file(_render_record(Path(scratch)), home.record)
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return filecmp.cmp(one, other, shallow=False)
+    except OSError:
+        return False
 
 
 def _murmur_yaml(component: str) -> bytes:
@@ -400,13 +429,48 @@ def _murmur_yaml(component: str) -> bytes:
     return text.encode()
 
 
+def _component(home: DemoHome) -> Path:
+    """Where the demo hook component goes; ``murmur.yaml`` names it, built or not."""
+    return home.murmur_home / "hooks" / "summarize.wasm"
+
+
+def _murmur_yaml_of(home: DemoHome) -> bytes:
+    return _murmur_yaml(Path(os.path.relpath(_component(home), home.murmur_home)).as_posix())
+
+
 def _install_hooks(home: DemoHome, *, build: bool) -> None:
-    component = home.murmur_home / "hooks" / "summarize.wasm"
     if build:  # cached by source digest; rewrites the file only when the build differs
-        # Builds <murmur_home>/hooks/summarize.wasm with componentize-py (cached).
-        component = build_demo_hook(home.murmur_home)
-    rel = Path(os.path.relpath(component, home.murmur_home)).as_posix()
-    _write_if_changed(home.murmur_yaml, _murmur_yaml(rel))
+        build_demo_hook(home.murmur_home)  # <murmur_home>/hooks/summarize.wasm
+    _write_if_changed(home.murmur_yaml, _murmur_yaml_of(home))
+
+
+def _hook_current(home: DemoHome) -> bool:
+    """Whether the component is this murmur-nb's build of the demo hook. The build is this
+    account's own (in its cache, by source digest: free once built), so nothing in the home
+    is written to find out."""
+    if not _component(home).is_file():
+        return False
+    return _same_file(build_python_hook(DEMO_HOOK_SOURCE), _component(home))
+
+
+def _current(home: DemoHome, *, hooks: bool) -> bool:
+    """Whether the home holds everything :func:`prepare_demo_home` would write, as it would
+    write it: then it is used as it is, read-only, without the lock."""
+    return (
+        all(_holds(target, data, mode) for target, data, mode in _module_files(home))
+        and all(sub.is_dir() for sub in (home.artifact_store, home.jobs))
+        and _holds(home.murmur_yaml, _murmur_yaml_of(home), 0o644)
+        and _record_current(home)
+        and (not hooks or _hook_current(home))
+    )
+
+
+def _install(home: DemoHome, *, hooks: bool) -> None:
+    _install_modules(home)
+    for sub in (home.artifact_store, home.jobs, home.record.parent):
+        sub.mkdir(parents=True, exist_ok=True)
+    _write_record(home)
+    _install_hooks(home, build=hooks)
 
 
 @contextlib.contextmanager
@@ -418,6 +482,21 @@ def _locked(folder: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _not_writable(folder: Path, exc: PermissionError) -> PermissionError:
+    """What to do when a home that needs writing is not this account's to write."""
+    own = "~/.murmur-nb-demo"
+    if folder == Path(own).expanduser():
+        own = "~/murmur-nb-demo"
+    return PermissionError(
+        exc.errno,
+        f"the demo home {folder} is not up to date (missing files, or files of another "
+        f"murmur-nb version) and this account cannot write it ({exc.strerror}: "
+        f"{exc.filename}); use a folder of your own, prepare_demo_home({own!r}) (or set "
+        "$MURMUR_NB_DEMO_HOME to it), or ask the account that owns it to call "
+        "prepare_demo_home() on it again",
+    )
 
 
 def prepare_demo_home(
@@ -440,19 +519,31 @@ def prepare_demo_home(
         Paths of the module home, artifact store, murmur home and ``murmur.yaml``, plus
         :meth:`DemoHome.policy` for a :class:`murmur_nb.ModuleHost` over the demo modules.
 
+    Raises
+    ------
+    PermissionError
+        The home needs writing (missing files, or those of another murmur-nb version) and
+        this account cannot write it; the message names a folder of its own to pass.
+
     Notes
     -----
     Idempotent and safe to call from several processes at once: files are rewritten only
-    when their bytes differ, and a lock serialises concurrent callers. Files a user added
-    (for example the model ``transcribe`` asks for) are left alone.
+    when their bytes differ, and a lock (``.prepare.lock`` in the home) serialises callers
+    that write. A home that already holds everything, as this version writes it, is used as
+    it is, without the lock: one account (root, an image's build) may prepare a shared
+    ``$MURMUR_NB_DEMO_HOME`` that others then use read-only. Files a user added (for
+    example the model ``transcribe`` asks for) are left alone.
     """
     folder = Path(path) if path is not None else default_path()
     folder = folder.expanduser().absolute()
     home = DemoHome(folder)
-    with _locked(folder):
-        _install_modules(home)
-        for sub in (home.artifact_store, home.jobs, home.record.parent):
-            sub.mkdir(parents=True, exist_ok=True)
-        _write_record(home)
-        _install_hooks(home, build=hooks)
+    if _current(home, hooks=hooks):
+        return home
+    try:
+        with _locked(folder):
+            _install(home, hooks=hooks)
+    except PermissionError as exc:
+        if exc.filename is None or not Path(exc.filename).is_relative_to(folder):
+            raise
+        raise _not_writable(folder, exc) from exc
     return home

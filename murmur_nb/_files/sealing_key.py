@@ -27,7 +27,7 @@ from pathlib import Path
 
 from murmur_nb._exceptions import HookError
 from murmur_nb._files.trust import nobody_else_can_write
-from murmur_nb._rules import cache_dir, facet_studio_home
+from murmur_nb._rules import cache_dir, env_folder, facet_studio_home
 
 __all__ = ["KEY_BYTES", "KEY_FILE", "key_dir", "sealing_key", "user_key"]
 
@@ -36,13 +36,13 @@ KEY_BYTES = 32
 
 
 def key_dir() -> Path:
-    """Where the key lives (see the module docstring)."""
-    explicit = os.environ.get("MURMUR_NB_KEYS")
-    if explicit:
-        return Path(explicit).expanduser()
-    state = os.environ.get("XDG_STATE_HOME")
-    base = Path(state).expanduser() if state else Path.home() / ".local" / "state"
-    return base / "murmur-nb"
+    """Where the key lives (see the module docstring); a relative ``$MURMUR_NB_KEYS`` or
+    ``$XDG_STATE_HOME`` is made absolute at its first use (:func:`murmur_nb._rules.env_folder`)."""
+    explicit = env_folder("MURMUR_NB_KEYS")
+    if explicit is not None:
+        return explicit
+    state = env_folder("XDG_STATE_HOME")
+    return (state if state is not None else Path.home() / ".local" / "state") / "murmur-nb"
 
 
 def _forbidden_homes() -> list[Path]:
@@ -60,7 +60,7 @@ def user_key(directory: Path | None = None) -> bytes:
     ------
     HookError
         ``insecure_cache_key``: the folder lies inside the cache folder or the facet-studio
-        home, or is not a folder this user owns.
+        home, or is not a folder this user owns (a file, too, or under one).
     """
     folder = (directory if directory is not None else key_dir()).expanduser().resolve()
     for home in _forbidden_homes():
@@ -70,7 +70,14 @@ def user_key(directory: Path | None = None) -> bytes:
                 "who can write the cache) can reach; point $MURMUR_NB_KEYS elsewhere",
                 code="insecure_cache_key",
             )
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:  # it, or a folder above it, is a file
+        raise HookError(
+            f"the cache key folder {folder} is not a folder: it, or one above it, is a file; "
+            "remove that file or point $MURMUR_NB_KEYS elsewhere",
+            code="insecure_cache_key",
+        ) from exc
     st = folder.stat()
     if st.st_uid != os.getuid() or not stat.S_ISDIR(st.st_mode):
         raise HookError(

@@ -26,6 +26,7 @@ from murmur_nb._rules import cache_dir, sha256_file
 
 __all__ = [
     "COMPONENTIZE_JS",
+    "DEMO_HOOK_SOURCE",
     "HOOK_WORLD",
     "PREVIEW2_SHIM",
     "build_demo_hook",
@@ -195,14 +196,19 @@ def _build_once(built: Path, produce: Callable[[Path], None]) -> None:
         tmp.unlink(missing_ok=True)
 
 
+#: the demo ``summarize`` hook's guest source (componentize-py)
+DEMO_HOOK_SOURCE = (
+    Path(__file__).resolve().parents[1] / "_demo" / "hooks_src" / "summarize" / "app.py"
+)
+
+
 def build_demo_hook(dest_dir: str | os.PathLike[str]) -> Path:
     """Build the demo ``summarize`` hook into ``dest_dir/hooks/summarize.wasm``.
 
     ``dest_dir`` is a capsule folder (where ``murmur.yaml`` lives); the returned path is the
     one the demo ``murmur.yaml`` names as ``component: hooks/summarize.wasm``.
     """
-    source = Path(__file__).resolve().parents[1] / "_demo" / "hooks_src" / "summarize" / "app.py"
-    return build_python_hook(source, output=Path(dest_dir) / "hooks" / "summarize.wasm")
+    return build_python_hook(DEMO_HOOK_SOURCE, output=Path(dest_dir) / "hooks" / "summarize.wasm")
 
 
 def _run_tool(command: list[str], what: str, cwd: Path | None = None) -> None:

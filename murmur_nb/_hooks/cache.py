@@ -15,8 +15,10 @@ copied once, in the kernel, into a sealed ``memfd`` (``F_SEAL_WRITE``, ``F_SEAL_
 file, which wasmtime maps lazily (a warm load of the 38 MiB demo hook: milliseconds, against
 about 100 ms deserializing from a copy in Python's memory, which is the way where there is no
 ``memfd``). The path-to-digest memo is MACed too.
-Recency for pruning is the sidecar's mtime. The folder is ``$MURMUR_NB_CACHE``, else
-``$XDG_CACHE_HOME/murmur-nb``, else ``~/.cache/murmur-nb``.
+Recency for pruning is the sidecar's mtime; the budget is ``$MURMUR_NB_CACHE_MAX_MB``
+(:func:`budget_bytes`). The folder is ``$MURMUR_NB_CACHE``, else
+``$XDG_CACHE_HOME/murmur-nb``, else ``~/.cache/murmur-nb`` (:func:`~murmur_nb._rules.cache_dir`;
+docs/configuration.md lists every variable).
 
 A root kernel runs the machine code it loads as root, so it does not let a seal alone vouch
 for it: the key (:func:`~murmur_nb._files.sealing_key.sealing_key`), the entries' folder and
@@ -38,11 +40,13 @@ import mmap
 import os
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from murmur_nb._exceptions import HookConfigWarning
 from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.sealing_key import key_dir, sealing_key
 from murmur_nb._files.sealing_key import user_key as cache_key
@@ -55,13 +59,48 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ComponentCache",
+    "DEFAULT_BUDGET_MB",
     "Rewrite",
     "LoadedComponent",
+    "budget_bytes",
     "cache_dir",
     "cache_key",
     "key_dir",
     "sha256_file",
 ]
+
+#: the budget of :meth:`ComponentCache.prune` when ``$MURMUR_NB_CACHE_MAX_MB`` sets none
+DEFAULT_BUDGET_MB = 2048
+
+
+def budget_bytes() -> int:
+    """How many bytes of compiled components the cache keeps: ``$MURMUR_NB_CACHE_MAX_MB``
+    MiB, else (unset or empty) 2 GiB, room for about 50 compiled componentize-py hooks.
+
+    A value that is not a whole number of MiB, at least 1, is warned about
+    (:class:`~murmur_nb.HookConfigWarning`) and the default kept: a variable mistyped in a
+    deployment must not stop every kernel's hooks from loading (``int('abc')`` did), nor
+    make each one compile its hooks again (``0`` or ``-1`` deleted every entry right after
+    it was compiled).
+    """
+    value = os.environ.get("MURMUR_NB_CACHE_MAX_MB", "")
+    if not value.strip():
+        return DEFAULT_BUDGET_MB << 20
+    try:
+        megabytes = int(value)
+    except ValueError:
+        megabytes = 0
+    if megabytes < 1:
+        warnings.warn(
+            f"$MURMUR_NB_CACHE_MAX_MB={value!r} is not a budget: it takes a whole number of MiB, "
+            f"at least 1 (the compiled-component cache keeps its default, "
+            f"{DEFAULT_BUDGET_MB} MiB, meanwhile); fix or unset it",
+            HookConfigWarning,
+            stacklevel=2,
+        )
+        return DEFAULT_BUDGET_MB << 20
+    return megabytes << 20
+
 
 @functools.cache
 def _private_folder() -> Path:
@@ -424,11 +463,10 @@ class ComponentCache:
     def prune(self, max_bytes: int | None = None) -> list[Path]:
         """Delete the least recently used entries until the cache holds at most ``max_bytes``.
 
-        Returns the deleted entries. The default budget is ``$MURMUR_NB_CACHE_MAX_MB`` MiB,
-        else 2 GiB (a compiled componentize-py hook is about 40 MB).
+        Returns the deleted entries. The default budget is :func:`budget_bytes`.
         """
         if max_bytes is None:
-            max_bytes = int(os.environ.get("MURMUR_NB_CACHE_MAX_MB", "2048")) * (1 << 20)
+            max_bytes = budget_bytes()
         entries = []
         for path in self._directory.glob("*.cwasm"):
             with contextlib.suppress(OSError):
