@@ -10,6 +10,14 @@ the module's exit status and stderr tail, the input as JSON, a one-line reproduc
 rule and the fix, wrapped to the terminal); a skipped check (approval needed, setup missing)
 is skipped with the reason; a warning passes and shows in the item's report sections.
 
+Node ids follow pytest's: the path of the module's executable from the rootdir, then the
+check, its capability and path as parameters (``wd/module::invoke.artifacts_verify[wd.run]``
+``[execution.artifacts[note]]``). Given back as a test path (with ``--modproto wd``), an id
+selects that check again, and ``--lf`` reruns the failed ones: the plugin collects a checked
+folder named on the command line itself (:func:`pytest_collect_directory`), as one file, its
+``module``, never entering it. Every node of a checked folder calls its hooks as the session
+folder does, so pytest never imports a ``conftest.py`` of that folder for them.
+
 Options: ``--modproto PATH`` (repeatable), ``--modproto-examples N``, ``--modproto-seed S``,
 ``--modproto-boundaries N``, ``--modproto-budget SECONDS``, ``--modproto-approve CAPABILITY``
 (repeatable).
@@ -28,6 +36,7 @@ run instead; a file of that folder pytest had already imported is named, and the
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,11 +45,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    import pluggy
+
     from murmur_nb._checker.check_report import CheckResult
     from murmur_nb._checker.hook_report import HookCheckResult
     from murmur_nb._checker.pytest_guard import Target
 
 __all__ = [
+    "CheckedFolder",
     "HookCheck",
     "HookCheckFailed",
     "HookComponent",
@@ -75,6 +87,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 #: the targets of this run, once ``pytest_configure`` has let it go on
 CHECKED = pytest.StashKey[list["Target"]]()
+#: the targets already collected from a test path naming them (their resolved paths)
+COLLECTED = pytest.StashKey[set[Path]]()
 
 
 def _refuse_imports(config: pytest.Config, namespace: Any) -> list[Target]:
@@ -93,7 +107,26 @@ def _refuse_imports(config: pytest.Config, namespace: Any) -> list[Target]:
     message = refusal(config, checked, named, bool(namespace.noconftest), modules)
     if message is not None:
         raise pytest.UsageError(message)
+    for given, target in zip([*(modproto or []), *(hooks or [])], checked, strict=True):
+        missing = _missing(target)
+        if missing is not None:
+            raise pytest.UsageError(f"{target.option} {given}: {missing}")
     return checked
+
+
+def _missing(target: Target) -> str | None:
+    """Why there is nothing to check at ``target``, or ``None``."""
+    from murmur_nb._checker.check import module_folder  # noqa: PLC0415 - when used
+    from murmur_nb._exceptions import ModuleNotFound  # noqa: PLC0415
+
+    if target.option == "--hook":
+        return None if target.path.exists() else (
+            f"{target.path} does not exist; give the hook's .wasm component")  # fmt: skip
+    try:
+        module_folder(target.path)
+    except ModuleNotFound as exc:
+        return exc.message
+    return None
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -128,14 +161,50 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A checked folder a test path names (``wd/module::describe.runs``, or ``wd``): its
+    checks, collected by the plugin; pytest's own collector would enter it."""
+    checked = parent.config.stash.get(CHECKED, [])
+    if checked and any(t.folder == path.resolve() for t in checked):
+        return CheckedFolder.from_parent(parent, path=path, nodeid=_node_id(parent, path))
+    return None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A checked module's executable (or hook component) named as a test path outside the
+    rootdir, where pytest collects the file without its folder."""
+    for target in parent.config.stash.get(CHECKED, []):  # none without --modproto, --hook
+        if _target_file(target) == file_path.resolve():
+            return _checked_file(parent, target, file_path)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    for path in config.getoption("--modproto") or []:
-        items += _collected(ModprotoModule.from_parent(session, name=f"modproto:{path}",
-                                                       target=path))  # fmt: skip
-    for path in config.getoption("--hook") or []:
-        items += _collected(HookComponent.from_parent(session, name=f"hook:{path}", target=path))
+    """The checks of every target no test path named, after the tests collected."""
+    collected = config.stash.get(COLLECTED, set())
+    for target in config.stash.get(CHECKED, []):
+        if _target_file(target) not in collected:
+            items += _collected(_checked_file(session, target, _target_file(target)))
+
+
+def _target_file(target: Target) -> Path:
+    """The file a target's checks hang from: a module's executable, or the component."""
+    return target.path / "module" if target.option == "--modproto" else target.path
+
+
+def _node_id(parent: pytest.Collector, path: Path) -> str:
+    """``path`` as pytest's node ids name files: from the rootdir, with ``/``."""
+    return Path(os.path.relpath(path, parent.config.rootpath)).as_posix()
+
+
+def _checked_file(parent: pytest.Collector, target: Target, path: Path) -> _Checked:
+    """The collector of ``target``'s checks, under ``parent``, remembered as collected."""
+    parent.config.stash.setdefault(COLLECTED, set()).add(_target_file(target))
+    kind = ModprotoModule if target.option == "--modproto" else HookComponent
+    return kind.from_parent(parent, path=path, nodeid=_node_id(parent, path), target=target)
 
 
 def _collected(collector: _Checked) -> list[pytest.Item]:
@@ -149,15 +218,39 @@ def _collected(collector: _Checked) -> list[pytest.Item]:
     return [node for node in report.result if isinstance(node, pytest.Item)]
 
 
-class _Checked(pytest.Collector):
+class _SessionHooks:
+    """Of a node: it calls its hooks as the session folder does (pytest would import the
+    ``conftest.py`` files of a node's own folder, here the checked one, to call them)."""
+
+    session: pytest.Session
+
+    @property
+    def ihook(self) -> pluggy.HookRelay:
+        return self.session.gethookproxy(self.session.path)
+
+
+class CheckedFolder(_SessionHooks, pytest.Directory):
+    """A checked folder collected from a test path: its targets' checks, not its files."""
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
+        resolved = self.path.resolve()
+        return [_checked_file(self, t, self.path / _target_file(t).name)
+                for t in self.config.stash.get(CHECKED, []) if t.folder == resolved]  # fmt: skip
+
+
+class _Checked(_SessionHooks, pytest.File):
     """One checked target (a module folder, a component): its rows, from one checker run."""
 
-    def __init__(self, *, target: str, **kwargs: Any) -> None:
+    def __init__(self, *, target: Target, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target = target
 
+    def item_id(self, name: str) -> str:
+        """The node id of this target's check ``name`` (pytest's: ``file::name[params]``)."""
+        return f"{self.nodeid}::{name}"
 
-class _Row(pytest.Item):
+
+class _Row(_SessionHooks, pytest.Item):
     """One row of a checker's report as a test: it passes, fails with the row's text (the
     rule and the fix), or is skipped with the reason; a warning passes and shows the text
     in the item's report sections."""
@@ -187,8 +280,7 @@ class _Row(pytest.Item):
         raise NotImplementedError
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        target = self.parent.target if isinstance(self.parent, _Checked) else "."
-        return Path(target), 0, f"{self.kind} check {self.name}"
+        return self.path, None, f"{self.kind} check {self.name}"
 
 
 class ModprotoCheckFailed(Exception):
@@ -209,7 +301,7 @@ class ModprotoModule(_Checked):
             if (value := config.getoption(option)) is not None
         }  # fmt: skip
         report = check_module(
-            Path(self.target),
+            self.target.path,
             examples=config.getoption("--modproto-examples"),
             seed=config.getoption("--modproto-seed"),
             approve=config.getoption("--modproto-approve") or [],
@@ -221,12 +313,13 @@ class ModprotoModule(_Checked):
         seen: dict[str, int] = {}
         for row in results:
             name = row.check + (f"[{row.capability}]" if row.capability else "")
-            if row.path:
-                name += f"[{row.path}]"
+            if row.path:  # no quotes: an id is copied into a shell
+                name += "[" + row.path.replace("'", "").replace('"', "") + "]"
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:
                 name += f"[{seen[name]}]"
-            yield ModprotoCheck.from_parent(self, name=name, result=row)
+            yield ModprotoCheck.from_parent(self, name=name, result=row,
+                                            nodeid=self.item_id(name))  # fmt: skip
 
 
 class ModprotoCheck(_Row):
@@ -254,8 +347,9 @@ class HookComponent(_Checked):
     def collect(self) -> list[pytest.Item]:
         from murmur_nb._checker.hook_check import check_hook  # noqa: PLC0415 - only when used
 
-        report = check_hook(self.target, config=self.config.getoption("--hook-config"))
-        return [HookCheck.from_parent(self, name=row.check, result=row) for row in report]
+        report = check_hook(self.target.path, config=self.config.getoption("--hook-config"))
+        return [HookCheck.from_parent(self, name=row.check, result=row,
+                                      nodeid=self.item_id(row.check)) for row in report]
 
 
 class HookCheck(_Row):

@@ -213,7 +213,7 @@ def test_a_hook_its_limits_do_not_let_load_fails_the_limits_rule(tmp_path: Path)
 
 def test_views_text_json_html_and_frame(reports: Reports) -> None:
     report = reports["world.imports"]
-    data = json.loads(json.dumps(report.to_json()))
+    data = json.loads(report.to_json())
     assert data["ok"] is False
     assert data["counts"] == {"fail": 1, "warn": 0, "skipped": 5, "pass": 1}
     assert [c["check"] for c in data["checks"]] == RULES

@@ -8,9 +8,16 @@ checks are the host's; the checker adds describe-twice stability, skill and over
 generated and broken inputs, and polls. Boundary inputs (:mod:`.check_boundaries`) go before
 seeded random ones; a module printing no envelope fails on an allowed input and warns on a
 refused one. Write roots share one folder per check so a poll finds its job. Inputs of a
-capability run in one pool within its time budget (:class:`Budget`): each call's deadline
-fits what is left, and the inputs it leaves out are counted in the report (``budget=0``: no
-limit).
+capability run in one pool within its time budget (:class:`Budget`, started once its inputs
+are generated): each call's deadline fits what is left, and the inputs it leaves out are
+counted in the report (``budget=0``: no limit); refused inputs it left out are a skipped row.
+
+A schema the generator cannot follow, or that no input satisfies, is a row, never an
+exception (:class:`Planned`). A refused descriptor that was read had every describe rule
+applied, so the rules the host did not name pass; keys no field names are warned about
+(:mod:`.check_keys`), and so is a check that invoked no capability (``invoke.coverage``). A
+reproduction works after the check: ``--home`` of the home the module is installed in, else
+``--module-dir`` of its folder.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
@@ -35,6 +42,12 @@ from murmur_nb._checker.check_boundaries import (
     boundary_examples,
 )
 from murmur_nb._checker.check_inputs import invalid_examples, valid_examples
+from murmur_nb._checker.check_keys import (
+    UnknownKey,
+    descriptor_read,
+    raw_describe,
+    unknown_keys,
+)
 from murmur_nb._checker.check_report import CheckReport, CheckResult, Status
 from murmur_nb._checker.check_rules import RULES, describe_rule_for_path, envelope_rule
 from murmur_nb._exceptions import (
@@ -51,11 +64,12 @@ from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.request import poll_request
+from murmur_nb._render.presentation import resolve
 from murmur_nb._rules import facet_studio_home, usable_cores
 from murmur_nb._schemas.descriptor import descriptor_digest
-from murmur_nb.protocol import PRIMITIVES, Capability, Descriptor
+from murmur_nb.protocol import Capability, Descriptor
 
-__all__ = ["Budget", "check_module"]
+__all__ = ["Budget", "check_module", "module_folder"]
 
 _DESCRIBE_RULES = (
     "describe.runs",
@@ -198,7 +212,7 @@ def check_module(
     >>> report.ok, len(report.failures)  # doctest: +SKIP
     (True, 0)
     """
-    source = _module_folder(module, home)
+    source = module_folder(module, home)
     started = time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix="murmur-nb-check-"))
     report = CheckReport(module=source.name, path=source, examples=examples, seed=seed)
@@ -221,20 +235,31 @@ def check_module(
     return report
 
 
-def _module_folder(module: str | Path, home: str | Path | None) -> Path:
+def module_folder(module: str | Path, home: str | Path | None = None) -> Path:
+    """The folder ``module`` names, resolved: a module folder, or the id of a module installed
+    under ``home`` (default ``$FACET_STUDIO_HOME`` or ``~/.facet-studio``).
+
+    Raises
+    ------
+    ModuleNotFound
+        It is neither; the message says what is there and which home was searched.
+    """
     as_path = Path(module).expanduser()
     if (as_path / "module").exists():
         return as_path.resolve()
     text = str(module)
+    installed = Path(home).expanduser().absolute() if home else facet_studio_home()
     if "/" not in text and text not in {".", ".."}:
-        installed = Path(home).expanduser() if home else facet_studio_home()
         folder = installed / "modules" / text
         if (folder / "module").exists():
             return folder.resolve()
+        searched = f" (no {folder})"
+    else:
+        searched = ""
     raise ModuleNotFound(
         f"{str(module)!r} is neither a module folder (a folder holding the executable "
         f"'module'{_what_is_there(as_path)}) nor the id of a module installed in the "
-        "facet-studio home; pass the folder's path"
+        f"facet-studio home {installed}{searched}; pass the folder's path"
     )
 
 
@@ -289,6 +314,7 @@ class _Checker:
     def __init__(self, facet_home: Path, source: Path, policy: Policy | None, roots: Path):
         module_id = source.name
         self.module_id = module_id
+        self.source = source
         # where a reproduction finds the module: its own home when it is installed in one
         self.source_home = source.parent.parent if source.parent.name == "modules" else None
         self.inputs: dict[str, dict[str, int]] = {}
@@ -317,6 +343,7 @@ class _Checker:
                 descriptor, cap, examples=examples, seed=seed, approve=approve,
                 boundaries=boundaries, budget=budget,
             )  # fmt: skip
+        self.rows.append(self.coverage(descriptor))
         return self.rows
 
     def add(
@@ -328,19 +355,18 @@ class _Checker:
     # -- describe -----------------------------------------------------------------------
 
     def check_describe(self) -> Descriptor | None:
-        # two runs side by side, one per host, so both hosts hold the descriptor afterwards
+        # two runs side by side, one per host, so both hosts hold the descriptor afterwards;
+        # then one for what the module printed, the keys no field names (.check_keys): after
+        # them, since sandboxes first set up side by side in a fresh cache can collide
         with ThreadPoolExecutor(max_workers=2) as pool:
             one, two = (pool.submit(h.describe, self.module_id) for h in (self.host, self.job_host))
+        printed = raw_describe(self.folder, self.policy)
+        keys = key_rows(printed)
         try:
             first = one.result()
         except InvalidDescriptor as exc:
-            failed = {describe_rule_for_path(e.path, e.detail) for e in exc.errors}
-            for error in exc.errors:
-                check = describe_rule_for_path(error.path, error.detail)
-                self.add(check, "fail", path=error.path, detail=error.detail)
-            for check in _DESCRIBE_RULES:
-                if check not in failed:
-                    self.add(check, "skipped", detail="describe was refused; fix it first")
+            self.refused(exc, printed)
+            self.rows.extend(keys)
             return None
         for check in _DESCRIBE_RULES:
             self.add(check, "pass")
@@ -350,7 +376,28 @@ class _Checker:
             self.add("describe.stable", "pass", detail=digests[0])
         else:
             self.add("describe.stable", "fail", detail="two runs gave {} and {}".format(*digests))
+        self.rows.extend(keys)
         return second
+
+    def refused(self, exc: InvalidDescriptor, printed: Any) -> None:
+        """A failed row per breach the host named (with the misspelt key behind it, if one
+        is); the other describe rules held when the descriptor was read, since the host then
+        applied each and names every breach, else they are skipped."""
+        failed = set()
+        unknown = unknown_keys(printed)
+        for error in exc.errors:
+            check = describe_rule_for_path(error.path, error.detail)
+            failed.add(check)
+            self.add(check, "fail", path=error.path,
+                     detail=error.detail + _misspelt(error.path, unknown))  # fmt: skip
+        held = descriptor_read(printed) and "describe.runs" not in failed
+        for check in _DESCRIBE_RULES:
+            if check in failed:
+                continue
+            if held:
+                self.add(check, "pass")
+            else:
+                self.add(check, "skipped", detail="describe was refused; fix it first")
 
     def check_documents(self, descriptor: Descriptor) -> None:
         """Load every overlay and skill the way the host does (beneath the module folder,
@@ -400,7 +447,7 @@ class _Checker:
         self, descriptor: Descriptor, cap: Capability, *, examples: int, seed: int,
         approve: set[str], boundaries: int, budget: float,
     ) -> None:
-        if cap.id in {c.poll_capability for c in descriptor.capabilities or [] if c.long_running}:
+        if cap.id in _polled(descriptor):
             return  # checked through the capability it polls
         unmet = [r for r in descriptor.requirements or [] if not r.available]
         if unmet:
@@ -409,15 +456,18 @@ class _Checker:
             return
         reasons = self.host.approval_reasons(cap.id)
         if reasons and cap.id not in approve:
-            detail = "needs approval (" + "; ".join(reasons) + "); pass approve=[...] to check it"
+            detail = (f"needs approval ({'; '.join(reasons)}); approve it to check it: "
+                      f"--approve {cap.id} (murmur-nb check), --modproto-approve {cap.id} "
+                      f"(pytest), approve=[{cap.id!r}] (check_module)")  # fmt: skip
             self.add("invoke.approval", "skipped", capability=cap.id, detail=detail)
             return
-        clock = Budget(budget, self.host.policy.deadline_ms)
         schema = (descriptor.request_schemas or {}).get(cap.request_schema, {})
-        inputs = generated_inputs(schema, examples=examples, seed=seed, boundaries=boundaries)
+        planned = generated_inputs(schema, examples=examples, seed=seed, boundaries=boundaries)
+        inputs = planned.sent
         broken = invalid_examples(schema, inputs[0].value if inputs else {})
         approved = cap.id in approve
-        runs = CapabilityRuns(cap, self.reproduction(cap.id, approved), clock)
+        clock = Budget(budget, self.host.policy.deadline_ms)  # for the calls, from now on
+        runs = CapabilityRuns(cap, self.reproduction(cap.id, approved), clock, planned)
 
         # one pool for both kinds, so the refused inputs fill the generated ones' tail
         with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
@@ -436,10 +486,38 @@ class _Checker:
         self.inputs[cap.id] = dict(runs.kinds)
         if +runs.left:
             self.left_out[cap.id] = dict(runs.left)
+        if broken and not kept:
+            detail = (f"refused inputs not sent: {clock.words()} was spent before they could "
+                      f"run ({len(broken)} left out)")  # fmt: skip
+            self.add("invoke.invalid_input", "skipped", capability=cap.id, detail=detail)
         self.rows.extend(self.invalid_input_rows(
             cap, [b for b, _ in kept], [a for _, a in kept], approved))  # fmt: skip
         if cap.long_running and cap.poll_capability:
             self.check_poll(descriptor, cap, runs.last_ok, approve, clock)
+
+    def coverage(self, descriptor: Descriptor) -> CheckResult:
+        """``invoke.coverage``: whether any capability was invoked with a generated input (a
+        check of none passes nothing), and why each was not."""
+        caps = [c for c in descriptor.capabilities or [] if c.id not in _polled(descriptor)]
+        if not caps:
+            return result("invoke.coverage", "warn", detail=(
+                "the descriptor declares no capabilities, so nothing was invoked and no "
+                "invoke rule was looked at"))  # fmt: skip
+        invoked = [c for c in caps if sum(self.inputs.get(c.id, {}).values())]
+        if invoked:
+            detail = f"{len(invoked)} of {_capabilities(len(caps))} invoked with generated inputs"
+            return result("invoke.coverage", "pass", detail=detail)
+        why = "; ".join(f"{c.id}: {self.not_invoked(c.id)}" for c in caps)
+        return result("invoke.coverage", "warn",
+                      detail=f"no capability was invoked with a generated input ({why})")
+
+    def not_invoked(self, capability: str) -> str:
+        """Why ``capability`` got no generated input: the first of its rows that did not
+        pass, by name (that row says why)."""
+        for row in self.rows:
+            if row.capability == capability and row.status != "pass":
+                return f"see {row.check}, {'failed' if row.status == 'fail' else row.status}"
+        return "no input was sent"
 
     def attempt(
         self, host: ModuleHost, capability: str, value: Any, approve: bool, clock: Budget, *,
@@ -467,17 +545,29 @@ class _Checker:
             return exc
 
     def reproduction(self, capability: str, approve: bool) -> Reproduce:
-        """A function giving the one-line command that sends one input again."""
-        home = ["--home", str(self.source_home)] if self.source_home else []
+        """A function giving the one-line command that sends one input again, after the check
+        too: to the home the module is installed in, else to its folder as it is
+        (``murmur-nb --module-dir``; in Python, a temporary home linking to it, as the check
+        made one)."""
+        if self.source_home is not None:
+            where = ["--home", str(self.source_home)]
+            setup, home = "", repr(str(self.source_home))
+        else:
+            where = ["--module-dir", str(self.source)]
+            setup = (
+                "import pathlib, tempfile; home = pathlib.Path(tempfile.mkdtemp(prefix="
+                "'murmur-nb-reproduce-')); (home / 'modules').mkdir(); (home / 'modules' / "
+                f"{self.module_id!r}).symlink_to({str(self.source)!r}); "
+            )
+            home = "home"
 
         def line(value: Any, validate: bool) -> str:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
             if validate:
                 flags = ["--approve"] if approve else []
-                return shlex.join(["murmur-nb", *home, "invoke", capability, text, *flags])
-            where = repr(str(self.source_home)) if self.source_home else "HOME"
+                return shlex.join(["murmur-nb", *where, "invoke", capability, text, *flags])
             code = (
-                f"import json, murmur_nb as mnb; print(mnb.ModuleHost({where}).invoke("
+                f"import json, murmur_nb as mnb; {setup}print(mnb.ModuleHost({home}).invoke("
                 f"{capability!r}, json.loads({text!r}), approve={approve}, "
                 "validate_input=False))"
             )
@@ -563,16 +653,28 @@ class Generated:
         return f"{self.kind} input{at} {text}"
 
 
-def generated_inputs(schema: Any, *, examples: int, seed: int, boundaries: int) -> list[Generated]:
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """The inputs a capability is sent (``sent``), and why there are none or fewer: no input
+    satisfies its schema (``unsatisfiable``, where), or the generator could not follow it
+    (``problem``)."""
+
+    sent: list[Generated]
+    unsatisfiable: str = ""
+    problem: str = ""
+
+
+def generated_inputs(schema: Any, *, examples: int, seed: int, boundaries: int) -> Planned:
     """The boundary inputs of ``schema`` (at most ``boundaries``), then ``examples`` seeded
-    random ones that are not already among them."""
+    random ones that are not already among them; never raises for a schema."""
     edges = boundary_examples(schema, limit=boundaries)
     sent = [Generated(b.kind, b.where, b.value) for b in edges]
     seen = {json.dumps(g.value, sort_keys=True) for g in sent}
-    for value in valid_examples(schema, count=examples, seed=seed):
+    drawn = valid_examples(schema, count=examples, seed=seed)
+    for value in drawn.values:
         if json.dumps(value, sort_keys=True) not in seen:
             sent.append(Generated("random", "", value))
-    return sent
+    return Planned(sent, drawn.unsatisfiable, drawn.problem)
 
 
 def _invalid_input_outcome(
@@ -592,6 +694,39 @@ def _invalid_input_outcome(
     return ("invoke.invalid_input", "warn", ""), f"{outcome.code}: {outcome.message}"
 
 
+def key_rows(printed: Any) -> list[CheckResult]:
+    """``descriptor.unknown_keys``: a warning per key no field of its level names, else one
+    pass; skipped when describe printed no JSON to read."""
+    if not isinstance(printed, dict):
+        return [result("descriptor.unknown_keys", "skipped",
+                       detail="describe printed no JSON envelope to read keys from")]  # fmt: skip
+    unknown = unknown_keys(printed)
+    if not unknown:
+        return [result("descriptor.unknown_keys", "pass",
+                       detail="every key is one the modproto seed defines")]  # fmt: skip
+    return [result("descriptor.unknown_keys", "warn", path=u.path, detail=u.words())
+            for u in unknown]  # fmt: skip
+
+
+def _misspelt(path: str, unknown: list[UnknownKey]) -> str:
+    """``; the module wrote 'request_shema': did you mean 'request_schema'?`` when a key
+    beside the field the host names at ``path`` is that field misspelt, else empty."""
+    parent, _, field = path.rpartition(".")
+    for key in unknown:
+        if key.parent == parent and key.meant == field:
+            return f"; the module wrote {key.key!r} there: did you mean {field!r}?"
+    return ""
+
+
+def _polled(descriptor: Descriptor) -> set[str]:
+    """The poll capabilities of the long-running ones (checked through what they poll)."""
+    return {c.poll_capability for c in descriptor.capabilities or [] if c.long_running}
+
+
+def _capabilities(n: int) -> str:
+    return f"{n} capabilit{'y' if n == 1 else 'ies'}"
+
+
 def _answer(outcome: Invocation | ModuleHostError) -> str:
     """A few words on how a call ended: ``ok``, its error code, or the host's refusal."""
     if isinstance(outcome, ModuleHostError):
@@ -603,10 +738,12 @@ def _answer(outcome: Invocation | ModuleHostError) -> str:
 class CapabilityRuns:
     """The outcomes of one capability's generated inputs, folded into one row per rule."""
 
-    def __init__(self, cap: Capability, reproduce: Reproduce, clock: Budget) -> None:
+    def __init__(self, cap: Capability, reproduce: Reproduce, clock: Budget,
+                 planned: Planned) -> None:  # fmt: skip
         self.cap = cap
         self.reproduce = reproduce
         self.clock = clock
+        self.planned = planned
         #: Inputs left out when the budget was spent: ``boundary``, ``random``, ``refused``.
         self.left: Counter[str] = Counter()
         self.failed: dict[str, CheckResult] = {}
@@ -678,11 +815,9 @@ class CapabilityRuns:
             if artifact.kind not in declared:
                 detail = f"kind {artifact.kind!r} is not in artifact_schemas {sorted(declared)!r}"
                 self.fail("invoke.artifact_kinds", where + ".kind", detail, sent, inv)
-            if artifact.presentation and artifact.presentation not in PRIMITIVES:
-                self.warned.setdefault(
-                    "invoke.presentation",
-                    f"{where}.presentation {artifact.presentation!r} is not a known primitive",
-                )
+            _, ignored = resolve(artifact.presentation, artifact.media_type)
+            if artifact.presentation and ignored:  # unknown, or not one the type can honour
+                self.warned.setdefault("invoke.presentation", f"{where}.presentation: {ignored}")
 
     def never_answered(self) -> CheckResult | None:
         """An ``invoke.bounds`` failure when no call was answered and the budget's deadline
@@ -702,6 +837,10 @@ class CapabilityRuns:
 
     def unanswered(self) -> str:
         """Why a rule could not be looked at: no call of the capability was answered."""
+        if self.planned.unsatisfiable:
+            return "no input satisfies the request schema, so none was sent"
+        if not self.planned.sent and self.planned.problem:
+            return "no input could be generated from the request schema, so none was sent"
         if self.stopped is not None:
             return "no generated input was answered: each call ran until its deadline"
         if +self.left:
@@ -718,12 +857,30 @@ class CapabilityRuns:
         out = f"; {left} left out: {self.clock.words()} was spent" if left else ""
         return f"{boundary} then {self.kinds['random']} random{out}"
 
+    def generation(self) -> CheckResult | None:
+        """``invoke.generated_inputs`` when generating fell short: a failure when no input
+        satisfies the schema, a warning when the generator could not follow it."""
+        cap, planned = self.cap, self.planned
+        if planned.unsatisfiable:
+            return result("invoke.generated_inputs", "fail", capability=cap.id,
+                          path=f"request_schemas.{cap.request_schema}",
+                          detail=f"no input satisfies this schema: {planned.unsatisfiable}")
+        if not planned.problem:
+            return None
+        sent = f"; {self.counts()} were sent" if self.sent else "; no input was sent"
+        detail = (f"could not generate inputs for {cap.id}'s request_schema "
+                  f"{cap.request_schema!r}: {planned.problem}{sent}")  # fmt: skip
+        return result("invoke.generated_inputs", "warn", capability=cap.id, detail=detail)
+
     def rows(self) -> Sequence[CheckResult]:
         out: list[CheckResult] = []
         cap = self.cap.id
         hung = self.never_answered()
+        generation = self.generation()
         for check in _INVOKE_RULES:
-            if check in self.failed:
+            if check == "invoke.generated_inputs" and generation is not None:
+                out.append(generation)
+            elif check in self.failed:
                 out.append(self.failed[check])
             elif check == "invoke.bounds" and hung is not None:
                 out.append(hung)

@@ -9,9 +9,11 @@ Design notes
   checks (one line per reason), then the passes folded into one line. A problem shows what
   happened (with the module's exit status and stderr tail when its run failed), the input
   as JSON and a one-line reproduction, the rule and the fix. :meth:`CheckResult.sections`
-  is the one list of what a problem shows; the terminal text, ``--json`` (whose ``checks``
-  keep the same order, inputs as JSON values), pytest's failure text (:func:`problem_text`)
-  and the HTML (:mod:`.check_html`) all read it.
+  is the one list of what a problem shows; the terminal text, ``--json``
+  (:meth:`CheckReport.to_json`, whose ``checks`` keep the same order, inputs as JSON
+  values), pytest's failure text (:func:`problem_text`) and the HTML (:mod:`.check_html`)
+  all read it. ``to_json`` returns text, as pandas' and the protocol models' do;
+  ``to_dict`` the data.
 * **Fits its output.** Text is wrapped to the terminal's width except the reproduction,
   which stays one line to copy; the HTML is a stack of cards that wraps anywhere.
 """
@@ -251,10 +253,11 @@ class CheckReport(Results[CheckResult]):
         boundary = sum(n for kinds in self.inputs.values() for k, n in kinds.items()
                        if k != "random")  # fmt: skip
         random = sum(kinds.get("random", 0) for kinds in self.inputs.values())
+        caps = len(self.inputs)
         return (
-            f"{boundary} boundary then {random} random inputs over {len(self.inputs)} "
-            f"capabilities; {self.examples} random examples per capability, seed {self.seed}"
-            + self.left_out_words()
+            f"{boundary} boundary then {random} random inputs over {caps} "
+            f"capabilit{'y' if caps == 1 else 'ies'}; {self.examples} random examples per "
+            f"capability, seed {self.seed}{self.left_out_words()}"
         )
 
     def left_out_words(self) -> str:
@@ -278,8 +281,13 @@ class CheckReport(Results[CheckResult]):
         row's ``input`` is the JSON value it sent, ``None`` where it has no reproduction."""
         return [asdict(r) for r in self.ordered()]
 
-    def to_json(self) -> dict[str, Any]:
-        """Everything in the report as JSON-ready data."""
+    def to_json(self, indent: int | None = None) -> str:
+        """Everything in the report as one JSON document (the ``--json`` output);
+        :meth:`to_dict` is the same as Python data."""
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything in the report as JSON-ready data (:meth:`to_json` is its text)."""
         return {
             "module": self.module,
             "path": str(self.path),

@@ -97,6 +97,14 @@ RULES: dict[str, Rule] = _rules(
         "Recompute the digest: 'sha256:' + the SHA-256 hex of the file's bytes.",
     ),
     Rule(
+        "descriptor.unknown_keys",
+        "Every key of the describe envelope and the descriptor is a field the modproto seed "
+        "defines; the host ignores any other key, as Go's decoder does, so a misspelt key is "
+        "a field left at its default (seed 004).",
+        "Rename the key to the field it was meant to be (the detail names the closest), or "
+        "drop it; a key of your own may stay, it is only ignored.",
+    ),
+    Rule(
         "descriptor.requirements",
         "Requirement kind is one of binary, version, config, env.",
         "Use one of the four requirement kinds.",
@@ -157,9 +165,11 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "invoke.presentation",
-        "presentation names a primitive the host owns; an unknown value is ignored "
-        "(SPEC §2).",
-        "Use one of the 13 presentation primitives, or leave presentation empty.",
+        "presentation names a primitive the host owns and one the artifact's media type can "
+        "be shown as; an unknown value, or one the media type cannot honour, is ignored and "
+        "the media type decides (SPEC §2).",
+        "Use one of the 13 presentation primitives that fits the media_type (image for "
+        "image/*, table for text/csv ...), or leave presentation empty.",
     ),
     Rule(
         "invoke.generated_inputs",
@@ -186,7 +196,15 @@ RULES: dict[str, Rule] = _rules(
         "invoke.approval",
         "Capabilities that need operator approval are not invoked unless the caller approves "
         "them (SPEC §1, Approval).",
-        "Pass approve=[...] (or --approve) to check capabilities that need approval.",
+        "Approve the capability to check it: murmur-nb check --approve CAPABILITY, pytest "
+        "--modproto-approve CAPABILITY, or check_module(..., approve=[CAPABILITY]).",
+    ),
+    Rule(
+        "invoke.coverage",
+        "At least one capability is invoked with inputs its schema allows: a check that "
+        "invoked none looked at no invoke rule.",
+        "Declare the module's capabilities under 'capabilities', and approve (or set up) the "
+        "ones the skipped rows name so they can run.",
     ),
     Rule(
         "invoke.requirements",

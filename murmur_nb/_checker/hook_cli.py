@@ -1,14 +1,14 @@
 """``murmur-nb check-hook COMPONENT.wasm``: the hook checker from a shell, for hook authors and CI.
 
-Prints the plain-text report (``--json`` for one JSON document) and exits 0 when no rule
-failed, 1 when one did, 2 on bad usage (no such file, an unusable ``--config``), 130 on
+Gives the plain-text report (``--json`` for one JSON document) for the command to print (a
+closed pipe ends it quietly: :func:`murmur_nb._checker.cli.write_out`) and exits 0 when no
+rule failed, 1 when one did, 2 on bad usage (no such file, an unusable ``--config``), 130 on
 Ctrl-C. A progress bar of the calls goes to standard error when it is a terminal.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from murmur_nb._checker.hook_check import check_hook
@@ -34,23 +34,20 @@ def add_check_hook_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
     check.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def run_check_hook(args: argparse.Namespace) -> int:
-    """Run ``murmur-nb check-hook``; return the exit status."""
+def run_check_hook(args: argparse.Namespace) -> tuple[int, str]:
+    """Run ``murmur-nb check-hook``; return the exit status and what to print on standard
+    output (the command prints it, a closed pipe quietly)."""
     if args.hook_id is not None and args.config is None:  # check_hook's words are its own
         print("murmur-nb check-hook: --hook-id names an entry of a murmur.yaml; pass "
               "--config MURMUR_YAML too", file=sys.stderr)  # fmt: skip
-        return 2
+        return 2, ""
     try:
         report = check_hook(args.component, config=args.config, hook_id=args.hook_id)
     except HookError as exc:  # HookConfigError too
         print(f"murmur-nb check-hook: {exc}", file=sys.stderr)
-        return 2
+        return 2, ""
     except KeyboardInterrupt:
         print("murmur-nb check-hook: interrupted; no report", file=sys.stderr)
-        return 130
-    if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        print(report.summary())
-    return 0 if report.ok else 1
+        return 130, ""
+    text = report.to_json(indent=2) if args.json else report.summary()
+    return (0 if report.ok else 1), text + "\n"

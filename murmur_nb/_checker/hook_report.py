@@ -9,6 +9,7 @@ failure and warning, skipped rules one line per reason, the passes folded into o
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,8 +121,13 @@ class HookCheckReport(Results[HookCheckResult]):
     def to_records(self) -> list[dict[str, Any]]:
         return [asdict(r) for r in self.results]
 
-    def to_json(self) -> dict[str, Any]:
-        """Everything in the report as JSON values (the ``--json`` output)."""
+    def to_json(self, indent: int | None = None) -> str:
+        """Everything in the report as one JSON document (the ``--json`` output);
+        :meth:`to_dict` is the same as Python data."""
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything in the report as JSON values (:meth:`to_json` is its text)."""
         return {
             "component": str(self.component),
             "digest": self.digest,
