@@ -362,9 +362,13 @@ class Catalog:
             listed = "; ".join(str(e) for e in described.errors[:5])
             more = f" (+{len(described.errors) - 5} more)" if len(described.errors) > 5 else ""
             too_large = described.refusal == ModuleTooLarge.code
+            # a refusal of where the module runs (its interpreter, the sandbox) says its own
+            # fix: the describe output is not what is wrong
+            where = all(e.path == "sandbox" for e in described.errors)
+            fix = "" if where and described.errors else " Fix the module's describe output;"
             raise (ModuleTooLarge if too_large else InvalidDescriptor)(
-                f"module {module_id!r} was refused: {listed}{more}. Fix the module's describe "
-                "output; host.modules() lists every error",
+                f"module {module_id!r} was refused: {listed}{more}.{fix} host.modules() lists "
+                "every error",
                 errors=described.errors,
                 evidence=described.evidence if described.descriptor is None else None,
             )

@@ -9,18 +9,20 @@ What holds is probed once, from the policy the host has then
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from murmur_nb._exceptions import SandboxUnavailable, SandboxWarning
+from murmur_nb._exceptions import ModuleHostError, SandboxUnavailable, SandboxWarning
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.staging import StagedArtifact, staged_view
 from murmur_nb._sandbox import (
     Launch,
     RunResult,
     SandboxReport,
+    hidden_interpreter,
     run_launched,
     sandbox_report,
 )
@@ -28,8 +30,49 @@ from murmur_nb._sandbox.plans import Plans
 from murmur_nb._sandbox.warm import WarmSandboxes, make_warm, plan_key
 from murmur_nb.protocol import Root
 
-__all__ = ["SandboxGate"]
+__all__ = ["SandboxGate", "runs_folder_problem"]
 
+
+def runs_folder_problem(report: SandboxReport, runs: Path, roots: Mapping[str, Root]) -> str:
+    """Why a root cannot be supplied beside the runs folder it holds (``""`` when it can).
+
+    Each call's working folder and fresh write roots are made in the runs folder. A root at
+    or above it (the CLI's ``--home F --root data=<above F>``, or ``/tmp`` with the default
+    runs folder) is fine in a mount namespace: the sandbox lays a tmpfs of its own over the
+    runs folder, after the root, so the working folder is made there and no other call's
+    folders show (:func:`murmur_nb._sandbox.sandbox.launch`). Not so where there is none
+    (Landlock: the module sees the host's own tree, and its root would show every other
+    call's folders, and for a write root let it change them), nor for a root that *is* the
+    runs folder (the tmpfs would hide it).
+    """
+    if report.mechanism not in ("bwrap", "landlock"):
+        return ""  # no file rule: a module reads what its uid reads anyway
+    real = os.path.realpath(runs)
+    inside = real.rstrip("/") + "/"
+    for name, root in roots.items():
+        path = str(root.path)
+        if not inside.startswith(path.rstrip("/") + "/"):
+            continue
+        if report.mechanism == "landlock":
+            what = "holds" if real != path else "is"
+            danger = (
+                "without a mount namespace (the sandbox here is Landlock) a module given "
+                f"{name!r} would reach every other call's folders through it"
+            )
+        elif real == path:
+            what, danger = "is", ("the sandbox keeps the runs folder out of a module's sight, "
+                                  "so the root would show empty")  # fmt: skip
+        else:
+            continue
+        kind = "write" if root.mode == "rw" else "read"
+        return (
+            f"no module was run: policy maps {kind} root {name!r} to {path}, which {what} "
+            f"this host's runs folder {real} (each call's working folder and fresh write "
+            f"roots are made there); {danger}. Map {name!r} to a folder that does not hold "
+            "the runs folder, or give ModuleHost(runs_dir=...) (murmur-nb --runs-dir) a "
+            f"folder outside {path}"
+        )
+    return ""
 
 
 class SandboxGate:
@@ -88,10 +131,29 @@ class SandboxGate:
         network: Sequence[str] = (),
     ) -> Launch:
         """How to start ``argv`` confined (checked first, see :meth:`check`); ``network`` is
-        the call's ``grants.network``."""
+        the call's ``grants.network``.
+
+        Raises
+        ------
+        SandboxUnavailable
+            Nothing ran: a guarantee is missing (``sandbox="required"``), or the interpreter
+            on the module's ``#!`` line is not in the sandbox (the message names it).
+        ModuleHostError
+            ``root_unavailable``: a root holds the runs folder where the sandbox cannot keep
+            it out of sight (:func:`runs_folder_problem`).
+        """
         self.check(network=bool(network))
+        report = self.report
+        hidden = hidden_interpreter(report, argv[0], module_dir=module_dir, roots=roots,
+                                    binaries=binaries)  # fmt: skip
+        if hidden:
+            raise SandboxUnavailable(f"no module was run: {hidden}")
+        if roots and report.mode != "off":
+            problem = runs_folder_problem(report, cwd.parent, roots)
+            if problem:
+                raise ModuleHostError(problem, code="root_unavailable")
         return self.plans.launch(
-            self.report,
+            report,
             argv,
             cwd=cwd,
             module_dir=module_dir,

@@ -45,9 +45,9 @@ from murmur_nb._modules.host_knowledge import KnowledgeMethods
 from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.prepared import NOT_REQUIRED, THIS_CALL, HostParts, PreparedCall
-from murmur_nb._modules.staging import ArtifactStore, StagedArtifact
+from murmur_nb._modules.staging import ArtifactStore, StagedArtifact, open_store
 from murmur_nb._modules.workspace import Workspace
-from murmur_nb._rules import facet_studio_home
+from murmur_nb._rules import cache_dir, facet_studio_home
 from murmur_nb._sandbox import SandboxReport
 from murmur_nb._schemas.schemas import ValidatorCache
 from murmur_nb.protocol import Capability, Descriptor
@@ -96,7 +96,10 @@ class ModuleHost(KnowledgeMethods):
     policy
         What invocations may be given and when approval is needed; default allows nothing.
     artifact_store
-        Folder of the content-addressed staging store; default ``<home>/artifact-store``.
+        Folder of the content-addressed staging store; default ``<home>/artifact-store``,
+        or, where that cannot be made or written (a shared, read-only module home), the
+        private ``<murmur-nb cache>/artifact-store`` (``host.store.root`` says which). A
+        folder given here is used or refused (``store_unavailable``), never replaced.
     runs_dir
         Where per-invocation working folders and fresh write roots live. By default a
         private temporary folder that :meth:`close` removes (stage what you keep).
@@ -131,6 +134,8 @@ class ModuleHost(KnowledgeMethods):
         self._store_path = (
             Path(artifact_store) if artifact_store is not None else self.home / "artifact-store"
         )
+        #: where the store goes when the default one cannot be written; ``None``: it was named
+        self._private_store = cache_dir() / "artifact-store" if artifact_store is None else None
         self._store: ArtifactStore | None = None
         self._workspace = Workspace(runs_dir)
         self._lock = threading.RLock()
@@ -151,9 +156,16 @@ class ModuleHost(KnowledgeMethods):
 
     @property
     def store(self) -> ArtifactStore:
-        """The content-addressed staging store (created on first use)."""
+        """The content-addressed staging store (created on first use; see ``artifact_store``).
+
+        Raises
+        ------
+        ModuleHostError
+            ``store_unavailable``: no store can be written (the message names the folder).
+        """
         if self._store is None:
-            self._store = ArtifactStore(self._store_path, max_bytes=self.policy.max_artifact_bytes)
+            self._store = open_store(self._store_path, private=self._private_store,
+                                     max_bytes=self.policy.max_artifact_bytes)  # fmt: skip
         return self._store
 
     def close(self) -> None:

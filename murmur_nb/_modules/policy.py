@@ -38,14 +38,45 @@ __all__ = ["GRANT_KINDS", "Policy"]
 
 #: The grant kinds a policy allows by name (``publish`` is a separate boolean).
 GRANT_KINDS = ("network", "credentials", "paid_providers", "subprocess")
+#: The policy's fields that are true or false, and nothing else.
+_BOOL_FIELDS = ("publish",)
 
 
-def _names(value: Iterable[str] | str | None) -> frozenset[str]:
+def _names(field: str, value: Iterable[str] | str | None) -> frozenset[str]:
+    """``value`` as a set of names: ``None`` none, a string one, else each item a string.
+
+    Anything else (a YAML ``network: true``, ``[yes]``) is refused: ``frozenset(True)`` was
+    a ``TypeError`` from deep inside, and a list holding ``True`` granted a host so named."""
     if value is None:
         return frozenset()
     if isinstance(value, str):
         return frozenset({value})
-    return frozenset(value)
+    if isinstance(value, Iterable) and not isinstance(value, bytes | Mapping):
+        items = list(value)
+        if all(isinstance(item, str) for item in items):
+            return frozenset(items)
+    raise ValueError(
+        f"Policy.{field} must be a list of names (or one name; '*' for every name the "
+        f"module declares), like ['api.example']; got {value!r:.200}"
+    )
+
+
+def _path_mapping(field: str, given: object, example: str) -> dict[str, str | os.PathLike[str]]:
+    """``given`` as a dict of names to non-empty paths, or a ``ValueError`` saying why not."""
+    if not isinstance(given, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str | os.PathLike) for k, v in given.items()
+    ):
+        raise ValueError(
+            f"Policy.{field} must map names to paths, like {example}; got {given!r:.200}"
+        )
+    for name, path in given.items():
+        if not os.fspath(path):
+            raise ValueError(
+                f"Policy.{field}[{name!r}] is an empty path, which would mean the current "
+                f"folder of the kernel, whatever it is then; give the folder itself, like "
+                f"{example}"
+            )
+    return dict(given)
 
 
 @dataclass(frozen=True)
@@ -57,11 +88,14 @@ class Policy:
     roots
         Logical root name -> folder. Supplied only when the module declared the name; a
         call of a module that declares a name mapped to no folder is refused
-        (``ModuleHostError``, code ``root_unavailable``).
+        (``ModuleHostError``, code ``root_unavailable``). An empty path is a ``ValueError``
+        (it would name whatever the kernel's current folder is).
     network, credentials, paid_providers, subprocess
         Names the policy allows per grant kind; ``"*"`` allows every declared name.
     publish
-        Whether a module that declares ``publish`` is granted it.
+        Whether a module that declares ``publish`` is granted it: ``True`` or ``False``, and
+        nothing else (``'false'`` or ``'no'`` from a config file is a ``ValueError``, not a
+        grant).
     binaries
         Subprocess name -> absolute path of the binary the host supplies for it.
     approved
@@ -151,28 +185,33 @@ class Policy:
 
     def __post_init__(self) -> None:
         for kind in (*GRANT_KINDS, "approved"):
-            object.__setattr__(self, kind, _names(getattr(self, kind)))
+            object.__setattr__(self, kind, _names(kind, getattr(self, kind)))
         examples = {"roots": "{'media': '/data/media'}", "binaries": "{'tool': '/usr/bin/tool'}"}
         for name, example in examples.items():
-            given = getattr(self, name)
-            if not isinstance(given, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, str | os.PathLike) for k, v in given.items()
-            ):
+            object.__setattr__(self, name, _path_mapping(name, getattr(self, name), example))
+        for name in _BOOL_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                # a string never: 'false' and 'no' are truthy, and granted what they deny
                 raise ValueError(
-                    f"Policy.{name} must map names to paths, like {example}; got "
-                    f"{given!r:.200}"
+                    f"Policy.{name} must be true or false (a bool: True/False in Python, an "
+                    f"unquoted true/false in YAML or JSON), got {value!r:.200}"
                 )
-            object.__setattr__(self, name, dict(given))
         if self.sandbox not in SANDBOX_MODES:
+            hint = (
+                " (YAML reads an unquoted off or no as false: quote it, sandbox: 'off')"
+                if isinstance(self.sandbox, bool)
+                else ""
+            )
             raise ValueError(
-                f"Policy.sandbox must be one of {SANDBOX_MODES!r}, got {self.sandbox!r}"
+                f"Policy.sandbox must be one of {SANDBOX_MODES!r}, got {self.sandbox!r}{hint}"
             )
         if self.network_isolation not in NETWORK_ISOLATION:
             raise ValueError(
                 f"Policy.network_isolation must be one of {NETWORK_ISOLATION!r}, got "
                 f"{self.network_isolation!r}"
             )
-        mechanisms = tuple(_names(self.sandbox_mechanisms))
+        mechanisms = tuple(_names("sandbox_mechanisms", self.sandbox_mechanisms))
         unknown = sorted(set(mechanisms) - set(MECHANISMS))
         if unknown:
             raise ValueError(

@@ -11,6 +11,7 @@ opened, changed or removed through a link.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
@@ -23,6 +24,7 @@ from murmur_nb._exceptions import (
     ArtifactRejected,
     ConfinementViolation,
     DigestMismatch,
+    ModuleHostError,
     SizeMismatch,
 )
 from murmur_nb._files.artifacts import VerifiedArtifact, check_opened
@@ -30,7 +32,14 @@ from murmur_nb._files.beneath import copy_sparse, open_beneath
 from murmur_nb._rules import sha256_fd
 from murmur_nb.protocol import Artifact
 
-__all__ = ["STAGED_ROOT", "ArtifactStore", "StagedArtifact", "staged_view"]
+__all__ = [
+    "STAGED_ROOT",
+    "STORE_UNAVAILABLE",
+    "ArtifactStore",
+    "StagedArtifact",
+    "open_store",
+    "staged_view",
+]
 
 #: The root name under which a consumer module receives the staging store.
 STAGED_ROOT = "staged"
@@ -70,7 +79,10 @@ class ArtifactStore:
     def __init__(self, root: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
         self.root = Path(os.path.realpath(os.fspath(root)))
         self.max_bytes = max_bytes
-        (self.root / "sha256").mkdir(parents=True, exist_ok=True)
+        folder = self.root / "sha256"
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):  # made by another account, or read-only
+            raise PermissionError(errno.EACCES, "cannot be written", str(folder))
 
     def _name(self, artifact: Artifact) -> str:
         hexdigest = artifact.digest.removeprefix("sha256:")
@@ -232,6 +244,49 @@ class ArtifactStore:
     def verify(self, staged: StagedArtifact) -> None:
         """Re-hash a staged file; raise if it was mutated, replaced or removed."""
         os.close(self.open_staged(staged))
+
+
+#: The code of a staging refused because no artifact store can be written.
+STORE_UNAVAILABLE = "store_unavailable"
+
+
+def open_store(root: Path, *, private: Path | None, max_bytes: int | None = None) -> ArtifactStore:
+    """The store at ``root``; where it cannot be made or written, the store at ``private``
+    (made ``0700``), unless that is ``None`` (a store the caller named: no other is taken).
+
+    A module home is often shared and read-only (a JupyterHub's modules installed once for
+    every user): its default store, ``<home>/artifact-store``, is then no one's to write, and
+    a user who stages expects it to work, not a ``PermissionError`` on a folder they never
+    chose. So the default falls back to a store of the user's own (the caller passes one in
+    the murmur-nb cache); a store named explicitly is used or refused, never replaced.
+
+    Raises
+    ------
+    ModuleHostError
+        ``store_unavailable``: no store can be written; the message names the folder and
+        the fix.
+    """
+    try:
+        return ArtifactStore(root, max_bytes=max_bytes)
+    except OSError as exc:
+        if private is None:
+            raise _unavailable(root, exc, "") from exc
+        first = exc
+    try:
+        private.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return ArtifactStore(private, max_bytes=max_bytes)
+    except OSError as exc:
+        tried = f" (nor the default {root}: {first.strerror or first})"
+        raise _unavailable(private, exc, tried) from exc
+
+
+def _unavailable(root: Path, exc: OSError, tried: str) -> ModuleHostError:
+    return ModuleHostError(
+        f"the artifact store {root} cannot be made or written ({exc.strerror or exc}){tried}, "
+        "so nothing was staged. Pass ModuleHost(artifact_store=...) a folder you can write "
+        "(murmur-nb --store)",
+        code=STORE_UNAVAILABLE,
+    )
 
 
 def staged_view(view: Path, staged: Sequence[StagedArtifact], *, link: bool) -> Path:

@@ -13,6 +13,7 @@ from murmur_nb._sandbox.sandbox import (
     SANDBOX_MODES,
     Launch,
     SandboxReport,
+    hidden_interpreter,
     launch,
     sandbox_report,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "RunEvidence",
     "RunResult",
     "SandboxReport",
+    "hidden_interpreter",
     "launch",
     "run_launched",
     "run_process",

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable
 from murmur_nb._files.beneath import real_path
-from murmur_nb._sandbox import access, helpers, identity, landlock, netguard, seccomp
+from murmur_nb._sandbox import access, helpers, identity, interpreter, landlock, netguard, seccomp
 from murmur_nb._sandbox import zygote as zygote_
 from murmur_nb.protocol import Root
 
@@ -44,6 +44,7 @@ __all__ = [
     "Launch",
     "SandboxReport",
     "held_copy",
+    "hidden_interpreter",
     "launch",
     "release",
     "sandbox_report",
@@ -785,6 +786,42 @@ def launch(
                            network=network, private_cwd=private_cwd)  # fmt: skip
 
 
+def hidden_interpreter(
+    report: SandboxReport,
+    exe: str,
+    *,
+    module_dir: Path,
+    roots: Mapping[str, Root],
+    binaries: Iterable[str] = (),
+) -> str:
+    """Why the interpreter on ``exe``'s ``#!`` line cannot start in the sandbox :func:`launch`
+    would make for these paths, with the fix; ``""`` when it can, or where no file rule
+    holds (sandbox off, no bwrap or Landlock). Paths as given, as bwrap binds them (roots
+    and granted binaries are given canonical), so nothing is resolved per call."""
+    if report.mode == "off" or not (report._bwrap or report._landlock_abi):
+        return ""
+    trees = [given for _, given in _interpreter_trees()]
+    shown = (*_SYSTEM_TREES, *trees, str(module_dir), *binaries,
+             *(str(root.path) for root in roots.values()))  # fmt: skip
+    return interpreter.interpreter_problem(exe, shown, by_real_path=report._bwrap is None,
+                                           described=_shown_trees())  # fmt: skip
+
+
+@functools.cache
+def _shown_trees() -> str:
+    """What a module's sandbox shows, in words (the table of ``docs/sandbox.md``)."""
+    prefixes: list[str] = []
+    for value in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
+        for path in (value, os.path.realpath(value)):
+            if path not in prefixes and not _beneath(path, _SYSTEM_TREES):
+                prefixes.append(path)
+    python = f" ({', '.join(prefixes)})" if prefixes else " (under /usr)"
+    return (
+        f"/usr, /bin, /sbin, /lib*, /etc, the running Python's installation{python}, the "
+        "module's own folder, the binaries it was granted and the roots it was given"
+    )
+
+
 #: ``(real path, path as given)`` of one folder or file the sandbox binds
 Pair = tuple[str, str]
 
@@ -821,6 +858,9 @@ def launch_resolved(
         if report._bwrap is None:  # real paths, no mount namespace: pass through parents
             for real, _ in [*reads, *ro, *rw, _pair(cwd)]:
                 access.grant_passage(real)
+        else:
+            for path in _reached_through_a_root(reads, [*ro, *rw]):
+                access.grant_passage(path)
     how = _plan(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=bool(network),
                 private_cwd=private_cwd)
     if network and report.mode != "off":
@@ -831,6 +871,22 @@ def launch_resolved(
             " (outside hosts only)" if checked else " (every address)"
         )
     return how
+
+
+def _reached_through_a_root(reads: list[Pair], roots: list[Pair]) -> list[str]:
+    """The host paths of the reads (the module's folder, the interpreter, a binary) bound
+    inside a root (a root of ``/tmp`` holding the snapshot store, of the home holding the
+    cache): the sandbox reaches each through that root's own folders, which the sandbox id
+    of a root host may not pass (a ``0700`` store), and which the root's grant reaches only
+    within its entry budget. So each gets a passage (``--x``, taken back with the rest)."""
+    found: list[str] = []
+    for _, given in reads:
+        holders = [(real, shown) for real, shown in roots
+                   if given != shown and _beneath(given, [shown])]  # fmt: skip
+        if holders:
+            real, shown = max(holders, key=lambda r: _depth(r[1]))
+            found.append(real.rstrip("/") + given[len(shown.rstrip("/")):])
+    return found
 
 
 def _plan(
@@ -1115,16 +1171,42 @@ def _layout(
         resolv = os.path.realpath("/etc/resolv.conf")
         if not resolv.startswith("/etc/"):
             out += ["--ro-bind-try", str(Path(resolv).parent), str(Path(resolv).parent)]
-    for real, given in reads:
-        out += ["--ro-bind-try", real, given]
-    # deeper roots after shallower ones, so a root nested in another keeps its own mode
-    mounts = sorted([(p, "--ro-bind") for p in ro] + [(p, "--bind") for p in rw],
-                    key=lambda m: _depth(m[0][1]))
-    for (real, given), how in mounts:
-        out += [how, real, given]
+    # deeper binds after shallower ones, so a root nested in another keeps its own mode, and
+    # a root holding the module's folder or the interpreter (a root of /tmp or of the home)
+    # leaves them bound as they are (read-only, reachable by the sandbox id)
+    binds = sorted([("--ro-bind-try", p) for p in reads] + [("--ro-bind", p) for p in ro]
+                   + [("--bind", p) for p in rw], key=lambda m: _depth(m[1][1]))  # fmt: skip
+    out += _runs_covered(binds, runs)
     if prefix[0] != _ENV:  # the drop helper
         out += ["--ro-bind", prefix[0], _HELPER_AT]
     return out
+
+
+def _runs_covered(binds: list[tuple[str, Pair]], runs: str) -> list[str]:
+    """The options of ``binds`` in order, with a fresh tmpfs at the runs folder after every
+    bind that holds it (a root mapped to a folder above it: ``--root data=<above the home>``,
+    or ``/tmp``) and before those inside it (fresh write roots, the ``staged`` view), whose
+    folders above it are made again on the tmpfs (``0755``, as :func:`_parent_dirs` makes
+    them: the sandbox id passes through).
+
+    Without it the runs folder is the covering bind's: read-only for an ``ro`` root, so
+    neither bwrap nor the drop helper could make the call's working folder there, and the
+    module would see every other call's folders in it through its root. The tmpfs is the
+    sandbox's own and goes with it, like its ``/tmp``: the working folder is made on it, and
+    the host's runs folder stays out of sight.
+    """
+    if not _beneath(runs, (*_SYSTEM_TREES, *(given for _, (_, given) in binds))):
+        return [arg for how, (real, given) in binds for arg in (how, real, given)]
+    inside = runs.rstrip("/") + "/"
+    after = [bind for bind in binds if bind[1][1].startswith(inside)]
+    out = [arg for bind in binds if bind not in after for arg in (bind[0], *bind[1])]
+    out += ["--tmpfs", runs]
+    folders = {folder for _, (_, given) in after
+               for folder in _folders_from_root(os.path.dirname(given.rstrip("/")))  # noqa: PTH120
+               if folder.startswith(inside)}  # fmt: skip
+    for folder in sorted(folders, key=lambda p: (_depth(p), p)):
+        out += ["--dir", folder]
+    return out + [arg for how, (real, given) in after for arg in (how, real, given)]
 
 
 def _bwrap_argv(

@@ -35,8 +35,8 @@
  * Options, as bwrap reads them: --unshare-pid --as-pid-1 --unshare-ipc --unshare-uts
  * --unshare-user --die-with-parent --new-session --cap-add CAP (kept by the parent as root of
  * the namespace; the drop helper the command starts with empties every set) --seccomp N
- * --perms MODE --dir DEST --symlink TARGET DEST --proc DEST --dev-bind[-try] SRC DEST
- * --ro-bind[-try] SRC DEST --bind[-try] SRC DEST --chdir DIR, and of the zygote's own
+ * --perms MODE --dir DEST --tmpfs DEST --symlink TARGET DEST --proc DEST --dev-bind[-try] SRC
+ * DEST --ro-bind[-try] SRC DEST --bind[-try] SRC DEST --chdir DIR, and of the zygote's own
  * --cwd DIR (where bwrap would have started: where the child goes when DIR is in the
  * sandbox) and --same DEV INO (or - -: missing) before a bind (the file the kernel sees at
  * its source: one the zygote sees otherwise refuses the call, "E stale..."). Anything else
@@ -44,8 +44,10 @@
  *
  * Each call's child, before it runs anything of the module's:
  *  - opens every bind source (links followed, as bwrap does) while the host's tree is its
- *    root, checks it is still the file the kernel saw, then mounts a fresh tmpfs at /tmp
- *    (its own namespace: the host's /tmp is untouched)
+ *    root, checks it is still the file the kernel saw (and clones the mounts of a source
+ *    that holds /tmp there and then: a root of /tmp, or of /, is the host's, never the tmpfs
+ *    made next), then mounts a fresh tmpfs at /tmp (its own namespace: the host's /tmp is
+ *    untouched)
  *    and lays the sandbox out on it, each bind a recursive clone of its source's mounts with
  *    nosuid (and nodev, and read-only for --ro-bind) set on every mount of the clone;
  *  - mounts a proc of its own PID namespace and covers /proc/sys, sysrq-trigger, irq and bus
@@ -130,7 +132,7 @@ struct mount_attr {
 /* where a call's sandbox is laid out before it becomes the root */
 #define BASE "/tmp"
 
-enum op_type { OP_DIR, OP_SYMLINK, OP_PROC, OP_BIND, OP_RO_BIND, OP_DEV_BIND };
+enum op_type { OP_DIR, OP_TMPFS, OP_SYMLINK, OP_PROC, OP_BIND, OP_RO_BIND, OP_DEV_BIND };
 
 struct op {
     enum op_type type;
@@ -138,7 +140,8 @@ struct op {
     const char *dest;
     int perms;          /* -1: the default */
     int try_only;       /* a -try bind: a missing source is skipped */
-    int fd;             /* a bind's source, opened before the clone */
+    int fd;             /* a bind's source, opened before the tmpfs goes on BASE */
+    int cloned;         /* ... and `fd` a clone of its mounts already (a source holding BASE) */
     int checked;        /* --same came before it: the source must be that file */
     int missing;        /* ... or, for a -try bind, be missing as in the kernel's view */
     unsigned long long dev, ino;
@@ -245,6 +248,21 @@ static mode_t parent_mode(int perms) {
     return mode;
 }
 
+/* a detached clone of the mounts at and under `fd` (a bind's source) */
+static int clone_of(int fd, const char *source) {
+    int tree = (int)syscall(SYS_open_tree, fd, "",
+                            OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | O_CLOEXEC);
+    if (tree < 0) die("cannot clone the mounts of ", source);
+    return tree;
+}
+
+/* whether BASE is `source` or in it (the host gives each source as its real path) */
+static int holds_base(const char *source) {
+    size_t n = strlen(source);
+    while (n > 0 && source[n - 1] == '/') n--;
+    return strncmp(BASE, source, n) == 0 && (BASE[n] == '\0' || BASE[n] == '/');
+}
+
 static void bind_source(const struct op *op, const char *dest) {
     struct stat st;
     if (fstat(op->fd, &st) != 0) die("cannot stat the source of ", op->dest);
@@ -256,9 +274,7 @@ static void bind_source(const struct op *op, const char *dest) {
         if (f < 0) die("cannot make ", op->dest);
         close(f);
     }
-    int tree = (int)syscall(SYS_open_tree, op->fd, "",
-                            OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | O_CLOEXEC);
-    if (tree < 0) die("cannot clone the mounts of ", op->source);
+    int tree = op->cloned ? op->fd : clone_of(op->fd, op->source);
     struct mount_attr attr = {0};
     attr.attr_set = MOUNT_ATTR_NOSUID;
     if (op->type != OP_DEV_BIND) attr.attr_set |= MOUNT_ATTR_NODEV;
@@ -267,7 +283,7 @@ static void bind_source(const struct op *op, const char *dest) {
         die("cannot restrict the mounts of ", op->source);
     if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dest, MOVE_MOUNT_F_EMPTY_PATH))
         die("cannot mount ", op->dest);
-    close(tree);
+    if (tree != op->fd) close(tree);
 }
 
 static void cover_read_only(const char *path) {
@@ -315,6 +331,15 @@ static void lay_out(struct call *c) {
             if (ensure_dir(dest, op->perms >= 0 ? (mode_t)op->perms : 0755) != 0)
                 die("cannot make ", op->dest);
             break;
+        case OP_TMPFS: { /* as bwrap's: nosuid, nodev, the mode --perms gave, else 0755 */
+            char options[32];
+            snprintf(options, sizeof options, "mode=0%o",
+                     op->perms >= 0 ? (unsigned)op->perms : 0755U);
+            if (ensure_dir(dest, 0755) != 0 ||
+                mount("tmpfs", dest, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
+                die("cannot mount a tmpfs on ", op->dest);
+            break;
+        }
         case OP_SYMLINK:
             if (symlink(op->source, dest) != 0) {
                 char there[4096];
@@ -371,20 +396,26 @@ static int check_sources(const struct call *c, int sock) {
 
 /* The child opens them again, in its own mount namespace (a bind is cloned from a mount of
  * the caller's namespace only), and checks them once more: a source changed since the
- * zygote looked ends the call. */
+ * zygote looked ends the call. A source that holds BASE (a root of /tmp, or of /) is cloned
+ * here, before the tmpfs goes on BASE: a clone made later would hold that tmpfs, the
+ * sandbox's own root, where the host's folder should be. The others are cloned as they are
+ * bound, so the sandbox's mounts are made in bwrap's order. */
 static void open_sources(struct call *c) {
     for (int i = 0; i < c->n_ops; i++) {
         struct op *op = &c->ops[i];
         if (op->type != OP_BIND && op->type != OP_RO_BIND && op->type != OP_DEV_BIND) continue;
-        op->fd = open(op->source, O_PATH | O_CLOEXEC);
-        if (op->fd < 0 && op->try_only && errno == ENOENT && (!op->checked || op->missing))
+        int fd = open(op->source, O_PATH | O_CLOEXEC);
+        if (fd < 0 && op->try_only && errno == ENOENT && (!op->checked || op->missing))
             continue;
         struct stat st;
-        if (op->fd < 0 || fstat(op->fd, &st) != 0) die("cannot open ", op->source);
+        if (fd < 0 || fstat(fd, &st) != 0) die("cannot open ", op->source);
         if (!as_seen(op, &st)) {
             errno = ESTALE;
             die("changed since the kernel looked: ", op->source);
         }
+        op->cloned = holds_base(op->source);
+        op->fd = op->cloned ? clone_of(fd, op->source) : fd;
+        if (op->cloned) close(fd);
     }
 }
 
@@ -651,9 +682,9 @@ static int parse(struct call *c, char **args, int n, int sock) {
         op->fd = -1;
         op->perms = perms;
         perms = -1;
-        if (!strcmp(a, "--dir") || !strcmp(a, "--proc")) {
+        if (!strcmp(a, "--dir") || !strcmp(a, "--proc") || !strcmp(a, "--tmpfs")) {
             NEED(1);
-            op->type = a[2] == 'd' ? OP_DIR : OP_PROC;
+            op->type = a[2] == 'd' ? OP_DIR : a[2] == 'p' ? OP_PROC : OP_TMPFS;
             op->dest = args[++i];
         } else if (!strcmp(a, "--symlink")) {
             NEED(2);

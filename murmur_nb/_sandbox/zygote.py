@@ -49,6 +49,7 @@ import socket
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,7 @@ from pathlib import Path
 from murmur_nb._sandbox import helpers, identity
 
 __all__ = ["GONE", "SWITCH", "DrivenCall", "Ended", "Identity", "Zygote", "ZygoteRefused",
-           "identity_of", "status", "translate", "zygote"]
+           "identity_of", "status", "switched_off", "translate", "zygote"]
 
 _SOURCE = Path(__file__).with_name("zygote.c")
 _BUILDS = (("-static",), ())
@@ -455,12 +456,39 @@ _LOCK = threading.Lock()
 #: ``off`` here: bwrap makes every sandbox, as before the zygote (a way out, and the
 #: benchmarks' reference)
 SWITCH = "MURMUR_NB_ZYGOTE"
+#: the values of :data:`SWITCH` (stripped, any case) that turn the zygote off, and on
+_OFF = ("off", "0", "false", "no")
+_ON = ("on", "1", "true", "yes", "")
+#: unknown values of :data:`SWITCH` warned about already (each once per process)
+_WARNED: set[str] = set()
+
+
+def switched_off() -> bool:
+    """Whether :data:`SWITCH` turns the zygote off: ``off``, ``0``, ``false`` or ``no``, in
+    any case. Any other value but an *on* (``on``, ``1``, ``true``, ``yes``, empty) leaves it
+    on with one warning per value: a misspelt switch once kept the zygote on silently."""
+    value = os.environ.get(SWITCH)
+    if value is None:
+        return False
+    word = value.strip().lower()
+    if word in _OFF:
+        return True
+    if word not in _ON and value not in _WARNED:
+        _WARNED.add(value)
+        warnings.warn(
+            f"{SWITCH}={value!r} is not understood, so the zygote stays on: set it to one of "
+            f"{', '.join(_OFF)} (any case) to have bubblewrap make every sandbox, or unset it",
+            UserWarning,
+            stacklevel=2,
+        )
+    return False
 
 
 def zygote() -> Zygote | None:
     """This process's zygote, started on first use; ``None`` where it cannot work here, or
-    where ``MURMUR_NB_ZYGOTE=off`` (bwrap then makes every sandbox)."""
-    if os.environ.get(SWITCH) == "off":
+    where :data:`SWITCH` turns it off (:func:`switched_off`: bwrap then makes every
+    sandbox)."""
+    if switched_off():
         return None
     with _LOCK:
         if _CURRENT:
@@ -489,8 +517,8 @@ def _close_at_exit() -> None:
 
 def status() -> str:
     """What the zygote does here, for ``host.sandbox`` (starts it where it can run)."""
-    if os.environ.get(SWITCH) == "off":
-        return f"off ({SWITCH}=off): bwrap makes every sandbox"
+    if switched_off():
+        return f"off ({SWITCH}={os.environ.get(SWITCH, '')}): bwrap makes every sandbox"
     if zygote() is not None:
         return "used: a call without a network grant is forked by the kernel's sandbox parent"
     return f"not used ({_FAILED[0] if _FAILED else 'unavailable'}): bwrap makes every sandbox"
