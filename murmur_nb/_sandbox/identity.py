@@ -219,8 +219,14 @@ def device_folder(devices: tuple[str, ...]) -> str | None:
             for name, rdev in wanted.items():
                 os.mknod(partial / name, stat.S_IFCHR | 0o666, rdev)
                 os.chmod(partial / name, 0o666)  # noqa: PTH101 - no umask
-            shutil.rmtree(folder, ignore_errors=True)
-            partial.replace(folder)
+            try:
+                partial.rename(folder)  # refused while a folder is there, made or not
+            except OSError:
+                if _devices_hold(folder, wanted):  # another kernel made it meanwhile: its
+                    shutil.rmtree(partial, ignore_errors=True)  # sandboxes bind it now
+                else:  # not what it must be (tampered with): made again
+                    shutil.rmtree(folder, ignore_errors=True)
+                    partial.replace(folder)
             if not _devices_hold(folder, wanted):
                 return None
         fd = os.open(folder / "null", os.O_WRONLY | os.O_CLOEXEC)  # EACCES on a nodev mount
