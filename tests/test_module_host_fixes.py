@@ -8,6 +8,7 @@ way the trial edited it, installed under a temporary home and run in the sandbox
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _users import test_user
 
 import murmur_nb as mnb
 from murmur_nb.protocol import Artifact, Capability, Descriptor, Envelope, Request
@@ -404,23 +406,31 @@ def test_an_editable_folder_another_account_could_write_is_not_bound(
 ) -> None:
     """An internal (``_sandbox.sandbox._editable_packages``): a second interpreter with its
     own ``.pth`` files cannot be installed for a test, so site's list of site-packages is
-    replaced. A project under ``/tmp`` (world-writable) is never bound, nor the home, nor
-    what the prefixes bind already."""
+    replaced. A project below a world-writable folder is never bound unless that folder is
+    sticky (as ``/tmp`` is: a fresh clone there is bound), nor one another account owns, nor
+    the home, nor what the prefixes bind already."""
     import site
 
     from murmur_nb._sandbox import sandbox  # private: the editable-install binding rule
 
-    site_dir, project = tmp_path / "site", tmp_path / "project"
+    site_dir, shared = tmp_path / "site", tmp_path / "shared"
+    project = shared / "project"
     site_dir.mkdir()
     (project / "pkg").mkdir(parents=True)
     (project / "pkg" / "__init__.py").write_text("")
     (site_dir / "_editable_impl_pkg.pth").write_text(f"# a comment\n{project}\nimport os\n")
     monkeypatch.setattr(site, "getsitepackages", lambda: [str(site_dir)])
     assert sandbox._pth_folders() == [str(project)]
-    assert Path("/tmp") in tmp_path.parents  # world-writable: never bound
-    assert sandbox._editable_packages([], "/nonexistent-home") == []
-    monkeypatch.setattr(sandbox, "_foreign", lambda real: False)  # as if it were safe
     package = str(project / "pkg")
+    assert Path("/tmp") in tmp_path.parents  # sticky and world-writable: bound all the same
     assert sandbox._editable_packages([], "/nonexistent-home") == [(package, package)]
+    shared.chmod(0o777)  # world-writable, not sticky: anyone could swap the project
+    assert sandbox._editable_packages([], "/nonexistent-home") == []
+    shared.chmod(0o1777)  # sticky: only the project's owner may move it
+    assert sandbox._editable_packages([], "/nonexistent-home") == [(package, package)]
+    if os.geteuid() == 0:
+        os.chown(project, test_user(), test_user())  # another account's project
+        assert sandbox._editable_packages([], "/nonexistent-home") == []
+        os.chown(project, 0, 0)
     assert sandbox._editable_packages([], str(project)) == []  # the home: never
     assert sandbox._editable_packages([str(tmp_path)], "/nonexistent-home") == []  # bound

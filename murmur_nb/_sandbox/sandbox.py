@@ -22,6 +22,7 @@ import functools
 import html
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -678,7 +679,7 @@ def _editable_packages(bound: Sequence[str], home: str) -> list[Pair]:
       loose files, or anything a ``.pth`` ``import`` line would run;
     * only existing folders, never ``/``, the home folder or a folder above it, and never
       one another account could change: every component of its real path is owned by root
-      or this account and is not world-writable (a checkout under ``/tmp`` is left out);
+      or this account and is not world-writable (a sticky parent such as ``/tmp`` aside);
     * bounded: :data:`_PTH_FILES` files of :data:`_PTH_BYTES` each, :data:`_PTH_PATHS`
       paths, :data:`_PTH_ENTRIES` entries per folder.
 
@@ -743,14 +744,20 @@ def _pth_folders() -> list[str]:
 
 def _foreign(real: str) -> bool:
     """Whether an account other than root and this one could change what is at ``real``: a
-    component of it (the folder or a parent) is world-writable or owned by another account."""
+    component of it (the folder or a parent) is owned by another account, or world-writable.
+    A world-writable parent with the sticky bit (``/tmp``) does not count: there only the
+    owner of the folder below it (root or this account, checked first) may rename or
+    remove that folder."""
     me = os.getuid()
-    for part in (Path(real), *Path(real).parents):
+    path = Path(real)
+    for part in (path, *path.parents):
         try:
             st = part.stat()
         except OSError:
             return True
-        if st.st_uid not in (0, me) or st.st_mode & 0o002:
+        if st.st_uid not in (0, me):
+            return True
+        if st.st_mode & 0o002 and (part == path or not st.st_mode & stat.S_ISVTX):
             return True
     return False
 
