@@ -455,12 +455,14 @@ class ModuleHost(KnowledgeMethods):
         ----------
         capability : str
             The capability id, as for :meth:`invoke`.
-        inputs : list of dict, iterable of dict or pandas.DataFrame
+        inputs : list of dict, iterable of dict, pandas.DataFrame or Series of dict
             One input per row; a DataFrame's rows are inputs, its columns their properties
             (a missing value leaves the property out) and its index labels the outcome rows.
+            A Series of dicts keeps its index the same way (a Series of plain values is a
+            ``TypeError``: ``s.to_frame("name")`` makes it a DataFrame).
         concurrency : int, optional
-            Rows run at once; default two per usable core (on a cluster, two of the largest
-            tasks of rows per worker thread).
+            Rows run at once; default two per usable core (a container's CPU quota caps the
+            cores; on a cluster, two of the largest tasks of rows per worker thread).
         on_invalid : {"raise", "skip"}, default "raise"
             Inputs that break the request schema: refuse the whole batch before anything
             runs (``InvalidInput`` listing them), or keep them as ``invalid_input`` rows and
