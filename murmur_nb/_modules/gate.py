@@ -82,6 +82,9 @@ class SandboxGate:
         self._policy = policy
         self._report: SandboxReport | None = None
         self._warned: set[str] = set()  # each problem is warned about once per host
+        #: launches whose ``#!`` interpreter the sandbox shows: checked once, not per run (the
+        #: module file is its snapshot's, which does not change); a refusal is checked again
+        self._interpreter_seen: set[tuple[object, ...]] = set()
         #: sandboxes made ahead for the next call of a plan that ran before
         #: (:mod:`murmur_nb._sandbox.warm`)
         self.warm = WarmSandboxes()
@@ -144,10 +147,14 @@ class SandboxGate:
         """
         self.check(network=bool(network))
         report = self.report
-        hidden = hidden_interpreter(report, argv[0], module_dir=module_dir, roots=roots,
-                                    binaries=binaries)  # fmt: skip
-        if hidden:
-            raise SandboxUnavailable(f"no module was run: {hidden}")
+        seen = (argv[0], str(module_dir), tuple(binaries),
+                tuple(sorted((name, repr(root)) for name, root in roots.items())))  # fmt: skip
+        if seen not in self._interpreter_seen:
+            hidden = hidden_interpreter(report, argv[0], module_dir=module_dir, roots=roots,
+                                        binaries=binaries)  # fmt: skip
+            if hidden:
+                raise SandboxUnavailable(f"no module was run: {hidden}")
+            self._interpreter_seen.add(seen)
         if roots and report.mode != "off":
             problem = runs_folder_problem(report, cwd.parent, roots)
             if problem:
