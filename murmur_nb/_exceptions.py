@@ -251,9 +251,11 @@ class SandboxWarning(UserWarning):
 
 
 class HookConfigWarning(UserWarning):
-    """``murmur.yaml`` grants a hook less than it seems to say: ``read: yes`` (a string, not
-    the YAML boolean ``true``), ``conversations:``, ``raed:``. The hook still loads and runs,
-    default-deny (SPEC §3); the warning names the key and the fix."""
+    """A hook setting is not what it seems to say. ``murmur.yaml`` grants a hook less than
+    it reads: ``read: yes`` (a string, not the YAML boolean ``true``), ``conversations:``,
+    ``raed:``; the hook still loads and runs, default-deny (SPEC §3). Or an environment
+    variable of the hooks is unusable (``MURMUR_NB_CACHE_MAX_MB=lots``) and its default is
+    used. The warning names the key or variable and the fix."""
 
 
 class ClusterWarning(UserWarning):
