@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import pwd
 import time
@@ -144,7 +145,7 @@ def test_corrupt_entry_is_discarded_and_rebuilt(tmp_path: Path, damage: str) -> 
     assert cache.load(path).source == "cache"
 
 
-def test_a_hit_needs_no_rehash_and_an_identical_rewrite_is_rehashed_and_kept(
+def test_a_hit_leaves_the_entry_alone_and_an_identical_rewrite_is_kept(
     tmp_path: Path,
 ) -> None:
     eng = engine()
@@ -154,7 +155,7 @@ def test_a_hit_needs_no_rehash_and_an_identical_rewrite_is_rehashed_and_kept(
     before = entry.stat()
     assert ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(path).source == "cache"
     assert entry.stat().st_mtime_ns == before.st_mtime_ns  # a hit leaves the entry alone
-    entry.write_bytes(entry.read_bytes())  # same bytes, new signature: verified by hash
+    entry.write_bytes(entry.read_bytes())  # same bytes, new stat: the MAC still holds
     again = ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(path)
     assert again.source == "cache" and call_f(eng, again.component) == 7
 
@@ -322,6 +323,34 @@ def test_an_entry_rewritten_in_place_after_load_never_runs(tmp_path: Path) -> No
     assert call_f(eng, again.component) == 7
     assert call_f(eng, loaded.component) == 7
 
+
+def test_an_entry_patched_through_a_mapping_taken_before_its_check_never_runs(
+    tmp_path: Path,
+) -> None:
+    """A cache-folder writer maps the entry shared and writable and writes one byte back
+    unchanged: the page is dirty and the ctime moves. A kernel then loads the entry (its MAC
+    holds: the bytes are the sealed ones). The writer patches the code through the same
+    dirty page, which changes no time (ext4 updates them on a page's first write fault
+    only). The entry's stat is what the load saw, and it still must not run: every load
+    checks the MAC. (Until 2026-12-06 a load skipped it on an unchanged stat and ran 42.)"""
+    eng = engine()
+    path = component_file(tmp_path)
+    entry = ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(path).entry
+    data = entry.read_bytes()
+    at = data.find(bytes([0xB8, 7, 0, 0, 0]))
+    assert at > 0
+    with entry.open("r+b") as handle, mmap.mmap(handle.fileno(), 0) as mapped:
+        mapped[at + 1] = 7  # the same byte: the page is dirty now
+        checked = ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(path)
+        assert checked.source == "cache" and call_f(eng, checked.component) == 7
+        stat_seen = entry.stat()
+        mapped[at + 1] = 42  # the code, through the dirty page
+        assert entry.read_bytes()[at + 1] == 42
+        unchanged = entry.stat()
+    assert (unchanged.st_ino, unchanged.st_size) == (stat_seen.st_ino, stat_seen.st_size)
+    after = ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(path)
+    assert after.source == "recompiled"
+    assert call_f(eng, after.component) == 7
 
 
 # -- a root kernel and a cache another account can write ---------------------------------------
