@@ -163,3 +163,19 @@ def test_a_lift_of_a_function_no_module_defines_is_refused(
     hooks = host(tmp_path, store, COMPACT, h=wasmtime.wat2wasm(text))
     h = hooks.hooks["h"]
     assert not h.loaded and "instance of no module" in (h.load_error or ""), h.load_error
+
+
+def test_strings_that_all_point_at_one_region_are_a_result_too_large(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """200 messages whose contents are all the same 1 MiB of guest memory: within the message
+    count, but wasmtime copies the region once a message and stops at its own bound. That is
+    ``result_too_large`` saying murmur.yaml cannot raise it (it was a ``trap``), and the host
+    goes on."""
+    text = COMPACT + "    limits: {time_ms: 5000, memory_mib: 64}\n"
+    hooks = host(tmp_path, store, text, h=flood_guest(200, MIB))
+    result = hooks.compact([])["h"]
+    assert result.code == "result_too_large", result
+    assert "murmur.yaml cannot raise" in (result.error or ""), result.error
+    again = host(tmp_path / "again", store, text, h=flood_guest(3, 10))
+    assert again.compact([])["h"].ok

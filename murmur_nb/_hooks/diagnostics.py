@@ -2,7 +2,8 @@
 
 Codes come from wasmtime's own words (the C API has no structured trap codes for component
 calls): ``fuel_exhausted``, ``deadline_exceeded``, ``memory_limit``, ``table_limit``,
-``instance_limit``, else ``trap``. A trap names its cause plus the last line of the guest's
+``instance_limit``, ``result_too_large`` (wasmtime's own bound on copying the values out of the
+guest), else ``trap``. A trap names its cause plus the last line of the guest's
 stderr (where tracebacks and panics end up). ``memory.grow`` past the limit returns -1 rather
 than trapping, so a trap or ``err`` saying the guest ran out of memory while a memory limit
 was in force is ``memory_limit``, with the limit; any other trap never mentions memory.
@@ -32,7 +33,11 @@ _LIMITS = (
     ("memory count too high", "memory_limit"),
     ("memory minimum size", "memory_limit"),
     ("exceeds memory limits", "memory_limit"),
+    # wasmtime's own bound on copying a call's values out of the guest (strings that all
+    # point at one big region are copied once each): the result is too large for the host
+    ("fuel allocated for hostcalls has been exhausted", "result_too_large"),
 )
+_HOSTCALL_FUEL = _LIMITS[-1][0]
 
 
 def classify(message: str) -> str:
@@ -138,6 +143,12 @@ _LIMIT_ADVICE: dict[str, Callable[[HookLimits, str], str]] = {
 def explain(code: str, failure: str, limits: HookLimits, stderr: str = "") -> str:
     """The message for a stopped call: what stopped it, and what to change."""
     head = reason(failure)
+    if code == "result_too_large" and _HOSTCALL_FUEL in failure:
+        return (
+            "the result is too large to copy out of the guest: wasmtime stops copying a call's "
+            "values past its own bound (strings that all point at one region are copied once "
+            "each), which murmur.yaml cannot raise; return fewer or shorter messages"
+        )
     advice = _LIMIT_ADVICE.get(code)
     if advice is not None:
         return advice(limits, head)
