@@ -11,10 +11,11 @@ MAC (:func:`entry_mac`) under a key derived from the per-user key of
 lives and how a root kernel trusts it are ruled there), kept in the entry's ``.sum`` sidecar,
 itself HMACed. The entry is never mapped from its file (a later in-place rewrite would run): it
 is copied once, in the kernel, into a sealed ``memfd`` (``F_SEAL_WRITE``, ``F_SEAL_SHRINK``,
-``F_SEAL_GROW``: nobody can change it any more), checked there on every load, and deserialized
-from that file, which wasmtime maps lazily (a warm load of the 37 MiB demo hook: the copy, about
-5 ms of BLAKE3 and 1.4 ms of deserializing, against about 100 ms deserializing from a copy in
-Python's memory, which is the way where there is no ``memfd``).
+``F_SEAL_GROW``: nobody can change it any more), MACed on every load chunk by chunk as it is
+copied (the bytes hashed are the bytes written, from a buffer of this process), and
+deserialized from that file, which wasmtime maps lazily (a warm load of the 37 MiB demo hook
+takes about 1.5 times its bare copy, against about 100 ms deserializing from a copy in Python's
+memory, which is the way where there is no ``memfd``).
 
 No load skips the MAC because the file's stat signature (size, inode, mtime, ctime) is the one
 seen when it was last checked: a write through a shared writable mapping that is already dirty
@@ -43,7 +44,6 @@ import fcntl
 import functools
 import hashlib
 import hmac
-import mmap
 import os
 import tempfile
 import threading
@@ -74,6 +74,7 @@ __all__ = [
     "budget_bytes",
     "cache_dir",
     "cache_key",
+    "entry_hasher",
     "entry_mac",
     "key_dir",
     "sha256_file",
@@ -144,16 +145,8 @@ _SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_
 _MEMFD = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")  # noqa: PTH112
 
 
-def _copy_into(source: int, target: int) -> int:
-    """Copy the open file ``source`` into ``target`` in the kernel; the bytes copied."""
-    size = os.fstat(source).st_size
-    done = 0
-    while done < size:
-        sent = os.sendfile(target, source, done, size - done)
-        if sent == 0:
-            break  # the file shrank meanwhile: its MAC says so
-        done += sent
-    return done
+#: the chunk an entry is copied and MACed by (:meth:`ComponentCache._copy_and_mac`)
+_CHUNK = 512 * 1024
 
 
 #: what the entries' MAC key is derived under (BLAKE3's ``derive_key``): its own key, so a MAC
@@ -166,11 +159,16 @@ def _entry_key(key: bytes) -> bytes:
     return blake3.blake3(key, derive_key_context=_ENTRY_CONTEXT).digest()
 
 
-def entry_mac(key: bytes, prefix: str, data: bytes | bytearray | memoryview | mmap.mmap) -> str:
-    """The keyed BLAKE3 of ``prefix`` and ``data`` under a key derived from ``key``: the MAC
-    every load checks (BLAKE3 rather than HMAC-SHA256 for its speed: the demo hook's 37 MiB
-    take about 5 ms against about 20)."""
-    mac = blake3.blake3(prefix.encode(), key=_entry_key(key))
+def entry_hasher(key: bytes, prefix: str) -> blake3.blake3:
+    """The keyed BLAKE3 hasher of an entry MAC, fed ``prefix``: its key is derived from
+    ``key`` (BLAKE3 rather than HMAC-SHA256 for its speed: the demo hook's 37 MiB take a
+    third of the time or less)."""
+    return blake3.blake3(prefix.encode(), key=_entry_key(key))
+
+
+def entry_mac(key: bytes, prefix: str, data: bytes | bytearray | memoryview) -> str:
+    """The MAC every load checks: the keyed BLAKE3 of ``prefix`` and ``data``."""
+    mac = entry_hasher(key, prefix)
     mac.update(data)
     return mac.hexdigest()
 
@@ -278,10 +276,13 @@ class ComponentCache:
     def _mac(self, *parts: str) -> str:
         return hmac.new(self._key, "|".join(parts).encode(), hashlib.sha256).hexdigest()
 
-    def _entry_mac(self, digest: str, data: bytes | bytearray | mmap.mmap) -> str:
+    def _entry_prefix(self, digest: str) -> str:
+        return f"{self._config_key}|{digest}|"
+
+    def _entry_mac(self, digest: str, data: bytes | bytearray | memoryview) -> str:
         """The entry MAC (:func:`entry_mac`) of the configuration key, the source digest and
         the entry's bytes."""
-        return entry_mac(self._key, f"{self._config_key}|{digest}|", data)
+        return entry_mac(self._key, self._entry_prefix(digest), data)
 
     def _seal(self, entry: Path, mac: str) -> None:
         """Record ``entry``'s MAC in its sidecar, itself HMACed with the entry's name."""
@@ -318,12 +319,8 @@ class ComponentCache:
         try:
             copy = os.memfd_create("murmur-nb-component", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             try:
-                size = _copy_into(fd, copy)
+                mac = self._copy_and_mac(fd, copy, digest)
                 fcntl.fcntl(copy, fcntl.F_ADD_SEALS, _SEALS)
-                if size == 0:
-                    raise OSError("an empty entry")
-                with mmap.mmap(copy, size, prot=mmap.PROT_READ) as view:
-                    mac = self._entry_mac(digest, data=view)
                 if not hmac.compare_digest(mac, sealed):
                     raise OSError("the entry is not the one sealed")
             except BaseException:
@@ -332,6 +329,25 @@ class ComponentCache:
         finally:
             os.close(fd)
         return copy
+
+    def _copy_and_mac(self, source: int, copy: int, digest: str) -> str:
+        """Copy the open file ``source`` into ``copy`` a chunk at a time through a buffer of
+        this process, MACing each chunk in the buffer before it is written: the MAC is of the
+        bytes the copy holds, whatever the file does meanwhile, and each chunk is hashed while
+        it is in the CPU's cache (a third faster than hashing the copy after it is made)."""
+        mac = entry_hasher(self._key, self._entry_prefix(digest))
+        chunk = bytearray(_CHUNK)
+        view = memoryview(chunk)
+        done = 0
+        while read := os.preadv(source, [chunk], done):
+            mac.update(view[:read])
+            written = 0
+            while written < read:
+                written += os.write(copy, view[written:read])
+            done += read
+        if done == 0:
+            raise OSError("an empty entry")
+        return mac.hexdigest()
 
     def _sidecar(self, entry: Path) -> str | None:
         """The entry MAC from the entry's sidecar, if the sidecar is of this version and its
