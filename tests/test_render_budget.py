@@ -51,7 +51,9 @@ def test_the_embed_limit_is_configurable(tmp_path: Path) -> None:
     make_mp4(tmp_path / "clip.mp4")
     art = artifact(tmp_path, "clip.mp4", "video/mp4")
     embedded = mnb.render(art, budget=mnb.RenderBudget(embed_bytes=art.bytes))
-    linked = mnb.render(art, budget=mnb.RenderBudget(embed_bytes=art.bytes - 1))
+    # linked where it is: under link_base (outside it, it would be a note, not a dead link)
+    smaller = mnb.RenderBudget(embed_bytes=art.bytes - 1, link_base=tmp_path)
+    linked = mnb.render(art, budget=smaller)
     assert "data:video/mp4;base64," in embedded.html
     assert "data:video/mp4" not in linked.html
     assert "linked, not embedded" in linked.text

@@ -101,7 +101,7 @@ class ModuleInfo:
         ]
 
 
-@dataclass
+@dataclass(repr=False)
 class Invocation:
     """The outcome of one :meth:`ModuleHost.invoke <murmur_nb.ModuleHost.invoke>`.
 
@@ -114,7 +114,9 @@ class Invocation:
     ``result_schema`` (``""`` when it does not: see :attr:`state`).
 
     In a notebook it displays as a compact card (outcome, result, artifacts, warnings,
-    confinement); ``text/plain`` is a short summary, not the dataclass repr.
+    confinement); ``text/plain``, ``repr()`` and ``print()`` show the same short summary
+    (as a DataFrame does), never the dataclass's fields, and write what the module said
+    (control sequences, a lone surrogate) as escapes.
     """
 
     module: str
@@ -158,6 +160,9 @@ class Invocation:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(invocation_text(self))
+
+    def __repr__(self) -> str:
+        return invocation_text(self)
 
     @property
     def request_id(self) -> str:

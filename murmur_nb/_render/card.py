@@ -13,6 +13,10 @@ ends a notebook cell: outcome, result, artifacts, warnings, confinement; evidenc
 * **Bounded.** The result is shown as JSON cut at :data:`RESULT_CHARS`, open when it is
   small (:data:`OPEN_LINES`: a click to see ``{"made": 3}`` is a click too many), folded
   otherwise; lists of warnings and artifacts at :data:`MAX_ROWS` rows, with a "more" line.
+* **A module's words are shown, never obeyed.** Its result, warnings and error message reach
+  the HTML through :func:`~.core.esc` and the text through :func:`~.core.printable`: a lone
+  surrogate is written as its escape (it cannot be encoded, so the cell would fail) and, in
+  text, a control sequence as ``\\x1b...`` (it would drive the reader's terminal).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from murmur_nb._files.artifacts import DISPLAY
-from murmur_nb._render.core import esc, format_size, short_digest
+from murmur_nb._render.core import esc, format_size, printable, short_digest
 from murmur_nb._render.theme import BG_SOFT, BORDER, ERROR, FG, FG_MUTED, OK, WARN
 
 __all__ = [
@@ -188,8 +192,14 @@ def invocation_card(inv: Any) -> str:
     )
 
 
+def _text_json(value: Any) -> str:
+    """The result for the text summary: its continuation lines indented under ``result:``."""
+    return _short_json(value, 300).replace("\n", "\n  ")
+
+
 def invocation_text(inv: Any) -> str:
-    """The invocation as a few lines of text (``text/plain``)."""
+    """The invocation as a few lines of text (``text/plain``, ``repr()``), safe to print to
+    a terminal whatever the module said."""
     out = [f"Invocation {getattr(inv, 'capability', '')}: {state_label(inv)}"]
     error = getattr(inv, "error", None)
     if error is not None:
@@ -197,7 +207,7 @@ def invocation_text(inv: Any) -> str:
     if _state(inv) == "warning":
         out += [f"  warning: {p}" for p in problems_of(inv)]
     if getattr(inv, "ok", False):
-        out.append(f"  result: {_short_json(getattr(inv, 'result', None), 300)}")
+        out.append(f"  result: {_text_json(getattr(inv, 'result', None))}")
     out += [f"  warning: {w}" for w in _rows(_warnings(inv))]
     out += [f"  artifact {_artifact_line(a)}" for a in getattr(inv, "artifacts", None) or ()]
     out += [
@@ -208,7 +218,7 @@ def invocation_text(inv: Any) -> str:
         out += [f"  {line}" for line in inv.evidence.lines()]
     if getattr(inv, "confinement", ""):
         out.append(f"  confinement: {inv.confinement}")
-    return "\n".join(out)
+    return printable("\n".join(out))
 
 
 def artifact_card(artifact: Any) -> str:
@@ -225,7 +235,7 @@ def artifact_card(artifact: Any) -> str:
 
 def artifact_text(artifact: Any) -> str:
     """A verified artifact in one line of text."""
-    return f"VerifiedArtifact {_artifact_line(artifact)}"
+    return printable(f"VerifiedArtifact {_artifact_line(artifact)}")
 
 
 DISPLAY.update({"text/html": artifact_card, "text/plain": artifact_text})

@@ -4,11 +4,18 @@ Renderers return static HTML with inline styles and no script, so it reads the s
 JupyterLab, ``nbconvert`` and GitHub; interactivity belongs to widgets, which read
 :attr:`Rendering.slides`. Output is stable for nbval: no timestamp, address, random id or
 absolute temporary path; linked media are relative to :attr:`RenderBudget.link_base`. The
-declared ``bytes`` decides embed-or-link before the file is opened, and each renderer gets
+declared ``bytes`` decides embed-or-link before the file is opened (a file outside the link
+base is never linked: Jupyter could not serve it; :mod:`.downloads`), and each renderer gets
 the budget narrowed to what the whole rendering has left (:func:`within`; the account is kept
 by :mod:`.total`). Decoding is work done for a guest too: each rendering has one
 :class:`PixelBudget`, carried by the narrowed budget, that every decode takes from before it
 starts (:mod:`.decode`).
+
+Text a module wrote (a title, a path, a file's JSON) may hold what no display can take: a
+lone surrogate (JSON allows ``"\\ud800"``) cannot be encoded, so a cell showing it fails, and
+terminal control sequences in ``text/plain`` would drive the reader's terminal. :func:`esc`
+and :class:`Rendering` pass every string through :func:`readable` (HTML) or :func:`printable`
+(plain text), so no caller has to remember to.
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, soft_background
+from murmur_nb._sandbox.evidence import escape_control
 
 __all__ = [
     "Body",
@@ -38,15 +47,21 @@ __all__ = [
     "Source",
     "card",
     "data_uri",
-    "embed_or_link",
+    "RENDER_EXTRA",
+    "embedded",
     "error_card",
     "esc",
     "format_size",
     "left_of",
     "link_to",
     "linked_reason",
+    "not_linked_note",
     "megapixels",
+    "missing_dependency",
     "pixels_of",
+    "printable",
+    "readable",
+    "servable",
     "strip_allowance",
     "strip_spent",
     "short_digest",
@@ -58,6 +73,44 @@ __all__ = [
 ]
 
 _MIB = 1024 * 1024
+
+#: how to install the ``render`` extra, from a package index or from a checkout of murmur-nb
+RENDER_EXTRA = "pip install 'murmur-nb[render]' (or, from a checkout: pip install -e '.[render]')"
+
+
+def missing_dependency(package: str, feature: str) -> MissingDependency:
+    """The :class:`~murmur_nb.MissingDependency` for a package of the ``render`` extra, its
+    advice naming both ways murmur-nb may have been installed (:data:`RENDER_EXTRA`)."""
+    exc = MissingDependency(package, "render", feature)
+    exc.args = (
+        f"{feature} needs the optional package {package!r}, which is not installed. "
+        f"Install it with: {RENDER_EXTRA}",
+    )
+    return exc
+
+
+#: characters checked at a time for a lone surrogate (a rendering's HTML may be 32 MiB)
+_STEP = 1 << 20
+
+
+def readable(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``\\ud800``): it cannot be
+    encoded, so a display (or a notebook saved) holding it fails."""
+    if text.isascii():
+        return text
+    for start in range(0, len(text), _STEP):
+        try:  # a slice at a time: no second copy of a whole page to find none
+            text[start : start + _STEP].encode("utf-8")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def printable(text: str) -> str:
+    """:func:`readable` ``text`` with every control character but newline and tab escaped
+    (``\\x1b``), so a module's text cannot clear the reader's terminal, retitle it or move
+    its cursor when it is shown as ``text/plain``."""
+    return escape_control(readable(text))
 
 
 class DecodeError(Exception):
@@ -178,7 +231,9 @@ class RenderBudget:
     ----------
     embed_bytes
         Largest artifact (by its declared ``bytes``) embedded as a data URI; larger media are
-        linked by path and never read. Default 4 MiB.
+        linked by path when they are under ``link_base`` (copied into ``download_dir`` when it
+        is set and they are not), else shown as a note saying their size and how to show
+        them: a link outside the folder Jupyter serves would not open. Default 4 MiB.
     thumbnail_px
         Longest side of a grid thumbnail, in pixels.
     grid_bytes
@@ -202,7 +257,8 @@ class RenderBudget:
     timeline_events
         Events drawn at most in a timeline.
     link_base
-        Folder that linked media paths are made relative to; the working directory when
+        Folder that linked media paths are made relative to, and that a file must be under
+        to be linked where it is; the working directory (the notebook's folder) when
         ``None``.
     download_dir
         Opt-in: a folder (relative to ``link_base``, i.e. beside the notebook) that download
@@ -210,7 +266,9 @@ class RenderBudget:
         address instead of a data URI. JupyterLab strips ``data:`` links from notebooks it
         does not trust, but keeps relative ones, so a committed notebook rendered with it
         offers its downloads to every reader; commit the folder beside the notebook.
-        ``None`` (the default) embeds them.
+        A file too large to embed, or past ``total_bytes``, that is outside ``link_base``
+        (an artifact in the host's run folder) is copied there too, so its player or link
+        opens. ``None`` (the default) embeds downloads, and shows such a file as a note.
     total_bytes
         Most output (HTML and plain text) one ``render(...)`` call produces, over all the
         artifacts of an invocation or a gallery; per-artifact limits still apply inside it.
@@ -357,6 +415,11 @@ class Rendering:
     parts: tuple[Rendering, ...] = ()
     error_code: str | None = None
 
+    def __post_init__(self) -> None:
+        # frozen: set once, here, so every rendering shows (and saves) whatever a module wrote
+        object.__setattr__(self, "text", printable(self.text))
+        object.__setattr__(self, "html", readable(self.html))
+
     @property
     def ok(self) -> bool:
         """``False`` if this, or any part of it, is an error card."""
@@ -382,8 +445,9 @@ class Rendering:
 
 
 def esc(text: object) -> str:
-    """HTML-escape ``text`` (quotes included, so it is safe in attributes)."""
-    return html.escape(str(text), quote=True)
+    """HTML-escape ``text`` (quotes included, so it is safe in attributes), lone surrogates
+    written as escapes (:func:`readable`)."""
+    return html.escape(readable(str(text)), quote=True)
 
 
 def format_size(n: int) -> str:
@@ -408,9 +472,21 @@ def data_uri(media_type: str, data: bytes) -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
+def _base(budget: RenderBudget) -> Path:
+    return budget.link_base if budget.link_base is not None else Path.cwd()
+
+
+def servable(path: Path, budget: RenderBudget) -> bool:
+    """Whether a relative link to ``path`` would open: it is under the budget's link base
+    (the working directory by default, the notebook's folder, which Jupyter serves). A file
+    elsewhere (a host's run folder under ``/tmp``, removed when the host closes) is not."""
+    real = Path(os.path.realpath(path))
+    return real.is_relative_to(os.path.realpath(_base(budget)))
+
+
 def link_to(path: Path, budget: RenderBudget) -> str:
     """A URL-quoted POSIX path to ``path`` relative to the budget's link base."""
-    base = budget.link_base if budget.link_base is not None else Path.cwd()
+    base = _base(budget)
     try:
         rel = os.path.relpath(path, base)
     except ValueError:  # pragma: no cover - another drive on Windows
@@ -481,18 +557,41 @@ def linked_reason(source: Source, budget: RenderBudget) -> str:
     )
 
 
-def embed_or_link(source: Source, budget: RenderBudget) -> tuple[str, bool]:
-    """``(url, embedded)``: a data URI when the declared size fits the budget, else a link.
+def embedded(source: Source, budget: RenderBudget) -> str | None:
+    """The data URI of ``source`` when its declared size fits the budget, else ``None``.
 
     The decision reads only ``source.bytes``: the file's own limit (``embed_bytes``) and what
-    the rendering has left of its total; a linked file is never opened.
+    the rendering has left of its total; a file that does not fit is never opened here.
     """
     fits = uri_size(source.media_type, source.bytes) <= left_of(budget)
     if source.bytes <= budget.embed_bytes and fits:
         with source.file.open("rb") as fh:
             data = fh.read(source.bytes)  # never more than declared, even if it grew since
-        return data_uri(source.media_type, data), True
-    return link_to(source.link or source.file, budget), False
+        return data_uri(source.media_type, data)
+    return None
+
+
+def not_linked_note(source: Source, budget: RenderBudget) -> str:
+    """Why ``source`` is neither embedded nor linked, and the two ways to show it."""
+    size = format_size(source.bytes)
+    if source.bytes > budget.embed_bytes:
+        why = (
+            f"its {size} is above the {format_size(budget.embed_bytes)} embed budget "
+            "(RenderBudget.embed_bytes)"
+        )
+        fix = f"render it with mnb.RenderBudget(embed_bytes={source.bytes}) or more"
+    else:
+        why = (
+            f"this rendering has {format_size(left_of(budget))} left of its "
+            f"{format_size(budget.total_bytes)} total budget (RenderBudget.total_bytes)"
+        )
+        fix = "render it on its own, or with a larger mnb.RenderBudget(total_bytes=...)"
+    return (
+        f"not shown: {why}, and the file is outside the folder Jupyter serves (the working "
+        "directory, or RenderBudget.link_base), so a link to it would not open. To show it, "
+        f"{fix}; or pass RenderBudget(download_dir=...) a folder under the notebook's folder, "
+        "to copy it there and link the copy"
+    )
 
 
 def summary_line(primitive: str, source: Source) -> str:

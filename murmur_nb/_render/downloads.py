@@ -7,9 +7,15 @@ someone ran reads it anywhere), and with :attr:`RenderBudget.download_dir` it is
 that folder under a name made from its digest and linked relatively: a committed notebook and
 its folder then offer the download to anyone, trusted or not, in nbconvert HTML too.
 
-A file larger than :attr:`RenderBudget.embed_bytes` is never read: it is linked where it is;
-so is one that no longer fits what the rendering has left of :attr:`RenderBudget.total_bytes`
-(with a note naming it).
+A file larger than :attr:`RenderBudget.embed_bytes` is not embedded; neither is one that no
+longer fits what the rendering has left of :attr:`RenderBudget.total_bytes` (with a note
+naming it). Such a file is linked where it is only when a relative link would open: it is
+under :attr:`RenderBudget.link_base` (the working directory, which Jupyter serves). An
+artifact is usually in the host's run folder under ``/tmp``: outside what Jupyter serves,
+and removed when the host closes. With ``download_dir`` it is copied there and the copy is
+linked; without, no link is drawn (a dead player is worse than none) and the note says its
+size, which budget kept it out, and how to show it (:func:`place`). Media players and
+download links take the same way.
 """
 
 from __future__ import annotations
@@ -23,9 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from murmur_nb._render.core import RenderBudget, Source, embed_or_link, link_to, linked_reason
+from murmur_nb._render.core import (
+    RenderBudget,
+    Source,
+    embedded,
+    link_to,
+    linked_reason,
+    not_linked_note,
+    servable,
+)
+from murmur_nb._render.verify import file_digest
 
-__all__ = ["DownloadDirError", "Offer", "file_name", "offer"]
+__all__ = ["DownloadDirError", "Offer", "file_name", "linked", "offer", "place"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _CHUNK = 1024 * 1024
@@ -37,12 +52,14 @@ class DownloadDirError(OSError):
 
 @dataclass(frozen=True)
 class Offer:
-    """A download's address and, for the plain-text summary, how it is offered."""
+    """A file's address and, for the plain-text summary, how it is offered."""
 
+    #: a data URI or a relative address; ``""`` when the file cannot be offered (see ``note``)
     url: str
-    #: ``embedded``, ``written to <folder>`` or ``linked``
+    #: ``embedded``, ``written to <folder>``, ``linked ...`` or ``not shown ...``
     how: str
-    #: a note for the card when a budget the reader may raise decided (the rendering's total)
+    #: a note for the card when a budget the reader may raise decided (the rendering's total,
+    #: or the embed budget of a file that cannot be linked)
     note: str = ""
 
     @property
@@ -70,7 +87,7 @@ def _same(path: Path, size: int, digest: str) -> bool:
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size != size:
             return False
-        return f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}" == digest
+        return file_digest(path) == digest
     except OSError:
         return False
 
@@ -101,16 +118,50 @@ def _write(source: Source, src: BinaryIO, target: Path) -> None:
 
 
 def offer(source: Source, budget: RenderBudget) -> Offer:
-    """How to offer ``source`` for download under ``budget``.
+    """How to offer ``source`` for download under ``budget``: written into ``download_dir``
+    when it is set and the file fits ``embed_bytes``, else as :func:`place` says.
 
     Raises ``OSError`` when the file cannot be read or ``download_dir`` cannot be written.
     """
     if budget.download_dir is None or source.bytes > budget.embed_bytes:
-        url, embedded = embed_or_link(source, budget)
-        if embedded:
-            return Offer(url, "embedded")
-        reason = linked_reason(source, budget)
-        return Offer(url, reason, reason if source.bytes <= budget.embed_bytes else "")
+        return place(source, budget)
+    return _copied(source, budget, "")
+
+
+def place(source: Source, budget: RenderBudget) -> Offer:
+    """Where a player, an image or a link finds ``source``: embedded when it fits the
+    budget, else :func:`linked`.
+
+    Raises ``OSError`` when the file cannot be read or ``download_dir`` cannot be written.
+    """
+    url = embedded(source, budget)
+    if url is not None:
+        return Offer(url, "embedded")
+    return linked(source, budget)
+
+
+def linked(source: Source, budget: RenderBudget) -> Offer:
+    """``source`` not embedded: linked where it is when a relative link opens (it is under
+    the link base), else its copy in ``download_dir`` linked, else not offered at all
+    (``url`` empty) with a note saying how to show it.
+
+    Raises ``OSError`` when ``download_dir`` cannot be written.
+    """
+    reason = linked_reason(source, budget)
+    over_total = source.bytes <= budget.embed_bytes  # the rendering's total decided
+    where = source.link or source.file
+    if servable(where, budget):
+        return Offer(link_to(where, budget), reason, reason if over_total else "")
+    if budget.download_dir is not None:
+        return _copied(source, budget, reason if over_total else "")
+    how = "not shown, not linked: too large to embed, outside the folder Jupyter serves"
+    if over_total:
+        how = "not shown, not linked: past the total budget, outside the folder Jupyter serves"
+    return Offer("", how, not_linked_note(source, budget))
+
+
+def _copied(source: Source, budget: RenderBudget, note: str) -> Offer:
+    """``source`` written into ``download_dir`` (unless it holds it already), linked there."""
     target = _folder(budget) / file_name(source)
     if not _same(target, source.bytes, source.digest):
         with source.file.open("rb") as src:  # failing to read is not the folder's fault
@@ -124,4 +175,6 @@ def offer(source: Source, budget: RenderBudget) -> Offer:
                     f"({exc.strerror or exc}); set RenderBudget.download_dir to a writable "
                     "folder, or to None to embed downloads"
                 ) from exc
-    return Offer(link_to(target, budget), f"written to {Path(budget.download_dir).as_posix()}/")
+    assert budget.download_dir is not None
+    how = f"written to {Path(budget.download_dir).as_posix()}/"
+    return Offer(link_to(target, budget), how, note)

@@ -5,7 +5,8 @@ embedding is work done for a guest, so it is bounded like the guest's own (SPEC 
 artifact renders with the budget narrowed to what is left (:func:`~.core.within`), then its
 output is counted; a part still too large becomes a link. A later artifact with a digest
 already shown is a short card referring to the first (verified again unless it is the very
-same claim). Past the total an artifact is a small link card, and after :data:`LISTED_PAST`
+same claim). Past the total an artifact is a small link card (a link only where one opens:
+:func:`~.downloads.linked`), and after :data:`LISTED_PAST`
 of those the rest are counted in one line, so output stays under ``total_bytes`` plus a few
 hundred cards.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from murmur_nb._render.core import (
     Body,
@@ -25,13 +25,13 @@ from murmur_nb._render.core import (
     Source,
     esc,
     format_size,
-    link_to,
     short_digest,
     source_rendering,
     within,
 )
+from murmur_nb._render.downloads import linked
 from murmur_nb._render.fallback import render_one, verify_source
-from murmur_nb._render.primitives.media import download_link
+from murmur_nb._render.primitives.media import download_line
 
 __all__ = ["LISTED_PAST", "Account", "omitted_rendering"]
 
@@ -133,19 +133,19 @@ class Account:
         return card(checked)
 
 
-def _where(source: Source) -> Path:
-    return source.link or source.file
-
-
 def _past_total(source: Source, budget: RenderBudget, _first: str | None) -> Rendering:
-    """A link to the file, and why it is not shown: the rendering's total is spent."""
-    url = link_to(_where(source), budget)
+    """A link to the file (where one opens), and why it is not shown: the rendering's total
+    is spent."""
+    got = linked(source, budget)
+    how = "linked" if got.url else "not linked (outside the folder Jupyter serves)"
+    where = "" if got.url else "; it is outside the folder Jupyter serves, so it is not linked"
     body = Body(
-        html=f"<div>{download_link(url, source.name)} ({esc(format_size(source.bytes))})</div>",
-        details=["linked, not shown: the rendering reached its total budget"],
+        html=download_line(got, source),
+        details=[f"{how}, not shown: the rendering reached its total budget"],
         notes=[
             f"not shown: this rendering reached its {format_size(budget.total_bytes)} total "
-            "budget (RenderBudget.total_bytes); raise it, or render this artifact on its own"
+            f"budget (RenderBudget.total_bytes){where}; raise it, or render this artifact on "
+            "its own"
         ],
     )
     return source_rendering("download", source, body)
@@ -157,9 +157,8 @@ def _reference(source: Source, budget: RenderBudget, first: str | None) -> Rende
         f"same content ({short_digest(source.digest)}) as artifact {first} shown above; "
         "not embedded again"
     )
-    url = link_to(_where(source), budget)
     body = Body(
-        html=f"<div>{download_link(url, source.name)} ({esc(format_size(source.bytes))})</div>",
+        html=download_line(linked(source, budget), source),
         details=[f"same content as artifact {first}, shown above"],
         notes=[note],
     )

@@ -32,13 +32,13 @@ from murmur_nb._render.core import (
     RenderBudget,
     Source,
     data_uri,
-    embed_or_link,
     esc,
     format_size,
     left_of,
-    linked_reason,
     uri_size,
 )
+from murmur_nb._render.downloads import place
+from murmur_nb._render.primitives.media import not_placed
 from murmur_nb._render.primitives.text import read_text
 
 if TYPE_CHECKING:
@@ -188,13 +188,15 @@ def _mermaid(
 
 def render_diagram(source: Source, budget: RenderBudget) -> Body:
     if source.media_type == "image/svg+xml":
-        url, embedded = embed_or_link(source, budget)
-        img = f'<img src="{esc(url)}" alt="{esc(source.title)}" style="max-width:100%">'
-        notes = [] if embedded or source.bytes > budget.embed_bytes else [
-            linked_reason(source, budget)
-        ]
-        return Body(html=img, details=["SVG " + ("embedded" if embedded else "linked")],
-                    notes=notes)
+        got = place(source, budget)
+        if not got.url:
+            return not_placed(source, got, budget)
+        img = f'<img src="{esc(got.url)}" alt="{esc(source.title)}" style="max-width:100%">'
+        return Body(
+            html=img,
+            details=["SVG " + ("embedded" if got.embedded else "linked")],
+            notes=[got.note] if got.note else [],
+        )
     head = read_text(source.file, budget.text_bytes)
     text, cut = head.text, head.cut
     kind = _RENDERERS[source.media_type][1]

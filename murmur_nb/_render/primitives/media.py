@@ -3,7 +3,9 @@
 Players are plain HTML5 ``<video>`` / ``<audio>`` elements, so they work without a kernel or
 script. Whether a medium is embedded (data URI) or linked (relative path) is decided from the
 declared ``bytes`` alone: a linked file is never opened, so a 1 GB video costs a few hundred
-bytes of output and no memory.
+bytes of output and no memory. A file a relative link would not reach (outside the folder
+Jupyter serves, :func:`~..downloads.place`) gets no player: a note says its size and how to
+show it (a larger ``embed_bytes``, or ``download_dir``, which copies it beside the notebook).
 
 A grid embeds thumbnails, never originals, and stops embedding once its thumbnails reach
 ``RenderBudget.grid_bytes`` (or what the whole rendering has left of
@@ -29,16 +31,16 @@ from murmur_nb._render.core import (
     RenderBudget,
     Source,
     data_uri,
-    embed_or_link,
     esc,
     format_size,
-    linked_reason,
     pixels_of,
     strip_allowance,
     strip_spent,
 )
 from murmur_nb._render.decode import draw_thumbnail, open_thumbnail, thumbnail
-from murmur_nb._render.downloads import offer
+from murmur_nb._render.downloads import Offer, offer, place
+from murmur_nb._render.presentation import is_textual
+from murmur_nb._render.primitives.text import render_text
 from murmur_nb._render.theme import BG_SOFT, ERROR, FG, FG_MUTED
 from murmur_nb._rules import usable_cores
 
@@ -47,8 +49,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GridItem",
+    "download_line",
     "download_link",
     "grid_html",
+    "not_placed",
     "render_audio",
     "render_download",
     "render_image",
@@ -61,14 +65,25 @@ _LINK = "font-size:12px"
 _PROBLEM = f"background:{BG_SOFT};color:{FG};border:1px solid;border-color:{ERROR}"
 
 
-def _placed(source: Source, budget: RenderBudget, embedded: bool, html: str) -> Body:
+def _placed(got: Offer, html: str) -> Body:
     """The body, with where the medium is (``details``) and, when the rendering's total
     budget is what kept it out, a visible note naming that budget."""
-    if embedded:
-        return Body(html=html, details=["embedded"])
-    reason = linked_reason(source, budget)
-    notes = [reason] if source.bytes <= budget.embed_bytes else []
-    return Body(html=html, details=[reason], notes=notes)
+    return Body(html=html, details=[got.how], notes=[got.note] if got.note else [])
+
+
+def not_placed(source: Source, got: Offer, budget: RenderBudget) -> Body:
+    """No player, no link (it would not open): the note, in the card, says how to show it;
+    a textual file (an SVG) shows its text below, within ``text_bytes``."""
+    html = (
+        f'<div style="color:{FG_MUTED}">{esc(source.name)} '
+        f"({esc(format_size(source.bytes))}, {esc(source.media_type)}): not shown</div>"
+    )
+    if not is_textual(source.media_type):
+        return Body(html=html, details=[got.how], notes=[got.note])
+    text = render_text(source, budget)
+    return Body(
+        html=html + text.html, details=[got.how, *text.details], notes=[got.note, *text.notes]
+    )
 
 
 def download_link(url: str, name: str, label: str | None = None) -> str:
@@ -83,17 +98,19 @@ def _player(tag: str, source: Source, budget: RenderBudget, style: str) -> Body:
     is sniffed by the browser) and in the title. The text inside the player is shown only by
     a browser without HTML5 media; it links a linked file, but never repeats a data URI.
     """
-    url, embedded = embed_or_link(source, budget)
+    got = place(source, budget)
+    if not got.url:
+        return not_placed(source, got, budget)
     inside = f"Your browser cannot play {esc(source.media_type)}"
-    inside += "." if embedded else f": {download_link(url, source.name)}"
+    inside += "." if got.embedded else f": {download_link(got.url, source.name)}"
     player = (
-        f'<{tag} src="{esc(url)}" controls preload="metadata" style="{style}" '
+        f'<{tag} src="{esc(got.url)}" controls preload="metadata" style="{style}" '
         f'title="{esc(source.title)} ({esc(source.media_type)})">{inside}</{tag}>'
     )
     link = ""
-    if not embedded:
-        link = f'<div style="{_LINK}">Linked file: {download_link(url, source.name)}</div>'
-    return _placed(source, budget, embedded, player + link)
+    if not got.embedded:
+        link = f'<div style="{_LINK}">Linked file: {download_link(got.url, source.name)}</div>'
+    return _placed(got, player + link)
 
 
 def render_video(source: Source, budget: RenderBudget) -> Body:
@@ -105,21 +122,31 @@ def render_audio(source: Source, budget: RenderBudget) -> Body:
 
 
 def render_image(source: Source, budget: RenderBudget) -> Body:
-    url, embedded = embed_or_link(source, budget)
+    got = place(source, budget)
+    if not got.url:
+        return not_placed(source, got, budget)
     img = (
-        f'<img src="{esc(url)}" alt="{esc(source.title)}" '
+        f'<img src="{esc(got.url)}" alt="{esc(source.title)}" '
         'style="max-width:100%;max-height:640px;height:auto">'
     )
-    link = "" if embedded else f'<div style="{_LINK}">{download_link(url, source.name)}</div>'
-    return _placed(source, budget, embedded, img + link)
+    link = ""
+    if not got.embedded:
+        link = f'<div style="{_LINK}">{download_link(got.url, source.name)}</div>'
+    return _placed(got, img + link)
+
+
+def download_line(got: Offer, source: Source) -> str:
+    """``⬇ <link> (size)``, or the name and size alone when the file cannot be offered."""
+    name = download_link(got.url, source.name) if got.url else esc(source.name)
+    return (
+        f"<div>⬇ {name} "
+        f'<span style="color:{FG_MUTED}">({esc(format_size(source.bytes))})</span></div>'
+    )
 
 
 def render_download(source: Source, budget: RenderBudget) -> Body:
     got = offer(source, budget)
-    html = (
-        f"<div>⬇ {download_link(got.url, source.name)} "
-        f'<span style="color:{FG_MUTED}">({esc(format_size(source.bytes))})</span></div>'
-    )
+    html = download_line(got, source)
     notes = [got.note] if got.note else []
     return Body(html=html, details=[f"download {source.name} ({got.how})"], notes=notes)
 

@@ -30,13 +30,14 @@ from murmur_nb._render.core import (
     Source,
     data_uri,
     left_of,
+    missing_dependency,
     pixels_of,
     strip_spent,
     uri_size,
 )
 from murmur_nb._render.decode import decoding
 from murmur_nb._render.downloads import offer
-from murmur_nb._render.primitives.media import download_link
+from murmur_nb._render.primitives.media import download_line
 from murmur_nb._render.theme import BORDER, FG_MUTED
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def pdf_pages(path: Path, width_px: int, max_pages: int, pixels: PixelBudget) ->
     try:
         import pypdfium2 as pdfium  # noqa: PLC0415 - optional, heavy; only for PDFs
     except ImportError as exc:
-        raise MissingDependency("pypdfium2", "render", "PDF page previews") from exc
+        raise missing_dependency("pypdfium2", "PDF page previews") from exc
     try:
         pdf = pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as exc:
@@ -155,7 +156,7 @@ def page_images_html(pages: list[Page], width_px: int, first: int = 1) -> list[s
 
 def render_document(source: Source, budget: RenderBudget) -> Body:
     got = offer(source, budget)
-    link = f"<div>⬇ {download_link(got.url, source.name)}</div>"
+    link = download_line(got, source)
     try:
         got_pages = pdf_pages(
             source.file, budget.preview_px, budget.preview_pages, pixels_of(budget)

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._exceptions import MissingDependency
-from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc
+from murmur_nb._render.core import (
+    Body,
+    CannotRender,
+    RenderBudget,
+    Source,
+    esc,
+    missing_dependency,
+    readable,
+)
 from murmur_nb._render.primitives.text import load_json
 from murmur_nb._render.theme import FG_MUTED
 
@@ -55,7 +62,7 @@ def _parquet(source: Source, keep: int) -> tuple[pd.DataFrame, pd.DataFrame | No
         import pyarrow as pa  # type: ignore[import-untyped]  # noqa: PLC0415 - optional, heavy
         import pyarrow.parquet as pq  # type: ignore[import-untyped]  # noqa: PLC0415
     except ImportError as exc:
-        raise MissingDependency("pyarrow", "render", "Parquet tables") from exc
+        raise missing_dependency("pyarrow", "Parquet tables") from exc
     try:
         pf = pq.ParquetFile(source.file)
     except (pa.ArrowException, OSError) as exc:
@@ -97,7 +104,12 @@ def _records(source: Source, budget: RenderBudget) -> pd.DataFrame:
         value = value["records"]
     if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
         raise CannotRender("JSON is not a list of records (objects)")
-    return pd.DataFrame.from_records(value)
+    # a lone surrogate ("\\ud800" is valid JSON) cannot become a string column: its escape can
+    return pd.DataFrame.from_records([_readable_record(r) for r in value])
+
+
+def _readable_record(record: dict[str, Any]) -> dict[str, Any]:
+    return {readable(str(k)): readable(v) if isinstance(v, str) else v for k, v in record.items()}
 
 
 def load_table(

@@ -26,7 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc, format_size
+from murmur_nb._render.core import (
+    RENDER_EXTRA,
+    Body,
+    CannotRender,
+    RenderBudget,
+    Source,
+    esc,
+    format_size,
+    readable,
+)
 
 __all__ = [
     "NOT_UTF8",
@@ -195,7 +204,7 @@ class MarkdownShown:
         if not self.converted:
             notes.append(
                 "Markdown shown as source: the optional package 'mistune' is not installed. "
-                "Install it with: pip install 'murmur-nb[render]'"
+                f"Install it with: {RENDER_EXTRA}"
             )
         if self.linked_images:
             notes.append(linked_note(self.linked_images))
@@ -265,12 +274,6 @@ _TREE_DEPTH = 50
 _SCALAR_CHARS = 200
 
 
-def _shown(text: str) -> str:
-    """``text`` with any lone surrogate (JSON allows ``"\\ud800"``) kept as its escape: it
-    cannot be encoded, so it could not be shown or saved."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 class _Tree:
     """Builds nested ``<details>`` for a JSON value, stopping after a node budget and at a
     depth (its recursion stays far below Python's limit whatever the document)."""
@@ -281,7 +284,7 @@ class _Tree:
         self.deep = False
 
     def scalar(self, value: Any) -> str:
-        text = _shown(json.dumps(value, ensure_ascii=False))
+        text = readable(json.dumps(value, ensure_ascii=False))
         if len(text) > _SCALAR_CHARS:
             text = text[:_SCALAR_CHARS] + "…"
         colour = _STRING if isinstance(value, str) else _NUMBER
@@ -289,7 +292,7 @@ class _Tree:
 
     def node(self, key: str | None, value: Any, depth: int) -> str:
         self.nodes += 1
-        label = f'<span style="color:{_KEY}">{esc(_shown(key))}</span>: ' if key is not None else ""
+        label = f'<span style="color:{_KEY}">{esc(key)}</span>: ' if key is not None else ""
         if not isinstance(value, dict | list) or not value:
             return f"<div>{label}{self.scalar(value)}</div>"
         if self.nodes > _TREE_NODES:
@@ -314,7 +317,7 @@ def render_json(source: Source, budget: RenderBudget) -> Body:
     value = load_json(source, budget)
     tree = _Tree()
     tree_html = tree.node(None, value, 0)
-    encoded = _shown(json.dumps(value, indent=2, ensure_ascii=False)).encode("utf-8")
+    encoded = readable(json.dumps(value, indent=2, ensure_ascii=False)).encode("utf-8")
     cut = len(encoded) > budget.text_bytes
     pretty = decode_utf8(encoded[: budget.text_bytes], cut=cut)[0] + ("\n…" if cut else "")
     html = (

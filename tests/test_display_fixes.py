@@ -1,0 +1,185 @@
+"""What an invocation or a rendering shows, whatever the module said (user trials).
+
+* A lone surrogate (``"\\ud800"`` in the envelope's JSON) in a result, a warning, an error
+  message or an artifact's file is shown as its escape by every representation; none raises
+  when the kernel encodes it, as a notebook showing it did.
+* Terminal control sequences a module wrote reach no ``text/plain``: they are escaped.
+* ``repr()`` and ``print()`` of an invocation are its short summary, not the dataclass's
+  fields; the result's JSON is indented under ``result:``.
+* An artifact too large to embed that sits outside the folder Jupyter serves (a host's run
+  folder) is a note saying its size and how to show it, never a player or a link that cannot
+  open; ``download_dir`` copies it beside the notebook and links the copy.
+* Install advice names both ways murmur-nb is installed: an index or a checkout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bs4 import BeautifulSoup
+from IPython.core.formatters import DisplayFormatter
+from IPython.lib.pretty import pretty
+
+import murmur_nb as mnb
+
+FACET_MODULES = [("raw", "raw_text"), ("hostile", "hostile_output")]
+
+#: what the module prints, as the JSON escapes of its envelope: a lone surrogate, then a
+#: window title change, a bell and "clear the screen"
+ESCAPED = "a\\ud800b \\u001b]0;pwn\\u0007\\u001b[2J"
+CONTROL = ("\x1b", "\x07")
+
+
+@pytest.fixture
+def host(facet_home: Path, tmp_path: Path) -> Iterator[mnb.ModuleHost]:
+    with mnb.ModuleHost(home=facet_home, artifact_store=tmp_path / "store") as h:
+        yield h
+
+
+def _shown(obj: Any) -> dict[str, str]:
+    """Every representation a notebook or a terminal shows of ``obj``, by name."""
+    data, _ = DisplayFormatter().format(obj)
+    shown = {str(k): v for k, v in data.items() if isinstance(v, str)}
+    shown.update({"repr": repr(obj), "str": str(obj), "pretty": pretty(obj)})
+    return shown
+
+
+def _sent(shown: dict[str, str]) -> None:
+    """Each representation goes through the kernel as jupyter_client packs a message."""
+    for name, text in shown.items():
+        packed = json.dumps({name: text}, ensure_ascii=False).encode("utf8", "surrogateescape")
+        assert packed, name
+
+
+@pytest.mark.parametrize("capability", ["raw.say", "raw.fail"])
+def test_a_lone_surrogate_from_a_module_shows_as_its_escape_everywhere(
+    host: mnb.ModuleHost, capability: str
+) -> None:
+    inv = host.invoke(capability, {"escaped": ESCAPED})
+    said = inv.error.message if inv.error is not None else inv.warnings[-1]
+    assert "\ud800" in said  # the module really sent one: the Invocation keeps its words
+    shown = _shown(inv)
+    assert {"text/plain", "text/html", "repr", "str"} <= set(shown)
+    _sent(shown)
+    for name, text in shown.items():
+        assert "\\ud800" in text, name
+    _sent(_shown(mnb.render(inv)))
+
+
+@pytest.mark.parametrize("capability", ["raw.say", "raw.fail"])
+def test_terminal_control_sequences_from_a_module_are_escaped_in_text(
+    host: mnb.ModuleHost, capability: str
+) -> None:
+    inv = host.invoke(capability, {"escaped": ESCAPED})
+    shown = _shown(inv)
+    for name in ("text/plain", "repr", "str", "pretty"):
+        assert not any(c in shown[name] for c in CONTROL), (name, shown[name])
+        assert "\\x1b]0;pwn\\x07\\x1b[2J" in shown[name], name
+    message = "said_no: " if capability == "raw.fail" else "warning: "
+    assert message + "a\\ud800b \\x1b]0;pwn" in shown["text/plain"]
+
+
+def test_an_artifact_s_title_and_file_show_safely(host: mnb.ModuleHost) -> None:
+    """A module's JSON table holding a lone surrogate, titled with control sequences: the
+    rendering is shown and sent, its text carries no control character."""
+    content = '[{"name": "x\\ud800y", "n": 1}]'
+    claim = {
+        "path": "t.json",
+        "media_type": "application/json",
+        "presentation": "table",
+        "title": "table \x1b]0;pwn\x07\x1b[2J",
+    }
+    inv = host.invoke("hostile.make", {"files": [{"name": "t.json", "content": content}],
+                                       "claims": [claim]})  # fmt: skip
+    assert inv.ok and len(inv.artifacts) == 1, inv
+    assert "\x1b" in inv.artifacts[0].title  # the host kept what the module said
+    for obj in (inv, inv.artifacts[0], mnb.render(inv), mnb.render(inv.artifacts[0])):
+        shown = _shown(obj)
+        _sent(shown)
+        for name in ("text/plain", "repr", "str"):
+            assert not any(c in shown[name] for c in CONTROL), (name, shown[name])
+    rendering = mnb.render(inv.artifacts[0])
+    assert rendering.primitive == "table", rendering.text
+    assert "x\\ud800y" in rendering.html
+
+
+def test_repr_and_print_are_the_short_summary(host: mnb.ModuleHost) -> None:
+    inv = host.invoke("raw.say", {"escaped": "hello"})
+    summary = pretty(inv)
+    assert repr(inv) == str(inv) == summary
+    assert summary.startswith("Invocation raw.say: ok\n")
+    assert len(summary) < 1000, summary
+    assert "murmur-nb-runs" not in summary and "Request(" not in summary
+
+
+def test_the_result_json_is_indented_under_result(host: mnb.ModuleHost) -> None:
+    inv = host.invoke("raw.say", {"escaped": "hello"})
+    lines = repr(inv).splitlines()
+    at = lines.index("  result: {")
+    assert lines[at + 1 : at + 3] == ['   "text": "hello"', "  }"]
+
+
+def test_a_large_medium_outside_the_served_folder_is_a_note_not_a_dead_player(
+    demo_home: mnb.DemoHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the notebook's folder; the host's runs are elsewhere
+    with demo_home.host() as host:
+        tone = host.invoke("studio.tone", {})
+        budget = mnb.RenderBudget(embed_bytes=1024)
+        for rendering in (mnb.render(tone.artifacts[0], budget=budget),
+                          mnb.render(tone, budget=budget)):  # fmt: skip
+            soup = BeautifulSoup(rendering.html, "html.parser")
+            assert not soup.select("audio, a[href], [src]"), rendering.html
+            assert "86.2 KiB is above the 1.0 KiB embed budget" in rendering.text
+            assert "RenderBudget(embed_bytes=88236)" in rendering.text
+            assert "download_dir" in rendering.text
+            assert "embed budget" in soup.get_text() and "download_dir" in soup.get_text()
+
+
+def test_download_dir_copies_a_large_medium_and_its_player_opens_the_copy(
+    demo_home: mnb.DemoHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with demo_home.host() as host:
+        art = host.invoke("studio.tone", {}).artifacts[0]
+        budget = mnb.RenderBudget(embed_bytes=1024, download_dir="dl")
+        rendering = mnb.render(art, budget=budget)
+    player = BeautifulSoup(rendering.html, "html.parser").select_one("audio")
+    assert player is not None, rendering.html
+    src = str(player["src"])
+    assert src.startswith("dl/") and src.endswith("-tone.wav"), src
+    copy = (tmp_path / src).read_bytes()  # still there: the host is closed, its runs removed
+    assert len(copy) == art.bytes and f"sha256:{hashlib.sha256(copy).hexdigest()}" == art.digest
+
+
+def test_a_large_file_under_the_working_directory_is_still_linked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "media").mkdir()
+    (tmp_path / "media" / "a.wav").write_bytes(b"RIFF" + bytes(4000))
+    rendering = mnb.render_file("media/a.wav", budget=mnb.RenderBudget(embed_bytes=1024))
+    player = BeautifulSoup(rendering.html, "html.parser").select_one("audio")
+    assert player is not None and player["src"] == "media/a.wav"
+    assert "linked, not embedded" in rendering.text
+
+
+def test_install_advice_names_the_checkout_install_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "n.md").write_text("# Title\n", encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "mistune", None)
+    rendering = mnb.render_file(tmp_path / "n.md")
+    assert "pip install 'murmur-nb[render]'" in rendering.text
+    assert "pip install -e '.[render]'" in rendering.text
+    monkeypatch.setitem(sys.modules, "pypdfium2", None)
+    (tmp_path / "r.pdf").write_bytes(b"%PDF-1.4\n%%EOF\n")
+    with pytest.warns(mnb.PresentationWarning):
+        pdf = mnb.render_file(tmp_path / "r.pdf", presentation="slides")
+    assert "pip install -e '.[render]'" in pdf.text, pdf.text
