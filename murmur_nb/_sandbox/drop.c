@@ -1,8 +1,10 @@
 /* murmur-nb: leave root for the sandbox id, then run a module with an empty environment.
  *
  * Run by bubblewrap as root *of the module's user namespace* on a root host (see
- * identity.py): usage `drop UID GID [-C DIR] PROGRAM [ARG...]`; as an ordinary user's
- * last step before the module, `drop - - PROGRAM [ARG...]` keeps the ids (keep_ids). With -C it first makes DIR
+ * identity.py): usage `drop UID GID [-n LIMIT] [-C DIR] PROGRAM [ARG...]`; as an ordinary
+ * user's last step before the module, `drop - - [-n LIMIT] PROGRAM [ARG...]` keeps the ids
+ * (keep_ids). With -n it first sets RLIMIT_NPROC (soft and hard) to LIMIT: the sandbox's
+ * processes of its uid, counted in its user namespace (sandbox.py). With -C it first makes DIR
  * (which must not exist yet: the working folder, on the sandbox's own tmpfs), gives it to
  * UID and GID and starts there. It empties the ambient and bounding capability sets (while
  * it still holds CAP_SETPCAP), clears the supplementary groups, switches real, effective and
@@ -87,6 +89,10 @@ static long ask(long option, long arg) { return CALL(SYS_prctl, option, arg, 0, 
 static long ask2(long option, long a, long b) { return CALL(SYS_prctl, option, a, b, 0); }
 static long close_from(unsigned int fd) { return CALL(SYS_close_range, fd, ~0U, 0, 0); }
 static long close_one(unsigned int fd) { return CALL(SYS_close, fd, 0, 0, 0); }
+static long process_limit(unsigned long n) {
+    struct rlimit64 limit = {n, n};
+    return CALL(SYS_prlimit64, 0, RLIMIT_NPROC, &limit, 0);
+}
 static unsigned long open_limit(void) {
     struct rlimit64 limit;
     if (FAILED_CALL(CALL(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, &limit))) return 1UL << 20;
@@ -130,6 +136,10 @@ static long ask(long option, long arg) { return checked(prctl((int)option, arg, 
 static long ask2(long option, long a, long b) { return checked(prctl((int)option, a, b, 0, 0)); }
 static long close_from(unsigned int fd) { return checked(syscall(SYS_close_range, fd, ~0U, 0)); }
 static long close_one(unsigned int fd) { return checked(close((int)fd)); }
+static long process_limit(unsigned long n) {
+    struct rlimit limit = {(rlim_t)n, (rlim_t)n};
+    return checked(setrlimit(RLIMIT_NPROC, &limit));
+}
 static unsigned long open_limit(void) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1UL << 20;
@@ -228,30 +238,39 @@ static void close_the_rest(void) {
 /* `drop - - PROGRAM [ARG...]`: an ordinary user's sandbox, whose ids stay: only the checks
  * that no capability is left, no_new_privs, the descriptors closed and the empty
  * environment (one static exec instead of `env -i`, a dynamic one) */
-static int keep_ids(char **argv) {
+static int keep_ids(char **argv, int program) {
     long r;
     empty_inheritable();
     if (FAILED(r = no_new_privs())) fail("prctl(PR_SET_NO_NEW_PRIVS)", "", r, 126);
     close_the_rest();
     char *empty[] = {0};
-    r = run(&argv[3], empty);
-    fail("cannot execute ", argv[3], r, 127);
+    r = run(&argv[program], empty);
+    fail("cannot execute ", argv[program], r, 127);
+}
+
+/* `-n LIMIT` at argv[at]: RLIMIT_NPROC set; where the program's argv starts */
+static int limited(int argc, char **argv, int at) {
+    if (at >= argc || !same(argv[at], "-n")) return at;
+    if (at + 2 >= argc) fail("usage: drop UID GID [-n LIMIT] [-C DIR] PROGRAM [ARG...]", "", 0, 126);
+    long r = process_limit(parse_id(argv[at + 1]));
+    if (FAILED(r)) fail("cannot set RLIMIT_NPROC", "", r, 126);
+    return at + 2;
 }
 
 static int drop(int argc, char **argv) {
-    if (argc < 4) fail("usage: drop UID GID [-C DIR] PROGRAM [ARG...]", "", 0, 126);
-    if (same(argv[1], "-") && same(argv[2], "-")) return keep_ids(argv);
+    if (argc < 4) fail("usage: drop UID GID [-n LIMIT] [-C DIR] PROGRAM [ARG...]", "", 0, 126);
+    if (same(argv[1], "-") && same(argv[2], "-")) return keep_ids(argv, limited(argc, argv, 3));
     unsigned long uid = parse_id(argv[1]);
     unsigned long gid = parse_id(argv[2]);
-    int program = 3;
+    int program = limited(argc, argv, 3);
     long r;
-    if (same(argv[3], "-C")) {
-        if (argc < 6) fail("usage: drop UID GID [-C DIR] PROGRAM [ARG...]", "", 0, 126);
-        const char *dir = argv[4];
+    if (program + 1 < argc && same(argv[program], "-C")) {
+        if (argc < program + 3) fail("usage: drop UID GID [-n LIMIT] [-C DIR] PROGRAM [ARG...]", "", 0, 126);
+        const char *dir = argv[program + 1];
         if (FAILED(r = make_dir(dir)) || FAILED(r = give(dir, uid, gid)) ||
             FAILED(r = enter(dir)))
             fail("cannot make the working folder ", dir, r, 126);
-        program = 5;
+        program += 2;
     }
     empty_bounding_and_ambient();
     if (FAILED(r = no_groups()) || FAILED(r = to_gid(gid)) || FAILED(r = to_uid(uid)))

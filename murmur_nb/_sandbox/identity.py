@@ -41,6 +41,7 @@ from murmur_nb._files.libc import libc
 from murmur_nb._sandbox import helpers
 
 __all__ = [
+    "SANDBOX_NPROC",
     "SETPRIV",
     "device_folder",
     "drop_argv",
@@ -181,17 +182,28 @@ def drop_helper() -> str | None:
     return helpers.built("drop", _DROP_SOURCE, _DROP_BUILDS, _drop_works)
 
 
+#: RLIMIT_NPROC of a sandbox under bwrap or the zygote (set by the drop helper, ``-n``).
+#: The kernel counts it per uid *in the user namespace* (measured on Linux 6.18: a user with
+#: 70 processes outside forks 78 under a limit of 80 in a fresh one, 9 without one), so it
+#: bounds the sandbox's own processes, never the account's others: an ordinary user's bwrap
+#: sandbox has a namespace of its own (512 per call); a root kernel's sandbox uid, and an
+#: ordinary user's zygote, share the kernel's one namespace among its calls running at once.
+SANDBOX_NPROC = 512
+
+
 def drop_argv() -> list[str]:
     """What bwrap runs before the module: on a root host the drop helper (or env + setpriv),
     leaving root; for an ordinary user the helper keeping the ids (or ``env -i``), which
-    empties the environment (bwrap sets ``PWD``) and closes every descriptor but 0-2."""
+    empties the environment (bwrap sets ``PWD``) and closes every descriptor but 0-2. The
+    helper also caps the sandbox's processes (:data:`SANDBOX_NPROC`)."""
     helper = drop_helper()
+    limit = ["-n", str(SANDBOX_NPROC)]
     if not is_root():
-        return [_ENV, "-i"] if helper is None else [helper, "-", "-"]
+        return [_ENV, "-i"] if helper is None else [helper, "-", "-", *limit]
     if helper is None:
         return [_ENV, "-i", *setpriv_argv()]
     ident = str(sandbox_id())
-    return [helper, ident, ident]
+    return [helper, ident, ident, *limit]
 
 
 @functools.cache

@@ -40,6 +40,7 @@ __all__ = [
     "MECHANISMS",
     "NETWORK_ISOLATION",
     "SANDBOX_MODES",
+    "TMPFS_BYTES",
     "Held",
     "binds_by_fd",
     "Launch",
@@ -49,6 +50,7 @@ __all__ = [
     "launch",
     "release",
     "sandbox_report",
+    "tmpfs_bytes",
 ]
 
 SANDBOX_MODES = ("required", "best-effort", "off")
@@ -67,8 +69,9 @@ GUARANTEES: dict[str, str] = {
     "/proc entries",
     "identity": "runs as an unprivileged uid with no capabilities, even when the kernel is "
     "root; cannot write /proc/sys or /sys, nor change the hostname",
-    "kernel_objects": "shares no keyring with the kernel or another call, and cannot set a "
-    "setuid or setgid bit on a file",
+    "kernel_objects": "shares no keyring and no SysV IPC object (shared memory, semaphores, "
+    "message queues) with the kernel or another call, and cannot set a setuid or setgid bit "
+    "on a file",
 }
 _SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _ENV = shutil.which("env", path="/usr/bin:/bin") or "/usr/bin/env"
@@ -87,6 +90,30 @@ _HOW_TO_GET = {
 _REAPER_SOURCE = Path(__file__).with_name("reaper.c")
 #: how many more processes than it runs now the module's uid may run (a fork bomb's ceiling)
 REAPER_NPROC = 512
+#: the bound of each tmpfs of a bwrap or zygote sandbox (its root, which holds ``/tmp`` and
+#: the working folder, and the one over a runs folder a root holds): its files are memory
+#: (shared memory, not swapped out without swap), so without a bound a module could take
+#: half the machine's. ``MURMUR_NB_SANDBOX_TMPFS`` (bytes, or with a ``K``/``M``/``G``
+#: suffix) sets another; a write past it fails in the module with ``ENOSPC``.
+TMPFS_BYTES = 1 << 30
+_TMPFS_VARIABLE = "MURMUR_NB_SANDBOX_TMPFS"
+
+
+def tmpfs_bytes() -> int:
+    """The sandbox's tmpfs bound: ``MURMUR_NB_SANDBOX_TMPFS``, else :data:`TMPFS_BYTES`.
+
+    Raises ``ValueError`` naming the variable when it is not a positive size."""
+    given = os.environ.get(_TMPFS_VARIABLE, "").strip()
+    if not given:
+        return TMPFS_BYTES
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(given[-1:].upper(), 1)
+    digits = given[:-1] if scale > 1 else given
+    if not digits.isdigit() or int(digits) <= 0:
+        raise ValueError(
+            f"{_TMPFS_VARIABLE}={given!r} is not a size: give bytes, or a number with K, M "
+            "or G (like 512M), above 0"
+        )
+    return int(digits) * scale
 
 
 def in_container() -> bool:
@@ -151,7 +178,7 @@ def _probe_bwrap() -> tuple[str | None, str]:
 
 def _probe_seccomp(bwrap: str | None) -> tuple[bytes | None, str]:
     """The socket filter, if libseccomp builds it and ``bwrap`` loads it (refusing a socket)."""
-    bpf, status = seccomp.program()
+    bpf, status = seccomp.program(sysv_ipc=bwrap is not None)  # bwrap: an IPC namespace
     if bpf is None or bwrap is None:
         return bpf, status  # without bwrap, the child loads it itself (prctl)
     python = os.path.realpath(sys.executable)
@@ -262,6 +289,8 @@ class SandboxReport:
     granted_network_status: str = ""
     #: the subreaper helper that holds the process tree where there is no PID namespace
     _reaper: str | None = field(default=None, repr=False)
+    #: the bound of each of the sandbox's tmpfs mounts (bwrap and the zygote)
+    tmpfs_bytes: int = TMPFS_BYTES
 
     def granted_network_problem(self) -> str:
         """Why a network-granted call cannot be kept off this machine, and what to do."""
@@ -346,6 +375,9 @@ class SandboxReport:
             lines.append(f"  [{name}] {status}")
         if self._bwrap is not None and self.mode != "off":
             lines.append(f"  [zygote] {zygote_.status()}")
+            lines.append(f"  [limits] each tmpfs (/, /tmp, the working folder) "
+                         f"{self.tmpfs_bytes} bytes; RLIMIT_NPROC {identity.SANDBOX_NPROC} "
+                         "in the sandbox's user namespace")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -388,8 +420,8 @@ def _statuses(
             status["landlock"] = (
                 probe.landlock_status if "landlock" in allowed else "disabled by policy"
             )
-    if bpf is not None:
-        status["seccomp"] = f"used: {probe.seccomp_status}"
+    if bpf is not None:  # without bwrap the program refuses SysV IPC too: its own status
+        status["seccomp"] = f"used: {probe.seccomp_status if bwrap else seccomp.program()[1]}"
     elif "seccomp" not in allowed:
         status["seccomp"] = "disabled by policy"
     else:
@@ -417,15 +449,19 @@ def _granted_network(on: bool, bpf: bytes | None, isolation: str) -> tuple[str |
 
 
 def sandbox_report(
-    mode: str, allowed: Iterable[str], *, network_isolation: str = "outside-only"
+    mode: str, allowed: Iterable[str], *, network_isolation: str = "outside-only",
+    tmpfs: int | None = None,
 ) -> SandboxReport:
-    """What the sandbox guarantees on this machine with the mechanisms ``allowed``."""
+    """What the sandbox guarantees on this machine with the mechanisms ``allowed``;
+    ``tmpfs`` bounds each of its tmpfs mounts (default :func:`tmpfs_bytes`)."""
     allowed = set(allowed)
     probe = _probe()
     on = mode != "off"
     bwrap = probe.bwrap if "bwrap" in allowed and on else None
     abi = probe.landlock_abi if "landlock" in allowed and on and not bwrap else 0
     bpf = probe.seccomp if "seccomp" in allowed and on else None
+    if bpf is not None and probe.bwrap is not None and not bwrap:
+        bpf = seccomp.program()[0]  # no IPC namespace: SysV IPC refused too
     confined = bool(abi or bpf)
     reaper = probe.reaper if "reaper" in allowed and on and not bwrap and confined else None
     status = _statuses(probe, allowed, bwrap, abi, bpf, reaper=reaper)
@@ -440,10 +476,11 @@ def sandbox_report(
         )
     if not on:
         guarantees = dict.fromkeys(GUARANTEES)
-    net = seccomp.program(sockets=True)[0] if bpf is not None else None
+    net = seccomp.program(sockets=True, sysv_ipc=bool(bwrap))[0] if bpf is not None else None
     granted, why = _granted_network(on, bpf, network_isolation)
     return SandboxReport(mode, mechanism, guarantees, status, detail, bwrap, abi, bpf, net,
-                         granted, network_isolation, why, reaper)
+                         granted, network_isolation, why, reaper,
+                         tmpfs if tmpfs is not None else tmpfs_bytes())
 
 
 def _identity(bwrap: str | None, confined: bool) -> str | None:
@@ -465,7 +502,10 @@ def _mechanism(
     guarantees: dict[str, str | None] = dict.fromkeys(GUARANTEES)
     rules = "seccomp: no sockets, keyring or setuid bits"
     if bpf:
-        guarantees["kernel_objects"] = "seccomp (keyctl and setuid/setgid modes refused)"
+        guarantees["kernel_objects"] = (
+            "seccomp (keyctl and setuid/setgid modes refused); SysV IPC: "
+            + ("bwrap ipc namespace" if bwrap else "seccomp (refused)")
+        )
     guarantees["identity"] = _identity(bwrap, bool(bwrap or abi or bpf))
     if bwrap:
         userns = "user, " if not identity.is_root() else "user (uid mapped), "
@@ -917,7 +957,7 @@ def _plan(
                 filtered = ["--seccomp", str(inherited[0])]
             out, fds = _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw,
                                    network=network, filtered=filtered,
-                                   private_cwd=private_cwd)  # fmt: skip
+                                   private_cwd=private_cwd, tmpfs=report.tmpfs_bytes)  # fmt: skip
         except BaseException:  # no Launch will own the pipe: close it here
             close_all(inherited, None)
             raise
@@ -1167,12 +1207,16 @@ def _layout(
     runs: str,
     network: bool,
     prefix: list[str],
+    tmpfs: int = TMPFS_BYTES,
 ) -> list[str]:
-    """The sandbox's file system: its folders, the system trees, ``reads`` and the roots,
-    and the drop helper (the first word of ``prefix``) at :data:`_HELPER_AT`."""
+    """The sandbox's file system: its root, a tmpfs bounded by ``tmpfs`` bytes, its folders,
+    the system trees, ``reads`` and the roots, and the drop helper (the first word of
+    ``prefix``) at :data:`_HELPER_AT`."""
     devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
     parents = _parent_dirs((*(given for _, given in [*reads, *ro, *rw]), *devices), runs)
-    out = [*parents, *_system_args()]
+    # bwrap's own root tmpfs has no bound: a bounded one over it, first (the zygote lays it
+    # over its own the same way)
+    out = ["--size", str(tmpfs), "--tmpfs", "/", *parents, *_system_args()]
     if network:
         # name resolution: /etc/resolv.conf may point into /run (systemd-resolved)
         resolv = os.path.realpath("/etc/resolv.conf")
@@ -1183,13 +1227,13 @@ def _layout(
     # leaves them bound as they are (read-only, reachable by the sandbox id)
     binds = sorted([("--ro-bind-try", p) for p in reads] + [("--ro-bind", p) for p in ro]
                    + [("--bind", p) for p in rw], key=lambda m: _depth(m[1][1]))  # fmt: skip
-    out += _runs_covered(binds, runs)
+    out += _runs_covered(binds, runs, tmpfs)
     if prefix[0] != _ENV:  # the drop helper
         out += ["--ro-bind", prefix[0], _HELPER_AT]
     return out
 
 
-def _runs_covered(binds: list[tuple[str, Pair]], runs: str) -> list[str]:
+def _runs_covered(binds: list[tuple[str, Pair]], runs: str, tmpfs: int) -> list[str]:
     """The options of ``binds`` in order, with a fresh tmpfs at the runs folder after every
     bind that holds it (a root mapped to a folder above it: ``--root data=<above the home>``,
     or ``/tmp``) and before those inside it (fresh write roots, the ``staged`` view), whose
@@ -1207,7 +1251,7 @@ def _runs_covered(binds: list[tuple[str, Pair]], runs: str) -> list[str]:
     inside = runs.rstrip("/") + "/"
     after = [bind for bind in binds if bind[1][1].startswith(inside)]
     out = [arg for bind in binds if bind not in after for arg in (bind[0], *bind[1])]
-    out += ["--tmpfs", runs]
+    out += ["--size", str(tmpfs), "--tmpfs", runs]
     folders = {folder for _, (_, given) in after
                for folder in _folders_from_root(os.path.dirname(given.rstrip("/")))  # noqa: PTH120
                if folder.startswith(inside)}  # fmt: skip
@@ -1227,6 +1271,7 @@ def _bwrap_argv(
     network: bool,
     filtered: list[str],
     private_cwd: bool,
+    tmpfs: int = TMPFS_BYTES,
 ) -> tuple[list[str], tuple[int, ...]]:
     flags, fds = _namespace_flags(network=network, seccomp=bool(filtered))
     if private_cwd:  # it exists only in the sandbox: resolve the runs folder it is in
@@ -1237,7 +1282,7 @@ def _bwrap_argv(
         runs = os.path.dirname(real_cwd)  # noqa: PTH120
     prefix = _identity_prefix()
     out = [bwrap, *flags, *filtered,
-           *_layout(reads, ro, rw, runs=runs, network=network, prefix=prefix)]
+           *_layout(reads, ro, rw, runs=runs, network=network, prefix=prefix, tmpfs=tmpfs)]
     if not private_cwd:
         out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd]
     elif identity.is_root():  # the drop helper makes it, the sandbox id's, and starts there

@@ -17,6 +17,14 @@ where a filter cannot read them, so it fails with ``ENOSYS``, and the C library 
 ``clone`` (threads, ``posix_spawn``: Docker's default profile does the same). Thread and
 process flags stay allowed; only the namespace bits are refused.
 
+SysV IPC (``shmget``, ``semget``, ``msgget`` and the rest, the ``ipc`` multiplexer where the
+architecture has it) and POSIX message queues fail (``EPERM``) in the filter of a sandbox
+without an IPC namespace (``sysv_ipc=False``: Landlock and the subreaper, as in a default
+Docker container): there their objects are the host's, outlive the call and the kernel (a
+256 MiB segment stays pinned until ``ipcrm``), and another account's module, or the
+module's own uid's processes, share them. Under bubblewrap and the zygote each call has an
+IPC namespace of its own, gone with the call, so they stay allowed there.
+
 bubblewrap loads the program (``--seccomp FD``); without it the child does, in
 :meth:`Filter.apply`, after ``PR_SET_NO_NEW_PRIVS``. Known limit: ``/proc/net`` stays readable.
 """
@@ -102,6 +110,14 @@ def _no_namespaces(rules: Any, pyseccomp: Any) -> None:
         rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), _CLONE3)
 
 
+#: SysV IPC and POSIX message queue calls: objects of the IPC namespace, the host's own where
+#: there is no namespace (``ipc`` is the multiplexer of 32-bit x86, s390, PowerPC...)
+_IPC_CALLS = ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semtimedop",
+              "semtimedop_time64", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl", "ipc",
+              "mq_open", "mq_unlink", "mq_timedsend", "mq_timedsend_time64",
+              "mq_timedreceive", "mq_timedreceive_time64", "mq_notify", "mq_getsetattr")
+
+
 def _add(rules: Any, action: Any, name: str, *args: Any) -> None:
     # a name that is not a system call on this architecture (or this libseccomp) is skipped
     with contextlib.suppress(ValueError, RuntimeError, OSError):
@@ -109,11 +125,12 @@ def _add(rules: Any, action: Any, name: str, *args: Any) -> None:
 
 
 @functools.cache
-def program(*, sockets: bool = False) -> tuple[bytes | None, str]:
+def program(*, sockets: bool = False, sysv_ipc: bool = False) -> tuple[bytes | None, str]:
     """``(bpf, status)``: the compiled filter, or ``None`` and why it is not available.
 
     ``sockets=True`` is the filter of a module with a network grant: no socket rule, every
-    other rule kept.
+    other rule kept. ``sysv_ipc=True`` leaves SysV IPC and message queues allowed: for a
+    sandbox with an IPC namespace of its own (bubblewrap, the zygote), never without one.
     """
     try:
         import pyseccomp  # noqa: PLC0415 - optional at run time: libseccomp may be missing
@@ -128,6 +145,9 @@ def program(*, sockets: bool = False) -> tuple[bytes | None, str]:
             _add(rules, pyseccomp.ERRNO(errno.ENOSYS), name)
         for name in ("keyctl", "add_key", "request_key"):
             _add(rules, pyseccomp.ERRNO(errno.EPERM), name)
+        if not sysv_ipc:
+            for name in _IPC_CALLS:
+                _add(rules, pyseccomp.ERRNO(errno.EPERM), name)
         for name, index in _MODE_ARG.items():
             for bit in (0o4000, 0o2000):
                 _add(rules, pyseccomp.ERRNO(errno.EPERM), name,
@@ -139,7 +159,8 @@ def program(*, sockets: bool = False) -> tuple[bytes | None, str]:
             bpf = fh.read()
     except (ValueError, RuntimeError, OSError) as exc:
         return None, f"libseccomp cannot build the filter ({exc})"
-    what = "no keyring, no setuid bits, no namespaces" + ("" if sockets else ", no sockets")
+    what = "no keyring, no setuid bits, no namespaces" + ("" if sysv_ipc else ", no SysV IPC")
+    what += "" if sockets else ", no sockets"
     return bpf, f"seccomp filter, {len(bpf) // 8} BPF instructions: {what}"
 
 

@@ -35,7 +35,7 @@
  * Options, as bwrap reads them: --unshare-pid --as-pid-1 --unshare-ipc --unshare-uts
  * --unshare-user --die-with-parent --new-session --cap-add CAP (kept by the parent as root of
  * the namespace; the drop helper the command starts with empties every set) --seccomp N
- * --perms MODE --dir DEST --tmpfs DEST --symlink TARGET DEST --proc DEST --dev-bind[-try] SRC
+ * --perms MODE --size BYTES --dir DEST --tmpfs DEST --symlink TARGET DEST --proc DEST --dev-bind[-try] SRC
  * DEST --ro-bind[-try] SRC DEST --bind[-try] SRC DEST --chdir DIR, and of the zygote's own
  * --cwd DIR (where bwrap would have started: where the child goes when DIR is in the
  * sandbox) and --same DEV INO (or - -: missing) before a bind (the file the kernel sees at
@@ -139,6 +139,7 @@ struct op {
     const char *source; /* a bind's source, a link's target */
     const char *dest;
     int perms;          /* -1: the default */
+    long long size;     /* a tmpfs's bound in bytes (--size); -1: none */
     int try_only;       /* a -try bind: a missing source is skipped */
     int fd;             /* a bind's source, opened before the tmpfs goes on BASE */
     int cloned;         /* ... and `fd` a clone of its mounts already (a source holding BASE) */
@@ -331,10 +332,13 @@ static void lay_out(struct call *c) {
             if (ensure_dir(dest, op->perms >= 0 ? (mode_t)op->perms : 0755) != 0)
                 die("cannot make ", op->dest);
             break;
-        case OP_TMPFS: { /* as bwrap's: nosuid, nodev, the mode --perms gave, else 0755 */
-            char options[32];
-            snprintf(options, sizeof options, "mode=0%o",
-                     op->perms >= 0 ? (unsigned)op->perms : 0755U);
+        case OP_TMPFS: { /* as bwrap's: nosuid, nodev, the mode --perms gave, else 0755, and
+                          * the bound --size gave (at /: over BASE, the sandbox's root) */
+            char options[64];
+            int n = snprintf(options, sizeof options, "mode=0%o",
+                             op->perms >= 0 ? (unsigned)op->perms : 0755U);
+            if (op->size >= 0)
+                snprintf(options + n, sizeof options - (size_t)n, ",size=%lld", op->size);
             if (ensure_dir(dest, 0755) != 0 ||
                 mount("tmpfs", dest, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
                 die("cannot mount a tmpfs on ", op->dest);
@@ -574,6 +578,7 @@ static const struct {
 /* the options into `c`; 0, or -1 once the reason went to `sock` */
 static int parse(struct call *c, char **args, int n, int sock) {
     int perms = -1;
+    long long size = -1;
     int same = 0, same_missing = 0;
     unsigned long long same_dev = 0, same_ino = 0;
     for (int i = 0; i < n; i++) {
@@ -647,6 +652,18 @@ static int parse(struct call *c, char **args, int n, int sock) {
             perms = (int)m;
             continue;
         }
+        if (!strcmp(a, "--size")) { /* BYTES: the bound of the next --tmpfs, as bwrap's */
+            NEED(1);
+            char *end;
+            errno = 0;
+            long long bytes = strtoll(args[++i], &end, 10);
+            if (*args[i] == '\0' || *end != '\0' || errno != 0 || bytes <= 0) {
+                send_error(sock, "bad --size %s", args[i]);
+                return -1;
+            }
+            size = bytes;
+            continue;
+        }
         if (!strcmp(a, "--drive")) { /* DEADLINE_NS BOUND TAIL SIZE (read by start_call) */
             NEED(4);
             long long v[3];
@@ -681,7 +698,13 @@ static int parse(struct call *c, char **args, int n, int sock) {
         memset(op, 0, sizeof *op);
         op->fd = -1;
         op->perms = perms;
+        op->size = size;
         perms = -1;
+        if (size >= 0 && strcmp(a, "--tmpfs") != 0) {
+            send_error(sock, "--size is only for --tmpfs");
+            return -1;
+        }
+        size = -1;
         if (!strcmp(a, "--dir") || !strcmp(a, "--proc") || !strcmp(a, "--tmpfs")) {
             NEED(1);
             op->type = a[2] == 'd' ? OP_DIR : a[2] == 'p' ? OP_PROC : OP_TMPFS;

@@ -426,6 +426,7 @@ def _works(path: Path) -> bool:
         return False
     try:
         argv = ["bwrap", "--unshare-pid", "--as-pid-1", "--die-with-parent", "--new-session",
+                "--size", "1048576", "--tmpfs", "/",
                 "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
                 "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
                 "--proc", "/proc", "--perms", "1777", "--dir", "/tmp",
