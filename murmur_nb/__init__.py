@@ -3,6 +3,34 @@
 Host modproto v1 modules and WebAssembly hook components inside the kernel, render the
 artifacts they produce inline, and load conversation records into pandas.
 
+Where to start (each has its own ``help()``)::
+
+    import murmur_nb as mnb
+
+    home = mnb.prepare_demo_home()       # demo modules, a built hook, a conversation record
+    host = home.host()                   # a ModuleHost over the demo modules
+
+- ``prepare_demo_home(path=None)`` lays out the demo home and returns a ``DemoHome``
+  (``.host()``, ``.hooks()``, ``.context_id``, ``.murmur_home``).
+- ``ModuleHost(home, policy=Policy(...))`` lists, describes and invokes modules in a
+  sandbox: ``host.modules()``, ``host.invoke("gallery.thumbs", {"count": 3})`` returns an
+  ``Invocation``; ``host.map(...)`` runs many rows as a ``Batch``.
+- ``HookHost.from_config("murmur.yaml")`` loads the WebAssembly hooks ``murmur.yaml``
+  grants: ``hooks.task_start(task_id=..., context_id=...)``.
+- ``read_conversation(context_id, murmur_home)`` loads one conversation record into a
+  pandas DataFrame, ``read_conversations(murmur_home)`` every record;
+  ``ConversationStore`` reads them page by page.
+- ``render(invocation)`` shows an invocation's artifacts inline, each by its presentation
+  hint (``render_file`` for one file).
+- ``widgets`` (``mnb.widgets.ModuleBrowser(host)``, ``ConversationExplorer``,
+  ``HookConsole``, ...): the same with clicks, in a notebook.
+- ``check_module("path/to/module")`` and ``check_hook("hook.wasm")`` check a module or a
+  hook you wrote against every rule the host enforces (also ``murmur-nb check``).
+
+Every error is a ``MurmurError`` with a stable ``code`` (``ModuleHostError``,
+``HookError``, ``ConversationReadError``, ...). ``DescriptorError`` is the old name of
+``DescriptorProblem``, one describe-time breach listed on ``InvalidDescriptor.errors``.
+
 ``import murmur_nb`` stays cheap: pandas, wasmtime and the rendering libraries are imported
 only when the feature that needs them is first used.
 """

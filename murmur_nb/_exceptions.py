@@ -85,7 +85,11 @@ __all__ = [
 
 
 class MurmurError(Exception):
-    """Root of every error murmur-nb raises; ``code`` is stable and machine-readable."""
+    """Root of every error murmur-nb raises; ``code`` is stable and machine-readable.
+
+    ``except MurmurError`` catches them all; route on ``code`` (``murmur_error`` is this root's
+    own, never raised by murmur-nb), never on the message, which says what to do.
+    """
 
     code: str = "murmur_error"
 
@@ -104,7 +108,8 @@ class ModuleHostError(MurmurError):
 
     When the failure happened during ``ModuleHost.invoke``, ``invocation`` holds what the
     host knew at that point (the request, the ``execution`` the module reported, stderr),
-    so a failed paid call's cost is not lost; otherwise it is ``None``.
+    so a failed paid call's cost is not lost; otherwise it is ``None``. ``code`` is the
+    subclass's own (``module_host_error`` is this base's, for a failure no subclass names).
     """
 
     code = "module_host_error"
@@ -161,6 +166,15 @@ def _caller_lines(tb: TracebackType | None) -> list[str]:
 
 
 class ModuleNotFound(ModuleHostError, LookupError):
+    """No installed module answers to the id or capability id given. Nothing ran.
+
+    Raised by ``ModuleHost.describe``, ``invoke`` and ``map`` (and ``check_module``) when the
+    module folder does not exist, the id is not a valid module id, or a module id was given
+    where a capability id (``"<module-id>.<name>"``) belongs, or the reverse. ``code`` is
+    ``module_not_found``; a ``LookupError``. Check the spelling against ``host.modules()``, or
+    install the module as ``<home>/modules/<id>/module``.
+    """
+
     code = "module_not_found"
 
 
@@ -170,6 +184,10 @@ class DescriptorProblem:
 
     A plain record, listed on :attr:`ModuleInfo.errors <murmur_nb.ModuleInfo.errors>` and
     :attr:`InvalidDescriptor.errors <murmur_nb.InvalidDescriptor.errors>`; never raised.
+
+    ``murmur_nb.DescriptorError`` is this same class under its former name (it is a record,
+    not an exception, whatever the old name said): kept so existing imports and
+    ``isinstance`` checks keep working. New code names ``DescriptorProblem``.
     """
 
     path: str
@@ -180,7 +198,14 @@ class DescriptorProblem:
 
 
 class InvalidDescriptor(ModuleHostError):
-    """``describe`` returned a descriptor the host refuses; ``errors`` lists each breach."""
+    """``describe`` returned a descriptor the host refuses; ``errors`` lists each breach.
+
+    Raised by ``ModuleHost.describe`` and before ``invoke`` runs anything; ``host.modules()``
+    lists the same module with ``ok`` false and the same errors instead. ``code`` is
+    ``invalid_descriptor``; each :class:`DescriptorProblem` in ``errors`` names the field
+    (``path``) and what is wrong (``detail``). Fix the module's descriptor; ``murmur-nb check``
+    shows every breach.
+    """
 
     code = "invalid_descriptor"
 
@@ -204,18 +229,33 @@ class ModuleTooLarge(InvalidDescriptor):
 
     A refusal of the module like any :class:`InvalidDescriptor` (so ``except
     InvalidDescriptor`` still catches it), with its own code because the fix is not in the
-    descriptor: shrink the folder, or raise the budget.
+    descriptor: shrink the folder, or raise the budget. ``code`` is ``module_too_large``.
     """
 
     code = "module_too_large"
 
 
 class InvalidInput(ModuleHostError, ValueError):
+    """An input the host refuses to send. Nothing ran.
+
+    Raised by ``ModuleHost.invoke`` when the input does not match the capability's
+    ``request_schema`` (the message lists each place and why) or is not JSON, when ``extra``
+    is not a dict, and by ``map`` for a row or an option it cannot use. ``code`` is
+    ``invalid_input``; a ``ValueError``. Fix the input (``host.describe(module_id)`` shows
+    the schema) and call again.
+    """
+
     code = "invalid_input"
 
 
 class ApprovalRequired(ModuleHostError, PermissionError):
-    """The capability needs operator approval; ``reasons`` says why. Nothing ran."""
+    """The capability needs operator approval; ``reasons`` says why. Nothing ran.
+
+    Raised by ``ModuleHost.invoke`` when the policy asks for approval (an unknown cost, paid
+    providers, publishing, credentials, external writes). ``code`` is ``approval_required``; a
+    ``PermissionError``. Call again with ``approve=True`` (one call) or pre-approve it in
+    ``Policy(approved=[...])``.
+    """
 
     code = "approval_required"
 
@@ -225,10 +265,27 @@ class ApprovalRequired(ModuleHostError, PermissionError):
 
 
 class NotGranted(ModuleHostError, PermissionError):
+    """The call needs something the module's descriptor does not declare. Nothing ran.
+
+    Raised by ``ModuleHost.invoke`` when staged artifacts are handed to a module that does not
+    declare the ``staged`` read root in ``permissions.filesystem_read``. ``code`` is
+    ``not_granted``; a ``PermissionError``. Declare that root in the module's descriptor, or
+    invoke it without ``staged=``.
+    """
+
     code = "not_granted"
 
 
 class MissingRequirement(ModuleHostError):
+    """The module reports a requirement that is not met here (``available: false``). Nothing
+    ran.
+
+    Raised by ``ModuleHost.invoke`` before the module starts; the message lists each unmet
+    requirement with the module's own ``detail`` on how to meet it (install a binary,
+    download a model). ``code`` is ``missing_requirement``. Meet the requirement, then call
+    again: ``describe`` runs again and sees it.
+    """
+
     code = "missing_requirement"
 
 
@@ -236,7 +293,8 @@ class SandboxUnavailable(ModuleHostError):
     """The policy requires the module sandbox and a guarantee is missing here. Nothing ran.
 
     ``missing`` names the guarantees (see ``ModuleHost.sandbox``); the message says how to
-    get them, or how to choose ``Policy(sandbox="best-effort")``.
+    get them, or how to choose ``Policy(sandbox="best-effort")``. ``code`` is
+    ``sandbox_unavailable``.
     """
 
     code = "sandbox_unavailable"
@@ -247,7 +305,11 @@ class SandboxUnavailable(ModuleHostError):
 
 
 class SandboxWarning(UserWarning):
-    """A module ran with ``Policy(sandbox="best-effort")`` while a guarantee was missing."""
+    """A module ran with ``Policy(sandbox="best-effort")`` while a guarantee was missing.
+
+    The message names what is missing and how to get it; ``host.sandbox`` says which
+    guarantee holds. Install what it names, or run such modules only if you trust them.
+    """
 
 
 class HookConfigWarning(UserWarning):
@@ -265,6 +327,15 @@ class ClusterWarning(UserWarning):
 
 
 class DeadlineExceeded(ModuleHostError, TimeoutError):
+    """The module did not finish within its deadline; its whole process tree was killed.
+
+    Raised by ``ModuleHost.invoke`` after ``deadline_ms`` (the call's, else the policy's), and
+    by ``map`` when a long-running job is still unfinished after ``poll_timeout``.
+    ``code`` is ``deadline_exceeded``; a ``TimeoutError``. ``invocation`` holds what was
+    known (stderr, the request). Raise ``deadline_ms=`` for this call (or the policy's), or
+    make the capability long-running with a poll capability.
+    """
+
     code = "deadline_exceeded"
 
 
@@ -275,7 +346,14 @@ class InvocationCancelled(ModuleHostError):
 
 
 class ProtocolViolation(ModuleHostError):
-    """The module broke a modproto rule; ``rule`` names which one."""
+    """The module broke a modproto rule; ``rule`` names which one.
+
+    Raised by ``ModuleHost.invoke`` (and ``describe``) when what the module printed is not
+    the one envelope the protocol asks for: not JSON, another request id, a result that
+    does not match its ``result_schema``, a crash with no envelope. ``code`` is
+    ``protocol_violation``; ``evidence`` shows the exit status, stderr tail and stdout head.
+    Fix the module (``murmur-nb check`` names the rule), or report it to its author.
+    """
 
     code = "protocol_violation"
 
@@ -287,6 +365,14 @@ class ProtocolViolation(ModuleHostError):
 
 
 class OutputTooLarge(ProtocolViolation):
+    """The module printed more than ``max_output_bytes`` on standard output; its process tree
+    was killed.
+
+    Raised by ``ModuleHost.invoke``; ``code`` is ``output_too_large``, ``rule`` is
+    ``max_output_bytes``, and ``evidence`` shows the head of what it printed. Large results
+    belong in an artifact, not in the envelope; or raise ``max_output_bytes=`` for the call.
+    """
+
     code = "output_too_large"
 
 
@@ -297,7 +383,9 @@ class ArtifactRejected(ModuleHostError):
     (and records it on ``Invocation.rejected_artifacts`` as a
     :class:`~murmur_nb.RejectedArtifact`, its public record) and when staging. Its
     confinement and digest subclasses also refuse a module's skill or agent overlay at load
-    time (nothing of it is returned); ``artifact_id`` then names that document.
+    time (nothing of it is returned); ``artifact_id`` then names that document. ``code`` is
+    ``artifact_rejected`` or, on this class itself, ``artifact_missing``,
+    ``artifact_too_large`` or ``verification_budget_exceeded``; the subclasses have their own.
     """
 
     code = "artifact_rejected"
@@ -308,14 +396,39 @@ class ArtifactRejected(ModuleHostError):
 
 
 class ConfinementViolation(ArtifactRejected):
+    """An artifact (or a skill or overlay document) is not a regular file inside the root it
+    names: an absolute or ``..`` path, a link leading out, a root not supplied, a hard link.
+
+    Raised by ``ModuleHost.invoke`` when the module returns, and when staging or loading a
+    module's documents; ``code`` is ``confinement_violation``, ``artifact_id`` names the
+    artifact. The module must write each artifact as a new file under a root it was given.
+    """
+
     code = "confinement_violation"
 
 
 class DigestMismatch(ArtifactRejected):
+    """A file's SHA-256 is not the digest declared for it, or the digest is malformed.
+
+    Raised by ``ModuleHost.invoke`` when a returned artifact does not hash as the module
+    said, by staging and by ``invoke(..., staged=...)`` when a staged file changed since it
+    was staged, and when a module's skill or overlay differs from its descriptor. ``code``
+    is ``digest_mismatch``, ``artifact_id`` names the file. Invoke the producer again, or
+    stage the artifact again.
+    """
+
     code = "digest_mismatch"
 
 
 class SizeMismatch(ArtifactRejected):
+    """A file's size is not the ``bytes`` declared for it.
+
+    Raised by ``ModuleHost.invoke`` when a returned artifact's file has another size than
+    the module reported, and when a staged file changed after it was staged. ``code`` is
+    ``size_mismatch``, ``artifact_id`` names the file. Invoke the producer again, or stage
+    the artifact again.
+    """
+
     code = "size_mismatch"
 
 
@@ -335,15 +448,37 @@ class ConversationReadError(MurmurError):
 
 
 class InvalidContextId(MurmurError, ValueError):
+    """A conversation's ``context_id`` is not a plain name. Nothing was read or run.
+
+    Raised by ``read_conversation``, ``ConversationStore`` and the ``HookHost`` events for an
+    id that is not 1 to 128 characters of ``A-Z a-z 0-9 . _ -`` starting with a letter or
+    digit (never a path). ``code`` is ``invalid_context_id``; a ``ValueError``. Pass the
+    ``context_id`` the runtime reported for the task.
+    """
+
     code = "invalid_context_id"
 
 
 class HookError(MurmurError):
+    """A hook could not be built, loaded or called; the base of the hook errors.
+
+    Raised by ``HookHost`` (``unknown_hook``: no hook of that id; ``hook_error``: the host is
+    closed), by ``build_python_hook`` and ``build_demo_hook`` (``hook_build_failed``), by
+    ``check_hook`` (``hook_not_found``), and when the compiled-hook cache's key is unsafe
+    (``insecure_cache_key``). ``code`` says which; the message names the file or hook and the
+    fix. A hook that traps or overruns its limits raises nothing: its ``HookResult`` says so.
+    """
+
     code = "hook_error"
 
 
 class HookConfigError(HookError, ValueError):
-    """``murmur.yaml`` could not be used; the message names the path and the fix."""
+    """``murmur.yaml`` could not be used; the message names the path and the fix.
+
+    Raised by ``HookHost.from_config`` and ``HookConfig`` (and ``check_hook(config=...)``)
+    for a file that is not YAML, a key of the wrong type or a limit out of range. ``code`` is
+    ``invalid_config``; a ``ValueError``.
+    """
 
     code = "invalid_config"
 
@@ -354,7 +489,7 @@ class RenderError(MurmurError):
     A rendering that fails, a file changed since its invocation included, is an error card
     (``Rendering.error_code``); an artifact refused when the module returns it raises
     :class:`ArtifactRejected` from ``invoke``. Kept so ``except RenderError`` still imports;
-    making one warns (``DeprecationWarning``).
+    making one warns (``DeprecationWarning``). Its ``code`` was ``render_failed``.
     """
 
     code = "render_failed"
@@ -371,14 +506,22 @@ class RenderError(MurmurError):
 
 
 class MissingDependency(MurmurError, ImportError):
-    """An optional dependency is missing; the message names the extra to install."""
+    """An optional dependency is missing; the message names the extra to install.
+
+    Raised when a feature behind an extra is first used (``render``: PDF, video and Parquet
+    rendering; ``hooks``: building a hook with componentize-py; ``dask``: ``client=``).
+    ``code`` is ``missing_dependency``; ``package`` and ``extra`` name what is missing. Install
+    the extra, ``pip install 'murmur-nb[<extra>]'``, or in a murmur-nb checkout
+    ``pip install -e '.[<extra>]'``, and restart the kernel.
+    """
 
     code = "missing_dependency"
 
     def __init__(self, package: str, extra: str, feature: str) -> None:
         super().__init__(
             f"{feature} needs the optional package {package!r}, which is not installed. "
-            f"Install it with: pip install 'murmur-nb[{extra}]'"
+            f"Install it with: pip install 'murmur-nb[{extra}]' (in a murmur-nb checkout: "
+            f"pip install -e '.[{extra}]')"
         )
         self.package = package
         self.extra = extra

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parent.parent
 BINDER = REPO / "binder"
@@ -36,6 +40,85 @@ def test_binder_declares_python_311_and_an_executable_postbuild() -> None:
     requirements = (BINDER / "requirements.txt").read_text().splitlines()
     names = {re.split(r"[<>=\[ ]", line)[0] for line in requirements if line and line[0] != "#"}
     assert {"ipykernel", "ipywidgets", "matplotlib"} <= names
+
+
+def _pins() -> dict[str, tuple[str, str]]:
+    """binder/constraints.txt: canonical name -> (name as written, pinned version)."""
+    pins = {}
+    for line in (BINDER / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[canonicalize_name(name)] = (name, version)
+    return pins
+
+
+def test_binder_pins_the_versions_the_demo_was_tested_with() -> None:
+    """postBuild installs with ``-c binder/constraints.txt``, which pins (``name==version``,
+    from a ``pip freeze``) every requirement of murmur-nb and its render, hooks, check and dask
+    extras, inside the range pyproject.toml allows; never murmur-nb itself, an editable
+    install, a URL or a package index."""
+    post_build = (BINDER / "postBuild").read_text()
+    install = re.search(r"^python -m pip install (.*)$", post_build, re.M)
+    assert install is not None, post_build
+    assert "-c binder/constraints.txt" in install.group(1), install.group(0)
+    text = (BINDER / "constraints.txt").read_text()
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][0-9A-Za-z.+!-]*", line)
+               for line in lines), lines  # fmt: skip
+    assert "://" not in text and "index" not in text.lower()
+    pins = _pins()
+    assert "murmur-nb" not in pins
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = list(project["dependencies"])
+    for extra in ("render", "hooks", "check", "dask"):
+        wanted += project["optional-dependencies"][extra]
+    for raw in wanted:
+        requirement = Requirement(raw)
+        if requirement.marker is not None and not requirement.marker.evaluate(
+            {"sys_platform": "linux", "python_version": "3.11"}
+        ):
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{raw} is not pinned in binder/constraints.txt"
+        assert requirement.specifier.contains(pins[name][1], prereleases=True), (raw, pins[name])
+
+
+def test_postbuild_leaves_no_sealing_key_in_the_image(tmp_path: Path) -> None:
+    """The image is shared by every Binder user and anyone can pull it: postBuild removes the
+    per-user sealing key (``~/.local/state/murmur-nb/cache.key``) and the compiled hooks sealed
+    under it, and keeps the componentize-py build (keyed by digest, not sealed) and the demo
+    home. postBuild runs for real in a fresh ``$HOME``, with ``pip install`` recorded rather
+    than run (the test environment has murmur-nb already); the key and a sealed entry are
+    there before it ends, as a hook loaded during the build would leave them."""
+    home = tmp_path / "home"
+    state = home / ".local" / "state" / "murmur-nb"
+    state.mkdir(parents=True, mode=0o700)
+    (state / "cache.key").write_bytes(os.urandom(32))
+    (state / "cache.key").chmod(0o600)
+    cache = home / ".cache" / "murmur-nb"
+    (cache / "components").mkdir(parents=True)
+    (cache / "components" / "entry.cwasm").write_bytes(b"sealed machine code")
+    built = Path(os.environ.get("MURMUR_NB_CACHE", Path.home() / ".cache" / "murmur-nb"))
+    (cache / "builds").mkdir()
+    for made in (built / "builds").glob("app-*.wasm"):  # the demo hook built here: 30 s saved
+        shutil.copy(made, cache / "builds")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "python").write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1 $2" = "-m pip" ]; then echo "$@" > {tmp_path / "pip-args"}; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    (shims / "python").chmod(0o755)
+    env = {"PATH": f"{shims}:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    out = _run([str(BINDER / "postBuild")], env, timeout=600)
+    assert "murmur-nb demo home ready: critic, docs, gallery" in out
+    assert not (state / "cache.key").exists(), "the sealing key stayed in the image"
+    assert not (cache / "components").exists(), "entries sealed under the image's key stayed"
+    assert "-c binder/constraints.txt" in (tmp_path / "pip-args").read_text()
+    assert list((cache / "builds").glob("app-*.wasm")), "the componentize-py build must stay"
+    hook = home / ".murmur-nb-demo" / "murmur" / "hooks" / "summarize.wasm"
+    assert hook.read_bytes()[:4] == b"\0asm"
 
 
 def _run(cmd: list[str], env: dict[str, str], cwd: Path = REPO, timeout: int = 900) -> str:

@@ -12,7 +12,8 @@ it was meant or refused in one line, and what it answers is what it says.
 * a home that is a file, or a policy file's ``roots: /data``, ended in a traceback;
 * ``--deadline-ms 0`` was a host refusal (exit 3) in Python's words, an input given twice
   used the file silently, and a missing root's fix named ``Policy(roots=...)``;
-* the exit statuses were only in the module's docstring, not in ``--help``.
+* the exit statuses were only in the module's docstring, not in ``--help``;
+* ``--help`` named option values by internal destinations (``--home LATE_HOME``).
 
 Every test runs the installed command (``python -m murmur_nb``) in a subprocess.
 """
@@ -327,3 +328,30 @@ def test_help_lists_the_exit_statuses(subcommand: tuple[str, ...]) -> None:
     section = done.stdout.split("exit status:", 1)[1]
     codes = set(re.findall(r"^ {2}(\d+) ", section, re.M))
     assert codes == STATUSES[subcommand], section
+
+
+# -- newcomer trial: --help named its options by their internal destinations -------------------
+
+#: What each option's value is called in --help (argparse's default is the destination's name
+#: in capitals, which for the options a subcommand repeats was ``LATE_HOME``).
+METAVARS = {
+    "--home": "DIR", "--module-dir": "DIR", "--store": "DIR", "--runs-dir": "DIR",
+    "--policy": "FILE", "--root": "NAME=PATH", "--grant": "KIND=NAME",
+    "--binary": "NAME=PATH", "--allow": "CAPABILITY",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("subcommand", sorted(STATUSES))
+def test_help_names_option_values_by_what_they_are(subcommand: tuple[str, ...]) -> None:
+    """The installed console script (``.venv/bin/murmur-nb``), as a newcomer runs it."""
+    exe = Path(sys.executable).with_name("murmur-nb")
+    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "murmur_nb"]
+    done = subprocess.run([*argv, *subcommand, "--help"], capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    shown = dict(re.findall(r"(--[a-z][a-z-]*) ([A-Z][A-Z_=]*)\b", done.stdout))
+    assert not [v for v in shown.values() if v.startswith("LATE")], done.stdout
+    for flag, value in shown.items():  # never argparse's default, the name in capitals
+        assert value != flag.lstrip("-").replace("-", "_").upper(), (flag, value)
+    if subcommand != ("check-hook",):
+        assert {f: shown.get(f) for f in METAVARS} == METAVARS, done.stdout

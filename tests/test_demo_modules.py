@@ -509,6 +509,65 @@ def test_unknown_capability_and_bad_stdin_get_error_envelopes(
     assert usage.returncode == 2 and usage.stdout == b""
 
 
+#: Inputs every demo capability's request_schema refuses, as the module checker sends them.
+REFUSED_INPUTS: list[tuple[str, Any]] = [
+    ("gallery.thumbs", ["not", "an", "object"]),
+    ("gallery.thumbs", {"count": 99}),
+    ("gallery.poster", {"title": {"not": "a string"}}),
+    ("gallery.diagram", {"steps": ["one"]}),
+    ("docs.report", {"title": 7}),
+    ("docs.report", {"days": 28, "colour": "red"}),
+    ("studio.tone", "arpeggio"),
+    ("studio.storyboard", {"scenes": [""]}),
+    ("studio.storyboard_status", {"job": "../../etc"}),
+    ("critic.review", {}),
+    ("oracle.critique", {"image": {"root": "staged"}}),
+    ("transcribe.audio", None),
+]
+
+
+@pytest.mark.parametrize(("capability", "value"), REFUSED_INPUTS)
+def test_an_input_the_schema_refuses_is_answered_invalid_input(
+    demo_home: DemoHome, tmp_path: Path, capability: str, value: Any
+) -> None:
+    """A host may send an input unchecked (``validate_input=False``): the module refuses it
+    with ``ok: false`` before doing anything; ``gallery.thumbs`` painted 4 images for a list."""
+    run = invoke(demo_home, tmp_path, capability, value)
+    assert not run.envelope.ok and run.envelope.error is not None, run.envelope
+    assert run.envelope.error.code == "invalid_input", run.envelope.error
+    assert run.artifacts == []
+
+
+#: What ``murmur-nb check`` needs besides the module: the paid oracle asks for approval on
+#: every call by design, so its check approves it (the check's own advice).
+CHECK_OPTIONS = {"oracle": ["--approve", "oracle.critique"]}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("module", DEMO_MODULE_IDS)
+def test_every_demo_module_passes_the_module_checker(demo_home: DemoHome, module: str) -> None:
+    """Newcomers copy the demo modules: ``murmur-nb check`` (the installed command) finds no
+    FAIL and no WARN in any of them. ``transcribe`` needs whisper.cpp set up to run at all:
+    where it is not, its capability is skipped for its requirements, which leaves the check's
+    coverage row a WARN and nothing else."""
+    exe = Path(sys.executable).with_name("murmur-nb")
+    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "murmur_nb"]
+    done = subprocess.run(
+        [*argv, "--home", str(demo_home.facet_home), "check", module, "--json",
+         *CHECK_OPTIONS.get(module, [])],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads(done.stdout)["checks"]
+    flagged = [(r["check"], r["capability"], r["detail"]) for r in rows
+               if r["status"] in ("fail", "warn")]  # fmt: skip
+    skipped = {r["check"] for r in rows if r["status"] == "skipped"}
+    if module == "transcribe" and skipped == {"invoke.requirements"}:  # whisper.cpp not set up
+        assert [row[0] for row in flagged] == ["invoke.coverage"], flagged
+    else:
+        assert flagged == [], flagged
+
+
 # -- the demo home --------------------------------------------------------------------------
 
 

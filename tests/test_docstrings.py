@@ -74,3 +74,42 @@ def test_a_reference_to_a_moved_module_is_reported() -> None:
         "murmur_nb/_checker/probe.py:1: :mod:`.snapshot`",
         "murmur_nb/_checker/probe.py:1: :func:`murmur_nb._schemas.descriptor.gone`",
     ]
+
+
+def public_exceptions() -> list[str]:
+    """The exception and warning classes ``murmur_nb`` exports."""
+    return sorted(
+        name
+        for name in murmur_nb.__all__
+        if name != "widgets"
+        and isinstance(getattr(murmur_nb, name), type)
+        and issubclass(getattr(murmur_nb, name), BaseException)
+    )
+
+
+def test_every_public_exception_has_a_docstring_of_its_own() -> None:
+    """``help(mnb.InvalidInput)`` says when it is raised, its ``code`` and what to do; a class
+    without ``__doc__`` of its own showed only its parents' words."""
+    assert len(public_exceptions()) >= 25
+    thin = []
+    for name in public_exceptions():
+        cls = getattr(murmur_nb, name)
+        doc = cls.__dict__.get("__doc__") or ""
+        code = cls.__dict__.get("code")
+        if len(doc.split()) < 12 or (isinstance(code, str) and code not in doc):
+            thin.append(name)
+    assert thin == []
+
+
+def test_descriptor_error_is_documented_as_the_old_name_of_descriptor_problem() -> None:
+    assert murmur_nb.DescriptorError is murmur_nb.DescriptorProblem
+    assert "DescriptorError" in (murmur_nb.DescriptorProblem.__doc__ or "")
+    assert "DescriptorError" in (murmur_nb.__doc__ or "")
+
+
+def test_the_package_docstring_points_to_the_entry_points_not_to_private_modules() -> None:
+    doc = murmur_nb.__doc__ or ""
+    for name in ("prepare_demo_home", "ModuleHost", "HookHost", "read_conversation",
+                 "read_conversations", "render", "widgets"):  # fmt: skip
+        assert re.search(rf"\b{name}\b", doc), name
+    assert re.findall(r"(?<![\w.])_[a-z]\w*", doc) == []

@@ -390,16 +390,19 @@ def _read_extra(args: argparse.Namespace) -> dict[str, Any] | None:
 
 #: The options that may come before the subcommand or after it: flag -> add_argument keywords.
 _PLACE_OPTIONS: dict[str, dict[str, Any]] = {
-    "--home": {"help": "facet-studio home (default: $FACET_STUDIO_HOME or ~/.facet-studio)"},
+    "--home": {"metavar": "DIR",
+               "help": "facet-studio home (default: $FACET_STUDIO_HOME or ~/.facet-studio)"},
     "--module-dir": {"metavar": "DIR", "help": "a module folder outside any home (one you "
                      "are writing): linked into a temporary home for this command, which "
                      "goes with it (its runs and artifact store too, unless --runs-dir or "
                      "--store name others)"},
-    "--store": {"help": "artifact store folder (default: <home>/artifact-store)"},
-    "--runs-dir": {"help": "folder for per-invocation work and fresh write roots (default: "
+    "--store": {"metavar": "DIR",
+                "help": "artifact store folder (default: <home>/artifact-store)"},
+    "--runs-dir": {"metavar": "DIR",
+                   "help": "folder for per-invocation work and fresh write roots (default: "
                    "<home>/runs, where the files an invoke prints stay; where that cannot be "
                    "written, a private temporary folder removed when the command ends)"},
-    "--policy": {"help": "policy file (.json, .yaml): Policy keys"},
+    "--policy": {"metavar": "FILE", "help": "policy file (.json, .yaml): Policy keys"},
     "--root": {"action": "append", "metavar": "NAME=PATH",
                "help": "map a logical root name to a folder"},
     "--grant": {"action": "append", "metavar": "KIND=NAME",
@@ -448,9 +451,10 @@ def _add_check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     check.add_argument("module", help="a module folder, or the id of an installed module")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
-    check.add_argument("--examples", type=int, default=5,
-                       help="random inputs generated per capability (default 5)")
-    check.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    check.add_argument("--examples", type=int, default=5, metavar="N",
+                       help="random inputs generated per capability (default 5)")  # fmt: skip
+    check.add_argument("--seed", type=int, default=0, metavar="N",
+                       help="generator seed (default 0)")  # fmt: skip
     check.add_argument("--boundaries", type=int, default=MAX_BOUNDARIES, metavar="N",
                        help="at most N boundary inputs per capability, sent before the "
                        f"random ones (default {MAX_BOUNDARIES}; 0 for none)")
@@ -532,7 +536,8 @@ def _parser() -> argparse.ArgumentParser:
     invoke = sub.add_parser("invoke", help="invoke a capability and print the invocation")
     invoke.add_argument("capability")
     invoke.add_argument("input", nargs="?", help="input as JSON (default: {})")
-    invoke.add_argument("--input-file", help="read the input JSON from a file, or - for stdin "
+    invoke.add_argument("--input-file", metavar="FILE",
+                        help="read the input JSON from a file, or - for stdin "
                         "(instead of the input argument)")  # fmt: skip
     invoke.add_argument("--approve", action="store_true", help="operator approval for this call")
     invoke.add_argument("--deadline-ms", type=int, metavar="MS",
@@ -540,7 +545,8 @@ def _parser() -> argparse.ArgumentParser:
     invoke.add_argument("--max-output-bytes", type=int, metavar="BYTES",
                         help="the module's standard-output ceiling (default: the policy's "
                         "max_output_bytes)")  # fmt: skip
-    invoke.add_argument("--extra", help="extra root-level request fields, as a JSON object")
+    invoke.add_argument("--extra", metavar="JSON",
+                        help="extra root-level request fields, as a JSON object")  # fmt: skip
     _add_place_options(invoke, late=True)
     _add_check_parser(sub)
     add_check_hook_parser(sub)

@@ -30,7 +30,7 @@ def add_check_hook_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
     check.add_argument("--config", metavar="MURMUR_YAML",
                        help="take the limits from this murmur.yaml (the entry naming the "
                        "component, else hook_limits); default: the built-in limits")
-    check.add_argument("--hook-id", help="the murmur.yaml entry whose limits apply")
+    check.add_argument("--hook-id", metavar="ID", help="the murmur.yaml entry whose limits apply")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
 
 

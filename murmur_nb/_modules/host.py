@@ -323,9 +323,10 @@ class ModuleHost(KnowledgeMethods):
         progress
             A view that shows the run while it runs and returns its invocation, called as
             ``progress(host, capability, input, **the other arguments)``: pass
-            :meth:`murmur_nb.widgets.LiveRun.in_cell` to see it live below the cell (needs
-            ``murmur-nb[widgets]``; interrupting the kernel cancels the run). The host
-            supplies no view itself: it never imports the widgets.
+            :meth:`murmur_nb.widgets.LiveRun.in_cell` to see it live below the cell
+            (ipywidgets, which murmur-nb always installs, and a notebook front end to show
+            it; interrupting the kernel cancels the run). The host supplies no view itself:
+            it never imports the widgets.
 
         Raises
         ------

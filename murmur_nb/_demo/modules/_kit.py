@@ -7,12 +7,19 @@ cost a pydantic import on every call) and it could be moved to another host unch
 Everything a module writes to standard output goes through :func:`run`, which prints exactly one
 envelope; diagnostics go to standard error. The key order of every JSON object follows the Go
 seed's struct order so the bytes read naturally next to the seed.
+
+Every input is checked against its capability's ``request_schema`` before the handler runs
+(:func:`input_problem`), and one it cannot use is answered ``ok: false`` with ``invalid_input``.
+The host already validates what it sends, but a host may be told not to (the checker's
+``validate_input=False``), and a module must answer any input with a refusal, never with
+``ok: true`` for a list or a number where its schema asks for an object or a string.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -30,6 +37,7 @@ __all__ = [
     "capability",
     "digest_bytes",
     "effects",
+    "input_problem",
     "run",
 ]
 
@@ -230,6 +238,106 @@ class Context:
 
 Handler = Callable[[Context], Outcome]
 
+#: JSON Schema's types, as Python sees a value ``json.loads`` made (``bool`` is no number).
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "integer": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and v.is_integer())
+    ),
+}
+
+
+def input_problem(schema: Any, value: Any, where: str = "input") -> str | None:
+    """Why ``value`` breaks ``schema``, or ``None``.
+
+    Only the keywords the demo schemas use are checked (``type``, ``enum``, ``properties``,
+    ``required``, ``additionalProperties``, ``minimum``, ``maximum``, ``minLength``,
+    ``maxLength``, ``pattern``, ``items``, ``minItems``, ``maxItems``); any other is ignored,
+    so this may let through an input the host would refuse, never refuse one it sends.
+    """
+    if not isinstance(schema, dict):
+        return None
+    for check in (_type_problem, _value_problem, _object_problem, _array_problem):
+        problem = check(schema, value, where)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _type_problem(schema: dict[str, Any], value: Any, where: str) -> str | None:
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if isinstance(kinds, list) and not any(_TYPES.get(k, lambda v: True)(value) for k in kinds):
+        return f"{where} must be {' or '.join(map(str, kinds))}, got {type(value).__name__}"
+    enum = schema.get("enum")
+    same = [e for e in enum or [] if e == value and isinstance(e, bool) == isinstance(value, bool)]
+    if isinstance(enum, list) and not same:
+        return f"{where} must be one of {enum!r}, got {value!r}"
+    return None
+
+
+def _value_problem(schema: dict[str, Any], value: Any, where: str) -> str | None:
+    """``minimum``/``maximum`` of a number, ``minLength``/``maxLength``/``pattern`` of a
+    string, ``minItems``/``maxItems`` of an array."""
+    if _TYPES["number"](value):
+        size, low_key, high_key, unit = value, "minimum", "maximum", ""
+    elif isinstance(value, str):
+        size, low_key, high_key, unit = len(value), "minLength", "maxLength", " characters"
+    elif isinstance(value, list):
+        size, low_key, high_key, unit = len(value), "minItems", "maxItems", " items"
+    else:
+        return None
+    low, high = schema.get(low_key), schema.get(high_key)
+    if _TYPES["number"](low) and size < low:
+        return f"{where} must be at least {low}{unit}, got {size}"
+    if _TYPES["number"](high) and size > high:
+        return f"{where} must be at most {high}{unit}, got {size}"
+    pattern = schema.get("pattern")
+    if isinstance(value, str) and isinstance(pattern, str):
+        try:
+            if re.search(pattern, value) is None:
+                return f"{where} must match {pattern!r}"
+        except re.error:  # a pattern Python reads otherwise: left to the host
+            return None
+    return None
+
+
+def _object_problem(schema: dict[str, Any], value: Any, where: str) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    missing = [r for r in schema.get("required") or [] if r not in value]
+    if missing:
+        return f"{where} lacks the required property {missing[0]!r}"
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    if schema.get("additionalProperties") is False:
+        unknown = sorted(k for k in value if k not in properties)
+        if unknown:
+            return f"{where} has the unknown property {unknown[0]!r}; it takes {sorted(properties)}"
+    for name, sub in properties.items():
+        if name in value:
+            problem = input_problem(sub, value[name], f"{where}[{name!r}]")
+            if problem is not None:
+                return problem
+    return None
+
+
+def _array_problem(schema: dict[str, Any], value: Any, where: str) -> str | None:
+    items = schema.get("items")
+    if not isinstance(value, list) or not isinstance(items, dict):
+        return None
+    for i, item in enumerate(value):
+        problem = input_problem(items, item, f"{where}[{i}]")
+        if problem is not None:
+            return problem
+    return None
+
 
 def _execution(effects: Mapping[str, Any], outcome: Outcome | None, artifacts: list[Any]) -> Any:
     # Without an outcome (describe, or a call that failed) the cost is what the effects promise:
@@ -254,9 +362,10 @@ def _emit(envelope: Mapping[str, Any]) -> None:
 
 
 def _handle(
-    ctx: Context, cap: Mapping[str, Any] | None, handlers: Mapping[str, Handler]
+    ctx: Context, cap: Mapping[str, Any] | None, handlers: Mapping[str, Handler], schema: Any
 ) -> tuple[Outcome | None, Failure | None]:
-    """Run the handler of the requested capability: its outcome, or why it failed."""
+    """Run the handler of the requested capability on an input ``schema`` allows: its
+    outcome, or why it failed."""
     request, module = ctx.request, ctx.module
     capability_id = request.get("capability")
     if request.get("protocol") != PROTOCOL_ID:
@@ -268,6 +377,12 @@ def _handle(
         return None, Failure(
             "unknown_capability",
             f"{module} has no capability {capability_id!r}; it offers {sorted(handlers)}",
+        )
+    problem = input_problem(schema, request.get("input", {}))
+    if problem is not None:
+        return None, Failure(
+            "invalid_input",
+            f"{problem}; {capability_id} did nothing. Send an input its request_schema allows",
         )
     try:
         return handlers[capability_id](ctx), None
@@ -326,11 +441,12 @@ def _invoke(
     capability_id = request.get("capability")
     caps = {c["id"]: c for c in descriptor.get("capabilities", [])}
     cap = caps.get(capability_id) if isinstance(capability_id, str) else None
+    schema = descriptor.get("request_schemas", {}).get(cap["request_schema"]) if cap else None
     effects: Mapping[str, Any] = cap["effects"] if cap else {"local": True}
     ctx = Context(module=module, request=request)
     outcome: Outcome | None = None
     if failure is None:
-        outcome, failure = _handle(ctx, cap, handlers)
+        outcome, failure = _handle(ctx, cap, handlers, schema)
     envelope: dict[str, Any] = {
         "protocol": PROTOCOL_ID,
         "module": module,

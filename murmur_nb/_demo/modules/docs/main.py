@@ -258,7 +258,8 @@ def report(ctx: kit.Context) -> kit.Outcome:
     else:
         ctx.warnings.append(
             "pyarrow is not installed, so the Parquet table was skipped; "
-            "install it with `pip install 'murmur-nb[render]'`"
+            "install it with `pip install 'murmur-nb[render]'` "
+            "(in a murmur-nb checkout: `pip install -e '.[render]'`)"
         )
     ctx.write("report/summary.md", md_bytes, kind="docs.markdown", media_type="text/markdown",
               presentation="markdown", title="Summary")

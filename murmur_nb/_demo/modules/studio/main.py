@@ -57,7 +57,8 @@ def _ffmpeg_probe() -> dict[str, Any]:
     if not available:
         requirement["detail"] = (
             "ffmpeg is needed by studio.clip and was not found: install it with "
-            "`pip install imageio-ffmpeg` (part of murmur-nb[render]) or your system's ffmpeg "
+            "`pip install 'murmur-nb[render]'` (in a murmur-nb checkout: "
+            "`pip install -e '.[render]'`), which brings imageio-ffmpeg, or your system's ffmpeg "
             "package, then map it in the host policy, e.g. Policy(subprocess=['ffmpeg'], "
             "binaries={'ffmpeg': imageio_ffmpeg.get_ffmpeg_exe()})"
         )
