@@ -170,6 +170,29 @@ def test_a_write_past_the_tmpfs_bound_fails_with_enospc(
 
 
 @pytest.mark.parametrize("setting", ["zygote", "bwrap"])
+def test_the_policy_sets_the_tmpfs_bound(
+    home: Path, setting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Policy(sandbox_tmpfs_bytes=)`` wins over the variable: the module's 40 MiB write
+    stops at the policy's 8 MiB."""
+    monkeypatch.setenv("MURMUR_NB_SANDBOX_TMPFS", "64M")
+    if not SETTINGS[setting][1]:
+        monkeypatch.setenv("MURMUR_NB_ZYGOTE", "off")
+    mechanisms = SETTINGS[setting][0]
+    policy = mnb.Policy(deadline_ms=120_000, sandbox_mechanisms=mechanisms,
+                        sandbox_tmpfs_bytes=8 << 20)  # fmt: skip
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        if host.sandbox.mechanism != "bwrap":
+            pytest.skip(f"{setting}: bwrap does not run here ({host.sandbox.mechanism})")
+        assert host.sandbox.tmpfs_bytes == 8 << 20
+        filled = _invoke(host, "fill", {"where": "tmp", "mib": 40})
+    assert filled["refused"] == "ENOSPC", filled
+    assert filled["wrote"] <= 8 << 20, filled
+    with pytest.raises(ValueError, match="sandbox_tmpfs_bytes must be a positive integer"):
+        mnb.Policy(sandbox_tmpfs_bytes=0)
+
+
+@pytest.mark.parametrize("setting", ["zygote", "bwrap"])
 def test_the_tmpfs_is_bounded_by_default(
     home: Path, setting: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -96,7 +96,8 @@ class SandboxGate:
         if self._report is None:
             policy = self._policy()
             self._report = sandbox_report(policy.sandbox, policy.sandbox_mechanisms,
-                                          network_isolation=policy.network_isolation)
+                                          network_isolation=policy.network_isolation,
+                                          tmpfs=policy.sandbox_tmpfs_bytes)
         return self._report
 
     def check(self, *, network: bool = False) -> None:

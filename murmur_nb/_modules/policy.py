@@ -151,6 +151,10 @@ class Policy:
         (files, folders and links; bytes of regular files), counted before a byte is read.
         Past either, or with a sparse file, the module is refused (``module_too_large``).
         Defaults: 20,000 entries and 512 MiB (about 2 s to hash and copy once on a laptop).
+    sandbox_tmpfs_bytes
+        The size of a module sandbox's private tmpfs (its ``/tmp`` and working folder, held in
+        the machine's memory): a write past it fails in the module with ``ENOSPC``. ``None``
+        (default): ``$MURMUR_NB_SANDBOX_TMPFS``, else 1 GiB.
 
     Examples
     --------
@@ -182,6 +186,7 @@ class Policy:
     max_schema_steps: int = DEFAULT_STEPS
     max_module_entries: int = 20_000
     max_module_bytes: int = 512 * 1024 * 1024
+    sandbox_tmpfs_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for kind in (*GRANT_KINDS, "approved"):
@@ -231,6 +236,11 @@ class Policy:
             ("max_schema_steps", self.max_schema_steps),
             ("max_module_entries", self.max_module_entries),
             ("max_module_bytes", self.max_module_bytes),
+            *(
+                [("sandbox_tmpfs_bytes", self.sandbox_tmpfs_bytes)]
+                if self.sandbox_tmpfs_bytes is not None
+                else []
+            ),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"Policy.{name} must be a positive integer, got {value!r}")
