@@ -157,15 +157,37 @@ class ConversationStore:
         return ConversationReader(self, context_id, path, granted=granted)
 
     def contexts(self) -> list[str]:
-        """Sorted context ids that have a record (a regular ``<id>.jsonl`` file)."""
+        """Sorted context ids that have a record: a regular ``<id>.jsonl`` file.
+
+        What every read refuses is left out: a symbolic link (even to a regular file; a
+        record is never read through a link), a folder, a FIFO.
+
+        Raises
+        ------
+        ConversationReadError
+            ``unavailable`` when the conversations folder exists but cannot be listed
+            (no read or search permission, say); the message names the folder and the fix.
+        """
         try:
             entries = list(os.scandir(self.folder))
         except (FileNotFoundError, NotADirectoryError):
             return []
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise ConversationReadError(
+                "unavailable",
+                f"the conversations folder {str(self.folder)!r} cannot be listed: {reason}; "
+                "give this user read and search (r-x) permission on it, or run as its owner",
+            ) from exc
         found = []
         for entry in entries:
             stem, dot, suffix = entry.name.rpartition(".")
-            if dot and suffix == "jsonl" and CONTEXT_ID_PATTERN.fullmatch(stem) and entry.is_file():
+            if (
+                dot
+                and suffix == "jsonl"
+                and CONTEXT_ID_PATTERN.fullmatch(stem)
+                and entry.is_file(follow_symlinks=False)
+            ):
                 found.append(stem)
         return sorted(found)
 
@@ -270,8 +292,11 @@ class ConversationReader:
 
         A cursor issued before names a position in a record that no longer exists:
         ``invalid-cursor``. A fresh read starts over once; a record that keeps changing
-        under it is ``unavailable``.
+        under it is ``unavailable``. In a walk (whose cursors are its own) it is
+        ``RecordChanged``: the walk's owner starts the whole walk again.
         """
+        if walk is not None and (cursor is not None or not retry):
+            raise RecordChanged
         if cursor is not None:
             raise ConversationReadError("invalid-cursor") from None
         if retry:
@@ -344,12 +369,20 @@ def walk_record(
     the result holds those messages oldest first, as columns. ``on_bytes`` is called
     with the number of record bytes each step read (for a progress bar). ``walk``, when
     given, is the walk's state, for what else it found (``walk.skipped``).
+
+    Raises ``RecordChanged`` when the record was rewritten during the walk (its pages no
+    longer tile one record): start again with a fresh ``Walk``.
     """
     walk = walk if walk is not None else Walk(on_bytes)
     decoded: list[list[Row]] = []
     cursor: str | None = None
     while True:
-        rows, cursor, _, _ = reader._serve(cursor, MAX_PAGE, walk)
+        try:
+            rows, cursor, _, _ = reader._serve(cursor, MAX_PAGE, walk)
+        except ConversationReadError as exc:
+            if cursor is not None and exc.code == "invalid-cursor":
+                raise RecordChanged from exc  # the walk's own cursor: a new generation
+            raise
         if rows:
             decoded.append(rows)
         if cursor is None:
@@ -363,7 +396,7 @@ def walk_record(
     except (KeyError, TypeError, AttributeError):
         # A line changed in place after it was indexed: the record was rewritten.
         reader._invalidate()
-        raise ConversationReadError("invalid-cursor") from None
+        raise RecordChanged from None
     if walk.sink is not None:
         out.extend_columns(walk.sink)
     return out
@@ -373,11 +406,13 @@ def walk_record(
 class RecordSummary:
     """What a record's index knows without decoding a page: how many messages the record
     holds, their roles, and its complete lines that are not messages (blank ones aside), as
-    :func:`murmur_nb.read_conversation` counts them."""
+    :func:`murmur_nb.read_conversation` counts them; and the id of its newest message
+    (``None`` when it holds none), which tells that record from one rewritten since."""
 
     messages: int
     roles: frozenset[str]
     skipped_lines: int
+    last_id: str | None = None
 
 
 def summarize_record(reader: ConversationReader) -> RecordSummary:
@@ -387,13 +422,28 @@ def summarize_record(reader: ConversationReader) -> RecordSummary:
     Raises ``ConversationReadError`` as ``read_messages`` does (``unavailable``,
     ``not-granted``).
     """
-    reader.read_messages(None, 1)  # brings the index up to date, with the reader's retries
     store, path, context_id = reader._store, reader._path, reader._context_id
+    page = reader.read_messages(None, 1)  # brings the index up to date, with its retries
     if store is None or path is None or context_id is None:
         return RecordSummary(0, frozenset(), 0)
     index = store._index(context_id, path)
-    with index.lock:  # the three figures of one generation, read together
-        return RecordSummary(index.count, frozenset(index.roles), index.skipped)
+    with index.lock:  # the figures of one generation, read together
+        count = index.count
+        last_id = page.messages[0].id if page.messages else None
+        if count != page.total:  # appended to (or rewritten) since: its newest message moved
+            last_id = _newest_id(index, path, context_id) if count else None
+        return RecordSummary(count, frozenset(index.roles), index.skipped, last_id)
+
+
+def _newest_id(index: RecordIndex, path: Path, context_id: str) -> str:
+    """The id of the newest message ``index`` (synced, locked) knows of."""
+    try:
+        rows, _ = read_rows(path, index.ident, *index.offsets(index.count - 1, index.count))
+        return str(rows[0]["id"])
+    except (RecordChanged, OSError, KeyError, TypeError) as exc:
+        raise ConversationReadError(
+            "unavailable", f"the record of context {context_id!r} keeps changing"
+        ) from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,16 +1,14 @@
 """Page through one conversation record the way a hook reads it, shown like a DataFrame.
 
-The explorer walks :meth:`ConversationReader.read_messages` page by page, newest page
-first, and remembers each page's cursor, so ``Newest``/``Oldest``, ``Newer``/``Older`` and a
-page number all land on the same pages (the pages it has not seen yet are walked to).
-Pages are anchored at the oldest message, so a cursor stays valid while the runtime
-appends; the *newest* page (cursor ``None``) is the only one that moves, and ``Refresh``
-re-reads the current page, updating the live ``total``. The older pages' cursors all come
-from the newest page's ``next_cursor``, which moves with it: remembered from before an
-append, they would leave the messages between the old and the new edge on no page. So
-reading the newest page drops them when its ``next_cursor`` changed, and a page whose
-``total`` differs from the newest page's last read is walked to again from the newest
-page (only ``Refresh`` keeps the page shown where it is).
+The explorer walks :meth:`ConversationReader.read_messages` page by page. A page it shows
+is known by where it ends, counted from the oldest message, as the read API anchors its
+cursors (SPEC §3): appends never move it, so ``Older`` goes on from the page shown (its
+``next_cursor``) and never repeats a message, ``Newer`` shows the messages directly after
+it, and ``Refresh`` re-reads the same messages with the live ``total``. Only the newest page
+(cursor ``None``) follows the record as it grows: there ``Refresh`` shows new messages. A
+cursor for any other end is one the explorer was handed: by a page it read, or by reading
+the newest page with a ``limit`` that makes its ``next_cursor`` land there, then hopping
+down. Page numbers count from the newest page as the record stands now.
 
 A context the store has no record of reads as an empty record, as a hook's read does (the
 runtime may not have written it yet); the status line and the text form warn about it, as
@@ -100,7 +98,10 @@ def unknown_context_warning(store: Any, context_id: str) -> str | None:
     contexts = getattr(store, "contexts", None)
     if contexts is None:
         return None
-    known = list(contexts())
+    try:
+        known = list(contexts())
+    except ConversationReadError as exc:  # a folder it cannot list: say why
+        return f"context {context_id!r}: the store's records cannot be listed ({exc})"
     if context_id in known:
         return None
     listed = ", ".join(known[:5]) or "none"
@@ -184,10 +185,10 @@ class ConversationExplorer(TextView):
         self.error: Any = None
         self.dataframe: Any = None
         self.unknown_context: str | None = None
-        self._cursors: list[str | None] = [None]  # page n's cursor at index n - 1
-        #: the record's total when the newest page was last read: the cursors' generation
-        self._cursors_total = 0
-        self._index = 0
+        #: where the page shown ends (a position from the oldest), ``None`` for the newest
+        self._end: int | None = None
+        #: cursors handed out so far, by the position the page they name ends at
+        self._cursor_at: dict[int, str] = {}
         self.opened: str | None = None
         #: what the last find() could not find (shown until the next page is drawn)
         self.notice = ""
@@ -253,8 +254,12 @@ class ConversationExplorer(TextView):
 
     @property
     def page_number(self) -> int:
-        """1 for the newest page, counting up towards older ones."""
-        return self._index + 1
+        """1 for the newest page, counting up towards older ones, as the record stands."""
+        if self._end is None:
+            return 1
+        if self.page is not None and self.page.next_cursor is None:
+            return self.page_total
+        return min(self.page_total, 1 + -(-(self.total - self._end) // self._served_size))
 
     @property
     def page_total(self) -> int:
@@ -267,31 +272,39 @@ class ConversationExplorer(TextView):
         return int(self.page.total) if self.page is not None else 0
 
     def refresh(self) -> None:
-        """Read the current page again (new messages, new total)."""
-        self._show(self.page_number)
+        """Read the page shown again (new total; on the newest page, new messages)."""
+        self._show(self._end)
 
     def older(self) -> None:
-        """The next page towards the oldest message."""
-        self.go_to_page(self.page_number + 1)
+        """The page just before the one shown (towards the oldest message)."""
+        if self.page is None or self.page.next_cursor is None or self.error is not None:
+            return
+        self._show(self._start())
 
     def newer(self) -> None:
-        """Back towards the newest message."""
-        self.go_to_page(self.page_number - 1)
+        """The messages just after the page shown; the newest page once they reach it."""
+        if self._end is None:
+            return
+        total = self._newest_total()
+        if total is not None:
+            target = self._end + self._served_size
+            self._show(None if target >= total else target)
 
     def oldest(self) -> None:
         """The page holding the oldest message."""
-        self.go_to_page(self.page_total)
+        self.go_to_page(1 << 62)
 
     def go_to_page(self, number: int) -> bool:
-        """Show page ``number`` (1 is the newest), walking to it; ``False`` if it has none."""
-        for _attempt in range(2):
-            reached = self._walk(max(1, number))
-            if reached is None or not self._show(reached):
-                return False
-            if reached == 1 or self.page.total == self._cursors_total:
-                break
-            del self._cursors[1:]  # reached through a cursor from before the record grew
-        return True
+        """Show page ``number`` (1 is the newest, as the record stands now); past the oldest
+        page, the oldest. ``False`` when a read failed (the error is shown)."""
+        if number <= 1:
+            return self._show(None)
+        total = self._newest_total()
+        if total is None:
+            return False
+        number = min(number, max(1, -(-total // self._served_size)))
+        end = total - (number - 1) * self._served_size
+        return self._show(None if number == 1 else end)
 
     def find(self, message_id: str) -> bool:
         """Walk to the page holding ``message_id`` and open it.
@@ -299,7 +312,7 @@ class ConversationExplorer(TextView):
         ``False``, staying on the page shown and saying "not found", when none of the
         newest ``scan_limit`` messages has that id.
         """
-        start, number = self.page_number, 1
+        start, number = self._end, 1
         while message_id and (number - 1) * self._served_size < self.scan_limit:
             if not self.go_to_page(number):
                 return False
@@ -313,7 +326,7 @@ class ConversationExplorer(TextView):
                 break
             number += 1
         whole = self.page is not None and self.page.next_cursor is None
-        self.go_to_page(start)
+        self._show(start)
         where = "in this record" if whole else f"in the newest {self.scan_limit} messages"
         self.notice = f"not found: no message {message_id!r} {where}"
         self.status.value += " · " + badge(self.notice, "warn")
@@ -406,52 +419,69 @@ class ConversationExplorer(TextView):
         if change["new"].strip():  # a cleared box is not a search
             self.find(change["new"].strip())
 
-    def _read_page(self, number: int) -> Any:
-        """Read page ``number`` through its remembered cursor, and remember the next one.
+    def _start(self) -> int:
+        """Where the page shown starts (a position from the oldest message)."""
+        end = self.total if self._end is None else self._end
+        return end - len(self.page.messages)
 
-        The newest page's ``next_cursor`` is where every older page's cursor comes from:
-        when it changed (the record grew), the remembered ones are dropped.
-        """
-        page = self.reader.read_messages(self._cursors[number - 1], self.page_size)
-        if number == 1:
-            self._cursors_total = page.total
-            self.unknown_context = (
-                unknown_context_warning(self.store, self.context_id) if page.total == 0 else None
-            )
-            if self._cursors[1:2] != [page.next_cursor]:
-                del self._cursors[1:]
-        if number == len(self._cursors) and page.next_cursor is not None:
-            self._cursors.append(page.next_cursor)
+    def _read(self, cursor: str | None, limit: int, end: int | None) -> Any:
+        """Read a page ending at ``end`` (``None``: the newest) and keep its next cursor."""
+        page = self.reader.read_messages(cursor, limit)
+        start = (page.total if end is None else end) - len(page.messages)
+        if page.next_cursor is not None:
+            self._cursor_at[start] = page.next_cursor
         return page
 
-    def _walk(self, number: int) -> int | None:
-        """Read towards the oldest message until page ``number``'s cursor is known.
-
-        Returns ``number``, or the oldest page's number when the record has fewer pages;
-        ``None`` when a read failed (the error is shown).
-        """
-        while len(self._cursors) < number:
-            known = len(self._cursors)
-            try:
-                page = self._read_page(known)
-            except ConversationReadError as exc:
-                self.error = exc
-                self._draw()
-                return None
-            if page.next_cursor is None:
-                return known  # that page reached the oldest message
-        return number
-
-    def _show(self, number: int) -> bool:
-        """Read page ``number`` (its cursor known) and draw it; ``False`` if the read failed."""
+    def _newest_total(self) -> int | None:
+        """The record's total now (one message read); ``None`` when the read failed."""
         try:
-            self.page = self._read_page(number)
-            self.error = None
+            return int(self._read(None, 1, None).total)
         except ConversationReadError as exc:
             self.error = exc
             self._draw()
+            return None
+
+    def _cursor_for(self, end: int) -> str | None:
+        """A cursor naming the page that ends at ``end``; ``None`` when that is the newest.
+
+        From the nearest cursor above ``end`` (the newest page when there is none), one
+        read with a ``limit`` that makes its ``next_cursor`` land on ``end``, hopping down
+        by 100 when it is further than that.
+        """
+        while end not in self._cursor_at:
+            above = min((at for at in self._cursor_at if at > end), default=None)
+            if above is None:
+                total = self._read(None, 1, None).total
+                if total <= end:
+                    return None
+                continue
+            self._read(self._cursor_at[above], min(MAX_PAGE, above - end), above)
+        return self._cursor_at[end]
+
+    def _read_page(self, end: int | None) -> Any:
+        """The page ending at ``end`` (``None``: the newest page)."""
+        cursor = None if end is None else self._cursor_for(end)
+        page = self._read(cursor, self.page_size, end if cursor is not None else None)
+        if cursor is None:
+            self.unknown_context = (
+                unknown_context_warning(self.store, self.context_id) if page.total == 0 else None
+            )
+        return page
+
+    def _show(self, end: int | None) -> bool:
+        """Read the page ending at ``end`` (``None``: the newest) and draw it; ``False`` if
+        the read failed. A cursor from before the record was rewritten is
+        ``invalid-cursor``: the cursors are dropped, and ``Newest`` starts afresh."""
+        try:
+            self.page = self._read_page(end)
+            self.error = None
+        except ConversationReadError as exc:
+            if exc.code == "invalid-cursor":
+                self._cursor_at.clear()
+            self.error = exc
+            self._draw()
             return False
-        self._index = number - 1
+        self._end = None if end is None or end >= self.page.total else end
         seen = {m.role for m in self.page.messages} - {_ALL, *self.role_filter.options}
         roles = [*self.role_filter.options, *sorted(seen)]
         if list(self.role_filter.options) != roles:
@@ -466,7 +496,7 @@ class ConversationExplorer(TextView):
         for button in (self.older_button, self.oldest_button):
             button.disabled = at_oldest or self.error is not None or self.filtering
         for button in (self.newer_button, self.newest_button):
-            button.disabled = self._index == 0 or self.filtering
+            button.disabled = self._end is None or self.filtering
         self.page_input.disabled = self.filtering
         self.page_input.max = max(self.page_total, self.page_number)
         self.page_input.value = self.page_number

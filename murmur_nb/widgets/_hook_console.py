@@ -24,6 +24,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from murmur_nb._conversations.store import check_context_id
 from murmur_nb._exceptions import MurmurError
 from murmur_nb.widgets._conversation_explorer import unknown_context_warning
 from murmur_nb.widgets._html import TextView, badge, esc, portable, require, volatile
@@ -102,6 +103,10 @@ class HookConsole(TextView):
         default the store the hook host was built with.
     task_id : str
         Initial task id for ``task-start``.
+    context_id : str, optional
+        The context to fire with, selected in ``context_picker`` (a plain context id,
+        checked here; one the store has no record of is accepted and warned about). By
+        default the store's first context in sorted order.
 
     Attributes
     ----------
@@ -117,7 +122,16 @@ class HookConsole(TextView):
         The messages handed to the last ``compact``.
     """
 
-    def __init__(self, hooks: Any, conversations: Any = None, *, task_id: str = "task-1") -> None:
+    def __init__(
+        self,
+        hooks: Any,
+        conversations: Any = None,
+        *,
+        task_id: str = "task-1",
+        context_id: str | None = None,
+    ) -> None:
+        if context_id is not None:
+            check_context_id(context_id)  # before anything is loaded
         if isinstance(hooks, str | os.PathLike):  # a murmur.yaml: its hooks, loaded here
             from murmur_nb._hooks.host import HookHost  # noqa: PLC0415 - wasmtime when used
 
@@ -133,10 +147,12 @@ class HookConsole(TextView):
         self.compact_input: list[Any] = []
         self.error: Exception | None = None
         contexts = list(self.conversations.contexts()) if self.conversations is not None else []
+        if context_id is None:
+            context_id = contexts[0] if contexts else ""
         self.context_picker = w.Combobox(
             description="Context",
             options=contexts,
-            value=contexts[0] if contexts else "",
+            value=context_id,
             placeholder="context id",
             ensure_option=False,
         )
