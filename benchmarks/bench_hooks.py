@@ -193,7 +193,7 @@ hooks:
     walk_s = time.perf_counter() - started
     assert walk.ok, walk
     assert walk.value.startswith("task walk: 100000 messages"), walk.value
-    assert walk.stdout.strip() == "summarize: walked 100000 messages in 1000 pages", walk.stdout
+    assert walk.stdout.strip() == "walked 100000 messages in 1000 pages", walk.stdout
     print(
         f"componentize-py demo hook walking a 100,000-message record (1000 pages): "
         f"{walk_s:.2f} s, fuel {walk.fuel_used:,}"

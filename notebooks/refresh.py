@@ -52,6 +52,11 @@ VOLATILE = [
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+(Z|[+-]\d\d:?\d\d)?"), "<time>"),
 ]
 
+#: Where a path's match must end, when not at any word's end: the temporary folder only as a
+#: folder of this run's paths, since ``/tmp`` alone is also the sandbox's own ``/tmp`` (its
+#: report's "[limits] each tmpfs (/, /tmp, the working folder)") on every machine.
+_END = {"$TMPDIR": r"(?=/)"}
+
 Scrub = list[tuple[re.Pattern[str], str]]
 
 
@@ -72,11 +77,12 @@ def scrubber(demo_home: str | os.PathLike[str] | None = None) -> Scrub:
     if demo_home is not None:
         places[str(Path(demo_home).resolve())] = "$MURMUR_NB_DEMO_HOME"
     literal = [
-        (re.compile(re.escape(path) + r"(?![\w.-])"), placeholder)
+        (re.compile(re.escape(path) + _END.get(placeholder, r"(?![\w.-])")), placeholder)
         for path, placeholder in sorted(places.items(), key=lambda kv: -len(kv[0]))
         if len(path) > 1
     ]
     return literal + VOLATILE
+
 
 
 def is_compared(cell: Any) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import pwd
 import shutil
@@ -26,17 +25,23 @@ def passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
     """Let ``uid`` pass through the folders above ``paths``; its entries are removed after,
     and only its own: a kernel running beside the rerun keeps what it was given meanwhile.
 
-    Runs beside each other that need the same passage (the suite's two workers each
-    rerunning a file as the user) share it: each holds a shared lock on one file, named after
-    the uid and the paths, while it runs, and only the last one out takes the entries back.
+    Runs beside each other that give ``uid`` a passage (the suite's two workers each
+    rerunning a file as the user, or two checkouts' suites, whose interpreter is the same)
+    share it: each holds a shared lock on one file per uid while it runs and adds its paths to
+    a list beside it, and only the last one out takes back the entries of every path listed.
     Before, the first to finish took them from the other, which then failed on its next
-    import ("No module named 'unittest.mock'").
+    import ("No module named 'unittest.mock'"; with a lock per set of paths, two checkouts
+    still took the interpreter's folders from each other: "No module named
+    'importlib.readers'").
     """
     from murmur_nb._sandbox import access  # private: the ACL writer has no public path
 
-    lock = passage_lock(uid, paths)
+    lock = passage_lock(uid)
+    listed = lock.with_suffix(".paths")
     fd = _shared_lock(lock)  # waits while the last one out takes them back
     try:
+        with listed.open("a", encoding="utf-8") as names:  # one short write: O_APPEND
+            names.write("".join(f"{path}\n" for path in paths))
         for path in paths:
             access.grant_passage(str(path / "x"), uid=uid)
         try:
@@ -48,17 +53,25 @@ def passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
             except BlockingIOError:
                 pass  # another run still needs them: the last one out takes them back
             else:
-                for path in paths:
-                    access.take_passage(str(path / "x"), uid=uid)
+                every = dict.fromkeys([*map(str, paths), *_listed(listed)])
+                for path in every:
+                    access.take_passage(str(Path(path) / "x"), uid=uid)
+                listed.unlink(missing_ok=True)
                 lock.unlink(missing_ok=True)  # still held: a run waiting on it opens anew
     finally:
         os.close(fd)
 
 
-def passage_lock(uid: int, paths: list[Path]) -> Path:
-    """The file the runs needing one passage hold while they run (gone once none does)."""
-    key = hashlib.sha256("\0".join(sorted(map(str, paths))).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"murmur-nb-test-passage-{uid}-{key}.lock"
+def _listed(listed: Path) -> list[str]:
+    try:
+        return [line for line in listed.read_text(encoding="utf-8").splitlines() if line]
+    except FileNotFoundError:
+        return []
+
+
+def passage_lock(uid: int) -> Path:
+    """The file the runs giving ``uid`` a passage hold while they run (gone once none does)."""
+    return Path(tempfile.gettempdir()) / f"murmur-nb-test-passage-{uid}.lock"
 
 
 def _shared_lock(lock: Path) -> int:

@@ -390,7 +390,30 @@ def test_two_runs_as_the_user_side_by_side_keep_their_passage(tmp_path: Path) ->
         assert still.returncode == 0 and still.stdout == "through", still
     after = reads_as(uid, folder / "f.txt")
     assert after.returncode != 0 and "Permission denied" in after.stderr, after
-    assert not passage_lock(uid, [folder]).exists()  # the last one out removed it
+    assert not passage_lock(uid).exists()  # the last one out removed it
+
+
+def test_runs_giving_passages_through_other_paths_keep_each_others(tmp_path: Path) -> None:
+    """Two runs side by side whose paths share a folder above them (two checkouts using one
+    interpreter): the first out leaves the shared folder's passage to the other, and the last
+    one out takes back every passage given, its own and the first's."""
+    shared = tmp_path / "shared"
+    one, two = shared / "one", shared / "two"
+    for folder in (one, two):
+        folder.mkdir(parents=True, mode=0o755)
+        (folder / "f.txt").write_text(folder.name)
+        (folder / "f.txt").chmod(0o644)
+    shared.chmod(0o700)  # the folder above both, passable only by a passage
+    uid = test_user()
+    with passage_for(uid, [one]):
+        with passage_for(uid, [two]):
+            assert reads_as(uid, two / "f.txt").stdout == "two"
+        still = reads_as(uid, one / "f.txt")
+        assert still.returncode == 0 and still.stdout == "one", still
+    for folder in (one, two):
+        after = reads_as(uid, folder / "f.txt")
+        assert after.returncode != 0 and "Permission denied" in after.stderr, after
+    assert not passage_lock(uid).exists()
 
 
 @pytest.mark.parametrize("opening", ["openat2", "one component at a time"])

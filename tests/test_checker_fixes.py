@@ -288,12 +288,16 @@ def test_the_reproduction_of_a_development_folder_works_after_the_check(tmp_path
     again = run_reproduction(failed[0].reproduce, tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert json.loads(again.stdout)["rejected_artifacts"][0]["code"] == "digest_mismatch"
-    # the python form: an input the schema refuses, sent anyway
+    # an input the schema refuses, sent anyway: the same command with --no-validate (it was
+    # a python -c line of some 400 characters)
     refused = [r for r in rows(report, "invoke.invalid_input") if r.reproduce]
-    assert refused and refused[0].reproduce.startswith("python -c "), report.summary()
+    assert refused, report.summary()
+    argv = shlex.split(refused[0].reproduce)
+    assert argv[:2] == ["murmur-nb", "--module-dir"] and argv[-1] == "--no-validate"
+    assert json.loads(argv[-2]) == refused[0].input
     sent = run_reproduction(refused[0].reproduce, tmp_path)
     assert sent.returncode == 0, sent.stdout + sent.stderr
-    assert "dg.run" in sent.stdout
+    assert json.loads(sent.stdout)["capability"] == "dg.run"
 
 
 def test_the_command_runs_a_module_folder_outside_any_home(

@@ -134,7 +134,7 @@ def test_summarize_walks_the_whole_record(summarize_wasm: Path, home: Path, tmp_
         f"task t1: 250 messages ({expected_roles}), {chars} characters, "
         f"{failed} failed tool calls; newest {messages[0].id}, oldest sys-0"
     )
-    assert result.stdout == "summarize: walked 250 messages in 3 pages\n"
+    assert result.stdout == "walked 250 messages in 3 pages\n"  # not its id: see below
     assert result.stderr == ""
     assert result.fuel_used > 0
 
@@ -148,7 +148,8 @@ def test_summarize_ungranted_gets_not_granted_and_says_so_on_stderr(
     result = hooks.task_start(task_id="t1", context_id="ctx-1")["summarize"]
     assert (result.ok, result.code) == (False, "guest_error")
     assert result.error == "cannot read the conversation of ctx-1: not-granted"
-    assert "read-messages failed: not-granted" in result.stderr
+    # one component runs under several ids (the demo's peek too): it said "summarize: ..."
+    assert result.stderr.strip() == "read-messages failed: not-granted"
 
 
 def test_summarize_compacts(summarize_wasm: Path, home: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import ast
 import copy
 import re
 import runpy
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,16 @@ def test_refresh_normalization_scrubs_machine_facts_and_names_compared_cells(
     refresh["normalize"](twin, refresh["scrubber"](home))
     assert nbformat.writes(twin) == nbformat.writes(nb)  # the same input, the same bytes
     nbformat.validate(nb)
+
+
+def test_refresh_scrubs_the_temporary_folder_only_as_a_folder_of_paths(tmp_path: Path) -> None:
+    """The sandbox report's "[limits] each tmpfs (/, /tmp, the working folder)" names the
+    sandbox's own ``/tmp``: the refresh made it "$TMPDIR" (and refused the tour), so nbval
+    compared "$TMPDIR" with "/tmp"."""
+    refresh = runpy.run_path(str(NOTEBOOKS / "refresh.py"), run_name="murmur_nb_refresh")
+    scrub = refresh["scrubber"](tmp_path / "demo")
+    temp = str(Path(tempfile.gettempdir()).resolve())
+    said = f"each tmpfs (/, {temp}, the working folder); kept in {temp}/run-1/out"
+    assert refresh["scrub_text"](said, scrub) == (
+        f"each tmpfs (/, {temp}, the working folder); kept in $TMPDIR/run-1/out"
+    )

@@ -40,7 +40,10 @@ def test_the_quick_look_runs_as_written(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0] == "['critic', 'docs', 'gallery', 'oracle', 'studio', 'transcribe']"
+    # what the comments say: the rendering as text, peek's expected not-granted error
+    assert lines[1] == "invocation · gallery.thumbs · 3 artifacts", lines[:4]
     assert "HookResult('summarize', task-start, ok" in lines[-1]
+    assert "HookResult('peek', task-start, guest_error" in lines[-1] and "not-granted" in lines[-1]
 
 
 def test_exactly_two_set_up_commands() -> None:

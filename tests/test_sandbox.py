@@ -499,9 +499,11 @@ def test_without_any_mechanism_required_refuses_and_nothing_runs(world: World) -
 
 def test_without_any_mechanism_best_effort_runs_unconfined_with_a_warning(world: World) -> None:
     with world.host(sandbox="best-effort", sandbox_mechanisms=()) as host:
-        with pytest.warns(mnb.SandboxWarning, match="process_tree"):
+        with pytest.warns(mnb.SandboxWarning, match="process_tree") as seen:
             inv = host.invoke("hostile.write", {"paths": [str(world.src / "input.txt")]})
         assert inv.confinement.startswith("none")
+        # it said "only partly confined" beside a confinement of "none"
+        assert str(seen[0].message).startswith("modules run unconfined: ")
         assert any("sandbox (best-effort)" in w for w in inv.warnings)
         assert host.audit()["confinement"].iloc[-1] == inv.confinement
     # honestly unconfined: the same attack that fails in the sandbox gets through
@@ -534,11 +536,12 @@ def test_landlock_alone_still_blocks_files_network_and_proc_in_best_effort(
     listener = _Listener()
     try:
         with world.host(sandbox="best-effort", sandbox_mechanisms=["landlock"]) as host:
-            with pytest.warns(mnb.SandboxWarning, match="process_tree"):
+            with pytest.warns(mnb.SandboxWarning, match="process_tree") as seen:
                 inv = host.invoke("hostile.write", {"paths": [
                     str(world.src / "input.txt"), str(world.home / "modules/other/module"),
                     "root:out/fine.txt"]})
             assert inv.confinement.startswith("landlock")
+            assert str(seen[0].message).startswith("modules run only partly confined: ")
             assert [a["ok"] for a in _attempts(inv).values()] == [False, False, True]
             read = host.invoke("hostile.read", {"paths": [str(world.notebook / "analysis.ipynb")]})
             assert not any(a["ok"] for a in _attempts(read).values())

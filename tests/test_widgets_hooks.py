@@ -73,7 +73,7 @@ def test_fire_task_start_shows_each_result(hooks: HookHost, store: ConversationS
     assert "  fired task-start on demo-session:" in text
     assert "    summarize: ok task t-42: 320 messages" in text
     assert f"    peek: error {peek.code}: " in text
-    assert "      stdout: summarize: walked 320 messages" in text
+    assert "      stdout: walked 320 messages" in text
     assert f"    broken: error {broken.code}:" in text
     shown = html.unescape(console.result_view.value)
     assert f"{summarize.duration_ms:.1f} ms" in shown

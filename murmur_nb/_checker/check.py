@@ -547,31 +547,19 @@ class _Checker:
     def reproduction(self, capability: str, approve: bool) -> Reproduce:
         """A function giving the one-line command that sends one input again, after the check
         too: to the home the module is installed in, else to its folder as it is
-        (``murmur-nb --module-dir``; in Python, a temporary home linking to it, as the check
-        made one)."""
+        (``murmur-nb --module-dir``); an input the schema refuses goes with ``--no-validate``,
+        as the check sent it (it was a ``python -c`` line of some 400 characters)."""
         if self.source_home is not None:
             where = ["--home", str(self.source_home)]
-            setup, home = "", repr(str(self.source_home))
         else:
             where = ["--module-dir", str(self.source)]
-            setup = (
-                "import pathlib, tempfile; home = pathlib.Path(tempfile.mkdtemp(prefix="
-                "'murmur-nb-reproduce-')); (home / 'modules').mkdir(); (home / 'modules' / "
-                f"{self.module_id!r}).symlink_to({str(self.source)!r}); "
-            )
-            home = "home"
+        flags = ["--approve"] if approve else []
 
         def line(value: Any, validate: bool) -> str:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-            if validate:
-                flags = ["--approve"] if approve else []
-                return shlex.join(["murmur-nb", *where, "invoke", capability, text, *flags])
-            code = (
-                f"import json, murmur_nb as mnb; {setup}print(mnb.ModuleHost({home}).invoke("
-                f"{capability!r}, json.loads({text!r}), approve={approve}, "
-                "validate_input=False))"
-            )
-            return shlex.join(["python", "-c", code])
+            unchecked = [] if validate else ["--no-validate"]
+            return shlex.join(["murmur-nb", *where, "invoke", capability, text, *flags,
+                               *unchecked])  # fmt: skip
 
         return line
 

@@ -547,6 +547,9 @@ def _parser() -> argparse.ArgumentParser:
                         "max_output_bytes)")  # fmt: skip
     invoke.add_argument("--extra", metavar="JSON",
                         help="extra root-level request fields, as a JSON object")  # fmt: skip
+    invoke.add_argument("--no-validate", dest="validate", action="store_false",
+                        help="send the input even when the request schema refuses it (how "
+                        "'murmur-nb check' tries a module's answer to bad input)")  # fmt: skip
     _add_place_options(invoke, late=True)
     _add_check_parser(sub)
     add_check_hook_parser(sub)
@@ -703,7 +706,7 @@ def _answer(
         value, extra = call
         inv = host.invoke(args.capability, value, approve=args.approve,
                           deadline_ms=args.deadline_ms, max_output_bytes=args.max_output_bytes,
-                          extra=extra)  # fmt: skip
+                          extra=extra, validate_input=args.validate)  # fmt: skip
         return _invocation(inv), 0 if inv.ok else 1
     except InvalidDescriptor as exc:
         return _host_error(exc), 1 if args.command == "describe" else 3

@@ -118,8 +118,10 @@ class SandboxGate:
             raise SandboxUnavailable(f"no module was run: {problem}", missing=missing)
         if problem not in self._warned:
             self._warned.add(problem)
+            # "partly" only when a guarantee holds (the confinement line says "none" else)
+            held = any(how is not None for how in report.guarantees.values())
             warnings.warn(
-                f"modules run only partly confined: {problem}",
+                f"modules run {'only partly confined' if held else 'unconfined'}: {problem}",
                 SandboxWarning,
                 stacklevel=5,
             )

@@ -12,6 +12,11 @@ HTML that nbval compares; so is the histogram of the finished rows' durations (o
 SVG, :mod:`murmur_nb.widgets._batch_chart`), redrawn with the rest when rows finish. Each
 row's duration is read from its record once, when it settles.
 
+A display (``text/plain`` and the static HTML) is drawn from one reading of the progress,
+under the lock the coordinating thread's updates take: read separately, a running batch's
+text said "0/200 finished" beside HTML that said "5 of 200 done", and an update landing
+midway tore the HTML itself (the bar already moved, its words not yet).
+
 The row list holds at most ``max_rows`` rows (a Select of thousands is slow to draw and to
 scroll). Past that, the rows a user comes looking for are kept: every failed or unrun row,
 then ok rows in input order up to the cap, all listed in input order, and a line above the
@@ -130,7 +135,7 @@ class BatchView(TextView):
         self._labels: dict[int, str] = {}  # settled row -> its label, read once
         self._listed: list[int] = []  # the rows in the list, in input order
         self._note = ""  # what rows_note says, as plain text
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a display holds it while text() refreshes
         self._last = 0.0
         super().__init__([w.HBox([self.bar, self.bar_label, self.cancel_button],
                                  layout=w.Layout(align_items="center")),
@@ -187,22 +192,26 @@ class BatchView(TextView):
     def refresh(self) -> None:
         """Read the batch's progress and its newly settled rows into the view."""
         with self._lock:
-            p = self.batch.progress
-            # the rows that ran (the journal's included): rows a Cancel left unrun never
-            # fill the bar, and the words beside it say why it stopped short
-            self.bar.value = p.finished
-            self.bar.bar_style = "" if p.state == "running" else (
-                "success" if p.failed == 0 and p.not_run == 0 else "warning")  # fmt: skip
-            self.bar_label.value = self._bar_words(p)
-            self.counts.value = self._counts_html(p)
-            rate = f"{p.rate:.1f} rows/s" if p.rate is not None else "rate unknown"
-            self.live.value = volatile(esc(f"{rate} · {_eta(p.eta_s)} · {p.elapsed_s:.1f} s"))
-            if p.state != "running":
-                self.cancel_button.disabled = True
-            self._list_new_rows()
-            self._draw_chart(p)
+            self._draw(self.batch.progress)
 
     # -- internals -------------------------------------------------------------------------
+
+    def _draw(self, p: Any) -> None:
+        """Show one reading of the progress (``p``) and the newly settled rows (the caller
+        holds the lock)."""
+        # the rows that ran (the journal's included): rows a Cancel left unrun never
+        # fill the bar, and the words beside it say why it stopped short
+        self.bar.value = p.finished
+        self.bar.bar_style = "" if p.state == "running" else (
+            "success" if p.failed == 0 and p.not_run == 0 else "warning")  # fmt: skip
+        self.bar_label.value = self._bar_words(p)
+        self.counts.value = self._counts_html(p)
+        rate = f"{p.rate:.1f} rows/s" if p.rate is not None else "rate unknown"
+        self.live.value = volatile(esc(f"{rate} · {_eta(p.eta_s)} · {p.elapsed_s:.1f} s"))
+        if p.state != "running":
+            self.cancel_button.disabled = True
+        self._list_new_rows()
+        self._draw_chart(p)
 
     def _changed(self, p: Any) -> None:
         now = time.monotonic()
@@ -319,7 +328,13 @@ class BatchView(TextView):
         if change["new"] is not None:
             self.show(int(change["new"]))
 
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        with self._lock:  # text() draws the reading it tells; no update lands in between
+            return super()._repr_mimebundle_(**kwargs)
+
     def text(self) -> str:
-        p = self.batch.progress
-        line = f"BatchView {self.batch.capability}: {p.line()}"
-        return f"{line}\n  {self._note}" if self._note else line
+        with self._lock:
+            p = self.batch.progress
+            self._draw(p)
+            line = f"BatchView {self.batch.capability}: {p.line()}"
+            return f"{line}\n  {self._note}" if self._note else line

@@ -7,6 +7,9 @@ sees the conversation is ``murmur:conversation/read@0.1.0``. ``on-task-start`` w
 record newest-first with ``read-messages`` until ``next-cursor`` is ``none`` (the only correct
 termination condition) and returns a one-line summary. ``on-compact`` keeps the system messages
 and the newest turns and folds the rest into one summary message.
+
+What it prints never names the hook: one component runs under every id ``murmur.yaml`` gives
+it (the demo's ``summarize`` and ``peek``), and the host shows each output under its id.
 """
 
 import json
@@ -39,7 +42,7 @@ class Handlers(exports.Handlers):
             try:
                 page = read.read_messages(cursor, PAGE)
             except Err as err:
-                print(f"summarize: read-messages failed: {err.value}", file=sys.stderr)
+                print(f"read-messages failed: {err.value}", file=sys.stderr)
                 raise Err(
                     f"cannot read the conversation of {event.context_id}: {err.value}"
                 ) from err
@@ -56,7 +59,7 @@ class Handlers(exports.Handlers):
             if page.next_cursor is None:
                 break
             cursor = page.next_cursor
-        print(f"summarize: walked {walked} messages in {pages} pages")
+        print(f"walked {walked} messages in {pages} pages")
         note = f"task {event.task_id}: {_describe(counts, chars, walked)}"
         if tool_errors:
             note += f", {tool_errors} failed tool calls"
@@ -81,5 +84,5 @@ class Handlers(exports.Handlers):
             name="summarize",
             created_at=None,
         )
-        print(f"summarize: folded {len(folded)} messages, kept {len(kept)}")
+        print(f"folded {len(folded)} messages, kept {len(kept)}")
         return [*system, summary, *kept]
