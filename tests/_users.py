@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import pwd
 import shutil
@@ -25,53 +26,61 @@ def passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
     """Let ``uid`` pass through the folders above ``paths``; its entries are removed after,
     and only its own: a kernel running beside the rerun keeps what it was given meanwhile.
 
-    Runs beside each other that give ``uid`` a passage (the suite's two workers each
-    rerunning a file as the user, or two checkouts' suites, whose interpreter is the same)
-    share it: each holds a shared lock on one file per uid while it runs and adds its paths to
-    a list beside it, and only the last one out takes back the entries of every path listed.
-    Before, the first to finish took them from the other, which then failed on its next
-    import ("No module named 'unittest.mock'"; with a lock per set of paths, two checkouts
-    still took the interpreter's folders from each other: "No module named
-    'importlib.readers'").
+    Runs beside each other that give ``uid`` a passage through one folder (the suite's two
+    workers each rerunning a file as the user; two checkouts' suites, which share the
+    interpreter's folders) share that folder's passage: each holds a shared lock on a file
+    named after the uid and the folder while it runs, and only the last one out takes that
+    folder's entry back. Before, the first to finish took it from the other, which then
+    failed on its next import ("No module named 'unittest.mock'"; with one lock per set of
+    paths, two checkouts still took the interpreter's folders from each other: "No module
+    named 'importlib.readers'").
     """
     from murmur_nb._sandbox import access  # private: the ACL writer has no public path
 
-    lock = passage_lock(uid)
-    listed = lock.with_suffix(".paths")
-    fd = _shared_lock(lock)  # waits while the last one out takes them back
+    held: dict[Path, int] = {}
     try:
-        with listed.open("a", encoding="utf-8") as names:  # one short write: O_APPEND
-            names.write("".join(f"{path}\n" for path in paths))
+        for folder in _folders(paths):  # in one order: no two runs wait on each other
+            held[folder] = _shared_lock(passage_lock(uid, folder))  # waits for a take-back
         for path in paths:
             access.grant_passage(str(path / "x"), uid=uid)
-        try:
-            yield
-        finally:
+        yield
+    finally:
+        for folder, fd in held.items():
             fcntl.flock(fd, fcntl.LOCK_UN)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                pass  # another run still needs them: the last one out takes them back
+                pass  # another run still passes through it: the last one out takes it back
             else:
-                every = dict.fromkeys([*map(str, paths), *_listed(listed)])
-                for path in every:
-                    access.take_passage(str(Path(path) / "x"), uid=uid)
-                listed.unlink(missing_ok=True)
-                lock.unlink(missing_ok=True)  # still held: a run waiting on it opens anew
+                _take_back(folder, uid)
+                passage_lock(uid, folder).unlink(missing_ok=True)  # a waiting run opens anew
+            os.close(fd)
+
+
+def _folders(paths: list[Path]) -> list[Path]:
+    """Each of ``paths`` and every folder above it, sorted."""
+    return sorted({folder for path in paths for folder in (path, *path.parents)})
+
+
+def _take_back(folder: Path, uid: int) -> None:
+    """Remove ``uid``'s entries from ``folder`` alone (not from the folders above it)."""
+    from murmur_nb._sandbox import access  # private: the ACL writer has no public path
+
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # gone (a test's folder), and its entries with it
+    try:
+        access._take(fd, os.fstat(fd), uid)  # private: one folder's entries only
     finally:
         os.close(fd)
 
 
-def _listed(listed: Path) -> list[str]:
-    try:
-        return [line for line in listed.read_text(encoding="utf-8").splitlines() if line]
-    except FileNotFoundError:
-        return []
-
-
-def passage_lock(uid: int) -> Path:
-    """The file the runs giving ``uid`` a passage hold while they run (gone once none does)."""
-    return Path(tempfile.gettempdir()) / f"murmur-nb-test-passage-{uid}.lock"
+def passage_lock(uid: int, folder: Path) -> Path:
+    """The file the runs passing ``uid`` through ``folder`` hold while they run (gone once
+    none does)."""
+    key = hashlib.sha256(str(folder).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"murmur-nb-test-passage-{uid}-{key}.lock"
 
 
 def _shared_lock(lock: Path) -> int:

@@ -390,7 +390,7 @@ def test_two_runs_as_the_user_side_by_side_keep_their_passage(tmp_path: Path) ->
         assert still.returncode == 0 and still.stdout == "through", still
     after = reads_as(uid, folder / "f.txt")
     assert after.returncode != 0 and "Permission denied" in after.stderr, after
-    assert not passage_lock(uid).exists()  # the last one out removed it
+    assert not passage_lock(uid, folder).exists()  # the last one out removed it
 
 
 def test_runs_giving_passages_through_other_paths_keep_each_others(tmp_path: Path) -> None:
@@ -413,7 +413,7 @@ def test_runs_giving_passages_through_other_paths_keep_each_others(tmp_path: Pat
     for folder in (one, two):
         after = reads_as(uid, folder / "f.txt")
         assert after.returncode != 0 and "Permission denied" in after.stderr, after
-    assert not passage_lock(uid).exists()
+    assert not passage_lock(uid, shared).exists()
 
 
 @pytest.mark.parametrize("opening", ["openat2", "one component at a time"])
