@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _modules import install
 from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from IPython.lib.pretty import pretty
@@ -183,3 +184,20 @@ def test_install_advice_names_the_checkout_install_too(
     with pytest.warns(mnb.PresentationWarning):
         pdf = mnb.render_file(tmp_path / "r.pdf", presentation="slides")
     assert "pip install -e '.[render]'" in pdf.text, pdf.text
+
+
+def test_a_module_listing_prints_one_short_line_a_module(tmp_path: Path) -> None:
+    """``host.modules()`` printed in a notebook or a terminal: one line a module naming its
+    state and capabilities, or why it was refused (the dataclass repr ran to 2.6 KB a module,
+    with the descriptor's schemas)."""
+    home = tmp_path / "home"
+    install(home, "plain")
+    broken = home / "modules" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "module").write_text("#!/bin/sh\necho 'not an envelope'\n")
+    (broken / "module").chmod(0o755)
+    with mnb.ModuleHost(home=home) as listing:
+        shown = {m.id: repr(m) for m in listing.modules()}
+    assert shown["plain"].startswith("ModuleInfo('plain', ok, capabilities: plain.")
+    assert shown["broken"].startswith("ModuleInfo('broken', refused: ")
+    assert all(len(line) < 300 and "\n" not in line for line in shown.values()), shown

@@ -63,7 +63,7 @@ def call_problems(
     return found
 
 
-@dataclass
+@dataclass(repr=False)
 class ModuleInfo:
     """One installed module as the host sees it; a refused module lists with its errors.
 
@@ -99,6 +99,25 @@ class ModuleInfo:
         return [
             f"{r.kind} {r.name}: {r.detail or 'not available'}" for r in self.unmet_requirements
         ]
+
+    def __repr__(self) -> str:
+        """One line: the id, whether it is accepted, its capabilities or its first error (the
+        dataclass repr ran to kilobytes a module, a listing to tens of them)."""
+        if not self.ok:
+            first = self.errors[0] if self.errors else None
+            said = f"{first.path}: {first.detail}" if first is not None else "no descriptor"
+            more = f" (+{len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
+            return f"ModuleInfo({self.id!r}, refused: {_short(said)!r}{more})"
+        assert self.descriptor is not None
+        ids = [c.id for c in self.descriptor.capabilities or []]
+        shown = ", ".join(ids[:4]) + (f", +{len(ids) - 4} more" if len(ids) > 4 else "")
+        state = "needs setup" if self.needs_setup else "ok"
+        notes = f", {len(self.warnings)} warnings" if self.warnings else ""
+        return f"ModuleInfo({self.id!r}, {state}, capabilities: {shown}{notes})"
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(repr=False)
