@@ -14,6 +14,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,23 @@ def passage_for(uid: int, paths: list[Path]) -> Iterator[None]:
                 _take_back(folder, uid)
                 passage_lock(uid, folder).unlink(missing_ok=True)  # a waiting run opens anew
             os.close(fd)
+
+
+def run_as_test_user(argv: list[str], scratch: Path) -> subprocess.CompletedProcess[str]:
+    """``argv`` run by the unprivileged test account, with ``scratch`` (made, and given to
+    the account) as its home, working folder and cache, and a passage to this checkout and
+    its interpreter."""
+    uid = test_user()
+    scratch.mkdir(exist_ok=True)
+    os.chown(scratch, uid, uid)
+    python = Path(sys.executable)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8",
+           "MURMUR_NB_CACHE": str(scratch / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
+    with passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]):
+        return subprocess.run(
+            argv, user=uid, group=uid, extra_groups=[], env=env, cwd=scratch,
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
 
 
 def _folders(paths: list[Path]) -> list[Path]:
@@ -136,7 +154,6 @@ def rerun(
     default-Docker harness (``docker``: ``tests/_container.py``), in one process at a lower
     priority, with a scratch home (and, as a user, a cache of its own); ``deselect`` and
     ``marks`` are pytest's ``-k`` and ``-m``. Its exit status and the tail of its output."""
-    import sys
     import tempfile
 
     uid = test_user() if user else 0

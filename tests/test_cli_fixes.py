@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 from _modules import default_descriptor, install, write_descriptor
-from _users import REPO, passage_for, test_user
+from _users import run_as_test_user
 
 FACET_MODULES = [("good",)]  # installed into the facet_home fixture
 
@@ -130,19 +130,8 @@ def shared_home() -> Iterator[Path]:
 def as_test_user(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     """``murmur-nb --home HOME ARGV`` run by the unprivileged test account (its own cache
     and working folder, beside the home)."""
-    uid = test_user()
-    scratch = home.parent / "user"
-    scratch.mkdir(exist_ok=True)
-    os.chown(scratch, uid, uid)
-    python = Path(sys.executable)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8",
-           "MURMUR_NB_CACHE": str(scratch / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
-    with passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]):
-        return subprocess.run(
-            [str(python), "-m", "murmur_nb", "--home", str(home), *argv], user=uid, group=uid,
-            extra_groups=[], env=env, cwd=scratch, capture_output=True, text=True,
-            timeout=300, check=False,
-        )  # fmt: skip
+    return run_as_test_user([sys.executable, "-m", "murmur_nb", "--home", str(home), *argv],
+                            home.parent / "user")  # fmt: skip
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own a home another account uses")

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import wasmtime
 from _modules import install
-from _users import REPO, passage_for, test_user
+from _users import REPO, run_as_test_user
 
 import murmur_nb as mnb
 from murmur_nb._files.sealing_key import key_dir, user_key  # private: the key's own rules
@@ -177,18 +177,7 @@ def shared_folder() -> Iterator[Path]:
 
 
 def _as_test_user(folder: Path, shared: Path) -> subprocess.CompletedProcess[str]:
-    uid = test_user()
-    scratch = folder / "user"
-    scratch.mkdir(exist_ok=True)
-    os.chown(scratch, uid, uid)
-    python = Path(sys.executable)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8",
-           "MURMUR_NB_CACHE": str(scratch / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
-    with passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]):
-        return subprocess.run(
-            [str(python), "-c", AS_USER, str(shared)], user=uid, group=uid, extra_groups=[],
-            env=env, cwd=scratch, capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
+    return run_as_test_user([sys.executable, "-c", AS_USER, str(shared)], folder / "user")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to prepare a home another account uses")

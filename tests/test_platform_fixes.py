@@ -62,6 +62,16 @@ def _mount_namespace(tmp_path: Path) -> bool:
         return host.sandbox.mechanism == "bwrap"
 
 
+def _probe_run(host: mnb.ModuleHost, tmp_path: Path) -> tuple[mnb.Invocation, str] | None:
+    """``probe.run`` and its stderr; ``None`` where the host refuses it, as it must without
+    a mount namespace (the refusal names the runs folder)."""
+    if not _mount_namespace(tmp_path):
+        with pytest.raises(mnb.ModuleHostError, match="runs folder"):
+            host.invoke("probe.run", {})
+        return None
+    return host.invoke("probe.run", {}), _stderr(host)
+
+
 # -- 2: a root that holds the runs folder --------------------------------------------------
 
 
@@ -87,12 +97,10 @@ def test_a_read_root_holding_the_runs_folder_keeps_the_working_folder_writable(
     ))  # fmt: skip
     policy = mnb.Policy(roots={"data": tmp_path})
     with mnb.ModuleHost(home=home, policy=policy, runs_dir=runs) as host:
-        if not _mount_namespace(tmp_path):
-            with pytest.raises(mnb.ModuleHostError, match="runs folder"):
-                host.invoke("probe.run", {})
+        ran = _probe_run(host, tmp_path)
+        if ran is None:
             return
-        inv = host.invoke("probe.run", {})
-        said = _stderr(host)
+        inv, said = ran
     assert inv.ok, said
     assert "cwd:made" in said and "out:written" in said and "data:data root" in said
     assert "secret: hidden" in said and "not yours" not in said
@@ -113,12 +121,10 @@ def test_a_root_of_tmp_shows_the_hosts_tmp_and_the_call_runs(
         f"echo \"seen:$(cat {in_tmp}/marker)\" >&2"
     ))  # fmt: skip
     with mnb.ModuleHost(home=home, policy=mnb.Policy(roots={"data": "/tmp"})) as host:
-        if not _mount_namespace(tmp_path):
-            with pytest.raises(mnb.ModuleHostError, match="runs folder"):
-                host.invoke("probe.run", {})
+        ran = _probe_run(host, tmp_path)
+        if ran is None:
             return
-        inv = host.invoke("probe.run", {})
-        said = _stderr(host)
+        inv, said = ran
     assert inv.ok, said
     assert "seen:the host's /tmp" in said and "out:written" in said
 

@@ -459,9 +459,9 @@ def sandbox_report(
     on = mode != "off"
     bwrap = probe.bwrap if "bwrap" in allowed and on else None
     abi = probe.landlock_abi if "landlock" in allowed and on and not bwrap else 0
-    bpf = probe.seccomp if "seccomp" in allowed and on else None
-    if bpf is not None and probe.bwrap is not None and not bwrap:
-        bpf = seccomp.program()[0]  # no IPC namespace: SysV IPC refused too
+    # the filter of the sandbox used: SysV IPC allowed only where bwrap gives an IPC namespace
+    works = probe.seccomp is not None and "seccomp" in allowed and on
+    bpf = seccomp.program(sysv_ipc=bool(bwrap))[0] if works else None
     confined = bool(abi or bpf)
     reaper = probe.reaper if "reaper" in allowed and on and not bwrap and confined else None
     status = _statuses(probe, allowed, bwrap, abi, bpf, reaper=reaper)
