@@ -5,12 +5,14 @@ from __future__ import annotations
 import mmap
 import os
 import pwd
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import wasmtime
-from _users import test_user
+from _users import rerun, test_user
 from wasmtime.component import Component
 
 import murmur_nb as mnb
@@ -353,6 +355,77 @@ def test_an_entry_patched_through_a_mapping_taken_before_its_check_never_runs(
     assert call_f(eng, after.component) == 7
 
 
+BIG_COMPONENT = """
+(component
+  (core module $m
+    (memory 320)
+    (data (i32.const 0) "{blob}")
+    (func (export "f") (result i32) i32.const 7))
+  (core instance $i (instantiate $m))
+  (func $f (result u32) (canon lift (core func $i "f")))
+  (export "f" (func $f)))
+"""
+
+#: a process of the kernel's user: it watches the kernel's descriptors for the copy of an
+#: entry a load makes, opens it through ``/proc/<pid>/fd`` and writes 42 over the code until
+#: the copy refuses writes (sealed); it prints how many copies it wrote into
+COPY_WRITER = """
+import os, sys
+pid, at, stop = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+copies = set()
+while not os.path.exists(stop):
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        continue
+    for name in names:
+        try:
+            if "murmur-nb-component" not in os.readlink(f"/proc/{pid}/fd/{name}"):
+                continue
+            fd = os.open(f"/proc/{pid}/fd/{name}", os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            while True:
+                os.pwrite(fd, bytes([42]), at)
+                copies.add(os.fstat(fd).st_ino)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+print(len(copies))
+"""
+
+
+def test_a_copy_written_into_before_its_seal_never_runs(tmp_path: Path) -> None:
+    """Another process of the kernel's user opens each load's copy through
+    ``/proc/<pid>/fd`` and writes 42 over the code while the copy is made. The MAC is of the
+    sealed copy, so no load runs the 42: each is refused and recompiled. (Until 2026-12-06 the
+    MAC was of the bytes as written, and every load but the first ran the 42.)"""
+    eng = engine()
+    path = tmp_path / "big.wasm"  # 16 MiB of data: the copy takes milliseconds
+    path.write_bytes(wasmtime.wat2wasm(BIG_COMPONENT.format(blob="murmur" * ((16 << 20) // 6))))
+    entry = ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(path).entry
+    at = entry.read_bytes().find(bytes([0xB8, 7, 0, 0, 0]))
+    assert at > 0
+    stop = tmp_path / "stop"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", COPY_WRITER, str(os.getpid()), str(at + 1), str(stop)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        ran = []
+        for _ in range(8):
+            loaded = ComponentCache(eng, "fuel;epoch", tmp_path / "cache").load(path)
+            ran.append((loaded.source, call_f(eng, loaded.component)))
+    finally:
+        stop.touch()
+        written, _ = writer.communicate(timeout=60)
+    assert int(written) > 0, "the writer never reached a copy before its seal"
+    assert all(value == 7 for _, value in ran), ran
+    assert ("recompiled", 7) in ran
+
+
 # -- a root kernel and a cache another account can write ---------------------------------------
 
 
@@ -429,3 +502,23 @@ def test_as_root_a_key_in_a_folder_another_account_can_write_is_not_used(
     assert call_f(eng, loaded.component) == 7
     assert not loaded.entry.is_relative_to(tmp_path)  # this process's own folder
     assert call_f(eng, Component.deserialize_file(eng, str(planted))) == 42  # left alone
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="a nested run: its root parent starts it")
+@pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
+@pytest.mark.parametrize(
+    ("user", "docker"),
+    [(True, False), (False, True), (True, True)],
+    ids=["user", "docker-root", "docker-user"],
+)
+def test_a_copy_written_into_before_its_seal_never_runs_as_a_user_or_in_a_container(
+    user: bool, docker: bool
+) -> None:
+    """The same writer, as an unprivileged user (whose processes may open each other's
+    descriptors) and inside the default-Docker harness."""
+    done, tail = rerun(
+        ["tests/test_hook_cache.py"], user=user, docker=docker, deselect="copy_written_into"
+    )
+    assert done == 0, tail
+    assert "1 passed" in tail, tail

@@ -10,12 +10,14 @@ MAC (:func:`entry_mac`) under a key derived from the per-user key of
 :mod:`murmur_nb._files.sealing_key` (:func:`cache_key`, shared with the batch journal; where it
 lives and how a root kernel trusts it are ruled there), kept in the entry's ``.sum`` sidecar,
 itself HMACed. The entry is never mapped from its file (a later in-place rewrite would run): it
-is copied once, in the kernel, into a sealed ``memfd`` (``F_SEAL_WRITE``, ``F_SEAL_SHRINK``,
-``F_SEAL_GROW``: nobody can change it any more), MACed on every load chunk by chunk as it is
-copied (the bytes hashed are the bytes written, from a buffer of this process), and
-deserialized from that file, which wasmtime maps lazily (a warm load of the 37 MiB demo hook
-takes about 1.5 times its bare copy, against about 100 ms deserializing from a copy in Python's
-memory, which is the way where there is no ``memfd``).
+is copied once, in the kernel (``sendfile``), into a ``memfd``, sealed (``F_SEAL_WRITE``,
+``F_SEAL_SHRINK``, ``F_SEAL_GROW``: nobody can change it any more), MACed on every load after
+the seal, and deserialized from that file, which wasmtime maps lazily (a warm load of the
+37 MiB demo hook takes about 1.5 times its bare copy, against about 100 ms deserializing from a
+copy in Python's memory, which is the way where there is no ``memfd``). The MAC comes after
+the seal because the copy can be opened through ``/proc/<pid>/fd`` by any process of the
+user until then: MACing the bytes as they were written let one write its code into every copy
+between a chunk's write and the seal (until 2026-12-06 it did, on every load it raced).
 
 No load skips the MAC because the file's stat signature (size, inode, mtime, ctime) is the one
 seen when it was last checked: a write through a shared writable mapping that is already dirty
@@ -44,6 +46,7 @@ import fcntl
 import functools
 import hashlib
 import hmac
+import mmap
 import os
 import tempfile
 import threading
@@ -145,8 +148,18 @@ _SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_
 _MEMFD = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")  # noqa: PTH112
 
 
-#: the chunk an entry is copied and MACed by (:meth:`ComponentCache._copy_and_mac`)
-_CHUNK = 512 * 1024
+#: how the sealed copy is mapped to be MACed: shared (a private mapping of a sealed file is
+#: the same pages), its pages made present in one call where the platform has it
+_POPULATED = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+
+
+def _copy_file(source: int, copy: int) -> None:
+    """Copy the open file ``source`` into ``copy`` from their starts, in the kernel
+    (``sendfile``: the bytes never pass through this process), to the source's end as it is
+    when the copy reaches it."""
+    done = 0
+    while sent := os.sendfile(copy, source, done, 1 << 30):
+        done += sent
 
 
 #: what the entries' MAC key is derived under (BLAKE3's ``derive_key``): its own key, so a MAC
@@ -310,8 +323,14 @@ class ComponentCache:
 
     def _sealed_copy(self, entry: Path, digest: str) -> int | None:
         """A sealed ``memfd`` holding ``entry``'s bytes, when they are the bytes sealed under
-        our key: checked on the sealed copy, so what is checked is what wasmtime maps; ``None``
-        when they are not (raises ``OSError`` when the entry cannot be read or is not)."""
+        our key: MACed after it is sealed, so what is checked is what wasmtime maps; ``None``
+        when they are not (raises ``OSError`` when the entry cannot be read or is not).
+
+        Nothing before the seal is trusted: until then any process that may look into this
+        one's descriptors (``/proc/<pid>/fd``: its own user's, whatever ``ptrace_scope`` says)
+        can open the copy and write into it, and a MAC of the bytes as they were written
+        would vouch for what it wrote. One holding a writable mapping of it makes the seal
+        fail (``EBUSY``), which is a refused entry too."""
         sealed = self._sidecar(entry)
         if sealed is None:
             return None
@@ -319,9 +338,9 @@ class ComponentCache:
         try:
             copy = os.memfd_create("murmur-nb-component", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             try:
-                mac = self._copy_and_mac(fd, copy, digest)
+                _copy_file(fd, copy)
                 fcntl.fcntl(copy, fcntl.F_ADD_SEALS, _SEALS)
-                if not hmac.compare_digest(mac, sealed):
+                if not hmac.compare_digest(self._sealed_mac(copy, digest), sealed):
                     raise OSError("the entry is not the one sealed")
             except BaseException:
                 os.close(copy)
@@ -330,23 +349,15 @@ class ComponentCache:
             os.close(fd)
         return copy
 
-    def _copy_and_mac(self, source: int, copy: int, digest: str) -> str:
-        """Copy the open file ``source`` into ``copy`` a chunk at a time through a buffer of
-        this process, MACing each chunk in the buffer before it is written: the MAC is of the
-        bytes the copy holds, whatever the file does meanwhile, and each chunk is hashed while
-        it is in the CPU's cache (a third faster than hashing the copy after it is made)."""
-        mac = entry_hasher(self._key, self._entry_prefix(digest))
-        chunk = bytearray(_CHUNK)
-        view = memoryview(chunk)
-        done = 0
-        while read := os.preadv(source, [chunk], done):
-            mac.update(view[:read])
-            written = 0
-            while written < read:
-                written += os.write(copy, view[written:read])
-            done += read
-        if done == 0:
+    def _sealed_mac(self, copy: int, digest: str) -> str:
+        """The entry MAC of the sealed ``copy``, read through a read-only mapping made present
+        in one call (``MAP_POPULATE``: a fault per page costs about a fifth more)."""
+        size = os.fstat(copy).st_size
+        if size == 0:
             raise OSError("an empty entry")
+        mac = entry_hasher(self._key, self._entry_prefix(digest))
+        with mmap.mmap(copy, size, flags=_POPULATED, prot=mmap.PROT_READ) as mapped:
+            mac.update(mapped)
         return mac.hexdigest()
 
     def _sidecar(self, entry: Path) -> str | None:
