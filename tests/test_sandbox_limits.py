@@ -15,6 +15,11 @@ machine, not at the host's bookkeeping:
 * memory: the sandbox's tmpfs (its root, which holds ``/tmp`` and the working folder) had no
   bound: a module wrote 2 GiB of the host's memory to ``/tmp``. Each tmpfs now has one
   (``MURMUR_NB_SANDBOX_TMPFS``, default 1 GiB); a write past it fails with ``ENOSPC``.
+* the machine's memory: a module's process tree had the kernel's OOM score, so a module that
+  took the memory of a cgroup (a container's, a pod's) got a notebook kernel holding more
+  than it killed. Every module process now has ``oom_score_adj`` 1000 (a module in a user
+  namespace may set it back to the kernel's 0, never below: a per-call memory cgroup would
+  bound a hostile one, not this).
 
 Each runs here (as root), and again as an unprivileged user and in the default-Docker
 harness (the slow tests at the end), where the settings that apply there run.
@@ -22,13 +27,22 @@ harness (the slow tests at the end), where the settings that apply there run.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import json
 import os
 import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from _modules import install
 from _users import rerun
@@ -42,6 +56,7 @@ SETTINGS = {
     "zygote": (["bwrap", "landlock", "seccomp", "reaper"], True),
     "bwrap": (["bwrap", "landlock", "seccomp", "reaper"], False),
     "reaper": (["landlock", "seccomp", "reaper"], True),
+    "landlock": (["landlock", "seccomp"], True),  # no subreaper: the Python pre-exec step
 }
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _LIBC.shmat.restype = ctypes.c_void_p
@@ -60,11 +75,13 @@ def _host(home: Path, setting: str, monkeypatch: pytest.MonkeyPatch) -> mnb.Modu
     mechanisms, zygote = SETTINGS[setting]
     if not zygote:
         monkeypatch.setenv("MURMUR_NB_ZYGOTE", "off")
+    # without the subreaper nothing holds the process tree, so only best-effort runs there
+    sandbox = "required" if "reaper" in mechanisms or "bwrap" in mechanisms else "best-effort"
     host = mnb.ModuleHost(
         home=home,
-        policy=mnb.Policy(deadline_ms=120_000, sandbox="required", sandbox_mechanisms=mechanisms),
+        policy=mnb.Policy(deadline_ms=120_000, sandbox=sandbox, sandbox_mechanisms=mechanisms),
     )
-    wanted = "landlock" if setting == "reaper" else "bwrap"
+    wanted = "landlock" if setting in ("reaper", "landlock") else "bwrap"
     if host.sandbox.mechanism != wanted:
         host.close()
         pytest.skip(f"{setting}: {wanted} does not run here ({host.sandbox.mechanism})")
@@ -200,6 +217,122 @@ def test_the_tmpfs_is_bounded_by_default(
     with _host(home, setting, monkeypatch) as host:
         filled = _invoke(host, "fill", {"mib": 0})
     assert filled["size"] == TMPFS_BYTES, filled
+
+
+def _tree_scores(cmdline: str, count: int, timeout_s: float = 30) -> dict[int, int]:
+    """The ``oom_score_adj`` of this process's descendants whose command line holds
+    ``cmdline`` (bubblewrap, which starts the module, aside), read from ``/proc`` once
+    ``count`` of them run."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = {}
+        for proc in psutil.Process().children(recursive=True):
+            try:
+                argv = proc.cmdline()
+                if cmdline in " ".join(argv) and not argv[0].endswith("bwrap"):
+                    found[proc.pid] = int(Path(f"/proc/{proc.pid}/oom_score_adj").read_text())
+            except (psutil.Error, OSError):
+                continue
+        if len(found) >= count:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} processes of {cmdline!r} seen")
+
+
+@pytest.mark.parametrize("setting", ["reaper", "landlock", "zygote", "bwrap"])
+def test_every_module_process_is_the_oom_killers_first_choice(
+    home: Path, setting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the module holds 16 MiB, the test reads the OOM score of the module and of the
+    child it forked from ``/proc``, outside the sandbox: 1000 each; the kernel's is
+    unchanged."""
+    kernel_score = Path("/proc/self/oom_score_adj").read_text()
+    held: dict[str, Any] = {}
+    with _host(home, setting, monkeypatch) as host, warnings.catch_warnings():
+        warnings.simplefilter("ignore", mnb.SandboxWarning)  # best-effort's, for "landlock"
+        call = threading.Thread(
+            target=lambda: held.update(_invoke(host, "hog", {"mib": 16, "hold_s": 3}))
+        )
+        call.start()
+        try:
+            scores = _tree_scores("limits/module invoke", 2)
+        finally:
+            call.join()
+    assert held["held_mib"] == 16, held
+    assert set(scores.values()) == {1000}, scores
+    assert Path("/proc/self/oom_score_adj").read_text() == kernel_score
+
+
+#: a notebook kernel in a memory cgroup: it holds ``argv[3]`` MiB of its own, runs a module
+#: that takes memory until something gives, and says what it saw, if it is still alive
+OOM_KERNEL = textwrap.dedent("""
+    import json, os, sys
+    from pathlib import Path
+    Path(sys.argv[1], "cgroup.procs").write_text(str(os.getpid()))
+    import murmur_nb as mnb
+    ballast = bytes([2]) * (int(sys.argv[3]) << 20)
+    policy = mnb.Policy(deadline_ms=120_000, sandbox="required")
+    with mnb.ModuleHost(home=sys.argv[2], policy=policy) as host:
+        try:
+            host.invoke("limits.hog", {"mib": 4096})
+            error = None
+        except mnb.ProtocolViolation as exc:
+            error = str(exc)
+        print(json.dumps({"error": error, "held": len(ballast) >> 20}), flush=True)
+""")
+
+
+def _memory_cgroup(tmp_path: Path, limit: int) -> Path | None:
+    """A child of this process's memory cgroup limited to ``limit`` bytes (cgroup v1, or v2
+    where the memory controller is delegated); ``None`` where none can be made."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, where = line.split(":", 2)
+        if "memory" in controllers.split(","):  # cgroup v1
+            parent = Path("/sys/fs/cgroup/memory") / where.lstrip("/")
+            limit_file = "memory.limit_in_bytes"
+        elif controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            parent, limit_file = Path("/sys/fs/cgroup") / where.lstrip("/"), "memory.max"
+        else:
+            continue
+        group = parent / f"mnb-oom-{tmp_path.name}-{os.getpid()}"
+        try:
+            group.mkdir()
+            (group / limit_file).write_text(str(limit))
+        except OSError:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+            continue
+        return group
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a memory cgroup")
+def test_a_module_taking_the_memory_of_its_cgroup_is_killed_before_the_kernel(
+    home: Path, tmp_path: Path
+) -> None:
+    """A kernel holding 400 MiB in a 700 MiB memory cgroup (a container's, a pod's) runs a
+    module that takes memory until something gives: the OOM killer kills the module (the
+    call fails), and the kernel lives to say so. (Before, the kernel was the larger process
+    of the cgroup, and the OOM killer took it: the notebook's state was gone.)"""
+    group = _memory_cgroup(tmp_path, 700 << 20)
+    if group is None:
+        pytest.skip("no memory cgroup can be made here")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", OOM_KERNEL, str(group), str(home), "400"],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["held"] == 400, seen
+    assert "was killed by SIGKILL" in seen["error"], seen
 
 
 def test_a_tmpfs_bound_that_is_not_a_size_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

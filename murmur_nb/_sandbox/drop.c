@@ -12,7 +12,9 @@
  * sets no_new_privs, checks that root cannot be regained and that no capability is left,
  * closes every descriptor but 0, 1 and 2 (bwrap leaves the user namespace's descriptor of
  * `--userns` open: a module must not get a handle on it), and execs PROGRAM with no
- * environment at all (bwrap sets PWD). One small exec instead of `env -i` plus `setpriv`.
+ * environment at all (bwrap sets PWD). First of all it makes its process the OOM killer's
+ * first choice (oom_score_adj 1000), so a module that takes the machine's memory is killed
+ * before the kernel. One small exec instead of `env -i` plus `setpriv`.
  *
  * Built with -DDROP_NOLIBC (x86-64 and AArch64) it needs no C library: it makes the system
  * calls itself from its own entry point. It runs before every module, and a static C
@@ -89,6 +91,10 @@ static long ask(long option, long arg) { return CALL(SYS_prctl, option, arg, 0, 
 static long ask2(long option, long a, long b) { return CALL(SYS_prctl, option, a, b, 0); }
 static long close_from(unsigned int fd) { return CALL(SYS_close_range, fd, ~0U, 0, 0); }
 static long close_one(unsigned int fd) { return CALL(SYS_close, fd, 0, 0, 0); }
+static long open_to_write(const char *p) {
+    return CALL(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CLOEXEC, 0);
+}
+static long write_to(long fd, const char *s, unsigned long n) { return CALL(SYS_write, fd, s, n, 0); }
 static long process_limit(unsigned long n) {
     struct rlimit64 limit = {n, n};
     return CALL(SYS_prlimit64, 0, RLIMIT_NPROC, &limit, 0);
@@ -136,6 +142,10 @@ static long ask(long option, long arg) { return checked(prctl((int)option, arg, 
 static long ask2(long option, long a, long b) { return checked(prctl((int)option, a, b, 0, 0)); }
 static long close_from(unsigned int fd) { return checked(syscall(SYS_close_range, fd, ~0U, 0)); }
 static long close_one(unsigned int fd) { return checked(close((int)fd)); }
+static long open_to_write(const char *p) { return checked(open(p, O_WRONLY | O_CLOEXEC)); }
+static long write_to(long fd, const char *s, unsigned long n) {
+    return checked(write((int)fd, s, n));
+}
 static long process_limit(unsigned long n) {
     struct rlimit limit = {(rlim_t)n, (rlim_t)n};
     return checked(setrlimit(RLIMIT_NPROC, &limit));
@@ -235,6 +245,16 @@ static void close_the_rest(void) {
     for (unsigned long fd = 3; fd < limit; fd++) close_one((unsigned int)fd);
 }
 
+/* the OOM killer's first choice: the module's process tree before the kernel that runs it
+ * (the score only goes up, which needs no privilege; where /proc cannot be written nothing
+ * changes, as the zygote may have raised it already) */
+static void oom_first(void) {
+    long fd = open_to_write("/proc/self/oom_score_adj");
+    if (FAILED(fd)) return;
+    write_to(fd, "1000", 4);
+    close_one((unsigned int)fd);
+}
+
 /* `drop - - PROGRAM [ARG...]`: an ordinary user's sandbox, whose ids stay: only the checks
  * that no capability is left, no_new_privs, the descriptors closed and the empty
  * environment (one static exec instead of `env -i`, a dynamic one) */
@@ -259,6 +279,7 @@ static int limited(int argc, char **argv, int at) {
 
 static int drop(int argc, char **argv) {
     if (argc < 4) fail("usage: drop UID GID [-n LIMIT] [-C DIR] PROGRAM [ARG...]", "", 0, 126);
+    oom_first();
     if (same(argv[1], "-") && same(argv[2], "-")) return keep_ids(argv, limited(argc, argv, 3));
     unsigned long uid = parse_id(argv[1]);
     unsigned long gid = parse_id(argv[2]);

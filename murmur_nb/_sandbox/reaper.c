@@ -221,6 +221,18 @@ static void end_tree(void) {
     }
 }
 
+/* the OOM killer's first choice, this helper and the module's tree below it (inherited): a
+ * module that takes the machine's memory goes before the kernel. Raising the score needs no
+ * privilege; a root kernel's helper writes it with CAP_SYS_RESOURCE, so the module cannot
+ * lower it again. */
+static void oom_first(void) {
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    if (write(fd, "1000", 4) < 0) { /* the score stays the kernel's: nothing else to do */
+    }
+    close(fd);
+}
+
 int main(int argc, char **argv) {
     long uid = -1, landlock = -1, bpf_fd = -1, nproc = 0;
     int opt;
@@ -238,6 +250,7 @@ int main(int argc, char **argv) {
         die("usage: reaper [-u ID] [-l FD] [-s FD] [-n N] -- PROGRAM", 126);
     }
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) die("PR_SET_CHILD_SUBREAPER", 126);
+    oom_first();
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
     struct sigaction action;

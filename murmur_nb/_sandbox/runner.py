@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from murmur_nb._sandbox import netguard
+from murmur_nb._sandbox import landlock, netguard
 from murmur_nb._sandbox import zygote as zygote_
 from murmur_nb._sandbox.netguard import Destinations
 from murmur_nb._sandbox.sandbox import Launch, release
@@ -293,7 +293,12 @@ def run_process(
     start = time.monotonic()
 
     def popen() -> subprocess.Popen[bytes]:
-        return _popen(argv, cwd=start_in or cwd, pass_fds=pass_fds, preexec=preexec, user=user)
+        proc = _popen(argv, cwd=start_in or cwd, pass_fds=pass_fds, preexec=preexec, user=user)
+        # the OOM killer's first choice (the helpers and the zygote set it for themselves
+        # before any module runs; a child that switched uid could not, nor can an
+        # unconfined one): whatever the process has forked already keeps the kernel's
+        landlock.oom_first(proc.pid)
+        return proc
 
     if destinations is None:
         proc, release_guard = popen(), _nothing

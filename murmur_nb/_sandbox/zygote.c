@@ -1183,6 +1183,11 @@ int main(int argc, char **argv) {
     if (argc < 3) return 2;
     int ctrl = atoi(argv[1]);
     kernel = getppid();
+    /* the OOM killer's first choice, and every call's (inherited): a module that takes the
+     * machine's memory goes before the kernel. Written before the user namespace is
+     * entered, so a root kernel's zygote sets it with CAP_SYS_RESOURCE, and no call can
+     * lower it again. */
+    write_file("/proc/self/oom_score_adj", "1000");
     if (enter_namespaces(argv, argc, ctrl) != 0) return 1;
     sigset_t chld;
     sigemptyset(&chld);

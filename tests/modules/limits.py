@@ -6,7 +6,8 @@ segment it fills, a semaphore set, a message queue, a POSIX queue); ``ipc_read``
 segments by id, as a module guessing another process's would, and reads what they hold.
 ``forks`` forks children that wait, as many as it can up to ``limit``. ``fill`` writes to a
 file in ``/tmp`` (or its working folder) until the write fails, and reads the host's shared
-memory before and after where it sees ``/proc/meminfo``.
+memory before and after where it sees ``/proc/meminfo``. ``hog`` forks a child that waits,
+then takes ``mib`` MiB of memory, every page written, and holds it for ``hold_s`` seconds.
 """
 
 import ctypes
@@ -24,7 +25,7 @@ IPC_CREAT, SHM_RDONLY = 0o1000, 0o10000
 
 
 def default():
-    return descriptor([capability(n) for n in ("ipc", "ipc_read", "forks", "fill")])
+    return descriptor([capability(n) for n in ("ipc", "ipc_read", "forks", "fill", "hog")])
 
 
 def failed():
@@ -120,6 +121,18 @@ def fill(where, mib):
     }
 
 
+def hog(mib, hold_s):
+    child = os.fork()
+    if child == 0:
+        signal.pause()
+        os._exit(0)
+    held = [b"\x01" * (8 << 20) for _ in range(mib // 8)]
+    time.sleep(hold_s)
+    os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+    return {"held_mib": 8 * len(held)}
+
+
 def handle(name, request):
     inp = dict(request.get("input") or {})
     results = {
@@ -127,6 +140,7 @@ def handle(name, request):
         "ipc_read": lambda: ipc_read(inp["ids"]),
         "forks": lambda: forks(inp["limit"]),
         "fill": lambda: fill(inp.get("where", "tmp"), inp["mib"]),
+        "hog": lambda: hog(inp["mib"], inp.get("hold_s", 0)),
     }
     return envelope("invoke", request["request_id"], result=results[name]())
 
