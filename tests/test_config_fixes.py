@@ -210,6 +210,38 @@ def test_a_stale_demo_home_of_another_account_says_which_path_to_pass(
     assert home.murmur_yaml.read_text() == "# an older murmur-nb wrote this\n"
 
 
+#: another account takes the shared home's lock and holds it (what stalled root's update)
+TAKE_THE_LOCK = """
+import fcntl, sys
+try:
+    handle = open(sys.argv[1], "rb")
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("held")
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to prepare a home another account uses")
+def test_another_account_cannot_take_the_lock_of_a_shared_demo_home(shared_folder: Path) -> None:
+    """A red-team trial opened root's ``0644`` lock read-only and held ``flock`` on it: root's
+    next update of the shared home waited for ever. The lock is ``0600`` now, also when an
+    older version left it readable, and the update goes through."""
+    shared = shared_folder / "shared"
+    home = mnb.prepare_demo_home(shared, hooks=False)
+    lock = shared / ".prepare.lock"
+    lock.chmod(0o644)  # as an older murmur-nb left it
+    home.murmur_yaml.write_text("# stale\n")
+    mnb.prepare_demo_home(shared, hooks=False)  # locks (and repairs) it once
+    assert lock.stat().st_mode & 0o777 == 0o600
+    home.murmur_yaml.write_text("# stale again\n")
+    done = run_as_test_user([sys.executable, "-c", TAKE_THE_LOCK, str(lock)],
+                            shared_folder / "user")  # fmt: skip
+    assert done.stdout.strip() == "PermissionError", done.stdout + done.stderr[-2000:]
+    mnb.prepare_demo_home(shared, hooks=False)
+    assert "stale" not in home.murmur_yaml.read_text()
+
+
 def test_a_current_demo_home_is_not_locked_again(tmp_path: Path) -> None:
     """The lock is taken only when something is written: a current home is read as is."""
     shared = tmp_path / "shared"

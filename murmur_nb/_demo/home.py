@@ -475,13 +475,22 @@ def _install(home: DemoHome, *, hooks: bool) -> None:
 
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
+    """Hold the home's lock while it is written. The lock is the preparer's alone (``0600``,
+    made so if an older version left it readable): any account that can open a file can
+    ``flock`` it, and one holding the lock of a shared home root prepares stalled every
+    update of it."""
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / ".prepare.lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(folder / ".prepare.lock", flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _not_writable(folder: Path, exc: PermissionError) -> PermissionError:
