@@ -2,8 +2,9 @@
 
 The address rule :mod:`.netguard` applies to every destination a module names. Refused:
 loopback, ``0.0.0.0/8`` and ``::``, link-local (cloud metadata included), multicast and
-broadcast, every address of this machine's interfaces (looked up again at most every
-second), and the IPv4-mapped, -compatible and 6to4 forms of these. Allowed on port 53 only:
+broadcast, every address the kernel takes as this machine's own (its local and broadcast
+routes, with their prefixes, and every address of its interfaces; looked up again at most
+every second), and the IPv4-mapped, -compatible and 6to4 forms of these. Allowed on port 53 only:
 the name servers of ``/etc/resolv.conf`` (in Docker, ``127.0.0.11``), which a module needs
 to resolve an outside name. A grant naming hosts allows only their addresses.
 """
@@ -24,9 +25,18 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _NEVER = tuple(
     ipaddress.ip_network(n)
-    for n in ("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4",
-              "255.255.255.255/32", "::/128", "::1/128", "fe80::/10", "ff00::/8",
-              "fd00:ec2::254/128")
+    for n in (
+        "0.0.0.0/8",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "224.0.0.0/4",
+        "255.255.255.255/32",
+        "::/128",
+        "::1/128",
+        "fe80::/10",
+        "ff00::/8",
+        "fd00:ec2::254/128",
+    )
 )
 
 
@@ -45,27 +55,66 @@ def _name_servers() -> frozenset[Address]:
     return frozenset(found)
 
 
-_own: tuple[float, frozenset[Address]] = (0.0, frozenset())
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_own: tuple[float, frozenset[Network]] = (0.0, frozenset())
 _own_lock = threading.Lock()
+#: IPv6 route flags of what the kernel delivers here (RTF_LOCAL, RTF_ANYCAST)
+_RTF_LOCAL, _RTF_ANYCAST = 0x80000000, 0x00100000
 
 
-def _own_addresses() -> frozenset[Address]:
-    """Every address of this machine's interfaces and their broadcasts (cached for 1 s)."""
+def _own_networks() -> frozenset[Network]:
+    """What this machine takes as its own (cached for 1 s): every local and broadcast route
+    of the kernel's tables, with its prefix (an address added to ``lo`` as ``/24`` makes the
+    whole ``/24`` local; a broadcast nobody declared is still delivered here), and, as a
+    floor, every address and broadcast psutil lists for its interfaces."""
     global _own  # noqa: PLW0603 - one cache for the process, refreshed in place
     with _own_lock:
         if time.monotonic() - _own[0] < 1.0:
             return _own[1]
         import psutil  # noqa: PLC0415 - only for a granted module's destinations
 
-        found: set[Address] = set()
+        found: set[Network] = set(_local_routes())
         for entries in psutil.net_if_addrs().values():
             for entry in entries:
                 for text in (entry.address, entry.broadcast):
                     if text and entry.family in (socket.AF_INET, socket.AF_INET6):
                         with contextlib.suppress(ValueError):
-                            found.add(ipaddress.ip_address(text.split("%")[0]))
+                            found.add(ipaddress.ip_network(text.split("%")[0]))
         _own = (time.monotonic(), frozenset(found))
         return _own[1]
+
+
+def _local_routes() -> list[Network]:
+    """The IPv4 ``LOCAL`` and ``BROADCAST`` entries of ``/proc/net/fib_trie`` and the IPv6
+    local and anycast routes of ``/proc/net/ipv6_route`` (nothing where they cannot be read)."""
+    found: list[Network] = []
+    with contextlib.suppress(OSError), open("/proc/net/fib_trie", encoding="ascii") as fh:  # noqa: PTH123
+        leaf = ""
+        for line in fh:
+            words = line.split()
+            if len(words) == 2 and words[0] == "|--":
+                leaf = words[1]
+            elif (
+                len(words) == 3
+                and words[0].startswith("/")
+                and leaf
+                and words[2] in ("LOCAL", "BROADCAST")
+            ):
+                with contextlib.suppress(ValueError):
+                    found.append(ipaddress.ip_network(f"{leaf}{words[0]}", strict=False))
+    with contextlib.suppress(OSError), open("/proc/net/ipv6_route", encoding="ascii") as fh:  # noqa: PTH123
+        for line in fh:
+            words = line.split()
+            with contextlib.suppress(ValueError, IndexError):
+                if int(words[8], 16) & (_RTF_LOCAL | _RTF_ANYCAST):
+                    found.append(
+                        ipaddress.ip_network(
+                            (ipaddress.IPv6Address(bytes.fromhex(words[0])), int(words[1], 16)),
+                            strict=False,
+                        )
+                    )
+    return found
 
 
 def _embedded(address: Address) -> Address:
@@ -92,9 +141,7 @@ class Destinations:
 
     grants: tuple[str, ...]
     anywhere: bool = field(init=False)
-    _networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(
-        init=False, repr=False
-    )
+    _networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(init=False, repr=False)
     _names: list[str] = field(init=False, repr=False)
     _resolved: bool = field(init=False, repr=False, default=False)
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
@@ -117,8 +164,8 @@ class Destinations:
         for candidate in {address, plain}:
             if any(candidate in net for net in _NEVER if net.version == candidate.version):
                 return f"{address} is loopback, link-local, multicast or unspecified"
-        own = _own_addresses()
-        if address in own or plain in own:
+        own = _own_networks()
+        if any(c in net for c in {address, plain} for net in own if net.version == c.version):
             return f"{address} is an address of this machine"
         if self.anywhere or self._granted(address) or self._granted(plain):
             return None

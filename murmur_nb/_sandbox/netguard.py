@@ -50,7 +50,7 @@ import socket
 import struct
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -101,6 +101,23 @@ _MAX_SEND = 1 << 20
 _MAX_IOV = 1024
 #: calls of one module the host may be making at once (past it: EAGAIN)
 _MAX_INFLIGHT = 64
+_SOL_IP, _SOL_IPV6 = socket.IPPROTO_IP, socket.IPPROTO_IPV6
+#: socket options that pick the interface, the source or the first hop a packet leaves by,
+#: by level: on the loopback device (or through ``::1``) an allowed outside address is
+#: delivered to this machine's wildcard listeners. The filter refuses them (``EACCES``).
+_ROUTING_OPTIONS = {
+    socket.SOL_SOCKET: (25, 62, 36),  # SO_BINDTODEVICE, SO_BINDTOIFINDEX, SO_MARK
+    # IP_OPTIONS (source routes), IP_MULTICAST_IF, IP_UNICAST_IF
+    _SOL_IP: (4, 32, 50),
+    # IPV6_2292PKTOPTIONS, IPV6_2292RTHDR, IPV6_NEXTHOP, IPV6_MULTICAST_IF, IPV6_PKTINFO,
+    # IPV6_RTHDR, IPV6_UNICAST_IF
+    _SOL_IPV6: (6, 5, 9, 17, 50, 57, 76),
+}
+#: the control messages a send may carry at the IP levels (TOS, TTL, hop limit, traffic
+#: class, don't-fragment); any other (``IP_PKTINFO``, ``IPV6_PKTINFO``, ``IP_RETOPTS``, a
+#: routing header or next hop) names an interface, a source or a route: ``EACCES``
+_HARMLESS_CONTROL = {_SOL_IP: (1, 2), _SOL_IPV6: (52, 62, 67)}
+
 
 class _Refused(Exception):
     """A module's call the host answers with an errno instead of making it."""
@@ -110,13 +127,17 @@ class _Refused(Exception):
         self.code = code
 
 
-def _destination(raw: bytes) -> tuple[Address, int] | None:
-    """The address and port of a ``sockaddr_in``/``sockaddr_in6`` (``None``: ``AF_UNSPEC``)."""
+def _destination(raw: bytes, *, connect: bool) -> tuple[Address, int] | None:
+    """The address and port of a ``sockaddr_in``/``sockaddr_in6`` (``None``: ``AF_UNSPEC`` in a
+    ``connect``, which disconnects). A send never names ``AF_UNSPEC``: Linux's IPv4 UDP send
+    takes the address and port it carries all the same, so it would go unchecked."""
     if len(raw) < 2:
         raise _Refused(errno.EINVAL)
     family = struct.unpack_from("<H", raw)[0]
     if family == socket.AF_UNSPEC:
-        return None
+        if connect:
+            return None
+        raise _Refused(errno.EAFNOSUPPORT)
     if family == socket.AF_INET and len(raw) >= 8:
         return ipaddress.IPv4Address(raw[4:8]), struct.unpack_from(">H", raw, 2)[0]
     if family == socket.AF_INET6 and len(raw) >= 24:
@@ -129,7 +150,8 @@ def _destination(raw: bytes) -> tuple[Address, int] | None:
 
 @functools.cache
 def program() -> bytes | None:
-    """The notification filter (``None`` without libseccomp or on another architecture)."""
+    """The notification filter, which also refuses the socket options that pick an interface
+    or a route (``None`` without libseccomp or on another architecture)."""
     if platform.machine() not in _SYSCALLS:
         return None
     try:
@@ -141,6 +163,14 @@ def program() -> bytes | None:
         for name in ("socket", "connect", "sendmsg", "sendmmsg"):
             rules.add_rule(pyseccomp.NOTIFY, name)
         rules.add_rule(pyseccomp.NOTIFY, "sendto", pyseccomp.Arg(4, pyseccomp.NE, 0))
+        for level, options in _ROUTING_OPTIONS.items():  # int arguments: the low 32 bits
+            for option in options:
+                rules.add_rule(
+                    pyseccomp.ERRNO(errno.EACCES),
+                    "setsockopt",
+                    pyseccomp.Arg(1, pyseccomp.MASKED_EQ, 0xFFFFFFFF, level),
+                    pyseccomp.Arg(2, pyseccomp.MASKED_EQ, 0xFFFFFFFF, option),
+                )
         with tempfile.TemporaryFile() as fh:
             rules.export_bpf(fh)
             fh.seek(0)
@@ -160,8 +190,14 @@ def _install(bpf: bytes) -> int:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     buffer = ctypes.create_string_buffer(bpf, len(bpf))
     prog = _SockFprog(len(bpf) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    fd = int(LIBC.syscall(_SYS_SECCOMP[platform.machine()], _SECCOMP_SET_MODE_FILTER,
-                          _FILTER_FLAG_NEW_LISTENER, ctypes.byref(prog)))
+    fd = int(
+        LIBC.syscall(
+            _SYS_SECCOMP[platform.machine()],
+            _SECCOMP_SET_MODE_FILTER,
+            _FILTER_FLAG_NEW_LISTENER,
+            ctypes.byref(prog),
+        )
+    )
     if fd < 0:
         raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER) failed")
     return fd
@@ -233,9 +269,9 @@ def _copy(pid: int, address: int, size: int, *, write: bytes | None = None) -> b
 # -- the supervisor ---------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Socket:
-    fd: int  # the host's own descriptor of the module's socket
+    fd: int  # the host's own descriptor of the module's socket (in a call: the call's own)
     inode: int
     family: int
     kind: int  # SOCK_STREAM or SOCK_DGRAM
@@ -272,8 +308,7 @@ class _Supervisor:
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._failed: OSError | None = None
-        self._thread = threading.Thread(target=self._loop, name="murmur-nb netguard",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="murmur-nb netguard", daemon=True)
         self._thread.start()
         self._ready.wait()
         if self._failed is not None:
@@ -285,28 +320,50 @@ class _Supervisor:
             self._epoll.register(listener, select.EPOLLIN)
 
     def when_connected(self, watch: _Watch, sock: _Socket) -> None:
-        """Let the host's descriptor of a TCP socket go once its connect completes."""
+        """Let the host's descriptor of a TCP socket go once its connect completes. The
+        supervisor waits on a descriptor of its own (``sock`` is the call's, closed after)."""
+        fd = os.dup(sock.fd)
         with self._lock:
-            self._connecting[sock.fd] = (watch, sock)
-            self._epoll.register(sock.fd, select.EPOLLOUT | select.EPOLLONESHOT)
+            self._connecting[fd] = (watch, _Socket(fd, sock.inode, sock.family, sock.kind))
+            self._epoll.register(fd, select.EPOLLOUT | select.EPOLLONESHOT)
 
-    def unwatch_connect(self, fd: int) -> None:
+    def unwatch_connect(self, watch: _Watch, inode: int) -> None:
         with self._lock:
-            if self._connecting.pop(fd, None) is not None:
-                with contextlib.suppress(OSError):
-                    self._epoll.unregister(fd)
+            for fd in [
+                fd for fd, (w, s) in self._connecting.items() if w is watch and s.inode == inode
+            ]:
+                self._drop_connecting(fd)
+
+    def _drop_connecting(self, fd: int) -> None:
+        """Forget a connect being waited for, and close its descriptor (``_lock`` held)."""
+        del self._connecting[fd]
+        with contextlib.suppress(OSError):
+            self._epoll.unregister(fd)
+        os.close(fd)
 
     def _connected(self, fd: int) -> None:
         with self._lock:
-            watch, sock = self._connecting.pop(fd)
-        probe = socket.socket(fileno=fd)
-        try:
-            probe.getpeername()  # not SO_ERROR, which the module reads (and reading clears)
-        except OSError:
-            return  # it failed: the module may connect again, through the host
-        finally:
-            probe.detach()
-        let_go(watch, sock)
+            entry = self._connecting.get(fd)
+            if entry is None:
+                return  # let go meanwhile
+            watch, sock = entry
+            ready = select.poll()
+            ready.register(fd, select.POLLOUT)
+            if not ready.poll(0):  # the event was a closed namesake's: still connecting
+                with contextlib.suppress(OSError):
+                    self._epoll.modify(fd, select.EPOLLOUT | select.EPOLLONESHOT)
+                return
+            probe = socket.socket(fileno=fd)
+            try:
+                probe.getpeername()  # not SO_ERROR, which the module reads (and reading clears)
+                done = True
+            except OSError:
+                done = False  # it failed: the module may connect again, through the host
+            finally:
+                probe.detach()
+            self._drop_connecting(fd)
+        if done:
+            let_go(watch, sock.inode)
 
     def _loop(self) -> None:
         try:
@@ -338,9 +395,7 @@ class _Supervisor:
         with self._lock:
             self._watches.pop(watch.listener, None)
             for fd in [fd for fd, (w, _) in self._connecting.items() if w is watch]:
-                del self._connecting[fd]
-                with contextlib.suppress(OSError):
-                    self._epoll.unregister(fd)
+                self._drop_connecting(fd)
             with contextlib.suppress(OSError):
                 self._epoll.unregister(watch.listener)
         watch.close()
@@ -395,13 +450,15 @@ def _take_sandbox_credentials() -> None:
             raise OSError(ctypes.get_errno(), "cannot take the sandbox id's credentials")
 
 
-def let_go(watch: _Watch, sock: _Socket) -> None:
-    """A connected TCP socket is the module's alone: its ``close`` must reach the peer."""
-    _supervisor().unwatch_connect(sock.fd)
+def let_go(watch: _Watch, inode: int) -> None:
+    """A connected TCP socket is the module's alone: its ``close`` must reach the peer (once
+    the calls in flight on it, each on a descriptor of its own, have closed theirs)."""
+    _supervisor().unwatch_connect(watch, inode)
     with watch.lock:
-        if watch.sockets.pop(sock.inode, None) is None:
+        sock = watch.sockets.pop(inode, None)
+        if sock is None:
             return  # let go already
-        watch.connected.add(sock.inode)
+        watch.connected.add(inode)
     os.close(sock.fd)
 
 
@@ -442,16 +499,16 @@ class _Call:
             return False
         if self.watch.destinations.needs_lookup:
             return True
-        sock = self._socket(quiet=True)
-        if sock is None:
-            return False
         flags = self.args[2] if self.name in ("sendmsg",) else self.args[3]
         if self.name != "connect" and flags & _MSG_DONTWAIT:
             return False
-        try:
-            return not fcntl.fcntl(sock.fd, fcntl.F_GETFL) & os.O_NONBLOCK
-        except OSError:
-            return False
+        with self._held(quiet=True) as sock:
+            if sock is None:
+                return False
+            try:
+                return not fcntl.fcntl(sock.fd, fcntl.F_GETFL) & os.O_NONBLOCK
+            except OSError:
+                return False
 
     def run_counted(self) -> None:
         try:
@@ -461,9 +518,13 @@ class _Call:
                 self.watch.inflight -= 1
 
     def run(self) -> None:
-        handler = {"socket": self._new_socket, "connect": self._connect,
-                   "sendto": self._sendto, "sendmsg": self._sendmsg,
-                   "sendmmsg": self._sendmmsg}.get(self.name)
+        handler = {
+            "socket": self._new_socket,
+            "connect": self._connect,
+            "sendto": self._sendto,
+            "sendmsg": self._sendmsg,
+            "sendmmsg": self._sendmmsg,
+        }.get(self.name)
         try:
             if handler is None:
                 raise _Refused(errno.ENOSYS)
@@ -477,8 +538,9 @@ class _Call:
         """Return ``value`` (a result, or ``-errno``) from the module's call."""
         error, value = (value, 0) if value < 0 else (0, value)
         with contextlib.suppress(OSError):  # ENOENT: the module is gone
-            fcntl.ioctl(self.watch.listener, _SEND, bytearray(_RESP.pack(self.ident, value,
-                                                                        error, 0)))
+            fcntl.ioctl(
+                self.watch.listener, _SEND, bytearray(_RESP.pack(self.ident, value, error, 0))
+            )
 
     def _valid(self) -> None:
         """The module is still in this call: what was read from ``pid`` was its memory."""
@@ -490,8 +552,19 @@ class _Call:
     def _read(self, address: int, size: int) -> bytes:
         return _copy(self.pid, address, size)
 
+    @contextlib.contextmanager
+    def _held(self, *, quiet: bool = False) -> Iterator[_Socket | None]:
+        """The socket the call names, on a descriptor of the call's own: another thread's
+        ``let_go`` closes the host's, and that number may be the kernel's next socket."""
+        sock = self._socket(quiet=quiet)
+        try:
+            yield sock
+        finally:
+            if sock is not None:
+                os.close(sock.fd)
+
     def _socket(self, *, quiet: bool = False) -> _Socket | None:
-        """The host's own descriptor of the socket the call names."""
+        """The socket the call names, on a copy of the host's descriptor (the caller's)."""
         try:
             link = os.readlink(f"/proc/{self.pid}/fd/{self.args[0] & 0xFFFFFFFF}")  # noqa: PTH115
         except OSError as exc:
@@ -502,14 +575,17 @@ class _Call:
         with self.watch.lock:
             sock = self.watch.sockets.get(inode)
             gone = inode in self.watch.connected
+            if sock is not None:
+                sock = _Socket(os.dup(sock.fd), sock.inode, sock.family, sock.kind)
         if sock is None and not quiet:
             # a socket the host did not make, or a TCP one it let go once connected
-            raise _Refused(errno.EISCONN if gone else (errno.EACCES if inode >= 0 else
-                                                        errno.ENOTSOCK))
+            raise _Refused(
+                errno.EISCONN if gone else (errno.EACCES if inode >= 0 else errno.ENOTSOCK)
+            )
         return sock
 
-    def _check(self, raw: bytes, sock: _Socket) -> None:
-        where = _destination(raw)
+    def _check(self, raw: bytes, sock: _Socket, *, connect: bool = False) -> None:
+        where = _destination(raw, connect=connect)
         if where is None:
             return
         if (sock.family == socket.AF_INET) != isinstance(where[0], ipaddress.IPv4Address):
@@ -522,16 +598,19 @@ class _Call:
     def _new_socket(self) -> None:
         domain, kind, proto = (a & 0xFFFFFFFF for a in self.args[:3])
         base = kind & _SOCK_TYPE_MASK
-        if domain not in (socket.AF_INET, socket.AF_INET6) or base not in (
-            socket.SOCK_STREAM, socket.SOCK_DGRAM
-        ) or proto not in (0, socket.IPPROTO_TCP, socket.IPPROTO_UDP):
+        if (
+            domain not in (socket.AF_INET, socket.AF_INET6)
+            or base not in (socket.SOCK_STREAM, socket.SOCK_DGRAM)
+            or proto not in (0, socket.IPPROTO_TCP, socket.IPPROTO_UDP)
+        ):
             raise _Refused(errno.EACCES)
         made = socket.socket(domain, base | (kind & _SOCK_NONBLOCK), proto)
         fd = made.detach()
         try:
             inode = os.fstat(fd).st_ino
-            request = _ADDFD.pack(self.ident, _ADDFD_FLAG_SEND, fd, 0,
-                                  os.O_CLOEXEC if kind & _SOCK_CLOEXEC else 0)
+            request = _ADDFD.pack(
+                self.ident, _ADDFD_FLAG_SEND, fd, 0, os.O_CLOEXEC if kind & _SOCK_CLOEXEC else 0
+            )
             given = fcntl.ioctl(self.watch.listener, _ADD, bytearray(request))
         except OSError:
             os.close(fd)
@@ -541,23 +620,29 @@ class _Call:
             self.watch.sockets[inode] = _Socket(fd, inode, domain, base)
 
     def _connect(self) -> None:
-        sock = self._socket()
-        assert sock is not None
+        with self._held() as sock:
+            assert sock is not None
+            self._connect_on(sock)
+
+    def _connect_on(self, sock: _Socket) -> None:
         raw = self._read(self.args[1], min(self.args[2] & 0xFFFFFFFF, 128))
         self._valid()
-        self._check(raw, sock)
+        self._check(raw, sock, connect=True)
         assert LIBC is not None
         done = LIBC.connect(sock.fd, raw, len(raw))
         code = ctypes.get_errno() if done != 0 else 0
         if sock.kind == socket.SOCK_STREAM and code in (0, errno.EISCONN):
-            let_go(self.watch, sock)
+            let_go(self.watch, sock.inode)
         elif sock.kind == socket.SOCK_STREAM and code == errno.EINPROGRESS:
             _supervisor().when_connected(self.watch, sock)
         self.answer(-code if code else 0)
 
     def _sendto(self) -> None:
-        sock = self._socket()
-        assert sock is not None
+        with self._held() as sock:
+            assert sock is not None
+            self._sendto_on(sock)
+
+    def _sendto_on(self, sock: _Socket) -> None:
         size, flags = min(self.args[2], _MAX_SEND), self.args[3] & 0xFFFFFFFF
         raw = self._read(self.args[4], min(self.args[5] & 0xFFFFFFFF, 128))
         data = self._read(self.args[1], size)
@@ -588,6 +673,8 @@ class _Call:
             length, level, kind = _CMSGHDR.unpack_from(control, at)
             if level == socket.SOL_SOCKET and kind in (_SCM_RIGHTS, _SCM_CREDENTIALS):
                 raise _Refused(errno.EPERM)  # descriptors and credentials of the module's
+            if level in _HARMLESS_CONTROL and kind not in _HARMLESS_CONTROL[level]:
+                raise _Refused(errno.EACCES)  # an interface, a source address or a route
             if length < _CMSGHDR.size:
                 break
             at += (length + 7) & ~7
@@ -595,41 +682,55 @@ class _Call:
             self._check(name, sock)
         return name, chunks, control
 
-    def _send_message(self, sock: _Socket, name: bytes, chunks: list[bytes], control: bytes,
-                      flags: int) -> int:
+    def _send_message(
+        self, sock: _Socket, name: bytes, chunks: list[bytes], control: bytes, flags: int
+    ) -> int:
         assert LIBC is not None
         buffers = [ctypes.create_string_buffer(chunk, len(chunk)) for chunk in chunks]
         iov = (_Iovec * max(1, len(buffers)))(
-            *(_Iovec(ctypes.cast(b, ctypes.c_void_p), len(c)) for b, c in zip(buffers, chunks,
-                                                                            strict=True))
+            *(
+                _Iovec(ctypes.cast(b, ctypes.c_void_p), len(c))
+                for b, c in zip(buffers, chunks, strict=True)
+            )
         )
         name_buf = ctypes.create_string_buffer(name, len(name)) if name else None
         control_buf = ctypes.create_string_buffer(control, len(control)) if control else None
-        header = ctypes.create_string_buffer(_MSGHDR.pack(
-            ctypes.cast(name_buf, ctypes.c_void_p).value or 0 if name_buf else 0, len(name),
-            ctypes.addressof(iov), len(buffers),
-            ctypes.cast(control_buf, ctypes.c_void_p).value or 0 if control_buf else 0,
-            len(control), 0,
-        ))
+        header = ctypes.create_string_buffer(
+            _MSGHDR.pack(
+                ctypes.cast(name_buf, ctypes.c_void_p).value or 0 if name_buf else 0,
+                len(name),
+                ctypes.addressof(iov),
+                len(buffers),
+                ctypes.cast(control_buf, ctypes.c_void_p).value or 0 if control_buf else 0,
+                len(control),
+                0,
+            )
+        )
         sent = LIBC.sendmsg(sock.fd, header, flags)
         return int(sent) if sent >= 0 else -ctypes.get_errno()
 
     def _sendmsg(self) -> None:
-        sock = self._socket()
-        assert sock is not None
-        name, chunks, control = self._message(self.args[1], sock)
-        self._valid()
-        self.answer(self._send_message(sock, name, chunks, control, self.args[2] & 0xFFFFFFFF))
+        with self._held() as sock:
+            assert sock is not None
+            name, chunks, control = self._message(self.args[1], sock)
+            self._valid()
+            self.answer(self._send_message(sock, name, chunks, control, self.args[2] & 0xFFFFFFFF))
 
     def _sendmmsg(self) -> None:
-        sock = self._socket()
-        assert sock is not None
+        with self._held() as sock:
+            assert sock is not None
+            self._sendmmsg_on(sock)
+
+    def _sendmmsg_on(self, sock: _Socket) -> None:
+        """Each message copied, checked and sent in turn; its ``msg_len`` written back only
+        while the module is still in the call (its pid could be another process's)."""
         count, flags = min(self.args[2] & 0xFFFFFFFF, _MAX_IOV), self.args[3] & 0xFFFFFFFF
         sent = 0
         for index in range(count):
             at = self.args[1] + index * _MMSGHDR
             try:
                 name, chunks, control = self._message(at, sock)
+                self._valid()
             except _Refused as exc:
                 if sent == 0:
                     raise
@@ -641,7 +742,11 @@ class _Call:
                     self.answer(result)
                     return
                 break
-            _copy(self.pid, at + _MSGHDR.size, 4, write=struct.pack("<I", result))
+            try:
+                self._valid()
+                _copy(self.pid, at + _MSGHDR.size, 4, write=struct.pack("<I", result))
+            except _Refused:
+                return  # the module left the call: nobody to answer
             sent += 1
         self._valid()
         self.answer(sent)
@@ -672,11 +777,19 @@ def _probe() -> tuple[bool, str]:
         user = identity.sandbox_id()
     script = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached"
     try:
-        proc, release = spawn(Destinations(("*",)), lambda: subprocess.Popen(
-            [bash, "--noprofile", "--norc", "-c", script], env={}, cwd="/",
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, user=user, group=user,
-            extra_groups=[] if user is not None else None,
-        ))
+        proc, release = spawn(
+            Destinations(("*",)),
+            lambda: subprocess.Popen(
+                [bash, "--noprofile", "--norc", "-c", script],
+                env={},
+                cwd="/",
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                user=user,
+                group=user,
+                extra_groups=[] if user is not None else None,
+            ),
+        )
         try:
             out, err = proc.communicate(timeout=10)
         finally:
@@ -692,4 +805,3 @@ def _probe() -> tuple[bool, str]:
     if out.strip() or "Permission denied" not in said:
         return False, f"the loopback check did not hold ({said[-200:] or 'reached'})"
     return True, "seccomp user notification (each destination checked by the host)"
-

@@ -3,8 +3,13 @@
 ``reach`` tries each target of its input for real (TCP connect and send, a UDP datagram by
 ``sendto`` or ``sendmsg``, an abstract Unix socket) and reports what happened. ``race``
 connects (or sends) again and again through one ``sockaddr`` buffer that a second thread
-rewrites, as fast as it can, between an allowed address and a forbidden one. The tests
-check the listeners, not only this report.
+rewrites, as fast as it can, between an allowed address and a forbidden one. ``unspec``
+sends UDP to loopback through a ``sockaddr_in`` whose family says ``AF_UNSPEC``;
+``interface`` sends to an outside address out of the loopback device (``SO_BINDTODEVICE``,
+``IP_UNICAST_IF``, an ``IP_PKTINFO`` control message); ``reuse`` blocks one thread in a long
+``sendmsg`` while another disconnects the socket, so that the host would send on a closed
+descriptor whose number the kernel has reused. The tests check the listeners, not only this
+report.
 """
 
 import ctypes
@@ -12,12 +17,14 @@ import errno
 import socket
 import struct
 import threading
+import time
 
 from _proto import capability, descriptor, envelope, main
 
 
 def default():
-    return descriptor([capability("reach"), capability("race")],
+    return descriptor([capability(c) for c in ("reach", "race", "unspec", "interface",
+                                                 "reuse")],
                       permissions={"network": ["*"]})
 
 
@@ -114,13 +121,96 @@ def race(inp):
     return counts
 
 
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def raw_call(done):
+    return done if done >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+
+
+def message(name, payload, count=1):
+    """A ``struct msghdr`` naming ``name`` with ``count`` copies of ``payload`` (kept alive)."""
+    keep = [ctypes.create_string_buffer(name, len(name)),
+            ctypes.create_string_buffer(payload, len(payload))]
+    iov = struct.pack("<QQ", ctypes.addressof(keep[1]), len(payload)) * count
+    keep.append(ctypes.create_string_buffer(iov, len(iov)))
+    header = struct.pack("<QI4xQQQQi4x", ctypes.addressof(keep[0]) if name else 0, len(name),
+                         ctypes.addressof(keep[2]), count, 0, 0, 0)
+    return header, keep
+
+
+def unspec(inp):
+    """UDP to ``host:port`` by ``sendto``, ``sendmsg`` and ``sendmmsg``, family AF_UNSPEC."""
+    name = struct.pack("<H", socket.AF_UNSPEC) + struct.pack(">H", inp["port"]) + \
+        socket.inet_aton(inp["host"]) + bytes(8)
+    out = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        fd = sock.fileno()
+        out["sendto"] = raw_call(LIBC.sendto(fd, b"unspec-sendto", 13, 0, name, len(name)))
+        header, keep = message(name, b"unspec-sendmsg")
+        out["sendmsg"] = raw_call(LIBC.sendmsg(fd, header, 0))
+        header, keep = message(name, b"unspec-sendmmsg")
+        vector = ctypes.create_string_buffer(header + bytes(8), len(header) + 8)
+        out["sendmmsg"] = raw_call(LIBC.sendmmsg(fd, vector, 1, 0))
+        del keep
+    return out
+
+
+def interface(inp):
+    """UDP to an outside address out of the loopback device, three ways."""
+    where = (inp["host"], inp["port"])
+    lo = socket.if_nametoindex("lo")
+
+    def bound(sock):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"lo")
+        return sock.sendto(b"bindtodevice", where)
+
+    def unicast_if(sock):
+        sock.setsockopt(socket.IPPROTO_IP, 50, struct.pack(">I", lo))  # IP_UNICAST_IF
+        return sock.sendto(b"unicast-if", where)
+
+    def pktinfo(sock):
+        info = struct.pack("<I4s4s", lo, bytes(4), bytes(4))
+        return sock.sendmsg([b"pktinfo"], [(socket.IPPROTO_IP, 8, info)], 0, where)
+
+    out = {}
+    for name, how in (("bindtodevice", bound), ("unicast_if", unicast_if),
+                      ("pktinfo", pktinfo)):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            out[name] = attempt(lambda: how(sock))  # noqa: B023 - called at once
+    return out
+
+
+def reuse(inp):
+    """For ``seconds``: a thread's 1024-piece ``sendmsg`` on a fresh TCP socket, and this
+    thread's ``connect(AF_UNSPEC)`` on it meanwhile."""
+    header, keep = message(b"", b"MODULE-INJECTED|", 1024)
+    disconnect = bytes(16)
+    counts = {}
+    deadline = time.monotonic() + inp["seconds"]
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            fd = sock.fileno()
+            done = []
+            sender = threading.Thread(target=lambda f, d: d.append(
+                raw_call(LIBC.sendmsg(f, header, 0))), args=(fd, done))
+            sender.start()
+            time.sleep(0.001)
+            LIBC.connect(fd, disconnect, len(disconnect))
+            sender.join()
+        key = "sent" if isinstance(done[0], int) else done[0]
+        counts[key] = counts.get(key, 0) + 1
+    del keep
+    return counts
+
+
 def handle(name, request):
     rid = request["request_id"]
     inp = request.get("input") or {}
     if name == "reach":
         return envelope("invoke", rid, result={t["name"]: reach(t) for t in inp["targets"]})
-    if name == "race":
-        return envelope("invoke", rid, result=race(inp))
+    if name in ("race", "unspec", "interface", "reuse"):
+        return envelope("invoke", rid, result=globals()[name](inp))
     return envelope("invoke", rid, error={"code": "unknown", "message": name,
                                           "retryable": False, "details": None})
 
