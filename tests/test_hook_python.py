@@ -1,20 +1,30 @@
 """Hooks written in Python and built with componentize-py, run in the kernel.
 
 The builds are cached in the per-user cache (``$MURMUR_NB_CACHE`` or ``~/.cache/murmur-nb``)
-by source digest, so only the first run of the suite on a machine pays for them.
+by source digest, so only the first run of the suite on a machine pays for them. At the end: a
+root kernel whose cache another account can write uses none of its builds, nor its
+componentize-js toolchain (the JavaScript builder's, tested here with the other build cache).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pwd
+import shutil
 import socket
+import stat
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _users import test_user
 
 import murmur_nb as mnb
 from murmur_nb import ConversationStore, RecordWriter
+from murmur_nb._hooks.build import DEMO_HOOK_SOURCE  # private: the demo's own source
 
 pytestmark = pytest.mark.slow
 
@@ -312,3 +322,150 @@ def test_a_python_guest_failing_is_reported_for_what_it_did(
     if code == "deadline_exceeded":
         assert result.duration_ms < 1500 + 500  # the 10 s sleep was cut at the limit
     assert hooks.task_start(task_id="next", context_id="ctx-1")["bad"].value == "fine"
+
+
+#: what another account builds and plants under the demo hook's public build name
+PLANTED = """\
+from wit_world import exports
+
+
+class Handlers(exports.Handlers):
+    def on_task_start(self, event):
+        return "PLANTED by the test account"
+
+    def on_compact(self, messages):
+        return messages
+"""
+
+
+@pytest.fixture
+def theirs() -> Iterator[Path]:
+    """A home (and cache) folder of the test account, as ``sudo -E`` hands a root kernel."""
+    folder = Path(tempfile.mkdtemp(prefix="mnb-theirs-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def give_to_the_test_user(folder: Path) -> None:
+    uid = test_user()
+    gid = pwd.getpwuid(uid).pw_gid
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, uid, gid, follow_symlinks=False)
+
+
+def root_made_nothing_in(cache: Path) -> None:
+    """The other account's cache is left alone (its keys folder is another module's)."""
+    made = [p for p in [cache, *cache.rglob("*")] if p.lstat().st_uid != test_user()]
+    assert made == [], made
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rule is a root kernel's")
+def test_as_root_a_build_planted_in_another_accounts_cache_is_not_used(
+    summarize_wasm: Path, home: Path, tmp_path: Path, theirs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A red-team trial: the test account put a hook answering "PLANTED ..." in its own
+    ``~/.cache/murmur-nb/builds/`` under the demo hook's build name (the same for every
+    account); a root kernel given that ``HOME`` (``sudo -E``) copied it into its demo home and
+    ran it. Now it builds the demo hook again in a private folder and leaves the plant alone."""
+    planted_source = tmp_path / "planted" / "app.py"
+    planted_source.parent.mkdir()
+    planted_source.write_text(PLANTED, encoding="utf-8")
+    planted = mnb.build_python_hook(planted_source).read_bytes()  # root's own cache: built once
+    name = mnb.build_python_hook(DEMO_HOOK_SOURCE).name  # the public build name
+    builds = theirs / ".cache" / "murmur-nb" / "builds"
+    builds.mkdir(parents=True)
+    (builds / name).write_bytes(planted)
+    give_to_the_test_user(theirs)
+    monkeypatch.setenv("HOME", str(theirs))
+    monkeypatch.delenv("MURMUR_NB_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    built = mnb.build_demo_hook(tmp_path / "demo")
+
+    store = ConversationStore(home)
+    hooks = mnb.HookHost.from_config(capsule(tmp_path, built), conversations=store)
+    result = hooks.task_start(task_id="t1", context_id="ctx-1")["summarize"]
+    assert "PLANTED" not in str(result.value), result.value
+    assert result.ok, result.error
+    assert str(result.value).startswith("task t1: 250 messages"), result.value
+    assert built.read_bytes() != planted
+    assert (builds / name).read_bytes() == planted  # left as it was
+    root_made_nothing_in(theirs / ".cache")
+    assert summarize_wasm.read_bytes()[:4] == built.read_bytes()[:4] == b"\0asm"
+
+
+PLANTED_CLI = """\
+import {{ writeFileSync }} from "node:fs";
+writeFileSync({marker!r}, "componentize-js of the test account ran as uid " + process.getuid());
+process.exit(1);
+"""
+
+#: stands in for npm on PATH: says which registry the real npm would install from with these
+#: options, then installs the genuine toolchain (a link to root's own: no network)
+FAKE_NPM = """\
+#!/bin/sh
+shift
+{npm} config get registry "$@" > {record}
+ln -s {genuine} node_modules
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rule is a root kernel's")
+@pytest.mark.skipif(shutil.which("npm") is None or shutil.which("node") is None,
+                    reason="needs Node.js and npm")  # fmt: skip
+@pytest.mark.parametrize("plant", ["toolchain", "npmrc"])
+def test_as_root_a_componentize_js_planted_by_another_account_never_runs(
+    tmp_path: Path, theirs: Path, monkeypatch: pytest.MonkeyPatch, plant: str
+) -> None:
+    """A red-team trial: the test account planted a componentize-js whose ``cli.js`` writes a
+    file, in its own ``~/.cache/murmur-nb/npm/``; a root kernel given that ``HOME`` ran it as
+    root when it built a JavaScript hook. Nor may its ``~/.npmrc`` choose the registry root
+    installs the toolchain from (``npmrc``: root's own cache, the account's ``HOME``).
+    Internal calls: the JavaScript builder has no public name."""
+    from murmur_nb._hooks.build import build_js_hook, componentize_js_toolchain
+
+    genuine = componentize_js_toolchain() / "node_modules"  # root's own, installed once
+    marker, record = tmp_path / "ran-as-root", tmp_path / "registry"
+    cjs = "node_modules/@bytecodealliance/componentize-js"
+    toolchain = theirs / ".cache/murmur-nb/npm" / genuine.parent.name / cjs
+    (toolchain / "src").mkdir(parents=True)
+    (toolchain / "package.json").write_text('{"name": "@bytecodealliance/componentize-js"}')
+    (toolchain / "src" / "cli.js").write_text(PLANTED_CLI.format(marker=str(marker)))
+    (theirs / ".npmrc").write_text("registry=http://127.0.0.1:9/planted/\n")
+    give_to_the_test_user(theirs)
+    npm = tmp_path / "bin" / "npm"
+    npm.parent.mkdir()
+    npm.write_text(FAKE_NPM.format(npm=shutil.which("npm"), record=record, genuine=genuine))
+    npm.chmod(npm.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{npm.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HOME", str(theirs))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("MURMUR_NB_CACHE", raising=False)
+    monkeypatch.delenv("NPM_CONFIG_USERCONFIG", raising=False)
+    monkeypatch.delenv("npm_config_userconfig", raising=False)
+
+    if plant == "toolchain":
+        source = tmp_path / "hook" / "hook.js"
+        source.parent.mkdir()
+        source.write_text(
+            "export const handlers = "
+            "{ onTaskStart(e) { return 'js'; }, onCompact(m) { return m; } };\n"
+        )
+        try:
+            built, failed = build_js_hook(source), None
+        except mnb.HookError as exc:  # the plant exits 1 after its work
+            built, failed = None, exc
+        assert not marker.exists(), marker.read_text()
+        assert built is not None, failed
+        assert built.read_bytes()[:4] == b"\0asm"
+        assert not built.is_relative_to(theirs)
+    else:
+        monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))  # root's, fresh
+        installed = componentize_js_toolchain()
+        assert installed.is_relative_to(tmp_path / "cache")
+        assert "planted" not in record.read_text(), record.read_text()
+        assert record.read_text().strip() != ""
+    assert not marker.exists()
+    root_made_nothing_in(theirs / ".cache")

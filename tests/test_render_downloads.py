@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _users import run_as_test_user
 from bs4 import BeautifulSoup
 from test_render_kit import artifact, make_pdf
 
@@ -102,3 +106,45 @@ def test_an_unwritable_folder_is_an_error_card_that_says_what_to_do(tmp_path: Pa
 def test_an_empty_folder_name_is_refused() -> None:
     with pytest.raises(ValueError, match="download_dir"):
         mnb.RenderBudget(download_dir=" ")
+
+
+@pytest.fixture
+def project() -> Iterator[Path]:
+    """A project folder other accounts may pass through (``0755``, as git makes folders;
+    ``tmp_path`` is this account's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="mnb-project-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _written_with_umask(umask: int, source: Path, project: Path) -> Path:
+    """``source`` rendered with ``download_dir`` in ``project`` by this process under
+    ``umask``: the copy written."""
+    before = os.umask(umask)
+    try:
+        budget = mnb.RenderBudget(download_dir=project / "downloads", link_base=project)
+        r = mnb.render_file(source, "application/octet-stream", budget=budget)
+    finally:
+        os.umask(before)
+    assert "written to" in r.text, r.text
+    return project / "downloads" / f"{_sha(source.read_bytes())[:16]}-{source.name}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to read as another account")
+def test_a_copy_keeps_to_the_kernels_umask_and_another_account_cannot_read_it(
+    tmp_path: Path, project: Path
+) -> None:
+    """A red-team trial: a kernel with umask ``077`` rendered a private file with
+    ``download_dir`` in a project folder with ``0755`` folders; the copy was ``0644`` and
+    another account read it. Now it gets the mode a plain ``open(path, "w")`` gives."""
+    (project / "downloads").mkdir(mode=0o755)
+    (tmp_path / "private.bin").write_bytes(b"the victim's private bytes")
+    (tmp_path / "shared.bin").write_bytes(b"meant to be read")
+    private = _written_with_umask(0o077, tmp_path / "private.bin", project)
+    shared = _written_with_umask(0o022, tmp_path / "shared.bin", project)
+    done = run_as_test_user(["/bin/cat", str(shared), str(private)], project / "user")
+    assert "meant to be read" in done.stdout, done.stderr  # the account reaches the folder
+    assert "private bytes" not in done.stdout
+    assert "Permission denied" in done.stderr, done.stderr
+    assert (private.stat().st_mode & 0o777, shared.stat().st_mode & 0o777) == (0o600, 0o644)

@@ -8,10 +8,22 @@ installs the pinned componentize-js and preview2-shim with the machine's ``npm``
 ``<cache>/npm/`` once per version pair (nothing in ``~/.npm``); hooks get no network, so the
 ``http`` and ``fetch-event`` features are left out. Builds are cached by the digest of the
 sources, the WIT folder and the tool versions, written under a temporary name first.
+
+A root kernel loads what is in ``builds/`` and runs what is in ``npm/`` as root, and a build's
+key is public (the same source gives the same name for every account). So, the rule of every
+cache (:func:`murmur_nb._files.trust.nobody_else_can_write`), it uses a cached build only when
+nobody else can write it, its folder or any folder above, and a toolchain only when nobody
+else can write any file or folder in it nor any folder above it. Otherwise (``sudo -E`` keeps a
+user's ``HOME``; a root container may be given a user's) it builds, and installs the
+toolchain, into a fresh private folder of this process (removed at exit) and leaves the other
+folder alone; npm then reads no ``~/.npmrc`` that anyone else could write (it names the
+registry the toolchain comes from).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -22,6 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from murmur_nb._exceptions import HookError, MissingDependency
+from murmur_nb._files.scratch import process_folder
+from murmur_nb._files.trust import nobody_else_can_write
 from murmur_nb._rules import cache_dir, sha256_file
 
 __all__ = [
@@ -46,6 +60,45 @@ _SHIM_PACKAGE = "@bytecodealliance/preview2-shim"
 def wit_dir() -> Path:
     """The WIT folder shipped in the package (``world.wit`` plus ``deps/``)."""
     return Path(__file__).with_name("wit")
+
+
+def _as_root() -> bool:
+    return os.geteuid() == 0
+
+
+@functools.cache
+def _private_folder() -> Path:
+    """A folder of this process's alone (``0700``), removed when the process exits."""
+    return process_folder("murmur-nb-builds-")
+
+
+def _private(name: str) -> Path:
+    folder = _private_folder() / name
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def _cache_folder(name: str) -> Path:
+    """``<cache>/<name>``; for a root kernel, unless nobody else can write it or a folder
+    above it, this process's private ``<name>`` (nothing is made in the other folder)."""
+    shared = cache_dir() / name
+    if not _as_root():
+        return shared
+    made = shared
+    while not os.path.lexists(made) and made.parent != made:
+        made = made.parent  # the folder the missing ones would be made in
+    if nobody_else_can_write(made):
+        with contextlib.suppress(OSError):
+            shared.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if nobody_else_can_write(shared):
+            return shared
+    return _private(name)
+
+
+def _usable(path: Path) -> bool:
+    """Whether this kernel may use a file of a cache folder: always, but a root kernel only
+    one nobody else can write (the folder may be trusted, the file still another's)."""
+    return not _as_root() or nobody_else_can_write(path)
 
 
 def _componentize_available() -> bool:
@@ -131,7 +184,7 @@ def build_python_hook(
         raise MissingDependency("componentize-py", "hooks", "Building a Python hook")
     files = [f for f in sorted(source.parent.rglob("*.py")) if "__pycache__" not in f.parts]
     key = _build_key(f"componentize-py={_tool_version()};wit={_wit_digest()};", source, files)
-    built = cache_dir() / "builds" / f"{source.stem}-{key}.wasm"
+    built = _cache_folder("builds") / f"{source.stem}-{key}.wasm"
     _build_once(built, lambda tmp: _componentize_py(source, tmp))
     return _place(built, output)
 
@@ -184,8 +237,9 @@ def _build_key(tools: str, source: Path, files: list[Path]) -> str:
 
 
 def _build_once(built: Path, produce: Callable[[Path], None]) -> None:
-    """Unless ``built`` exists, ``produce`` it under a temporary name and rename it into place."""
-    if built.is_file():
+    """Unless ``built`` exists (and is :func:`_usable`), ``produce`` it under a temporary name
+    and rename it into place."""
+    if built.is_file() and _usable(built):
         return
     built.parent.mkdir(parents=True, exist_ok=True)
     tmp = built.with_name(f".tmp-{os.getpid()}-{built.name}")
@@ -243,12 +297,68 @@ def componentize_js_toolchain() -> Path:
     """Install componentize-js and preview2-shim under the cache (once), return the folder.
 
     The folder holds ``node_modules/``; it is filled under a temporary name and renamed into
-    place, so a half-finished install is never taken for a complete one.
+    place, so a half-finished install is never taken for a complete one. A root kernel uses
+    one only when nobody else can write anything in it nor any folder above it, and
+    otherwise installs one into a private folder of this process (the module docstring).
     """
-    root = cache_dir() / "npm"
-    home = root / f"componentize-js-{COMPONENTIZE_JS}-preview2-shim-{PREVIEW2_SHIM}"
-    if (home / "node_modules" / _CJS_PACKAGE / "package.json").is_file():
+    name = f"componentize-js-{COMPONENTIZE_JS}-preview2-shim-{PREVIEW2_SHIM}"
+    root = _cache_folder("npm")
+    home = root / name
+    if _installed(home) and (not _as_root() or _nobody_else_can_write_tree(home)):
         return home
+    if _as_root() and os.path.lexists(home):  # there, but another account's to change
+        root = _private("npm")
+        home = root / name
+        if _installed(home):
+            return home
+    _npm_install(root, home)
+    return home
+
+
+def _installed(home: Path) -> bool:
+    return (home / "node_modules" / _CJS_PACKAGE / "package.json").is_file()
+
+
+def _nobody_else_can_write_tree(top: Path) -> bool:
+    """``top``, every folder above it and everything in it: nobody else can write them; a
+    link in it is this user's or root's and points inside it."""
+    if not nobody_else_can_write(top):
+        return False
+    me, inside = os.geteuid(), os.path.realpath(top)
+    for folder, dirs, files in os.walk(top):
+        for entry in (Path(folder) / name for name in [*dirs, *files]):
+            try:
+                is_link, owner = entry.is_symlink(), entry.lstat().st_uid
+            except OSError:
+                return False
+            if is_link:
+                target = os.path.realpath(entry)
+                if owner not in (me, 0) or os.path.commonpath([inside, target]) != inside:
+                    return False
+            elif not nobody_else_can_write(entry):
+                return False
+    return True
+
+
+def _npm_user_config(root: Path) -> list[str]:
+    """``--userconfig`` naming an empty file in ``root`` when a root kernel's npm would
+    otherwise read a user config (``~/.npmrc``: the registry, the proxy) that anyone else
+    could write or put in place; no arguments otherwise."""
+    named = [v for k, v in os.environ.items() if k.lower() == "npm_config_userconfig" and v]
+    config = Path(named[0] if named else "~/.npmrc").expanduser()
+    if not _as_root() or (
+        nobody_else_can_write(config)
+        if os.path.lexists(config)
+        else nobody_else_can_write(config.parent)
+    ):
+        return []
+    empty = root / "empty.npmrc"
+    empty.write_text("", encoding="utf-8")
+    return ["--userconfig", str(empty)]
+
+
+def _npm_install(root: Path, home: Path) -> None:
+    """Install the pinned packages with the machine's npm into ``home`` (in ``root``)."""
     npm = _node_tool("npm")
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{os.getpid()}-{home.name}"
@@ -271,6 +381,7 @@ def componentize_js_toolchain() -> Path:
                 "--no-update-notifier",
                 "--cache",
                 str(root / "_npm-cache"),
+                *_npm_user_config(root),
             ],
             f"npm install {_CJS_PACKAGE}@{COMPONENTIZE_JS} {_SHIM_PACKAGE}@{PREVIEW2_SHIM}",
             cwd=tmp,
@@ -278,11 +389,10 @@ def componentize_js_toolchain() -> Path:
         try:
             tmp.rename(home)
         except OSError:  # another process finished first: keep its copy
-            if not (home / "node_modules" / _CJS_PACKAGE / "package.json").is_file():
+            if not _installed(home):
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return home
 
 
 def build_js_hook(
@@ -315,7 +425,7 @@ def build_js_hook(
         f"wit={_wit_digest()};"
     )
     key = _build_key(tools, source, sorted(source.parent.glob("*.*js")))
-    built = cache_dir() / "builds" / f"{source.stem}-js-{key}.wasm"
+    built = _cache_folder("builds") / f"{source.stem}-js-{key}.wasm"
     _build_once(built, lambda tmp: _componentize_js(node, source, tmp))
     return _place(built, output)
 

@@ -5,7 +5,10 @@ reader): ``href="data:..."`` is removed, a relative ``href`` is kept and resolve
 notebook's folder. So by default a small download is embedded as a data URI (a notebook
 someone ran reads it anywhere), and with :attr:`RenderBudget.download_dir` it is copied into
 that folder under a name made from its digest and linked relatively: a committed notebook and
-its folder then offer the download to anyone, trusted or not, in nbconvert HTML too.
+its folder then offer the download to anyone, trusted or not, in nbconvert HTML too. The
+copy gets the mode any new file of the kernel gets (``0666`` less its umask): who may read it
+is the kernel's account's choice, as for the notebook beside it (it was ``0644`` whatever the
+umask, so a kernel with umask ``077`` left its downloads readable by every account).
 
 A file larger than :attr:`RenderBudget.embed_bytes` is not embedded; neither is one that no
 longer fits what the rendering has left of :attr:`RenderBudget.total_bytes` (with a note
@@ -24,7 +27,7 @@ import contextlib
 import hashlib
 import os
 import re
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -92,11 +95,22 @@ def _same(path: Path, size: int, digest: str) -> bool:
         return False
 
 
+def _new_file(folder: Path) -> tuple[int, Path]:
+    """A new ``.part-*`` file in ``folder``, open for writing, with the mode a plain
+    ``open(path, "w")`` gives (``0666`` less the umask), not ``mkstemp``'s ``0600``."""
+    while True:
+        tmp = folder / f".part-{secrets.token_hex(8)}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
 def _write(source: Source, src: BinaryIO, target: Path) -> None:
     """Copy the declared bytes of ``src`` to ``target`` atomically, checking the digest."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=".part-", dir=target.parent)
-    tmp = Path(name)
+    fd, tmp = _new_file(target.parent)
     try:
         hasher = hashlib.sha256()
         with os.fdopen(fd, "wb") as out:
@@ -109,7 +123,6 @@ def _write(source: Source, src: BinaryIO, target: Path) -> None:
             raise DownloadDirError(
                 f"{source.rel_path} changed since it was verified; not written to {target.parent}"
             )
-        tmp.chmod(0o644)
         tmp.replace(target)
     except BaseException:
         with contextlib.suppress(OSError):
