@@ -16,11 +16,13 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -498,3 +500,211 @@ def test_a_locked_file_in_a_root_never_stops_a_call(
     finally:
         holder.kill()
         holder.communicate()
+
+
+SETFACL = shutil.which("setfacl") or "setfacl"
+
+#: a process that opens a file to read it, then to append to it, and says what each got
+TRIES = textwrap.dedent("""
+    import sys
+    for how in ("r", "a"):
+        try:
+            with open(sys.argv[1], how) as f:
+                f.read() if how == "r" else f.write("planted by another account\\n")
+            print(how, "done")
+        except PermissionError:
+            print(how, "PermissionError")
+""")
+REFUSED = ["r PermissionError", "a PermissionError"]
+
+
+def tries_as(uid: int, path: Path) -> list[str]:
+    """What a process running as ``uid`` (no groups, outside any sandbox) got when it
+    tried to read ``path`` and to append to it."""
+    python = shutil.which("python3", path="/usr/bin:/bin") or "python3"  # the account's own
+    done = subprocess.run([python, "-c", TRIES, str(path)], user=uid, group=uid,
+                          extra_groups=[], capture_output=True, text=True, check=False,
+                          env={})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def acl_of(path: Path) -> str:
+    return subprocess.run([GETFACL, "-n", "-p", str(path)], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+
+
+def switched_off(path: Path, uid: int, perm: str, group_mode: int) -> None:
+    """``path`` shared with ``uid`` through an ACL entry, then switched off the POSIX way
+    (``chmod 600``: the mask becomes ``---``, the entry stays)."""
+    path.chmod(0o600 | group_mode)
+    subprocess.run([SETFACL, "-m", f"u:{uid}:{perm}", str(path)], check=True)
+    path.chmod(0o600)
+    assert "mask::---" in acl_of(path)
+
+
+def said(caught: list[warnings.WarningMessage]) -> str:
+    return "\n".join(str(w.message) for w in caught)
+
+
+@pytest.fixture
+def masked_roots(tmp_path: Path) -> tuple[Path, Path]:
+    """Root's ``0755`` folders ``out`` and ``src``, each holding a ``0600`` file of root's
+    that once had an entry for the test account, switched off with ``chmod 600``:
+    ``out/shared.txt`` (``rw-``; the owning group ``r--``) and ``src/secret.txt``
+    (``-w-``)."""
+    out, src = tmp_path / "out", tmp_path / "src"
+    for folder in (out, src):
+        folder.mkdir()
+        folder.chmod(0o755)
+    (out / "shared.txt").write_text("shared once\n")
+    (src / "secret.txt").write_text("the owner's secret\n")
+    switched_off(out / "shared.txt", test_user(), "rw-", 0o040)
+    switched_off(src / "secret.txt", test_user(), "-w-", 0)
+    return out, src
+
+
+def test_a_grant_never_wakes_an_entry_chmod_switched_off(
+    home: Path, masked_roots: tuple[Path, Path]
+) -> None:
+    """Trial 18b, finding A. The owner switched the test account's entries off with
+    ``chmod 600`` (mask ``---``); a root kernel gives its sandbox uid both roots. The
+    account tries to read and append to both files while the host is open and after it
+    closed, and is refused each time; the files, their modes and ACLs are as they were.
+    ``shared.txt`` is not given (raising its mask would wake the account's ``rw-`` and the
+    group's ``r--``: a warning names it); ``secret.txt`` is (its mask gains ``r--``, which
+    wakes nothing, and loses it again). Before, the mask became the union of every entry
+    when giving and when taking back: the account read and appended to both, for good."""
+    out, src = masked_roots
+    files = (out / "shared.txt", src / "secret.txt")
+    before = {path: (path.read_text(), path.stat().st_mode, acl_of(path)) for path in files}
+    user = test_user()
+    policy = mnb.Policy(roots={"out": out, "src": src}, sandbox="required",
+                        sandbox_mechanisms=MECHANISMS["landlock"])  # fmt: skip
+    with passage_for(user, [out, src]):
+        assert [tries_as(user, path) for path in files] == [REFUSED, REFUSED]
+        with mnb.ModuleHost(home=home, policy=policy) as host:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                seen = _result(host.invoke("reacher.read", {"paths": [str(p) for p in files]}))
+            assert [tries_as(user, path) for path in files] == [REFUSED, REFUSED]
+        assert [tries_as(user, path) for path in files] == [REFUSED, REFUSED]
+    assert seen == {str(out / "shared.txt"): "error: Permission denied",
+                    str(src / "secret.txt"): "the owner's secret\n"}  # fmt: skip
+    assert {path: (path.read_text(), path.stat().st_mode, acl_of(path)) for path in files} \
+        == before  # fmt: skip
+    assert re.search(rf"{out}/shared.txt \(its ACL mask is ---.*user:{user} \(rw-\)", said(caught))
+    assert "secret.txt" not in said(caught)
+
+
+def test_a_mask_a_killed_kernel_raised_is_put_back_by_the_next(
+    home: Path, masked_roots: tuple[Path, Path]
+) -> None:
+    """The mask bits a kernel killed with ``SIGKILL`` raised are in its journal: the next
+    root kernel's host takes them off with the entry. The test account then still cannot
+    append to ``secret.txt`` (before, the take-back left the mask ``-w-``, the union of the
+    entries left, and it could)."""
+    out, src = masked_roots
+    secret = src / "secret.txt"
+    before = (secret.read_text(), secret.stat().st_mode, acl_of(secret))
+    kernel, uid = giving_kernel(home, out, src)
+    kernel.kill()
+    kernel.communicate()
+    assert f"user:{uid}:r--" in acl_of(secret)  # given, and left by the kill
+    made = subprocess.run([sys.executable, "-c", "import murmur_nb as mnb\n"
+                           f"mnb.ModuleHost(home={str(home)!r}).close()"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    user = test_user()
+    with passage_for(user, [src]):
+        assert tries_as(user, secret) == REFUSED
+    assert (secret.read_text(), secret.stat().st_mode, acl_of(secret)) == before
+
+
+def test_another_accounts_file_in_a_shared_root_is_not_given(home: Path, tmp_path: Path) -> None:
+    """Trial 18b, finding B. Root's ``1777`` folder is a module's ``out`` root; another
+    account keeps a ``0600`` file in it. The module tries to read it, and a process running
+    as the sandbox uid tries to read and append to it while the host is open: all refused,
+    the file unchanged, a warning names it, and the module still writes in the root. Before,
+    the file got ``user:<sandbox uid>:rw-`` and the module read it."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    private = shared / "b-private.txt"
+    private.write_text("another account's private notes\n")
+    os.chown(private, test_user(), test_user())
+    private.chmod(0o600)
+    policy = mnb.Policy(roots={"out": shared}, sandbox="required",
+                        sandbox_mechanisms=MECHANISMS["landlock"])  # fmt: skip
+    with mnb.ModuleHost(home=home, policy=policy) as host:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            seen = _result(host.invoke("reacher.read", {"paths": [str(private)]}))
+            made = _result(host.invoke("reacher.write", {"name": "made.txt"}))
+        uid = _result(host.invoke("reacher.whoami", {}))["uid"]
+        assert isinstance(uid, int) and uid in SANDBOX_IDS
+        by_the_sandbox_uid = tries_as(uid, private)
+    assert seen == {str(private): "error: Permission denied"}
+    assert by_the_sandbox_uid == REFUSED
+    assert private.read_text() == "another account's private notes\n"
+    assert made == {"made": str(shared / "made.txt")}
+    assert f"{private} (owned by uid {test_user()}" in said(caught)
+    assert sandbox_entries(shared) == []
+
+
+def fill_acl(path: Path) -> int:
+    """Give ``path`` as many named ``r--`` entries as its file system takes (no room for
+    one more); how many."""
+    def acl(n: int) -> bytes:
+        entries = [(0x01, 6, 0xFFFFFFFF), *[(0x02, 4, 100_000 + i) for i in range(n)],
+                   (0x04, 4, 0xFFFFFFFF), (0x10, 4, 0xFFFFFFFF), (0x20, 0, 0xFFFFFFFF)]  # fmt: skip
+        return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+
+    low, high = 1, 10_000
+    while low < high:
+        mid = (low + high + 1) // 2
+        try:
+            os.setxattr(path, "system.posix_acl_access", acl(mid))
+            low = mid
+        except OSError:
+            high = mid - 1
+    os.setxattr(path, "system.posix_acl_access", acl(low))
+    with pytest.raises(OSError):
+        os.setxattr(path, "system.posix_acl_access", acl(low + 1))
+    return low
+
+
+def test_a_file_whose_acl_is_full_never_refuses_a_call(
+    home: Path, users_folders: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Trial 18b, finding C. A file in the root has no room for one more ACL entry: the
+    call runs (the module reads and writes the rest of the root), and a warning names that
+    file. Before, every call was refused, blaming the whole root. A root that is itself
+    full is still refused, and the message names it."""
+    work, src = users_folders
+    full = work / "full-acl.txt"
+    full.write_text("full")
+    os.chown(full, test_user(), test_user())
+    fill_acl(full)
+    policy = mnb.Policy(roots={"out": work, "src": src}, sandbox="required",
+                        sandbox_mechanisms=MECHANISMS["bwrap"])  # fmt: skip
+    paths = [str(work / "data.csv"), str(full)]
+    with mnb.ModuleHost(home=home, policy=policy) as host, \
+            warnings.catch_warnings(record=True) as caught:  # fmt: skip
+        warnings.simplefilter("always")
+        seen = _result(host.invoke("reacher.read", {"paths": paths}))
+        made = _result(host.invoke("reacher.write", {"name": "made.txt"}))
+    assert seen == {str(work / "data.csv"): "a,b\n1,2\n", str(full): "error: Permission denied"}
+    assert made == {"made": str(work / "made.txt")}
+    assert (work / "made.txt").read_text() == "made by the module"
+    assert f"{full} (" in said(caught)
+    assert full.read_text() == "full"
+    jammed = tmp_path / "jammed"
+    jammed.mkdir()
+    fill_acl(jammed)
+    policy = mnb.Policy(roots={"out": jammed}, sandbox="required",
+                        sandbox_mechanisms=MECHANISMS["bwrap"])  # fmt: skip
+    refused = f"access to {re.escape(str(jammed))} "
+    with mnb.ModuleHost(home=home, policy=policy) as host, \
+            pytest.raises(mnb.SandboxUnavailable, match=refused):  # fmt: skip
+        host.invoke("reacher.whoami", {})

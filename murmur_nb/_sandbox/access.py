@@ -3,13 +3,36 @@
 On a root host a module runs as :func:`.identity.sandbox_id`, which owns none of the user's
 files. A policy root it must use gets a POSIX ACL entry for that id alone (``rwx``/``rw-``
 on an ``rw`` root; ``r-x``/``r--`` on an ``ro`` root others cannot read); on the Landlock
-path, where the module sees real paths, each folder above gets ``--x``. Three rules hold:
+path, where the module sees real paths, each folder above gets ``--x``. These rules hold:
 
 - **Every walk goes by file descriptor.** A root is opened without following any link
   (one ``openat2`` with ``RESOLVE_NO_SYMLINKS``; where that is refused, one component at a
   time with ``O_NOFOLLOW``); each entry below is opened from its folder's descriptor with
   ``O_NOFOLLOW`` and changed through that descriptor (``fstat``, ``fsetxattr``). A folder
   swapped for a link mid-walk is never followed: the walk cannot leave the root.
+- **No other entry wakes up.** Once a file has named entries, its ACL mask (the mode's
+  group bits) bounds all of them and the owning group: ``chmod 600`` switches a
+  ``user:alice:rw-`` entry off. The sandbox id's entry needs the mask to hold what it is
+  given, so the mask gains those bits, and only where that gives no other entry (a named
+  user or group, the owning group) anything it lacks now; where it would, the file is not
+  given, and a warning names it. Take-back removes the sandbox id's entry and takes the
+  bits the mask gained off again (what was gained on a file that already had a mask is in
+  the journal too), so the mask comes back as it was, or narrower where the owner narrowed
+  it meanwhile; never wider. Bits another kernel's sandbox id still needs stay until that
+  kernel takes its entry back. Where no named entry is left the ACL is minimal again, the
+  owning group keeping only what the mask let it have (a ``chmod g-r`` made while the
+  grant was in force holds). Before, the mask was set to the union of every entry when
+  giving and when taking back: a masked-off entry of another account's came back for good.
+- **Only the root owner's files.** In a root, only what the root's owner or root owns is
+  given (a module's own files it reaches anyway). Another account's file or folder (a
+  shared ``1777`` root like ``/tmp``, where anyone may leave one) is skipped, a folder
+  with what is in it, and a warning names it: the module must not read or change what
+  that account keeps ``0600``, through an entry the host gave. Files left by an earlier
+  kernel's module (another sandbox id) are skipped too: two kernels' modules are two
+  users.
+- **One file cannot refuse a root.** An entry that cannot be given (an ACL with no room for
+  one more entry, ``ENOSPC``; an immutable file) or listed is skipped and named in the
+  warning; only a failure on the root itself refuses the call, naming the root.
 - **No default entry.** What the user makes in a root later keeps the user's umask; each
   call walks the root again, rescanning only the folders whose listing changed.
 - **Nothing lasts.** Everything given is recorded; when the last open host closes (or is
@@ -43,6 +66,7 @@ import stat
 import struct
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -91,18 +115,28 @@ def _read_acl(fd: int, name: str, mode: int) -> Acl:
 
 
 def _encode(entries: Acl) -> bytes:
-    """The xattr value; with no named entry left it is the minimal ACL (no mask), which the
-    kernel turns back into plain mode bits."""
-    out = dict(entries)
-    named = [p for (tag, _), p in out.items() if tag in (_USER, _GROUP)]
-    if named:
-        group_class = [*named, out.get((_GROUP_OBJ, _NO_ID), 0)]
-        out[(_MASK, _NO_ID)] = functools.reduce(lambda a, b: a | b, group_class, 0)
-    else:
-        out.pop((_MASK, _NO_ID), None)
+    """The xattr value of ``entries`` as they are (the mask is the caller's to set)."""
     body = b"".join(struct.pack("<HHI", tag, perm, ident)
-                    for (tag, ident), perm in sorted(out.items()))  # fmt: skip
+                    for (tag, ident), perm in sorted(entries.items()))  # fmt: skip
     return struct.pack("<I", _ACL_VERSION) + body
+
+
+def _mask(entries: Acl) -> int:
+    """What bounds the named entries and the owning group: the mask, else (a minimal ACL)
+    the owning group's own bits."""
+    return entries.get((_MASK, _NO_ID), entries.get((_GROUP_OBJ, _NO_ID), 0))
+
+
+def _woken(entries: Acl, uid: int, raised: int) -> list[str]:
+    """The entries other than ``uid``'s that mask bits ``raised`` would give something."""
+    names = {_USER: "user:{}", _GROUP: "group:{}", _GROUP_OBJ: "the owning group"}
+    return [names[tag].format(ident) + f" ({_rwx(perm)})"
+            for (tag, ident), perm in sorted(entries.items())
+            if tag in names and (tag, ident) != (_USER, uid) and perm & raised]  # fmt: skip
+
+
+def _rwx(perm: int) -> str:
+    return "".join(c if perm & bit else "-" for c, bit in (("r", 4), ("w", 2), ("x", 1)))
 
 
 def _effective(entries: Acl, uid: int) -> int:
@@ -191,28 +225,72 @@ def _locked(fd: int) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _give(fd: int, st: os.stat_result, uid: int, perm: int) -> bool:
-    """Add ``perm`` for ``uid`` to the file's access ACL; whether anything changed."""
+class _Withheld(Exception):
+    """A file the sandbox id is not given; the message says why (without the path)."""
+
+
+def _give(fd: int, st: os.stat_result, uid: int, perm: int, *, record: bool = True) -> bool:
+    """Add ``perm`` for ``uid`` to the file's access ACL; whether anything changed.
+
+    The mask gains ``perm`` only where no other entry gains anything by it, else
+    :class:`_Withheld`. What it gains is recorded (``record``) for :func:`_take`: in the
+    ledger, and in the journal where the file had a mask already (a minimal ACL comes back
+    from its owning group's bits alone).
+    """
     if _effective(_read_acl(fd, _ACCESS, st.st_mode), uid) & perm == perm:
         return False
     with _locked(fd):
         access = _read_acl(fd, _ACCESS, st.st_mode)
+        mask = _mask(access)
+        raised = perm & ~mask
+        woken = _woken(access, uid, raised)
+        if woken:
+            raise _Withheld(
+                f"its ACL mask is {_rwx(mask)}: raising it to {_rwx(mask | perm)} for the "
+                f"sandbox uid would also give {', '.join(woken)}, which the mask holds off"
+            )
+        key = (st.st_dev, st.st_ino)
+        if record and raised:
+            _LEDGER.raised[key] = _LEDGER.raised.get(key, 0) | raised
+            if (_MASK, _NO_ID) in access:
+                _note(raised=raised, file=list(key))
         access[(_USER, uid)] = access.get((_USER, uid), 0) | perm
+        access[(_MASK, _NO_ID)] = mask | perm
         os.setxattr(fd, _ACCESS, _encode(access))
     return True
 
 
-def _take(fd: int, st: os.stat_result, uid: int) -> None:
-    """Remove every entry for ``uid`` (access and default) from the open file."""
+def _take(fd: int, st: os.stat_result, uid: int, raised: int = 0) -> None:
+    """Remove every entry for ``uid`` (access and default) from the open file, and the
+    bits ``raised`` the access mask gained for it (:func:`_without`)."""
     for name in (_ACCESS, _DEFAULT) if stat.S_ISDIR(st.st_mode) else (_ACCESS,):
         if not _names(_read_acl(fd, name, st.st_mode), uid):
             continue
         with _locked(fd):
             entries = _read_acl(fd, name, st.st_mode)
             if _names(entries, uid):
-                entries.pop((_USER, uid), None)
-                entries.pop((_GROUP, uid), None)
-                os.setxattr(fd, name, _encode(entries))
+                gained = raised if name == _ACCESS else 0
+                os.setxattr(fd, name, _encode(_without(entries, uid, gained)))
+
+
+def _without(entries: Acl, uid: int, raised: int) -> Acl:
+    """``entries`` without ``uid``'s, the mask never wider than it is now: less the bits
+    ``raised`` for ``uid`` (but those another sandbox id's entry still uses); with no named
+    entry left, the minimal ACL, the owning group keeping what the mask let it have."""
+    out = {key: perm for key, perm in entries.items() if key not in ((_USER, uid), (_GROUP, uid))}
+    named = {key: perm for key, perm in out.items() if key[0] in (_USER, _GROUP)}
+    mask = out.pop((_MASK, _NO_ID), None)
+    if mask is None:
+        return out
+    if not named:
+        out[(_GROUP_OBJ, _NO_ID)] = out.get((_GROUP_OBJ, _NO_ID), 0) & mask
+        return out
+    others = 0  # what other kernels' sandbox ids are given: theirs to take back
+    for (tag, ident), perm in named.items():
+        if tag == _USER and is_sandbox_id(ident):
+            others |= perm
+    out[(_MASK, _NO_ID)] = mask & ~(raised & ~others)
+    return out
 
 
 def _names(entries: Acl, uid: int) -> bool:
@@ -278,6 +356,8 @@ class _Root:
     scanned: dict[tuple[int, int], tuple[int, tuple[str, ...], float]] = field(
         default_factory=dict
     )
+    #: the entries skipped (dev, ino) that a warning named already
+    withheld: set[tuple[int, int]] = field(default_factory=set)
 
 
 class _Ledger:
@@ -287,6 +367,8 @@ class _Ledger:
         self.lock = threading.RLock()
         self.roots: dict[tuple[str, bool], _Root] = {}
         self.passages: dict[str, tuple[int, int]] = {}
+        #: file (dev, ino) -> the bits its ACL mask gained for the sandbox id
+        self.raised: dict[tuple[int, int], int] = {}
         self.holders = 0
         self.pid = os.getpid()
         self.hooked = False
@@ -299,6 +381,7 @@ class _Ledger:
         """In a forked child: nothing given is its own (its parent takes it back)."""
         self.lock = threading.RLock()
         self.roots, self.passages, self.holders, self.pid = {}, {}, 0, os.getpid()
+        self.raised = {}
         self.journal = None  # the parent's: the child writes a journal of its own
         self.noted = set()
 
@@ -348,10 +431,27 @@ def _note(**entry: object) -> None:
 
 def _take_back_abandoned(folder: Path) -> None:
     """Take back what a dead kernel's journal in ``folder`` says it gave its sandbox id
-    (entries for an id outside the sandbox range are ignored: never an account's)."""
+    (entries for an id outside the sandbox range are ignored: never an account's), and the
+    mask bits it raised on files that had a mask."""
     fd = os.open(folder / _GIVEN, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as handle:
         lines = handle.read(_JOURNAL_MAX).splitlines()
+    roots, passages, raised = _read_journal(lines)
+    for uid, record in roots:
+        with contextlib.suppress(OSError):
+            _walk_taking(record, uid, raised.get(uid, {}))
+    for uid, path, ident in passages:
+        _take_passage_at(path, ident, uid, raised.get(uid, {}).get(ident, 0))
+
+
+def _read_journal(
+    lines: list[bytes],
+) -> tuple[list[tuple[int, _Root]], list[tuple[int, str, tuple[int, int]]],
+           dict[int, dict[tuple[int, int], int]]]:  # fmt: skip
+    """The roots, the passages and the raised mask bits (per uid, per file) of a journal."""
+    roots: list[tuple[int, _Root]] = []
+    passages: list[tuple[int, str, tuple[int, int]]] = []
+    raised: dict[int, dict[tuple[int, int], int]] = {}
     for line in lines:
         try:
             entry = json.loads(line)
@@ -360,14 +460,17 @@ def _take_back_abandoned(folder: Path) -> None:
                 continue
             if "root" in entry:
                 owner = (int(entry["owner"][0]), int(entry["owner"][1]))
-                record = _Root(str(entry["root"]), bool(entry["write"]), owner)
-                with contextlib.suppress(OSError):
-                    _walk_taking(record, uid)
+                roots.append((uid, _Root(str(entry["root"]), bool(entry["write"]), owner)))
             elif "passage" in entry:
                 ident = (int(entry["ident"][0]), int(entry["ident"][1]))
-                _take_passage_at(str(entry["passage"]), ident, uid)
+                passages.append((uid, str(entry["passage"]), ident))
+            elif "raised" in entry:
+                key = (int(entry["file"][0]), int(entry["file"][1]))
+                bits = raised.setdefault(uid, {})
+                bits[key] = bits.get(key, 0) | int(entry["raised"]) & 7
         except (ValueError, KeyError, TypeError, IndexError):
             continue  # a line cut short by the kill
+    return roots, passages, raised
 
 
 # -- giving ----------------------------------------------------------------------------------
@@ -383,7 +486,10 @@ def grant_root(path: str, *, write: bool) -> str:
 
     The root and what is in it (up to :data:`ACL_BUDGET` entries) get ``rwx``/``rw-`` for
     an ``rw`` root, ``r-x``/``r--`` for an ``ro`` root others cannot read. A folder whose
-    listing is unchanged since the last walk is not listed again.
+    listing is unchanged since the last walk is not listed again. An entry below the root
+    that is not given (another account's, a mask that would wake another entry, a failure
+    such as a full ACL) is skipped, and one warning per walk names those not named before;
+    a problem with the root itself is returned.
     """
     if not is_root():
         return ""
@@ -399,47 +505,75 @@ def grant_root(path: str, *, write: bool) -> str:
                     record = _Root(path, write, (st.st_uid, st.st_gid))
                     _note(root=path, write=write, owner=record.owner)
                     _LEDGER.roots[(path, write)] = record
-                _walk_giving(fd, st, record, uid)
+                withheld = _walk_giving(fd, st, record, uid)
             finally:
                 os.close(fd)
-    except OSError as exc:
-        if exc.errno in _KERNEL_SHORT:
+    except (OSError, _Withheld) as exc:
+        if isinstance(exc, OSError) and exc.errno in _KERNEL_SHORT:
             raise  # the kernel process's own want, not the root's: the caller says so
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
         return (
-            f"the sandbox uid {uid} cannot be given access to {path} ({exc.strerror}); as "
+            f"the sandbox uid {uid} cannot be given access to {path} ({why}); as "
             f"root, modules run as uid {uid}: make the root {'writable' if write else 'readable'}"
             f" for it (chown {uid} or setfacl -m u:{uid}:{'rwx' if write else 'rx'})"
         )
+    if withheld:
+        _warn_withheld(path, uid, withheld)
     return ""
 
 
-def _walk_giving(top: int, top_st: os.stat_result, record: _Root, uid: int) -> None:
-    _give_one(top, top_st, uid, record.write)
+#: the most skipped entries one warning names
+_NAMED = 10
+
+
+def _warn_withheld(path: str, uid: int, withheld: list[str]) -> None:
+    more = len(withheld) - _NAMED
+    named = "; ".join(withheld[:_NAMED]) + (f"; and {more} more" if more > 0 else "")
+    warnings.warn(
+        f"root {path}: the sandbox uid {uid} was not given {len(withheld)} "
+        f"entr{'y' if len(withheld) == 1 else 'ies'} in it: the module gets no more of "
+        f"{'it' if len(withheld) == 1 else 'them'} than every account has: {named}",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+#: an open folder or file of a walk, and its path
+_Open = tuple[int, os.stat_result, str]
+
+
+def _walk_giving(top: int, top_st: os.stat_result, record: _Root, uid: int) -> list[str]:
+    """Give the open root and what is in it; what was skipped and why, not said before."""
+    _give_one(top, top_st, uid, record)
     if not stat.S_ISDIR(top_st.st_mode):
-        return
-    seen = 0
-    pending = [(os.dup(top), top_st)]
+        return []
+    seen, withheld = 0, []
+    pending: list[_Open] = [(os.dup(top), top_st, record.path.rstrip("/") or "/")]
     try:
         while pending:
-            fd, st = pending.pop()
+            fd, st, where = pending.pop()
             try:
-                folders, seen = _give_folder(fd, st, record, uid, seen)
+                folders, seen, skipped = _give_folder((fd, st, where), record, uid, seen)
             finally:
                 os.close(fd)
             pending += folders
+            withheld += skipped
     finally:
-        for fd, _ in pending:
+        for fd, _, _ in pending:
             os.close(fd)
+    return withheld
 
 
 def _give_folder(
-    fd: int, st: os.stat_result, record: _Root, uid: int, seen: int
-) -> tuple[list[tuple[int, os.stat_result]], int]:
-    """Give what the open folder holds; its sub-folders (opened) and the entries seen so far.
+    opened: _Open, record: _Root, uid: int, seen: int
+) -> tuple[list[_Open], int, list[str]]:
+    """Give what the open folder holds; its sub-folders to walk (opened), the entries seen
+    so far, and what was skipped (:func:`_give_below`).
 
     A folder whose listing has not changed since a scan made after it had settled is not
     listed again: only its known sub-folders are opened, to look at theirs.
     """
+    fd, st, where = opened
     key, now = (st.st_dev, st.st_ino), time.time()
     known = record.scanned.get(key)
     fresh = not (known is not None and known[0] == st.st_mtime_ns
@@ -448,35 +582,74 @@ def _give_folder(
         assert known is not None
         listing = [(name, True) for name in known[1]]
     else:
-        listing = list(_children(fd)) if seen < ACL_BUDGET else []
-        seen += len(listing)
-    folders: list[tuple[int, os.stat_result]] = []
-    for name, folder in listing:
-        opened = _open_child(fd, name, folder)
-        if opened is None:
-            continue
-        child, child_st = opened
-        try:
-            if fresh and (folder or child_st.st_nlink == 1):
-                _give_one(child, child_st, uid, record.write)
-        except BaseException:
-            for other, _ in [opened, *folders]:
-                os.close(other)
-            raise
-        if folder:
-            folders.append(opened)
-        else:
-            os.close(child)
+        listing, seen = _listing(fd, seen)
+    folders: list[_Open] = []
+    withheld: list[str] = []
+    try:
+        for name, folder in listing:
+            child = _open_child(fd, name, folder)
+            if child is None:
+                continue
+            try:
+                why = _give_below(child, record, uid) if fresh else ""
+            except BaseException:
+                os.close(child[0])
+                raise
+            if why and (child[1].st_dev, child[1].st_ino) not in record.withheld:
+                record.withheld.add((child[1].st_dev, child[1].st_ino))
+                withheld.append(f"{where.rstrip('/')}/{name} ({why})")
+            if folder and not why and _owned(child[1], record, uid):
+                folders.append((*child, f"{where.rstrip('/')}/{name}"))
+            else:
+                os.close(child[0])
+    except BaseException:
+        for other, _, _ in folders:
+            os.close(other)
+        raise
     if fresh and seen <= ACL_BUDGET:
-        names = tuple(name for name, folder in listing if folder)
+        names = tuple(path.rsplit("/", 1)[1] for _, _, path in folders)
         record.scanned[key] = (st.st_mtime_ns, names, now)
-    return folders, seen
+    return folders, seen, withheld
 
 
-def _give_one(fd: int, st: os.stat_result, uid: int, write: bool) -> None:
-    if _reachable(st, uid, write):
+def _listing(fd: int, seen: int) -> tuple[list[tuple[str, bool]], int]:
+    """The open folder's entries (none past :data:`ACL_BUDGET`), and the count seen now."""
+    listing = list(_children(fd)) if seen < ACL_BUDGET else []
+    return listing, seen + len(listing)
+
+
+def _give_below(opened: tuple[int, os.stat_result], record: _Root, uid: int) -> str:
+    """Give one entry below the root; why it is skipped, or ``""``. A file with more than
+    one link is left as it is (never given, nothing said: it may be a link to a file
+    outside the root)."""
+    fd, st = opened
+    if not stat.S_ISDIR(st.st_mode) and st.st_nlink != 1:
+        return ""
+    try:
+        _give_one(fd, st, uid, record)
+    except _Withheld as exc:
+        return str(exc)
+    except OSError as exc:
+        if exc.errno in _KERNEL_SHORT:
+            raise
+        return f"{exc.strerror or exc}: it is skipped, the rest of the root is given"
+    return ""
+
+
+def _owned(st: os.stat_result, record: _Root, uid: int) -> bool:
+    """Whether the entry is the root owner's, root's, or the module's own."""
+    return st.st_uid in (record.owner[0], 0, uid)
+
+
+def _give_one(fd: int, st: os.stat_result, uid: int, record: _Root) -> None:
+    if _reachable(st, uid, record.write):
         return
+    if not _owned(st, record, uid):
+        raise _Withheld(f"owned by uid {st.st_uid}, neither the root's owner "
+                        f"({record.owner[0]}) nor root: another account's entries are never "
+                        f"given")  # fmt: skip
     folder = stat.S_ISDIR(st.st_mode)
+    write = record.write
     _give(fd, st, uid, (7 if folder else 6) if write else (5 if folder else 4))
 
 
@@ -495,8 +668,8 @@ def grant_passage(path: str, *, uid: int | None = None) -> None:
         if uid is None:
             _remember()
         fd = os.open("/", _DIR)
+        where = ""
         try:
-            where = ""
             for part in [*[p for p in path.split("/") if p][:-1], ""]:
                 st = os.fstat(fd)
                 ident = (st.st_dev, st.st_ino)
@@ -504,14 +677,18 @@ def grant_passage(path: str, *, uid: int | None = None) -> None:
                 if not passable and uid is None and (where or "/") not in _LEDGER.noted:
                     _note(passage=where or "/", ident=ident)
                     _LEDGER.noted.add(where or "/")
-                if not passable and _give(fd, st, who, 1) and uid is None:
+                if not passable and _give(fd, st, who, 1, record=uid is None) and uid is None:
                     _LEDGER.passages.setdefault(where or "/", ident)
                 if part:
                     nxt = os.open(part, _DIR, dir_fd=fd)
                     os.close(fd)
                     fd, where = nxt, f"{where}/{part}"
         except OSError:
-            pass  # a folder missing or swapped: the module will not reach through it
+            return  # a folder missing or swapped: the module will not reach through it
+        except _Withheld as exc:
+            if uid is None:
+                warnings.warn(f"the sandbox uid {who} cannot pass through {where or '/'} to "
+                              f"{path}: {exc}", UserWarning, stacklevel=2)  # fmt: skip
         finally:
             os.close(fd)
 
@@ -582,34 +759,38 @@ def revoke() -> None:
     uid = sandbox_id()
     with _LEDGER.lock:
         roots, passages = list(_LEDGER.roots.values()), dict(_LEDGER.passages)
+        raised = dict(_LEDGER.raised)
         _LEDGER.roots.clear()
         _LEDGER.passages.clear()
+        _LEDGER.raised.clear()
         for record in roots:
             with contextlib.suppress(OSError):
-                _walk_taking(record, uid)
+                _walk_taking(record, uid, raised)
         for path, ident in passages.items():
-            _take_passage_at(path, ident, uid)
+            _take_passage_at(path, ident, uid, raised.get(ident, 0))
         _LEDGER.noted.clear()
         if _LEDGER.journal is not None:
             with contextlib.suppress(OSError):
                 os.ftruncate(_LEDGER.journal, 0)  # all taken back: nothing for the next one
 
 
-def _take_passage_at(path: str, ident: tuple[int, int], uid: int) -> None:
-    """Remove ``uid``'s entries from the folder ``path``, if it is still the one passed."""
+def _take_passage_at(path: str, ident: tuple[int, int], uid: int, raised: int) -> None:
+    """Remove ``uid``'s entries (and the mask bits ``raised`` for them) from the folder
+    ``path``, if it is still the one passed."""
     with contextlib.suppress(OSError):
         fd = _open_path(path)
         try:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) == ident:
-                _take(fd, st, uid)
+                _take(fd, st, uid, raised)
         finally:
             os.close(fd)
 
 
-def _walk_taking(record: _Root, uid: int) -> None:
-    """Remove the sandbox id's entries from the root and what is in it (by descriptor); what
-    the module made there becomes the root owner's (unless the owner is root)."""
+def _walk_taking(record: _Root, uid: int, raised: dict[tuple[int, int], int]) -> None:
+    """Remove the sandbox id's entries from the root and what is in it (by descriptor), and
+    the mask bits ``raised`` for them (by file); what the module made there becomes the
+    root owner's (unless the owner is root)."""
     top = _open_path(record.path)
     pending = [(top, os.fstat(top))]
     seen = 0
@@ -617,7 +798,7 @@ def _walk_taking(record: _Root, uid: int) -> None:
         while pending:
             fd, st = pending.pop()
             try:
-                _take(fd, st, uid)
+                _take(fd, st, uid, raised.get((st.st_dev, st.st_ino), 0))
                 if st.st_uid == uid and record.owner[0] != 0:
                     os.fchown(fd, *record.owner)
                 if not stat.S_ISDIR(st.st_mode) or seen >= ACL_BUDGET:
