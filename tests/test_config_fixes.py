@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,10 +30,14 @@ from pathlib import Path
 import pytest
 import wasmtime
 from _modules import install
-from _users import REPO, run_as_test_user
+from _users import REPO, run_as_test_user, test_user
 
 import murmur_nb as mnb
-from murmur_nb._files.sealing_key import key_dir, user_key  # private: the key's own rules
+from murmur_nb._files.sealing_key import (  # private: the key's own rules
+    key_dir,
+    sealing_key,
+    user_key,
+)
 from murmur_nb._hooks.cache import ComponentCache  # private: the cache's budget is tested
 from murmur_nb._rules import cache_dir, facet_studio_home  # private: where the homes are
 
@@ -150,9 +155,43 @@ def test_a_key_folder_that_is_a_file_is_refused_with_the_message(
     assert plain.read_text() == "not a folder"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rule is a root kernel's")
+def test_a_root_kernel_touches_nothing_in_another_accounts_home_for_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given another account's ``HOME`` (``sudo -E``), a root kernel made its key folder
+    there, and followed a link the account had put in its place: it made the folder the
+    link named ``0700`` and wrote its key in it (a red-team trial). It now seals with a key
+    of its own process and makes, changes and writes nothing there."""
+    uid = test_user()
+    victim = tmp_path / "victim"  # a folder of root's others may read
+    victim.mkdir(mode=0o755)
+    victim.chmod(0o755)
+    theirs = tmp_path / "theirs"
+    state = theirs / ".local" / "state"
+    state.mkdir(parents=True)
+    (state / "murmur-nb").symlink_to(victim)
+    for path in (theirs, theirs / ".local", state):
+        os.chown(path, uid, uid)
+    os.lchown(state / "murmur-nb", uid, uid)
+    for name in ("MURMUR_NB_KEYS", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(theirs))
+    key, kept = sealing_key()
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o755 and list(victim.iterdir()) == []
+    assert not kept
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    os.chown(plain, uid, uid)
+    monkeypatch.setenv("HOME", str(plain))
+    assert sealing_key() == (key, False)
+    assert list(plain.iterdir()) == []
+
+
 # -- 13: a shared demo home ----------------------------------------------------------------------
 
 AS_USER = """
+import stat
 import sys
 import murmur_nb as mnb
 try:

@@ -9,7 +9,10 @@ and cache writers reach). Each user of the key seals its own kind of data under 
 its own, so a seal made for one never passes for the other.
 
 A root kernel does not let a seal alone vouch for what it reads: it uses the kept key only
-when nobody else can write it or any folder above it (:func:`.trust.nobody_else_can_write`);
+when nobody else can write it or any folder above it (:func:`.trust.nobody_else_can_write`),
+and where someone else could write the key's folder (or the nearest folder of it that exists)
+it makes, changes and reads nothing there: a link in another account's ``HOME`` would have it
+make, ``chmod`` and write wherever the link points;
 otherwise (``sudo -E`` keeps a user's ``HOME``; a root container may be given a user's) it
 seals with a key of this process's alone, kept nowhere (:func:`sealing_key` says which), so
 what it sealed lasts as long as the process.
@@ -117,7 +120,15 @@ def sealing_key() -> tuple[bytes, bool]:
     HookError
         ``insecure_cache_key``, as :func:`user_key`.
     """
+    if os.geteuid() != 0:
+        return user_key(), True
+    # a root kernel touches nothing in a folder someone else could write (another account's
+    # HOME: a link there would have it make, chmod or write wherever the link points)
+    folder = key_dir().expanduser()
+    existing = next(f for f in (folder, *folder.parents) if f.exists() or f.is_symlink())
+    if not nobody_else_can_write(existing):
+        return _process_key(), False
     key = user_key()
-    if os.geteuid() != 0 or nobody_else_can_write(key_dir().expanduser().resolve() / KEY_FILE):
+    if nobody_else_can_write(folder.resolve() / KEY_FILE):
         return key, True
     return _process_key(), False
