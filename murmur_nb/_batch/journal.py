@@ -108,6 +108,8 @@ class Journal:
             raise self._unusable(exc) from exc
 
     def _connect(self) -> sqlite3.Connection:
+        if self.path is not None:
+            _create_private(self.path)
         db = sqlite3.connect(
             str(self.path) if self.path is not None else ":memory:",
             check_same_thread=False, isolation_level=None, timeout=30.0,
@@ -259,3 +261,15 @@ class Journal:
     def record(self, key: JournalKey, input_key: str) -> str | None:
         """The stored record (JSON text) of one row, or ``None`` (none, or not sealed)."""
         return self.records(key, [input_key]).get(input_key)
+
+
+def _create_private(path: Path) -> None:
+    """Make a missing journal file ``0600``: it holds every row's result, and SQLite makes
+    its ``-wal`` and ``-shm`` files with the database's mode (it made the database with the
+    umask's, ``0644``: another account read a root kernel's rows in a ``0755`` home).
+
+    A journal that exists (a link to one included) is left as it is; what cannot be made
+    here SQLite reports when it opens the path (:meth:`Journal._unusable`).
+    """
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))

@@ -250,7 +250,8 @@ def build_roots(
     roots: dict[str, Root] = {}
     for name in perms.filesystem_read or []:
         if name == STAGED_ROOT and staged:
-            roots[name] = Root(path=canonical_path(staged_view(run_dir, staged)), mode="ro")
+            view = staged_view(call_folder(run_dir), staged)
+            roots[name] = Root(path=canonical_path(view), mode="ro")
             continue
         path = policy.root_path(name)
         if path is not None:
@@ -261,13 +262,30 @@ def build_roots(
         path = policy.root_path(name)
         if path is None:
             safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64] or "root"
-            path = run_dir / f"w{fresh}-{safe}"
+            path = call_folder(run_dir) / f"w{fresh}-{safe}"
             fresh += 1
-            path.mkdir(parents=True)
+            path.mkdir(mode=0o700)  # the sandbox id's way in is its ACL entry (access.py)
         else:
             _check_root(path, name, "write", descriptor, capability)
         roots[name] = Root(path=canonical_path(path), mode="rw")
     return roots
+
+
+def call_folder(run_dir: Path) -> Path:
+    """The call's folder ``<runs>/<request_id>``, made ``0700`` (its fresh write roots and
+    staged view are made in it ``0700`` too).
+
+    Its path is no secret: a sandboxed call's ``/proc/<pid>/mountinfo``, and bwrap's
+    command line, name it to every account. On a root host the runs folder is ``0711`` so
+    the sandbox id can pass, and with a ``0755`` call folder and ``0644`` files another
+    account read every output and staged file of every call. Now only root (the host)
+    reaches them, and the sandbox id: bwrap and the zygote bind each root as root in the
+    sandbox's user namespace, then the module uses the root's own ACL entry
+    (:func:`murmur_nb._sandbox.access.grant_root`); on the Landlock path, which uses real
+    paths, the call folder gets the ``--x`` passage every folder above a root gets.
+    """
+    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return run_dir
 
 
 def _check_root(path: Path, name: str, kind: str, descriptor: Descriptor, capability: str) -> None:

@@ -6,6 +6,13 @@ file stays sparse), and re-hashes the copy, so what is stored is what was verifi
 store is offered to a consumer module as a read-only root, and every staged file is
 re-hashed before each use: a mutation is detected, not trusted. Nothing in the store is
 opened, changed or removed through a link.
+
+The folders murmur-nb makes for the store, and each call's view, are ``0700``: no other
+account lists or reads them (a root kernel's view was read through a path ``/proc`` names).
+A stored file stays ``0444``, not ``0400``: a view hard-links it, and on a root host the
+sandbox uid reads it through that link, which gets no ACL entry (a file with more than one
+link is never given one, :mod:`murmur_nb._sandbox.access`); the ``0700`` folders are what
+keep it from other accounts.
 """
 
 from __future__ import annotations
@@ -80,7 +87,8 @@ class ArtifactStore:
         self.root = Path(os.path.realpath(os.fspath(root)))
         self.max_bytes = max_bytes
         folder = self.root / "sha256"
-        folder.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):  # made by another account, or read-only
             raise PermissionError(errno.EACCES, "cannot be written", str(folder))
 
@@ -292,15 +300,16 @@ def _unavailable(root: Path, exc: OSError, tried: str) -> ModuleHostError:
 def staged_view(view: Path, staged: Sequence[StagedArtifact], *, link: bool) -> Path:
     """A per-invocation folder ``view`` holding exactly ``staged``, at their store paths.
 
-    The consumer's ``staged`` root is this view, never the whole store. Files are hard-linked
+    The consumer's ``staged`` root is this view, never the whole store; its folders are made
+    ``0700`` (on a root host the sandbox uid reads it by its ACL entry). Files are hard-linked
     when ``link`` (the sandbox keeps the root read-only, so no write reaches the store
     through the link), copied and made read-only otherwise: copied from a descriptor opened
     without following links and ``fstat``-checked, holes kept.
     """
-    view.mkdir(parents=True, exist_ok=True)
+    view.mkdir(mode=0o700, parents=True, exist_ok=True)
     for item in staged:
         dest = view / item.path
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if dest.exists():
             continue
         if link:
