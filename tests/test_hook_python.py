@@ -424,7 +424,10 @@ def test_as_root_a_componentize_js_planted_by_another_account_never_runs(
     root when it built a JavaScript hook. Nor may its ``~/.npmrc`` choose the registry root
     installs the toolchain from (``npmrc``: root's own cache, the account's ``HOME``).
     Internal calls: the JavaScript builder has no public name."""
-    from murmur_nb._hooks.build import build_js_hook, componentize_js_toolchain
+    from murmur_nb._hooks.build import (  # private: the JavaScript builder has no public name
+        build_js_hook,
+        componentize_js_toolchain,
+    )
 
     genuine = componentize_js_toolchain() / "node_modules"  # root's own, installed once
     marker, record = tmp_path / "ran-as-root", tmp_path / "registry"

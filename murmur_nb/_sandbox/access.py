@@ -23,13 +23,14 @@ path, where the module sees real paths, each folder above gets ``--x``. These ru
   owning group keeping only what the mask let it have (a ``chmod g-r`` made while the
   grant was in force holds). Before, the mask was set to the union of every entry when
   giving and when taking back: a masked-off entry of another account's came back for good.
-- **Only the root owner's files.** In a root, only what the root's owner or root owns is
-  given (a module's own files it reaches anyway). Another account's file or folder (a
-  shared ``1777`` root like ``/tmp``, where anyone may leave one) is skipped, a folder
-  with what is in it, and a warning names it: the module must not read or change what
-  that account keeps ``0600``, through an entry the host gave. Files left by an earlier
-  kernel's module (another sandbox id) are skipped too: two kernels' modules are two
-  users.
+- **Only the root owner's files.** In a root, only what the root's owner, root or a module
+  owns is given (a module's files: this kernel's sandbox id's, which it reaches anyway, or
+  another root kernel's, a sandbox id no account has, which in a root of root's keep that
+  id: the next kernel's modules, or a Dask worker's beside this one, use the same root).
+  Another account's file or folder (a shared ``1777`` root like ``/tmp``, where anyone may
+  leave one) is skipped, a folder with what is in it, and a warning names it: the module
+  must not read or change what that account keeps ``0600``, through an entry the host
+  gave.
 - **One file cannot refuse a root.** An entry that cannot be given (an ACL with no room for
   one more entry, ``ENOSPC``; an immutable file) or listed is skipped and named in the
   warning; only a failure on the root itself refuses the call, naming the root.
@@ -62,6 +63,7 @@ import fcntl
 import functools
 import json
 import os
+import pwd
 import stat
 import struct
 import threading
@@ -637,8 +639,19 @@ def _give_below(opened: tuple[int, os.stat_result], record: _Root, uid: int) -> 
 
 
 def _owned(st: os.stat_result, record: _Root, uid: int) -> bool:
-    """Whether the entry is the root owner's, root's, or the module's own."""
-    return st.st_uid in (record.owner[0], 0, uid)
+    """Whether the entry is the root owner's, root's, or a module's: this kernel's, or one
+    another root kernel's module left (a sandbox id no account has: in a root of root's a
+    module's files stay its id's, and the same operator's next kernel, or a Dask worker
+    beside this one, runs its modules in the same root)."""
+    if st.st_uid in (record.owner[0], 0, uid):
+        return True
+    if not is_sandbox_id(st.st_uid):
+        return False
+    try:
+        pwd.getpwuid(st.st_uid)
+    except KeyError:
+        return True
+    return False  # an account that happens to have an id in the range
 
 
 def _give_one(fd: int, st: os.stat_result, uid: int, record: _Root) -> None:
@@ -646,8 +659,8 @@ def _give_one(fd: int, st: os.stat_result, uid: int, record: _Root) -> None:
         return
     if not _owned(st, record, uid):
         raise _Withheld(f"owned by uid {st.st_uid}, neither the root's owner "
-                        f"({record.owner[0]}) nor root: another account's entries are never "
-                        f"given")  # fmt: skip
+                        f"({record.owner[0]}), root nor a module: another account's entries "
+                        f"are never given")  # fmt: skip
     folder = stat.S_ISDIR(st.st_mode)
     write = record.write
     _give(fd, st, uid, (7 if folder else 6) if write else (5 if folder else 4))
