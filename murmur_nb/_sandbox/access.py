@@ -18,11 +18,12 @@ path, where the module sees real paths, each folder above gets ``--x``. These ru
   given, and a warning names it. Take-back removes the sandbox id's entry and takes the
   bits the mask gained off again (what was gained on a file that already had a mask is in
   the journal too), so the mask comes back as it was, or narrower where the owner narrowed
-  it meanwhile; never wider. Bits another kernel's sandbox id still needs stay until that
-  kernel takes its entry back. Where no named entry is left the ACL is minimal again, the
-  owning group keeping only what the mask let it have (a ``chmod g-r`` made while the
-  grant was in force holds). Before, the mask was set to the union of every entry when
-  giving and when taking back: a masked-off entry of another account's came back for good.
+  it meanwhile; never wider. Bits another entry uses stay (another kernel's sandbox id,
+  until that kernel takes its entry back; an entry given since). Where no named entry is
+  left the ACL is minimal again, the owning group keeping only what the mask let it have
+  (a ``chmod g-r`` made while the grant was in force holds). Before, the mask was set to
+  the union of every entry when giving and when taking back: a masked-off entry of another
+  account's came back for good.
 - **Only the root owner's files.** In a root, only what the root's owner, root or a module
   owns is given (a module's files: this kernel's sandbox id's, which it reaches anyway, or
   another root kernel's, a sandbox id no account has, which in a root of root's keep that
@@ -277,8 +278,10 @@ def _take(fd: int, st: os.stat_result, uid: int, raised: int = 0) -> None:
 
 def _without(entries: Acl, uid: int, raised: int) -> Acl:
     """``entries`` without ``uid``'s, the mask never wider than it is now: less the bits
-    ``raised`` for ``uid`` (but those another sandbox id's entry still uses); with no named
-    entry left, the minimal ACL, the owning group keeping what the mask let it have."""
+    ``raised`` for ``uid``, but those another named entry uses (another kernel's sandbox id,
+    or any entry given since: a bit was raised only when no other entry had it, so one
+    that has it now was given it after, on purpose, and keeps it); with no named entry left,
+    the minimal ACL, the owning group keeping what the mask let it have."""
     out = {key: perm for key, perm in entries.items() if key not in ((_USER, uid), (_GROUP, uid))}
     named = {key: perm for key, perm in out.items() if key[0] in (_USER, _GROUP)}
     mask = out.pop((_MASK, _NO_ID), None)
@@ -287,10 +290,9 @@ def _without(entries: Acl, uid: int, raised: int) -> Acl:
     if not named:
         out[(_GROUP_OBJ, _NO_ID)] = out.get((_GROUP_OBJ, _NO_ID), 0) & mask
         return out
-    others = 0  # what other kernels' sandbox ids are given: theirs to take back
-    for (tag, ident), perm in named.items():
-        if tag == _USER and is_sandbox_id(ident):
-            others |= perm
+    others = 0  # what the entries left use: theirs, not ours to take back
+    for perm in named.values():
+        others |= perm
     out[(_MASK, _NO_ID)] = mask & ~(raised & ~others)
     return out
 
