@@ -182,13 +182,13 @@ def interface(inp):
 
 
 def reuse(inp):
-    """For ``seconds``: a thread's 1024-piece ``sendmsg`` on a fresh TCP socket, and this
-    thread's ``connect(AF_UNSPEC)`` on it meanwhile."""
+    """``rounds`` times (or until ``seconds`` pass): a thread's 1024-piece ``sendmsg`` on a
+    fresh TCP socket, and this thread's ``connect(AF_UNSPEC)`` on it meanwhile."""
     header, keep = message(b"", b"MODULE-INJECTED|", 1024)
     disconnect = bytes(16)
     counts = {}
     deadline = time.monotonic() + inp["seconds"]
-    while time.monotonic() < deadline:
+    while sum(counts.values()) < inp["rounds"] and time.monotonic() < deadline:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             fd = sock.fileno()
             done = []
