@@ -16,8 +16,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 _USER = "murmur-nb-test"
 
@@ -188,3 +190,25 @@ def rerun(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return done.returncode, (done.stdout + done.stderr)[-3000:]
+
+
+#: the settings a root test reruns a file in (:func:`rerun`): ``(user, docker)`` each
+SETTINGS = pytest.mark.parametrize(
+    ("user", "docker"),
+    [(True, False), (False, True), (True, True)],
+    ids=["user", "docker-root", "docker-user"],
+)
+
+
+def reruns_in_each_setting(test: Callable[..., None]) -> Callable[..., None]:
+    """Mark ``test(user, docker)`` as the root test that reruns its file as the test user
+    and inside the default-Docker harness: slow, one case per setting, skipped where it
+    would be a nested run itself."""
+    for mark in (
+        SETTINGS,
+        pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run"),
+        pytest.mark.skipif(os.geteuid() != 0, reason="a nested run: its root parent starts it"),
+        pytest.mark.slow,
+    ):
+        test = mark(test)
+    return test

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import wasmtime
-from _users import rerun, test_user
+from _users import rerun, reruns_in_each_setting, test_user
 from wasmtime.component import Component
 
 import murmur_nb as mnb
@@ -504,14 +504,7 @@ def test_as_root_a_key_in_a_folder_another_account_can_write_is_not_used(
     assert call_f(eng, Component.deserialize_file(eng, str(planted))) == 42  # left alone
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0, reason="a nested run: its root parent starts it")
-@pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
-@pytest.mark.parametrize(
-    ("user", "docker"),
-    [(True, False), (False, True), (True, True)],
-    ids=["user", "docker-root", "docker-user"],
-)
+@reruns_in_each_setting
 def test_a_copy_written_into_before_its_seal_never_runs_as_a_user_or_in_a_container(
     user: bool, docker: bool
 ) -> None:

@@ -45,7 +45,7 @@ from typing import Any
 import psutil
 import pytest
 from _modules import install
-from _users import rerun
+from _users import rerun, reruns_in_each_setting
 
 import murmur_nb as mnb
 from murmur_nb._sandbox import identity  # private: the process cap has no public name
@@ -345,14 +345,7 @@ def test_a_tmpfs_bound_that_is_not_a_size_is_refused(monkeypatch: pytest.MonkeyP
     assert tmpfs_bytes() == 2 << 30
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0, reason="a nested run: its root parent starts it")
-@pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
-@pytest.mark.parametrize(
-    ("user", "docker"),
-    [(True, False), (False, True), (True, True)],
-    ids=["user", "docker-root", "docker-user"],
-)
+@reruns_in_each_setting
 def test_the_limits_hold_as_a_user_and_in_a_default_docker_container(
     user: bool, docker: bool
 ) -> None:
