@@ -68,13 +68,24 @@ def zygotes() -> list[psutil.Process]:
     return found
 
 
+def _descendants() -> Iterator[tuple[psutil.Process, list[str]]]:
+    """This process's descendants with their command lines: never another run's (the suite
+    runs this file as root and, beside it, as the test user: a scan of the whole machine
+    found, and killed, the other run's ``/bin/sleep``)."""
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            yield proc, proc.cmdline()
+        except psutil.Error:
+            continue
+
+
 def forked_by_the_zygote(token: str, timeout: float = 10.0) -> psutil.Process:
-    """The running process whose command line holds ``token``, checked to descend from a
-    zygote (not from bwrap)."""
+    """The running process of ours whose command line holds ``token``, checked to descend
+    from a zygote (not from bwrap)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        for proc in psutil.process_iter(["cmdline"]):
-            if token in " ".join(proc.info["cmdline"] or []):
+        for proc, cmdline in _descendants():
+            if token in " ".join(cmdline):
                 chain = [p.cmdline()[0] for p in proc.parents() if p.cmdline()]
                 assert not any(Path(c).name == "bwrap" for c in chain), chain
                 assert any(Path(c).name.startswith("zygote-") for c in chain), chain
@@ -173,13 +184,13 @@ def _true_argv(extra: list[str], program: int) -> list[str]:
 
 def _running(token: str, timeout: float = 10.0, *, not_: frozenset[int] = frozenset()
              ) -> psutil.Process:  # fmt: skip
-    """The process whose command line is ``/bin/sleep <token>`` once it runs (its sandbox is
-    laid out first), other than the pids ``not_`` (an earlier call's, killed but perhaps not
-    gone yet)."""
+    """The process of ours whose command line is ``/bin/sleep <token>`` once it runs (its
+    sandbox is laid out first), other than the pids ``not_`` (an earlier call's, killed but
+    perhaps not gone yet)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        for proc in psutil.process_iter(["cmdline"]):
-            if proc.pid not in not_ and (proc.info["cmdline"] or [])[:2] == ["/bin/sleep", token]:
+        for proc, cmdline in _descendants():
+            if proc.pid not in not_ and cmdline[:2] == ["/bin/sleep", token]:
                 return proc
         time.sleep(0.01)
     raise AssertionError(f"no /bin/sleep {token} ran")
