@@ -133,8 +133,11 @@ def _abandoned(folder: Path) -> bool:
 
 def remove_tree(path: Path) -> None:
     """Remove a tree that may hold read-only folders (a module snapshot): its folders are
-    made writable on the way down."""
-    for folder, _dirs, _files in os.walk(path):
+    made the owner's to change on the way down, ``0700`` and never wider (a root kernel's
+    call folders, whose paths ``/proc`` names to every account, were read by another account
+    while ``0755`` made them removable), each through a descriptor opened without following
+    a link."""
+    for _folder, _dirs, _files, fd in os.fwalk(path):
         with contextlib.suppress(OSError):
-            Path(folder).chmod(0o755)
+            os.fchmod(fd, 0o700)
     shutil.rmtree(path, ignore_errors=True)

@@ -11,11 +11,8 @@ here (no disk work per call). Otherwise it is made here: on a root host the runs
 taken back when the last open host closes (:mod:`murmur_nb._sandbox.access`).
 
 A call's folder (its fresh write roots, its staged view) is ``0700``
-(:func:`murmur_nb._modules.call.call_folder`), and stays so until it is gone: the runs folder
-is closed (``0700``) and emptied here, its folders made ``0700`` on the way down, before
-:func:`murmur_nb._files.scratch.release` removes what is left (the lock). That removal makes
-every folder ``0755`` so a read-only one can go, and a root kernel's call folders, whose paths
-``/proc`` names to every account, were read by another account in that window at close.
+(:func:`murmur_nb._modules.call.call_folder`), and stays so until it is gone
+(:func:`murmur_nb._files.scratch.remove_tree` never widens a folder it removes).
 """
 
 from __future__ import annotations
@@ -57,14 +54,13 @@ class Workspace:
                 "this ModuleHost is closed; create a new one to describe or invoke modules"
             )
         if self._runs is None:
-            # a killed kernel's runs folder goes when the next one is made (its owner lock),
-            # emptied privately first as this one's is
-            self._runs = scratch.owned_folder("murmur-nb-runs-", settle=_empty_privately)
+            # a killed kernel's runs folder goes when the next one is made (its owner lock)
+            self._runs = scratch.owned_folder("murmur-nb-runs-")
             if identity.is_root():
                 self._runs.chmod(0o711)  # the sandbox id passes through, lists nothing
             # a host left open (a notebook kernel shut down mid-session) still leaves no
             # private folder behind when the interpreter exits; close() removes it sooner
-            self._exit_cleanup = functools.partial(_remove, self._runs)
+            self._exit_cleanup = functools.partial(scratch.release, self._runs)
             atexit.register(self._exit_cleanup)
         elif not self._ready:
             self._runs.mkdir(parents=True, exist_ok=True)
@@ -100,39 +96,8 @@ class Workspace:
         self._closed = True
         self._lease.close()
         if self._runs is not None and not self._given:
-            _remove(self._runs)
+            scratch.release(self._runs)
         if self._exit_cleanup is not None:
             atexit.unregister(self._exit_cleanup)
             self._exit_cleanup = None
 
-
-def _remove(runs: Path) -> None:
-    """Remove a private runs folder: emptied privately, then released (its lock)."""
-    _empty_privately(runs)
-    scratch.release(runs)
-
-
-def _empty_privately(runs: Path) -> None:
-    """Remove what the runs folder ``runs`` holds but its lock, never opening it to others.
-
-    The runs folder is made ``0700`` first, and each folder below ``0700`` (never wider; its
-    owner may then remove a read-only one) from a descriptor opened without following links.
-    """
-    with contextlib.suppress(OSError):
-        top = os.open(runs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.fchmod(top, 0o700)
-        finally:
-            os.close(top)
-        for _root, _dirs, _files, fd in os.fwalk(runs):  # never through a link
-            with contextlib.suppress(OSError):
-                os.fchmod(fd, 0o700)
-        with os.scandir(runs) as entries:
-            for entry in entries:
-                if entry.name == scratch.LOCK:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        Path(entry.path).unlink()
