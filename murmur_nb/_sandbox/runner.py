@@ -294,10 +294,11 @@ def run_process(
 
     def popen() -> subprocess.Popen[bytes]:
         proc = _popen(argv, cwd=start_in or cwd, pass_fds=pass_fds, preexec=preexec, user=user)
-        # the OOM killer's first choice (the helpers and the zygote set it for themselves
-        # before any module runs; a child that switched uid could not, nor can an
-        # unconfined one): whatever the process has forked already keeps the kernel's
-        landlock.oom_first(proc.pid)
+        if preexec is not None:
+            # confined here, not by a helper (the helpers and the zygote make themselves the
+            # OOM killer's first choice before any module runs): a child that switched uid
+            # could not write its own score, so the host does, as soon as it started
+            landlock.oom_first(proc.pid)
         return proc
 
     if destinations is None:
