@@ -12,11 +12,13 @@ what is in it and put something else in its place.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["nobody_else_can_write"]
+__all__ = ["nobody_else_can_write", "trusted_folder"]
 
 
 def nobody_else_can_write(path: Path) -> bool:
@@ -43,3 +45,19 @@ def nobody_else_can_write(path: Path) -> bool:
             current = current.parent
     except OSError:
         return False
+
+
+def trusted_folder(shared: Path, private: Callable[[], Path]) -> Path:
+    """``shared`` (made ``0700`` where missing) when nobody else can write it or a folder
+    above it; else ``private()``. Nothing is made where someone else could write: the
+    nearest folder of ``shared`` that exists is checked before anything is made below it (a
+    link in another account's ``HOME`` would have it made wherever the link points)."""
+    nearest = shared
+    while not os.path.lexists(nearest) and nearest.parent != nearest:
+        nearest = nearest.parent
+    if nobody_else_can_write(nearest):
+        with contextlib.suppress(OSError):
+            shared.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if nobody_else_can_write(shared):
+            return shared
+    return private()

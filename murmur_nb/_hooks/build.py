@@ -22,7 +22,6 @@ registry the toolchain comes from).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -35,7 +34,7 @@ from pathlib import Path
 
 from murmur_nb._exceptions import HookError, MissingDependency
 from murmur_nb._files.scratch import process_folder
-from murmur_nb._files.trust import nobody_else_can_write
+from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
 from murmur_nb._rules import cache_dir, sha256_file
 
 __all__ = [
@@ -84,15 +83,7 @@ def _cache_folder(name: str) -> Path:
     shared = cache_dir() / name
     if not _as_root():
         return shared
-    made = shared
-    while not os.path.lexists(made) and made.parent != made:
-        made = made.parent  # the folder the missing ones would be made in
-    if nobody_else_can_write(made):
-        with contextlib.suppress(OSError):
-            shared.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if nobody_else_can_write(shared):
-            return shared
-    return _private(name)
+    return trusted_folder(shared, lambda: _private(name))
 
 
 def _usable(path: Path) -> bool:

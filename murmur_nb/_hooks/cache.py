@@ -62,7 +62,7 @@ from murmur_nb._exceptions import HookConfigWarning
 from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.sealing_key import key_dir, sealing_key
 from murmur_nb._files.sealing_key import user_key as cache_key
-from murmur_nb._files.trust import nobody_else_can_write
+from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
 from murmur_nb._rules import cache_dir, sha256_file
 
 if TYPE_CHECKING:
@@ -129,11 +129,7 @@ def _root_key_and_folder(key: bytes | None, folder: Path) -> tuple[bytes, Path]:
         key, kept = sealing_key()
         if not kept:
             return key, _private_folder()
-    with contextlib.suppress(OSError):
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not nobody_else_can_write(folder):
-        return key, _private_folder()
-    return key, folder
+    return key, trusted_folder(folder, _private_folder)
 
 
 #: ``(tag, function)``: bytes in, bytes to compile out; the tag names the function's variant.

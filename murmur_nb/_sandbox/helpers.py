@@ -12,7 +12,6 @@ Otherwise (a cache another account owns or can write: ``sudo -E``, a root contai
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import os
@@ -22,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from murmur_nb._files.scratch import process_folder
-from murmur_nb._files.trust import nobody_else_can_write
+from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
 from murmur_nb._rules import cache_dir
 
 __all__ = ["built", "folder"]
@@ -37,10 +36,7 @@ def _private_folder() -> Path:
 def folder() -> Path:
     """``<cache>/sandbox`` (made ``0700``), or, if anyone else could write it or a folder
     above it, a fresh private folder of this process's."""
-    shared = cache_dir() / "sandbox"
-    with contextlib.suppress(OSError):
-        shared.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return shared if nobody_else_can_write(shared) else _private_folder()
+    return trusted_folder(cache_dir() / "sandbox", _private_folder)
 
 
 def built(
