@@ -50,6 +50,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from murmur_nb._rules import escape_control
+
 __all__ = [
     "DescriptorProblem",
     "ApprovalRequired",
@@ -88,13 +90,17 @@ class MurmurError(Exception):
     """Root of every error murmur-nb raises; ``code`` is stable and machine-readable.
 
     ``except MurmurError`` catches them all; route on ``code`` (``murmur_error`` is this root's
-    own, never raised by murmur-nb), never on the message, which says what to do.
+    own, never raised by murmur-nb), never on the message, which says what to do. What a
+    module, a guest or a record wrote into the message (a name, a path, its own words) shows
+    as it is: control characters but newline and tab, and bidirectional overrides, are
+    escapes (:func:`~murmur_nb._rules.escape_control`), so a traceback cannot be recoloured,
+    cleared or reordered by them.
     """
 
     code: str = "murmur_error"
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
-        super().__init__(message)
+        super().__init__(escape_control(message) if isinstance(message, str) else message)
         if code is not None:
             self.code = code
 

@@ -12,6 +12,8 @@
   ``created_at``, a timeline's ``start``), for the writer, the reader and the renderer alike.
 * :func:`usable_cores` — how many cores' worth of work this process should start at once
   (its affinity, capped by a container's CPU quota).
+* :func:`escape_control` / :func:`escape_bidi` — what a module, a guest or a record wrote,
+  shown: control characters (but newline and tab) and bidirectional overrides as escapes.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ __all__ = [
     "cache_dir",
     "compact_json",
     "env_folder",
+    "escape_bidi",
+    "escape_control",
     "HASH_BUFFER",
     "PLAIN_ID_RE",
     "RFC3339_RE",
@@ -242,3 +246,30 @@ def _v1_quota(folder: Path) -> float | None:
     quota = int((folder / "cpu.cfs_quota_us").read_text(encoding="ascii"))
     period = int((folder / "cpu.cfs_period_us").read_text(encoding="ascii"))
     return None if quota < 0 else quota / period
+
+
+#: the bidirectional embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069):
+#: a right-to-left override makes ``invoice_\u202egnp.exe`` show as ``invoice_exe.png``, and
+#: one left open reorders what follows it (CVE-2021-42574, "Trojan Source"). The marks
+#: (U+200E, U+200F, U+061C) move no text that is there and are left to right-to-left text.
+_BIDI = "\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
+_BIDI_ONLY = re.compile(f"[{_BIDI}]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_control(text: str) -> str:
+    """``text`` with every control character but newline and tab escaped (``\\x1b``), and
+    every bidirectional embedding, override and isolate (``\\u202e``)."""
+    return _CONTROL.sub(_escaped, text.replace("\r\n", "\n"))
+
+
+def escape_bidi(text: str) -> str:
+    """``text`` with every bidirectional embedding, override and isolate written as its
+    escape (``\\u202e``): what HTML shows of a module's or a guest's text is in the order it
+    is in. Other characters, control characters included, are left as they are."""
+    return text if text.isascii() else _BIDI_ONLY.sub(_escaped, text)

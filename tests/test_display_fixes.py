@@ -4,6 +4,8 @@
   message or an artifact's file is shown as its escape by every representation; none raises
   when the kernel encodes it, as a notebook showing it did.
 * Terminal control sequences a module wrote reach no ``text/plain``: they are escaped.
+* Bidirectional overrides and isolates a module wrote (``invoice_\\u202egnp.exe`` shows as
+  ``invoice_exe.png``) reach no text and no HTML of the host's: they are escaped too.
 * ``repr()`` and ``print()`` of an invocation are its short summary, not the dataclass's
   fields; the result's JSON is indented under ``result:``.
 * An artifact too large to embed that sits outside the folder Jupyter serves (a host's run
@@ -16,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _modules import install
+from _modules import install, write_descriptor
 from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from IPython.lib.pretty import pretty
@@ -84,6 +87,81 @@ def test_terminal_control_sequences_from_a_module_are_escaped_in_text(
         assert "\\x1b]0;pwn\\x07\\x1b[2J" in shown[name], name
     message = "said_no: " if capability == "raw.fail" else "warning: "
     assert message + "a\\ud800b \\x1b]0;pwn" in shown["text/plain"]
+
+
+#: a right-to-left override (``invoice_exe.png`` on the screen), then an isolate left open,
+#: as the JSON escapes of the module's envelope
+BIDI = "invoice_\\u202egnp.exe \\u2066tail"
+BIDI_CHARS = ("\u202e", "\u2066")
+
+
+@pytest.mark.parametrize("capability", ["raw.say", "raw.fail"])
+def test_bidirectional_overrides_from_a_module_are_escaped_in_text_and_html(
+    host: mnb.ModuleHost, capability: str
+) -> None:
+    inv = host.invoke(capability, {"escaped": BIDI})
+    said = inv.error.message if inv.error is not None else inv.warnings[-1]
+    assert "\u202e" in said  # the module really sent one: the Invocation keeps its words
+    shown = {f"Invocation {k}": v for k, v in _shown(inv).items()}
+    view = mnb.widgets.InvocationView(inv)
+    shown.update({f"InvocationView {k}": v for k, v in _shown(view).items()})
+    assert {"Invocation text/html", "InvocationView text/html", "InvocationView text/plain"} < set(
+        shown
+    )
+    for name, text in shown.items():
+        assert not any(c in text for c in BIDI_CHARS), (name, text)
+        assert "invoice_\\u202egnp.exe \\u2066tail" in text, (name, text)
+
+
+def test_a_descriptor_s_bidirectional_overrides_are_escaped_in_the_module_browser(
+    facet_home: Path, tmp_path: Path
+) -> None:
+    """A module titles its capability with an override; the browser (rows, form, text) shows
+    the title in the order it is in."""
+    folder = install(facet_home, "bidi", "raw_text")
+    described = subprocess.run([str(folder / "module"), "describe"], capture_output=True,
+                               check=True).stdout  # fmt: skip
+    descriptor = json.loads(described)["result"]
+    descriptor["module"] = "bidi"
+    for cap in descriptor["capabilities"]:
+        cap["id"] = cap["id"].replace("raw.", "bidi.")
+        cap["title"] = "Open invoice_\u202egnp.exe"
+    write_descriptor(folder, descriptor)
+    with mnb.ModuleHost(home=facet_home, artifact_store=tmp_path / "store") as h:
+        _, cap = h.capability("bidi.say")
+        assert "\u202e" in cap.title  # the host read it as sent
+        shown = _shown(mnb.widgets.ModuleBrowser(h))
+    assert {"text/plain", "text/html"} <= set(shown)
+    assert "invoice_\\u202egnp.exe" in shown["text/html"]
+    for name, text in shown.items():
+        assert not any(c in text for c in BIDI_CHARS), (name, text)
+
+
+def test_a_descriptor_s_words_in_an_error_message_show_as_escapes(
+    facet_home: Path, tmp_path: Path
+) -> None:
+    """The approval error quotes the credentials a module declares: one named with an
+    override and a terminal sequence reaches neither the message nor the notebook's
+    traceback as such (the traceback's own colour codes stay)."""
+    folder = install(facet_home, "cred", "raw_text")
+    described = subprocess.run([str(folder / "module"), "describe"], capture_output=True,
+                               check=True).stdout  # fmt: skip
+    descriptor = json.loads(described)["result"]
+    descriptor["module"] = "cred"
+    for cap in descriptor["capabilities"]:
+        cap["id"] = cap["id"].replace("raw.", "cred.")
+    descriptor["permissions"]["credentials"] = ["TOKEN_\u202eyek_ipa \x1b[8mhidden"]
+    write_descriptor(folder, descriptor)
+    with mnb.ModuleHost(home=facet_home, artifact_store=tmp_path / "store") as h:
+        with pytest.raises(mnb.ApprovalRequired) as caught:
+            h.invoke("cred.say", {"escaped": "x"})
+    assert any("\u202e" in reason for reason in caught.value.reasons)  # as the module said
+    traceback = caught.value._render_traceback_()
+    for name, text in {"str": str(caught.value), "message": caught.value.message,
+                       "traceback": "\n".join(traceback)[len(traceback[0].split(")")[0]):],
+                       }.items():  # fmt: skip
+        assert "\u202e" not in text and "\x1b[8m" not in text, (name, text)
+        assert "TOKEN_\\u202eyek_ipa \\x1b[8mhidden" in text, (name, text)
 
 
 def test_an_artifact_s_title_and_file_show_safely(host: mnb.ModuleHost) -> None:

@@ -15,9 +15,10 @@ other way round (no import cycle, not even a type-only one).
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import Protocol
+
+from murmur_nb._render.core import esc
 
 __all__ = ["BLOCKS", "ReportView", "ResultView", "report_html"]
 
@@ -78,7 +79,7 @@ def tag(status: str, text: str = "") -> str:
     return (
         f'<b class="murmur-check-tag" style="display:inline-block;padding:0 6px;'
         f"border:1px solid {COLOURS[status]};border-left-width:4px;border-radius:3px;"
-        f'color:inherit">{html.escape(text or status.upper())}</b>'
+        f'color:inherit">{esc(text or status.upper())}</b>'
     )
 
 
@@ -97,26 +98,26 @@ def headline_html(report: ReportView) -> str:
     verdict = "passes" if report.ok else "fails"
     badges = " ".join(tag(s, f"{n} {s}") for s, n in report.counts().items())
     return (
-        f'<p class="murmur-check-head" style="{_TEXT}"><b>{html.escape(report.module)}</b> '
-        f"{verdict} {html.escape(report.suite())}: {badges}<br><small>{report.duration_s:.1f} s; "
-        f"{html.escape(report.sent())}</small></p>"
+        f'<p class="murmur-check-head" style="{_TEXT}"><b>{esc(report.module)}</b> '
+        f"{verdict} {esc(report.suite())}: {badges}<br><small>{report.duration_s:.1f} s; "
+        f"{esc(report.sent())}</small></p>"
     )
 
 
 def problem_html(result: ResultView) -> str:
     """One failed or warned check: headline, then its sections one under another."""
     colour = COLOURS[result.status]
-    where = html.escape(result.where().strip(" []"))
+    where = esc(result.where().strip(" []"))
     head = (
         f'<div style="{_TEXT}">{tag(result.status)} '
-        f"<code>{html.escape(result.check)}</code>"
+        f"<code>{esc(result.check)}</code>"
         + (f' <span style="opacity:0.8">{where}</span>' if where else "")
         + "</div>"
     )
     body = "".join(section_html(label, text) for label, text in result.sections())
     return (
         f'<div class="murmur-check-item" data-status="{result.status}" '
-        f'data-check="{html.escape(result.check)}" style="{_WRAP};border-left:4px solid '
+        f'data-check="{esc(result.check)}" style="{_WRAP};border-left:4px solid '
         f'{colour};padding:4px 8px;margin:8px 0">{head}{body}</div>'
     )
 
@@ -124,17 +125,17 @@ def problem_html(result: ResultView) -> str:
 def section_html(label: str, text: str) -> str:
     body = (
         f'<pre class="murmur-check-{label.replace(" ", "-")}" style="{_PRE}">'
-        f"{html.escape(text)}</pre>"
+        f"{esc(text)}</pre>"
         if label in BLOCKS
-        else f'<div style="{_TEXT}">{html.escape(text)}</div>'
+        else f'<div style="{_TEXT}">{esc(text)}</div>'
     )
-    return f'<div class="murmur-check-label" style="{_LABEL}">{html.escape(label)}</div>{body}'
+    return f'<div class="murmur-check-label" style="{_LABEL}">{esc(label)}</div>{body}'
 
 
 def skipped_html(report: ReportView) -> str:
     items = "".join(
-        f'<li style="{_TEXT}"><code>{html.escape(", ".join(checks))}</code>: '
-        f"{html.escape(reason)}</li>"
+        f'<li style="{_TEXT}"><code>{esc(", ".join(checks))}</code>: '
+        f"{esc(reason)}</li>"
         for reason, checks in report.skipped_groups()
     )
     if not items:
@@ -148,14 +149,14 @@ def skipped_html(report: ReportView) -> str:
 
 def passes_html(report: ReportView) -> str:
     items = "".join(
-        f'<li style="{_TEXT}"><code>{html.escape(r.check)}</code>'
-        f"{html.escape(r.where())}{': ' + html.escape(r.detail) if r.detail else ''}</li>"
+        f'<li style="{_TEXT}"><code>{esc(r.check)}</code>'
+        f"{esc(r.where())}{': ' + esc(r.detail) if r.detail else ''}</li>"
         for r in report.results
         if r.status == "pass"
     )
     return (
         f'<details class="murmur-check-passes" style="{_WRAP};margin:8px 0">'
         f'<summary style="cursor:pointer">{tag("pass")} '
-        f"{html.escape(report.passes_line())}</summary>"
+        f"{esc(report.passes_line())}</summary>"
         f'<ul style="margin:2px 0;padding-left:20px">{items}</ul></details>'
     )

@@ -34,7 +34,7 @@ from typing import Any
 
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, soft_background
-from murmur_nb._sandbox.evidence import escape_control
+from murmur_nb._rules import escape_bidi, escape_control
 
 __all__ = [
     "Body",
@@ -446,8 +446,9 @@ class Rendering:
 
 def esc(text: object) -> str:
     """HTML-escape ``text`` (quotes included, so it is safe in attributes), lone surrogates
-    written as escapes (:func:`readable`)."""
-    return html.escape(readable(str(text)), quote=True)
+    (:func:`readable`) and bidirectional overrides (:func:`escape_bidi`) written as escapes:
+    every page of murmur-nb shows a module's, a guest's or a record's words this way."""
+    return html.escape(escape_bidi(readable(str(text))), quote=True)
 
 
 def format_size(n: int) -> str:

@@ -9,10 +9,10 @@ rest is missing on that side because of it, which is not a second difference.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from murmur_nb._render.core import esc
 from murmur_nb._replay.chart import totals_chart
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ def comparison_html(comparison: ReplayComparison) -> str:
     chart = totals_chart((comparison.left, comparison.right), comparison.totals())
     return (
         '<div class="murmur-comparison" style="max-width:100%;box-sizing:border-box;'
-        f'overflow-wrap:anywhere">{chart}<p><b>{html.escape(comparison.summary())}</b></p>'
+        f'overflow-wrap:anywhere">{chart}<p><b>{esc(comparison.summary())}</b></p>'
         + ("<p><small>Only the columns that differ, one line per hook; differing values in "
            "bold, underlined; a cut value shows whole on hover, every column is in "
            ".differences</small></p>" if len(shown) else "")
@@ -264,7 +264,7 @@ def _short(text: str) -> str:
     a tooltip."""
     if len(text) <= CELL_CHARS:
         return _breakable(text)
-    return (f'<span title="{html.escape(text)}">{_breakable(text[: CELL_CHARS - 1])}'
+    return (f'<span title="{esc(text)}">{_breakable(text[: CELL_CHARS - 1])}'
             "\u2026</span>")  # fmt: skip
 
 
@@ -273,7 +273,7 @@ def _breakable(text: str) -> str:
     of :data:`WORD_CHARS` characters that has no space or hyphen to break at."""
     out, run = [], 0
     for char in text:
-        out.append(html.escape(char))
+        out.append(esc(char))
         run = 0 if char.isspace() or char == "-" else run + 1
         if char == "_" or run >= WORD_CHARS:
             out.append("<wbr>")

@@ -3,7 +3,9 @@
 * **Bounded and escaped.** The tail is the last :data:`TAIL_LINES` lines of stderr within
   :data:`TAIL_BYTES`; the head is the first :data:`HEAD_BYTES` of stdout. Control characters
   other than newline and tab are written as ``\\x1b``-style escapes, so a module cannot clear
-  the screen, move the cursor or hide text in the host's message, widget or log.
+  the screen, move the cursor or hide text in the host's message, widget or log; so are the
+  bidirectional embeddings, overrides and isolates (``\\u202e``), with
+  which text shows in an order other than the one it is in.
 * **A signal is named.** A process killed by a signal has a negative return code from
   :mod:`subprocess`; a sandbox launcher (bubblewrap) re-exits with ``128 + signal``. Both are
   said as ``SIGSEGV`` (and the status), so "it crashed" reads as such.
@@ -13,25 +15,18 @@
 
 from __future__ import annotations
 
-import re
 import signal
 from dataclasses import dataclass
 
-__all__ = ["HEAD_BYTES", "TAIL_BYTES", "TAIL_LINES", "RunEvidence", "escape_control", "signal_name"]
+from murmur_nb._rules import escape_control
+
+__all__ = ["HEAD_BYTES", "TAIL_BYTES", "TAIL_LINES", "RunEvidence", "signal_name"]
 
 #: the last lines of stderr kept as evidence, and their byte bound
 TAIL_LINES = 20
 TAIL_BYTES = 4096
 #: the first bytes of a standard output that was not an envelope
 HEAD_BYTES = 512
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def escape_control(text: str) -> str:
-    """``text`` with every control character but newline and tab escaped (``\\x1b``)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
-
 
 def signal_name(returncode: int | None) -> str:
     """``SIGKILL`` for a process a signal ended (``-9``, or ``137`` from a launcher); else

@@ -10,7 +10,6 @@ so it keeps the theme's contrast. The required-field mark is :func:`field_label`
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import re
@@ -18,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ipywidgets as w
+
+from murmur_nb._render.core import esc, printable
 
 __all__ = [
     "TextView",
@@ -85,11 +86,6 @@ def field_label(title: str, *, required: bool) -> str:
     """A form field's title in bold, with the one red ``*`` of a required field."""
     mark = f' <span style="color:{tone_colour("error")}">*</span>' if required else ""
     return f"<b>{esc(title)}</b>{mark}"
-
-
-def esc(text: object) -> str:
-    """HTML-escape any value's ``str``."""
-    return html.escape(str(text), quote=True)
 
 
 def badge(text: str, tone: str = "muted", title: str = "") -> str:
@@ -226,13 +222,15 @@ def effect_words(effects: Any) -> list[str]:
 
 
 class TextView(w.VBox):  # type: ignore[misc]
-    """A VBox whose ``repr`` and ``text/plain`` are a readable, stable summary."""
+    """A VBox whose ``repr`` and ``text/plain`` are a readable, stable summary, with what a
+    module, a guest or a record wrote in it (control sequences, bidirectional overrides, a
+    lone surrogate) written as escapes (:func:`~murmur_nb._render.core.printable`)."""
 
     def text(self) -> str:  # pragma: no cover - every subclass overrides it
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        return self.text()
+        return printable(self.text())
 
     def static_html(self) -> str:
         """The widget's content as plain HTML: every HTML child and every output, in order."""
@@ -240,7 +238,7 @@ class TextView(w.VBox):  # type: ignore[misc]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle: dict[str, Any] = dict(super()._repr_mimebundle_(**kwargs) or {})
-        bundle["text/plain"] = self.text()
+        bundle["text/plain"] = printable(self.text())
         bundle["text/html"] = self.static_html()
         return bundle
 
