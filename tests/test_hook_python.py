@@ -14,6 +14,7 @@ import pwd
 import shutil
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -472,3 +473,78 @@ def test_as_root_a_componentize_js_planted_by_another_account_never_runs(
         assert record.read_text().strip() != ""
     assert not marker.exists()
     root_made_nothing_in(theirs / ".cache")
+
+
+#: run by the test account while root builds: every 5 ms, every new entry of the temporary
+#: folder is walked and each file in it read; prints what it read, and what it could not,
+#: once its standard input closes
+WATCH = """\
+import json, os, select, sys, time
+top, marker = sys.argv[1], sys.argv[2].encode()
+before = set(os.listdir(top))
+print("ready", flush=True)
+read, refused, polls = {}, set(), 0
+while not select.select([sys.stdin], [], [], 0)[0]:
+    polls += 1
+    for name in set(os.listdir(top)) - before:
+        walk = os.walk(os.path.join(top, name), onerror=lambda e: refused.add(e.filename))
+        for folder, _, files in walk:
+            for file in files:
+                path = os.path.join(folder, file)
+                try:
+                    with open(path, "rb") as handle:
+                        read[path] = read.get(path) or marker in handle.read()
+                except OSError:
+                    refused.add(path)
+    time.sleep(0.005)
+print(json.dumps({"read": read, "refused": sorted(refused), "polls": polls}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another account against a root kernel")
+@pytest.mark.skipif(shutil.which("npm") is None or shutil.which("node") is None,
+                    reason="needs Node.js and npm")  # fmt: skip
+def test_another_account_cannot_read_a_javascript_hook_while_root_builds_it(
+    tmp_path: Path,
+) -> None:
+    """A red-team trial: componentize-js writes the hook's source into a folder it makes in
+    the temporary folder with the umask's mode (``/tmp/<12 hex>/sources/``, ``0755`` and
+    ``0644``), and another account polling ``/tmp`` read it while root built. The build's
+    temporary folder is now a ``0700`` folder of the kernel's. Internal call: the
+    JavaScript builder has no public name."""
+    from _users import REPO, passage_for  # the test account's way to this interpreter
+
+    from murmur_nb._hooks.build import build_js_hook  # private: no public JavaScript builder
+
+    marker = f"SECRET-{os.urandom(8).hex()}"  # also makes the build a new one (not cached)
+    source = tmp_path / "hook" / "secret.js"
+    source.parent.mkdir()
+    source.write_text(
+        f"// {marker}\nexport const handlers = "
+        "{ onTaskStart(e) { return 'js'; }, onCompact(m) { return m; } };\n"
+    )
+    scratch = tmp_path / "watcher"
+    scratch.mkdir()
+    give_to_the_test_user(scratch)
+    python = Path(sys.executable)
+    uid = test_user()
+    with (
+        passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]),
+        subprocess.Popen(
+            [sys.executable, "-S", "-c", WATCH, tempfile.gettempdir(), marker],
+            user=uid, group=uid, extra_groups=[], cwd=scratch, stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(scratch)}, text=True,
+        ) as watcher,
+    ):  # fmt: skip
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline().strip() == "ready"
+        try:
+            built = build_js_hook(source)
+        finally:
+            out, _ = watcher.communicate(timeout=60)  # closes its input: it stops
+    seen = json.loads(out)
+    assert built.read_bytes()[:4] == b"\0asm"
+    assert seen["polls"] > 10, seen  # it looked all through the build
+    leaked = [path for path, found in seen["read"].items() if found]
+    assert leaked == [], leaked  # before: ['/tmp/<12 hex>/out.wasm'] (sources/ is read once)

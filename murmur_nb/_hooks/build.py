@@ -18,6 +18,11 @@ user's ``HOME``; a root container may be given a user's) it builds, and installs
 toolchain, into a fresh private folder of this process (removed at exit) and leaves the other
 folder alone; npm then reads no ``~/.npmrc`` that anyone else could write (it names the
 registry the toolchain comes from).
+
+Both tools run with their temporary folder (``TMPDIR``) a ``0700`` folder of this process's
+own (:func:`_tool_env`): componentize-js writes the hook's source and its build into a
+folder it makes there with the umask's mode, which in ``/tmp`` every account could read
+while the build ran.
 """
 
 from __future__ import annotations
@@ -75,6 +80,15 @@ def _private(name: str) -> Path:
     folder = _private_folder() / name
     folder.mkdir(mode=0o700, exist_ok=True)
     return folder
+
+
+def _tool_env() -> dict[str, str]:
+    """The environment of a build tool: this process's, with the temporary folder (``TMPDIR``,
+    ``TMP``, ``TEMP``) this process's private ``tmp``, so what a tool writes there is for no
+    other account (componentize-js's work folder is ``0755``, the hook's source in it
+    ``0644``; componentize-py unpacks its standard library there)."""
+    tmp = str(_private("tmp"))
+    return {**os.environ, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
 
 
 def _cache_folder(name: str) -> Path:
@@ -198,7 +212,7 @@ def _componentize_py(source: Path, tmp: Path) -> None:
         "-o",
         str(tmp),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=_tool_env())
     if done.returncode != 0 or not tmp.is_file():
         output = (done.stderr or done.stdout).split("Stack backtrace:")[0].strip()
         raise HookError(
@@ -256,12 +270,13 @@ def build_demo_hook(dest_dir: str | os.PathLike[str]) -> Path:
     return build_python_hook(DEMO_HOOK_SOURCE, output=Path(dest_dir) / "hooks" / "summarize.wasm")
 
 
-def _run_tool(command: list[str], what: str, cwd: Path | None = None) -> None:
+def _run_tool(
+    command: list[str], what: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> None:
     """Run a build tool; a failure is a ``hook_build_failed`` with the tool's output."""
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, check=False, cwd=cwd, stdin=subprocess.DEVNULL
-        )
+        done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd,
+                              stdin=subprocess.DEVNULL, env=env)  # fmt: skip
     except OSError as exc:
         raise HookError(
             f"{what}: could not run {command[0]}: {exc}", code="hook_build_failed"
@@ -440,6 +455,7 @@ def _componentize_js(node: str, source: Path, tmp: Path) -> None:
             str(tmp),
         ],
         f"componentize-js could not build {source}",
+        env=_tool_env(),
     )
     if not tmp.is_file():
         raise HookError(
