@@ -60,6 +60,7 @@ from murmur_nb._exceptions import (
     ModuleNotFound,
     ProtocolViolation,
 )
+from murmur_nb._files.scratch import temp_folder
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
@@ -214,7 +215,7 @@ def check_module(
     """
     source = module_folder(module, home)
     started = time.perf_counter()
-    scratch = Path(tempfile.mkdtemp(prefix="murmur-nb-check-"))
+    scratch = Path(tempfile.mkdtemp(prefix="murmur-nb-check-", dir=temp_folder()))
     report = CheckReport(module=source.name, path=source, examples=examples, seed=seed)
     try:
         facet_home = scratch / "home"

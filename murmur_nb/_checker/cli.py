@@ -61,7 +61,7 @@ from murmur_nb._exceptions import (
     ModuleNotFound,
     ProtocolViolation,
 )
-from murmur_nb._files.scratch import remove_tree
+from murmur_nb._files.scratch import remove_tree, temp_folder
 from murmur_nb._modules.approval import APPROVE_IN_PYTHON
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation, ModuleInfo
@@ -567,7 +567,7 @@ def _facet_home(args: argparse.Namespace) -> Iterator[Path]:
         yield Path(args.home) if args.home else facet_studio_home()
         return
     folder = Path(args.module_dir).expanduser().resolve()
-    home = Path(tempfile.mkdtemp(prefix="murmur-nb-module-dir-"))
+    home = Path(tempfile.mkdtemp(prefix="murmur-nb-module-dir-", dir=temp_folder()))
     try:
         (home / "modules").mkdir()
         (home / "modules" / folder.name).symlink_to(folder, target_is_directory=True)

@@ -17,6 +17,12 @@ renamed), so a folder being made is never taken for an abandoned one. Only folde
 user are looked at, never a link, and a folder without a lock file (made by an older version,
 or being made) is left alone. A lock held on a shared file system works across containers
 and PID namespaces, where a process id would not say whether its owner lives.
+
+The folders go in Python's temporary folder (``TMPDIR``), but a root process's only where
+nobody else can move what it makes (:func:`temp_folder`): ``sudo -E`` keeps a user's
+``TMPDIR`` (``pam_tmpdir`` gives every user one of their own), and that user could rename a
+folder root made there and put their own in its place, with the sandbox helper root runs
+next in it. There a root process uses ``/tmp`` (or ``/var/tmp``) instead.
 """
 
 from __future__ import annotations
@@ -32,7 +38,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["LOCK", "Settle", "owned_folder", "process_folder", "release", "remove_tree", "sweep"]
+from murmur_nb._files.trust import nobody_else_can_write
+
+__all__ = [
+    "LOCK", "Settle", "owned_folder", "process_folder", "release", "remove_tree", "sweep",
+    "temp_folder",
+]  # fmt: skip
 
 #: the lock file in each folder, held by the folder's process
 LOCK = ".owner.lock"
@@ -45,11 +56,40 @@ _held_lock = threading.Lock()
 Settle = Callable[[Path], None]
 
 
+def temp_folder() -> Path:
+    """The temporary folder this process makes its folders in: Python's
+    (:func:`tempfile.gettempdir`: ``TMPDIR``, else ``/tmp``), unless this is a root process
+    and someone else could move what it makes there (:func:`_root_keeps`); then ``/tmp`` or
+    ``/var/tmp``, the first that root keeps."""
+    base = Path(tempfile.gettempdir())
+    if os.geteuid() != 0 or _root_keeps(base):
+        return base
+    for other in (Path("/tmp"), Path("/var/tmp")):
+        if _root_keeps(other):
+            return other
+    return base  # no better place on this machine
+
+
+def _root_keeps(folder: Path) -> bool:
+    """Whether what root makes in ``folder`` stays as made: ``folder`` is root's, no link,
+    open to nobody else's writes unless sticky (``/tmp``: only an entry's owner may move it),
+    and nobody else can write a folder above it."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    if stat.S_ISLNK(st.st_mode) or st.st_uid != 0 or not stat.S_ISDIR(st.st_mode):
+        return False
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        return False
+    return folder.parent == folder or nobody_else_can_write(folder.parent)
+
+
 def owned_folder(prefix: str, *, settle: Settle | None = None) -> Path:
-    """A new ``0700`` folder in the temporary folder, locked by this process (abandoned
+    """A new ``0700`` folder in :func:`temp_folder`, locked by this process (abandoned
     folders of the same ``prefix`` settled and removed first); :func:`release` removes it."""
     sweep(prefix, settle=settle)
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=temp_folder()))
     fd, named = tempfile.mkstemp(dir=folder, prefix=".lock-")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -87,7 +127,7 @@ def release(folder: Path) -> None:
 def sweep(prefix: str, where: Path | None = None, *, settle: Settle | None = None) -> list[Path]:
     """Remove the folders named ``prefix*`` in ``where`` (the temporary folder) whose owner
     is gone (their lock can be taken), each passed to ``settle`` first; the folders removed."""
-    base = where if where is not None else Path(tempfile.gettempdir())
+    base = where if where is not None else temp_folder()
     me = os.geteuid()
     removed: list[Path] = []
     for folder in base.glob(f"{prefix}*"):

@@ -19,8 +19,8 @@ toolchain, into a fresh private folder of this process (removed at exit) and lea
 folder alone; npm then reads no ``~/.npmrc`` that anyone else could write (it names the
 registry the toolchain comes from).
 
-Both tools run with their temporary folder (``TMPDIR``) a ``0700`` folder of this process's
-own (:func:`_tool_env`): componentize-js writes the hook's source and its build into a
+Both tools (and npm) run with their temporary folder (``TMPDIR``) a ``0700`` folder of this
+process's own (:func:`_tool_env`): componentize-js writes the hook's source and its build into a
 folder it makes there with the umask's mode, which in ``/tmp`` every account could read
 while the build ran.
 """
@@ -391,6 +391,7 @@ def _npm_install(root: Path, home: Path) -> None:
             ],
             f"npm install {_CJS_PACKAGE}@{COMPONENTIZE_JS} {_SHIM_PACKAGE}@{PREVIEW2_SHIM}",
             cwd=tmp,
+            env=_tool_env(),
         )
         try:
             tmp.rename(home)

@@ -32,7 +32,6 @@ import secrets
 import shutil
 import stat
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
@@ -134,7 +133,7 @@ def _hold(uid: int) -> bool:
         # every dead kernel's hold goes, not only this uid's: a kernel killed with SIGKILL
         # (as nbval stops its kernels) left its own for good, one more with each kill
         scratch.sweep(_HOLDS)
-        if any(Path(tempfile.gettempdir()).glob(f"{prefix}*")):
+        if any(scratch.temp_folder().glob(f"{prefix}*")):
             return False  # a live kernel's (or one being made)
         scratch.process_folder(prefix)
     except OSError:

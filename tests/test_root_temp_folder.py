@@ -1,0 +1,123 @@
+"""A root kernel's temporary folders are never where another account can move them.
+
+``sudo -E`` keeps a user's ``TMPDIR`` (``pam_tmpdir`` gives each user a ``0700`` one of their
+own). A root kernel made its private folders there: its runs folder, and, with that user's
+``HOME`` too (its caches untrusted), the sandbox helpers it compiles and then runs as root.
+The folder's owner can rename any entry of it: a red-team trial let the test account swap
+each ``murmur-nb-*`` folder root made for one of its own, and root went on writing (and
+running) in the account's folder. A root kernel now makes them in ``/tmp`` (sticky: only an
+entry's owner may move it) when ``TMPDIR`` is not root's to keep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from _modules import install
+from _users import REPO, passage_for, rerun, test_user
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="another account against root")
+
+#: the test account, polling its own temporary folder: each folder root makes there is
+#: moved aside and one of the account's own (open to all) put under its name; prints what
+#: it swapped once its standard input closes
+SWAP = """\
+import json, os, select, sys, time
+top = sys.argv[1]
+print("ready", flush=True)
+swapped = []
+while not select.select([sys.stdin], [], [], 0)[0]:
+    for name in os.listdir(top):
+        path = os.path.join(top, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_uid == 0 and name.startswith("murmur-nb"):
+            try:
+                os.rename(path, os.path.join(top, "moved-" + name))
+                os.mkdir(path, 0o777)
+                os.chmod(path, 0o777)
+                swapped.append(name)
+            except OSError:
+                pass
+    time.sleep(0.001)
+print(json.dumps(swapped))
+"""
+
+#: the root kernel: one sandboxed call of a fixture module (the default policy)
+KERNEL = """\
+import json, sys, tempfile
+import murmur_nb as mnb
+with mnb.ModuleHost(home=sys.argv[1]) as host:
+    inv = host.invoke("plain.echo", {"count": 1})
+    print(json.dumps({"ok": inv.ok, "temp": tempfile.gettempdir()}))
+"""
+
+
+def _give(folder: Path, mode: int) -> None:
+    uid = test_user()
+    os.chown(folder, uid, pwd.getpwuid(uid).pw_gid)
+    folder.chmod(mode)
+
+
+def test_a_root_kernel_makes_nothing_in_another_accounts_tmpdir(tmp_path: Path) -> None:
+    theirs_tmp = Path(tempfile.mkdtemp(prefix="mnb-their-tmp-"))
+    theirs_home = Path(tempfile.mkdtemp(prefix="mnb-their-home-"))
+    try:
+        _give(theirs_tmp, 0o700)  # as pam_tmpdir makes it
+        _give(theirs_home, 0o755)
+        home = tmp_path / "facet"
+        install(home, "plain")
+        env = {**os.environ, "TMPDIR": str(theirs_tmp), "HOME": str(theirs_home)}
+        for name in ("MURMUR_NB_CACHE", "XDG_CACHE_HOME", "MURMUR_NB_ZYGOTE"):
+            env.pop(name, None)
+        uid, python = test_user(), Path(sys.executable)
+        with (
+            passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]),
+            subprocess.Popen(
+                [sys.executable, "-S", "-c", SWAP, str(theirs_tmp)], user=uid, group=uid,
+                extra_groups=[], cwd=theirs_tmp, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, text=True,
+            ) as attacker,
+        ):  # fmt: skip
+            assert attacker.stdout is not None
+            assert attacker.stdout.readline().strip() == "ready"
+            try:
+                kernel = subprocess.run(
+                    [sys.executable, "-c", KERNEL, str(home)], env=env, cwd=tmp_path,
+                    capture_output=True, text=True, timeout=240, check=False,
+                )  # fmt: skip
+            finally:
+                out, _ = attacker.communicate(timeout=60)
+        # before: the account swapped root's runs folder as it was made (['murmur-nb-runs-
+        # ...']), and root went on in the account's folder (here it failed to lock it)
+        swapped = json.loads(out)
+        assert swapped == [], (swapped, kernel.stderr[-2000:])
+        roots = [p for p in theirs_tmp.rglob("*") if p.lstat().st_uid == 0]
+        assert roots == [], roots
+        assert kernel.returncode == 0, kernel.stderr[-3000:]
+        said = json.loads(kernel.stdout.strip().splitlines()[-1])
+        assert said["ok"], said
+        assert said["temp"] == str(theirs_tmp)  # what Python calls the temporary folder
+    finally:
+        shutil.rmtree(theirs_tmp, ignore_errors=True)
+        shutil.rmtree(theirs_home, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
+def test_the_same_holds_for_a_root_kernel_in_a_default_docker_container() -> None:
+    """The test above, run again inside the default-Docker harness (``tests/_container.py``:
+    its capabilities and its seccomp profile's effect) as root."""
+    code, tail = rerun(["tests/test_root_temp_folder.py"], user=False, docker=True,
+                       deselect="not default_docker_container")  # fmt: skip
+    assert code == 0 and "1 passed" in tail, tail
