@@ -1,4 +1,4 @@
-"""A root kernel's temporary folders are never where another account can move them.
+"""A root kernel's temporary folders and tools are never where another account can move them.
 
 ``sudo -E`` keeps a user's ``TMPDIR`` (``pam_tmpdir`` gives each user a ``0700`` one of their
 own). A root kernel made its private folders there: its runs folder, and, with that user's
@@ -7,6 +7,9 @@ The folder's owner can rename any entry of it: a red-team trial let the test acc
 each ``murmur-nb-*`` folder root made for one of its own, and root went on writing (and
 running) in the account's folder. A root kernel now makes them in ``/tmp`` (sticky: only an
 entry's owner may move it) when ``TMPDIR`` is not root's to keep.
+
+The same for ``PATH``: a root kernel ran ``bwrap`` and ``node`` from the first folder naming
+them, the account's; now only ones nobody else can replace.
 """
 
 from __future__ import annotations
@@ -113,11 +116,73 @@ def test_a_root_kernel_makes_nothing_in_another_accounts_tmpdir(tmp_path: Path) 
         shutil.rmtree(theirs_home, ignore_errors=True)
 
 
+#: stands in for a tool on the account's PATH folder: says who ran it, then runs the real one
+PLANT = """\
+#!/bin/sh
+echo "$(id -u) $0" >> {marker}
+exec {real} "$@"
+"""
+
+#: the root kernel: one sandboxed call and a JavaScript hook build
+TOOLS = """\
+import json, sys
+import murmur_nb as mnb
+from murmur_nb._hooks.build import build_js_hook  # private: no public JavaScript builder
+with mnb.ModuleHost(home=sys.argv[1]) as host:
+    inv = host.invoke("plain.echo", {"count": 1})
+    built = build_js_hook(sys.argv[2]) if sys.argv[2] else None
+    print(json.dumps({"ok": inv.ok, "sandbox": host.sandbox.mode, "built": str(built)}))
+"""
+
+
+@pytest.mark.parametrize("tool", ["bwrap", "node"])
+def test_a_root_kernel_runs_no_tool_from_another_accounts_path_folder(
+    tmp_path: Path, tool: str
+) -> None:
+    """A red-team trial: ``PATH`` named a folder of the test account's first (``sudo
+    --preserve-env``; an image whose ``bin`` folder its notebook user owns), and a root
+    kernel ran the account's ``bwrap`` (every call's sandbox, made as root) and ``node``
+    (a JavaScript hook's build) from it. Now it passes over what anyone else could replace."""
+    real = shutil.which(tool, path="/usr/bin:/bin")
+    if real is None or (tool == "node" and shutil.which("npm", path="/usr/bin:/bin") is None):
+        pytest.skip(f"needs {tool}")
+    theirs_bin = Path(tempfile.mkdtemp(prefix="mnb-their-bin-"))
+    try:
+        marker = tmp_path / "ran"
+        plant = theirs_bin / tool
+        plant.write_text(PLANT.format(marker=marker, real=real))
+        plant.chmod(0o755)
+        _give(theirs_bin, 0o755)
+        os.chown(plant, test_user(), -1)
+        home = tmp_path / "facet"
+        install(home, "plain")
+        source = ""
+        if tool == "node":
+            hook = tmp_path / "hook" / "planted_path.js"
+            hook.parent.mkdir()
+            hook.write_text(f"// {os.urandom(8).hex()}: a new build, not a cached one\n"
+                            "export const handlers = { onTaskStart(e) { return 'js'; }, "
+                            "onCompact(m) { return m; } };\n")  # fmt: skip
+            source = str(hook)
+        env = {**os.environ, "PATH": f"{theirs_bin}:/usr/bin:/bin"}
+        env.pop("MURMUR_NB_ZYGOTE", None)
+        kernel = subprocess.run([sys.executable, "-c", TOOLS, str(home), source], env=env,
+                                cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                                check=False)  # fmt: skip
+        ran = marker.read_text() if marker.exists() else ""
+        assert ran == "", ran  # before: "0 /tmp/mnb-their-bin-.../bwrap" (root ran it)
+        assert kernel.returncode == 0, kernel.stderr[-3000:]
+        said = json.loads(kernel.stdout.strip().splitlines()[-1])
+        assert said["ok"] and said["sandbox"] != "off", said
+    finally:
+        shutil.rmtree(theirs_bin, ignore_errors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
 def test_the_same_holds_for_a_root_kernel_in_a_default_docker_container() -> None:
-    """The test above, run again inside the default-Docker harness (``tests/_container.py``:
-    its capabilities and its seccomp profile's effect) as root."""
+    """This file's other tests, run again inside the default-Docker harness
+    (``tests/_container.py``: its capabilities and its seccomp profile's effect) as root."""
     code, tail = rerun(["tests/test_root_temp_folder.py"], user=False, docker=True,
                        deselect="not default_docker_container")  # fmt: skip
-    assert code == 0 and "1 passed" in tail, tail
+    assert code == 0 and "3 passed" in tail, tail

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["nobody_else_can_write", "trusted_folder"]
+__all__ = ["nobody_else_can_write", "trusted_folder", "trusted_which"]
 
 
 def nobody_else_can_write(path: Path) -> bool:
@@ -61,3 +62,36 @@ def trusted_folder(shared: Path, private: Callable[[], Path]) -> Path:
         if nobody_else_can_write(shared):
             return shared
     return private()
+
+
+def trusted_which(name: str) -> str | None:
+    """``shutil.which(name)``, but for a root process the first ``name`` on ``PATH`` that
+    nobody else can write nor replace (:func:`nobody_else_can_write`, the file and every
+    folder above it): a root kernel runs it unconfined, and ``PATH`` may name another
+    account's folder first (``sudo --preserve-env``, an image whose ``bin`` folder its user
+    owns). An untrusted one earlier on ``PATH`` is passed over, not run."""
+    if os.geteuid() != 0:
+        return shutil.which(name)
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if not folder:
+            continue
+        found = shutil.which(name, path=folder)
+        if found is not None and _trusted_chain(found):
+            return found
+    return None
+
+
+def _trusted_chain(path: str) -> bool:
+    """Whether nobody else can write the folder of ``path``, of each link it leads through
+    (``/usr/bin/node`` -> ``/etc/alternatives/node`` -> ...), nor the file it ends at."""
+    current = Path(os.path.abspath(path))  # noqa: PTH100 - no link resolved
+    try:
+        for _ in range(40):  # the kernel's own bound on links followed
+            if not nobody_else_can_write(current.parent):
+                return False
+            if not current.is_symlink():
+                return nobody_else_can_write(current)
+            current = Path(os.path.normpath(current.parent / current.readlink()))
+    except OSError:
+        pass
+    return False

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from murmur_nb._exceptions import HookError, MissingDependency
 from murmur_nb._files.scratch import process_folder
-from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
+from murmur_nb._files.trust import nobody_else_can_write, trusted_folder, trusted_which
 from murmur_nb._rules import cache_dir, sha256_file
 
 __all__ = [
@@ -289,7 +289,7 @@ def _run_tool(
 
 
 def _node_tool(name: str) -> str:
-    found = shutil.which(name)
+    found = trusted_which(name)  # for a root kernel, one nobody else can replace
     if found is None:
         raise HookError(
             f"building a JavaScript hook needs Node.js and npm, and `{name}` is not on PATH; "

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable
 from murmur_nb._files.beneath import real_path
+from murmur_nb._files.trust import nobody_else_can_write, trusted_which
 from murmur_nb._sandbox import access, helpers, identity, interpreter, landlock, netguard, seccomp
 from murmur_nb._sandbox import zygote as zygote_
 from murmur_nb.protocol import Root
@@ -155,10 +156,13 @@ class _Probe:
 
 
 def _probe_bwrap() -> tuple[str | None, str]:
-    found = shutil.which("bwrap") or ("/usr/bin/bwrap" if Path("/usr/bin/bwrap").exists() else None)
+    # a root kernel runs bwrap unconfined: only one nobody else can write or replace
+    found = trusted_which("bwrap") or (
+        "/usr/bin/bwrap" if nobody_else_can_write(Path("/usr/bin/bwrap")) else None)
     if found is None:
-        return None, "bwrap not found on PATH"
-    true = shutil.which("true") or "/bin/true"
+        return None, ("bwrap not found on PATH" if os.geteuid() != 0 or shutil.which("bwrap")
+                      is None else "bwrap not found on PATH where only root can write it")
+    true = trusted_which("true") or "/bin/true"
     # the same namespaces and a fresh /proc, as each run will need (some containers allow
     # the namespaces but not the proc mount)
     try:
