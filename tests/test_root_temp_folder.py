@@ -9,7 +9,9 @@ running) in the account's folder. A root kernel now makes them in ``/tmp`` (stic
 entry's owner may move it) when ``TMPDIR`` is not root's to keep.
 
 The same for ``PATH``: a root kernel ran ``bwrap`` and ``node`` from the first folder naming
-them, the account's; now only ones nobody else can replace.
+them, the account's; now only ones nobody else can replace. And for the C compiler that
+builds the sandbox's helpers: it kept its files in the account's ``TMPDIR`` and opened them
+again by name; now they are in the helpers' own folder.
 """
 
 from __future__ import annotations
@@ -178,6 +180,90 @@ def test_a_root_kernel_runs_no_tool_from_another_accounts_path_folder(
         shutil.rmtree(theirs_bin, ignore_errors=True)
 
 
+#: the test account, watching its own temporary folder with inotify: each file root's C
+#: compiler makes there (``cc*.s``, ``cc*.o``) is replaced, before the compiler's next step
+#: opens it by name, by a link to ``victim``; prints what it replaced once its input closes
+CLOBBER = """\
+import ctypes, json, os, select, struct, sys
+top, victim = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_NONBLOCK)
+assert fd >= 0 and libc.inotify_add_watch(fd, top.encode(), 0x100) >= 0  # IN_CREATE
+print("ready", flush=True)
+replaced = []
+while True:
+    ready = select.select([fd, sys.stdin], [], [], 1)[0]
+    if sys.stdin in ready:
+        break
+    if fd not in ready:
+        continue
+    data = os.read(fd, 65536)
+    while data:
+        _, _, _, size = struct.unpack_from("iIII", data)
+        name = data[16:16 + size].rstrip(b"\\0").decode()
+        data = data[16 + size:]
+        path = os.path.join(top, name)
+        if name.startswith("cc") and os.path.exists(path) and os.lstat(path).st_uid == 0:
+            try:
+                os.unlink(path)
+                os.symlink(victim, path)
+                replaced.append(name)
+            except OSError:
+                pass
+print(json.dumps(replaced))
+"""
+
+
+def test_a_root_kernel_compiles_its_helpers_where_no_other_account_can_reach(
+    tmp_path: Path,
+) -> None:
+    """A red-team trial: a root kernel whose caches it cannot trust compiles the sandbox's C
+    helpers (and runs them as root); the compiler kept its files in ``TMPDIR``, the test
+    account's, and opened them again by name. The account put a link to a file of root's
+    in place of each as it was made: the compiler wrote assembly into that file as root
+    (and would have assembled, linked and handed root the account's code). The compiler's
+    temporary folder is now the helpers' own folder, which nobody else can write."""
+    victim = tmp_path / "victim"
+    victim.write_text("root's file, unchanged\n")
+    theirs_tmp = Path(tempfile.mkdtemp(prefix="mnb-their-tmp-"))
+    theirs_home = Path(tempfile.mkdtemp(prefix="mnb-their-home-"))
+    try:
+        _give(theirs_tmp, 0o700)
+        _give(theirs_home, 0o755)
+        home = tmp_path / "facet"
+        install(home, "plain")
+        env = {**os.environ, "TMPDIR": str(theirs_tmp), "HOME": str(theirs_home)}
+        for name in ("MURMUR_NB_CACHE", "XDG_CACHE_HOME", "MURMUR_NB_ZYGOTE"):
+            env.pop(name, None)  # the helpers are compiled in this kernel, not taken
+        uid, python = test_user(), Path(sys.executable)
+        with (
+            passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]),
+            subprocess.Popen(
+                [sys.executable, "-S", "-c", CLOBBER, str(theirs_tmp), str(victim)],
+                user=uid, group=uid, extra_groups=[], cwd=theirs_tmp, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, text=True,
+            ) as attacker,
+        ):  # fmt: skip
+            assert attacker.stdout is not None
+            assert attacker.stdout.readline().strip() == "ready"
+            try:
+                kernel = subprocess.run(
+                    [sys.executable, "-c", KERNEL, str(home)], env=env, cwd=tmp_path,
+                    capture_output=True, text=True, timeout=240, check=False,
+                )  # fmt: skip
+            finally:
+                out, _ = attacker.communicate(timeout=60)
+        replaced = json.loads(out)
+        # before: the account replaced every cc*.s and cc*.o, and the victim held assembly
+        assert victim.read_text() == "root's file, unchanged\n"
+        assert replaced == [], replaced
+        assert kernel.returncode == 0, kernel.stderr[-3000:]
+        assert json.loads(kernel.stdout.strip().splitlines()[-1])["ok"]
+    finally:
+        shutil.rmtree(theirs_tmp, ignore_errors=True)
+        shutil.rmtree(theirs_home, ignore_errors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
 def test_the_same_holds_for_a_root_kernel_in_a_default_docker_container() -> None:
@@ -185,4 +271,4 @@ def test_the_same_holds_for_a_root_kernel_in_a_default_docker_container() -> Non
     (``tests/_container.py``: its capabilities and its seccomp profile's effect) as root."""
     code, tail = rerun(["tests/test_root_temp_folder.py"], user=False, docker=True,
                        deselect="not default_docker_container")  # fmt: skip
-    assert code == 0 and "3 passed" in tail, tail
+    assert code == 0 and "4 passed" in tail, tail

@@ -8,6 +8,11 @@ every folder above it belong to this user or root and can be changed by nobody e
 :func:`murmur_nb._files.trust.nobody_else_can_write`, the rule every cache uses).
 Otherwise (a cache another account owns or can write: ``sudo -E``, a root container whose
 ``HOME`` is a user's) it is built again into a fresh private folder for this process.
+
+The compiler keeps its own files (``cc*.s``, ``cc*.o``) in that same folder, not in
+``TMPDIR``: it opens them again by name, following links, so whoever could write ``TMPDIR``
+(``sudo -E`` keeps a user's) could have it write into any file of root's, or assemble and
+link their code into the helper root runs next.
 """
 
 from __future__ import annotations
@@ -57,9 +62,10 @@ def built(
         return None
     target = folder() / f"{name}-{key}"  # where nobody else can write
     partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    env = {**os.environ, "TMPDIR": str(target.parent)}  # the compiler's files: there too
     for flags in builds:
         made = subprocess.run([cc, "-O2", *flags, "-o", str(partial), str(source)],
-                              capture_output=True, check=False, timeout=60)  # fmt: skip
+                              capture_output=True, check=False, timeout=60, env=env)  # fmt: skip
         if made.returncode == 0 and works(partial):
             partial.chmod(0o755)
             partial.replace(target)  # probed just now, as it was built
