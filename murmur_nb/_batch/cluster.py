@@ -59,7 +59,7 @@ from murmur_nb._batch.local import ROWS_PER_CORE, run_row
 from murmur_nb._batch.payload import DigestRefused, Payload, install, payload_of
 from murmur_nb._batch.record import not_run_record
 from murmur_nb._exceptions import warn_if_plain_cluster
-from murmur_nb._files.scratch import release
+from murmur_nb._files.scratch import release, temp_folder
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -535,7 +535,7 @@ class DaskRunner:
                     "problem": (f"the bytes received for {art['id']!r} do not match its digest")
                 },
             }
-        with tempfile.TemporaryDirectory(prefix="murmur-nb-incoming-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="murmur-nb-incoming-", dir=temp_folder()) as tmp:
             path = Path(os.path.realpath(tmp), "artifact")
             path.write_bytes(blob)
             staged = self.stage(VerifiedArtifact(**art, file=path))

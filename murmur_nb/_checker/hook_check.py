@@ -33,6 +33,7 @@ from murmur_nb._checker.hook_world import export_problems, import_problems
 from murmur_nb._conversations.store import ConversationStore, Message
 from murmur_nb._conversations.tool_envelope import decode as decode_tool_envelope
 from murmur_nb._exceptions import ConversationReadError, HookConfigError, HookError
+from murmur_nb._files.scratch import temp_folder
 from murmur_nb._hooks.bounding import Unbounded, rewrite_for
 from murmur_nb._hooks.config import EVENTS, HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.host import FUNCS, HookHost
@@ -119,7 +120,7 @@ def check_hook(
     limits = _limits(path, config, hook_id)
     bar = _bar(path.name, progress)
     try:
-        with tempfile.TemporaryDirectory(prefix="murmur-nb-check-hook-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="murmur-nb-check-hook-", dir=temp_folder()) as tmp:
             checked = _check(path, limits, Path(tmp), bar.update if bar else None)
     finally:
         if bar is not None:

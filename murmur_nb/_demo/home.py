@@ -44,6 +44,7 @@ from typing import Any
 
 from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._conversations.writer import RecordWriter
+from murmur_nb._files.scratch import temp_folder
 from murmur_nb._hooks.build import DEMO_HOOK_SOURCE, build_demo_hook, build_python_hook
 from murmur_nb._hooks.host import HookHost
 from murmur_nb._modules.host import ModuleHost
@@ -396,7 +397,7 @@ def _write_record(home: DemoHome) -> None:
 def _record_current(home: DemoHome) -> bool:
     """Whether the record holds exactly the demo conversation (rendered aside, not in the
     home, which may not be ours to write)."""
-    with tempfile.TemporaryDirectory(prefix="murmur-nb-demo-record-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="murmur-nb-demo-record-", dir=temp_folder()) as scratch:
         return _same_file(_render_record(Path(scratch)), home.record)
 
 

@@ -29,6 +29,7 @@ import ipywidgets as w
 
 from murmur_nb._exceptions import ModuleHostError
 from murmur_nb._files.artifacts import VerifiedArtifact
+from murmur_nb._files.scratch import temp_folder
 from murmur_nb._forms.form import quoted
 from murmur_nb._modules.staging import StagedArtifact
 from murmur_nb._render.core import format_size
@@ -211,7 +212,7 @@ class FilePicker:
         name = re.sub(r"[^A-Za-z0-9._-]", "_", given)  # stored: safe characters only
         title = " ".join(given.split()) or name  # shown: the person's name, on one line
         media = str(got.get("type") or "") or mimetypes.guess_type(name)[0]
-        with tempfile.TemporaryDirectory(prefix="murmur-upload-") as folder:
+        with tempfile.TemporaryDirectory(prefix="murmur-upload-", dir=temp_folder()) as folder:
             file = Path(folder) / name
             file.write_bytes(content)
             artifact = VerifiedArtifact(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from murmur_nb._files.beneath import one_file_problem
+from murmur_nb._files.scratch import temp_folder
 from murmur_nb._render.core import (
     Body,
     RenderBudget,
@@ -96,7 +97,7 @@ def draw_source(
             f"{name} source shown, not drawn: the module sandbox cannot confine '{binary}' "
             f"on this machine (missing: {missing}), and a diagram is never drawn unconfined"
         )
-    with tempfile.TemporaryDirectory(prefix=f"murmur-{binary}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"murmur-{binary}-", dir=temp_folder()) as tmp:
         folder = Path(tmp)
         try:
             if binary == "dot":
