@@ -61,13 +61,20 @@ def _sent(shown: dict[str, str]) -> None:
         assert packed, name
 
 
+def _said(host: mnb.ModuleHost, capability: str, escaped: str, char: str) -> mnb.Invocation:
+    """The fixture's invocation saying ``escaped``: its warning or error holds ``char``, as the
+    module really sent it (the Invocation keeps a module's words)."""
+    inv = host.invoke(capability, {"escaped": escaped})
+    said = inv.error.message if inv.error is not None else inv.warnings[-1]
+    assert char in said, said
+    return inv
+
+
 @pytest.mark.parametrize("capability", ["raw.say", "raw.fail"])
 def test_a_lone_surrogate_from_a_module_shows_as_its_escape_everywhere(
     host: mnb.ModuleHost, capability: str
 ) -> None:
-    inv = host.invoke(capability, {"escaped": ESCAPED})
-    said = inv.error.message if inv.error is not None else inv.warnings[-1]
-    assert "\ud800" in said  # the module really sent one: the Invocation keeps its words
+    inv = _said(host, capability, ESCAPED, "\ud800")
     shown = _shown(inv)
     assert {"text/plain", "text/html", "repr", "str"} <= set(shown)
     _sent(shown)
@@ -99,9 +106,7 @@ BIDI_CHARS = ("\u202e", "\u2066")
 def test_bidirectional_overrides_from_a_module_are_escaped_in_text_and_html(
     host: mnb.ModuleHost, capability: str
 ) -> None:
-    inv = host.invoke(capability, {"escaped": BIDI})
-    said = inv.error.message if inv.error is not None else inv.warnings[-1]
-    assert "\u202e" in said  # the module really sent one: the Invocation keeps its words
+    inv = _said(host, capability, BIDI, "\u202e")
     shown = {f"Invocation {k}": v for k, v in _shown(inv).items()}
     view = mnb.widgets.InvocationView(inv)
     shown.update({f"InvocationView {k}": v for k, v in _shown(view).items()})
@@ -113,18 +118,26 @@ def test_bidirectional_overrides_from_a_module_are_escaped_in_text_and_html(
         assert "invoice_\\u202egnp.exe \\u2066tail" in text, (name, text)
 
 
+def _raw_text_as(facet_home: Path, module_id: str) -> tuple[Path, dict[str, Any]]:
+    """The ``raw_text`` fixture installed as ``module_id``, and its descriptor (renamed) for
+    the test to change and write back (``write_descriptor``)."""
+    folder = install(facet_home, module_id, "raw_text")
+    described = subprocess.run([str(folder / "module"), "describe"], capture_output=True,
+                               check=True).stdout  # fmt: skip
+    descriptor: dict[str, Any] = json.loads(described)["result"]
+    descriptor["module"] = module_id
+    for cap in descriptor["capabilities"]:
+        cap["id"] = cap["id"].replace("raw.", f"{module_id}.")
+    return folder, descriptor
+
+
 def test_a_descriptor_s_bidirectional_overrides_are_escaped_in_the_module_browser(
     facet_home: Path, tmp_path: Path
 ) -> None:
     """A module titles its capability with an override; the browser (rows, form, text) shows
     the title in the order it is in."""
-    folder = install(facet_home, "bidi", "raw_text")
-    described = subprocess.run([str(folder / "module"), "describe"], capture_output=True,
-                               check=True).stdout  # fmt: skip
-    descriptor = json.loads(described)["result"]
-    descriptor["module"] = "bidi"
+    folder, descriptor = _raw_text_as(facet_home, "bidi")
     for cap in descriptor["capabilities"]:
-        cap["id"] = cap["id"].replace("raw.", "bidi.")
         cap["title"] = "Open invoice_\u202egnp.exe"
     write_descriptor(folder, descriptor)
     with mnb.ModuleHost(home=facet_home, artifact_store=tmp_path / "store") as h:
@@ -143,18 +156,14 @@ def test_a_descriptor_s_words_in_an_error_message_show_as_escapes(
     """The approval error quotes the credentials a module declares: one named with an
     override and a terminal sequence reaches neither the message nor the notebook's
     traceback as such (the traceback's own colour codes stay)."""
-    folder = install(facet_home, "cred", "raw_text")
-    described = subprocess.run([str(folder / "module"), "describe"], capture_output=True,
-                               check=True).stdout  # fmt: skip
-    descriptor = json.loads(described)["result"]
-    descriptor["module"] = "cred"
-    for cap in descriptor["capabilities"]:
-        cap["id"] = cap["id"].replace("raw.", "cred.")
+    folder, descriptor = _raw_text_as(facet_home, "cred")
     descriptor["permissions"]["credentials"] = ["TOKEN_\u202eyek_ipa \x1b[8mhidden"]
     write_descriptor(folder, descriptor)
-    with mnb.ModuleHost(home=facet_home, artifact_store=tmp_path / "store") as h:
-        with pytest.raises(mnb.ApprovalRequired) as caught:
-            h.invoke("cred.say", {"escaped": "x"})
+    with (
+        mnb.ModuleHost(home=facet_home, artifact_store=tmp_path / "store") as h,
+        pytest.raises(mnb.ApprovalRequired) as caught,
+    ):
+        h.invoke("cred.say", {"escaped": "x"})
     assert any("\u202e" in reason for reason in caught.value.reasons)  # as the module said
     traceback = caught.value._render_traceback_()
     for name, text in {"str": str(caught.value), "message": caught.value.message,

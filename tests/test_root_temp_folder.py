@@ -74,6 +74,36 @@ def _give(folder: Path, mode: int) -> None:
     folder.chmod(mode)
 
 
+def _kernel_beside(
+    attack: str, args: list[str], theirs_tmp: Path, theirs_home: Path, *, home: Path, cwd: Path
+) -> tuple[subprocess.CompletedProcess[str], object]:
+    """:data:`KERNEL` run as root with the test account's ``TMPDIR`` and ``HOME`` (its caches
+    untrusted: the helpers are compiled in it, not taken), while the account runs ``attack``
+    (``args`` after it); the kernel's run, and what the attack printed last (JSON)."""
+    env = {**os.environ, "TMPDIR": str(theirs_tmp), "HOME": str(theirs_home)}
+    for name in ("MURMUR_NB_CACHE", "XDG_CACHE_HOME", "MURMUR_NB_ZYGOTE"):
+        env.pop(name, None)
+    uid, python = test_user(), Path(sys.executable)
+    with (
+        passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]),
+        subprocess.Popen(
+            [sys.executable, "-S", "-c", attack, *args], user=uid, group=uid, extra_groups=[],
+            cwd=theirs_tmp, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin"}, text=True,
+        ) as attacker,
+    ):  # fmt: skip
+        assert attacker.stdout is not None
+        assert attacker.stdout.readline().strip() == "ready"
+        try:
+            kernel = subprocess.run(
+                [sys.executable, "-c", KERNEL, str(home)], env=env, cwd=cwd,
+                capture_output=True, text=True, timeout=240, check=False,
+            )  # fmt: skip
+        finally:
+            out, _ = attacker.communicate(timeout=60)  # closes its input: it stops
+    return kernel, json.loads(out)
+
+
 def test_a_root_kernel_makes_nothing_in_another_accounts_tmpdir(tmp_path: Path) -> None:
     theirs_tmp = Path(tempfile.mkdtemp(prefix="mnb-their-tmp-"))
     theirs_home = Path(tempfile.mkdtemp(prefix="mnb-their-home-"))
@@ -82,30 +112,10 @@ def test_a_root_kernel_makes_nothing_in_another_accounts_tmpdir(tmp_path: Path) 
         _give(theirs_home, 0o755)
         home = tmp_path / "facet"
         install(home, "plain")
-        env = {**os.environ, "TMPDIR": str(theirs_tmp), "HOME": str(theirs_home)}
-        for name in ("MURMUR_NB_CACHE", "XDG_CACHE_HOME", "MURMUR_NB_ZYGOTE"):
-            env.pop(name, None)
-        uid, python = test_user(), Path(sys.executable)
-        with (
-            passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]),
-            subprocess.Popen(
-                [sys.executable, "-S", "-c", SWAP, str(theirs_tmp)], user=uid, group=uid,
-                extra_groups=[], cwd=theirs_tmp, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, text=True,
-            ) as attacker,
-        ):  # fmt: skip
-            assert attacker.stdout is not None
-            assert attacker.stdout.readline().strip() == "ready"
-            try:
-                kernel = subprocess.run(
-                    [sys.executable, "-c", KERNEL, str(home)], env=env, cwd=tmp_path,
-                    capture_output=True, text=True, timeout=240, check=False,
-                )  # fmt: skip
-            finally:
-                out, _ = attacker.communicate(timeout=60)
+        kernel, swapped = _kernel_beside(SWAP, [str(theirs_tmp)], theirs_tmp, theirs_home,
+                                         home=home, cwd=tmp_path)  # fmt: skip
         # before: the account swapped root's runs folder as it was made (['murmur-nb-runs-
         # ...']), and root went on in the account's folder (here it failed to lock it)
-        swapped = json.loads(out)
         assert swapped == [], (swapped, kernel.stderr[-2000:])
         roots = [p for p in theirs_tmp.rglob("*") if p.lstat().st_uid == 0]
         assert roots == [], roots
@@ -232,28 +242,8 @@ def test_a_root_kernel_compiles_its_helpers_where_no_other_account_can_reach(
         _give(theirs_home, 0o755)
         home = tmp_path / "facet"
         install(home, "plain")
-        env = {**os.environ, "TMPDIR": str(theirs_tmp), "HOME": str(theirs_home)}
-        for name in ("MURMUR_NB_CACHE", "XDG_CACHE_HOME", "MURMUR_NB_ZYGOTE"):
-            env.pop(name, None)  # the helpers are compiled in this kernel, not taken
-        uid, python = test_user(), Path(sys.executable)
-        with (
-            passage_for(uid, [REPO, python.parent, Path(os.path.realpath(python)).parent]),
-            subprocess.Popen(
-                [sys.executable, "-S", "-c", CLOBBER, str(theirs_tmp), str(victim)],
-                user=uid, group=uid, extra_groups=[], cwd=theirs_tmp, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, text=True,
-            ) as attacker,
-        ):  # fmt: skip
-            assert attacker.stdout is not None
-            assert attacker.stdout.readline().strip() == "ready"
-            try:
-                kernel = subprocess.run(
-                    [sys.executable, "-c", KERNEL, str(home)], env=env, cwd=tmp_path,
-                    capture_output=True, text=True, timeout=240, check=False,
-                )  # fmt: skip
-            finally:
-                out, _ = attacker.communicate(timeout=60)
-        replaced = json.loads(out)
+        kernel, replaced = _kernel_beside(CLOBBER, [str(theirs_tmp), str(victim)], theirs_tmp,
+                                          theirs_home, home=home, cwd=tmp_path)  # fmt: skip
         # before: the account replaced every cc*.s and cc*.o, and the victim held assembly
         assert victim.read_text() == "root's file, unchanged\n"
         assert replaced == [], replaced
