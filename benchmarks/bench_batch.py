@@ -7,7 +7,8 @@ Every row is a real sandboxed ``invoke`` of a trivial ``/bin/sh`` module (the sa
 module as ``bench_invoke.py``), with the host's default policy.
 
 1. *Batch speedup.* ``--rows`` (1,000) invocations as a sequential loop of ``invoke`` and as
-   one ``map`` (default concurrency: two rows per usable core), measured A-B-A: half of the
+   one ``map`` (default concurrency: two rows per usable core, four once the rows prove
+   short), measured A-B-A: half of the
    loop's rows right before the map and half right after, so a shared machine that speeds
    up or slows down during the run moves both sides alike. Speedup = loop time / map time,
    the median of ``--rounds`` (3) such A-B-A rounds (each printed): one round is about 4 s,

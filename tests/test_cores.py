@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _modules import sh_module
 
+import murmur_nb as mnb
 from murmur_nb._rules import usable_cores  # private: the one rule every pool is sized by
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -163,3 +165,38 @@ def test_cgroup_v1_cfs_quota_caps_the_cores(tmp_path: Path) -> None:
     assert usable_cores(tmp_path) == 1
     (own / "cpu.cfs_quota_us").write_text("-1\n")  # no quota
     assert usable_cores(tmp_path) == cores
+
+
+def _rows_at_once(tmp_path: Path, name: str, body_s: float, rows: int, **options: object) -> int:
+    """The most rows of a map (``options`` as given to ``map``) whose module was running at
+    the same moment; each row's module sleeps ``body_s`` between its two marks."""
+    work, out = tmp_path / name, tmp_path / name / "out"
+    out.mkdir(parents=True)
+    sh_module(work / "home", "timed", before=(
+        f"echo $(date +%s%N) start >> {out}/marks; sleep {body_s}; "
+        f"echo $(date +%s%N) end >> {out}/marks"
+    ))  # fmt: skip
+    policy = mnb.Policy(roots={"out": out}, deadline_ms=20000)
+    with mnb.ModuleHost(home=work / "home", policy=policy) as host:
+        batch = host.map("timed.run", [{"row": i} for i in range(rows)], progress=False,
+                         journal=None, **options)  # fmt: skip
+        assert batch.progress.ok == rows, batch.progress.line()
+    return most_at_once(out / "marks")
+
+
+def test_a_default_map_of_short_rows_grows_to_four_rows_per_core(tmp_path: Path) -> None:
+    """Rows of about 10 ms: once the first ones are timed, a default map runs four rows per
+    usable core at once (the moments a row's process starts and ends left cores idle);
+    ``concurrency=`` given, it never runs more than that."""
+    cores = usable_cores()
+    grown = _rows_at_once(tmp_path, "default", 0.01, 300)
+    assert 2 * cores < grown <= 4 * cores, (grown, cores)
+    given = _rows_at_once(tmp_path, "given", 0.01, 300, concurrency=2 * cores)
+    assert given <= 2 * cores, (given, cores)
+
+
+def test_a_default_map_of_long_rows_keeps_two_rows_per_core(tmp_path: Path) -> None:
+    """Rows of 150 ms are not short (over 100 ms): the map keeps two per usable core (each
+    row's module holds its memory, and no core idles long enough between rows to matter)."""
+    cores = usable_cores()
+    assert _rows_at_once(tmp_path, "long", 0.15, 12 * cores) <= 2 * cores

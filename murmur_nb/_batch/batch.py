@@ -27,9 +27,13 @@ stops the batch: its state is ``stopped``, no row is left ``running`` or ``pendi
 error reaches the caller. Concurrency defaults to two rows per usable core
 (:data:`ROWS_PER_CORE`): a row's thread holds no core while its sandboxed process runs, and
 the host's part of a row runs under the GIL, so a second row per core keeps a process ready
-while the first is in Python. When the interpreter exits with a background batch running,
-the batch is cancelled the same way first (:func:`stop_background_batches`), so its processes
-end and its rows settle.
+while the first is in Python. Where the first rows prove short (a median run of at most
+:data:`~.local.SHORT_ROW_S`), a default batch grows to four rows per usable core
+(:data:`~.local.SHORT_ROWS_PER_CORE`): the moments a row's process starts and ends leave a
+core idle, a tenth of a row of a few milliseconds; a long row's module keeps its memory to
+two processes per core. A ``concurrency=`` given is kept as it is. When the interpreter exits
+with a background batch running, the batch is cancelled the same way first
+(:func:`stop_background_batches`), so its processes end and its rows settle.
 
 The journal's connection is closed when a run ends (reading rows back opens it again) and by
 :meth:`Batch.close` (``with host.map(...) as batch:``), which also ends a running batch.
@@ -60,6 +64,7 @@ from murmur_nb._batch.inputs import (
 from murmur_nb._batch.local import (
     LOOK_EVERY_S,
     ROWS_PER_CORE,
+    SHORT_ROWS_PER_CORE,
     TICK_S,
     LocalRunner,
     RowSource,
@@ -134,6 +139,9 @@ class Batch:
         self.journal = journal
         self.options = options
         self.concurrency, self.retries, self.backoff = concurrency, retries, backoff
+        #: the workers a default local batch may grow to once its rows prove short (``None``:
+        #: a number given, or on Dask); see :class:`~.local.LocalRunner`
+        self.grow_to: int | None = None
         self.max_cost, self.estimated_cost = max_cost, estimated_cost
         self.artifact_bytes = artifact_bytes
         self._state = [PENDING] * len(texts)
@@ -221,6 +229,8 @@ class Batch:
             estimated_cost=numbers.estimated_cost, artifact_bytes=numbers.artifact_bytes,
         )  # fmt: skip
         batch.client = client
+        if numbers.concurrency is None and client is None:
+            batch.grow_to = SHORT_ROWS_PER_CORE * usable_cores()
         for i, why in invalid.items():
             batch._settle(i, not_run_record("invalid_input", why))
         todo = batch._resume()
@@ -420,7 +430,7 @@ class Batch:
             fail=self._host_failed, exiting=self._exiting, tick=self.journal.commit_due,
             waiting=lambda: self._takers > 0,
         )  # fmt: skip
-        self._local = LocalRunner(source, self.concurrency)
+        self._local = LocalRunner(source, self.concurrency, grow_to=self.grow_to)
         self._local.start(len(self._pending))
         self._local.wait()
         self._leave_unstarted()
