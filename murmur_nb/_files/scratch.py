@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from murmur_nb._files.trust import nobody_else_can_write
+from murmur_nb._files.trust import nobody_else_can_move_in
 
 __all__ = [
     "LOCK", "Settle", "owned_folder", "process_folder", "release", "remove_tree", "sweep",
@@ -59,30 +59,16 @@ Settle = Callable[[Path], None]
 def temp_folder() -> Path:
     """The temporary folder this process makes its folders in: Python's
     (:func:`tempfile.gettempdir`: ``TMPDIR``, else ``/tmp``), unless this is a root process
-    and someone else could move what it makes there (:func:`_root_keeps`); then ``/tmp`` or
-    ``/var/tmp``, the first that root keeps."""
+    and someone else could move what it makes there
+    (:func:`~murmur_nb._files.trust.nobody_else_can_move_in`); then ``/tmp`` or ``/var/tmp``,
+    the first where nobody can."""
     base = Path(tempfile.gettempdir())
-    if os.geteuid() != 0 or _root_keeps(base):
+    if os.geteuid() != 0 or nobody_else_can_move_in(base):
         return base
     for other in (Path("/tmp"), Path("/var/tmp")):
-        if _root_keeps(other):
+        if nobody_else_can_move_in(other):
             return other
     return base  # no better place on this machine
-
-
-def _root_keeps(folder: Path) -> bool:
-    """Whether what root makes in ``folder`` stays as made: ``folder`` is root's, no link,
-    open to nobody else's writes unless sticky (``/tmp``: only an entry's owner may move it),
-    and nobody else can write a folder above it."""
-    try:
-        st = os.lstat(folder)
-    except OSError:
-        return False
-    if stat.S_ISLNK(st.st_mode) or st.st_uid != 0 or not stat.S_ISDIR(st.st_mode):
-        return False
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
-        return False
-    return folder.parent == folder or nobody_else_can_write(folder.parent)
 
 
 def owned_folder(prefix: str, *, settle: Settle | None = None) -> Path:

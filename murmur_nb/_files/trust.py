@@ -19,7 +19,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["nobody_else_can_write", "trusted_folder", "trusted_which"]
+__all__ = ["nobody_else_can_move_in", "nobody_else_can_write", "trusted_folder", "trusted_which"]
 
 
 def nobody_else_can_write(path: Path) -> bool:
@@ -29,10 +29,20 @@ def nobody_else_can_write(path: Path) -> bool:
 
     ``False`` also when a part cannot be read (it is missing, or not ours to look at).
     """
+    return _held(path, below_is_ours=False)
+
+
+def nobody_else_can_move_in(folder: Path) -> bool:
+    """Whether what this user makes in ``folder`` stays as made: the rule of
+    :func:`nobody_else_can_write` for an entry of this user's in ``folder``, so ``folder``
+    itself may be a sticky one (``/tmp``: only an entry's owner may move it)."""
+    return _held(folder, below_is_ours=True)
+
+
+def _held(path: Path, *, below_is_ours: bool) -> bool:
     me = os.geteuid()
     try:
         current = Path(os.path.abspath(path))  # noqa: PTH100 - no link resolved
-        below_is_ours = False  # nothing is below the path itself
         while True:
             st = os.lstat(current)
             if stat.S_ISLNK(st.st_mode) or st.st_uid not in (me, 0):
@@ -82,15 +92,16 @@ def trusted_which(name: str) -> str | None:
 
 
 def _trusted_chain(path: str) -> bool:
-    """Whether nobody else can write the folder of ``path``, of each link it leads through
-    (``/usr/bin/node`` -> ``/etc/alternatives/node`` -> ...), nor the file it ends at."""
+    """Whether nobody else can write the folder of each link ``path`` leads through
+    (``/usr/bin/node`` -> ``/etc/alternatives/node`` -> ...), nor the file it ends at (nor
+    a folder above it)."""
     current = Path(os.path.abspath(path))  # noqa: PTH100 - no link resolved
     try:
         for _ in range(40):  # the kernel's own bound on links followed
-            if not nobody_else_can_write(current.parent):
-                return False
             if not current.is_symlink():
                 return nobody_else_can_write(current)
+            if not nobody_else_can_write(current.parent):
+                return False
             current = Path(os.path.normpath(current.parent / current.readlink()))
     except OSError:
         pass
