@@ -169,16 +169,9 @@ class LocalRunner:
         self._threads: list[threading.Thread] = []
         self._grow_to = grow_to if grow_to is not None and grow_to > concurrency else None
         self._timed: list[float] = []  # the first rows' run times, until the batch decides
-        self._left = 0  # rows not finished yet (at most): no more workers than that
-
-    @property
-    def workers(self) -> int:
-        """How many worker threads this runner has started."""
-        return len(self._threads)
 
     def start(self, n_rows: int) -> None:
         """Start the workers (no more than there are rows to run)."""
-        self._left = n_rows
         self._add(min(self.concurrency, n_rows))
 
     def _add(self, count: int) -> None:
@@ -232,7 +225,6 @@ class LocalRunner:
                 with lock:
                     rows.finish(row, attempt, record)
                     held = None
-                    self._left -= 1
                     if self._grow_to is not None:
                         self._maybe_grow(took)
                     # not for the thread in wait(): it looks every TICK_S, and a worker's
@@ -250,10 +242,11 @@ class LocalRunner:
 
     def _maybe_grow(self, took: float) -> None:
         """Count one row's run time; once enough are counted, start the workers up to
-        ``grow_to`` if the rows are short (lock held). Decided once per batch."""
+        ``grow_to`` if the rows are short (lock held; one that finds no row left ends at
+        once). Decided once per batch."""
         self._timed.append(took)
         if len(self._timed) < SHORT_SAMPLES_PER_WORKER * self.concurrency:
             return
         grow_to, self._grow_to = self._grow_to, None
         if grow_to is not None and statistics.median(self._timed) <= SHORT_ROW_S:
-            self._add(max(0, min(grow_to - len(self._threads), self._left)))
+            self._add(grow_to - len(self._threads))
