@@ -200,3 +200,20 @@ def test_a_default_map_of_long_rows_keeps_two_rows_per_core(tmp_path: Path) -> N
     row's module holds its memory, and no core idles long enough between rows to matter)."""
     cores = usable_cores()
     assert _rows_at_once(tmp_path, "long", 0.15, 12 * cores) <= 2 * cores
+
+
+@pytest.mark.slow
+def test_a_default_map_on_dask_grows_to_four_rows_a_task(tmp_path: Path) -> None:
+    """The same rule on a cluster of two one-thread workers: a task runs two rows at once
+    until the first tasks' rows prove short, then four (each worker ran more than two rows'
+    modules at the same moment); a given ``concurrency=`` keeps two a task."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
+    with cluster, distributed.Client(cluster) as client:
+        grown = _rows_at_once(tmp_path, "dask", 0.01, 300, client=client)
+        assert 4 < grown <= 8, grown
+        given = _rows_at_once(tmp_path, "dask-given", 0.01, 300, client=client, concurrency=64)
+        assert given <= 4, given
+        long = _rows_at_once(tmp_path, "dask-long", 0.15, 40, client=client)
+        assert long <= 4, long

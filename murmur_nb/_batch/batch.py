@@ -139,9 +139,10 @@ class Batch:
         self.journal = journal
         self.options = options
         self.concurrency, self.retries, self.backoff = concurrency, retries, backoff
-        #: the workers a default local batch may grow to once its rows prove short (``None``:
-        #: a number given, or on Dask); see :class:`~.local.LocalRunner`
-        self.grow_to: int | None = None
+        #: whether rows may run more at once once they prove short (a default concurrency
+        #: only): :class:`~.local.LocalRunner`'s ``grow_to``, :class:`~.cluster.DaskRunner`'s
+        #: ``grow``
+        self.grow = False
         self.max_cost, self.estimated_cost = max_cost, estimated_cost
         self.artifact_bytes = artifact_bytes
         self._state = [PENDING] * len(texts)
@@ -229,8 +230,7 @@ class Batch:
             estimated_cost=numbers.estimated_cost, artifact_bytes=numbers.artifact_bytes,
         )  # fmt: skip
         batch.client = client
-        if numbers.concurrency is None and client is None:
-            batch.grow_to = SHORT_ROWS_PER_CORE * usable_cores()
+        batch.grow = numbers.concurrency is None
         for i, why in invalid.items():
             batch._settle(i, not_run_record("invalid_input", why))
         todo = batch._resume()
@@ -326,7 +326,7 @@ class Batch:
             self._dask = DaskRunner(
                 self.client, self.plan, self.host.policy, stage=self.host.stage,
                 options=self.options, cancel=self._cancel, concurrency=self.concurrency,
-                artifact_bytes=self.artifact_bytes,
+                artifact_bytes=self.artifact_bytes, grow=self.grow,
             )  # fmt: skip
         try:
             with self.journal.grouped():
@@ -430,7 +430,8 @@ class Batch:
             fail=self._host_failed, exiting=self._exiting, tick=self.journal.commit_due,
             waiting=lambda: self._takers > 0,
         )  # fmt: skip
-        self._local = LocalRunner(source, self.concurrency, grow_to=self.grow_to)
+        grow_to = SHORT_ROWS_PER_CORE * usable_cores() if self.grow else None
+        self._local = LocalRunner(source, self.concurrency, grow_to=grow_to)
         self._local.start(len(self._pending))
         self._local.wait()
         self._leave_unstarted()

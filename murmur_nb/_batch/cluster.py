@@ -7,7 +7,9 @@ private home on first use and refuses every row when its digest differs
 :func:`murmur_nb._batch.local.run_row`, the same prepared call's run as at home (a
 worker prepares it once per process and payload, and removes its home and hosts when the
 process exits: :func:`close_worker_hosts`), in tasks of
-several rows, two at a time within a task (the local rule, ``ROWS_PER_CORE``). A task costs
+several rows, two at a time within a task (the local rule, ``ROWS_PER_CORE``; a batch of the
+default concurrency goes to four, ``SHORT_ROWS_PER_CORE``, once the runs of the first tasks'
+rows prove short, as at home: :attr:`DaskRunner.at_once`). A task costs
 the scheduler and both ends about a millisecond of work, so, as Dask's own advice goes, a task
 should run for a good fraction of a second: the first tasks have :data:`CHUNK` rows, then
 each task is sized from the rows' measured time to run about :data:`TASK_SECONDS` (between
@@ -55,7 +57,13 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from murmur_nb._batch.local import ROWS_PER_CORE, run_row
+from murmur_nb._batch.local import (
+    ROWS_PER_CORE,
+    SHORT_ROWS_PER_CORE,
+    SHORT_SAMPLES_PER_WORKER,
+    rows_are_short,
+    run_row,
+)
 from murmur_nb._batch.payload import DigestRefused, Payload, install, payload_of
 from murmur_nb._batch.record import not_run_record
 from murmur_nb._exceptions import warn_if_plain_cluster
@@ -257,24 +265,32 @@ class CancelWatch:
 def run_chunk_on_worker(  # noqa: PLR0917 - a Dask task takes its arguments positionally
     payload: Payload, policy: Policy, rows: list[tuple[Any, int]], options: dict[str, Any],
     poll: tuple[float, float], bound: int, cancel_key: str | None = None,
-) -> tuple[list[tuple[dict[str, Any], list[bytes | None]]], float]:  # fmt: skip
-    """A few rows on a worker (a Dask task), :data:`ROWS_PER_CORE` at a time, in order;
-    with the seconds they took here (which size the next tasks). Once the batch's cancel
-    event ``cancel_key`` is set, no row of the task starts (each is ``cancelled``); the
-    running ones finish."""
+    at_once: int = ROWS_PER_CORE,
+) -> tuple[list[tuple[dict[str, Any], list[bytes | None]]], float, list[float]]:  # fmt: skip
+    """A few rows on a worker (a Dask task), ``at_once`` at a time, in order; with the
+    seconds they took here (which size the next tasks) and each started row's own run time
+    (which tell the kernel whether they are short). Once the batch's cancel event
+    ``cancel_key`` is set, no row of the task starts (each is ``cancelled``); the running
+    ones finish."""
     start = time.monotonic()
     where = _worker_address()
+    runs: list[float] = []
 
     with CancelWatch(cancel_key).watching() as stop:
 
         def one(row: tuple[Any, int]) -> tuple[dict[str, Any], list[bytes | None]]:
             if stop.is_set():
                 return not_run_record("cancelled", _CANCELLED_HERE), []
-            return run_on_worker(payload, policy, row[0], row[1], options, poll, bound, where)
+            began = time.monotonic()
+            try:
+                return run_on_worker(payload, policy, row[0], row[1], options, poll, bound,
+                                     where)  # fmt: skip
+            finally:
+                runs.append(time.monotonic() - began)
 
-        with ThreadPoolExecutor(ROWS_PER_CORE, thread_name_prefix="murmur-task") as pool:
+        with ThreadPoolExecutor(at_once, thread_name_prefix="murmur-task") as pool:
             results = list(pool.map(one, rows))
-    return results, time.monotonic() - start
+    return results, time.monotonic() - start, runs
 
 
 # -- in the kernel -------------------------------------------------------------------------
@@ -333,21 +349,28 @@ class DaskRunner:
     It is given what it needs, not the batch: the plan (the snapshot to ship, the approval
     its rows run under), the host's policy, the options each row runs with, the batch's
     cancel event, ``stage`` (the kernel host's :meth:`~murmur_nb.ModuleHost.stage`, for the
-    artifacts that come back), the batch's ``concurrency`` and the artifact size bound. The
-    batch's cancel reaches the workers through :meth:`cancel_running` (the tasks'
+    artifacts that come back), the batch's ``concurrency``, the artifact size bound and
+    ``grow`` (the batch's concurrency is its default: :attr:`at_once` may grow). The batch's
+    cancel reaches the workers through :meth:`cancel_running` (the tasks'
     :class:`CancelWatch`).
     """
 
     def __init__(
         self, client: Any, plan: Plan, policy: Policy, *,
         stage: Callable[[VerifiedArtifact], StagedArtifact], options: dict[str, Any],
-        cancel: threading.Event, concurrency: int, artifact_bytes: int,
+        cancel: threading.Event, concurrency: int, artifact_bytes: int, grow: bool = False,
     ) -> None:  # fmt: skip
         warn_if_plain_cluster(client)
         self.client, self.chunk, self.plan, self.policy = client, CHUNK, plan, policy
         self.stage, self.options, self.cancel = stage, options, cancel
         self.concurrency, self.artifact_bytes = concurrency, artifact_bytes
         self._row_seconds: float | None = None  # a row's share of its task's time, smoothed
+        #: rows a task runs at once: :data:`ROWS_PER_CORE` (a task per worker thread), or
+        #: :data:`SHORT_ROWS_PER_CORE` once the first tasks' rows ran
+        #: :data:`SHORT_SAMPLES_PER_WORKER` runs per row slot, short in the median (the
+        #: local rule, decided once; only when ``grow``)
+        self.at_once = ROWS_PER_CORE
+        self._runs: list[float] | None = [] if grow else None
         self._data = payload_of(plan, policy)
         self.payload = self._scatter()
         self._scatter_lock = threading.Lock()
@@ -413,14 +436,22 @@ class DaskRunner:
         ``concurrency``."""
         return min(self.concurrency, 2 * self.chunk * self.slots)
 
-    def _sized(self, rows: int, seconds: float) -> None:
-        """Learn from a task of ``rows`` rows that ran ``seconds``: the next tasks aim at
-        :data:`TASK_SECONDS`."""
+    def _sized(self, rows: int, seconds: float, runs: list[float]) -> None:
+        """Learn from a task of ``rows`` rows that ran ``seconds``, its rows' runs taking
+        ``runs``: the next tasks aim at :data:`TASK_SECONDS`, and run more rows at once if
+        the rows prove short (:attr:`at_once`)."""
         share = seconds / max(rows, 1)
         with self._lock:
             old = self._row_seconds
             self._row_seconds = share if old is None else 0.7 * old + 0.3 * share
             self.chunk = rows_per_task(self._row_seconds)
+            if self._runs is None:
+                return
+            self._runs.extend(runs)
+            if len(self._runs) >= SHORT_SAMPLES_PER_WORKER * ROWS_PER_CORE * self.slots:
+                if rows_are_short(self._runs):
+                    self.at_once = SHORT_ROWS_PER_CORE
+                self._runs = None
 
     def _idle(self) -> bool:
         with self._lock:
@@ -445,7 +476,8 @@ class DaskRunner:
         try:
             fut = None if self.closed else self.client.submit(
                 run_chunk_on_worker, payload, self.policy, [(v, a) for _, v, a in rows],
-                self.options, self.poll, self.artifact_bytes, self.cancel_key, pure=False,
+                self.options, self.poll, self.artifact_bytes, self.cancel_key, self.at_once,
+                pure=False,
                 key=f"murmur-rows-{n}-{os.getpid()}-{id(self)}",
             )  # fmt: skip
         except Exception:  # Dask's own words for it: ClosedClientError, "IOLoop is closed"
@@ -461,9 +493,11 @@ class DaskRunner:
         fut.add_done_callback(lambda f: self._done(f, n, rows, lost, payload))
 
     @staticmethod
-    def _outcome(fut: Any) -> tuple[tuple[list[Any], float] | None, BaseException | None]:
-        """A finished task's rows and seconds, or what stopped it (``None``, ``None``:
-        cancelled)."""
+    def _outcome(
+        fut: Any,
+    ) -> tuple[tuple[list[Any], float, list[float]] | None, BaseException | None]:
+        """A finished task's rows, seconds and row runs, or what stopped it (``None``,
+        ``None``: cancelled)."""
         try:
             if fut.status == "finished":
                 return fut.result(), None  # fetched from its worker, which may be gone by now
@@ -476,8 +510,8 @@ class DaskRunner:
             self._live.pop(n, None)
         done, exc = self._outcome(fut)
         if done is not None:
-            results, seconds = done
-            self._sized(len(rows), seconds)
+            results, seconds, runs = done
+            self._sized(len(rows), seconds, runs)
             for (out, _, _), result in zip(rows, results, strict=True):
                 out.set_result(result)
             return

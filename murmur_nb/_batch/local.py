@@ -42,9 +42,11 @@ __all__ = [
     "ROWS_PER_CORE",
     "SHORT_ROWS_PER_CORE",
     "SHORT_ROW_S",
+    "SHORT_SAMPLES_PER_WORKER",
     "RUN_OPTIONS",
     "LocalRunner",
     "RowSource",
+    "rows_are_short",
     "run_row",
     "staged_artifacts",
 ]
@@ -154,6 +156,12 @@ class RowSource:
     waiting: Callable[[], bool]
 
 
+def rows_are_short(runs: list[float]) -> bool:
+    """Whether rows whose runs took ``runs`` seconds are short: their median is at most
+    :data:`SHORT_ROW_S` (the rule of a default batch, here and on Dask)."""
+    return statistics.median(runs) <= SHORT_ROW_S
+
+
 class LocalRunner:
     """Rows on ``concurrency`` worker threads of this process; see the module's text.
 
@@ -248,5 +256,5 @@ class LocalRunner:
         if len(self._timed) < SHORT_SAMPLES_PER_WORKER * self.concurrency:
             return
         grow_to, self._grow_to = self._grow_to, None
-        if grow_to is not None and statistics.median(self._timed) <= SHORT_ROW_S:
+        if grow_to is not None and rows_are_short(self._timed):
             self._add(grow_to - len(self._threads))
