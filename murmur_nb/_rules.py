@@ -40,10 +40,12 @@ __all__ = [
     "escape_bidi",
     "escape_control",
     "HASH_BUFFER",
+    "LONE_SURROGATE",
     "PLAIN_ID_RE",
     "RFC3339_RE",
     "facet_studio_home",
     "murmur_home",
+    "readable",
     "rfc3339_instant",
     "sha256_fd",
     "sha256_file",
@@ -260,6 +262,26 @@ _BIDI_ONLY = re.compile(f"[{_BIDI}]")
 def _escaped(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+#: A UTF-16 surrogate on its own: Python text (from a JSON ``\\ud800`` escape) that has no
+#: UTF-8 form, so no WIT string, no digest of canonical JSON and no notebook display.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: characters checked at a time for a lone surrogate (a rendering's HTML may be 32 MiB)
+_STEP = 1 << 20
+
+
+def readable(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``\\ud800``): it cannot be
+    encoded, so a display (or a notebook saved, or a traceback sent) holding it fails."""
+    if text.isascii():
+        return text
+    for start in range(0, len(text), _STEP):
+        try:  # a slice at a time: no second copy of a whole page to find none
+            text[start : start + _STEP].encode("utf-8")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def escape_control(text: str) -> str:

@@ -11,6 +11,7 @@ laid out in a folder, at the paths this process's ``/proc/self/cgroup`` names.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -217,3 +218,66 @@ def test_a_default_map_on_dask_grows_to_four_rows_a_task(tmp_path: Path) -> None
         assert given <= 4, given
         long = _rows_at_once(tmp_path, "dask-long", 0.15, 40, client=client)
         assert long <= 4, long
+
+
+#: a kernel that may start four more threads than it has once its sandbox is warm (its
+#: threads moved into the pids cgroup ``argv[2]``, whose ``pids.max`` says so), then runs a
+#: default map of short rows, which grows to four rows per core; prints how the batch ended
+PIDS_SCRIPT = """
+import json, os, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from _modules import sh_module
+import murmur_nb as mnb
+work, group = Path(sys.argv[1]), Path(sys.argv[2])
+sh_module(work / "home", "quick", writes=())
+with mnb.ModuleHost(home=work / "home") as host:
+    assert host.invoke("quick.run", {{}}).ok
+    (group / "cgroup.procs").write_text(str(os.getpid()))
+    (group / "pids.max").write_text(str(int((group / "pids.current").read_text()) + 4))
+    batch = host.map("quick.run", [{{"row": i}} for i in range(300)], progress=False,
+                     journal=None)
+    print(json.dumps({{"state": batch.progress.state, "ok": batch.progress.ok}}))
+"""
+
+
+def pids_cgroup_parent() -> Path | None:
+    """Where a child cgroup with a ``pids.max`` can be made here (v1's ``pids`` hierarchy
+    or v2's root), as root."""
+    if os.geteuid() != 0:
+        return None
+    v1 = CGROUP / "pids"
+    if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
+        return v1
+    controllers = CGROUP / "cgroup.subtree_control"
+    if controllers.exists() and "pids" in controllers.read_text().split():
+        return CGROUP
+    return None
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="a default map grows beyond four rows only on 2+")
+def test_a_map_that_the_system_gives_no_more_threads_runs_on_with_the_ones_it_has(
+    tmp_path: Path,
+) -> None:
+    """A container's process limit (``docker run --pids-limit``, a pod's pids cgroup) refuses
+    the threads a default map of short rows grows to. That was taken for the interpreter
+    exiting: the batch was cancelled (``cancelled``, "interpreter exiting"), its remaining
+    rows never run. Now the map runs on with the workers it has."""
+    parent = pids_cgroup_parent()
+    if parent is None:
+        pytest.skip("needs root and a writable pids cgroup controller (v1 or v2)")
+    group = parent / f"murmur-nb-test-pids-{os.getpid()}"
+    group.mkdir()
+    try:
+        script = PIDS_SCRIPT.format(tests=str(Path(__file__).parent))
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(group)],
+                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        said = json.loads(done.stdout.strip().splitlines()[-1])
+        assert said == {"state": "finished", "ok": 300}, said  # before: cancelled
+    finally:
+        for _ in range(50):
+            with contextlib.suppress(OSError):
+                group.rmdir()
+                break
+            time.sleep(0.1)

@@ -134,8 +134,8 @@ def _raw_text_as(facet_home: Path, module_id: str) -> tuple[Path, dict[str, Any]
 def test_a_descriptor_s_bidirectional_overrides_are_escaped_in_the_module_browser(
     facet_home: Path, tmp_path: Path
 ) -> None:
-    """A module titles its capability with an override; the browser (rows, form, text) shows
-    the title in the order it is in."""
+    """A module titles its capability with an override; the browser (rows, form, text, the
+    capability list's labels) shows the title in the order it is in."""
     folder, descriptor = _raw_text_as(facet_home, "bidi")
     for cap in descriptor["capabilities"]:
         cap["title"] = "Open invoice_\u202egnp.exe"
@@ -143,7 +143,11 @@ def test_a_descriptor_s_bidirectional_overrides_are_escaped_in_the_module_browse
     with mnb.ModuleHost(home=facet_home, artifact_store=tmp_path / "store") as h:
         _, cap = h.capability("bidi.say")
         assert "\u202e" in cap.title  # the host read it as sent
-        shown = _shown(mnb.widgets.ModuleBrowser(h))
+        browser = mnb.widgets.ModuleBrowser(h)
+        shown = _shown(browser)
+    listed = browser.capability_picker.options
+    shown["the capability list"] = "\n".join(label for label, _ in listed)
+    assert "invoice_\\u202egnp.exe" in shown["the capability list"]
     assert {"text/plain", "text/html"} <= set(shown)
     assert "invoice_\\u202egnp.exe" in shown["text/html"]
     for name, text in shown.items():
@@ -288,3 +292,44 @@ def test_a_module_listing_prints_one_short_line_a_module(tmp_path: Path) -> None
     assert shown["plain"].startswith("ModuleInfo('plain', ok, capabilities: plain.")
     assert shown["broken"].startswith("ModuleInfo('broken', refused: ")
     assert all(len(line) < 300 and "\n" not in line for line in shown.values()), shown
+
+
+def test_a_row_s_error_shows_in_the_batch_view_s_row_list_as_escapes(
+    host: mnb.ModuleHost,
+) -> None:
+    """A row's label in the batch view's list quotes the module's error message: its
+    overrides, terminal sequences and lone surrogates show as escapes (the label is an
+    ipywidgets option, plain text the browser lays out by the Unicode rules)."""
+    batch = host.map("raw.fail", [{"escaped": BIDI + " " + ESCAPED}], progress=False,
+                     journal=None)  # fmt: skip
+    assert "\u202e" in batch.to_pandas()["error_message"][0]  # the batch keeps the words
+    labels = [label for label, _ in mnb.widgets.BatchView(batch).rows.options]
+    assert len(labels) == 1, labels
+    assert not any(c in labels[0] for c in (*BIDI_CHARS, *CONTROL, "\ud800")), labels
+    assert "invoice_\\u202egnp.exe" in labels[0] and "\\x1b]0;pwn" in labels[0], labels
+
+
+def test_a_descriptor_with_a_lone_surrogate_is_refused_and_breaks_no_listing(
+    facet_home: Path, tmp_path: Path
+) -> None:
+    """A declared credential named with a lone surrogate (the JSON escape ``\\ud800`` in the
+    module's describe output): ``host.modules()`` raised ``UnicodeEncodeError`` (digesting
+    the descriptor), so no module could be listed, nor the browser show any. The descriptor
+    is refused now, saying where and why; the others are listed; the error a notebook is
+    sent holds the escape."""
+    folder, descriptor = _raw_text_as(facet_home, "lone")
+    descriptor["permissions"]["credentials"] = ["TOKEN_\ud800"]
+    write_descriptor(folder, descriptor)
+    with mnb.ModuleHost(home=facet_home, artifact_store=tmp_path / "store") as h:
+        listed = {m.id: m for m in h.modules()}
+        assert {"lone", "raw", "hostile"} <= set(listed)
+        assert listed["raw"].errors == []
+        [problem] = listed["lone"].errors
+        assert problem.path == "permissions.credentials[0]", problem
+        assert "lone surrogate (\\ud800)" in problem.detail, problem
+        with pytest.raises(mnb.InvalidDescriptor) as caught:
+            h.invoke("lone.say", {"escaped": "x"})
+    shown = {"str": str(caught.value), "traceback": "\n".join(caught.value._render_traceback_())}
+    _sent(shown)
+    for name, text in shown.items():
+        assert "\\ud800" in text and "\ud800" not in text, (name, text)

@@ -147,47 +147,155 @@ with mnb.ModuleHost(home=sys.argv[1]) as host:
 """
 
 
-@pytest.mark.parametrize("tool", ["bwrap", "node"])
+def _plant(folder: Path, tool: str, marker: Path) -> None:
+    """The test account's ``tool`` in ``folder`` (made, with the folders up to it, and given
+    to the account): it writes who ran it into ``marker``, then runs the real one."""
+    real = shutil.which(tool, path="/usr/bin:/bin")
+    assert real is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    plant = folder / tool
+    plant.write_text(PLANT.format(marker=marker, real=real))
+    plant.chmod(0o755)
+    os.chown(plant, test_user(), -1)
+
+
+def _new_js_hook(folder: Path) -> Path:
+    """A JavaScript hook no build has seen (so it is built, not taken from the cache)."""
+    hook = folder / "hook" / "planted_path.js"
+    hook.parent.mkdir()
+    hook.write_text(f"// {os.urandom(8).hex()}: a new build, not a cached one\n"
+                    "export const handlers = { onTaskStart(e) { return 'js'; }, "
+                    "onCompact(m) { return m; } };\n")  # fmt: skip
+    return hook
+
+
+def _run_tools(env: dict[str, str], home: Path, source: str, *, cwd: Path) -> dict[str, object]:
+    """:data:`TOOLS` as root with ``env``; what it said (its run must have succeeded with
+    a sandbox)."""
+    kernel = subprocess.run([sys.executable, "-c", TOOLS, str(home), source], env=env, cwd=cwd,
+                            capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert kernel.returncode == 0, kernel.stderr[-3000:]
+    said = json.loads(kernel.stdout.strip().splitlines()[-1])
+    assert said["ok"] and said["sandbox"] != "off", said
+    return said
+
+
+def _give_tree(top: Path) -> None:
+    """``top`` and everything in it to the test account (folders ``0755``)."""
+    uid = test_user()
+    for path in [top, *top.rglob("*")]:
+        os.chown(path, uid, pwd.getpwuid(uid).pw_gid, follow_symlinks=False)
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("tool", "route"),
+    [("bwrap", "first"), ("node", "first"), ("bwrap", "dotdot"), ("bwrap", "relative")],
+)
 def test_a_root_kernel_runs_no_tool_from_another_accounts_path_folder(
-    tmp_path: Path, tool: str
+    tmp_path: Path, tool: str, route: str
 ) -> None:
     """A red-team trial: ``PATH`` named a folder of the test account's first (``sudo
     --preserve-env``; an image whose ``bin`` folder its notebook user owns), and a root
     kernel ran the account's ``bwrap`` (every call's sandbox, made as root) and ``node``
-    (a JavaScript hook's build) from it. Now it passes over what anyone else could replace."""
-    real = shutil.which(tool, path="/usr/bin:/bin")
-    if real is None or (tool == "node" and shutil.which("npm", path="/usr/bin:/bin") is None):
+    (a JavaScript hook's build) from it. Now it passes over what anyone else could replace.
+
+    A second trial reached the account's folder another way (``dotdot``): an entry
+    ``<theirs>/l/../../../usr/bin`` (``l`` the account's link three folders down into its
+    own tree) is ``/usr/bin`` by its text, which was checked, and the account's
+    ``<theirs>/usr/bin`` to the kernel, which ran the plant as root. A relative entry
+    (``relative``: ``.``, the kernel in ``/usr/bin``) was checked in the kernel's folder and
+    kept as ``./bwrap``, which every sandbox then started from the call's own folder, where
+    there is none (every module refused); relative entries are passed over now."""
+    if shutil.which(tool, path="/usr/bin:/bin") is None or (
+        tool == "node" and shutil.which("npm", path="/usr/bin:/bin") is None
+    ):
         pytest.skip(f"needs {tool}")
-    theirs_bin = Path(tempfile.mkdtemp(prefix="mnb-their-bin-"))
+    theirs = Path(tempfile.mkdtemp(prefix="mnb-their-bin-"))
     try:
         marker = tmp_path / "ran"
-        plant = theirs_bin / tool
-        plant.write_text(PLANT.format(marker=marker, real=real))
-        plant.chmod(0o755)
-        _give(theirs_bin, 0o755)
-        os.chown(plant, test_user(), -1)
         home = tmp_path / "facet"
         install(home, "plain")
-        source = ""
+        source, cwd = "", tmp_path
+        if route == "first":
+            _plant(theirs, tool, marker)
+            path = f"{theirs}:/usr/bin:/bin"
+        elif route == "dotdot":
+            _plant(theirs / "usr" / "bin", tool, marker)
+            down = theirs / "a" / "b" / "c"
+            down.mkdir(parents=True)
+            (theirs / "l").symlink_to(down)
+            ups = len(theirs.parts)  # one back out of ``l``'s name, then up to ``/``
+            path = f"{theirs}/l{'/..' * ups}/usr/bin:/usr/bin:/bin"
+            assert os.path.normpath(path.split(":")[0]) == "/usr/bin"
+            assert os.path.realpath(path.split(":")[0]) == str(theirs / "usr" / "bin")
+        else:
+            _plant(theirs, tool, marker)
+            path, cwd = ".:/usr/bin:/bin", Path("/usr/bin")
+        _give_tree(theirs)
         if tool == "node":
-            hook = tmp_path / "hook" / "planted_path.js"
-            hook.parent.mkdir()
-            hook.write_text(f"// {os.urandom(8).hex()}: a new build, not a cached one\n"
-                            "export const handlers = { onTaskStart(e) { return 'js'; }, "
-                            "onCompact(m) { return m; } };\n")  # fmt: skip
-            source = str(hook)
-        env = {**os.environ, "PATH": f"{theirs_bin}:/usr/bin:/bin"}
+            source = str(_new_js_hook(tmp_path))
+        env = {**os.environ, "PATH": path}
         env.pop("MURMUR_NB_ZYGOTE", None)
-        kernel = subprocess.run([sys.executable, "-c", TOOLS, str(home), source], env=env,
-                                cwd=tmp_path, capture_output=True, text=True, timeout=240,
-                                check=False)  # fmt: skip
+        if route == "relative":
+            env["MURMUR_NB_ZYGOTE"] = "off"  # the call's sandbox a bwrap of its own
+        _run_tools(env, home, source, cwd=cwd)
         ran = marker.read_text() if marker.exists() else ""
         assert ran == "", ran  # before: "0 /tmp/mnb-their-bin-.../bwrap" (root ran it)
-        assert kernel.returncode == 0, kernel.stderr[-3000:]
-        said = json.loads(kernel.stdout.strip().splitlines()[-1])
-        assert said["ok"] and said["sandbox"] != "off", said
     finally:
-        shutil.rmtree(theirs_bin, ignore_errors=True)
+        shutil.rmtree(theirs, ignore_errors=True)
+
+
+#: the test account's script for node's ``--require``: writes who ran it
+REQUIRED = """\
+require("fs").appendFileSync({marker!r}, process.getuid() + " NODE_OPTIONS\\n");
+"""
+
+
+@pytest.mark.slow
+def test_a_root_kernels_build_tools_take_nothing_of_another_accounts_environment(
+    tmp_path: Path,
+) -> None:
+    """A red-team trial, with a root kernel given another account's environment (``sudo
+    --preserve-env``) and a fresh cache of root's, so that it compiles its sandbox helpers,
+    installs componentize-js with npm and builds a JavaScript hook:
+
+    - ``npm`` (found where nobody else can replace it) starts with ``#!/usr/bin/env node``:
+      the account's ``node``, first on ``PATH``, ran as root;
+    - gcc found its assembler ``as`` there too (and in ``COMPILER_PATH``): the account's
+      ran as root, and could have put its code into the helper root runs next;
+    - ``NODE_OPTIONS=--require <the account's script>``: node ran the script as root;
+    - ``DEPENDENCIES_OUTPUT=<a file of root's>``: gcc appended a line to it.
+
+    Now a root kernel's tools get ``PATH`` of the folders nobody else can write and nothing
+    else of such an environment (``tool_environment``)."""
+    if shutil.which("npm", path="/usr/bin:/bin") is None or shutil.which("cc") is None:
+        pytest.skip("needs Node.js, npm and a C compiler")
+    victim = tmp_path / "victim"
+    victim.write_text("root's file, unchanged\n")
+    marker = tmp_path / "ran"
+    theirs = Path(tempfile.mkdtemp(prefix="mnb-their-bin-"))
+    try:
+        for tool in ("node", "as"):
+            _plant(theirs, tool, marker)
+        (theirs / "required.js").write_text(REQUIRED.format(marker=str(marker)))
+        _give_tree(theirs)
+        home = tmp_path / "facet"
+        install(home, "plain")
+        env = {
+            **os.environ, "PATH": f"{theirs}:/usr/bin:/bin", "COMPILER_PATH": str(theirs),
+            "NODE_OPTIONS": f"--require {theirs}/required.js",
+            "DEPENDENCIES_OUTPUT": str(victim), "MURMUR_NB_CACHE": str(tmp_path / "cache"),
+        }  # fmt: skip
+        env.pop("MURMUR_NB_ZYGOTE", None)
+        said = _run_tools(env, home, str(_new_js_hook(tmp_path)), cwd=tmp_path)
+        assert Path(str(said["built"])).read_bytes()[:4] == b"\0asm"
+        ran = marker.read_text() if marker.exists() else ""
+        assert ran == "", ran  # before: "0 .../node", "0 .../as", "0 NODE_OPTIONS"
+        assert victim.read_text() == "root's file, unchanged\n"
+    finally:
+        shutil.rmtree(theirs, ignore_errors=True)
 
 
 #: the test account, watching its own temporary folder with inotify: each file root's C
@@ -261,4 +369,4 @@ def test_the_same_holds_for_a_root_kernel_in_a_default_docker_container() -> Non
     (``tests/_container.py``: its capabilities and its seccomp profile's effect) as root."""
     code, tail = rerun(["tests/test_root_temp_folder.py"], user=False, docker=True,
                        deselect="not default_docker_container")  # fmt: skip
-    assert code == 0 and "4 passed" in tail, tail
+    assert code == 0 and "7 passed" in tail, tail

@@ -22,6 +22,7 @@ batch's.
 from __future__ import annotations
 
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -156,6 +157,13 @@ class RowSource:
     waiting: Callable[[], bool]
 
 
+def _shutting_down(exc: RuntimeError) -> bool:
+    """Whether a thread was refused because the interpreter is exiting ("can't create new
+    thread at interpreter shutdown"), not by the system ("can't start new thread": a
+    process or thread limit)."""
+    return sys.is_finalizing() or "shutdown" in str(exc)
+
+
 def rows_are_short(runs: list[float]) -> bool:
     """Whether rows whose runs took ``runs`` seconds are short: their median is at most
     :data:`SHORT_ROW_S` (the rule of a default batch, here and on Dask)."""
@@ -192,10 +200,16 @@ class LocalRunner:
                 self._live += 1
             try:
                 worker.start()
-            except RuntimeError:  # "can't create new thread at interpreter shutdown"
+            except RuntimeError as exc:
                 with lock:
                     self._live -= 1
-                    self.rows.exiting()
+                    self._threads.pop()
+                    if _shutting_down(exc):
+                        self.rows.exiting()
+                    elif not self._live:  # no worker at all: the batch cannot run here
+                        self.rows.fail(None, exc)
+                    # else the system gave no more threads (a container's limit): the
+                    # workers there are run the rows
                     lock.notify_all()
                 break
 

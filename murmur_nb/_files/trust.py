@@ -19,7 +19,14 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["nobody_else_can_move_in", "nobody_else_can_write", "trusted_folder", "trusted_which"]
+__all__ = [
+    "nobody_else_can_move_in",
+    "nobody_else_can_write",
+    "tool_environment",
+    "trusted_folder",
+    "trusted_path",
+    "trusted_which",
+]
 
 
 def nobody_else_can_write(path: Path) -> bool:
@@ -39,16 +46,24 @@ def nobody_else_can_move_in(folder: Path) -> bool:
     return _held(folder, below_is_ours=True)
 
 
+def _plain(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names the same file by its text as the kernel finds by walking it:
+    absolute (a relative one names another file once the working folder changes) and
+    without ``..`` (after a link, ``..`` is the folder above the link's target, not above
+    the link: ``<theirs>/link/../../usr/bin`` is ``/usr/bin`` by its text only)."""
+    given = Path(path)
+    return given.is_absolute() and ".." not in given.parts
+
+
 def _held(path: Path, *, below_is_ours: bool) -> bool:
+    if not _plain(path):
+        return False
     me = os.geteuid()
     try:
-        current = Path(os.path.abspath(path))  # noqa: PTH100 - no link resolved
+        current = Path(path)
         while True:
             st = os.lstat(current)
-            if stat.S_ISLNK(st.st_mode) or st.st_uid not in (me, 0):
-                return False
-            open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-            if open_to_others and not (st.st_mode & stat.S_ISVTX and below_is_ours):
+            if stat.S_ISLNK(st.st_mode) or not _kept(st, me, below_is_ours):
                 return False
             if current.parent == current:
                 return True
@@ -56,6 +71,16 @@ def _held(path: Path, *, below_is_ours: bool) -> bool:
             current = current.parent
     except OSError:
         return False
+
+
+def _kept(st: os.stat_result, me: int, below_is_ours: bool) -> bool:
+    """Whether nobody but ``me`` and root can change the file or folder of ``st``: theirs,
+    and not writable by group or others, unless it is a sticky folder whose entry below is
+    ``me``'s (only an entry's owner may move it)."""
+    if st.st_uid not in (me, 0):
+        return False
+    open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return not open_to_others or bool(st.st_mode & stat.S_ISVTX and below_is_ours)
 
 
 def trusted_folder(shared: Path, private: Callable[[], Path]) -> Path:
@@ -82,27 +107,103 @@ def trusted_which(name: str) -> str | None:
     owns). An untrusted one earlier on ``PATH`` is passed over, not run."""
     if os.geteuid() != 0:
         return shutil.which(name)
-    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        if not folder:
-            continue
+    for folder in trusted_path().split(os.pathsep):
         found = shutil.which(name, path=folder)
         if found is not None and _trusted_chain(found):
             return found
     return None
 
 
+#: the proxy settings a root process's tools keep (a download goes the machine's way out; a
+#: proxy cannot read or change what TLS carries)
+_PROXIES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy"})
+#: variables naming a certificate bundle a tool adds to the ones it trusts: a root process's
+#: tools keep one only when nobody else can write the file
+_BUNDLES = ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE")
+
+
+def tool_environment(tmp: Path, home: Callable[[], Path] | None = None) -> dict[str, str]:
+    """The environment of a build tool this process runs (the C compiler, componentize-py,
+    node, npm), with ``tmp`` its temporary folder (``TMPDIR``, ``TMP``, ``TEMP``).
+
+    A process that is not root: its own environment. A root process: only what nobody else
+    can have put there for the tool to follow, since ``sudo --preserve-env`` may have handed
+    it another account's: ``PATH`` of :func:`trusted_path`; ``HOME`` when nobody else can
+    write it (else ``home()``, or none); ``LANG=C.UTF-8``; the proxy variables; a certificate
+    bundle (``NODE_EXTRA_CA_CERTS``, ``SSL_CERT_FILE``) and the ``PYTHONPATH`` folders that
+    nobody else can write. The rest stays out: ``NODE_OPTIONS=--require <file>`` runs that
+    file in node, gcc's ``DEPENDENCIES_OUTPUT`` appends to any file, ``COMPILER_PATH`` picks
+    its assembler, ``npm_config_registry`` where packages come from.
+    """
+    folder = os.fspath(tmp)
+    if os.geteuid() != 0:
+        return {**os.environ, "TMPDIR": folder, "TMP": folder, "TEMP": folder}
+    env = {k: v for k, v in os.environ.items() if k.lower() in _PROXIES}
+    env.update(PATH=trusted_path(), LANG="C.UTF-8", TMPDIR=folder, TMP=folder, TEMP=folder)
+    given = os.environ.get("HOME", "")
+    if given and nobody_else_can_write(Path(given)):
+        env["HOME"] = given
+    elif home is not None:
+        env["HOME"] = os.fspath(home())
+    for name in _BUNDLES:
+        bundle = os.environ.get(name, "")
+        if bundle and nobody_else_can_write(Path(bundle)):
+            env[name] = bundle
+    python_path = [
+        f for f in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if f and nobody_else_can_write(Path(f))
+    ]  # fmt: skip
+    if python_path:
+        env["PYTHONPATH"] = os.pathsep.join(python_path)
+    return env
+
+
+def trusted_path() -> str:
+    """``PATH`` for what a root process runs: the folders of its ``PATH`` that nobody else
+    can write (absolute, no ``..``, no link, :func:`nobody_else_can_write`), in their order;
+    ``/usr/bin:/bin`` when none is. A tool found on it (``#!/usr/bin/env node``, gcc's
+    ``as`` and ``ld``) is one nobody else put there. Another process's ``PATH`` as it is."""
+    given = os.environ.get("PATH", os.defpath)
+    if os.geteuid() != 0:
+        return given
+    kept = [f for f in dict.fromkeys(given.split(os.pathsep)) if nobody_else_can_write(Path(f))]
+    return os.pathsep.join(kept) if kept else "/usr/bin:/bin"
+
+
 def _trusted_chain(path: str) -> bool:
-    """Whether nobody else can write the folder of each link ``path`` leads through
-    (``/usr/bin/node`` -> ``/etc/alternatives/node`` -> ...), nor the file it ends at (nor
-    a folder above it)."""
-    current = Path(os.path.abspath(path))  # noqa: PTH100 - no link resolved
+    """Whether nobody else can change where ``path`` leads: walked one name at a time as the
+    kernel walks it, following each link (``/usr/bin/node`` -> ``/etc/alternatives/node``
+    -> ...), every folder passed through, every link and the file it ends at are this
+    user's or root's and nobody else can write them (:func:`_kept`; a sticky folder only
+    above an entry of this user's)."""
+    if not _plain(path):
+        return False
+    me = os.geteuid()
+    todo = list(reversed(Path(path).parts[1:]))  # the names still to walk, next one last
+    current = Path("/")
     try:
-        for _ in range(40):  # the kernel's own bound on links followed
-            if not current.is_symlink():
-                return nobody_else_can_write(current)
-            if not nobody_else_can_write(current.parent):
+        here = os.lstat(current)  # the folder ``current``, checked with the entry below it
+        followed = 0
+        while todo:
+            name = todo.pop()
+            if name == "..":  # a folder walked and checked already, as is its parent
+                current = current.parent
+                here = os.lstat(current)
+                continue
+            below = current / name
+            st = os.lstat(below)
+            if not _kept(here, me, below_is_ours=st.st_uid == me) or st.st_uid not in (me, 0):
                 return False
-            current = Path(os.path.normpath(current.parent / current.readlink()))
+            if stat.S_ISLNK(st.st_mode):
+                followed += 1
+                if followed > 40:  # the kernel's own bound on links followed
+                    return False
+                target = below.readlink()
+                if target.is_absolute():
+                    current, here = Path("/"), os.lstat("/")
+                todo.extend(reversed(target.parts[1:] if target.is_absolute() else target.parts))
+                continue
+            current, here = below, st
+        return _kept(here, me, below_is_ours=False)
     except OSError:
-        pass
-    return False
+        return False

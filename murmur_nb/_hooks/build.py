@@ -39,7 +39,12 @@ from pathlib import Path
 
 from murmur_nb._exceptions import HookError, MissingDependency
 from murmur_nb._files.scratch import process_folder
-from murmur_nb._files.trust import nobody_else_can_write, trusted_folder, trusted_which
+from murmur_nb._files.trust import (
+    nobody_else_can_write,
+    tool_environment,
+    trusted_folder,
+    trusted_which,
+)
 from murmur_nb._rules import cache_dir, sha256_file
 
 __all__ = [
@@ -83,12 +88,14 @@ def _private(name: str) -> Path:
 
 
 def _tool_env() -> dict[str, str]:
-    """The environment of a build tool: this process's, with the temporary folder (``TMPDIR``,
-    ``TMP``, ``TEMP``) this process's private ``tmp``, so what a tool writes there is for no
-    other account (componentize-js's work folder is ``0755``, the hook's source in it
-    ``0644``; componentize-py unpacks its standard library there)."""
-    tmp = str(_private("tmp"))
-    return {**os.environ, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
+    """The environment of a build tool (:func:`~murmur_nb._files.trust.tool_environment`:
+    for a root kernel, only what nobody else can have planted), with the temporary folder
+    this process's private ``tmp``, so what a tool writes there is for no other account
+    (componentize-js's work folder is ``0755``, the hook's source in it ``0644``;
+    componentize-py unpacks its standard library there), and, for a root kernel whose
+    ``HOME`` another account could write, a private ``home`` (node looks for modules in
+    ``~/.node_modules``)."""
+    return tool_environment(_private("tmp"), lambda: _private("home"))
 
 
 def _cache_folder(name: str) -> Path:
@@ -216,8 +223,7 @@ def _componentize_py(source: Path, tmp: Path) -> None:
     if done.returncode != 0 or not tmp.is_file():
         output = (done.stderr or done.stdout).split("Stack backtrace:")[0].strip()
         raise HookError(
-            f"componentize-py could not build {source} (exit {done.returncode}):\n"
-            f"{output[-3000:]}",
+            f"componentize-py could not build {source} (exit {done.returncode}):\n{output[-3000:]}",
             code="hook_build_failed",
         )
 
@@ -425,7 +431,7 @@ def build_js_hook(
     )
     node = _node_tool("node")
     node_version = subprocess.run(
-        [node, "--version"], capture_output=True, text=True, check=False
+        [node, "--version"], capture_output=True, text=True, check=False, env=_tool_env()
     ).stdout.strip()
     tools = (
         f"componentize-js={COMPONENTIZE_JS};preview2-shim={PREVIEW2_SHIM};node={node_version};"

@@ -65,6 +65,7 @@ from murmur_nb._hooks.signatures import (
     clock_imports,
     signature,
 )
+from murmur_nb._rules import LONE_SURROGATE
 
 if TYPE_CHECKING:
     from wasmtime import Store
@@ -87,8 +88,6 @@ NEEDS_OFF_FEATURE = re.compile(r"not supported without the [a-z ]+ feature|propo
 FUEL_UNLIMITED = (1 << 63) - 1
 #: The first bytes of every WebAssembly binary, component or core module.
 WASM_MAGIC = b"\0asm"
-#: A UTF-16 surrogate on its own: Python text that has no UTF-8 form, so no WIT string.
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass

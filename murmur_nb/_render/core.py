@@ -34,7 +34,7 @@ from typing import Any
 
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, soft_background
-from murmur_nb._rules import escape_bidi, escape_control
+from murmur_nb._rules import escape_bidi, escape_control, readable
 
 __all__ = [
     "Body",
@@ -87,23 +87,6 @@ def missing_dependency(package: str, feature: str) -> MissingDependency:
         f"Install it with: {RENDER_EXTRA}",
     )
     return exc
-
-
-#: characters checked at a time for a lone surrogate (a rendering's HTML may be 32 MiB)
-_STEP = 1 << 20
-
-
-def readable(text: str) -> str:
-    """``text`` with each lone surrogate written as its escape (``\\ud800``): it cannot be
-    encoded, so a display (or a notebook saved) holding it fails."""
-    if text.isascii():
-        return text
-    for start in range(0, len(text), _STEP):
-        try:  # a slice at a time: no second copy of a whole page to find none
-            text[start : start + _STEP].encode("utf-8")
-        except UnicodeEncodeError:
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
 
 
 def printable(text: str) -> str:

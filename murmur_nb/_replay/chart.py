@@ -12,9 +12,9 @@ The four blocks sit in one row in an 868 px output and wrap, two a row, in a nar
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 
+from murmur_nb._render.core import esc
 from murmur_nb._render.theme import ACCENT, FG, FG_MUTED, WARN, kept
 
 __all__ = ["FIGURES", "totals_chart"]
@@ -37,7 +37,7 @@ def totals_chart(sides: Sequence[str], totals: Mapping[str, Mapping[str, int]]) 
     """
     legend = "".join(
         f'<span style="display:inline-block;margin-right:12px">{_swatch(tone)} '
-        f"{html.escape(side)} <small>({_calls(totals[side])})</small></span>"
+        f"{esc(side)} <small>({_calls(totals[side])})</small></span>"
         for side, tone in zip(sides, _TONES, strict=False)
     )
     blocks = "".join(_block(key, name, sides, totals) for key, name in FIGURES)
@@ -64,9 +64,9 @@ def _block(key: str, name: str, sides: Sequence[str], totals: Mapping[str, Mappi
     values = [int(totals[side].get(key, 0)) for side in sides]
     top = max(values, default=0) or 1
     bars = "".join(
-        f'<div style="display:flex;align-items:center;gap:6px" title="{html.escape(side)}: '
+        f'<div style="display:flex;align-items:center;gap:6px" title="{esc(side)}: '
         f'{value:,} {name}"><div style="flex:1 1 auto;min-width:0">'
-        f'<div class="murmur-chart-bar" data-side="{html.escape(side)}" data-value="{value}" '
+        f'<div class="murmur-chart-bar" data-side="{esc(side)}" data-value="{value}" '
         f'style="width:{100 * value / top:.1f}%;height:10px;{kept("background", tone)}">'
         f'</div></div><span style="flex:0 0 auto;min-width:6ch;text-align:right">'
         f"{value:,}</span></div>"

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from murmur_nb._files.scratch import process_folder
-from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
+from murmur_nb._files.trust import nobody_else_can_write, tool_environment, trusted_folder
 from murmur_nb._rules import cache_dir
 
 __all__ = ["built", "folder"]
@@ -62,7 +62,9 @@ def built(
         return None
     target = folder() / f"{name}-{key}"  # where nobody else can write
     partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    env = {**os.environ, "TMPDIR": str(target.parent)}  # the compiler's files: there too
+    # the compiler's files there too; for a root kernel, nothing of an environment another
+    # account may have handed over (gcc finds ``as`` and ``ld`` on PATH, obeys COMPILER_PATH)
+    env = tool_environment(target.parent)
     for flags in builds:
         made = subprocess.run([cc, "-O2", *flags, "-o", str(partial), str(source)],
                               capture_output=True, check=False, timeout=60, env=env)  # fmt: skip

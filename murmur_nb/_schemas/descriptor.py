@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from murmur_nb._exceptions import DescriptorProblem
-from murmur_nb._rules import DIGEST_RE
+from murmur_nb._rules import DIGEST_RE, LONE_SURROGATE
 from murmur_nb._schemas.nesting import TooDeep, decode_bounded
 from murmur_nb._schemas.schemas import schema_problem
 from murmur_nb.protocol import (
@@ -86,10 +86,9 @@ def parse_describe_output(
         errors.append(DescriptorProblem("envelope.ok", f"describe did not succeed{why}"))
         return None, errors
     result = raw.get("result")
-    if not isinstance(result, dict):
-        errors.append(
-            DescriptorProblem("envelope.result", "must hold the descriptor as a JSON object")
-        )
+    unreadable = _unreadable(result)
+    if unreadable is not None:
+        errors.append(unreadable)
         return None, errors
     try:
         descriptor = Descriptor.model_validate(result)
@@ -135,6 +134,46 @@ def decode_describe(stdout: bytes) -> Any:
     if end != len(text):
         raise ValueError(f"extra data after the document at character {end}")
     return raw
+
+
+def _unreadable(result: object) -> DescriptorProblem | None:
+    """Why the envelope's ``result`` cannot be read as a descriptor at all: not a JSON
+    object, or text in it that is no Unicode text (a lone surrogate)."""
+    if not isinstance(result, dict):
+        return DescriptorProblem("envelope.result", "must hold the descriptor as a JSON object")
+    lone = _lone_surrogate(result, ())
+    if lone is None:
+        return None
+    where, char = lone
+    return DescriptorProblem(_loc_path(where), (
+        f"holds a lone surrogate (\\u{ord(char):04x}), half of a UTF-16 pair: no Unicode text, "
+        "and no digest or display can hold it; write the character itself (or both halves of "
+        "its \\u escape pair)"
+    ))  # fmt: skip
+
+
+def _lone_surrogate(
+    value: object, loc: tuple[int | str, ...]
+) -> tuple[tuple[int | str, ...], str] | None:
+    """Where in a decoded JSON value a lone surrogate is first found (a key or a string), and
+    the surrogate; ``None`` when there is none (the nesting was bounded when it was read)."""
+    if isinstance(value, str):
+        found = LONE_SURROGATE.search(value)
+        return (loc, found.group()) if found else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found_key = LONE_SURROGATE.search(key)
+            if found_key:
+                return (*loc, key), found_key.group()
+            deeper = _lone_surrogate(item, (*loc, key))
+            if deeper is not None:
+                return deeper
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            deeper = _lone_surrogate(item, (*loc, i))
+            if deeper is not None:
+                return deeper
+    return None
 
 
 def _loc_path(loc: tuple[int | str, ...]) -> str:

@@ -41,7 +41,15 @@ from murmur_nb._batch.inputs import canonical
 from murmur_nb._forms.as_code import invoke_code, map_code
 from murmur_nb.widgets._batch_chart import BINS, duration_histogram
 from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell
-from murmur_nb.widgets._html import TextView, badge, esc, require, set_output, volatile
+from murmur_nb.widgets._html import (
+    TextView,
+    badge,
+    esc,
+    printable,
+    require,
+    set_output,
+    volatile,
+)
 from murmur_nb.widgets._invocation_view import InvocationView
 
 __all__ = ["BatchView"]
@@ -278,7 +286,7 @@ class BatchView(TextView):
             what = f"{error.get('code', '')}: {error.get('message', '')}"
         what = what if len(what) <= 80 else what[:79] + "…"
         kept = " · from the journal" if self.batch.from_journal(i) else ""
-        return f"{name} · {status}{kept} · {what}"
+        return printable(f"{name} · {status}{kept} · {what}")  # a module's words: escaped
 
     def _list_new_rows(self) -> None:
         """Label the newly settled rows; list them, or the rows :meth:`_chosen` keeps."""

@@ -29,6 +29,7 @@ __all__ = [
     "esc",
     "json_tree",
     "lines_html",
+    "printable",
     "progress_html",
     "progress_of",
     "require",

@@ -63,6 +63,7 @@ from murmur_nb.widgets._html import (
     effect_words,
     esc,
     portable,
+    printable,
     require,
     volatile,
 )
@@ -316,7 +317,7 @@ class ModuleBrowser(TextView):
             + " " + self._sandbox_badge()
         )
         options = [
-            (f"{cap.id} — {cap.title}" if cap.title else cap.id, cap.id)
+            (printable(f"{cap.id} — {cap.title}" if cap.title else cap.id), cap.id)
             for m in self.modules
             if m.descriptor is not None
             for cap in m.descriptor.capabilities or ()
