@@ -281,3 +281,37 @@ def test_a_map_that_the_system_gives_no_more_threads_runs_on_with_the_ones_it_ha
                 group.rmdir()
                 break
             time.sleep(0.1)
+
+
+#: a row's module, by its row: 0-5 run 0.3 s; 6-8 wait until row 30 has run (each a worker
+#: held up for a long time); the rest end at once
+UNEVEN = (
+    'row=${{line#*\\"row\\":}}; row=${{row%%[!0-9]*}}\n'
+    "echo $(date +%s%N) start >> {out}/marks\n"
+    "case $row in\n"
+    "  [0-5]) sleep 0.3 ;;\n"
+    "  [6-8]) while [ ! -e {out}/release ]; do sleep 0.01; done ;;\n"
+    "  30) : > {out}/release ;;\n"
+    "esac\n"
+    "echo $(date +%s%N) end >> {out}/marks"
+)
+
+
+@pytest.mark.skipif(usable_cores() != 2, reason="the rows are laid out for 4 workers, 2 cores")
+def test_a_default_map_decides_on_the_first_rows_to_start_not_the_first_to_end(
+    tmp_path: Path,
+) -> None:
+    """Four workers: rows 0-5 run 0.3 s, then rows 6-8 hold three workers up while the fourth
+    runs the short rows after them. The first 16 rows to end were 6 long and 10 short, so
+    the map grew (a median of a few ms) and ran more than four rows at once beside the held
+    ones; of the first 16 to start, 9 are long (6 ended, 3 still running), and it keeps
+    four."""
+    out = tmp_path / "out"
+    out.mkdir()
+    sh_module(tmp_path / "home", "uneven", after=UNEVEN.format(out=out))
+    policy = mnb.Policy(roots={"out": out}, deadline_ms=60000)
+    with mnb.ModuleHost(home=tmp_path / "home", policy=policy) as host:
+        batch = host.map("uneven.run", [{"row": i} for i in range(60)], progress=False,
+                         journal=None)  # fmt: skip
+        assert batch.progress.ok == 60, batch.progress.line()
+    assert most_at_once(out / "marks") <= 4  # before: 6 (grown workers beside the held)

@@ -366,11 +366,15 @@ class DaskRunner:
         self.concurrency, self.artifact_bytes = concurrency, artifact_bytes
         self._row_seconds: float | None = None  # a row's share of its task's time, smoothed
         #: rows a task runs at once: :data:`ROWS_PER_CORE` (a task per worker thread), or
-        #: :data:`SHORT_ROWS_PER_CORE` once the first tasks' rows ran
-        #: :data:`SHORT_SAMPLES_PER_WORKER` runs per row slot, short in the median (the
-        #: local rule, decided once; only when ``grow``)
+        #: :data:`SHORT_ROWS_PER_CORE` once the first tasks sent, holding
+        #: :data:`SHORT_SAMPLES_PER_WORKER` rows per row slot, ran them short in the median
+        #: (the local rule, decided once; only when ``grow``)
         self.at_once = ROWS_PER_CORE
-        self._runs: list[float] | None = [] if grow else None
+        self._grow = grow
+        #: the first tasks sent (number -> rows), whose rows' runs decide :attr:`at_once`
+        #: once every one of them is back (the first to come back are the short ones)
+        self._first: dict[int, int] = {}
+        self._first_runs: dict[int, list[float]] = {}
         self._data = payload_of(plan, policy)
         self.payload = self._scatter()
         self._scatter_lock = threading.Lock()
@@ -436,22 +440,28 @@ class DaskRunner:
         ``concurrency``."""
         return min(self.concurrency, 2 * self.chunk * self.slots)
 
-    def _sized(self, rows: int, seconds: float, runs: list[float]) -> None:
-        """Learn from a task of ``rows`` rows that ran ``seconds``, its rows' runs taking
-        ``runs``: the next tasks aim at :data:`TASK_SECONDS`, and run more rows at once if
-        the rows prove short (:attr:`at_once`)."""
+    def _sized(self, n: int, rows: int, seconds: float, runs: list[float]) -> None:
+        """Learn from task ``n`` of ``rows`` rows that ran ``seconds``, its rows' runs taking
+        ``runs``: the next tasks aim at :data:`TASK_SECONDS`, and, once the first tasks sent
+        are all back, run more rows at once if those rows proved short (:attr:`at_once`)."""
         share = seconds / max(rows, 1)
         with self._lock:
             old = self._row_seconds
             self._row_seconds = share if old is None else 0.7 * old + 0.3 * share
             self.chunk = rows_per_task(self._row_seconds)
-            if self._runs is None:
+            if n not in self._first or not self._grow:
                 return
-            self._runs.extend(runs)
-            if len(self._runs) >= SHORT_SAMPLES_PER_WORKER * ROWS_PER_CORE * self.slots:
-                if rows_are_short(self._runs):
+            self._first_runs[n] = runs
+            if len(self._first_runs) == len(self._first) and self._sampled():
+                self._grow = False
+                if rows_are_short([r for got in self._first_runs.values() for r in got]):
                     self.at_once = SHORT_ROWS_PER_CORE
-                self._runs = None
+
+    def _sampled(self) -> bool:
+        """Whether the first tasks sent hold the rows :attr:`at_once` is decided on:
+        :data:`SHORT_SAMPLES_PER_WORKER` per row slot (lock held)."""
+        wanted = SHORT_SAMPLES_PER_WORKER * ROWS_PER_CORE * self.slots
+        return sum(self._first.values()) >= wanted
 
     def _idle(self) -> bool:
         with self._lock:
@@ -472,6 +482,8 @@ class DaskRunner:
         with self._lock:
             self._count += 1
             n = self._count
+            if self._grow and not self._sampled():
+                self._first[n] = len(rows)
         payload = self.payload
         try:
             fut = None if self.closed else self.client.submit(
@@ -511,7 +523,7 @@ class DaskRunner:
         done, exc = self._outcome(fut)
         if done is not None:
             results, seconds, runs = done
-            self._sized(len(rows), seconds, runs)
+            self._sized(n, len(rows), seconds, runs)
             for (out, _, _), result in zip(rows, results, strict=True):
                 out.set_result(result)
             return

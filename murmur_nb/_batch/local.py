@@ -21,6 +21,7 @@ batch's.
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import threading
@@ -173,8 +174,8 @@ def rows_are_short(runs: list[float]) -> bool:
 class LocalRunner:
     """Rows on ``concurrency`` worker threads of this process; see the module's text.
 
-    ``grow_to``: more workers, up to this many, once the median run of the first rows
-    (:data:`SHORT_SAMPLES_PER_WORKER` per worker) took at most :data:`SHORT_ROW_S`; the batch
+    ``grow_to``: more workers, up to this many, once the median run of the first rows to
+    start (:data:`SHORT_SAMPLES_PER_WORKER` per worker) took at most :data:`SHORT_ROW_S`; the batch
     passes it only for its default concurrency (:data:`SHORT_ROWS_PER_CORE`), never over a
     number the caller gave.
     """
@@ -184,7 +185,11 @@ class LocalRunner:
         self._live = 0  # worker threads still running
         self._threads: list[threading.Thread] = []
         self._grow_to = grow_to if grow_to is not None and grow_to > concurrency else None
-        self._timed: list[float] = []  # the first rows' run times, until the batch decides
+        #: the runs the batch decides on: how many, when each began, each one's time once
+        #: it ended (by index: :meth:`_sample`)
+        self._samples = SHORT_SAMPLES_PER_WORKER * concurrency
+        self._began: list[float] = []
+        self._runs: dict[int, float] = {}
 
     def start(self, n_rows: int) -> None:
         """Start the workers (no more than there are rows to run)."""
@@ -239,16 +244,19 @@ class LocalRunner:
                     if taken is None:
                         lock.notify_all()  # the others look again (a stop, the last row)
                         return
-                row, attempt = taken
-                held = row
-                began = time.monotonic()
+                    row, attempt = taken
+                    held = row
+                    began = time.monotonic()
+                    sample = self._sample(began)
                 record = rows.run(row, attempt)
                 took = time.monotonic() - began
                 with lock:
                     rows.finish(row, attempt, record)
                     held = None
+                    if sample is not None:
+                        self._runs[sample] = took
                     if self._grow_to is not None:
-                        self._maybe_grow(took)
+                        self._maybe_grow()
                     # not for the thread in wait(): it looks every TICK_S, and a worker's
                     # end wakes it (a wake-up per row cost the host about 6% of its CPU)
                     if rows.waiting():
@@ -262,13 +270,31 @@ class LocalRunner:
                 self._live -= 1
                 lock.notify_all()
 
-    def _maybe_grow(self, took: float) -> None:
-        """Count one row's run time; once enough are counted, start the workers up to
-        ``grow_to`` if the rows are short (lock held; one that finds no row left ends at
-        once). Decided once per batch."""
-        self._timed.append(took)
-        if len(self._timed) < SHORT_SAMPLES_PER_WORKER * self.concurrency:
+    def _sample(self, began: float) -> int | None:
+        """The index of a run that starts at ``began`` among the runs the batch decides on,
+        the first :data:`SHORT_SAMPLES_PER_WORKER` per worker to start; ``None`` past them
+        or once decided (lock held)."""
+        if self._grow_to is None or len(self._began) >= self._samples:
+            return None
+        self._began.append(began)
+        return len(self._began) - 1
+
+    def _maybe_grow(self) -> None:
+        """Once each of the first runs to start (:meth:`_sample`) has ended or run longer
+        than :data:`SHORT_ROW_S`, start the workers up to ``grow_to`` if the rows are short
+        (lock held; one that finds no row left ends at once). Decided once per batch.
+
+        The runs are the first to *start*, not the first to end: short ones end first, so
+        the first to end were the short ones of a batch whose rows are mostly long (each
+        worker held up by a long row let the others' short rows be counted in its place).
+        A run still going counts as longer than any (``inf``)."""
+        if len(self._began) < self._samples:
             return
+        now = time.monotonic()
+        runs = [self._runs.get(i, math.inf) for i in range(self._samples)]
+        if any(r == math.inf and now - b <= SHORT_ROW_S for r, b in zip(runs, self._began,
+                                                                       strict=True)):  # fmt: skip
+            return  # one of them is still short enough to be either
         grow_to, self._grow_to = self._grow_to, None
-        if grow_to is not None and rows_are_short(self._timed):
+        if grow_to is not None and rows_are_short(runs):
             self._add(grow_to - len(self._threads))
