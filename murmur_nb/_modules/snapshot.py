@@ -39,6 +39,8 @@ SPARSE_MIN_BYTES = 1 << 20
 SPARSE_RATIO = 8
 _CHUNK = 1 << 20
 _PYCACHE = "__pycache__"
+#: how many times :meth:`SnapshotStore.intact` removes a ``__pycache__`` and looks again
+_PYCACHE_TRIES = 5
 
 
 class Refused(Exception):
@@ -209,21 +211,27 @@ class SnapshotStore:
         return self._build(folder, listing, max_bytes)
 
     def intact(self, snap: Snapshot) -> bool:
-        """Whether ``snap`` is still exactly the folder this process verified (``stat`` only)."""
+        """Whether ``snap`` is still exactly the folder this process verified (``stat`` only).
+
+        A ``__pycache__`` in it (the interpreter of a module run unconfined as root writes
+        one: :func:`_clean_pycache`) is removed and the folder looked at again; a batch's
+        modules may write it again as they start meanwhile, so up to :data:`_PYCACHE_TRIES`
+        times."""
         known = self._verified.get(snap.path)
         if known is None:
             return False
-        try:
-            now = walk(snap.path, max_entries=len(known) + 64, max_bytes=1 << 62, skip="")
+        for tries_left in range(_PYCACHE_TRIES, -1, -1):
+            try:
+                now = walk(snap.path, max_entries=len(known) + 64, max_bytes=1 << 62, skip="")
+            except (OSError, Refused):
+                return False
             if _same(now, known):
                 return True  # the common case: one stat walk
-            if not any(Path(e.rel).name == _PYCACHE for e in now):
+            if not tries_left or not any(Path(e.rel).name == _PYCACHE for e in now):
                 return False
-            _clean_pycache(snap.path, len(known))
-            now = walk(snap.path, max_entries=len(known) + 1, max_bytes=1 << 62, skip="")
-        except (OSError, Refused):
-            return False
-        return _same(now, known)
+            with contextlib.suppress(OSError):  # one being written meanwhile: look again
+                _clean_pycache(snap.path, len(known))
+        return False
 
     def _predict(self, listing: list[Entry]) -> str | None:
         digest = hashlib.sha256()
