@@ -272,16 +272,42 @@ def test_an_unspec_family_sends_nothing_to_loopback(home: Path) -> None:
     assert inv.result == dict.fromkeys(("sendto", "sendmsg", "sendmmsg"), "EAFNOSUPPORT")
 
 
+#: a mark the test routes out of ``lo`` (a CNI's, a VPN's or a sidecar's mark rule, say)
+MARK = 0x1337
+
+
+@contextlib.contextmanager
+def _marked_out_of_lo(mark: int) -> Iterator[None]:
+    """Packets marked ``mark`` routed out of ``lo`` while the block runs (root; a nested run
+    is told, ``MNB_TEST_MARK``, and its parent has made the rule)."""
+    if os.environ.get("MNB_TEST_MARK") or os.geteuid() != 0:
+        yield
+        return
+    rule = ["ip", "rule", "add", "fwmark", hex(mark), "lookup", "137", "pref", "100"]
+    route = ["ip", "route", "add", "default", "dev", "lo", "table", "137"]
+    subprocess.run(rule, check=True)
+    subprocess.run(route, check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["ip", "route", "del", *route[3:]], check=False)
+        subprocess.run(["ip", "rule", "del", *rule[3:]], check=False)
+
+
 def test_the_loopback_device_does_not_turn_an_outside_address_local(home: Path) -> None:
     """Out of the loopback device (``SO_BINDTODEVICE``, ``IP_UNICAST_IF``, an ``IP_PKTINFO``
     control message), a datagram to an allowed outside address (TEST-NET-2) would be
-    delivered to this machine's wildcard listeners: each way is refused, nothing arrives."""
+    delivered to this machine's wildcard listeners: each way is refused, nothing arrives.
+    So with a mark a rule routes out of ``lo``: a red-team trial sent an ``SO_MARK`` control
+    message, which the host (as root, with its own ``CAP_NET_ADMIN``) applied, and the
+    datagram reached a wildcard listener; every ``SOL_SOCKET`` control message is refused
+    now."""
     recorder = _Recorder([], udp="0.0.0.0")
     try:
-        with granted(home) as host:
+        with _marked_out_of_lo(MARK), granted(home) as host:
             inv = host.invoke(
                 "netprobe.interface",
-                {"host": "198.51.100.7", "port": recorder.udp.getsockname()[1]},
+                {"host": "198.51.100.7", "port": recorder.udp.getsockname()[1], "mark": MARK},
             )
     finally:
         recorder.close()
@@ -289,6 +315,47 @@ def test_the_loopback_device_does_not_turn_an_outside_address_local(home: Path) 
     assert recorder.received == [], inv.result
     for name, outcome in inv.result.items():
         assert outcome.get("errno") == EACCES, (name, outcome)
+
+
+def test_a_granted_module_takes_no_connection_of_a_service_of_this_machine(home: Path) -> None:
+    """A red-team trial: a service of this machine listens on loopback with
+    ``SO_REUSEPORT``; the module's socket, made by the host and so owned by the kernel's
+    uid, joined it (bind, listen) and took some of its clients' connections and their
+    secrets. A module connects out and never listens: ``bind`` and ``listen`` are refused,
+    and every client reaches the service."""
+    service = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    service.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    service.bind(("127.0.0.1", 0))
+    service.listen(64)
+    port, answers, done = service.getsockname()[1], [], {}
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = service.accept()
+                with conn:
+                    conn.recv(100)
+                    conn.sendall(b"real-service")
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with granted(home) as host:
+            call = threading.Thread(target=lambda: done.update(
+                inv=host.invoke("netprobe.listen", {"port": port, "seconds": 4})))
+            call.start()
+            ends = time.monotonic() + 3.5  # clients all the while the module may listen
+            while time.monotonic() < ends:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
+                    client.sendall(b"kernel-secret")
+                    answers.append(client.recv(100))
+                time.sleep(0.05)
+            call.join()
+    finally:
+        service.close()
+    assert len(answers) > 20 and set(answers) == {b"real-service"}, answers
+    inv = done["inv"]
+    assert inv.ok, inv.error
+    assert inv.result["errno"] == EACCES, inv.result  # before: it took 4 to 6 of every 10
 
 
 def test_a_disconnect_mid_send_never_sends_on_the_kernels_own_socket(home: Path) -> None:
@@ -548,14 +615,16 @@ def test_the_suite_holds_as_a_user_and_in_a_default_container(
 ) -> None:
     outside_host = _need(internet)
     docker, as_user = _RUNS[run]
-    with _on_loopback(LOCAL_PREFIX):  # the same network: the nested runs cannot add it
+    # the same network: the nested runs can add neither
+    with _on_loopback(LOCAL_PREFIX), _marked_out_of_lo(MARK):
         done, tail = rerun(
             ["tests/test_network_grant.py"],
             user=as_user,
             docker=docker,
             deselect="not suite_holds",
-            env={"MNB_TEST_OUTSIDE": outside_host.env, "MNB_TEST_LOCAL_PREFIX": LOCAL_PREFIX},
-        )
+            env={"MNB_TEST_OUTSIDE": outside_host.env, "MNB_TEST_LOCAL_PREFIX": LOCAL_PREFIX,
+                 "MNB_TEST_MARK": hex(MARK)},
+        )  # fmt: skip
     assert done == 0, tail
     assert " passed" in tail and not re.search(r"\d+ failed", tail) and "skipped" not in tail, tail
-    assert "13 passed" in tail, tail  # every test of the file but these reruns
+    assert "14 passed" in tail, tail  # every test of the file but these reruns

@@ -9,6 +9,7 @@ runs with ``sandbox="required"``; the tests of the degraded modes force a mechan
 from __future__ import annotations
 
 import _thread
+import contextlib
 import json
 import os
 import socket
@@ -260,19 +261,43 @@ class _Inbox:
         self.named = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.named.bind(str(self.path))
         self.path.chmod(0o777)  # a socket the notebook offers to anyone who may reach it
-        self.received: dict[str, list[bytes]] = {"udp": [], "abstract": [], "path": []}
+        # datagram ones, abstract and in the root: a pair of the module's own reaches these
+        self.dgram_name = f"@murmur-test-{uuid.uuid4().hex}"
+        self.dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.dgram.bind("\0" + self.dgram_name[1:])
+        self.dgram_path = folder / "notebook-dgram.sock"
+        self.named_dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.named_dgram.bind(str(self.dgram_path))
+        self.dgram_path.chmod(0o777)
+        #: a name a kernel-side client keeps sending to (a service that is not up yet)
+        self.squat_name = f"@murmur-test-{uuid.uuid4().hex}"
+        self.squatted: list[int] = []
+        self.received: dict[str, list[bytes]] = {
+            "udp": [], "abstract": [], "path": [], "dgram": [], "dgram_path": []
+        }
         self._stop = threading.Event()
+        self._socks = {"udp": self.udp, "abstract": self.abstract, "path": self.named,
+                       "dgram": self.dgram, "dgram_path": self.named_dgram}  # fmt: skip
         self._threads = [
             threading.Thread(target=self._serve, args=(name, sock), daemon=True)
-            for name, sock in (("udp", self.udp), ("abstract", self.abstract),
-                               ("path", self.named))
+            for name, sock in self._socks.items()
         ]
+        self._threads.append(threading.Thread(target=self._client, daemon=True))
         for sock in (self.abstract, self.named):
             sock.listen()
-        for sock in (self.udp, self.abstract, self.named):
+        for sock in self._socks.values():
             sock.settimeout(0.2)
         for thread in self._threads:
             thread.start()
+
+    def _client(self) -> None:
+        """Send to :attr:`squat_name` every 10 ms; count what was taken."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            while not self._stop.is_set():
+                with contextlib.suppress(OSError):
+                    name = "\0" + self.squat_name[1:]
+                    self.squatted.append(sock.sendto(b"kernel-secret", name))
+                time.sleep(0.01)
 
     def _serve(self, name: str, sock: socket.socket) -> None:
         while not self._stop.is_set():
@@ -292,14 +317,15 @@ class _Inbox:
 
     def attack(self) -> dict[str, Any]:
         return {"udp": self.udp.getsockname()[1], "abstract": self.abstract_name,
-                "path": "root:out/notebook.sock"}
+                "path": "root:out/notebook.sock", "dgram": self.dgram_name,
+                "dgram_path": "root:out/notebook-dgram.sock", "squat": self.squat_name}
 
     def close(self) -> None:
         time.sleep(0.2)
         self._stop.set()
         for thread in self._threads:
             thread.join()
-        for sock in (self.udp, self.abstract, self.named):
+        for sock in self._socks.values():
             sock.close()
 
 
@@ -307,7 +333,10 @@ def test_it_cannot_open_any_socket_without_a_grant_udp_and_unix_included(world: 
     """No socket at all: UDP to loopback, an abstract Unix socket (reachable from any
     process in the host's network namespace), a Unix socket file sitting in one of the
     module's own roots (which a network namespace alone would leave reachable), and no
-    io_uring (which can open sockets without the ``socket`` call)."""
+    io_uring (which can open sockets without the ``socket`` call). Nor a pair of datagram
+    sockets of its own (``socketpair``: a red-team trial sent through one to an abstract
+    and a path-named datagram socket, by ``sendto``, ``connect`` and ``sendmsg``, and
+    bound one to a name a kernel-side client sends to, receiving its datagrams)."""
     inbox = _Inbox(world.out)
     try:
         with world.host() as host:
@@ -323,7 +352,11 @@ def test_it_cannot_open_any_socket_without_a_grant_udp_and_unix_included(world: 
             assert all("Permission denied" in t["error"] for t in granted.values()), granted
     finally:
         inbox.close()
-    assert inbox.received == {"udp": [], "abstract": [], "path": []}
+    # before: the abstract datagram socket got the pair's three sends from a module without
+    # a grant (its filter refused ``socket`` only), and the squatting pair received the
+    # kernel-side client's datagrams (with a grant too: ``bind`` went unchecked)
+    assert all(got == [] for got in inbox.received.values()), inbox.received
+    assert inbox.squatted == []
 
 
 def test_without_libseccomp_policy_a_network_namespace_still_keeps_it_offline(
@@ -579,7 +612,11 @@ def test_without_bwrap_the_socket_filter_still_keeps_it_offline(
         inbox.close()
     assert not tcp["ok"] and not any(t["ok"] for t in tried.values()), (tcp, tried)
     assert listener.received == []
-    assert inbox.received == {"udp": [], "abstract": [], "path": []}
+    # before: the abstract datagram socket got the pair's three sends from a module without
+    # a grant (its filter refused ``socket`` only), and the squatting pair received the
+    # kernel-side client's datagrams (with a grant too: ``bind`` went unchecked)
+    assert all(got == [] for got in inbox.received.values()), inbox.received
+    assert inbox.squatted == []
 
 
 def test_the_widgets_show_the_confinement(host: mnb.ModuleHost, world: World) -> None:

@@ -113,9 +113,10 @@ _ROUTING_OPTIONS = {
     # IPV6_RTHDR, IPV6_UNICAST_IF
     _SOL_IPV6: (6, 5, 9, 17, 50, 57, 76),
 }
-#: the control messages a send may carry at the IP levels (TOS, TTL, hop limit, traffic
-#: class, don't-fragment); any other (``IP_PKTINFO``, ``IPV6_PKTINFO``, ``IP_RETOPTS``, a
-#: routing header or next hop) names an interface, a source or a route: ``EACCES``
+#: the only control messages a send may carry (TOS, TTL, hop limit, traffic class,
+#: don't-fragment); any other (``IP_PKTINFO``, ``IPV6_PKTINFO``, ``IP_RETOPTS``, a routing
+#: header or next hop, and every one at ``SOL_SOCKET``: ``SO_MARK``, ``SO_PRIORITY``,
+#: ``SCM_TXTIME``) names an interface, a source, a route or a mark: ``EACCES``
 _HARMLESS_CONTROL = {_SOL_IP: (1, 2), _SOL_IPV6: (52, 62, 67)}
 
 
@@ -163,6 +164,11 @@ def program() -> bytes | None:
         for name in ("socket", "connect", "sendmsg", "sendmmsg"):
             rules.add_rule(pyseccomp.NOTIFY, name)
         rules.add_rule(pyseccomp.NOTIFY, "sendto", pyseccomp.Arg(4, pyseccomp.NE, 0))
+        # a module connects out, never waits for others: a bound or listening socket (made
+        # by the host, so owned by the kernel's uid) could join the kernel's own
+        # SO_REUSEPORT listeners on loopback or hold a port a local client will connect to
+        for name in ("bind", "listen"):
+            rules.add_rule(pyseccomp.ERRNO(errno.EACCES), name)
         for level, options in _ROUTING_OPTIONS.items():  # int arguments: the low 32 bits
             for option in options:
                 rules.add_rule(
@@ -673,8 +679,10 @@ class _Call:
             length, level, kind = _CMSGHDR.unpack_from(control, at)
             if level == socket.SOL_SOCKET and kind in (_SCM_RIGHTS, _SCM_CREDENTIALS):
                 raise _Refused(errno.EPERM)  # descriptors and credentials of the module's
-            if level in _HARMLESS_CONTROL and kind not in _HARMLESS_CONTROL[level]:
-                raise _Refused(errno.EACCES)  # an interface, a source address or a route
+            if kind not in _HARMLESS_CONTROL.get(level, ()):
+                # an interface, a source address, a route, a mark (SO_MARK, applied with the
+                # host's own capabilities as root): only the listed ones are sent
+                raise _Refused(errno.EACCES)
             if length < _CMSGHDR.size:
                 break
             at += (length + 7) & ~7

@@ -38,6 +38,7 @@ import fcntl
 import functools
 import os
 import platform
+import socket
 import tempfile
 import threading
 from typing import Any
@@ -118,6 +119,26 @@ _IPC_CALLS = ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semtimed
               "mq_timedreceive", "mq_timedreceive_time64", "mq_notify", "mq_getsetattr")
 
 
+#: ``SOCK_TYPE_MASK``: a socket type without its ``SOCK_NONBLOCK``/``SOCK_CLOEXEC`` flags
+_SOCK_TYPE_MASK = 0xF
+
+
+def _no_sockets(rules: Any, pyseccomp: Any) -> None:
+    """The rules of a module without a network grant: no socket of its own, and nothing
+    that names an address. It shares the host's network namespace (the Unix names under
+    ``\\0`` with it), so a pair of datagram sockets (``socketpair``, which it may still make
+    for its own processes) could send to any bound name (``sendto``, or ``sendmsg``, whose
+    address a filter cannot read), or be bound to one and receive: only stream and
+    seqpacket pairs (which refuse an address), and no ``connect``, ``bind``, ``listen`` or
+    ``sendto`` with an address."""
+    refuse = pyseccomp.ERRNO(errno.EACCES)
+    for name in ("socket", "socketcall", "connect", "bind", "listen"):
+        _add(rules, refuse, name)
+    _add(rules, refuse, "socketpair",
+         pyseccomp.Arg(1, pyseccomp.MASKED_EQ, _SOCK_TYPE_MASK, socket.SOCK_DGRAM))  # fmt: skip
+    _add(rules, refuse, "sendto", pyseccomp.Arg(4, pyseccomp.NE, 0))
+
+
 def _add(rules: Any, action: Any, name: str, *args: Any) -> None:
     # a name that is not a system call on this architecture (or this libseccomp) is skipped
     with contextlib.suppress(ValueError, RuntimeError, OSError):
@@ -139,8 +160,7 @@ def program(*, sockets: bool = False, sysv_ipc: bool = False) -> tuple[bytes | N
     try:
         rules = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
         if not sockets:
-            for name in ("socket", "socketcall"):
-                _add(rules, pyseccomp.ERRNO(errno.EACCES), name)
+            _no_sockets(rules, pyseccomp)
         for name in ("io_uring_setup", "openat2"):
             _add(rules, pyseccomp.ERRNO(errno.ENOSYS), name)
         for name in ("keyctl", "add_key", "request_key"):
@@ -160,7 +180,7 @@ def program(*, sockets: bool = False, sysv_ipc: bool = False) -> tuple[bytes | N
     except (ValueError, RuntimeError, OSError) as exc:
         return None, f"libseccomp cannot build the filter ({exc})"
     what = "no keyring, no setuid bits, no namespaces" + ("" if sysv_ipc else ", no SysV IPC")
-    what += "" if sockets else ", no sockets"
+    what += "" if sockets else ", no sockets (stream pairs of its own only)"
     return bpf, f"seccomp filter, {len(bpf) // 8} BPF instructions: {what}"
 
 

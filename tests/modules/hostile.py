@@ -71,6 +71,40 @@ def send_unix(address):
     return "sent"
 
 
+def _unix(address):
+    return "\0" + address[1:] if address.startswith("@") else address
+
+
+def pair_send(address, how):
+    """Through a pair of datagram sockets of its own (``socketpair`` is not ``socket``), send
+    to a Unix address (``@name``: abstract): ``sendto``, ``connect`` then ``send``, or
+    ``sendmsg`` (whose address no filter can read)."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with a, b:
+        if how == "sendto":
+            a.sendto(b"exfiltrated", _unix(address))
+        elif how == "connect":
+            b.connect(_unix(address))
+            b.send(b"exfiltrated")
+        else:
+            a.sendmsg([b"exfiltrated"], [], 0, _unix(address))
+    return "sent"
+
+
+def pair_squat(address):
+    """One end of a datagram pair bound to a Unix name (``@name``) a kernel-side client
+    sends to: what it receives within two seconds."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with a, b:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.connect(b.fileno(), bytes(2), 2) != 0:  # AF_UNSPEC: anyone may send to it
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+        b.bind(_unix(address))
+        b.settimeout(2)
+        return b.recv(100).decode()
+
+
 def io_uring():
     """Set up an io_uring (whose IORING_OP_SOCKET makes sockets without ``socket``)."""
     if platform.machine() not in ("x86_64", "aarch64"):
@@ -160,6 +194,11 @@ def handle(name, request):
             "udp": attempt(lambda: send_udp(inp["udp"])),
             "abstract": attempt(lambda: send_unix(inp["abstract"])),
             "path": attempt(lambda: send_unix(resolve(request, inp["path"]))),
+            **{f"pair_{how}": attempt(lambda how=how: pair_send(inp["dgram"], how))
+               for how in ("sendto", "connect", "sendmsg")},
+            "pair_path": attempt(lambda: pair_send(resolve(request, inp["dgram_path"]),
+                                                   "sendto")),
+            "pair_squat": attempt(lambda: pair_squat(inp["squat"])),
             "io_uring": attempt(io_uring),
         })
     if name == "spy":

@@ -6,10 +6,11 @@ connects (or sends) again and again through one ``sockaddr`` buffer that a secon
 rewrites, as fast as it can, between an allowed address and a forbidden one. ``unspec``
 sends UDP to loopback through a ``sockaddr_in`` whose family says ``AF_UNSPEC``;
 ``interface`` sends to an outside address out of the loopback device (``SO_BINDTODEVICE``,
-``IP_UNICAST_IF``, an ``IP_PKTINFO`` control message); ``reuse`` blocks one thread in a long
-``sendmsg`` while another disconnects the socket, so that the host would send on a closed
-descriptor whose number the kernel has reused. The tests check the listeners, not only this
-report.
+``IP_UNICAST_IF``, an ``IP_PKTINFO`` control message) or with an ``SO_MARK`` control
+message; ``reuse`` blocks one thread in a long ``sendmsg`` while another disconnects the
+socket, so that the host would send on a closed descriptor whose number the kernel has
+reused; ``listen`` joins a loopback service of this machine (``SO_REUSEPORT``) and answers
+its clients. The tests check the listeners, not only this report.
 """
 
 import ctypes
@@ -24,7 +25,7 @@ from _proto import capability, descriptor, envelope, main
 
 def default():
     return descriptor([capability(c) for c in ("reach", "race", "unspec", "interface",
-                                                 "reuse")],
+                                                 "reuse", "listen")],
                       permissions={"network": ["*"]})
 
 
@@ -157,7 +158,8 @@ def unspec(inp):
 
 
 def interface(inp):
-    """UDP to an outside address out of the loopback device, three ways."""
+    """UDP to an outside address out of the loopback device, three ways, and with a mark a
+    routing rule may send out of it (``SO_MARK`` as a control message)."""
     where = (inp["host"], inp["port"])
     lo = socket.if_nametoindex("lo")
 
@@ -173,12 +175,38 @@ def interface(inp):
         info = struct.pack("<I4s4s", lo, bytes(4), bytes(4))
         return sock.sendmsg([b"pktinfo"], [(socket.IPPROTO_IP, 8, info)], 0, where)
 
+    def mark(sock):  # SO_MARK as a control message: the host would apply it, as root
+        value = struct.pack("I", inp.get("mark", 0x1337))
+        return sock.sendmsg([b"marked"], [(socket.SOL_SOCKET, 36, value)], 0, where)
+
     out = {}
     for name, how in (("bindtodevice", bound), ("unicast_if", unicast_if),
-                      ("pktinfo", pktinfo)):
+                      ("pktinfo", pktinfo), ("mark", mark)):
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             out[name] = attempt(lambda: how(sock))  # noqa: B023 - called at once
     return out
+
+
+def listen(inp):
+    """Join a service of this machine on ``127.0.0.1:port`` (``SO_REUSEPORT``: the kernel
+    shares its connections among the sockets of one owner) and take what its clients send
+    for ``seconds``."""
+    taken = []
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(("127.0.0.1", inp["port"]))
+        sock.listen(16)
+        sock.settimeout(0.1)
+        deadline = time.monotonic() + inp["seconds"]
+        while time.monotonic() < deadline:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            with conn:
+                taken.append(conn.recv(100).decode())
+                conn.sendall(b"module-answer")
+    return taken
 
 
 def reuse(inp):
@@ -211,6 +239,8 @@ def handle(name, request):
         return envelope("invoke", rid, result={t["name"]: reach(t) for t in inp["targets"]})
     if name in ("race", "unspec", "interface", "reuse"):
         return envelope("invoke", rid, result=globals()[name](inp))
+    if name == "listen":
+        return envelope("invoke", rid, result=attempt(lambda: listen(inp)))
     return envelope("invoke", rid, error={"code": "unknown", "message": name,
                                           "retryable": False, "details": None})
 
