@@ -50,7 +50,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from murmur_nb._rules import escape_control, readable
+from murmur_nb._rules import printable
 
 __all__ = [
     "DescriptorProblem",
@@ -93,17 +93,15 @@ class MurmurError(Exception):
     own, never raised by murmur-nb), never on the message, which says what to do. What a
     module, a guest or a record wrote into the message (a name, a path, its own words) shows
     as it is: control characters but newline and tab, and bidirectional overrides, are
-    escapes (:func:`~murmur_nb._rules.escape_control`), so a traceback cannot be recoloured,
-    cleared or reordered by them; so are lone surrogates
-    (:func:`~murmur_nb._rules.readable`), which no notebook could be sent.
+    escapes, and so are lone surrogates, which no notebook could be sent
+    (:func:`~murmur_nb._rules.printable`), so a traceback cannot be recoloured, cleared or
+    reordered by them.
     """
 
     code: str = "murmur_error"
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
-        if isinstance(message, str):  # a lone surrogate could not be sent to the notebook
-            message = escape_control(readable(message))
-        super().__init__(message)
+        super().__init__(printable(message) if isinstance(message, str) else message)
         if code is not None:
             self.code = code
 

@@ -45,6 +45,7 @@ __all__ = [
     "RFC3339_RE",
     "facet_studio_home",
     "murmur_home",
+    "printable",
     "readable",
     "rfc3339_instant",
     "sha256_fd",
@@ -288,6 +289,13 @@ def escape_control(text: str) -> str:
     """``text`` with every control character but newline and tab escaped (``\\x1b``), and
     every bidirectional embedding, override and isolate (``\\u202e``)."""
     return _CONTROL.sub(_escaped, text.replace("\r\n", "\n"))
+
+
+def printable(text: str) -> str:
+    """:func:`readable` ``text`` with every control character but newline and tab escaped
+    (``\\x1b``), so a module's text cannot clear the reader's terminal, retitle it or move
+    its cursor when it is shown as ``text/plain`` (or in a traceback)."""
+    return escape_control(readable(text))
 
 
 def escape_bidi(text: str) -> str:

@@ -247,6 +247,18 @@ def test_it_cannot_reach_the_network_without_a_grant(world: World) -> None:
     assert listener.received == []  # neither call (tests/test_network_grant.py: the outside)
 
 
+def _unix(kind: socket.SocketKind, address: str | Path) -> socket.socket:
+    """A Unix socket of ``kind`` bound to ``address``: ``@name`` in the abstract namespace,
+    else a socket file open to anyone who may reach it (as a notebook's service offers)."""
+    sock = socket.socket(socket.AF_UNIX, kind)
+    if isinstance(address, str) and address.startswith("@"):
+        sock.bind("\0" + address[1:])
+    else:
+        sock.bind(str(address))
+        Path(address).chmod(0o777)
+    return sock
+
+
 class _Inbox:
     """Real listeners on every other way out -- UDP on loopback, an abstract Unix socket and a
     Unix socket file inside the module's ``out`` root -- recording what reaches them."""
@@ -255,20 +267,14 @@ class _Inbox:
         self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.udp.bind(("127.0.0.1", 0))
         self.abstract_name = f"@murmur-test-{uuid.uuid4().hex}"
-        self.abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.abstract.bind("\0" + self.abstract_name[1:])
+        self.abstract = _unix(socket.SOCK_STREAM, self.abstract_name)
         self.path = folder / "notebook.sock"
-        self.named = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.named.bind(str(self.path))
-        self.path.chmod(0o777)  # a socket the notebook offers to anyone who may reach it
+        self.named = _unix(socket.SOCK_STREAM, self.path)
         # datagram ones, abstract and in the root: a pair of the module's own reaches these
         self.dgram_name = f"@murmur-test-{uuid.uuid4().hex}"
-        self.dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.dgram.bind("\0" + self.dgram_name[1:])
+        self.dgram = _unix(socket.SOCK_DGRAM, self.dgram_name)
         self.dgram_path = folder / "notebook-dgram.sock"
-        self.named_dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.named_dgram.bind(str(self.dgram_path))
-        self.dgram_path.chmod(0o777)
+        self.named_dgram = _unix(socket.SOCK_DGRAM, self.dgram_path)
         #: a name a kernel-side client keeps sending to (a service that is not up yet)
         self.squat_name = f"@murmur-test-{uuid.uuid4().hex}"
         self.squatted: list[int] = []

@@ -223,7 +223,8 @@ def _componentize_py(source: Path, tmp: Path) -> None:
     if done.returncode != 0 or not tmp.is_file():
         output = (done.stderr or done.stdout).split("Stack backtrace:")[0].strip()
         raise HookError(
-            f"componentize-py could not build {source} (exit {done.returncode}):\n{output[-3000:]}",
+            f"componentize-py could not build {source} (exit {done.returncode}):\n"
+            f"{output[-3000:]}",
             code="hook_build_failed",
         )
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, soft_background
-from murmur_nb._rules import escape_bidi, escape_control, readable
+from murmur_nb._rules import escape_bidi, printable, readable
 
 __all__ = [
     "Body",
@@ -87,13 +87,6 @@ def missing_dependency(package: str, feature: str) -> MissingDependency:
         f"Install it with: {RENDER_EXTRA}",
     )
     return exc
-
-
-def printable(text: str) -> str:
-    """:func:`readable` ``text`` with every control character but newline and tab escaped
-    (``\\x1b``), so a module's text cannot clear the reader's terminal, retitle it or move
-    its cursor when it is shown as ``text/plain``."""
-    return escape_control(readable(text))
 
 
 class DecodeError(Exception):
