@@ -255,9 +255,10 @@ sys.stdin.read()
 """
 
 
-def giving_kernel(home: Path, work: Path, src: Path) -> tuple[subprocess.Popen[str], int]:
+def giving_kernel(home: Path, work: Path, src: Path, script: str = GIVING_KERNEL
+                  ) -> tuple[subprocess.Popen[str], int]:  # fmt: skip
     """A kernel process that has given its sandbox uid ``work`` and ``src``; and that uid."""
-    kernel = subprocess.Popen([sys.executable, "-c", GIVING_KERNEL, str(home), str(work), str(src)],
+    kernel = subprocess.Popen([sys.executable, "-c", script, str(home), str(work), str(src)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert kernel.stdout is not None
     return kernel, int(kernel.stdout.readline())
@@ -280,15 +281,66 @@ def test_what_a_killed_kernel_gave_is_taken_back_by_the_next_root_kernel(
     killed = reads_as(uid, src / "secret.txt")
     assert killed.returncode == 0 and killed.stdout == "the user's own"  # nothing taken back
     assert sandbox_entries(work, src, ids=range(uid, uid + 1))
+    a_later_root_kernels_host(home)
+    assert_taken_back(uid, work, src, *tmp_path.parents)
+
+
+def a_later_root_kernels_host(home: Path) -> None:
+    """A host made and closed in a new root kernel (its first host takes back what the
+    journals of dead kernels list)."""
     made = subprocess.run([sys.executable, "-c", "import murmur_nb as mnb\n"
                            f"mnb.ModuleHost(home={str(home)!r}).close()"],
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert made.returncode == 0, made.stderr
+
+
+def assert_taken_back(uid: int, work: Path, src: Path, *above: Path) -> None:
+    """A process running as ``uid`` is refused the user's sources, and ``getfacl`` finds no
+    entry for ``uid`` in the roots nor on the folders ``above`` them."""
     after = reads_as(uid, src / "secret.txt")
     assert after.returncode != 0 and "Permission denied" in after.stderr, after
     ours = range(uid, uid + 1)
     assert sandbox_entries(work, src, ids=ours) == []
-    assert sandbox_entries(*tmp_path.parents, recursive=False, ids=ours) == []
+    assert sandbox_entries(*above, recursive=False, ids=ours) == []
+
+
+#: a kernel that has given its sandbox uid the user's sources, then uses up every file
+#: descriptor it may have (``hard``: the hard limit too, so none can be had at exit either)
+#: and ends as a Python program ends, its exit handlers run
+SHORT_KERNEL = GIVING_KERNEL.replace("sys.stdin.read()", """
+import os, resource
+hard = sys.stdin.readline().strip() == "hard"
+taken = len(os.listdir("/proc/self/fd")) + 8
+resource.setrlimit(resource.RLIMIT_NOFILE,
+                   (taken, taken if hard else resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = []
+try:
+    while True:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as exc:
+    print(exc.strerror, flush=True)
+""")
+
+
+@pytest.mark.parametrize("limit", ["soft", "hard"])
+def test_a_kernel_out_of_descriptors_still_takes_back_what_it_gave(
+    home: Path, tmp_path: Path, users_folders: tuple[Path, Path], limit: str
+) -> None:
+    """A kernel that ran out of file descriptors (and exits as it then may) has no
+    descriptor to take back with. Under a soft limit it raises the limit at exit: once it is
+    gone, a process running as its sandbox uid is refused the user's ``0700`` sources. With
+    the hard limit reached too its journal stays, and the next root kernel's host takes it
+    back. Before, the kernel emptied its journal as if all had gone back: the dead kernel's
+    uid read the sources for good, and ``/root`` kept one ``--x`` entry after each run of a
+    test like this one."""
+    work, src = users_folders
+    kernel, uid = giving_kernel(home, work, src, SHORT_KERNEL)
+    out, _ = kernel.communicate(f"{limit}\n", timeout=120)
+    assert kernel.returncode == 0 and out.strip() == "Too many open files", out
+    if limit == "hard":  # nothing could be taken back at exit: the journal does it
+        assert sandbox_entries(work, src, ids=range(uid, uid + 1))
+        a_later_root_kernels_host(home)
+    assert_taken_back(uid, work, src, *tmp_path.parents, Path("/root"))
 
 
 HOLDS = "from murmur_nb._sandbox.identity import _hold; print(_hold({uid}))"
@@ -611,10 +663,7 @@ def test_a_mask_a_killed_kernel_raised_is_put_back_by_the_next(
     kernel.kill()
     kernel.communicate()
     assert f"user:{uid}:r--" in acl_of(secret)  # given, and left by the kill
-    made = subprocess.run([sys.executable, "-c", "import murmur_nb as mnb\n"
-                           f"mnb.ModuleHost(home={str(home)!r}).close()"],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    a_later_root_kernels_host(home)
     user = test_user()
     with passage_for(user, [src]):
         assert tries_as(user, secret) == REFUSED

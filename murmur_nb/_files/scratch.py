@@ -41,8 +41,8 @@ from pathlib import Path
 from murmur_nb._files.trust import nobody_else_can_move_in
 
 __all__ = [
-    "LOCK", "Settle", "owned_folder", "process_folder", "release", "remove_tree", "sweep",
-    "temp_folder",
+    "LOCK", "NotYet", "Settle", "leave", "owned_folder", "process_folder", "release",
+    "remove_tree", "sweep", "temp_folder",
 ]  # fmt: skip
 
 #: the lock file in each folder, held by the folder's process
@@ -54,6 +54,11 @@ _held_lock = threading.Lock()
 
 #: what to do with an abandoned folder before it is removed (its owner died with work undone)
 Settle = Callable[[Path], None]
+
+
+class NotYet(Exception):
+    """Raised by a :data:`Settle` that could not finish its folder's work for now (this
+    process short of descriptors or memory): the folder stays for the next sweep."""
 
 
 def temp_folder() -> Path:
@@ -104,6 +109,12 @@ def _release_at_exit(folder: Path, pid: int) -> None:
 def release(folder: Path) -> None:
     """Remove ``folder`` (one of :func:`owned_folder`'s), then drop its lock."""
     remove_tree(folder)
+    leave(folder)
+
+
+def leave(folder: Path) -> None:
+    """Drop ``folder``'s lock and keep it: abandoned, for the next :func:`sweep` to settle
+    (the work it records is not done)."""
     with _held_lock:
         fd = _held.pop(folder, None)
     if fd is not None:
@@ -128,8 +139,12 @@ def sweep(prefix: str, where: Path | None = None, *, settle: Settle | None = Non
             continue
         if _abandoned(folder):
             if settle is not None:
-                with contextlib.suppress(OSError, ValueError):
+                try:
                     settle(folder)
+                except NotYet:
+                    continue  # left for the next sweep
+                except (OSError, ValueError):
+                    pass  # unreadable: nothing more can be done with it
             remove_tree(folder)
             removed.append(folder)
     return removed

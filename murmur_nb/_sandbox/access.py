@@ -50,6 +50,12 @@ path, where the module sees real paths, each folder above gets ``--x``. These ru
   kernel's journal lists. Where the journal is gone too (a container made again, its
   roots on a volume), what is left is for an id drawn at random, which no later kernel
   draws while another holds it (:func:`.identity.sandbox_id`).
+- **Not even past a kernel short of descriptors.** Taking back opens a descriptor per
+  folder: at exit the descriptor limit is first raised to its hard limit, and what still
+  cannot be taken back for want of descriptors or memory stays in the ledger (the next
+  take-back tries again) and in the journal, which is then left, unlocked, for the next
+  root kernel's first host (so is a dead kernel's that the sweeping kernel is short for).
+  Before, a kernel out of descriptors emptied its journal as if all had gone back.
 
 A regular file with more than one link is never given (it may be a hard link to a file
 outside the root).
@@ -65,6 +71,7 @@ import functools
 import json
 import os
 import pwd
+import resource
 import stat
 import struct
 import threading
@@ -96,6 +103,10 @@ _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 _DIR = _OPEN | os.O_DIRECTORY
 
 Acl = dict[tuple[int, int], int]
+
+#: errors that say the kernel process is short of something (descriptors, memory), not that
+#: a root cannot be given or taken back
+_KERNEL_SHORT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 # -- the ACL entries of one open file --------------------------------------------------------
@@ -336,7 +347,9 @@ def _open_child(parent: int, name: str, folder: bool) -> tuple[int, os.stat_resu
     """The entry opened from its folder's descriptor, if it is still what was listed."""
     try:
         fd = os.open(name, _DIR if folder else _OPEN, dir_fd=parent)
-    except OSError:
+    except OSError as exc:
+        if exc.errno in _KERNEL_SHORT:
+            raise  # this process's want: a walk cut short is not a walk done
         return None  # gone, or swapped for a link (ELOOP), a device, a socket
     st = os.fstat(fd)
     if stat.S_ISDIR(st.st_mode) != folder or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(
@@ -380,6 +393,11 @@ class _Ledger:
         self.journal: int | None = None
         #: the folders passed through that the journal already lists
         self.noted: set[str] = set()
+        #: the folder the journal is in, once made
+        self.journal_folder: Path | None = None
+        #: whether the last take-back left something given (this process short of
+        #: descriptors or memory): the journal is kept for the next kernel
+        self.owed = False
 
     def reset(self) -> None:
         """In a forked child: nothing given is its own (its parent takes it back)."""
@@ -388,6 +406,7 @@ class _Ledger:
         self.raised = {}
         self.journal = None  # the parent's: the child writes a journal of its own
         self.noted = set()
+        self.journal_folder, self.owed = None, False
 
 
 _LEDGER = _Ledger()
@@ -395,8 +414,26 @@ os.register_at_fork(after_in_child=_LEDGER.reset)
 
 
 def _at_exit() -> None:
-    if _LEDGER.pid == os.getpid():
-        revoke()
+    """Take everything back; the journal goes with it, unless something could not be taken
+    back (then a later root kernel's first host takes it back from the journal)."""
+    if _LEDGER.pid != os.getpid():
+        return
+    if _LEDGER.roots or _LEDGER.passages:
+        _room_to_take_back()
+    revoke()
+    folder = _LEDGER.journal_folder
+    if folder is not None:
+        (scratch.leave if _LEDGER.owed else scratch.release)(folder)
+
+
+def _room_to_take_back() -> None:
+    """At exit, the descriptor limit raised to its hard limit: taking back opens a
+    descriptor per folder, and a kernel that ran out of them (and exits for it) would
+    otherwise leave everything given."""
+    with contextlib.suppress(OSError, ValueError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _remember() -> None:
@@ -416,10 +453,15 @@ _JOURNAL_MAX = 4 << 20
 def _journal() -> int | None:
     """This process's journal (opened once; first, the dead kernels' are taken back)."""
     if _LEDGER.journal is None:
+        _remember()  # removed at exit, once everything is taken back (:func:`_at_exit`)
         try:
-            folder = scratch.process_folder(_JOURNALS, settle=_take_back_abandoned)
-            _LEDGER.journal = os.open(folder / _GIVEN, os.O_WRONLY | os.O_CREAT | os.O_APPEND
-                                      | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # fmt: skip
+            if _LEDGER.journal_folder is None:
+                _LEDGER.journal_folder = scratch.owned_folder(
+                    _JOURNALS, settle=_take_back_abandoned
+                )
+            _LEDGER.journal = os.open(_LEDGER.journal_folder / _GIVEN,
+                                      os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+                                      | os.O_CLOEXEC, 0o600)  # fmt: skip
         except OSError:
             return None  # nothing to write to: given things still go back at close and exit
     return _LEDGER.journal
@@ -436,16 +478,25 @@ def _note(**entry: object) -> None:
 def _take_back_abandoned(folder: Path) -> None:
     """Take back what a dead kernel's journal in ``folder`` says it gave its sandbox id
     (entries for an id outside the sandbox range are ignored: never an account's), and the
-    mask bits it raised on files that had a mask."""
-    fd = os.open(folder / _GIVEN, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    mask bits it raised on files that had a mask; :class:`~murmur_nb._files.scratch.NotYet`
+    when this process is short of descriptors or memory for some of it (the journal stays
+    for the next kernel)."""
+    try:
+        fd = os.open(folder / _GIVEN, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in _KERNEL_SHORT:
+            raise scratch.NotYet(str(exc)) from exc
+        raise
     with os.fdopen(fd, "rb") as handle:
         lines = handle.read(_JOURNAL_MAX).splitlines()
     roots, passages, raised = _read_journal(lines)
+    owed = False
     for uid, record in roots:
-        with contextlib.suppress(OSError):
-            _walk_taking(record, uid, raised.get(uid, {}))
+        owed |= not _root_taken(record, uid, raised.get(uid, {}))
     for uid, path, ident in passages:
-        _take_passage_at(path, ident, uid, raised.get(uid, {}).get(ident, 0))
+        owed |= not _take_passage_at(path, ident, uid, raised.get(uid, {}).get(ident, 0))
+    if owed:
+        raise scratch.NotYet(f"{folder}: not everything could be taken back yet")
 
 
 def _read_journal(
@@ -478,11 +529,6 @@ def _read_journal(
 
 
 # -- giving ----------------------------------------------------------------------------------
-
-
-#: errors that say the kernel process is short of something (descriptors, memory), not that
-#: the root cannot be given
-_KERNEL_SHORT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 def grant_root(path: str, *, write: bool) -> str:
@@ -773,26 +819,42 @@ def revoke() -> None:
         return
     uid = sandbox_id()
     with _LEDGER.lock:
-        roots, passages = list(_LEDGER.roots.values()), dict(_LEDGER.passages)
+        roots, passages = dict(_LEDGER.roots), dict(_LEDGER.passages)
         raised = dict(_LEDGER.raised)
         _LEDGER.roots.clear()
         _LEDGER.passages.clear()
         _LEDGER.raised.clear()
-        for record in roots:
-            with contextlib.suppress(OSError):
-                _walk_taking(record, uid, raised)
+        for key, record in roots.items():
+            if not _root_taken(record, uid, raised):
+                _LEDGER.roots[key] = record  # the next take-back (at exit) tries again
         for path, ident in passages.items():
-            _take_passage_at(path, ident, uid, raised.get(ident, 0))
+            if not _take_passage_at(path, ident, uid, raised.get(ident, 0)):
+                _LEDGER.passages[path] = ident
+        _LEDGER.owed = bool(_LEDGER.roots or _LEDGER.passages)
+        if _LEDGER.owed:
+            _LEDGER.raised.update(raised)  # taking a taken file's bits back again is a no-op
+            return  # the journal still lists all of it, for the next kernel if not for us
         _LEDGER.noted.clear()
         if _LEDGER.journal is not None:
             with contextlib.suppress(OSError):
                 os.ftruncate(_LEDGER.journal, 0)  # all taken back: nothing for the next one
 
 
-def _take_passage_at(path: str, ident: tuple[int, int], uid: int, raised: int) -> None:
+def _root_taken(record: _Root, uid: int, raised: dict[tuple[int, int], int]) -> bool:
+    """:func:`_walk_taking`; ``False`` when this process was short of descriptors or memory
+    for it (anything else, such as a root gone, leaves nothing that can be taken back)."""
+    try:
+        _walk_taking(record, uid, raised)
+    except OSError as exc:
+        return exc.errno not in _KERNEL_SHORT
+    return True
+
+
+def _take_passage_at(path: str, ident: tuple[int, int], uid: int, raised: int) -> bool:
     """Remove ``uid``'s entries (and the mask bits ``raised`` for them) from the folder
-    ``path``, if it is still the one passed."""
-    with contextlib.suppress(OSError):
+    ``path``, if it is still the one passed; ``False`` when this process was short of
+    descriptors or memory for it."""
+    try:
         fd = _open_path(path)
         try:
             st = os.fstat(fd)
@@ -800,6 +862,9 @@ def _take_passage_at(path: str, ident: tuple[int, int], uid: int, raised: int) -
                 _take(fd, st, uid, raised)
         finally:
             os.close(fd)
+    except OSError as exc:
+        return exc.errno not in _KERNEL_SHORT
+    return True
 
 
 def _walk_taking(record: _Root, uid: int, raised: dict[tuple[int, int], int]) -> None:
