@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import wasmtime
+from _wat import assemble, component_text
 from test_hook_exit import js_guest, python_guest
 from test_hook_guard import MIB, WAT, PeakRss, flood_guest, host
 
@@ -70,12 +71,16 @@ def test_built_guests_refuse_a_long_result_themselves(
         assert kept.ok and kept.value == messages(10_000), kept.error
 
 
+@pytest.mark.parametrize("handlers", ["0.8.0", "0.8.1"])
 def test_a_flood_is_refused_in_the_guest_before_any_copy(
-    tmp_path: Path, store: ConversationStore
+    tmp_path: Path, store: ConversationStore, handlers: str
 ) -> None:
-    """300,000 messages: wasmtime's copy of them took ~400 MiB and a second; now none is made."""
+    """300,000 messages: wasmtime's copy of them took ~400 MiB and a second; now none is made.
+    Also when the handlers are exported as ``@0.8.1``, which wasmtime takes for ``@0.8.0``
+    (before, the count was added under the exact name only: that hook loaded unbounded,
+    and the same flood took 426 MiB and half a second, past its 300 ms)."""
     text = COMPACT + "    limits: {time_ms: 300, memory_mib: 32}\n"
-    hooks = host(tmp_path, store, text, h=flood_guest(300_000))
+    hooks = host(tmp_path, store, text, h=flood_guest(300_000, handlers=handlers))
     started = time.monotonic()
     with PeakRss() as rss:
         result = hooks.compact([])["h"]
@@ -84,6 +89,46 @@ def test_a_flood_is_refused_in_the_guest_before_any_copy(
     assert "300000 messages" in (result.error or "")
     assert rss.peak - rss.baseline < 24 * MIB, (rss.peak - rss.baseline) / MIB
     assert elapsed < 1.0, elapsed
+
+
+def test_handlers_exported_as_two_versions_are_not_run_for_compact(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """Two other versions of the handlers interface and not ``@0.8.0``: which one wasmtime
+    runs is not for the rewrite to guess, so the hook is not loaded for ``compact``, and
+    says why."""
+    text = (WAT / "component.wat").read_text(encoding="utf-8")
+    export = '(export "murmur:hook/handlers@0.8.0" (instance $handlers))'
+    assert export in text
+    both = text.replace(export, export.replace("@0.8.0", "@0.8.1") + "\n  "
+                        + export.replace("@0.8.0", "@0.8.2"))  # fmt: skip
+    core = (WAT / "flood.wat").read_text(encoding="utf-8").replace("@COUNT@", "5")
+    core = core.replace("@LEN@", "1")
+    both = both.replace("(core module $main @MAIN@)",
+                        "(core module $main" + core[core.index("(module") + len("(module") :])
+    hooks = host(tmp_path, store, COMPACT, h=wasmtime.wat2wasm(both))
+    assert not hooks.hooks["h"].loaded
+    assert "handlers@0.8.1, murmur:hook/handlers@0.8.2: one of them" in (
+        hooks.hooks["h"].load_error or ""), hooks.hooks["h"].load_error  # fmt: skip
+
+
+def test_a_component_whose_compact_is_an_import_leaves_the_other_hooks_loaded(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """A valid component whose ``on-compact`` is the imported ``read-messages`` (an alias
+    of an instance's export): that hook is not loaded for ``compact``, with its reason, and
+    the other hook of the file loads. Before, the rewrite took the alias for a re-export and
+    used its name as an index: ``HookHost.from_config`` raised ``TypeError`` and no hook of
+    the file loaded."""
+    bad = component_text("guest.wat").replace('(export "on-compact" (func $on-compact))',
+                                              '(export "on-compact" (func $read-messages))')
+    assert bad != component_text("guest.wat")
+    text = ("hooks:\n  good:\n    component: hooks/good.wasm\n"
+            "  bad:\n    component: hooks/bad.wasm\n    events: [compact]\n")
+    hooks = host(tmp_path, store, text, good=assemble("guest.wat"), bad=wasmtime.wat2wasm(bad))
+    assert hooks.hooks["good"].loaded, hooks.hooks["good"].load_error
+    assert not hooks.hooks["bad"].loaded
+    assert "cannot run `compact`" in (hooks.hooks["bad"].load_error or "")
 
 
 def decoy_guest(count: int) -> bytes:

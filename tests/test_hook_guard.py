@@ -755,12 +755,16 @@ def test_a_guest_using_the_gc_heap_is_refused_at_load(
 # ------------------------------------------------------------------ lifting a huge result
 
 
-def flood_guest(count: int, length: int = 1) -> bytes:
+def flood_guest(count: int, length: int = 1, handlers: str = "0.8.0") -> bytes:
+    """The flood guest: ``count`` messages of ``length`` bytes from ``on-compact``, its
+    handlers exported as version ``handlers`` of the interface."""
     core = (WAT / "flood.wat").read_text(encoding="utf-8").replace("@COUNT@", str(count))
     core = core.replace("@LEN@", str(length))
     body = core[core.index("(module") + len("(module") :]
     text = (WAT / "component.wat").read_text(encoding="utf-8")
     text = text.replace("(core module $main @MAIN@)", "(core module $main" + body)
+    text = text.replace('(export "murmur:hook/handlers@0.8.0"',
+                        f'(export "murmur:hook/handlers@{handlers}"')  # fmt: skip
     return wasmtime.wat2wasm(text)
 
 

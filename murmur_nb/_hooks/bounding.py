@@ -33,7 +33,7 @@ __all__ = ["MARKER", "VERSION", "Unbounded", "bound_compact", "refused_count", "
 MARKER = b"result_too_large "
 _REFUSED = re.compile(r"result_too_large (\d{10})")
 #: Bumped whenever the rewrite changes, so compiled entries of an older rewrite are not reused.
-VERSION = 1
+VERSION = 2
 
 _HANDLERS = "murmur:hook/handlers@0.8.0"
 _EXPORT = "on-compact"
@@ -142,7 +142,7 @@ class _Component:
             if index >= len(space):
                 raise Unbounded("an index points past its space")
             entry = space[index]
-            if entry[0] != "export" or entry[1] != sort:
+            if entry[0] != "reexport":
                 return entry
             index, seen = entry[2], seen + 1  # an export is a new index for the same item
             if seen > 64:
@@ -180,7 +180,7 @@ def _exports(comp: _Component, r: _Reader) -> None:
         if r.byte() == 0x01:
             _extern_desc(r)
         comp.exports[name] = (sort, index)
-        comp.add(sort, ("export", sort, index))
+        comp.add(sort, ("reexport", sort, index))
 
 
 def _core_arg(r: _Reader) -> int:
@@ -460,10 +460,24 @@ def _with_check(module: _Module, export: str, bound: int) -> tuple[bytes, str]:
 # ------------------------------------------------------------------------------ following
 
 
+def _handlers_export(comp: _Component) -> str:
+    """The export wasmtime takes for :data:`_HANDLERS`: that name, else the one export of
+    another version of the interface (wasmtime matches a semver-compatible one, such as
+    ``@0.8.1``: left unbounded, its result was copied out whole); :class:`Unbounded` when
+    there are several."""
+    if _HANDLERS in comp.exports:
+        return _HANDLERS
+    family = _HANDLERS.partition("@")[0] + "@"
+    others = sorted(name for name in comp.exports if name.startswith(family))
+    if len(others) > 1:
+        raise Unbounded(f"it exports {', '.join(others)}: one of them, not several")
+    return others[0] if others else _HANDLERS
+
+
 def _lifted(comp: _Component) -> tuple[int, dict[str, int]] | None:
     """The core function index and options of the ``canon lift`` behind ``on-compact``;
     ``None`` when there is no such export (the host reports the missing export itself)."""
-    sort, index = comp.exports.get(_HANDLERS, (None, 0))
+    sort, index = comp.exports.get(_handlers_export(comp), (None, 0))
     if sort != _INSTANCE:
         return None
     instance = comp.get(_INSTANCE, index)
@@ -555,9 +569,20 @@ def bound_compact(data: bytes, bound: int) -> bytes:
     Raises
     ------
     Unbounded
-        The component is laid out otherwise (see the module docstring): the host cannot
-        bound the result, and says so instead of loading the hook for ``compact``.
+        The component is laid out otherwise (see the module docstring), or is not one this
+        reading can follow (a malformed one: wasmtime has not validated it yet): the host
+        cannot bound the result, and says so instead of loading the hook for ``compact``.
     """
+    try:
+        return _bound_compact(data, bound)
+    except Unbounded:
+        raise
+    except Exception as exc:  # a hostile binary: no error of this reading may escape
+        raise Unbounded(f"its layout could not be followed ({type(exc).__name__}: {exc})"
+                        ) from exc  # fmt: skip
+
+
+def _bound_compact(data: bytes, bound: int) -> bytes:
     if data[:8] != _COMPONENT:
         return data  # not a component: wasmtime says what it is instead
     comp = _parse_component(data)
