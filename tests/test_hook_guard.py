@@ -866,3 +866,32 @@ def test_ctrl_c_during_a_big_lift_is_honoured_promptly(
     # of the lifted objects alone (Python's oldest generation) takes 0.25 s or more.
     assert ended - sent[0] < 2.0, ended - sent[0]
     assert signal.getsignal(signal.SIGINT) is not None and hooks.hooks["flood"].loaded
+
+
+# ------------------------------------------------------------------ codes from wasmtime's words
+
+
+@pytest.mark.parametrize("name", [
+    "all fuel consumed by WebAssembly", "wasm trap: interrupt", "exceeds memory limits",
+    "fuel allocated for hostcalls has been exhausted",
+    "f\n\nCaused by:\n    wasm trap: interrupt\n",
+])  # fmt: skip
+def test_a_trap_in_a_function_named_after_a_limit_is_a_trap(
+    tmp_path: Path, store: ConversationStore, name: str
+) -> None:
+    """The guest's ``!trap`` runs ``unreachable`` inside a function it names after a limit's
+    message (in its name section; the last one with a line break and a ``Caused by:`` of its
+    own): the call is a ``trap``, said to be the ``unreachable``. The backtrace in wasmtime's
+    error names the guest's functions, and the code was searched for in all of it: the
+    guest chose ``fuel_exhausted``, ``deadline_exceeded``, ``memory_limit`` or
+    ``result_too_large``, each with advice to raise a limit."""
+    escaped = name.replace("\n", "\\n")
+    text = guest_text().replace(
+        "(i32.const 116)) (then unreachable))", "(i32.const 116)) (then (call $named)))"
+    ).replace("(func $deep", f'(func $named (@name "{escaped}") unreachable)\n  (func $deep')
+    assert "(call $named)" in text
+    hooks = host(tmp_path, store, "hooks:\n  h:\n    component: hooks/h.wasm\n",
+                 h=wasmtime.wat2wasm(text))  # fmt: skip
+    result = hooks.task_start(task_id="!trap", context_id="ctx-1")["h"]
+    assert result.code == "trap", result
+    assert "unreachable" in (result.error or "") and "limit" not in (result.error or ""), result

@@ -41,11 +41,30 @@ _HOSTCALL_FUEL = _LIMITS[-1][0]
 
 
 def classify(message: str) -> str:
-    """The stable code for a wasmtime error or trap message."""
+    """The stable code for a wasmtime error or trap message, read from wasmtime's own words
+    only (:func:`wasmtime_words`)."""
+    words = wasmtime_words(message)
     for needle, code in _LIMITS:
-        if needle in message:
+        if needle in words:
             return code
     return "trap"
+
+
+_BACKTRACE = "wasm backtrace:"
+_CAUSED_BY = "Caused by:"
+
+
+def wasmtime_words(message: str) -> str:
+    """The part of a wasmtime error that is wasmtime's own. A trap's backtrace names the
+    guest's functions and modules, in the guest's words: a function named after a limit's
+    message (``all fuel consumed by WebAssembly``), even one holding line breaks and a
+    ``Caused by:`` of its own, chose its call's code. The backtrace comes before the real
+    cause, so where there is one only what follows the last ``Caused by:`` counts (before,
+    the whole text was searched)."""
+    if _BACKTRACE not in message:
+        return message
+    at = message.rfind(_CAUSED_BY)
+    return message[at:] if at >= 0 else message.split(_BACKTRACE, 1)[0]
 
 
 def guest_reports_oom(*texts: str) -> bool:
@@ -75,8 +94,8 @@ def reason(text: str) -> str:
     if not lines:
         return "unknown failure"
     causes: list[str] = []
-    if "Caused by:" in lines:
-        at = lines.index("Caused by:")
+    if _CAUSED_BY in lines:
+        at = len(lines) - 1 - lines[::-1].index(_CAUSED_BY)  # the last: see wasmtime_words
         causes = [re.sub(r"^\d+:\s*", "", line) for line in lines[at + 1 :]]
         lines = lines[:at]
     if lines[0].startswith("error while executing at wasm backtrace") and causes:
