@@ -5,10 +5,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from bs4 import BeautifulSoup
 from test_render_kit import artifact, digest_of, invocation, make_png, rejected
 
 import murmur_nb as mnb
+from murmur_nb._render.verify import (  # private: the check the renderer reads through
+    SNAPSHOT_BYTES,
+    Verified,
+    recheck,
+)
 
 
 def _card(r: mnb.Rendering) -> BeautifulSoup:
@@ -128,3 +134,37 @@ def test_a_rejected_artifact_renders_as_its_error_card(tmp_path: Path) -> None:
     assert r.error_code == "digest_mismatch" and not r.ok
     assert r.text == "error · a.png · digest_mismatch (rejected by the host)"
     assert "declares sha256:333" in _card(r).get_text()
+
+
+@pytest.mark.parametrize("known_root", [True, False])
+def test_a_file_rewritten_in_place_after_its_check_shows_what_was_checked(
+    tmp_path: Path, known_root: bool
+) -> None:
+    """Another call's module that may write where an artifact lies rewrites it in place
+    (same inode, same size) between the check and the renderer's read: the renderer reads
+    the bytes that were checked. Before, it read through a descriptor of the same file and
+    got the new bytes, shown under the checked digest (a red-team review saw it in a race
+    between two calls sharing an ``rw`` root)."""
+    note = tmp_path / "note.txt"
+    note.write_text("GOOD\n" * 100, encoding="utf-8")
+    art = artifact(tmp_path, "note.txt", "text/plain", "text")
+    checked = recheck(artifact_id=art.id, path=art.path, root=art.root,
+                      root_dir=tmp_path if known_root else None, file=note,
+                      declared_bytes=art.bytes, declared_digest=art.digest)  # fmt: skip
+    assert isinstance(checked, Verified), checked
+    try:
+        with note.open("r+b") as fh:  # the same file, written where it lies
+            fh.write(b"EVIL\n" * 100)
+        assert note.read_bytes() == b"EVIL\n" * 100
+        assert checked.readable.read_bytes() == b"GOOD\n" * 100
+    finally:
+        checked.close()
+
+
+def test_files_past_the_snapshot_size_are_read_where_they_lie(tmp_path: Path) -> None:
+    """A file larger than a sealed copy may be is still rendered, from the file itself."""
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * (SNAPSHOT_BYTES + 1))
+    art = artifact(tmp_path, "big.txt", "text/plain", "text")
+    r = mnb.render(art)
+    assert r.ok and r.primitive == "text", r.text[:200]

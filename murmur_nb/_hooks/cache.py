@@ -42,7 +42,6 @@ leaves what is in the other folder alone.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import hmac
@@ -59,7 +58,9 @@ from typing import TYPE_CHECKING
 import blake3
 
 from murmur_nb._exceptions import HookConfigWarning
+from murmur_nb._files import sealed
 from murmur_nb._files.scratch import process_folder
+from murmur_nb._files.sealed import sealed_copy
 from murmur_nb._files.sealing_key import key_dir, sealing_key
 from murmur_nb._files.sealing_key import user_key as cache_key
 from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
@@ -139,23 +140,12 @@ Rewrite = tuple[str, Callable[[bytes], bytes]]
 #: the sidecar's first field: entries sealed another way (HMAC-SHA256 and a stat signature,
 #: before 2026-12-06) are recompiled once
 _SIDECAR_VERSION = "b3"
-#: a sealed memfd: its size and bytes are fixed once checked
-_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
-_MEMFD = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")  # noqa: PTH112
+_MEMFD = sealed.AVAILABLE
 
 
 #: how the sealed copy is mapped to be MACed: shared (a private mapping of a sealed file is
 #: the same pages), its pages made present in one call where the platform has it
 _POPULATED = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-
-
-def _copy_file(source: int, copy: int) -> None:
-    """Copy the open file ``source`` into ``copy`` from their starts, in the kernel
-    (``sendfile``: the bytes never pass through this process), to the source's end as it is
-    when the copy reaches it."""
-    done = 0
-    while sent := os.sendfile(copy, source, done, 1 << 30):
-        done += sent
 
 
 #: what the entries' MAC key is derived under (BLAKE3's ``derive_key``): its own key, so a MAC
@@ -332,17 +322,15 @@ class ComponentCache:
             return None
         fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            copy = os.memfd_create("murmur-nb-component", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-            try:
-                _copy_file(fd, copy)
-                fcntl.fcntl(copy, fcntl.F_ADD_SEALS, _SEALS)
-                if not hmac.compare_digest(self._sealed_mac(copy, digest), sealed):
-                    raise OSError("the entry is not the one sealed")
-            except BaseException:
-                os.close(copy)
-                raise
+            copy = sealed_copy(fd, "murmur-nb-component")
         finally:
             os.close(fd)
+        try:
+            if not hmac.compare_digest(self._sealed_mac(copy, digest), sealed):
+                raise OSError("the entry is not the one sealed")
+        except BaseException:
+            os.close(copy)
+            raise
         return copy
 
     def _sealed_mac(self, copy: int, digest: str) -> str:

@@ -8,22 +8,43 @@ link, size, digest, the rules that admitted it; otherwise :func:`verify_file` ch
 alone. Either way the hash is streamed, a size mismatch is caught from ``fstat`` before a byte
 is read, and the checked descriptor is handed back (:class:`Verified`): the renderer reads
 through it, so swapping the path after the check changes nothing shown.
+
+A descriptor does not stop a write into the same file, though: a module of another call
+that may write where the artifact lies (a shared ``rw`` root) rewrote it in place, same
+size, while the notebook rendered it, and the card showed its bytes under the digest that
+was checked (a red-team review: 392 of about 35,000 renderings in a race). So a file of up
+to :data:`SNAPSHOT_BYTES` is rendered from a sealed copy in memory
+(:mod:`murmur_nb._files.sealed`), hashed once sealed: what is shown is what was checked.
+Copies held at once take at most :data:`SNAPSHOTS_HELD` bytes (a grid holds many images
+open until it is drawn); a larger file, or one past that total, is read where it lies, as
+before (most such files are linked, and a link is read by the browser later anyway).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from murmur_nb._exceptions import ArtifactRejected, ConfinementViolation
+from murmur_nb._files import sealed
 from murmur_nb._files.artifacts import open_verified
 from murmur_nb._files.beneath import open_beneath, proc_path
 from murmur_nb._rules import DIGEST_RE, sha256_fd
 from murmur_nb.protocol import Artifact, Root
 
-__all__ = ["Verified", "VerificationFailure", "file_digest", "recheck", "verify_file"]
+__all__ = [
+    "SNAPSHOTS_HELD", "SNAPSHOT_BYTES", "Verified", "VerificationFailure", "file_digest",
+    "recheck", "verify_file",
+]  # fmt: skip
+
+#: largest file rendered from a sealed copy (the default budget's ``parse_bytes``: what a
+#: renderer decodes whole)
+SNAPSHOT_BYTES = 32 << 20
+#: most bytes of sealed copies held at once by this process
+SNAPSHOTS_HELD = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -46,6 +67,8 @@ class Verified:
 
     file: Path
     fd: int
+    #: bytes of :data:`SNAPSHOTS_HELD` this sealed copy takes (0: ``fd`` is the file itself)
+    copied: int = 0
 
     @property
     def readable(self) -> Path:
@@ -53,6 +76,52 @@ class Verified:
 
     def close(self) -> None:
         os.close(self.fd)
+        _HELD.give_back(self.copied)
+
+
+class _Held:
+    """The bytes of sealed copies open in this process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.bytes = 0
+
+    def take(self, size: int) -> bool:
+        with self.lock:
+            if self.bytes + size > SNAPSHOTS_HELD:
+                return False
+            self.bytes += size
+            return True
+
+    def give_back(self, size: int) -> None:
+        with self.lock:
+            self.bytes -= size
+
+
+_HELD = _Held()
+
+
+def _verified(file: Path, fd: int, size: int, digest: str,
+              label: str) -> Verified | VerificationFailure:  # fmt: skip
+    """The checked ``fd`` (closed here) as a sealed copy hashed again, when it is small
+    enough and the copies held leave room; else ``fd`` itself."""
+    if not sealed.AVAILABLE or size > SNAPSHOT_BYTES or not _HELD.take(size):
+        return Verified(file, fd)
+    try:
+        copy = sealed.sealed_copy(fd, "murmur-nb-artifact")
+    except OSError:
+        _HELD.give_back(size)
+        return Verified(file, fd)  # no memory for a copy: read where it lies
+    os.close(fd)
+    failure = _check_fd(copy, size, digest, label)
+    if failure is not None:
+        os.close(copy)
+        _HELD.give_back(size)
+        return VerificationFailure(
+            failure.code, f"{label}: the file changed while it was being checked (it is being "
+            "written to); re-run the invocation once nothing writes to it."
+        )  # fmt: skip
+    return Verified(file, copy, size)
 
 
 def file_digest(path: Path) -> str:
@@ -91,7 +160,7 @@ def verify_file(
     if failure is not None:
         os.close(fd)
         return failure
-    return Verified(Path(os.path.realpath(path)), fd)
+    return _verified(Path(os.path.realpath(path)), fd, declared_bytes, declared_digest, label)
 
 
 def _folder_gone(label: str, folder: str) -> VerificationFailure:
@@ -188,4 +257,4 @@ def recheck(
                 detail=message,
             )
         return VerificationFailure(exc.code, message)
-    return Verified(verified.file, fd)
+    return _verified(verified.file, fd, declared_bytes, declared_digest, label)
