@@ -3,6 +3,9 @@ exception from inside a renderer.
 
 Deeply nested JSON, a number past a float's range, a large file that is not UTF-8, lone
 surrogates, arguments of the wrong type, and an invocation rendered after its host closed.
+And tables a red-team review built to cost the kernel its memory: a Parquet row group of
+zeros that decodes to a hundred times its file, a CSV header of 100,000 columns, cells of
+megabytes; those tests sample the process's peak RSS while rendering.
 Every file is a real file on disk; the host test runs a real demo module.
 """
 
@@ -12,12 +15,14 @@ import json
 import re
 import shutil
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
+from test_hook_guard import PeakRss
 from test_render_kit import artifact, invocation, make_png
 
 import murmur_nb as mnb
@@ -251,3 +256,97 @@ def test_the_render_docstring_example_renders_the_artifacts(tmp_path: Path) -> N
     assert "render while it is open (inside its `with` block)" in after.text
     example = mnb.render.__doc__ or ""
     assert "        display(mnb.render(runs))" in example  # indented: inside the block
+
+
+# --- table bombs ----------------------------------------------------------------------------
+
+MIB = 1 << 20
+
+
+def _parquet_of_zeros(path: Path, rows: int, columns: int) -> Path:
+    """One row group of ``rows`` x ``columns`` int64 zeros: a few KB on disk (run-length
+    encoded), ``rows * columns * 8`` bytes decoded."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    column = pa.chunked_array([pa.array([0] * 1_000_000, type=pa.int64())] * (rows // 1_000_000))
+    table = pa.table({f"c{i}": column for i in range(columns)})
+    pq.write_table(table, path, row_group_size=rows, compression="zstd")
+    return path
+
+
+def test_a_parquet_row_group_that_decodes_past_the_budget_is_not_read_through(
+    tmp_path: Path,
+) -> None:
+    """A 69 KiB file whose one row group decodes to 122 MiB: the head is read in one batch,
+    the tail is not decoded (it would read the whole row group), and a note says why."""
+    file = _parquet_of_zeros(tmp_path / "bomb.parquet", rows=4_000_000, columns=4)
+    started = time.perf_counter()
+    with PeakRss() as rss:
+        r = mnb.render_file(file, "application/vnd.apache.parquet", "table")
+    elapsed = time.perf_counter() - started
+    assert rss.peak - rss.baseline < 64 * MIB  # 290 MiB before: the row group decoded twice
+    assert elapsed < 1.5  # 3 s before; 0.02 s measured
+    assert r.primitive == "table" and r.ok
+    assert "4000000 rows x 4 columns; first 20 of 4,000,000 rows" in r.text
+    assert len(BeautifulSoup(r.html, "html.parser").select("table tbody tr")) == 20
+    assert _notes(r) == [
+        "the last rows are not shown: reading them decodes up to 122.1 MiB of the row groups "
+        "holding them, over the 32.0 MiB parse budget (RenderBudget.parse_bytes); render it "
+        "with a larger RenderBudget(parse_bytes=...), or write the file with smaller row groups"
+    ]
+
+
+def test_a_csv_header_of_100_000_columns_builds_only_the_columns_shown(tmp_path: Path) -> None:
+    file = tmp_path / "wide.csv"
+    names = [f"c{i}" for i in range(100_000)]
+    file.write_text(",".join(names) + "\n" + ",".join("1" for _ in names) + "\n")
+    started = time.perf_counter()
+    with PeakRss() as rss:
+        r = mnb.render_file(file, "text/csv", "table")
+    elapsed = time.perf_counter() - started
+    assert rss.peak - rss.baseline < 96 * MIB
+    assert elapsed < 1.0  # 2.6 s before; 0.08 s measured
+    assert r.primitive == "table" and r.ok
+    assert "1 rows x 100000 columns; all 1 rows, first 50 columns" in r.text
+    heads = [th.get_text() for th in BeautifulSoup(r.html, "html.parser").select("thead th")]
+    assert heads[1:] == names[:50]
+
+
+def test_a_csv_header_past_a_mebibyte_is_shown_as_text(tmp_path: Path) -> None:
+    """400,000 columns in a 3.7 MiB header took 784 MiB and 10 s of CPU as a DataFrame."""
+    file = tmp_path / "wide.csv"
+    file.write_text(",".join(f"c{i}" for i in range(400_000)) + "\n1\n")
+    started = time.perf_counter()
+    with PeakRss() as rss, pytest.warns(mnb.PresentationWarning, match="header line is longer"):
+        r = mnb.render_file(file, "text/csv", "table")
+    assert rss.peak - rss.baseline < 64 * MIB
+    assert time.perf_counter() - started < 2.0  # 0.1 s measured
+    assert r.primitive == "text" and r.ok
+    assert _shown_text(r).startswith("c0,c1,c2")
+
+
+def test_a_csv_past_the_parse_budget_shows_its_first_rows_and_says_why(tmp_path: Path) -> None:
+    file = tmp_path / "long.csv"
+    file.write_text("n,name\n" + "".join(f"{i},row-{i}\n" for i in range(300_000)))
+    r = mnb.render_file(file, "text/csv", "table", budget=mnb.RenderBudget(parse_bytes=MIB))
+    assert r.primitive == "table" and r.ok
+    cells = BeautifulSoup(r.html, "html.parser").select("table tbody tr td:nth-of-type(2)")
+    assert [td.get_text() for td in cells] == [f"row-{i}" for i in range(20)]
+    assert "first 20 of at least" in r.text
+    assert _notes(r) == [
+        "only the first 1.0 MiB of this 4.9 MiB file were read (RenderBudget.parse_bytes): "
+        "its first 20 rows are shown, not its last; render it with a larger "
+        "RenderBudget(parse_bytes=...) to count and show them"
+    ]
+
+
+def test_long_csv_cells_are_cut_before_they_are_escaped(tmp_path: Path) -> None:
+    """Four rows of 2 MiB quotes made 8 MiB of HTML (each ' escaped to &#x27;)."""
+    file = tmp_path / "cells.csv"
+    file.write_text("a,b\n" + ("'" * (2 * MIB) + ",x\n") * 4)
+    r = mnb.render_file(file, "text/csv", "table")
+    assert r.primitive == "table" and r.ok
+    assert len(r.html) < 64 * 1024
+    cells = BeautifulSoup(r.html, "html.parser").select("table tbody tr td:nth-of-type(1)")
+    assert [td.get_text() for td in cells] == ["'" * 200 + "…"] * 4

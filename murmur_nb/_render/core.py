@@ -221,7 +221,9 @@ class RenderBudget:
         Bytes of a text, Markdown or JSON file shown before it is truncated.
     parse_bytes
         Largest file decoded whole: a JSON document (timeline, table, grid list, JSON view)
-        or an image to thumbnail.
+        or an image to thumbnail. Also the most of a CSV or TSV table parsed (past it its
+        first rows are shown, with a note) and the most a Parquet table's rows shown may
+        decode, judged from its footer before decoding (past it those rows are left out).
     preview_px
         Width of a PDF page preview, in pixels.
     preview_pages
