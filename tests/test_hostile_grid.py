@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from _modules import swapping
 from bs4 import BeautifulSoup
+from test_hook_guard import PeakRss
 
 import murmur_nb as mnb
 
@@ -181,3 +183,47 @@ def test_slides_listing_links_show_refused_pages(tmp_path: Path) -> None:
     assert isinstance(uri, str) and uri.startswith("data:image/")
     assert uri not in deck.html
     assert deck.html.count("<img") == 1
+
+
+MIB = 1 << 20
+
+
+def test_a_list_of_200_000_paths_reads_only_the_images_shown(tmp_path: Path) -> None:
+    """A 1.6 MB list naming one image 200,000 times: each entry was opened and given a
+    ~500-byte cell (a 400,000-entry list took 742 MiB and 7 s); now the first
+    ``grid_images`` are, and the rest are counted."""
+    (tmp_path / "a.svg").write_text(GENUINE)
+    listing = tmp_path / "grid.json"
+    listing.write_text(json.dumps(["a.svg"] * 200_000))
+    started = time.perf_counter()
+    with PeakRss() as rss:
+        r = mnb.render_file(listing, "application/json", "image_grid")
+    elapsed = time.perf_counter() - started
+    assert rss.peak - rss.baseline < 64 * MIB
+    assert elapsed < 1.5  # 0.05 s measured
+    assert r.primitive == "image_grid" and r.ok
+    tiles = _tiles(r)
+    assert len(tiles) == 1000 and tiles[0] == "genuine"
+    assert "200000 images listed" in r.text
+    assert (
+        "showing 1,000 of 200,000 images listed (RenderBudget.grid_images); the rest are "
+        "counted, not read: render a shorter list, or with a larger "
+        "RenderBudget(grid_images=...)" in r.text
+    )
+
+
+def test_a_grid_stops_making_cells_once_the_rendering_output_is_spent(tmp_path: Path) -> None:
+    (tmp_path / "a.svg").write_text(GENUINE)
+    listing = tmp_path / "grid.json"
+    listing.write_text(json.dumps(["a.svg"] * 1000))
+    budget = mnb.RenderBudget(total_bytes=256 * 1024)
+    r = mnb.render_file(listing, "application/json", "image_grid", budget=budget)
+    assert r.primitive == "image_grid" and r.ok
+    shown = len(_tiles(r))
+    assert 0 < shown < 1000
+    assert len(r.html) <= 256 * 1024
+    assert (
+        f"{1000 - shown:,} of 1,000 images not listed: the rendering reached its 256.0 KiB "
+        "total budget (RenderBudget.total_bytes); render it on its own, or with a larger "
+        "RenderBudget(total_bytes=...)" in r.text
+    )

@@ -183,6 +183,7 @@ _COUNTS = (
     "slide_px",
     "max_slides",
     "timeline_events",
+    "grid_images",
 )
 _AMOUNTS = ("embed_bytes", "grid_bytes", "text_bytes", "parse_bytes", "total_bytes", "decode_px")
 
@@ -269,6 +270,9 @@ class RenderBudget:
         ``//host/...``) as images. Each would be fetched by the reader's browser every time
         the output is shown, telling that server when and where it is read (a tracking
         beacon). ``False`` (the default) shows them as links.
+    grid_images
+        Images an ``image_grid`` shows at most (a cell each, thumbnail or not); the card
+        counts the rest, and of a JSON list of paths only these are read. Default 1000.
     """
 
     embed_bytes: int = 4 * _MIB
@@ -287,6 +291,7 @@ class RenderBudget:
     total_bytes: int = 32 * _MIB
     decode_px: int = 50_000_000
     remote_images: bool = False
+    grid_images: int = 1000
     #: what is left of ``total_bytes`` for the artifact being rendered (see :func:`within`)
     #: (not a parameter: ``help(RenderBudget)`` shows only what a caller sets)
     _left: int | None = field(default=None, init=False, repr=False, compare=False)

@@ -4,7 +4,8 @@ The images of one invocation that carry the ``image_grid`` hint render together,
 placed where the first of them was (see :mod:`murmur_nb._render.render`); a JSON artifact
 with the hint may instead list image paths relative to its root, each opened beneath the root
 without following a link and read from the checked descriptor
-(:mod:`murmur_nb._render.listed`). Thumbnails and the byte budget live in
+(:mod:`murmur_nb._render.listed`); only the first ``RenderBudget.grid_images`` entries of
+the list are read, the rest counted. Thumbnails and the byte budget live in
 :func:`~.media.grid_html`; this module builds the card and the ``text/plain`` listing.
 """
 
@@ -81,13 +82,13 @@ def json_grid_rendering(source: Source, budget: RenderBudget, notes: list[str]) 
     """A grid of the images a JSON artifact lists, each opened and checked beneath its root
     (:mod:`murmur_nb._render.listed`) and read through that descriptor; a refused one is a
     tile saying why."""
-    entries = listed_paths(load_json(source, budget))
+    entries, listed = listed_paths(load_json(source, budget), budget.grid_images)
     with contextlib.ExitStack() as held:
         images = open_listed(
             entries, source.root_dir, max_bytes=budget.parse_bytes, keep=max_held(), held=held
         )
         items = [GridItem(i.label, i.file, i.media_type, i.problem) for i in images]
-        body_html, grid_notes = grid_html(items, budget)
+        body_html, grid_notes = grid_html(items, budget, listed)
     body = Body(html=body_html, notes=[*notes, *grid_notes])
     body.details = _capped(
         [
@@ -95,5 +96,7 @@ def json_grid_rendering(source: Source, budget: RenderBudget, notes: list[str]) 
             for n, i in enumerate(images, 1)
         ]
     )
-    body.details.insert(0, f"{len(images)} images listed")
+    if listed > len(images):
+        body.details.append(f"… {listed - len(images)} more listed, not read")
+    body.details.insert(0, f"{listed} images listed")
     return source_rendering("image_grid", source, body)

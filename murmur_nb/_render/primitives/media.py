@@ -11,7 +11,11 @@ A grid embeds thumbnails, never originals, and stops embedding once its thumbnai
 ``RenderBudget.grid_bytes`` (or what the whole rendering has left of
 ``RenderBudget.total_bytes``, when that is less); the images past that point are still
 listed, in order, by name. That bound is what keeps a 500-image grid under 5 MB of cell
-output, and fifty such grids in one invocation under the total. Decoding a thumbnail is paid
+output, and fifty such grids in one invocation under the total. A grid has a cell for at
+most ``RenderBudget.grid_images`` images (the rest are counted), and stops making cells
+once they would pass what the rendering has left of its total: a cell costs about 500
+bytes whatever its image, so a list of 400,000 paths built 200 MB before the total threw
+it away. Decoding a thumbnail is paid
 for from the rendering's pixel budget before it starts (:mod:`..decode`); an image refused
 or failing is a tile saying why, in the error tone, and the card's note says what to do.
 """
@@ -33,6 +37,7 @@ from murmur_nb._render.core import (
     data_uri,
     esc,
     format_size,
+    left_of,
     pixels_of,
     strip_allowance,
     strip_spent,
@@ -283,14 +288,44 @@ class _GridFill:
         )
 
 
-def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[str]]:
+#: what a grid keeps of the rendering's output for its card, notes and plain-text listing
+_CARD_ROOM = 32 * 1024
+
+
+def _left_out(cells: int, items: int, listed: int, budget: RenderBudget) -> list[str]:
+    """What the notes say of the images a grid has no cell for: past ``grid_images``, or
+    past what the rendering had left of ``total_bytes``."""
+    notes: list[str] = []
+    if listed > items:
+        notes.append(
+            f"showing {items:,} of {listed:,} images listed (RenderBudget.grid_images); the "
+            "rest are counted, not read: render a shorter list, or with a larger "
+            "RenderBudget(grid_images=...)"
+        )
+    if cells < items:
+        notes.append(
+            f"{items - cells:,} of {items:,} images not listed: the rendering reached its "
+            f"{format_size(budget.total_bytes)} total budget (RenderBudget.total_bytes); "
+            "render it on its own, or with a larger RenderBudget(total_bytes=...)"
+        )
+    return notes
+
+
+def grid_html(
+    items: list[GridItem], budget: RenderBudget, listed: int | None = None
+) -> tuple[str, list[str]]:
     """The grid's HTML and notes; thumbnails in order until the strip's allowance is spent
-    (:func:`~murmur_nb._render.core.strip_allowance`)."""
+    (:func:`~murmur_nb._render.core.strip_allowance`), cells for at most
+    ``budget.grid_images`` of the ``listed`` images (``len(items)`` when ``None``), and
+    none past what the rendering has left of its output (:func:`~..core.left_of`)."""
+    listed = len(items) if listed is None else listed
+    items = items[: budget.grid_images]
     px = budget.thumbnail_px
     box = f"width:{px}px;height:{px}px;display:flex;align-items:center;justify-content:center"
     limit, knob = strip_allowance(budget, len(items))
     fill = _GridFill(px, limit, box)
     cells: list[str] = []
+    room = left_of(budget) - _CARD_ROOM
     uris = _thumb_uris(items, px, budget.parse_bytes, pixels_of(budget))
     try:
         for n, item in enumerate(items, 1):
@@ -300,10 +335,14 @@ def grid_html(items: list[GridItem], budget: RenderBudget) -> tuple[str, list[st
                 f"{n}. {esc(item.label)}</figcaption>"
             )
             inner = fill.inner(item, uris)
-            cells.append(f'<figure style="margin:0;width:{px}px">{inner}{caption}</figure>')
+            cell = f'<figure style="margin:0;width:{px}px">{inner}{caption}</figure>'
+            room -= len(cell)
+            if room < 0:
+                break
+            cells.append(cell)
     finally:
         uris.close()
-    notes: list[str] = []
+    notes = _left_out(len(cells), len(items), listed, budget)
     if fill.over_budget:
         notes.append(
             f"{fill.over_budget} of {len(items)} thumbnails not embedded: "

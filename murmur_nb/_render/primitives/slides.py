@@ -163,10 +163,10 @@ def render_slides(source: Source, budget: RenderBudget) -> Body:
         body.notes.append(f"slides stopped: {got.stopped}")
         return body
     if mt == "application/json":
-        entries = listed_paths(load_json(source, budget))
+        entries, listed = listed_paths(load_json(source, budget), budget.max_slides)
         with contextlib.ExitStack() as held:
-            encoded = _listed_slides(entries[: budget.max_slides], source, width, budget, held)
-        return _image_slides(encoded, width, budget, len(entries))
+            encoded = _listed_slides(entries, source, width, budget, held)
+        return _image_slides(encoded, width, budget, listed)
     return _markdown_slides(source, width, budget)
 
 
