@@ -227,3 +227,21 @@ def test_a_grid_stops_making_cells_once_the_rendering_output_is_spent(tmp_path: 
         "total budget (RenderBudget.total_bytes); render it on its own, or with a larger "
         "RenderBudget(total_bytes=...)" in r.text
     )
+
+
+def test_grid_titles_of_megabytes_of_quotes_are_cut_before_they_are_escaped(
+    tmp_path: Path,
+) -> None:
+    """Four titles of 1 MiB of ``'``, each escaped whole (six bytes a quote) into a caption
+    and its tooltip before the rendering's total refused the grid."""
+    (tmp_path / "a.svg").write_text(GENUINE)
+    listing = tmp_path / "grid.json"
+    listing.write_text(json.dumps([{"path": "a.svg", "title": "'" * MIB}] * 4))
+    with PeakRss() as rss:
+        r = mnb.render_file(listing, "application/json", "image_grid")
+    assert rss.peak - rss.baseline < 32 * MIB  # 66 MiB before
+    assert r.primitive == "image_grid" and r.ok
+    assert _tiles(r) == ["genuine"] * 4
+    captions = BeautifulSoup(r.html, "html.parser").select("figcaption")
+    assert [c.get_text() for c in captions] == [f"{n}. " + "'" * 200 + "…" for n in range(1, 5)]
+    assert captions[0]["title"] == "'" * 200 + "…"

@@ -4,8 +4,8 @@ exception from inside a renderer.
 Deeply nested JSON, a number past a float's range, a large file that is not UTF-8, lone
 surrogates, arguments of the wrong type, and an invocation rendered after its host closed.
 And tables a red-team review built to cost the kernel its memory: a Parquet row group of
-zeros that decodes to a hundred times its file, a CSV header of 100,000 columns, cells of
-megabytes; those tests sample the process's peak RSS while rendering.
+zeros that decodes to a hundred times its file, a CSV header of 100,000 columns, cells and
+JSON keys of megabytes; those tests sample the process's peak RSS while rendering.
 Every file is a real file on disk; the host test runs a real demo module.
 """
 
@@ -350,3 +350,20 @@ def test_long_csv_cells_are_cut_before_they_are_escaped(tmp_path: Path) -> None:
     assert len(r.html) < 64 * 1024
     cells = BeautifulSoup(r.html, "html.parser").select("table tbody tr td:nth-of-type(1)")
     assert [td.get_text() for td in cells] == ["'" * 200 + "…"] * 4
+
+
+def test_json_keys_of_megabytes_of_quotes_are_cut_before_they_are_escaped(
+    tmp_path: Path,
+) -> None:
+    """Eight keys of 512 KiB of ``'``: values were cut to 200 characters but keys were
+    escaped whole into the tree (an 8 MiB file took 205 MiB before the total refused it)."""
+    file = tmp_path / "k.json"
+    file.write_text(json.dumps({"'" * (512 * 1024) + str(i): i for i in range(8)}))
+    with PeakRss() as rss:
+        r = mnb.render_file(file, "application/json", "json")
+    assert rss.peak - rss.baseline < 48 * MIB  # 133 MiB before
+    assert r.primitive == "json" and r.ok
+    tree = BeautifulSoup(r.html, "html.parser").select_one("div > details")
+    assert tree is not None
+    keys = [div.get_text() for div in tree.select("div > div")]
+    assert keys == ["'" * 200 + f"…: {i}" for i in range(8)]

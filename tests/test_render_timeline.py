@@ -2,18 +2,21 @@
 
 Calls the timeline parser and drawer (internal) directly: a property test over thousands of
 event lists is only affordable without writing, verifying and rendering a file for each.
+The hostile label (megabytes of quotes) is a real file rendered through ``render_file``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_hook_guard import MIB, PeakRss
 
 import murmur_nb as mnb
 from murmur_nb._render.core import CannotRender  # private: what a parse refuses with
@@ -93,3 +96,23 @@ def test_a_timeline_cut_by_its_budget_counts_every_lane(tmp_path: Path) -> None:
                           budget=mnb.RenderBudget(timeline_events=4)).text  # fmt: skip
     assert "10 events in 3 lanes" in whole and "10 events in 3 lanes" in cut, cut
     assert "drew the first 4 of 10 events" in cut
+
+
+def test_labels_of_megabytes_of_quotes_are_cut_before_they_are_escaped(tmp_path: Path) -> None:
+    """Three events labelled with 2 MiB of ``'``: each label was escaped whole (six bytes a
+    quote) into a tooltip and a bar before the rendering's total refused it (24 MiB of
+    labels took 880 MiB); the chart now shows each label's first 200 characters."""
+    file = tmp_path / "t.json"
+    file.write_text(json.dumps([{"start": i, "end": i + 1, "label": "'" * (2 << 20)}
+                                for i in range(3)]))  # fmt: skip
+    started = time.perf_counter()
+    with PeakRss() as rss:
+        r = mnb.render_file(file, "application/json", "timeline")
+    elapsed = time.perf_counter() - started
+    assert rss.peak - rss.baseline < 48 * MIB  # 180 MiB before
+    assert elapsed < 2.0  # 0.03 s measured
+    assert r.primitive == "timeline" and r.ok
+    assert len(r.html) < 64 * 1024
+    bars = BeautifulSoup(r.html, "html.parser").select(".murmur-bar")
+    assert [bar.get_text() for bar in bars] == ["'" * 200 + "…"] * 3
+    assert bars[0]["title"] == "'" * 200 + "… (0s - 1s)"

@@ -15,7 +15,8 @@ Text a module wrote (a title, a path, a file's JSON) may hold what no display ca
 lone surrogate (JSON allows ``"\\ud800"``) cannot be encoded, so a cell showing it fails, and
 terminal control sequences in ``text/plain`` would drive the reader's terminal. :func:`esc`
 and :class:`Rendering` pass every string through :func:`readable` (HTML) or :func:`printable`
-(plain text), so no caller has to remember to.
+(plain text), so no caller has to remember to. What a module wrote is cut to a few hundred
+characters by :func:`clipped` before it is escaped, so the HTML a label costs is bounded.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "Slide",
     "Source",
     "card",
+    "clipped",
     "data_uri",
     "RENDER_EXTRA",
     "embedded",
@@ -432,6 +434,20 @@ def esc(text: object) -> str:
     (:func:`readable`) and bidirectional overrides (:func:`escape_bidi`) written as escapes:
     every page of murmur-nb shows a module's, a guest's or a record's words this way."""
     return html.escape(escape_bidi(readable(str(text))), quote=True)
+
+
+#: characters of a label, a key, a caption or a cell a module wrote that a card shows
+LABEL_CHARS = 200
+
+
+def clipped(text: str, chars: int = LABEL_CHARS) -> str:
+    """``text`` cut to ``chars`` characters, ending in ``…`` when it was cut.
+
+    Every renderer cuts what a module wrote *before* :func:`esc`: escaping makes one ``'``
+    six bytes, and a label may be repeated (a tooltip and the text), so a few MB of quotes
+    built hundreds of MB of HTML before the rendering's total was checked.
+    """
+    return text if len(text) <= chars else text[:chars] + "…"
 
 
 def format_size(n: int) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from murmur_nb._files.beneath import one_file_problem, open_beneath, proc_path
-from murmur_nb._render.core import CannotRender, format_size
+from murmur_nb._render.core import CannotRender, clipped, format_size
 from murmur_nb._render.inputs import guess_media_type
 
 __all__ = ["TOO_MANY", "ListedImage", "listed_paths", "open_listed"]
@@ -54,7 +54,7 @@ class ListedImage:
 
 def listed_paths(value: Any, keep: int) -> tuple[list[tuple[str, str]], int]:
     """The first ``keep`` ``(label, path)`` of a JSON list of image paths (strings or
-    ``{"path", "title"}``), and how many it lists.
+    ``{"path", "title"}``), and how many it lists; a label is :func:`~.core.clipped`.
 
     A ``{"images": [...]}`` object is accepted too. Raises :class:`CannotRender` when the
     value is not such a list. Entries past ``keep`` are counted, never read: a list of
@@ -67,9 +67,9 @@ def listed_paths(value: Any, keep: int) -> tuple[list[tuple[str, str]], int]:
     out: list[tuple[str, str]] = []
     for i, item in enumerate(value[:keep]):
         if isinstance(item, str):
-            out.append((item, item))
+            out.append((clipped(item), item))
         elif isinstance(item, dict) and isinstance(item.get("path"), str):
-            out.append((str(item.get("title") or item["path"]), item["path"]))
+            out.append((clipped(str(item.get("title") or item["path"])), item["path"]))
         else:
             raise CannotRender(f"entry {i} is neither a path string nor an object with 'path'")
     return out, len(value)

@@ -34,6 +34,7 @@ from murmur_nb._render.core import (
     PixelBudget,
     RenderBudget,
     Source,
+    clipped,
     data_uri,
     esc,
     format_size,
@@ -329,10 +330,10 @@ def grid_html(
     uris = _thumb_uris(items, px, budget.parse_bytes, pixels_of(budget))
     try:
         for n, item in enumerate(items, 1):
-            caption = (  # wraps onto more lines rather than cut with an ellipsis
+            label = clipped(item.label)  # then wraps onto more lines, not cut to one
+            caption = (
                 f'<figcaption style="font-size:12px;line-height:1.3;color:{FG_MUTED};'
-                f'overflow-wrap:anywhere" title="{esc(item.label)}">'
-                f"{n}. {esc(item.label)}</figcaption>"
+                f'overflow-wrap:anywhere" title="{esc(label)}">{n}. {esc(label)}</figcaption>'
             )
             inner = fill.inner(item, uris)
             cell = f'<figure style="margin:0;width:{px}px">{inner}{caption}</figure>'

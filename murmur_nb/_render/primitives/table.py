@@ -20,7 +20,8 @@ Memory stays bounded by the budget, not the file, whatever the file claims:
   those rows are not shown, and a note says why and what to do.
 - JSON records must be parsed whole and are limited by ``parse_bytes``.
 
-Every cell and column name is cut to ``_CELL_CHARS`` characters before it is escaped, so
+Every cell and column name is cut to 200 characters (:func:`~..core.clipped`) before it is
+escaped, so
 the HTML of the rows shown stays small (an 8 MiB CSV of four rows made 8 MiB of HTML).
 """
 
@@ -36,6 +37,7 @@ from murmur_nb._render.core import (
     CannotRender,
     RenderBudget,
     Source,
+    clipped,
     esc,
     format_size,
     missing_dependency,
@@ -52,8 +54,6 @@ __all__ = ["Table", "load_table", "render_table"]
 _CHUNK_ROWS = 50_000
 #: columns shown of a wide table; the others are counted in the line above it
 _COLUMNS = 50
-#: characters shown of a cell or a column name; a longer one ends in "…"
-_CELL_CHARS = 200
 #: longest CSV header line read for the column names
 _HEADER_BYTES = 1024 * 1024
 #: rows of a Parquet batch when the last rows are read (the row groups are read through)
@@ -313,13 +313,11 @@ def load_table(source: Source, budget: RenderBudget) -> Table:
 
 
 def _cut(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > _CELL_CHARS:
-        return value[:_CELL_CHARS] + "…"
-    return value
+    return clipped(value) if isinstance(value, str) else value
 
 
 def _shown(table: Table) -> tuple[pd.DataFrame, str]:
-    """The frame to draw, cells and names cut to ``_CELL_CHARS``, and what it shows."""
+    """The frame to draw, cells and names :func:`~..core.clipped`, and what it shows."""
     import pandas as pd  # noqa: PLC0415
 
     head = table.head
@@ -338,7 +336,7 @@ def _shown(table: Table) -> tuple[pd.DataFrame, str]:
     if table.more_columns:
         shown += f", first {len(head.columns)} columns"
     frame = frame.map(_cut)
-    frame.columns = [_cut(str(c)) for c in frame.columns]
+    frame.columns = [clipped(str(c)) for c in frame.columns]
     return frame, shown
 
 

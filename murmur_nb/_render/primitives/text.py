@@ -32,6 +32,7 @@ from murmur_nb._render.core import (
     CannotRender,
     RenderBudget,
     Source,
+    clipped,
     esc,
     format_size,
     readable,
@@ -271,7 +272,6 @@ def load_json(source: Source, budget: RenderBudget) -> Any:
 _TREE_NODES = 2000
 #: levels the tree draws (each costs two Python frames); deeper containers show as ``…``
 _TREE_DEPTH = 50
-_SCALAR_CHARS = 200
 
 
 class _Tree:
@@ -284,15 +284,15 @@ class _Tree:
         self.deep = False
 
     def scalar(self, value: Any) -> str:
-        text = readable(json.dumps(value, ensure_ascii=False))
-        if len(text) > _SCALAR_CHARS:
-            text = text[:_SCALAR_CHARS] + "…"
+        text = clipped(readable(json.dumps(value, ensure_ascii=False)))
         colour = _STRING if isinstance(value, str) else _NUMBER
         return f'<span style="color:{colour}">{esc(text)}</span>'
 
     def node(self, key: str | None, value: Any, depth: int) -> str:
         self.nodes += 1
-        label = f'<span style="color:{_KEY}">{esc(key)}</span>: ' if key is not None else ""
+        label = ""
+        if key is not None:  # a key is cut like a value: escaping may make it six times longer
+            label = f'<span style="color:{_KEY}">{esc(clipped(key))}</span>: '
         if not isinstance(value, dict | list) or not value:
             return f"<div>{label}{self.scalar(value)}</div>"
         if self.nodes > _TREE_NODES:

@@ -6,6 +6,8 @@ after its ``start`` is a bar, any other a marker. Lanes keep their order of firs
 The chart is plain HTML placed with inline styles, with ``title`` tooltips: no script and no
 SVG, so it reads the same in nbconvert output, on nbviewer and in a notebook JupyterLab does
 not trust (its sanitizer removes inline SVG, which left the labels as one run-on string).
+A label is cut to 200 characters as it is read (:func:`~..core.clipped`): each is escaped
+into a tooltip and a bar, and three labels of 8 MiB of quotes took 880 MiB to escape.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, esc
+from murmur_nb._render.core import Body, CannotRender, RenderBudget, Source, clipped, esc
 from murmur_nb._render.primitives.text import load_json
 from murmur_nb._render.theme import FG, FG_MUTED, GREY
 from murmur_nb._rules import rfc3339_instant
@@ -89,7 +91,7 @@ def parse_events(value: Any) -> tuple[list[Event], bool]:
         if item.get("end") is not None:
             end, ts_end = _time(item["end"], f"event {i} end")
             kinds.add(ts_end)
-        label = "" if item.get("label") is None else str(item["label"])
+        label = "" if item.get("label") is None else clipped(str(item["label"]))
         lane = "" if item.get("lane") is None else str(item["lane"])
         events.append(Event(start, end, label, lane))
     if len(kinds) > 1:
