@@ -315,9 +315,9 @@ class _CountingReader:
         self.source = source
         self.inner = inner
 
-    def read_messages(self, cursor: str | None, limit: int) -> Any:
+    def read_messages(self, cursor: str | None, limit: int, *, budget: Any = None) -> Any:
         try:
-            return self.inner.read_messages(cursor, limit)
+            return self.inner.read_messages(cursor, limit, budget=budget)
         except ConversationReadError as exc:
             if str(exc) == "not-granted":
                 self.source.denied += 1

@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from murmur_nb._conversations.budget import SCAN_CHUNK, ReadBudget
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -213,11 +215,17 @@ class RecordIndex:
             [position - start for position in long[low:high]],
         )
 
-    def sync(self, st: os.stat_result, walk: Walk | None) -> None:
+    def sizes(self, start: int, end: int) -> npt.NDArray[np.int64]:
+        """Byte sizes of the lines of messages ``[start, end)``, newline excluded."""
+        return self._ends[start:end] - self._starts[start:end]
+
+    def sync(self, st: os.stat_result, walk: Walk | None, budget: ReadBudget | None = None) -> None:
         """Bring the index up to date with the record whose ``stat`` is ``st``.
 
         Opens the file only when something moved. Raises ``OSError`` when the record
-        cannot be read and ``RecordChanged`` when it changed under the open.
+        cannot be read and ``RecordChanged`` when it changed under the open. With a
+        ``budget``, the scan looks at its deadline every :data:`SCAN_CHUNK` bytes and raises
+        ``ReadDeadline`` when it has passed, keeping what it indexed so far.
         """
         ident = (st.st_dev, st.st_ino)
         if ident != self.ident or st.st_size < self.scanned:
@@ -237,7 +245,7 @@ class RecordIndex:
                 self._reset(ident)
             if walk is not None:
                 walk.sink, walk.sink_base = Columns(), self.count
-            self._scan(fd, fst.st_size, walk.sink if walk is not None else None, walk)
+            self._scan(fd, fst.st_size, walk.sink if walk is not None else None, walk, budget)
             self._seen = (fst.st_size, fst.st_mtime_ns)
             if walk is not None and walk.skipped < 0:
                 walk.skipped = self.skipped
@@ -279,14 +287,24 @@ class RecordIndex:
         self.roles.update(sink.roles[before:])
         return kept, blank
 
-    def _scan(self, fd: int, size: int, sink: Columns | None, walk: Walk | None) -> None:
-        """Index the complete lines in ``[scanned, size)``; decode them into ``sink``."""
+    def _scan(
+        self, fd: int, size: int, sink: Columns | None, walk: Walk | None,
+        budget: ReadBudget | None,
+    ) -> None:  # fmt: skip
+        """Index the complete lines in ``[scanned, size)``; decode them into ``sink``.
+
+        Each chunk's lines are indexed as a whole before the next is read, so a
+        ``ReadDeadline`` between chunks leaves the index consistent up to ``scanned``.
+        """
         import numpy as np  # noqa: PLC0415 - numpy loads on the first read
 
         on_bytes = walk.on_bytes if walk is not None else None
         offset = self.scanned
-        chunk = _FIRST_CHUNK
+        base = _FIRST_CHUNK if budget is None else SCAN_CHUNK
+        chunk = base
         while offset < size:
+            if budget is not None:
+                budget.check()
             buf = os.pread(fd, min(chunk, size - offset), offset)
             if not buf:
                 break
@@ -326,7 +344,7 @@ class RecordIndex:
             self.bytes_scanned += cut + 1
             if on_bytes is not None:
                 on_bytes(cut + 1)
-            chunk = _FIRST_CHUNK
+            chunk = base
 
 
 def long_number_lines(buf: bytes, cut: int) -> npt.NDArray[np.intp]:

@@ -13,15 +13,19 @@ guest may receive it verbatim.
 
 from __future__ import annotations
 
+import json
 import operator
 import os
+import re
 import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from murmur_nb._conversations.budget import ReadBudget
 from murmur_nb._conversations.cursor import CursorCodec
 from murmur_nb._conversations.index import (
+    OPEN_FLAGS,
     Columns,
     ProgressCallback,
     RecordChanged,
@@ -243,7 +247,9 @@ class ConversationReader:
     def __repr__(self) -> str:
         return f"ConversationReader(context_id={self._context_id!r}, granted={self._granted})"
 
-    def read_messages(self, cursor: str | None = None, limit: int = MAX_PAGE) -> MessagePage:
+    def read_messages(
+        self, cursor: str | None = None, limit: int = MAX_PAGE, *, budget: ReadBudget | None = None
+    ) -> MessagePage:
         """Read one page of the record, newest first.
 
         Parameters
@@ -253,6 +259,10 @@ class ConversationReader:
             just read, unmodified.
         limit
             Clamped to ``1..=100``: ``0`` reads one message.
+        budget
+            The bounds of a read made on a guest's behalf (a hook's ``read-messages``): the
+            page holds only the newest messages that fit the guest's memory and a fixed
+            ceiling, and the read stops at the deadline (see :mod:`.budget`).
 
         Returns
         -------
@@ -265,10 +275,13 @@ class ConversationReader:
         ConversationReadError
             ``not-granted``; ``invalid-cursor`` (malformed, altered, another record's,
             beyond this record, or issued before the record was rewritten);
-            ``unavailable: <reason>`` when the record exists but cannot be read.
+            ``unavailable: <reason>`` when the record exists but cannot be read, or (with a
+            ``budget``) when its next message alone is more than the guest's memory.
+        ReadDeadline
+            With a ``budget``: its deadline passed; what the index scanned is kept.
         """
         for _attempt in range(2):
-            rows, next_cursor, total, _ = self._serve(cursor, limit, None)
+            rows, next_cursor, total, _ = self._serve(cursor, limit, None, budget)
             try:
                 return MessagePage(messages_of(rows or []), next_cursor, total)
             except (KeyError, TypeError, AttributeError):
@@ -287,7 +300,9 @@ class ConversationReader:
             with index.lock:
                 index.forget()
 
-    def _changed_under(self, cursor: object, limit: int, walk: Walk | None, retry: bool) -> Served:
+    def _changed_under(
+        self, cursor: object, limit: int, walk: Walk | None, budget: ReadBudget | None, retry: bool
+    ) -> Served:
         """The record was rewritten or truncated while serving a page (its index is reset).
 
         A cursor issued before names a position in a record that no longer exists:
@@ -302,17 +317,21 @@ class ConversationReader:
         if retry:
             if walk is not None:
                 walk.restart()
-            return self._serve(None, limit, walk, _retry=False)
+            return self._serve(None, limit, walk, budget, _retry=False)
         raise ConversationReadError(
             "unavailable", f"the record of context {self._context_id!r} keeps changing"
         ) from None
 
-    def _serve(self, cursor: object, limit: int, walk: Walk | None, _retry: bool = True) -> Served:
+    def _serve(
+        self, cursor: object, limit: int, walk: Walk | None, budget: ReadBudget | None = None,
+        _retry: bool = True,
+    ) -> Served:  # fmt: skip
         """Serve one page: ``(rows, next_cursor, total, start)``.
 
         ``rows`` are the page's decoded record rows, oldest first, from position
         ``start``. In a walk, rows at or above ``walk.sink_base`` are not decoded again:
-        they are left out (and ``rows`` is ``None`` when that is the whole page).
+        they are left out (and ``rows`` is ``None`` when that is the whole page). With a
+        ``budget`` the page is cut to it before a line is read.
         """
         if not self._granted:
             raise ConversationReadError("not-granted")
@@ -323,14 +342,17 @@ class ConversationReader:
         index = store._index(context_id, path)
         with index.lock:
             try:
-                found = _sync(index, path, context_id, walk)
+                found = _sync(index, path, context_id, walk, budget)
             except RecordChanged:
                 index.forget()
-                return self._changed_under(cursor, limit, walk, _retry)
+                return self._changed_under(cursor, limit, walk, budget, _retry)
             if not found:
                 return _no_record(cursor)
-            page = _locate(store._codec, context_id, index, cursor, limit=limit, walk=walk)
-        return self._decode(page, path, cursor=cursor, limit=limit, walk=walk, retry=_retry)
+            page = _locate(
+                store._codec, context_id, index, cursor, limit=limit, walk=walk, budget=budget
+            )
+        return self._decode(page, path, cursor=cursor, limit=limit, walk=walk, budget=budget,
+                            retry=_retry)  # fmt: skip
 
     def _decode(
         self,
@@ -340,20 +362,26 @@ class ConversationReader:
         cursor: object,
         limit: int,
         walk: Walk | None,
+        budget: ReadBudget | None,
         retry: bool,
     ) -> Served:
-        """Read and decode the lines of ``page`` (none when the walk already holds them)."""
+        """Read and decode the lines of ``page`` (none when the walk already holds them);
+        with a ``budget``, only while its deadline has not passed."""
         if page.covered:
             return None, page.next_cursor, page.total, page.start
         if not page.starts:
             return [], page.next_cursor, page.total, page.start
+        if budget is not None:
+            budget.check()
         try:
             rows, nbytes = read_rows(path, page.ident, page.starts, page.ends, page.long_rows)
         except RecordChanged:
             self._invalidate()
-            return self._changed_under(cursor, limit, walk, retry)
+            return self._changed_under(cursor, limit, walk, budget, retry)
         except OSError as exc:
             raise _unavailable(str(self._context_id), exc) from exc
+        if budget is not None:
+            budget.check()
         if walk is not None and walk.on_bytes is not None:
             walk.on_bytes(nbytes)
         return rows, page.next_cursor, page.total, page.start
@@ -471,8 +499,10 @@ def _locate(
     *,
     limit: int,
     walk: Walk | None,
+    budget: ReadBudget | None = None,
 ) -> _PageSpan:
-    """Where the page named by ``cursor`` lies in the (synced, locked) ``index``."""
+    """Where the page named by ``cursor`` lies in the (synced, locked) ``index``, cut to
+    ``budget`` when one is given."""
     total = index.count
     scope = context_id.encode() + b"\0" + (index.token or b"")
     if cursor is None:
@@ -482,6 +512,11 @@ def _locate(
         if index.token is None or not 0 < end <= total:
             raise ConversationReadError("invalid-cursor")
     start = max(0, end - limit)
+    if budget is not None and end > start:
+        fits = budget.fitting(index.sizes(start, end))
+        if not fits:
+            raise _too_large(index, end - 1, context_id, budget)
+        start = end - fits
     next_cursor = codec.encode(start, scope) if start > 0 else None
     stop = end
     if walk is not None and walk.sink is not None:
@@ -508,11 +543,14 @@ def _no_record(cursor: object) -> Served:
     return [], None, 0, 0
 
 
-def _sync(index: RecordIndex, path: Path, context_id: str, walk: Walk | None) -> bool:
+def _sync(
+    index: RecordIndex, path: Path, context_id: str, walk: Walk | None,
+    budget: ReadBudget | None = None,
+) -> bool:  # fmt: skip
     """Bring ``index`` up to date with the record at ``path``; ``False`` when there is none.
 
-    Raises ``RecordChanged`` when the record changed under the scan, and
-    ``unavailable`` when it exists but cannot be read.
+    Raises ``RecordChanged`` when the record changed under the scan, ``unavailable`` when
+    it exists but cannot be read, and ``ReadDeadline`` when ``budget``'s deadline passed.
     """
     try:
         st = path.lstat()  # a link is never followed: it is reported, not read
@@ -526,10 +564,49 @@ def _sync(index: RecordIndex, path: Path, context_id: str, walk: Walk | None) ->
             "unavailable", f"the record of context {context_id!r} is {_record_kind(st)}"
         )
     try:
-        index.sync(st, walk if walk is not None and walk.sink_base < 0 else None)
+        index.sync(st, walk if walk is not None and walk.sink_base < 0 else None, budget)
     except OSError as exc:
         raise _unavailable(context_id, exc) from exc
     return True
+
+
+_ID_PREFIX = re.compile(rb'\{\s*"id"\s*:\s*("(?:[^"\\]|\\.){1,200}")')
+"""The runtime writes ``id`` first: enough of a line to name a message too large to read."""
+
+
+def _too_large(
+    index: RecordIndex, position: int, context_id: str, budget: ReadBudget
+) -> ConversationReadError:
+    """``unavailable``: the message at ``position`` alone is more than the guest's memory.
+
+    The message is named by its id when its line starts with it (as the runtime writes
+    it), read from the line's first bytes only; else by its position.
+    """
+    starts, ends, _ = index.offsets(position, position + 1)
+    size = ends[0] - starts[0]
+    name = f"number {position + 1} (counted from the oldest)"
+    try:
+        fd = os.open(index.path, OPEN_FLAGS)
+        try:
+            head = os.pread(fd, min(size, 512), starts[0])
+        finally:
+            os.close(fd)
+        found = _ID_PREFIX.match(head)
+        if found is not None:
+            name = repr(json.loads(found.group(1)))
+    except (OSError, ValueError):
+        pass
+    return ConversationReadError(
+        "unavailable",
+        f"message {name} of the record of context {context_id!r} is "
+        f"{_mib(size)} MiB, more than this hook's memory limit of "
+        f"{_mib(budget.memory_bytes)} MiB; raise limits.memory_mib for this hook in "
+        "murmur.yaml to read it",
+    )
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f}".removesuffix(".0")
 
 
 def _record_kind(st: os.stat_result) -> str:

@@ -14,11 +14,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["CURRENT_CALL", "HookCall", "Reader", "ReaderSource"]
+from murmur_nb._conversations.budget import ReadBudget
+
+__all__ = ["CURRENT_CALL", "BoundedReader", "HookCall", "Reader", "ReaderSource"]
 
 
 class Reader(Protocol):
     def read_messages(self, cursor: str | None, limit: int) -> Any: ...
+
+
+class BoundedReader(Protocol):
+    """A reader that reads within a budget (``ConversationReader`` does)."""
+
+    def read_messages(
+        self, cursor: str | None, limit: int, *, budget: ReadBudget | None = None
+    ) -> Any: ...
 
 
 class ReaderSource(Protocol):
@@ -33,13 +43,15 @@ class HookCall:
     was made.
 
     ``deadline`` is ``time.monotonic()`` seconds, the same instant the store's epoch deadline
-    stands for; host functions that wait never wait past it. ``helper`` is the clock helper's
-    instance in this call's store, made on first use. ``deadline_hit`` says a host function
-    ended the call at its deadline.
+    stands for; host functions that wait never wait past it. ``memory_bytes`` is what the
+    guest's store may hold (``limits.memory_mib``): a ``read-messages`` page is cut to it.
+    ``helper`` is the clock helper's instance in this call's store, made on first use.
+    ``deadline_hit`` says a host function ended the call at its deadline.
     """
 
     reader: Reader
     deadline: float
+    memory_bytes: int
     host_failure: BaseException | None = None
     helper: Any = None
     deadline_hit: bool = False

@@ -706,7 +706,9 @@ class HookHost:
         out, err = Capture(), Capture()
         started = time.monotonic()
         reader = self._reader_for(info, context_id)
-        call = HookCall(reader, deadline=started + limits.time_ms / 1000)
+        call = HookCall(
+            reader, deadline=started + limits.time_ms / 1000, memory_bytes=limits.memory_mib << 20
+        )
         store, ticks = self._new_store(limits, out, err, started)
         token = CURRENT_CALL.set(call)  # what the host functions serve, on this thread only
         try:

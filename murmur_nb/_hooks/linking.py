@@ -5,15 +5,25 @@ shadowed by :class:`murmur_nb._hooks.waits.BoundedClock` (no wait outlives the c
 ``murmur:conversation/read`` served by the host; any other import is a ``link_error``.
 wasmtime-py keeps host functions until the linker is freed, so they reach the host through
 :class:`HostFunctions`, which holds it weakly.
+
+``read-messages`` runs in the kernel, out of reach of the store's limits and its epoch
+deadline, so it reads within the call's :class:`~murmur_nb._conversations.budget.ReadBudget`:
+a page no larger than the guest's memory (``limits.memory_mib``) and a fixed ceiling, and no
+work past the call's deadline, which then ends as ``deadline_exceeded`` (as a clock wait
+does). A reader of another kind (a ``conversations=`` object of the caller's own whose
+``read_messages`` takes no ``budget``) is called as before: its work is its owner's.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import weakref
-from typing import Any
+from typing import Any, cast
 
+from murmur_nb._conversations.budget import ReadBudget, ReadDeadline
 from murmur_nb._exceptions import ConversationReadError
-from murmur_nb._hooks.calls import CURRENT_CALL, HookCall
+from murmur_nb._hooks.calls import CURRENT_CALL, BoundedReader, HookCall
 from murmur_nb._hooks.lowering import FAST_PATH_ERRORS, PageLowering, add_fast_read, message_record
 from murmur_nb._hooks.signatures import READ_INTERFACE
 from murmur_nb._hooks.waits import BoundedClock
@@ -37,19 +47,32 @@ class HostFunctions:
         return host is None or bool(host.runtime.ticker.interrupted)
 
     def fail(self, exc: BaseException) -> None:
+        """Record ``exc`` as the call's host failure; a read that reached the call's deadline
+        is not one (the call ends as ``deadline_exceeded``)."""
         call = self.current()
-        if call is not None and call.host_failure is None:
+        if call is not None and call.host_failure is None and not isinstance(exc, ReadDeadline):
             call.host_failure = exc
 
     def serve(self, cursor: str | None, limit: int) -> Any:
-        """One ``read-messages``: a page, or the exact WIT error string (never raised)."""
+        """One ``read-messages``: a page, or the exact WIT error string (never raised).
+
+        Raises ``ReadDeadline`` (marking the call's ``deadline_hit``) when the call's deadline
+        passed during the read.
+        """
         call = self.current()
         if call is None:
             return "unavailable: no hook call is in progress"
+        reader = call.reader
         try:
-            return call.reader.read_messages(cursor, limit)
+            if takes_budget(type(reader)):
+                budget = ReadBudget(call.memory_bytes, call.deadline)
+                return cast(BoundedReader, reader).read_messages(cursor, limit, budget=budget)
+            return reader.read_messages(cursor, limit)
         except ConversationReadError as exc:
             return str(exc)
+        except ReadDeadline:
+            call.deadline_hit = True
+            raise
 
     def read_messages(self, store: Any, cursor: str | None, limit: int) -> Any:
         """``read-messages`` through wasmtime-py's public conversion."""
@@ -73,6 +96,15 @@ class HostFunctions:
             self.fail(exc)
             raise WasmtimeError(f"host function read-messages failed: {exc!r}") from exc
         return out
+
+
+@functools.cache
+def takes_budget(kind: type[Any]) -> bool:
+    """Whether readers of class ``kind`` take a ``budget`` keyword in ``read_messages``."""
+    try:
+        return "budget" in inspect.signature(kind.read_messages).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
 
 
 class Linked:
