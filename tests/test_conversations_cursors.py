@@ -20,6 +20,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import murmur_nb as mnb
+from murmur_nb._conversations.budget import (  # private: the bound a hook's read carries
+    MESSAGE_OVERHEAD,
+    ReadBudget,
+)
 from murmur_nb._conversations.cursor import (  # private: to forge a signed cursor past the end
     CURSOR_LENGTH,
     CursorCodec,
@@ -282,3 +286,50 @@ def test_a_record_replaced_between_stat_and_open_is_noticed(tmp_path: Path) -> N
         index.sync(stale, None)
     index.sync(path.stat(), None)
     assert index.count == 10
+
+
+def walk_within(reader: mnb.ConversationReader, budget: ReadBudget) -> list[list[str]]:
+    """The ids of each page of a walk read within ``budget``, pages newest first."""
+    pages: list[list[str]] = []
+    cursor: str | None = None
+    while True:
+        page = reader.read_messages(cursor, 100, budget=budget)
+        pages.append([m.id for m in page.messages])
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+
+
+def test_a_walk_within_a_memory_budget_returns_every_message_once_in_order(
+    tmp_path: Path,
+) -> None:
+    """Pages cut to a hook's memory (here 64 KiB) hold fewer messages, at the sizes' own
+    boundaries; the walk still returns every message exactly once, newest first."""
+    home = tmp_path / "home"
+    sizes = [(k * 7919) % 9000 + 1 for k in range(300)]  # 1 byte to 9 KB, in no order
+    with mnb.RecordWriter(home, "ctx", stamp=False) as writer:
+        for k, size in enumerate(sizes):
+            writer.append("user", "z" * size, id=f"m{k}")
+    store = mnb.ConversationStore(home)
+    lines = store.record_path("ctx").read_bytes().splitlines()
+    cost = [len(line) + MESSAGE_OVERHEAD for line in lines]  # what a page is sized by
+    budget = ReadBudget(64 << 10)
+    pages = walk_within(store.reader("ctx"), budget)
+    assert [i for page in pages for i in page] == [f"m{k}" for k in reversed(range(300))]
+    assert len(pages) > 3
+    for page in pages:  # what each page holds fits, and one more message would not have
+        held = sum(cost[int(i[1:])] for i in page)
+        assert held <= budget.memory_bytes
+        older = int(page[-1][1:]) - 1
+        if len(page) < 100 and older >= 0:
+            assert held + cost[older] > budget.memory_bytes
+
+
+def test_a_walk_of_ordinary_messages_within_a_hooks_budget_is_unchanged(
+    record: tuple[mnb.ConversationReader, str],
+) -> None:
+    """A hook's default 256 MiB leaves pages of ordinary messages whole: 100, 100, 50."""
+    reader, _ = record
+    pages = walk_within(reader, ReadBudget(256 << 20))
+    assert [len(page) for page in pages] == [100, 100, 50]
+    assert [i for page in pages for i in page] == [f"m{k}" for k in reversed(range(250))]

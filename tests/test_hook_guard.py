@@ -895,3 +895,137 @@ def test_a_trap_in_a_function_named_after_a_limit_is_a_trap(
     result = hooks.task_start(task_id="!trap", context_id="ctx-1")["h"]
     assert result.code == "trap", result
     assert "unreachable" in (result.error or "") and "limit" not in (result.error or ""), result
+
+
+# ------------------------------------------------------------------ read-messages within limits
+
+READER = (
+    "hooks:\n  reader:\n    component: hooks/guest.wasm\n    events: [task-start]\n"
+    "    capabilities: {conversation: {read: true}}\n    limits: {@LIMITS@}\n"
+)
+
+
+def big_record(tmp_path: Path, count: int, size: int) -> ConversationStore:
+    """A record of ``count`` user messages of ``size`` bytes each, written by the runtime's
+    writer; its index is brought up to date by one read, as a kernel's earlier read would."""
+    home = tmp_path / "big"
+    with RecordWriter(home, "ctx-1") as writer:
+        for i in range(count):
+            writer.append("user", f"{i:06d}" + "x" * (size - 6))
+    store = ConversationStore(home)
+    assert store.reader("ctx-1").read_messages(None, 1).total == count
+    return store
+
+
+def read_page(hooks: mnb.HookHost, cursor: str | None = None) -> mnb.HookResult:
+    task = "!read" if cursor is None else f"!read:{cursor}"
+    return hooks.task_start(task_id=task, context_id="ctx-1")["reader"]
+
+
+def test_a_page_of_big_messages_is_cut_to_the_hooks_memory(tmp_path: Path) -> None:
+    """20 messages of 2 MiB and a hook of 4 MiB: the host used to read, decode and copy the
+    whole 40 MiB page (84 MiB of the kernel, 140 ms) before the guest's allocator was refused
+    and it trapped; now the page holds what the guest can, and a walk still ends."""
+    store = big_record(tmp_path, 20, 2 * MIB)
+    hooks = host(tmp_path, store, READER.replace("@LIMITS@", "memory_mib: 4, time_ms: 300"))
+    started = time.monotonic()
+    with PeakRss() as rss:
+        first = read_page(hooks)
+    elapsed = time.monotonic() - started
+    print(f"{elapsed * 1000:.0f} ms, peak RSS +{(rss.peak - rss.baseline) / MIB:.0f} MiB")
+    assert rss.peak - rss.baseline < 24 * MIB, (rss.peak - rss.baseline) / MIB
+    assert elapsed < 0.3 + 0.5, elapsed
+    assert first.ok, first
+    count, total, newest, cursor = first.value.split("|")
+    assert (count, total) == ("1", "20")
+    # a walk of pages the guest can hold: every message once, newest first, ends with no cursor
+    newest_ids = [newest]
+    while cursor != "-":
+        page = read_page(hooks, cursor)
+        assert page.ok, page
+        count, total, newest, cursor = page.value.split("|")
+        assert (count, total) == ("1", "20")
+        newest_ids.append(newest)
+    expected = [m.id for m in store.reader("ctx-1").read_messages(None, 20).messages]
+    assert newest_ids == expected
+
+
+def test_a_message_larger_than_the_hooks_memory_is_unavailable_and_says_why(
+    tmp_path: Path,
+) -> None:
+    """Not read at all: the guest gets an error it can pass on, naming the message and the
+    limit to raise, where the host used to decode it for a guest that could not hold it."""
+    store = big_record(tmp_path, 3, 2 * MIB)
+    newest = store.reader("ctx-1").read_messages(None, 1).messages[0].id
+    hooks = host(tmp_path, store, READER.replace("@LIMITS@", "memory_mib: 1, time_ms: 300"))
+    with PeakRss() as rss:
+        result = read_page(hooks)
+    assert result.code == "guest_error", result  # the guest returns the read's err verbatim
+    assert result.error == (
+        f"unavailable: message {newest!r} of the record of context 'ctx-1' is 2 MiB, more than "
+        "this hook's memory limit of 1 MiB; raise limits.memory_mib for this hook in murmur.yaml"
+        " to read it"
+    )
+    assert rss.peak - rss.baseline < 8 * MIB, (rss.peak - rss.baseline) / MIB
+
+
+def small_record(home: Path, count: int) -> None:
+    """``count`` messages of about 900 bytes, as the runtime writes them (one JSON object a
+    line), written in bulk: a long conversation's record."""
+    folder = home / "conversations"
+    folder.mkdir(parents=True)
+    body = "y" * 900
+    lines = (
+        f'{{"id":"m{i}","role":"user","content":"{body}","created_at":"2026-01-01T00:00:00Z"}}\n'
+        for i in range(count)
+    )
+    (folder / "ctx-1.jsonl").write_text("".join(lines), encoding="utf-8")
+
+
+def test_indexing_a_long_record_stops_at_the_time_limit_and_keeps_its_progress(
+    tmp_path: Path,
+) -> None:
+    """The first read of a 130 MiB record used to index all of it inside the host function
+    (about 300 ms here, 800 ms for 376 MiB) against a 20 ms limit the epoch deadline could not
+    enforce there. Each call now ends near its limit, and the next goes on from where it
+    stopped until a read is served."""
+    small_record(tmp_path / "home", 150_000)
+    store = ConversationStore(tmp_path / "home")
+    hooks = host(tmp_path, store, READER.replace("@LIMITS@", "time_ms: 20"))
+    calls: list[mnb.HookResult] = []
+    while len(calls) < 200:
+        started = time.monotonic()
+        result = read_page(hooks)
+        elapsed = time.monotonic() - started
+        assert elapsed < 0.02 + 0.15, (len(calls), elapsed)
+        calls.append(result)
+        if result.ok:
+            break
+        assert result.code == "deadline_exceeded", result
+        assert "20 ms" in (result.error or "")
+    print(f"{len(calls)} calls, the last {calls[-1].duration_ms:.0f} ms")
+    assert calls[-1].ok, calls[-1]
+    count, total, newest, _ = calls[-1].value.split("|")
+    assert (count, total, newest) == ("100", "150000", "m149999")
+    assert 2 < len(calls) < 120  # many scans of one limit each, none starting over
+
+
+def test_a_hook_walking_a_record_of_ordinary_messages_gets_whole_pages(
+    tmp_path: Path,
+) -> None:
+    """Within its default limits a hook pages 250 ordinary messages as before: 100, 100, 50,
+    each page's newest message the one after the last page's oldest, ending with no cursor."""
+    home = tmp_path / "home"
+    with RecordWriter(home, "ctx-1", stamp=False) as writer:
+        for k in range(250):
+            writer.append("user", f"message {k}", id=f"m{k}")
+    hooks = host(tmp_path, ConversationStore(home), READER.replace("@LIMITS@", ""))
+    seen: list[tuple[str, str]] = []
+    cursor: str | None = None
+    while cursor != "-":
+        page = read_page(hooks, cursor)
+        assert page.ok, page
+        count, total, newest, cursor = page.value.split("|")
+        assert total == "250"
+        seen.append((count, newest))
+    assert seen == [("100", "m249"), ("100", "m149"), ("50", "m49")]

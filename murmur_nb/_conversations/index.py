@@ -10,6 +10,9 @@ that was replaced, truncated or rewritten under the index starts a new generatio
 index is rebuilt, and its ``token`` changes so every cursor issued for the old generation
 is ``invalid-cursor``. A last line without its newline is a line the runtime is still
 writing: it is not scanned, not counted, and picked up by the next call once complete.
+A scan for a hook's read looks at the call's deadline every
+:data:`~murmur_nb._conversations.budget.SCAN_CHUNK` bytes and stops there: each chunk is
+indexed whole before the next is read, so the next call goes on from ``scanned``.
 
 During a full walk (:class:`Walk`) the scan also keeps each message's fields as
 :class:`Columns`, so the pages it covers need not be decoded a second time. Every scan

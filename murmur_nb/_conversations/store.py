@@ -6,9 +6,12 @@ first in pages of at most 100, as the WIT seed says. A position is a message's i
 oldest, so appends never move it and a walk concurrent with appends never repeats or skips.
 A page is a pipeline: bring the record's index up to date (:mod:`.index`, one ``stat`` when
 nothing moved), turn the cursor into positions, read and decode just those lines
-(:mod:`.messages`). A rewritten record is a new generation: older cursors are
-``invalid-cursor``. ``unavailable: <reason>`` names the context, never a host path, since a
-guest may receive it verbatim.
+(:mod:`.messages`). A read made on a guest's behalf carries a
+:class:`~murmur_nb._conversations.budget.ReadBudget`: its page is cut, from the index's byte
+offsets and before any line is read, to what the guest's memory can hold, and the scan and
+the decoding stop at the call's deadline (:mod:`.budget` says why). A rewritten record is a
+new generation: older cursors are ``invalid-cursor``. ``unavailable: <reason>`` names the
+context, never a host path, since a guest may receive it verbatim.
 """
 
 from __future__ import annotations

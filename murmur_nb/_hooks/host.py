@@ -309,6 +309,10 @@ class HookHost:
                 warnings.warn(f"{where}: {note} (hook {entry.id!r} loads and runs without "
                               "that grant)", HookConfigWarning, stacklevel=2)  # fmt: skip
             self._hooks[entry.id] = self._load(entry)
+        if any(loaded.info.read_granted for loaded in self._hooks.values()):
+            # read-messages indexes records with numpy: imported here (80 ms cold), not inside
+            # the time limit of a hook's first read
+            import numpy  # noqa: F401, PLC0415
 
     @classmethod
     def from_config(
