@@ -22,6 +22,7 @@ import json
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from PIL import Image
 from test_render_kit import artifact, make_png, write_json
 
 import murmur_nb as mnb
+from murmur_nb._render.primitives import pdf as pdf_primitive  # private: its time to draw
 
 TESTS = Path(__file__).resolve().parent
 MIB = 1 << 20
@@ -152,11 +154,31 @@ def _png(path: Path, size: tuple[int, int], bit_depth: int, colour: int, first: 
 
 def _tall_pdf(path: Path, comment: bytes = b"") -> Path:
     """A one-page PDF whose page is 1 pt wide and 4000 pt tall (309 bytes, and nothing on it)."""
-    objects = [
+    path.write_bytes(_pdf([
         b"<</Type/Catalog/Pages 2 0 R>>",
         b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
         b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 1 4000]>>",
-    ]
+    ], comment))  # fmt: skip
+    return path
+
+
+def _heavy_pdf(path: Path, lines: int, pages: int) -> Path:
+    """``pages`` letter pages sharing one Flate-compressed content stream of ``lines``
+    stroked lines (a few KB: 300,000 lines compress to 13 KB)."""
+    content = zlib.compress(b"0 0 m 612 792 l S\n" * lines, 9)
+    kids = b" ".join(b"%d 0 R" % (3 + n) for n in range(pages))
+    stream = 3 + pages
+    path.write_bytes(_pdf([
+        b"<</Type/Catalog/Pages 2 0 R>>",
+        b"<</Type/Pages/Kids[%s]/Count %d>>" % (kids, pages),
+        *[b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Contents %d 0 R>>" % stream] * pages,
+        b"<</Length %d/Filter/FlateDecode>>\nstream\n%s\nendstream" % (len(content), content),
+    ]))  # fmt: skip
+    return path
+
+
+def _pdf(objects: list[bytes], comment: bytes = b"") -> bytes:
+    """A PDF of ``objects`` (object 1 its catalog), with its cross-reference table."""
     out = b"%PDF-1.4\n" + comment
     offsets = []
     for n, body in enumerate(objects, 1):
@@ -166,8 +188,7 @@ def _tall_pdf(path: Path, comment: bytes = b"") -> Path:
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.write_bytes(out)
-    return path
+    return out
 
 
 def _images(html: str) -> list[Image.Image]:
@@ -249,6 +270,25 @@ def test_a_one_bit_20000_square_png_is_refused_not_raised(tmp_path: Path) -> Non
     assert len(grid) == 1 and len(grid[0].select("img")) == 1  # fine.png is still drawn
     assert len(slides) == 1 and len(slides[0].select("img")) == 1
     assert "image 'bomb.png' was refused before decoding" in slides[0].get_text()
+
+
+@pytest.mark.parametrize("presentation", ["document", "slides"])
+def test_pages_too_heavy_to_draw_in_time_are_counted_not_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, presentation: str
+) -> None:
+    """Pages of a few KB whose content stream holds 300,000 lines: drawing one took about
+    12 s of the kernel's CPU, without end in sight for Ctrl-C, and a strip of slides takes
+    every page in turn. A document's pages now share ``DRAW_S`` (10 s; 0.5 s here): the page
+    that reaches it is counted, not drawn, and the card says why."""
+    monkeypatch.setattr(pdf_primitive, "DRAW_S", 0.5)
+    _heavy_pdf(tmp_path / "heavy.pdf", 300_000, 3)
+    assert (tmp_path / "heavy.pdf").stat().st_size < 64 * 1024
+    started = time.monotonic()
+    r = mnb.render(artifact(tmp_path, "heavy.pdf", "application/pdf", presentation))
+    elapsed = time.monotonic() - started
+    assert elapsed < 5, elapsed  # one page alone took 12 s before
+    assert r.ok and not _images(r.html), r.text[:400]
+    assert "page 1 was not drawn: the document's pages took more than 0.5 s to draw" in r.text
 
 
 def test_a_page_past_the_rendering_s_pixels_is_counted_not_drawn(tmp_path: Path) -> None:

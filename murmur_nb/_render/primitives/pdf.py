@@ -10,15 +10,24 @@ most :data:`TALLEST` widths tall, so a 1x4000 pt page is drawn 1x1440, never 360
 (pdfium would allocate the whole bitmap first). The bitmap is paid for from the rendering's
 pixel budget before pdfium draws it; pages past that budget are counted, not drawn, and a
 pdfium failure (``MemoryError`` included) is the artifact's error card (:mod:`..decode`).
+
+The bitmap bounds a page's memory, not its drawing: a page's content stream, compressed,
+may hold a million path operators (43 s of CPU for a 43 KB page, and a slide strip of 60
+such pages from an 8 KB file; a red-team review). Pages are drawn progressively, pdfium
+asking every few milliseconds whether to pause: a document's pages share
+:data:`DRAW_S` seconds, and the page that reaches it is abandoned, counted and not drawn,
+like a page past the pixel budget. Control comes back to Python every
+:data:`PAUSE_EVERY_S`, so Ctrl-C interrupts a page being drawn.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.core import (
@@ -43,11 +52,15 @@ from murmur_nb._render.theme import BORDER, FG_MUTED
 if TYPE_CHECKING:
     from pypdfium2 import PdfDocument
 
-__all__ = ["TALLEST", "Page", "Pages", "pdf_pages", "render_document"]
+__all__ = ["DRAW_S", "PAUSE_EVERY_S", "TALLEST", "Page", "Pages", "pdf_pages", "render_document"]
 
 #: A page preview is at most this many times as tall as it is wide; a taller page is drawn
 #: narrower.
 TALLEST = 4
+#: Seconds the pages of one document may take to draw, all together.
+DRAW_S = 10.0
+#: How often a page being drawn hands control back to Python.
+PAUSE_EVERY_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -92,11 +105,12 @@ def pdf_pages(path: Path, width_px: int, max_pages: int, pixels: PixelBudget) ->
         stream.close()
         raise CannotRender(f"not a readable PDF ({exc})") from exc
     drawn: list[Page] = []
+    deadline = time.monotonic() + DRAW_S
     try:
         count = len(pdf)
         for index in range(min(count, max_pages)):
             try:
-                drawn.append(_page(pdf, index, width_px, pixels))
+                drawn.append(_page(pdf, index, width_px, pixels, deadline))
             except DecodeError as exc:
                 if exc.code != "decode_refused":
                     raise
@@ -106,8 +120,11 @@ def pdf_pages(path: Path, width_px: int, max_pages: int, pixels: PixelBudget) ->
     return Pages(count, drawn)
 
 
-def _page(pdf: PdfDocument, index: int, width_px: int, pixels: PixelBudget) -> Page:
-    """Page ``index`` drawn at the scale its box allows, once its bitmap is paid for."""
+def _page(
+    pdf: PdfDocument, index: int, width_px: int, pixels: PixelBudget, deadline: float
+) -> Page:
+    """Page ``index`` drawn at the scale its box allows, once its bitmap is paid for, by
+    ``deadline`` (``time.monotonic()``)."""
     what = f"page {index + 1}"
     with decoding(what):
         page = pdf[index]
@@ -118,7 +135,7 @@ def _page(pdf: PdfDocument, index: int, width_px: int, pixels: PixelBudget) -> P
         size = (math.ceil(width_pt * scale), math.ceil(height_pt * scale))  # as pdfium sizes it
         pixels.take(what, size, 2, "pdfium's bitmap and the picture copied from it")
         with decoding(what):
-            bitmap = page.render(scale=scale)
+            bitmap = _drawn(page, size, what, deadline)
             try:
                 image = bitmap.to_pil()
                 buf = io.BytesIO()
@@ -128,6 +145,47 @@ def _page(pdf: PdfDocument, index: int, width_px: int, pixels: PixelBudget) -> P
         return Page(buf.getvalue(), image.width, image.height)
     finally:
         page.close()
+
+
+def _drawn(page: Any, size: tuple[int, int], what: str, deadline: float) -> Any:
+    """``page`` drawn into a new white bitmap of ``size`` (as ``page.render`` draws it, with
+    its annotations), progressively: a ``decode_refused`` :class:`DecodeError` once
+    ``deadline`` passes with the page unfinished."""
+    import pypdfium2 as pdfium  # noqa: PLC0415 - loaded with the document already
+    import pypdfium2.internal as pdfium_i  # noqa: PLC0415
+    import pypdfium2.raw as pdfium_c  # noqa: PLC0415
+
+    width, height = size
+    bitmap = pdfium.PdfBitmap.new_native(width, height, pdfium_c.FPDFBitmap_BGR)
+    try:
+        bitmap.fill_rect((255, 255, 255, 255), 0, 0, width, height)
+        pause_at = [time.monotonic() + PAUSE_EVERY_S]
+        pause = pdfium_c.IFSDK_PAUSE(version=1)
+        pdfium_i.set_callback(pause, "NeedToPauseNow", lambda _: time.monotonic() >= pause_at[0])
+        status = pdfium_c.FPDF_RenderPageBitmap_Start(
+            bitmap, page, 0, 0, width, height, 0, pdfium_c.FPDF_ANNOT, pause
+        )
+        try:
+            while status == pdfium_c.FPDF_RENDER_TOBECONTINUED:
+                if time.monotonic() >= deadline:
+                    raise DecodeError(
+                        "decode_refused",
+                        f"{what} was not drawn: the document's pages took more than "
+                        f"{DRAW_S:g} s to draw (their content is that heavy); download the "
+                        "file and open it in a PDF viewer",
+                        "too slow to draw",
+                    )
+                pause_at[0] = time.monotonic() + PAUSE_EVERY_S
+                status = pdfium_c.FPDF_RenderPage_Continue(page, pause)
+        finally:
+            pdfium_c.FPDF_RenderPage_Close(page)
+        if status != pdfium_c.FPDF_RENDER_DONE:
+            raise DecodeError("decode_failed", f"pdfium failed to draw {what}; download the "
+                              "file and open it in a PDF viewer", "pdfium failed")  # fmt: skip
+    except BaseException:
+        bitmap.close()
+        raise
+    return bitmap
 
 
 def _scale(what: str, width_pt: float, height_pt: float, width_px: int) -> float:
