@@ -19,9 +19,12 @@ import base64
 import functools
 import io
 import json
+import os
+import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -289,6 +292,29 @@ def test_pages_too_heavy_to_draw_in_time_are_counted_not_drawn(
     assert elapsed < 5, elapsed  # one page alone took 12 s before
     assert r.ok and not _images(r.html), r.text[:400]
     assert "page 1 was not drawn: the document's pages took more than 0.5 s to draw" in r.text
+
+
+def test_ctrl_c_stops_a_page_being_drawn(tmp_path: Path) -> None:
+    """A real SIGINT (Jupyter's interrupt) 0.5 s into drawing a heavy page raises
+    ``KeyboardInterrupt`` within a fraction of a second. Before, it waited for the page to
+    end (12 s); and raised inside pdfium's pause callback, ctypes would print and drop it."""
+    _heavy_pdf(tmp_path / "heavy.pdf", 300_000, 2)
+    art = artifact(tmp_path, "heavy.pdf", "application/pdf", "document")
+    sent: list[float] = []
+
+    def interrupt() -> None:
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.5, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            mnb.render(art)
+        ended = time.monotonic()
+    finally:
+        timer.cancel()
+    assert sent and ended - sent[0] < 2.0, ended - sent[0]
 
 
 def test_a_page_past_the_rendering_s_pixels_is_counted_not_drawn(tmp_path: Path) -> None:

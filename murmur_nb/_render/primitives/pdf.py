@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import io
 import math
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import MissingDependency
@@ -160,25 +163,16 @@ def _drawn(page: Any, size: tuple[int, int], what: str, deadline: float) -> Any:
     try:
         bitmap.fill_rect((255, 255, 255, 255), 0, 0, width, height)
         pause_at = [time.monotonic() + PAUSE_EVERY_S]
+        pressed = _Pressed()
         pause = pdfium_c.IFSDK_PAUSE(version=1)
-        pdfium_i.set_callback(pause, "NeedToPauseNow", lambda _: time.monotonic() >= pause_at[0])
-        status = pdfium_c.FPDF_RenderPageBitmap_Start(
-            bitmap, page, 0, 0, width, height, 0, pdfium_c.FPDF_ANNOT, pause
-        )
-        try:
-            while status == pdfium_c.FPDF_RENDER_TOBECONTINUED:
-                if time.monotonic() >= deadline:
-                    raise DecodeError(
-                        "decode_refused",
-                        f"{what} was not drawn: the document's pages took more than "
-                        f"{DRAW_S:g} s to draw (their content is that heavy); download the "
-                        "file and open it in a PDF viewer",
-                        "too slow to draw",
-                    )
-                pause_at[0] = time.monotonic() + PAUSE_EVERY_S
-                status = pdfium_c.FPDF_RenderPage_Continue(page, pause)
-        finally:
-            pdfium_c.FPDF_RenderPage_Close(page)
+        pdfium_i.set_callback(pause, "NeedToPauseNow",
+                              lambda _: pressed.yes or time.monotonic() >= pause_at[0])  # fmt: skip
+        with pressed:
+            status = pdfium_c.FPDF_RenderPageBitmap_Start(
+                bitmap, page, 0, 0, width, height, 0, pdfium_c.FPDF_ANNOT, pause
+            )
+            status = _continued(page, pause, status, pause_at, pressed=pressed, what=what,
+                                deadline=deadline)  # fmt: skip
         if status != pdfium_c.FPDF_RENDER_DONE:
             raise DecodeError("decode_failed", f"pdfium failed to draw {what}; download the "
                               "file and open it in a PDF viewer", "pdfium failed")  # fmt: skip
@@ -186,6 +180,64 @@ def _drawn(page: Any, size: tuple[int, int], what: str, deadline: float) -> Any:
         bitmap.close()
         raise
     return bitmap
+
+
+def _continued(page: Any, pause: Any, status: int, pause_at: list[float], *, pressed: _Pressed,
+               what: str, deadline: float) -> int:  # fmt: skip
+    """Go on drawing ``page`` while pdfium pauses unfinished; its last status."""
+    import pypdfium2.raw as pdfium_c  # noqa: PLC0415
+
+    try:
+        while status == pdfium_c.FPDF_RENDER_TOBECONTINUED:
+            pressed.raise_if_pressed()
+            if time.monotonic() >= deadline:
+                raise DecodeError(
+                    "decode_refused",
+                    f"{what} was not drawn: the document's pages took more than "
+                    f"{DRAW_S:g} s to draw (their content is that heavy); download the "
+                    "file and open it in a PDF viewer",
+                    "too slow to draw",
+                )
+            pause_at[0] = time.monotonic() + PAUSE_EVERY_S
+            status = pdfium_c.FPDF_RenderPage_Continue(page, pause)
+        pressed.raise_if_pressed()
+        return int(status)
+    finally:
+        pdfium_c.FPDF_RenderPage_Close(page)
+
+
+class _Pressed:
+    """Ctrl-C while pdfium draws, on the main thread: noted by a handler that raises nothing
+    (a ``KeyboardInterrupt`` raised in pdfium's pause callback would be printed and dropped
+    by ctypes), and raised once pdfium has paused, the handler before put back first."""
+
+    def __init__(self) -> None:
+        self.yes = False
+        self._before: Any = None
+        self._routed = False
+
+    def __enter__(self) -> _Pressed:
+        if threading.current_thread() is threading.main_thread():
+            before = signal.getsignal(signal.SIGINT)
+            if callable(before):  # not ignored, nor the default action: Python's to deliver
+                self._before = before
+                signal.signal(signal.SIGINT, self._note)
+                self._routed = True
+        return self
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self.yes = True
+
+    def raise_if_pressed(self) -> None:
+        if self.yes:
+            self.__exit__()
+            self.yes = False
+            self._before(signal.SIGINT, None)  # Python's own raises KeyboardInterrupt
+
+    def __exit__(self, *_: object) -> None:
+        if self._routed:
+            self._routed = False
+            signal.signal(signal.SIGINT, self._before)
 
 
 def _scale(what: str, width_pt: float, height_pt: float, width_px: int) -> float:
