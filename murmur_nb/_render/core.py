@@ -22,13 +22,16 @@ characters by :func:`clipped` before it is escaped, so the HTML a label costs is
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import html
 import os
 import reprlib
 import threading
+import time
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -38,6 +41,7 @@ from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, sof
 from murmur_nb._rules import escape_bidi, printable, readable
 
 __all__ = [
+    "DRAW_TOTAL_S",
     "Body",
     "CannotRender",
     "DecodeError",
@@ -49,6 +53,8 @@ __all__ = [
     "card",
     "clipped",
     "data_uri",
+    "drawing_clock",
+    "drawing_left",
     "RENDER_EXTRA",
     "embedded",
     "error_card",
@@ -200,6 +206,33 @@ def _check_whole(name: str, value: object) -> None:
         f"RenderBudget.{name} must be an int ({what}, such as the default "
         f"{getattr(RenderBudget, name):_}), got {type(value).__name__} {reprlib.repr(value)}"
     )
+
+
+#: Seconds one ``render(...)`` or ``render_file(...)`` call spends drawing, over all its
+#: artifacts: diagrams drawn by their renderers, PDF pages. A module's artifacts could each
+#: take a renderer's whole time limit (30 s a diagram, 10 s a document), and an invocation
+#: or a gallery holds as many as it likes: past this, what is left is shown undrawn.
+DRAW_TOTAL_S = 30.0
+_DRAWING_UNTIL: ContextVar[float | None] = ContextVar("murmur_nb_drawing_until", default=None)
+
+
+@contextlib.contextmanager
+def drawing_clock() -> Iterator[None]:
+    """The drawing time of one rendering call starts (a nested call shares its caller's)."""
+    if _DRAWING_UNTIL.get() is not None:
+        yield
+        return
+    token = _DRAWING_UNTIL.set(time.monotonic() + DRAW_TOTAL_S)
+    try:
+        yield
+    finally:
+        _DRAWING_UNTIL.reset(token)
+
+
+def drawing_left() -> float:
+    """Seconds of drawing the rendering under way has left (all of them outside one)."""
+    until = _DRAWING_UNTIL.get()
+    return DRAW_TOTAL_S if until is None else until - time.monotonic()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from murmur_nb._render.core import RenderBudget, Rendering, Source, error_card, esc
+from murmur_nb._render.core import (
+    RenderBudget,
+    Rendering,
+    Source,
+    drawing_clock,
+    error_card,
+    esc,
+)
 from murmur_nb._render.fallback import verify_source
 from murmur_nb._render.inputs import (
     ArtifactLike,
@@ -137,7 +144,8 @@ def render(obj: Any, *, budget: RenderBudget | None = None) -> Rendering:
             runs = [host.invoke("gallery.thumbs", {"count": 4}), host.invoke("docs.report")]
             display(mnb.render(runs))
     """
-    return _render(obj, Account(_budget("render", budget)))
+    with drawing_clock():
+        return _render(obj, Account(_budget("render", budget)))
 
 
 def _budget(call: str, budget: object) -> RenderBudget:
@@ -250,5 +258,6 @@ def render_file(
         rel_path=file.name,
         root_dir=file.parent,
     )
-    part = Account(budget).render(source, presentation or "", verify=False)
+    with drawing_clock():
+        part = Account(budget).render(source, presentation or "", verify=False)
     return part or omitted_rendering(1, budget)

@@ -14,7 +14,10 @@ ours at all); ``mmdc`` needs files, so it gets a fresh private folder as its wor
 and only ``rw`` root, holding its input and output, and the SVG is read back without
 following a link. Where the sandbox cannot give every guarantee, the renderer is not run
 (never unconfined): the card shows the source and says why. The SVG is cut at
-``RenderBudget.embed_bytes`` and the run at :data:`TIMEOUT_S`.
+``RenderBudget.embed_bytes`` and the run at :data:`TIMEOUT_S`, or sooner when the rendering
+has less of its drawing time left (:data:`~murmur_nb._render.core.DRAW_TOTAL_S`): twenty
+diagrams that each keep ``dot`` busy to its limit held a gallery's ``render()`` for ten
+minutes (a red-team review); past that time the source is shown, undrawn.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from typing import TYPE_CHECKING
 
 from murmur_nb._files.beneath import one_file_problem
 from murmur_nb._files.scratch import temp_folder
+from murmur_nb._render import core as render_core
 from murmur_nb._render.core import (
     Body,
     RenderBudget,
     Source,
     data_uri,
+    drawing_left,
     esc,
     format_size,
     left_of,
@@ -97,24 +102,34 @@ def draw_source(
             f"{name} source shown, not drawn: the module sandbox cannot confine '{binary}' "
             f"on this machine (missing: {missing}), and a diagram is never drawn unconfined"
         )
+    seconds = min(TIMEOUT_S, drawing_left())
+    if seconds <= 0:
+        return None, (
+            f"{name} source shown, not drawn: this rendering spent its "
+            f"{render_core.DRAW_TOTAL_S:g} s of "
+            "drawing (diagrams and PDF pages, over all its artifacts) before it; render it "
+            "on its own to draw it"
+        )
     with tempfile.TemporaryDirectory(prefix=f"murmur-{binary}-", dir=temp_folder()) as tmp:
         folder = Path(tmp)
         try:
             if binary == "dot":
-                out, err, status = _run(report, [exe, "-Tsvg"], source_text, folder, max_bytes)
+                out, err, status = _run(report, [exe, "-Tsvg"], source_text, folder, max_bytes,
+                                        seconds=seconds)  # fmt: skip
             else:
-                out, err, status = _mermaid(report, exe, source_text, folder, max_bytes)
+                out, err, status = _mermaid(report, exe, source_text, folder, max_bytes,
+                                            seconds=seconds)  # fmt: skip
         except OSError as exc:
             return None, f"{name} source shown: '{binary}' could not be run ({exc.strerror})"
     if status == "ok" and b"<svg" in out:
         return out, None
-    return None, f"{name} source shown: {_why(binary, status, err, max_bytes)}"
+    return None, f"{name} source shown: {_why(binary, status, err, max_bytes, seconds)}"
 
 
-def _why(binary: str, status: str, err: bytes, max_bytes: int) -> str:
+def _why(binary: str, status: str, err: bytes, max_bytes: int, seconds: float) -> str:
     """Why a renderer drew nothing, from how its run ended and its standard error."""
     if status == "timeout":
-        return f"'{binary}' did not finish within {TIMEOUT_S} s"
+        return f"'{binary}' did not finish within {seconds:.3g} s"
     if status == "too large":
         return (
             f"'{binary}' drew more than {format_size(max_bytes)} of SVG "
@@ -127,7 +142,8 @@ def _why(binary: str, status: str, err: bytes, max_bytes: int) -> str:
 
 
 def _run(
-    report: SandboxReport, argv: list[str], stdin: str, folder: Path, max_bytes: int
+    report: SandboxReport, argv: list[str], stdin: str, folder: Path, max_bytes: int, *,
+    seconds: float = TIMEOUT_S,
 ) -> tuple[bytes, bytes, str]:
     """``(stdout, stderr tail, status)`` of ``argv`` run confined in ``folder`` (its only
     writable place); status is ``ok``, ``failed``, ``timeout`` or ``too large``."""
@@ -144,7 +160,7 @@ def _run(
         binaries=[exe],
     )
     result = run_launched(
-        how, stdin.encode("utf-8"), cwd=folder, deadline_s=TIMEOUT_S, max_output_bytes=max_bytes
+        how, stdin.encode("utf-8"), cwd=folder, deadline_s=seconds, max_output_bytes=max_bytes
     )
     if result.timed_out:
         return b"", result.stderr_tail, "timeout"
@@ -164,13 +180,13 @@ def _install_dir(exe: str) -> Path:
 
 
 def _mermaid(
-    report: SandboxReport, exe: str, text: str, folder: Path, max_bytes: int
+    report: SandboxReport, exe: str, text: str, folder: Path, max_bytes: int, *, seconds: float
 ) -> tuple[bytes, bytes, str]:
     """mmdc reads and writes files: both live in ``folder``; the SVG is read back only if it
     is a regular file of one link within ``max_bytes`` (mmdc could leave a link there)."""
     (folder / _MERMAID_IN).write_text(text, encoding="utf-8")
     argv = [exe, "-i", _MERMAID_IN, "-o", _MERMAID_OUT]
-    _, err, status = _run(report, argv, "", folder, max_bytes)
+    _, err, status = _run(report, argv, "", folder, max_bytes, seconds=seconds)
     if status != "ok":
         return b"", err, status
     try:

@@ -33,6 +33,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import MissingDependency
+from murmur_nb._render import core as render_core
 from murmur_nb._render.core import (
     Body,
     CannotRender,
@@ -41,6 +42,7 @@ from murmur_nb._render.core import (
     RenderBudget,
     Source,
     data_uri,
+    drawing_left,
     left_of,
     missing_dependency,
     pixels_of,
@@ -108,12 +110,13 @@ def pdf_pages(path: Path, width_px: int, max_pages: int, pixels: PixelBudget) ->
         stream.close()
         raise CannotRender(f"not a readable PDF ({exc})") from exc
     drawn: list[Page] = []
-    deadline = time.monotonic() + DRAW_S
+    seconds = min(DRAW_S, drawing_left())  # a rendering's drawing may be nearly spent
+    deadline = time.monotonic() + seconds
     try:
         count = len(pdf)
         for index in range(min(count, max_pages)):
             try:
-                drawn.append(_page(pdf, index, width_px, pixels, deadline))
+                drawn.append(_page(pdf, index, width_px, pixels, (deadline, seconds)))
             except DecodeError as exc:
                 if exc.code != "decode_refused":
                     raise
@@ -124,10 +127,11 @@ def pdf_pages(path: Path, width_px: int, max_pages: int, pixels: PixelBudget) ->
 
 
 def _page(
-    pdf: PdfDocument, index: int, width_px: int, pixels: PixelBudget, deadline: float
+    pdf: PdfDocument, index: int, width_px: int, pixels: PixelBudget,
+    deadline: tuple[float, float],
 ) -> Page:
     """Page ``index`` drawn at the scale its box allows, once its bitmap is paid for, by
-    ``deadline`` (``time.monotonic()``)."""
+    ``deadline`` (``time.monotonic()``, and the seconds the document was given)."""
     what = f"page {index + 1}"
     with decoding(what):
         page = pdf[index]
@@ -150,7 +154,7 @@ def _page(
         page.close()
 
 
-def _drawn(page: Any, size: tuple[int, int], what: str, deadline: float) -> Any:
+def _drawn(page: Any, size: tuple[int, int], what: str, deadline: tuple[float, float]) -> Any:
     """``page`` drawn into a new white bitmap of ``size`` (as ``page.render`` draws it, with
     its annotations), progressively: a ``decode_refused`` :class:`DecodeError` once
     ``deadline`` passes with the page unfinished."""
@@ -183,19 +187,20 @@ def _drawn(page: Any, size: tuple[int, int], what: str, deadline: float) -> Any:
 
 
 def _continued(page: Any, pause: Any, status: int, pause_at: list[float], *, pressed: _Pressed,
-               what: str, deadline: float) -> int:  # fmt: skip
+               what: str, deadline: tuple[float, float]) -> int:  # fmt: skip
     """Go on drawing ``page`` while pdfium pauses unfinished; its last status."""
     import pypdfium2.raw as pdfium_c  # noqa: PLC0415
 
     try:
         while status == pdfium_c.FPDF_RENDER_TOBECONTINUED:
             pressed.raise_if_pressed()
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline[0]:
                 raise DecodeError(
                     "decode_refused",
-                    f"{what} was not drawn: the document's pages took more than "
-                    f"{DRAW_S:g} s to draw (their content is that heavy); download the "
-                    "file and open it in a PDF viewer",
+                    f"{what} was not drawn: the document's pages took more than the "
+                    f"{deadline[1]:.3g} s of drawing they had (a document's pages share "
+                    f"{DRAW_S:g} s, a rendering's artifacts {render_core.DRAW_TOTAL_S:g} s); "
+                    "download the file and open it in a PDF viewer",
                     "too slow to draw",
                 )
             pause_at[0] = time.monotonic() + PAUSE_EVERY_S
