@@ -30,6 +30,7 @@ from murmur_nb._checker.hook_cases import CASES, Case, read_back, write_cases
 from murmur_nb._checker.hook_report import HookCheckReport, HookCheckResult, HookStatus
 from murmur_nb._checker.hook_rules import CALL_CODES, HOOK_RULES, LIMIT_CODES
 from murmur_nb._checker.hook_world import export_problems, import_problems
+from murmur_nb._conversations.budget import ReadBudget
 from murmur_nb._conversations.store import ConversationStore, Message
 from murmur_nb._conversations.tool_envelope import decode as decode_tool_envelope
 from murmur_nb._exceptions import ConversationReadError, HookConfigError, HookError
@@ -315,7 +316,9 @@ class _CountingReader:
         self.source = source
         self.inner = inner
 
-    def read_messages(self, cursor: str | None, limit: int, *, budget: Any = None) -> Any:
+    def read_messages(
+        self, cursor: str | None, limit: int, *, budget: ReadBudget | None = None
+    ) -> Any:
         try:
             return self.inner.read_messages(cursor, limit, budget=budget)
         except ConversationReadError as exc:

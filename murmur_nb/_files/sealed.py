@@ -14,7 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-__all__ = ["AVAILABLE", "SEALS", "copy_file", "sealed_copy"]
+__all__ = ["AVAILABLE", "SEALS", "copy_file", "sealed_bytes", "sealed_copy"]
 
 #: a sealed memfd: its size and bytes are fixed, and so are its seals
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
@@ -29,6 +29,21 @@ def copy_file(source: int, copy: int) -> None:
     done = 0
     while sent := os.sendfile(copy, source, done, 1 << 30):
         done += sent
+
+
+def sealed_bytes(data: bytes, name: str) -> int:
+    """A new sealed ``memfd`` (named ``name``) holding ``data``, its offset at the start."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def sealed_copy(source: int, name: str) -> int:

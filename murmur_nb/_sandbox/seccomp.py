@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import functools
 import os
 import platform
@@ -44,6 +43,7 @@ import threading
 from typing import Any
 
 from murmur_nb._files.libc import libc
+from murmur_nb._files.sealed import sealed_bytes
 
 __all__ = ["Filter", "kept_program_fd", "program", "program_fd"]
 
@@ -186,7 +186,6 @@ def program(*, sockets: bool = False, sysv_ipc: bool = False) -> tuple[bytes | N
 
 _KEPT: dict[bytes, int] = {}
 _KEPT_LOCK = threading.Lock()
-_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 
 def kept_program_fd(bpf: bytes) -> int:
@@ -197,14 +196,7 @@ def kept_program_fd(bpf: bytes) -> int:
     with _KEPT_LOCK:
         fd = _KEPT.get(bpf)
         if fd is None:
-            fd = os.memfd_create("murmur-nb-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-            try:
-                os.write(fd, bpf)  # a few hundred bytes: written whole
-                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
-            except BaseException:
-                os.close(fd)
-                raise
-            _KEPT[bpf] = fd
+            fd = _KEPT[bpf] = sealed_bytes(bpf, "murmur-nb-seccomp")
         return fd
 
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import functools
 import os
 import select
@@ -54,6 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from murmur_nb._files.sealed import sealed_bytes
 from murmur_nb._sandbox import helpers, identity
 
 __all__ = ["GONE", "SWITCH", "DrivenCall", "Ended", "Identity", "Zygote", "ZygoteRefused",
@@ -63,8 +63,6 @@ _SOURCE = Path(__file__).with_name("zygote.c")
 _BUILDS = (("-static",), ())
 #: options of bwrap that name a descriptor: the zygote takes it as an index into what is sent
 _FD_OPTIONS = frozenset({"--seccomp"})
-#: a request too large for the call's message goes to the zygote in a sealed memfd
-_SEALED = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 #: how long :meth:`DrivenCall.stop` waits for the zygote's answer once it asked for the end
 _STOP_WAIT_S = 2.0
 #: how long the start-up probe's call may take
@@ -194,21 +192,6 @@ class DrivenCall:
             self._keep(pair)
         else:
             _close(pair)
-
-
-def _request_file(request: bytes) -> int:
-    """A sealed ``memfd`` holding ``request``, read from its start."""
-    fd = os.memfd_create("murmur-nb-request", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    try:
-        view = memoryview(request)
-        while view:
-            view = view[os.write(fd, view) :]
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALED)
-        os.lseek(fd, 0, os.SEEK_SET)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 #: bwrap's binds of a path: each is sent with what the kernel sees at its source (``--same``)
@@ -345,7 +328,7 @@ class Zygote:
         drive = f"--drive\0{max(0, int(deadline * 1e9))}\0{bound}\0{tail}\0{size}\0".encode()
         data = b"".join((b"--cwd\0", os.fsencode(cwd), b"\0", drive, data,
                          request if inline else b""))  # fmt: skip
-        stdin = None if inline else _request_file(request)
+        stdin = None if inline else sealed_bytes(request, "murmur-nb-request")
         try:
             pair = self._idle.pop()
         except IndexError:
