@@ -343,6 +343,69 @@ def test_a_kernel_out_of_descriptors_still_takes_back_what_it_gave(
     assert_taken_back(uid, work, src, *tmp_path.parents, Path("/root"))
 
 
+#: a root kernel with exactly three descriptors to spare when it first gives (enough to find
+#: and read a dead kernel's journal, not to walk a root of ten entries to take it back)
+SHORT_SWEEPER = """
+import os, resource, sys
+import murmur_nb
+from murmur_nb._sandbox import access  # private: the sweep a first grant runs, alone
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 64, hard))
+held = []
+try:
+    while True:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+for _ in range(3):
+    os.close(held.pop())
+access._journal()
+"""
+
+
+def dead_kernels_journal(where: Path, uid: int) -> list[Path]:
+    """The journal folders (``murmur-nb-grants-*``) in ``where`` that list ``uid``."""
+    listed = f'"uid": {uid},'
+    return [folder for folder in where.glob("murmur-nb-grants-*")
+            if listed in (folder / "given.jsonl").read_text(errors="replace")]  # fmt: skip
+
+
+def test_a_kernel_too_short_of_descriptors_to_take_back_leaves_the_journal_to_the_next(
+    home: Path, tmp_path: Path, users_folders: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead kernel's journal is taken back by the next root kernel that gives. One that has
+    descriptors enough to find and read the journal but not to walk the roots it lists keeps
+    it: the walk cut short is owed, the journal stays, and the kernel after it takes
+    everything back, after which a process running as the dead kernel's uid is refused the
+    user's ``0700`` sources. Were the journal removed with the walk cut short, that uid
+    would read them for good."""
+    work, src = users_folders
+    # The three kernels keep their journals in a folder of this test's: another root
+    # kernel's sweep (another test's, beside this one) would take the journal first.
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir(mode=0o700)
+    for i in range(10):  # a root whose walk needs more descriptors than the sweeper has
+        (work / f"more-{i}.txt").write_text("more")
+    kernel, uid = giving_kernel(home, work, src, SHORT_KERNEL)
+    out, _ = kernel.communicate("hard\n", timeout=120)
+    assert kernel.returncode == 0 and out.strip() == "Too many open files", out
+    journal = dead_kernels_journal(tmp_path / "tmp", uid)
+    assert journal, "the dead kernel left no journal"
+    assert sandbox_entries(work, src, ids=range(uid, uid + 1))
+
+    # the sweep alone, so exactly three descriptors are left for it (a host would open
+    # files of its own first)
+    short = subprocess.run([sys.executable, "-c", SHORT_SWEEPER],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    assert short.returncode == 0, short.stderr
+    assert all(folder.is_dir() for folder in journal), "the journal went with work owed"
+    assert sandbox_entries(work, ids=range(uid, uid + 1)), "the short walk took all back"
+
+    a_later_root_kernels_host(home)
+    assert_taken_back(uid, work, src, *tmp_path.parents, Path("/root"))
+    assert not any(folder.exists() for folder in journal)
+
+
 HOLDS = "from murmur_nb._sandbox.identity import _hold; print(_hold({uid}))"
 
 
