@@ -36,7 +36,6 @@ from PIL import Image
 from test_render_kit import artifact, make_png, write_json
 
 import murmur_nb as mnb
-from murmur_nb._render.primitives import pdf as pdf_primitive  # private: its time to draw
 
 TESTS = Path(__file__).resolve().parent
 MIB = 1 << 20
@@ -277,21 +276,51 @@ def test_a_one_bit_20000_square_png_is_refused_not_raised(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("presentation", ["document", "slides"])
 def test_pages_too_heavy_to_draw_in_time_are_counted_not_drawn(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, presentation: str
+    tmp_path: Path, presentation: str
 ) -> None:
     """Pages of a few KB whose content stream holds 300,000 lines: drawing one took about
     12 s of the kernel's CPU, without end in sight for Ctrl-C, and a strip of slides takes
-    every page in turn. A document's pages now share ``DRAW_S`` (10 s; 0.5 s here): the page
-    that reaches it is counted, not drawn, and the card says why."""
-    monkeypatch.setattr(pdf_primitive, "DRAW_S", 0.5)
+    every page in turn. A document's pages now share ``RenderBudget.document_draw_s``
+    (10 s; 0.5 s here): the page that reaches it is counted, not drawn, and the card says
+    why and which field to raise."""
     _heavy_pdf(tmp_path / "heavy.pdf", 300_000, 3)
     assert (tmp_path / "heavy.pdf").stat().st_size < 64 * 1024
     started = time.monotonic()
-    r = mnb.render(artifact(tmp_path, "heavy.pdf", "application/pdf", presentation))
+    r = mnb.render(artifact(tmp_path, "heavy.pdf", "application/pdf", presentation),
+                   budget=mnb.RenderBudget(document_draw_s=0.5))  # fmt: skip
     elapsed = time.monotonic() - started
     assert elapsed < 5, elapsed  # one page alone took 12 s before
     assert r.ok and not _images(r.html), r.text[:400]
     assert "page 1 was not drawn: the document's pages took more than the 0.5 s" in r.text
+    assert "or render it with a larger RenderBudget(document_draw_s=..., draw_s=...)" in r.text
+    if presentation == "slides":
+        assert "showing 0 of 3 slides (RenderBudget.document_draw_s)" in r.html
+
+
+def test_a_renderings_drawing_time_bounds_its_pdf_pages_too(tmp_path: Path) -> None:
+    """Two heavy PDFs in one rendering whose ``draw_s`` (0.6 s) is shorter than a
+    document's own time: the first stops at the rendering's time, the second draws
+    nothing, and both cards name ``RenderBudget.draw_s``."""
+    for name, lines in (("a.pdf", 300_000), ("b.pdf", 299_999)):  # not the same content
+        _heavy_pdf(tmp_path / name, lines, 2)
+    arts = [artifact(tmp_path, name, "application/pdf", "slides") for name in ("a.pdf", "b.pdf")]
+    started = time.monotonic()
+    r = mnb.render(arts, budget=mnb.RenderBudget(draw_s=0.6))
+    elapsed = time.monotonic() - started
+    assert elapsed < 5, elapsed
+    assert not _images(r.html), r.text[:400]
+    assert r.html.count("showing 0 of 2 slides (RenderBudget.draw_s)") == 2, r.text
+
+
+@pytest.mark.parametrize(("field", "value", "error"), [
+    ("draw_s", 0, ValueError), ("document_draw_s", -1.5, ValueError),
+    ("draw_s", float("nan"), ValueError), ("draw_s", float("inf"), ValueError),
+    ("document_draw_s", "10", TypeError), ("draw_s", True, TypeError),
+])  # fmt: skip
+def test_drawing_times_are_seconds_more_than_zero(field: str, value: object, error: type) -> None:
+    with pytest.raises(error, match=f"RenderBudget.{field} must be"):
+        mnb.RenderBudget(**{field: value})
+    assert mnb.RenderBudget(**{field: 2}).__getattribute__(field) == 2
 
 
 def test_ctrl_c_stops_a_page_being_drawn(tmp_path: Path) -> None:

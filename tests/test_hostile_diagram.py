@@ -26,7 +26,6 @@ from bs4 import BeautifulSoup
 from test_render_kit import artifact
 
 import murmur_nb as mnb
-from murmur_nb._render import core as render_core  # private: a rendering's time to draw
 from murmur_nb._sandbox import sandbox_report  # private: a report that allows no mechanism
 
 FACET_MODULES = [("hostile", "hostile_output")]
@@ -225,24 +224,22 @@ def test_a_huge_drawing_is_cut_at_the_embed_budget(tmp_path: Path) -> None:
     assert "Graphviz drawn as SVG" in roomy.text
 
 
-def test_a_gallery_of_slow_diagrams_stops_drawing_at_the_renderings_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_gallery_of_slow_diagrams_stops_drawing_at_the_renderings_time(tmp_path: Path) -> None:
     """Three diagrams of 13 KB that each keep ``dot`` busy past its 30 s (a complete graph
     of 40 nodes, ``mclimit=1000``), rendered as one gallery: each ran to 30 s, 90 s in all
-    (a red-team review). A rendering's drawing now shares ``DRAW_TOTAL_S`` (30 s; 1.5 s
-    here): the first diagram is stopped at what is left, the others are not drawn, and each
-    card shows its source and says why."""
-    monkeypatch.setattr(render_core, "DRAW_TOTAL_S", 1.5)
+    (a red-team review). A rendering's drawing now shares ``RenderBudget.draw_s`` (30 s;
+    1.5 s here): the first diagram is stopped at what is left, the others are not drawn, and
+    each card shows its source and says why."""
     body = "".join(f"n{i}->n{j};" for i in range(40) for j in range(40) if i != j)
     arts = []
     for k in range(3):
         (tmp_path / f"g{k}.dot").write_text(f"digraph{{mclimit=1000;/*{k}*/{body}}}")
         arts.append(artifact(tmp_path, f"g{k}.dot", "text/vnd.graphviz", "diagram"))
     started = time.monotonic()
-    r = mnb.render(arts)
+    r = mnb.render(arts, budget=mnb.RenderBudget(draw_s=1.5))
     elapsed = time.monotonic() - started
     assert elapsed < 10, elapsed  # 90 s before
     assert "<img" not in r.html
     assert len(re.findall(r"did not finish within 1\.\d+ s", r.text)) == 1, r.text
-    assert r.text.count("this rendering spent its 1.5 s of drawing") == 2, r.text
+    assert r.text.count("this rendering spent its 1.5 s of drawing (RenderBudget.draw_s") == 2
+    assert "or with a larger RenderBudget(draw_s=...), to draw it" in r.text

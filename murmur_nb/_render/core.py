@@ -25,6 +25,7 @@ import base64
 import contextlib
 import dataclasses
 import html
+import math
 import os
 import reprlib
 import threading
@@ -41,7 +42,6 @@ from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, sof
 from murmur_nb._rules import escape_bidi, printable, readable
 
 __all__ = [
-    "DRAW_TOTAL_S",
     "Body",
     "CannotRender",
     "DecodeError",
@@ -55,6 +55,7 @@ __all__ = [
     "data_uri",
     "drawing_clock",
     "drawing_left",
+    "drawing_total",
     "RENDER_EXTRA",
     "embedded",
     "error_card",
@@ -102,8 +103,9 @@ class DecodeError(Exception):
     failed (``MemoryError`` included). It becomes the artifact's error card, or its tile in
     a grid or a strip; it never leaves ``render()``.
 
-    ``code`` is ``decode_refused`` (over :attr:`RenderBudget.decode_px`) or
-    ``decode_failed``; ``short`` fits a thumbnail tile, ``message`` says what to do.
+    ``code`` is ``decode_refused`` (over :attr:`RenderBudget.decode_px`, or a PDF page past
+    its drawing time) or ``decode_failed``; ``short`` fits a thumbnail tile, ``message``
+    says what to do.
     """
 
     def __init__(self, code: str, message: str, short: str) -> None:
@@ -196,6 +198,22 @@ _COUNTS = (
 _AMOUNTS = ("embed_bytes", "grid_bytes", "text_bytes", "parse_bytes", "total_bytes", "decode_px")
 
 
+#: the fields of :class:`RenderBudget` that are times, in seconds (more than 0)
+_SECONDS = ("draw_s", "document_draw_s")
+
+
+def _check_seconds(name: str, value: object) -> None:
+    """Refuse a :class:`RenderBudget` time that is not a number of seconds more than 0."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TypeError(
+            f"RenderBudget.{name} must be a number of seconds (such as the default "
+            f"{getattr(RenderBudget, name):g}), got {type(value).__name__} "
+            f"{reprlib.repr(value)}"
+        )
+    if not 0 < value < math.inf:
+        raise ValueError(f"RenderBudget.{name} must be more than 0 seconds, got {value!r}")
+
+
 def _check_whole(name: str, value: object) -> None:
     """Refuse a :class:`RenderBudget` field that is not a whole number (``True`` is not one)."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -208,31 +226,34 @@ def _check_whole(name: str, value: object) -> None:
     )
 
 
-#: Seconds one ``render(...)`` or ``render_file(...)`` call spends drawing, over all its
-#: artifacts: diagrams drawn by their renderers, PDF pages. A module's artifacts could each
-#: take a renderer's whole time limit (30 s a diagram, 10 s a document), and an invocation
-#: or a gallery holds as many as it likes: past this, what is left is shown undrawn.
-DRAW_TOTAL_S = 30.0
-_DRAWING_UNTIL: ContextVar[float | None] = ContextVar("murmur_nb_drawing_until", default=None)
+_DRAWING: ContextVar[tuple[float, float] | None] = ContextVar("murmur_nb_drawing", default=None)
 
 
 @contextlib.contextmanager
-def drawing_clock() -> Iterator[None]:
-    """The drawing time of one rendering call starts (a nested call shares its caller's)."""
-    if _DRAWING_UNTIL.get() is not None:
+def drawing_clock(seconds: float) -> Iterator[None]:
+    """The drawing time of one rendering call starts: ``seconds`` of it
+    (:attr:`RenderBudget.draw_s`); a nested call shares its caller's."""
+    if _DRAWING.get() is not None:
         yield
         return
-    token = _DRAWING_UNTIL.set(time.monotonic() + DRAW_TOTAL_S)
+    token = _DRAWING.set((time.monotonic() + seconds, seconds))
     try:
         yield
     finally:
-        _DRAWING_UNTIL.reset(token)
+        _DRAWING.reset(token)
 
 
 def drawing_left() -> float:
-    """Seconds of drawing the rendering under way has left (all of them outside one)."""
-    until = _DRAWING_UNTIL.get()
-    return DRAW_TOTAL_S if until is None else until - time.monotonic()
+    """Seconds of drawing the rendering under way has left (the default
+    :attr:`RenderBudget.draw_s` outside one)."""
+    clock = _DRAWING.get()
+    return RenderBudget.draw_s if clock is None else clock[0] - time.monotonic()
+
+
+def drawing_total() -> float:
+    """The seconds of drawing the rendering under way was given."""
+    clock = _DRAWING.get()
+    return RenderBudget.draw_s if clock is None else clock[1]
 
 
 @dataclass(frozen=True)
@@ -308,6 +329,17 @@ class RenderBudget:
     grid_images
         Images an ``image_grid`` shows at most (a cell each, thumbnail or not); the card
         counts the rest, and of a JSON list of paths only these are read. Default 1000.
+    draw_s
+        Seconds one ``render(...)`` call spends drawing, over all its artifacts: diagrams
+        drawn by Graphviz or Mermaid, PDF page previews and PDF slides. Each may take a
+        renderer's whole time (30 s a diagram, ``document_draw_s`` a document) and an
+        invocation or a gallery holds as many as it likes: past this, what is left is shown
+        undrawn (a diagram's source, a PDF's download), with a note naming this field.
+        Default 30.
+    document_draw_s
+        Seconds the pages of one PDF may take to draw, all together; the page that reaches
+        it is counted, not drawn (pdfium hands control back every 50 ms, so Ctrl-C stops a
+        page being drawn too). Default 10.
     """
 
     embed_bytes: int = 4 * _MIB
@@ -327,6 +359,8 @@ class RenderBudget:
     decode_px: int = 50_000_000
     remote_images: bool = False
     grid_images: int = 1000
+    draw_s: float = 30.0
+    document_draw_s: float = 10.0
     #: what is left of ``total_bytes`` for the artifact being rendered (see :func:`within`)
     #: (not a parameter: ``help(RenderBudget)`` shows only what a caller sets)
     _left: int | None = field(default=None, init=False, repr=False, compare=False)
@@ -350,6 +384,8 @@ class RenderBudget:
                 raise ValueError(
                     f"RenderBudget.{name} must not be negative, got {getattr(self, name)}"
                 )
+        for name in _SECONDS:
+            _check_seconds(name, getattr(self, name))
 
 
 @dataclass(frozen=True)

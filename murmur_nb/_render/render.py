@@ -144,8 +144,9 @@ def render(obj: Any, *, budget: RenderBudget | None = None) -> Rendering:
             runs = [host.invoke("gallery.thumbs", {"count": 4}), host.invoke("docs.report")]
             display(mnb.render(runs))
     """
-    with drawing_clock():
-        return _render(obj, Account(_budget("render", budget)))
+    account = Account(_budget("render", budget))
+    with drawing_clock(account.budget.draw_s):
+        return _render(obj, account)
 
 
 def _budget(call: str, budget: object) -> RenderBudget:
@@ -258,6 +259,6 @@ def render_file(
         rel_path=file.name,
         root_dir=file.parent,
     )
-    with drawing_clock():
+    with drawing_clock(budget.draw_s):
         part = Account(budget).render(source, presentation or "", verify=False)
     return part or omitted_rendering(1, budget)

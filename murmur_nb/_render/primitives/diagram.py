@@ -15,7 +15,7 @@ and only ``rw`` root, holding its input and output, and the SVG is read back wit
 following a link. Where the sandbox cannot give every guarantee, the renderer is not run
 (never unconfined): the card shows the source and says why. The SVG is cut at
 ``RenderBudget.embed_bytes`` and the run at :data:`TIMEOUT_S`, or sooner when the rendering
-has less of its drawing time left (:data:`~murmur_nb._render.core.DRAW_TOTAL_S`): twenty
+has less of its drawing time left (``RenderBudget.draw_s``): twenty
 diagrams that each keep ``dot`` busy to its limit held a gallery's ``render()`` for ten
 minutes (a red-team review); past that time the source is shown, undrawn.
 """
@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING
 
 from murmur_nb._files.beneath import one_file_problem
 from murmur_nb._files.scratch import temp_folder
-from murmur_nb._render import core as render_core
 from murmur_nb._render.core import (
     Body,
     RenderBudget,
     Source,
     data_uri,
     drawing_left,
+    drawing_total,
     esc,
     format_size,
     left_of,
@@ -106,9 +106,9 @@ def draw_source(
     if seconds <= 0:
         return None, (
             f"{name} source shown, not drawn: this rendering spent its "
-            f"{render_core.DRAW_TOTAL_S:g} s of "
-            "drawing (diagrams and PDF pages, over all its artifacts) before it; render it "
-            "on its own to draw it"
+            f"{drawing_total():g} s of drawing (RenderBudget.draw_s: diagrams and "
+            "PDF pages, over all its artifacts) before it; render it on its own, or with a "
+            "larger RenderBudget(draw_s=...), to draw it"
         )
     with tempfile.TemporaryDirectory(prefix=f"murmur-{binary}-", dir=temp_folder()) as tmp:
         folder = Path(tmp)

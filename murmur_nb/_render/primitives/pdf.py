@@ -15,7 +15,8 @@ The bitmap bounds a page's memory, not its drawing: a page's content stream, com
 may hold a million path operators (43 s of CPU for a 43 KB page, and a slide strip of 60
 such pages from an 8 KB file; a red-team review). Pages are drawn progressively, pdfium
 asking every few milliseconds whether to pause: a document's pages share
-:data:`DRAW_S` seconds, and the page that reaches it is abandoned, counted and not drawn,
+``RenderBudget.document_draw_s`` seconds (and what is left of the rendering's
+``RenderBudget.draw_s``), and the page that reaches it is abandoned, counted and not drawn,
 like a page past the pixel budget. Control comes back to Python every
 :data:`PAUSE_EVERY_S`, so Ctrl-C interrupts a page being drawn.
 """
@@ -33,7 +34,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._exceptions import MissingDependency
-from murmur_nb._render import core as render_core
 from murmur_nb._render.core import (
     Body,
     CannotRender,
@@ -43,6 +43,7 @@ from murmur_nb._render.core import (
     Source,
     data_uri,
     drawing_left,
+    drawing_total,
     left_of,
     missing_dependency,
     pixels_of,
@@ -57,13 +58,13 @@ from murmur_nb._render.theme import BORDER, FG_MUTED
 if TYPE_CHECKING:
     from pypdfium2 import PdfDocument
 
-__all__ = ["DRAW_S", "PAUSE_EVERY_S", "TALLEST", "Page", "Pages", "pdf_pages", "render_document"]
+__all__ = ["PAUSE_EVERY_S", "TALLEST", "Page", "Pages", "pdf_pages", "render_document"]
 
 #: A page preview is at most this many times as tall as it is wide; a taller page is drawn
 #: narrower.
 TALLEST = 4
-#: Seconds the pages of one document may take to draw, all together.
-DRAW_S = 10.0
+#: the short reason of a page past its drawing time
+_TOO_SLOW = "too slow to draw"
 #: How often a page being drawn hands control back to Python.
 PAUSE_EVERY_S = 0.05
 
@@ -80,14 +81,18 @@ class Page:
 @dataclass(frozen=True)
 class Pages:
     """What :func:`pdf_pages` drew: the page count, the pages drawn in order, and why it
-    stopped early (a page past the rendering's pixel budget), if it did."""
+    stopped early (a page past the rendering's pixel budget or drawing time), if it did,
+    with the :class:`RenderBudget` field that stopped it."""
 
     count: int
     drawn: list[Page]
     stopped: str | None = None
+    stopped_by: str = "decode_px"
 
 
-def pdf_pages(path: Path, width_px: int, max_pages: int, pixels: PixelBudget) -> Pages:
+def pdf_pages(
+    path: Path, width_px: int, max_pages: int, pixels: PixelBudget, *, seconds: float
+) -> Pages:
     """The page count and the first ``max_pages`` pages, each ``width_px`` wide at most.
 
     Raises
@@ -110,7 +115,9 @@ def pdf_pages(path: Path, width_px: int, max_pages: int, pixels: PixelBudget) ->
         stream.close()
         raise CannotRender(f"not a readable PDF ({exc})") from exc
     drawn: list[Page] = []
-    seconds = min(DRAW_S, drawing_left())  # a rendering's drawing may be nearly spent
+    left = drawing_left()  # a rendering's drawing may be nearly spent
+    knob = "document_draw_s" if seconds <= left else "draw_s"
+    seconds = min(seconds, left)
     deadline = time.monotonic() + seconds
     try:
         count = len(pdf)
@@ -120,7 +127,8 @@ def pdf_pages(path: Path, width_px: int, max_pages: int, pixels: PixelBudget) ->
             except DecodeError as exc:
                 if exc.code != "decode_refused":
                     raise
-                return Pages(count, drawn, exc.message)
+                late = exc.short == _TOO_SLOW
+                return Pages(count, drawn, exc.message, knob if late else "decode_px")
     finally:
         pdf.close()
     return Pages(count, drawn)
@@ -198,10 +206,11 @@ def _continued(page: Any, pause: Any, status: int, pause_at: list[float], *, pre
                 raise DecodeError(
                     "decode_refused",
                     f"{what} was not drawn: the document's pages took more than the "
-                    f"{deadline[1]:.3g} s of drawing they had (a document's pages share "
-                    f"{DRAW_S:g} s, a rendering's artifacts {render_core.DRAW_TOTAL_S:g} s); "
-                    "download the file and open it in a PDF viewer",
-                    "too slow to draw",
+                    f"{deadline[1]:.3g} s of drawing they had (RenderBudget.document_draw_s "
+                    f"a document, RenderBudget.draw_s ({drawing_total():g} s) a "
+                    "rendering's artifacts); download the file and open it in a PDF viewer, "
+                    "or render it with a larger RenderBudget(document_draw_s=..., draw_s=...)",
+                    _TOO_SLOW,
                 )
             pause_at[0] = time.monotonic() + PAUSE_EVERY_S
             status = pdfium_c.FPDF_RenderPage_Continue(page, pause)
@@ -276,7 +285,8 @@ def render_document(source: Source, budget: RenderBudget) -> Body:
     link = download_line(got, source)
     try:
         got_pages = pdf_pages(
-            source.file, budget.preview_px, budget.preview_pages, pixels_of(budget)
+            source.file, budget.preview_px, budget.preview_pages, pixels_of(budget),
+            seconds=budget.document_draw_s,
         )
     except MissingDependency as exc:
         return Body(

@@ -153,13 +153,14 @@ def render_slides(source: Source, budget: RenderBudget) -> Body:
     mt = source.media_type
     if mt == "application/pdf":
         try:
-            got = pdf_pages(source.file, width, budget.max_slides, pixels_of(budget))
+            got = pdf_pages(source.file, width, budget.max_slides, pixels_of(budget),
+                            seconds=budget.document_draw_s)  # fmt: skip
         except MissingDependency as exc:
             raise CannotRender(exc.message) from exc
         images = [(f"page {i}", p.png, "image/png") for i, p in enumerate(got.drawn, 1)]
         if got.stopped is None:
             return _image_slides(images, width, budget, got.count)
-        body = _image_slides(images, width, budget, got.count, "decode_px")
+        body = _image_slides(images, width, budget, got.count, got.stopped_by)
         body.notes.append(f"slides stopped: {got.stopped}")
         return body
     if mt == "application/json":
