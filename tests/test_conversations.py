@@ -537,6 +537,58 @@ def test_integers_beyond_64_bits_in_tool_bodies_come_back_exact(tmp_path: Path, 
     assert mnb.read_conversation("ctx", store, progress=False)["body"].tolist() == expected
 
 
+SNOWFLAKE = "1712345678901234567"  # 19 digits: the line is read again by the stdlib json
+
+
+def _utf16(ident: str) -> bytes:
+    # its run of 19 digits: U+3030 (a wavy dash) is the bytes "00" in UTF-16
+    content = "\u3030" * 12 if ident == SNOWFLAKE else ident
+    return f'{{"id":"x","role":"user","content":"{content}"}}'.encode("utf-16-le")
+
+
+REFUSED_WITH_A_LONG_NUMBER = {
+    "byte order mark": lambda ident: b'\xef\xbb\xbf{"id":"%s","role":"user","content":"x"}'
+    % ident.encode(),
+    "lone surrogate": lambda ident: b'{"id":"%s","role":"user","content":"lone \\ud800"}'
+    % ident.encode(),
+    "lone surrogate in a key": lambda ident: b'{"id":"%s","role":"tool","content":{"\\udc00":1}}'
+    % ident.encode(),
+    "past the double range": lambda ident: b'{"id":"%s","role":"tool","content":{"v":1e400}}'
+    % ident.encode(),
+    "utf-16": _utf16,
+}
+
+
+@pytest.mark.parametrize("line", REFUSED_WITH_A_LONG_NUMBER.values(),
+                         ids=REFUSED_WITH_A_LONG_NUMBER.keys())  # fmt: skip
+def test_a_long_number_does_not_make_a_line_orjson_refuses_a_message(
+    tmp_path: Path, line: Any
+) -> None:
+    """A line orjson refuses (not JSON it reads) is skipped, whatever numbers it holds: the
+    stdlib ``json``, which reads the lines with a run of 19 digits again, took a byte order
+    mark, UTF-16, a lone surrogate (a string UTF-8 cannot encode: a guest's lowering and the
+    frame's Arrow strings failed on it) and 1e400 (as infinity, written as null), so one
+    such line stopped every page holding it, or the whole frame."""
+    with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
+        writer.append("user", "before", id="m0")
+        writer.append_raw(line(SNOWFLAKE) + b"\n")
+        writer.append("tool", {"n": 1}, id="m1")
+        writer.append_raw(line("m2") + b"\n")  # the same without a long number
+        writer.append("user", "after", id="m3")
+    expected = ["m3", "m1", "m0"]
+    reader = mnb.ConversationStore(tmp_path).reader("ctx")
+    page = reader.read_messages(None, 100)
+    assert [m.id for m in page.messages] == expected
+    for message in page.messages:  # as a guest receives it
+        message.content.encode("utf-8")
+    pages = walk(reader, limit=1)
+    assert [m.id for page in pages for m in page.messages] == expected
+    frame = mnb.read_conversation("ctx", tmp_path, progress=False)
+    assert frame["id"].tolist() == expected[::-1]
+    assert frame.attrs["skipped_lines"] == 2
+    assert frame["body"].tolist() == [None, {"n": 1}, None]
+
+
 # --------------------------------------------------------------------------- store and writer
 
 

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import stat
 import threading
 from bisect import bisect_left
@@ -378,14 +380,53 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"{text} is past the double range")
+    return value
+
+
+# a \uD800-\uDFFF escape (or an escaped backslash before "uD8..": looked at, then kept)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a string (or key) inside ``value`` holds a lone surrogate: the stdlib reads an
+    unpaired ``\\ud800`` escape into one, which no UTF-8 text (a guest's, Arrow's) can hold."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if type(item) is str:
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif type(item) is dict:
+            pending.extend(item)
+            pending.extend(item.values())
+        elif type(item) is list:
+            pending.extend(item)
+    return False
+
+
 def loads_exact(text: bytes) -> Any:
     """``text`` read by the stdlib ``json``, every integer exact however long.
 
-    For text orjson read with a long number in it (see :func:`has_long_number`); NaN and
-    the infinities are refused as orjson refuses them. Raises ``ValueError`` for text that
-    is not JSON and ``RecursionError`` for nesting deeper than the stdlib reads.
+    For text orjson refused or read with a long number in it (see :func:`has_long_number`).
+    Only the long integers may differ from orjson's verdict: what orjson refuses for any
+    other reason is refused here too (a line is a message or not whatever numbers it holds
+    elsewhere), namely NaN, the infinities and numbers past the double range, text that is
+    not UTF-8 or starts with a byte order mark (the stdlib reads both from bytes), and lone
+    surrogate escapes (the stdlib reads them into strings UTF-8 cannot encode, which broke
+    the page's lowering for a guest and the frame's Arrow strings). Raises ``ValueError``
+    for text that is not JSON and ``RecursionError`` for nesting deeper than the stdlib reads.
     """
-    return json.loads(text, parse_constant=_no_constant)
+    value = json.loads(text.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+    if _SURROGATE_ESCAPE.search(text) is not None and _lone_surrogate(value):
+        raise ValueError("a lone surrogate escape is not text")
+    return value
 
 
 def _reread(line: bytes) -> Any:
