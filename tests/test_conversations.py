@@ -337,6 +337,88 @@ def test_a_record_without_read_permission_is_unavailable(tmp_path: Path) -> None
     assert str(tmp_path) not in message
 
 
+_READ_IN_A_CAPPED_KERNEL = """
+import json, resource, sys, time
+from pathlib import Path
+import murmur_nb as mnb
+
+home = Path(sys.argv[1])
+mnb.read_conversation("warm", home, progress=False)  # pandas and Arrow loaded
+
+def status(field):
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(field + ":"))
+
+_, hard = resource.getrlimit(resource.RLIMIT_AS)
+resource.setrlimit(resource.RLIMIT_AS, (status("VmSize") + (512 << 20), hard))
+with open("/proc/self/clear_refs", "w") as fh:
+    fh.write("5")  # the peak RSS (VmHWM) starts again from what the process holds now
+rss_before, cpu_before = status("VmRSS"), time.process_time()
+store, out = mnb.ConversationStore(home), {}
+try:
+    for step in ("hole", "appended"):
+        if step == "appended":  # the runtime writes again after the crash's hole
+            with open(home / "conversations" / "ctx.jsonl", "ab") as fh:
+                fh.write(b'\\n{"id":"m2","role":"user","content":"after"}\\n')
+        frame = mnb.read_conversation("ctx", store, progress=False)
+        page = store.reader("ctx").read_messages(None, 100)
+        out[step] = [frame["id"].tolist(), frame.attrs["skipped_lines"],
+                     [m.id for m in page.messages]]
+except BaseException as exc:
+    out["raised"] = f"{type(exc).__name__}: {exc}"
+out["cpu_s"] = time.process_time() - cpu_before
+out["rss_growth"] = status("VmHWM") - rss_before
+print(json.dumps(out))
+"""
+
+
+def test_a_hole_in_the_record_is_passed_over_not_read_whole(tmp_path: Path) -> None:
+    """A record ending in a hole (a sparse file, 4 KiB on disk; or the NULs a crash leaves
+    after the last line) read as one line without its newline, re-read whole, doubling, on
+    each read: 1 GiB long took 1.6 GiB and 17 s, and a kernel whose memory can grow by
+    512 MiB raised MemoryError on this 16 GiB one. The line is now searched for its newline
+    without being held, holes never read; a line holding a NUL is not JSON, so once the
+    runtime appends again it is passed over (one skipped line) and the rest is read."""
+    write_messages(tmp_path, "warm", 3)
+    write_messages(tmp_path, "ctx", 2)
+    os.truncate(tmp_path / "conversations" / "ctx.jsonl", 16 << 30)  # a hole: 0 bytes on disk
+    package = Path(mnb.__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", _READ_IN_A_CAPPED_KERNEL, str(tmp_path)],
+        capture_output=True, text=True, timeout=240, check=False,
+        env={**os.environ, "PYTHONPATH": str(package)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert "raised" not in got, got["raised"]
+    assert got["hole"] == [["m0", "m1"], 0, ["m1", "m0"]]
+    assert got["appended"] == [["m0", "m1", "m2"], 1, ["m2", "m1", "m0"]]
+    assert got["cpu_s"] < 2.0
+    assert got["rss_growth"] < 128 << 20
+
+
+def test_lines_longer_than_a_scan_chunk_are_read_once_complete(tmp_path: Path) -> None:
+    """A message line longer than the index's 8 MiB chunk, landing in two writes, is left
+    out until its newline lands, then read whole; a long line that is not JSON is skipped."""
+    big = compact({"id": "big", "role": "tool", "content": {"text": "x" * (9 << 20)}})
+    with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
+        writer.append("user", "first", id="m0")
+        writer.append_raw(b"y" * (9 << 20) + b"\n")
+        writer.append_raw(big[: len(big) // 2])
+    store = mnb.ConversationStore(tmp_path)
+    reader = store.reader("ctx")
+    assert [m.id for m in reader.read_messages().messages] == ["m0"]
+    with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
+        writer.append_raw(big[len(big) // 2 :] + "\n")
+        writer.append("user", "last", id="m1")
+    page = reader.read_messages()
+    assert [m.id for m in page.messages] == ["m1", "big", "m0"]
+    assert json.loads(page.messages[1].content)["body"] == {"text": "x" * (9 << 20)}
+    frame = mnb.read_conversation("ctx", tmp_path, progress=False)
+    assert frame["id"].tolist() == ["m0", "big", "m1"]
+    assert frame.attrs["skipped_lines"] == 1
+
+
 def test_bad_utf8_is_handled_per_line(tmp_path: Path) -> None:
     with mnb.RecordWriter(tmp_path, "ctx", stamp=False) as writer:
         writer.append("user", "before", id="a")
