@@ -1029,3 +1029,37 @@ def test_a_hook_walking_a_record_of_ordinary_messages_gets_whole_pages(
         assert total == "250"
         seen.append((count, newest))
     assert seen == [("100", "m249"), ("100", "m149"), ("50", "m49")]
+
+
+def test_a_page_of_tool_results_is_cut_to_what_the_guest_receives(tmp_path: Path) -> None:
+    """A page is sized from its record lines, but a tool result's envelope can be several
+    times its line: orjson writes ``1e15`` back as ``1000000000000000.0``, so 8 lines of
+    0.7 MiB are 2.7 MiB each in the guest. A 4 MiB hook was served five of them (14 MiB) and
+    trapped in its allocator, a 2 MiB one trapped on the first instead of being told which
+    message is too large; now the page is cut to the envelopes' size and a walk ends."""
+    home = tmp_path / "home"
+    body = ",".join(["1e15"] * 150_000)
+    with RecordWriter(home, "ctx-1") as writer:
+        for k in range(8):
+            writer.append_raw(f'{{"id":"t{k}","role":"tool","content":[{body}]}}\n')
+    store = ConversationStore(home)
+    newest = store.reader("ctx-1").read_messages(None, 1).messages[0]
+    assert len(newest.content) > 2.5 * MIB
+    hooks = host(tmp_path, store, READER.replace("@LIMITS@", "memory_mib: 4, time_ms: 2000"))
+    seen: list[str] = []
+    cursor = None
+    while cursor != "-":
+        page = read_page(hooks, cursor)
+        assert page.ok, page
+        count, total, last, cursor = page.value.split("|")
+        assert (count, total) == ("1", "8")
+        seen.append(last)
+    assert seen == [f"t{k}" for k in range(7, -1, -1)]
+    hooks = host(tmp_path, store, READER.replace("@LIMITS@", "memory_mib: 2, time_ms: 2000"))
+    result = read_page(hooks)
+    assert result.code == "guest_error", result
+    assert result.error == (
+        "unavailable: message 't7' of the record of context 'ctx-1' is 2.7 MiB, more than "
+        "this hook's memory limit of 2 MiB; raise limits.memory_mib for this hook in "
+        "murmur.yaml to read it"
+    )

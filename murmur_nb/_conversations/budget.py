@@ -14,9 +14,11 @@ carries a :class:`ReadBudget`:
   a loop ends at ``next-cursor: none``), and the page's ``next-cursor`` names the first
   message it left out. A page always makes progress: its newest message is served alone even
   past the ceiling while it fits the guest's memory, and one that does not is
-  ``unavailable``, naming the message, its size and the limit. A record line is never
-  shorter than the text the guest receives for it (a JSON string decodes to at most its
-  own bytes), up to a tool result's envelope, which the overhead covers.
+  ``unavailable``, naming the message, its size and the limit. A message's record line is
+  never shorter than the text the guest receives for it (a JSON string decodes to at most
+  its own bytes), but a tool result's envelope can be several times its line (``1e15`` is
+  written back as ``1000000000000000.0``): once decoded, the page is measured again by what
+  the guest receives and cut (or found ``unavailable``) by the same rule.
 - *Time.* :meth:`ReadBudget.check` raises :class:`ReadDeadline` once the call's deadline
   has passed: the index checks it between scan chunks (of :data:`SCAN_CHUNK` bytes, a few
   milliseconds each) and the reader before and after decoding. What the index scanned stays

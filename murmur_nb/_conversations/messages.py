@@ -29,7 +29,7 @@ from murmur_nb._conversations.index import (
     loads_exact,
 )
 
-__all__ = ["Message", "MessagePage", "messages_of", "read_rows"]
+__all__ = ["Message", "MessagePage", "lowered_size", "messages_of", "read_rows"]
 
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
@@ -93,6 +93,15 @@ def messages_of(rows: list[Row]) -> list[Message]:
         set_created_at(message, created_at if type(created_at) is str else None)
         append(message)
     return out
+
+
+def lowered_size(message: Message) -> int:
+    """The bytes of ``message``'s strings as a guest receives them (UTF-8)."""
+    size = 0
+    for text in (message.id, message.role, message.content, message.name, message.created_at):
+        if text is not None:
+            size += len(text) if text.isascii() else len(text.encode("utf-8"))
+    return size
 
 
 def read_rows(

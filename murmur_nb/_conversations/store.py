@@ -36,7 +36,13 @@ from murmur_nb._conversations.index import (
     Row,
     Walk,
 )
-from murmur_nb._conversations.messages import Message, MessagePage, messages_of, read_rows
+from murmur_nb._conversations.messages import (
+    Message,
+    MessagePage,
+    lowered_size,
+    messages_of,
+    read_rows,
+)
 from murmur_nb._exceptions import ConversationReadError, InvalidContextId
 from murmur_nb._rules import PLAIN_ID_RE
 from murmur_nb._rules import murmur_home as default_home
@@ -383,11 +389,32 @@ class ConversationReader:
             return self._changed_under(cursor, limit, walk, budget, retry)
         except OSError as exc:
             raise _unavailable(str(self._context_id), exc) from exc
-        if budget is not None:
-            budget.check()
         if walk is not None and walk.on_bytes is not None:
             walk.on_bytes(nbytes)
+        if budget is not None:
+            budget.check()
+            return self._fit(rows, page, budget)
         return rows, page.next_cursor, page.total, page.start
+
+    def _fit(self, rows: list[Row], page: _PageSpan, budget: ReadBudget) -> Served:
+        """The page cut to what the guest receives, now that it is known: the page was sized
+        from its record lines, and a tool result's envelope can be several times its line
+        (``1e15`` is written back as ``1000000000000000.0``)."""
+        import numpy as np  # noqa: PLC0415 - numpy loads on the first read
+
+        sizes = np.array([lowered_size(m) for m in messages_of(rows)[::-1]], dtype=np.int64)
+        fits = budget.fitting(sizes)
+        if fits == len(rows):
+            return rows, page.next_cursor, page.total, page.start
+        if not fits:
+            message_id = repr(str(rows[-1]["id"]))
+            raise _too_large_error(message_id, int(sizes[-1]), str(self._context_id), budget)
+        cut = len(rows) - fits
+        codec = self._store._codec if self._store is not None else None
+        if codec is None:  # pragma: no cover - a page with rows has a store
+            raise AssertionError("a page with rows has a store")
+        start = page.start + cut
+        return rows[cut:], codec.encode(start, page.scope), page.total, start
 
 
 def walk_record(
@@ -481,7 +508,8 @@ def _newest_id(index: RecordIndex, path: Path, context_id: str) -> str:
 class _PageSpan:
     """Where one page lies: the answer's fields and the byte offsets still to decode.
 
-    ``covered`` means a walk's kept columns already hold every message of the page.
+    ``covered`` means a walk's kept columns already hold every message of the page;
+    ``scope`` is what its cursors are minted for.
     """
 
     start: int
@@ -492,6 +520,7 @@ class _PageSpan:
     ends: list[int]
     long_rows: list[int]
     covered: bool
+    scope: bytes
 
 
 def _locate(
@@ -525,9 +554,9 @@ def _locate(
     if walk is not None and walk.sink is not None:
         stop = max(start, min(end, walk.sink_base))
         if stop == start:
-            return _PageSpan(start, next_cursor, total, index.ident, [], [], [], covered=True)
+            return _PageSpan(start, next_cursor, total, index.ident, [], [], [], True, scope)
     starts, ends, long_rows = index.offsets(start, stop) if stop > start else ([], [], [])
-    return _PageSpan(start, next_cursor, total, index.ident, starts, ends, long_rows, covered=False)
+    return _PageSpan(start, next_cursor, total, index.ident, starts, ends, long_rows, False, scope)
 
 
 def _clamp(limit: int) -> int:
@@ -599,6 +628,12 @@ def _too_large(
             name = repr(json.loads(found.group(1)))
     except (OSError, ValueError):
         pass
+    return _too_large_error(name, size, context_id, budget)
+
+
+def _too_large_error(
+    name: str, size: int, context_id: str, budget: ReadBudget
+) -> ConversationReadError:
     return ConversationReadError(
         "unavailable",
         f"message {name} of the record of context {context_id!r} is "
