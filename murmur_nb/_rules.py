@@ -14,6 +14,7 @@
   (its affinity, capped by a container's CPU quota).
 * :func:`escape_control` / :func:`escape_bidi` — what a module, a guest or a record wrote,
   shown: control characters (but newline and tab) and bidirectional overrides as escapes.
+* :func:`clipped` — what a module wrote, cut to a label's length before it is shown.
 """
 
 from __future__ import annotations
@@ -35,12 +36,15 @@ __all__ = [
     "DIGEST_RE",
     "BudgetSpent",
     "cache_dir",
+    "clipped",
     "compact_json",
     "env_folder",
     "escape_bidi",
     "escape_control",
     "HASH_BUFFER",
+    "LABEL_CHARS",
     "LONE_SURROGATE",
+    "PLAIN_ID_CHARS",
     "PLAIN_ID_RE",
     "RFC3339_RE",
     "facet_studio_home",
@@ -56,6 +60,8 @@ __all__ = [
 #: A plain name of 1 to 128 characters from ``A-Z a-z 0-9 . _ -``, starting with a letter
 #: or a digit (match it in full).
 PLAIN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: The longest name :data:`PLAIN_ID_RE` takes.
+PLAIN_ID_CHARS = 128
 
 #: ``sha256:`` followed by exactly 64 lowercase hex digits (match it in full).
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
@@ -303,3 +309,19 @@ def escape_bidi(text: str) -> str:
     escape (``\\u202e``): what HTML shows of a module's or a guest's text is in the order it
     is in. Other characters, control characters included, are left as they are."""
     return text if text.isascii() else _BIDI_ONLY.sub(_escaped, text)
+
+
+#: characters of a label, a key, a caption or a cell a module wrote that a card shows
+LABEL_CHARS = 200
+
+
+def clipped(text: str, chars: int = LABEL_CHARS) -> str:
+    """``text`` cut to ``chars`` characters, ending in ``…`` when it was cut.
+
+    Every renderer cuts what a module wrote *before* escaping it: escaping makes one ``'``
+    six bytes, and a label may be repeated (a tooltip and the text), so a few MB of quotes
+    built hundreds of MB of HTML before the rendering's total was checked. A message naming
+    what a module declared cuts it too: one problem per skill a capability lists, each
+    naming the capability, made megabytes of id into gigabytes of messages.
+    """
+    return text if len(text) <= chars else text[:chars] + "…"

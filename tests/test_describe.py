@@ -380,3 +380,88 @@ def test_describe_output_is_bounded(facet_home: Path) -> None:
     with host, pytest.raises(mnb.InvalidDescriptor) as err:
         host.describe("good")
     assert "more than 1000 bytes" in err.value.errors[0].detail
+
+
+# -- a describe output whose problems fan out (red-team review) ---------------------------
+
+
+def _traced(run: Callable[[], Any]) -> tuple[Any, float, int]:
+    """``run()``'s value, its seconds and the peak bytes Python allocated meanwhile."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        t0 = time.perf_counter()
+        value = run()
+        return value, time.perf_counter() - t0, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_capability_id_of_dots_costs_the_listing_no_memory(
+    facet_home: Path, base: Desc
+) -> None:
+    """Which module owns a capability was asked of every dotted prefix of its id, all built at
+    once: a 20,000-dot id took 192 MiB at each listing, so 200 KB of describe output was
+    20 GB. Only a prefix as long as a module id can be one."""
+    base["capabilities"][0]["id"] = "good.echo" + "." * 20_000
+    write_descriptor(facet_home / "modules" / "good", base)
+    with _host(facet_home) as host:
+        host.modules()  # described once; a listing's own work is what is measured
+        infos, _, peak = _traced(host.modules)
+    assert [i.ok for i in infos] == [True, True]
+    assert peak < 16 << 20, f"a listing allocated {peak >> 20} MiB for one id of dots"
+
+
+def test_many_capabilities_are_checked_in_linear_time(facet_home: Path, base: Desc) -> None:
+    """Each capability's poll check built the set of every capability id: 20,000 capabilities
+    (5 MB of describe output) took 124 s to list, 10,000 about 30 s."""
+    cap = base["capabilities"][0]
+    base["capabilities"] = [{**cap, "id": f"good.c{i}"} for i in range(10_000)]
+    write_descriptor(facet_home / "modules" / "good", base)
+    with _host(facet_home) as host:
+        t0 = time.perf_counter()
+        infos = host.modules()
+        seconds = time.perf_counter() - t0
+    desc = infos[0].descriptor
+    assert infos[0].ok and desc is not None and len(desc.capabilities or []) == 10_000
+    assert seconds < 10, f"listing 10,000 capabilities took {seconds:.1f} s"
+
+
+def test_a_problem_names_a_few_of_the_ids_it_knows(facet_home: Path, base: Desc) -> None:
+    """Each capability naming an undeclared schema was told every declared one: 1,000
+    capabilities and 10,000 schemas (0.5 MB of describe output) made 170 MiB of messages in
+    22 s, and 8 MB of output could ask for tens of gigabytes."""
+    cap = base["capabilities"][0]
+    base["capabilities"] = [{**cap, "id": f"good.c{i}", "request_schema": "missing"}
+                            for i in range(1_000)]  # fmt: skip
+    base["request_schemas"] = {f"s{j:05}": True for j in range(10_000)}
+    write_descriptor(facet_home / "modules" / "good", base)
+    with _host(facet_home) as host:
+        infos, _, peak = _traced(host.modules)
+    errors = infos[0].errors
+    assert len(errors) == 1_000 and not infos[0].ok
+    assert errors[0].path == "capabilities[0].request_schema"
+    assert "known: ['s00000', 's00001'," in errors[0].detail
+    assert errors[0].detail.endswith("'s00009'] and 9990 more)")
+    assert sum(len(e.detail) for e in errors) < 1 << 20
+    assert peak < 64 << 20, f"the listing allocated {peak >> 20} MiB"
+
+
+def test_problems_about_one_capability_do_not_repeat_its_whole_id(
+    facet_home: Path, base: Desc
+) -> None:
+    """A warning per unknown skill a capability lists named the capability's whole id: an id
+    of 100,000 characters listing 2,000 skills (200 KB of describe output) made 191 MiB of
+    warnings."""
+    cap = base["capabilities"][0]
+    cap["id"] = "good.e" + "x" * 100_000
+    cap["skills"] = [""] * 2_000
+    write_descriptor(facet_home / "modules" / "good", base)
+    with _host(facet_home) as host:
+        infos, _, peak = _traced(host.modules)
+    warnings = infos[0].warnings
+    assert len(warnings) == 2_000 and infos[0].ok
+    assert "capability good.exxx" in warnings[0].detail and "…" in warnings[0].detail
+    assert sum(len(w.detail) for w in warnings) < 2 << 20
+    assert peak < 64 << 20, f"the listing allocated {peak >> 20} MiB"

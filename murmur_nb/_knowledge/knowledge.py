@@ -38,7 +38,7 @@ from murmur_nb._exceptions import (
 from murmur_nb._files.beneath import Outside, open_beneath, read_at_most
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
 from murmur_nb._render.primitives.text import markdown_block
-from murmur_nb._rules import DIGEST_RE
+from murmur_nb._rules import DIGEST_RE, clipped
 from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
 
 if TYPE_CHECKING:
@@ -445,9 +445,11 @@ def select_skills(
 
 
 def _unknown(capability: Capability, skill_id: str) -> str:
+    # cut: a problem per listed skill, each naming the capability, multiplies its id
     return (
-        f"capability {capability.id} lists skill {skill_id!r}, which the module does not "
-        "declare in skills; the module author should add it or drop the reference"
+        f"capability {clipped(capability.id)} lists skill {clipped(skill_id)!r}, which the "
+        "module does not declare in skills; the module author should add it or drop the "
+        "reference"
     )
 
 

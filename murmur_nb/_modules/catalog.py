@@ -37,7 +37,7 @@ from murmur_nb._modules.invocation import ModuleInfo
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.snapshot import Entry, Refused, Snapshot, SnapshotStore, walk
 from murmur_nb._modules.workspace import Workspace
-from murmur_nb._rules import PLAIN_ID_RE
+from murmur_nb._rules import PLAIN_ID_CHARS, PLAIN_ID_RE
 from murmur_nb._sandbox import RunEvidence, RunResult, run_launched
 from murmur_nb._schemas.descriptor import descriptor_digest, parse_describe_output
 from murmur_nb.protocol import Capability, Descriptor
@@ -321,7 +321,10 @@ class Catalog:
     def _owner_of(self, capability: str) -> str | None:
         """The module whose folder is ``capability``'s longest dotted prefix, if any."""
         modules_dir = self._modules_dir()
-        candidates = [capability[:i] for i, ch in enumerate(capability) if ch == "."]
+        # only a dot within a module id's length ends a candidate: a prefix per dot of the
+        # whole id held every prefix at once, a capability id of 200,000 dots 20 GB
+        head = capability[: PLAIN_ID_CHARS + 1]
+        candidates = [head[:i] for i, ch in enumerate(head) if ch == "."]
         for module_id in reversed(candidates):
             if is_module_id(module_id) and (modules_dir / module_id).is_dir():
                 return module_id

@@ -39,7 +39,7 @@ from typing import Any
 
 from murmur_nb._exceptions import MissingDependency
 from murmur_nb._render.theme import BORDER, ERROR, FG, FG_MUTED, WARN, kept, soft_background
-from murmur_nb._rules import escape_bidi, printable, readable
+from murmur_nb._rules import clipped, escape_bidi, printable, readable
 
 __all__ = [
     "Body",
@@ -503,20 +503,6 @@ def esc(text: object) -> str:
     (:func:`readable`) and bidirectional overrides (:func:`escape_bidi`) written as escapes:
     every page of murmur-nb shows a module's, a guest's or a record's words this way."""
     return html.escape(escape_bidi(readable(str(text))), quote=True)
-
-
-#: characters of a label, a key, a caption or a cell a module wrote that a card shows
-LABEL_CHARS = 200
-
-
-def clipped(text: str, chars: int = LABEL_CHARS) -> str:
-    """``text`` cut to ``chars`` characters, ending in ``…`` when it was cut.
-
-    Every renderer cuts what a module wrote *before* :func:`esc`: escaping makes one ``'``
-    six bytes, and a label may be repeated (a tooltip and the text), so a few MB of quotes
-    built hundreds of MB of HTML before the rendering's total was checked.
-    """
-    return text if len(text) <= chars else text[:chars] + "…"
 
 
 def format_size(n: int) -> str:
