@@ -80,6 +80,25 @@ def test_verification_stops_when_its_budget_is_spent(facet_home: Path) -> None:
     assert elapsed < 10  # hashing 1 GiB of zeros, twice over, is what the budget cut short
 
 
+def test_the_verification_budget_bounds_resolving_paths_too(facet_home: Path) -> None:
+    """The budget was checked only while hashing: resolving each claim's path went on past it.
+    3,000 claims of one file 200 folders deep kept a 200 ms budget's call verifying for
+    about 12 s (20,000 claims: 85 s past a 60 s budget). Once it is spent, a claim is
+    rejected before its path is resolved (a red-team review)."""
+    deep = "d/" * 200 + "a.txt"
+    policy = mnb.Policy(verify_budget_ms=200)
+    with mnb.ModuleHost(home=facet_home, policy=policy) as host:
+        started = time.perf_counter()
+        inv = _make(host, [{"name": deep, "content": "x"}],
+                    [{"path": deep, "id": f"a{i}"} for i in range(3_000)])
+        elapsed = time.perf_counter() - started
+    assert elapsed < 6, f"the call took {elapsed:.1f} s with a 200 ms verification budget"
+    assert len(inv.artifacts) + len(inv.rejected_artifacts) == 3_000
+    codes = {r.code for r in inv.rejected_artifacts}
+    assert codes == {"verification_budget_exceeded"}, codes
+    assert "before it was opened" in inv.rejected_artifacts[-1].message
+
+
 def test_staging_a_sparse_file_keeps_its_holes(host: mnb.ModuleHost) -> None:
     size = 256 << 20
     head = b"data at the start of a sparse file"

@@ -134,7 +134,8 @@ class Policy:
         The largest artifact the host verifies, renders or stages, checked against the
         claim and ``fstat`` before a byte is hashed. Default 1 GiB.
     verify_budget_ms
-        Wall-clock budget for verifying all artifacts of one invocation (hashing included);
+        Wall-clock budget for verifying all artifacts of one invocation (resolving their
+        paths and hashing included);
         when it is spent the remaining artifacts are rejected with
         ``verification_budget_exceeded``. Default 60 s: SHA-256 of 1 GiB takes a few
         seconds on a laptop disk.
