@@ -333,3 +333,31 @@ def test_a_descriptor_with_a_lone_surrogate_is_refused_and_breaks_no_listing(
     _sent(shown)
     for name, text in shown.items():
         assert "\\ud800" in text and "\ud800" not in text, (name, text)
+
+
+def test_what_a_module_says_at_length_is_cut_in_its_calls_display(host: mnb.ModuleHost) -> None:
+    """An invocation's card and text showed every word a module wrote: one 3 MB warning was
+    3 MB of HTML and 3 MB of text at every display of the call, an 8 MB one 16 MB (a
+    red-team review). A message is cut at 2,000 characters."""
+    inv = host.invoke("raw.say", {"escaped": "W" * 3_000_000})
+    assert len(inv.warnings[-1]) == 3_000_000  # the Invocation keeps the module's words
+    shown = _shown(inv)
+    sizes = {name: len(text) for name, text in shown.items()}
+    assert max(sizes.values()) < 16_000, sizes
+    assert "W" * 2_000 + "…" in shown["text/html"] and "W" * 2_000 + "…" in shown["repr"]
+
+
+def test_thousands_of_rejected_artifacts_are_counted_not_listed(host: mnb.ModuleHost) -> None:
+    """Each rejected artifact was a row of the card and a line of its text: 40,000 claims of
+    a root never supplied (4.6 MB of envelope) made 21 MB of HTML and 8 MB of text at every
+    display (a red-team review). The first 12 are listed, the rest counted."""
+    claims = [{"path": "x", "root": "nope", "id": f"r{i}", "bytes": 1,
+               "digest": "sha256:" + "0" * 64} for i in range(5_000)]  # fmt: skip
+    inv = host.invoke("hostile.make", {"claims": claims})
+    assert len(inv.rejected_artifacts) == 5_000
+    shown = _shown(inv)
+    sizes = {name: len(text) for name, text in shown.items()}
+    assert max(sizes.values()) < 32_000, sizes
+    for name in ("text/html", "repr"):
+        assert "r11" in shown[name] and "r12" not in shown[name]
+        assert "… and 4988 more rejected" in shown[name]

@@ -12,7 +12,11 @@ ends a notebook cell: outcome, result, artifacts, warnings, confinement; evidenc
   compares what a saved notebook shows.
 * **Bounded.** The result is shown as JSON cut at :data:`RESULT_CHARS`, open when it is
   small (:data:`OPEN_LINES`: a click to see ``{"made": 3}`` is a click too many), folded
-  otherwise; lists of warnings and artifacts at :data:`MAX_ROWS` rows, with a "more" line.
+  otherwise; lists of warnings, artifacts and rejected artifacts at :data:`MAX_ROWS` rows,
+  with a "more" line, in the HTML and the text alike; each message a module wrote (a
+  warning, its error, why an artifact was rejected) cut at :data:`MESSAGE_CHARS`, each name
+  (an id, a path) at a label's length. A module's 8 MB warning was 16 MB of every display
+  of its call, and 40,000 rejected artifacts 21 MB of HTML.
 * **A module's words are shown, never obeyed.** Its result, warnings and error message reach
   the HTML through :func:`~.core.esc` and the text through :func:`~.core.printable`: a lone
   surrogate is written as its escape (it cannot be encoded, so the cell would fail) and, in
@@ -26,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from murmur_nb._files.artifacts import DISPLAY
-from murmur_nb._render.core import esc, format_size, printable, short_digest
+from murmur_nb._render.core import clipped, esc, format_size, printable, short_digest
 from murmur_nb._render.theme import BG_SOFT, BORDER, ERROR, FG, FG_MUTED, OK, WARN
 
 __all__ = [
@@ -44,6 +48,8 @@ RESULT_CHARS = 2000
 #: A result whose JSON takes at most this many lines is shown open.
 OPEN_LINES = 12
 MAX_ROWS = 12
+#: Characters of one message a module wrote (a warning, an error message) a card shows.
+MESSAGE_CHARS = 2000
 _TONES = {"ok": OK, "warning": WARN, "error": ERROR}
 _FRAME = (
     "border:1px solid;border-radius:6px;padding:6px 10px;margin:4px 0;max-width:100%;"
@@ -107,17 +113,33 @@ def _rows(items: Iterable[str]) -> list[str]:
     return listed[:MAX_ROWS] + more
 
 
+def _said(text: str) -> str:
+    """A message a module wrote, cut at :data:`MESSAGE_CHARS`."""
+    return clipped(text, MESSAGE_CHARS)
+
+
 def _warnings(inv: Any) -> list[str]:
-    """The warnings, without the problems the state already says."""
+    """The warnings, without the problems the state already says; each cut."""
     problems = problems_of(inv)
-    return [w for w in getattr(inv, "warnings", None) or () if w not in problems]
+    return [_said(w) for w in getattr(inv, "warnings", None) or () if w not in problems]
 
 
 def _artifact_line(artifact: Any) -> str:
     return (
-        f"{artifact.id} · {artifact.media_type} · {format_size(artifact.bytes)} · "
-        f"{artifact.root}:{artifact.path} · {short_digest(artifact.digest)}"
+        f"{clipped(artifact.id)} · {clipped(artifact.media_type)} · "
+        f"{format_size(artifact.bytes)} · {clipped(artifact.root)}:{clipped(artifact.path)} · "
+        f"{short_digest(artifact.digest)}"
     )
+
+
+def _rejected_rows(inv: Any) -> list[tuple[str, str, str]]:
+    """``(id, code, message)`` of the rejected artifacts, each cut, at :data:`MAX_ROWS`
+    rows; a last ``("", "", "… and N more")`` counts the others."""
+    rejected = list(getattr(inv, "rejected_artifacts", None) or ())
+    rows = [(clipped(r.id), clipped(r.code), _said(r.message)) for r in rejected[:MAX_ROWS]]
+    if len(rejected) > MAX_ROWS:
+        rows.append(("", "", f"… and {len(rejected) - MAX_ROWS} more rejected"))
+    return rows
 
 
 def _outcome_lines(inv: Any) -> list[str]:
@@ -125,7 +147,10 @@ def _outcome_lines(inv: Any) -> list[str]:
     error = getattr(inv, "error", None)
     if error is not None:
         retry = " (retryable)" if getattr(error, "retryable", False) else ""
-        return [f"<div><b>{esc(error.code)}</b>{esc(retry)}: {esc(error.message)}</div>"]
+        return [
+            f"<div><b>{esc(clipped(error.code))}</b>{esc(retry)}: "
+            f"{esc(_said(error.message))}</div>"
+        ]
     out = []
     if _state(inv) == "warning":
         out += [
@@ -174,10 +199,12 @@ def invocation_card(inv: Any) -> str:
     lines += [f"<div>{_badge('warning', WARN)}{esc(w)}</div>" for w in _rows(_warnings(inv))]
     arts = [_artifact_line(a) for a in getattr(inv, "artifacts", None) or ()]
     lines += [f"<div>{_badge('artifact', BORDER)}{esc(a)}</div>" for a in _rows(arts)]
-    for rejected in getattr(inv, "rejected_artifacts", None) or ():
+    for aid, code, message in _rejected_rows(inv):
         lines.append(
-            f"<div>{_badge('rejected', ERROR)}<b>{esc(rejected.id)}</b> "
-            f"(<code>{esc(rejected.code)}</code>): {esc(rejected.message)}</div>"
+            f"<div>{_badge('rejected', ERROR)}<b>{esc(aid)}</b> "
+            f"(<code>{esc(code)}</code>): {esc(message)}</div>"
+            if code
+            else f"<div>{esc(message)}</div>"
         )
     if shows_evidence(inv):
         lines.append(evidence_html(inv.evidence))
@@ -203,16 +230,17 @@ def invocation_text(inv: Any) -> str:
     out = [f"Invocation {getattr(inv, 'capability', '')}: {state_label(inv)}"]
     error = getattr(inv, "error", None)
     if error is not None:
-        out.append(f"  {error.code}: {error.message}")
+        out.append(f"  {clipped(error.code)}: {_said(error.message)}")
     if _state(inv) == "warning":
         out += [f"  warning: {p}" for p in problems_of(inv)]
     if getattr(inv, "ok", False):
         out.append(f"  result: {_text_json(getattr(inv, 'result', None))}")
     out += [f"  warning: {w}" for w in _rows(_warnings(inv))]
-    out += [f"  artifact {_artifact_line(a)}" for a in getattr(inv, "artifacts", None) or ()]
+    arts = [f"artifact {_artifact_line(a)}" for a in getattr(inv, "artifacts", None) or ()]
+    out += [f"  {a}" for a in _rows(arts)]
     out += [
-        f"  rejected {r.id} ({r.code}): {r.message}"
-        for r in getattr(inv, "rejected_artifacts", None) or ()
+        f"  rejected {aid} ({code}): {message}" if code else f"  {message}"
+        for aid, code, message in _rejected_rows(inv)
     ]
     if shows_evidence(inv):
         out += [f"  {line}" for line in inv.evidence.lines()]
@@ -223,8 +251,8 @@ def invocation_text(inv: Any) -> str:
 
 def artifact_card(artifact: Any) -> str:
     """A verified artifact as a one-line HTML card (what, where, how big, which digest)."""
-    title = getattr(artifact, "title", "") or artifact.id
-    kind = getattr(artifact, "kind", "") or getattr(artifact, "presentation", "")
+    title = clipped(getattr(artifact, "title", "") or artifact.id)
+    kind = clipped(getattr(artifact, "kind", "") or getattr(artifact, "presentation", ""))
     return (
         f'<div class="murmur-artifact-card" style="{_FRAME};border-color:{BORDER};'
         f'border-left:4px solid {OK}">{_badge("verified", OK)}<b>{esc(title)}</b> '
