@@ -22,11 +22,11 @@ import murmur_nb as mnb
 from murmur_nb import ConversationStore, HookHost
 
 YAML = """\
-hook_limits: {{time_ms: 1500}}
+hook_limits: {{time_ms: 800}}
 hooks:
   quick:
     component: {component}
-    limits: {{memory_mib: 48, time_ms: 1500}}
+    limits: {{memory_mib: 48, time_ms: 800}}
   fuel:
     component: {component}
     limits: {{fuel: 30000000, time_ms: 30000}}
