@@ -922,6 +922,19 @@ def read_page(hooks: mnb.HookHost, cursor: str | None = None) -> mnb.HookResult:
     return hooks.task_start(task_id=task, context_id="ctx-1")["reader"]
 
 
+def pages_of_one(hooks: mnb.HookHost, total: str, cursor: str | None = None) -> list[str]:
+    """A walk from ``cursor`` until no cursor is left, every page one message of ``total``:
+    the id of each page's message."""
+    seen = []
+    while cursor != "-":
+        page = read_page(hooks, cursor)
+        assert page.ok, page
+        count, of, newest, cursor = page.value.split("|")
+        assert (count, of) == ("1", total)
+        seen.append(newest)
+    return seen
+
+
 def test_a_page_of_big_messages_is_cut_to_the_hooks_memory(tmp_path: Path) -> None:
     """20 messages of 2 MiB and a hook of 4 MiB: the host used to read, decode and copy the
     whole 40 MiB page (84 MiB of the kernel, 140 ms) before the guest's allocator was refused
@@ -939,13 +952,7 @@ def test_a_page_of_big_messages_is_cut_to_the_hooks_memory(tmp_path: Path) -> No
     count, total, newest, cursor = first.value.split("|")
     assert (count, total) == ("1", "20")
     # a walk of pages the guest can hold: every message once, newest first, ends with no cursor
-    newest_ids = [newest]
-    while cursor != "-":
-        page = read_page(hooks, cursor)
-        assert page.ok, page
-        count, total, newest, cursor = page.value.split("|")
-        assert (count, total) == ("1", "20")
-        newest_ids.append(newest)
+    newest_ids = [newest, *pages_of_one(hooks, "20", cursor)]
     expected = [m.id for m in store.reader("ctx-1").read_messages(None, 20).messages]
     assert newest_ids == expected
 
@@ -1046,15 +1053,7 @@ def test_a_page_of_tool_results_is_cut_to_what_the_guest_receives(tmp_path: Path
     newest = store.reader("ctx-1").read_messages(None, 1).messages[0]
     assert len(newest.content) > 2.5 * MIB
     hooks = host(tmp_path, store, READER.replace("@LIMITS@", "memory_mib: 4, time_ms: 2000"))
-    seen: list[str] = []
-    cursor = None
-    while cursor != "-":
-        page = read_page(hooks, cursor)
-        assert page.ok, page
-        count, total, last, cursor = page.value.split("|")
-        assert (count, total) == ("1", "8")
-        seen.append(last)
-    assert seen == [f"t{k}" for k in range(7, -1, -1)]
+    assert pages_of_one(hooks, "8") == [f"t{k}" for k in range(7, -1, -1)]
     hooks = host(tmp_path, store, READER.replace("@LIMITS@", "memory_mib: 2, time_ms: 2000"))
     result = read_page(hooks)
     assert result.code == "guest_error", result
