@@ -361,3 +361,51 @@ def test_thousands_of_rejected_artifacts_are_counted_not_listed(host: mnb.Module
     for name in ("text/html", "repr"):
         assert "r11" in shown[name] and "r12" not in shown[name]
         assert "… and 4988 more rejected" in shown[name]
+
+
+@pytest.mark.parametrize("capability", ["raw.say", "raw.fail"])
+def test_what_a_module_says_at_length_is_cut_in_its_invocation_view(
+    host: mnb.ModuleHost, capability: str
+) -> None:
+    """The InvocationView showed a module's warning or error message whole, and its result
+    tree every character of the result: one 8 MB warning (also the result, here) was 8 MB of
+    the view's HTML and 8 MB of its text (a red-team review). Cut as the card cuts them."""
+    from murmur_nb.widgets import InvocationView
+
+    inv = host.invoke(capability, {"escaped": "W" * 8_000_000})
+    said = inv.error.message if inv.error is not None else inv.warnings[-1]
+    assert len(said) == 8_000_000  # the Invocation keeps the module's words
+    shown = _shown(InvocationView(inv))
+    sizes = {name: len(text) for name, text in shown.items()}
+    assert max(sizes.values()) < 32_000, sizes
+    for name in ("text/html", "text/plain"):
+        assert "W" * 2_000 + "…" in shown[name], name
+
+
+def test_thousands_of_rejected_artifacts_are_counted_in_the_rendering_and_the_view(
+    host: mnb.ModuleHost,
+) -> None:
+    """``render(inv)`` drew an error card for each rejected artifact and the InvocationView
+    listed each one again: 40,000 claims of a root never supplied made 28.5 MB of HTML and
+    2.5 MB (rendering) or 4.3 MB (view) of text, and one 4 MB id 8 MB of every rendering (a
+    red-team review). The first 12 are shown, ids cut, the rest counted, naming where they
+    all are."""
+    from murmur_nb.widgets import InvocationView
+
+    claims = [{"path": "x", "root": "nope", "id": f"r{i}", "bytes": 1,
+               "digest": "sha256:" + "0" * 64} for i in range(40_000)]  # fmt: skip
+    claims[0]["id"] = "I" * 1_000_000
+    inv = host.invoke("hostile.make", {"claims": claims})
+    assert len(inv.rejected_artifacts) == 40_000
+    assert len(inv.rejected_artifacts[0].id) == 1_000_000  # kept whole
+    for view in (mnb.render(inv), InvocationView(inv), InvocationView(inv, render=False)):
+        shown = _shown(view)
+        sizes = {name: len(text) for name, text in shown.items()}
+        assert max(sizes.values()) < 32_000, (type(view).__name__, sizes)
+        for name in ("text/html", "text/plain"):
+            text = shown[name]
+            assert "r11" in text and "r12" not in text, (type(view).__name__, name)
+            assert "I" * 200 + "…" in text, (type(view).__name__, name)  # the id, cut
+            assert "I" * 2_001 not in text, (type(view).__name__, name)  # the message, cut
+            assert "… and 39988 more rejected" in text, (type(view).__name__, name)
+            assert "Invocation.rejected_artifacts keeps them all" in text, name

@@ -15,8 +15,11 @@ ends a notebook cell: outcome, result, artifacts, warnings, confinement; evidenc
   otherwise; lists of warnings, artifacts and rejected artifacts at :data:`MAX_ROWS` rows,
   with a "more" line, in the HTML and the text alike; each message a module wrote (a
   warning, its error, why an artifact was rejected) cut at :data:`MESSAGE_CHARS`, each name
-  (an id, a path) at a label's length. A module's 8 MB warning was 16 MB of every display
-  of its call, and 40,000 rejected artifacts 21 MB of HTML.
+  (an id, a path) at a label's length; the "more" line names the attribute that keeps them
+  all (``Invocation.rejected_artifacts``). A module's 8 MB warning was 16 MB of every display
+  of its call, and 40,000 rejected artifacts 21 MB of HTML. ``render(inv)`` and the
+  ``InvocationView`` list and cut by the same rules: :func:`said`, :func:`shown_warnings`,
+  :func:`rejected_rows`, :func:`more_rejected`.
 * **A module's words are shown, never obeyed.** Its result, warnings and error message reach
   the HTML through :func:`~.core.esc` and the text through :func:`~.core.printable`: a lone
   surrogate is written as its escape (it cannot be encoded, so the cell would fail) and, in
@@ -26,8 +29,8 @@ ends a notebook cell: outcome, result, artifacts, warnings, confinement; evidenc
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from murmur_nb._files.artifacts import DISPLAY
 from murmur_nb._render.core import clipped, esc, format_size, printable, short_digest
@@ -39,7 +42,11 @@ __all__ = [
     "evidence_html",
     "invocation_card",
     "invocation_text",
+    "more_rejected",
     "problems_of",
+    "rejected_rows",
+    "said",
+    "shown_warnings",
     "shows_evidence",
     "state_label",
 ]
@@ -47,9 +54,12 @@ __all__ = [
 RESULT_CHARS = 2000
 #: A result whose JSON takes at most this many lines is shown open.
 OPEN_LINES = 12
+#: Rows of one list (warnings, artifacts, rejected artifacts) a display of a call shows.
 MAX_ROWS = 12
-#: Characters of one message a module wrote (a warning, an error message) a card shows.
+#: Characters of one message a module wrote (a warning, an error message) a display shows.
 MESSAGE_CHARS = 2000
+_Item = TypeVar("_Item")
+_ALL_ARTIFACTS = "Invocation.artifacts"
 _TONES = {"ok": OK, "warning": WARN, "error": ERROR}
 _FRAME = (
     "border:1px solid;border-radius:6px;padding:6px 10px;margin:4px 0;max-width:100%;"
@@ -107,21 +117,38 @@ def _short_json(value: Any, limit: int = RESULT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _rows(items: Iterable[str]) -> list[str]:
-    listed = list(items)
-    more = [f"… and {len(listed) - MAX_ROWS} more"] if len(listed) > MAX_ROWS else []
-    return listed[:MAX_ROWS] + more
+def _more_line(count: int, whole: str, what: str = "") -> str:
+    """The line counting ``count`` items a display leaves out, naming ``whole``, the
+    attribute that keeps them all (``"… and 3 more rejected (Invocation.rejected_artifacts
+    keeps them all)"``)."""
+    return f"… and {count} more{what} ({whole} keeps them all)"
 
 
-def _said(text: str) -> str:
+def more_rejected(count: int) -> str:
+    """The line counting ``count`` rejected artifacts a display leaves out."""
+    return _more_line(count, "Invocation.rejected_artifacts", " rejected")
+
+
+def _first_rows(items: Sequence[_Item], show: Callable[[_Item], str], whole: str) -> list[str]:
+    """The first :data:`MAX_ROWS` of ``items``, each shown, then a :func:`_more_line` for the
+    rest; only the rows listed are shown (``show`` may cut a long message)."""
+    rows = [show(item) for item in items[:MAX_ROWS]]
+    if len(items) > MAX_ROWS:
+        rows.append(_more_line(len(items) - MAX_ROWS, whole))
+    return rows
+
+
+def said(text: str) -> str:
     """A message a module wrote, cut at :data:`MESSAGE_CHARS`."""
     return clipped(text, MESSAGE_CHARS)
 
 
-def _warnings(inv: Any) -> list[str]:
-    """The warnings, without the problems the state already says; each cut."""
+def shown_warnings(inv: Any) -> list[str]:
+    """The warnings a display lists: without the problems the state already says, at
+    :data:`MAX_ROWS` rows (a :func:`_more_line` counts the rest), each cut (:func:`said`)."""
     problems = problems_of(inv)
-    return [_said(w) for w in getattr(inv, "warnings", None) or () if w not in problems]
+    warnings = [w for w in getattr(inv, "warnings", None) or () if w not in problems]
+    return _first_rows(warnings, said, "Invocation.warnings")
 
 
 def _artifact_line(artifact: Any) -> str:
@@ -132,13 +159,17 @@ def _artifact_line(artifact: Any) -> str:
     )
 
 
-def _rejected_rows(inv: Any) -> list[tuple[str, str, str]]:
+def _artifact_text_line(artifact: Any) -> str:
+    return f"artifact {_artifact_line(artifact)}"
+
+
+def rejected_rows(inv: Any) -> list[tuple[str, str, str]]:
     """``(id, code, message)`` of the rejected artifacts, each cut, at :data:`MAX_ROWS`
-    rows; a last ``("", "", "… and N more")`` counts the others."""
+    rows; a last ``("", "", more_rejected(...))`` counts the others."""
     rejected = list(getattr(inv, "rejected_artifacts", None) or ())
-    rows = [(clipped(r.id), clipped(r.code), _said(r.message)) for r in rejected[:MAX_ROWS]]
+    rows = [(clipped(r.id), clipped(r.code), said(r.message)) for r in rejected[:MAX_ROWS]]
     if len(rejected) > MAX_ROWS:
-        rows.append(("", "", f"… and {len(rejected) - MAX_ROWS} more rejected"))
+        rows.append(("", "", more_rejected(len(rejected) - MAX_ROWS)))
     return rows
 
 
@@ -148,8 +179,7 @@ def _outcome_lines(inv: Any) -> list[str]:
     if error is not None:
         retry = " (retryable)" if getattr(error, "retryable", False) else ""
         return [
-            f"<div><b>{esc(clipped(error.code))}</b>{esc(retry)}: "
-            f"{esc(_said(error.message))}</div>"
+            f"<div><b>{esc(clipped(error.code))}</b>{esc(retry)}: {esc(said(error.message))}</div>"
         ]
     out = []
     if _state(inv) == "warning":
@@ -196,10 +226,10 @@ def invocation_card(inv: Any) -> str:
         f'<span style="{muted}">approval: {esc(getattr(inv, "approval", ""))}</span></div>',
         *_outcome_lines(inv),
     ]
-    lines += [f"<div>{_badge('warning', WARN)}{esc(w)}</div>" for w in _rows(_warnings(inv))]
-    arts = [_artifact_line(a) for a in getattr(inv, "artifacts", None) or ()]
-    lines += [f"<div>{_badge('artifact', BORDER)}{esc(a)}</div>" for a in _rows(arts)]
-    for aid, code, message in _rejected_rows(inv):
+    lines += [f"<div>{_badge('warning', WARN)}{esc(w)}</div>" for w in shown_warnings(inv)]
+    arts = _first_rows(getattr(inv, "artifacts", None) or (), _artifact_line, _ALL_ARTIFACTS)
+    lines += [f"<div>{_badge('artifact', BORDER)}{esc(a)}</div>" for a in arts]
+    for aid, code, message in rejected_rows(inv):
         lines.append(
             f"<div>{_badge('rejected', ERROR)}<b>{esc(aid)}</b> "
             f"(<code>{esc(code)}</code>): {esc(message)}</div>"
@@ -230,17 +260,17 @@ def invocation_text(inv: Any) -> str:
     out = [f"Invocation {getattr(inv, 'capability', '')}: {state_label(inv)}"]
     error = getattr(inv, "error", None)
     if error is not None:
-        out.append(f"  {clipped(error.code)}: {_said(error.message)}")
+        out.append(f"  {clipped(error.code)}: {said(error.message)}")
     if _state(inv) == "warning":
         out += [f"  warning: {p}" for p in problems_of(inv)]
     if getattr(inv, "ok", False):
         out.append(f"  result: {_text_json(getattr(inv, 'result', None))}")
-    out += [f"  warning: {w}" for w in _rows(_warnings(inv))]
-    arts = [f"artifact {_artifact_line(a)}" for a in getattr(inv, "artifacts", None) or ()]
-    out += [f"  {a}" for a in _rows(arts)]
+    out += [f"  warning: {w}" for w in shown_warnings(inv)]
+    arts = getattr(inv, "artifacts", None) or ()
+    out += [f"  {a}" for a in _first_rows(arts, _artifact_text_line, _ALL_ARTIFACTS)]
     out += [
         f"  rejected {aid} ({code}): {message}" if code else f"  {message}"
-        for aid, code, message in _rejected_rows(inv)
+        for aid, code, message in rejected_rows(inv)
     ]
     if shows_evidence(inv):
         out += [f"  {line}" for line in inv.evidence.lines()]

@@ -5,7 +5,10 @@ One artifact is re-verified, resolved and drawn along the fallback chain of :mod
 ``Invocation`` renders (:mod:`.inputs`), so a gallery is ``render([...])``. The ``image_grid``
 images of one invocation become one grid where the first was (:mod:`.primitives.grid`).
 Everything one call shows is drawn against one :class:`~.total.Account`, bounded by
-:attr:`RenderBudget.total_bytes`, each content embedded once.
+:attr:`RenderBudget.total_bytes`, each content embedded once. Rejected artifacts are error
+cards counted but not bounded by it, so only the first :data:`~.card.MAX_ROWS` are drawn, as
+the invocation's card lists them, and one line counts the rest (40,000 of them were 28.5 MB
+of HTML).
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from murmur_nb._render.card import MAX_ROWS, more_rejected, said
 from murmur_nb._render.core import (
     RenderBudget,
     Rendering,
     Source,
+    clipped,
     drawing_clock,
     error_card,
     esc,
@@ -37,19 +42,32 @@ from murmur_nb._render.inputs import (
 )
 from murmur_nb._render.presentation import normalize_media_type
 from murmur_nb._render.primitives.grid import NOT_HELD, grid_rendering, max_held
-from murmur_nb._render.total import Account, omitted_rendering
+from murmur_nb._render.total import Account, note_rendering, omitted_rendering
 from murmur_nb._render.verify import file_digest
 
 __all__ = ["RenderBudget", "Rendering", "render", "render_file"]
 
 
 def _rejected(rejected: RejectedLike) -> Rendering:
+    """A rejected artifact's error card, its id and code cut as labels, its message as a
+    message (:func:`~.card.said`)."""
+    aid, code = clipped(rejected.id), clipped(rejected.code)
     return Rendering(
         primitive="error",
-        text=f"error · {rejected.id} · {rejected.code} (rejected by the host)",
-        html=error_card(rejected.id, rejected.code, rejected.message),
-        error_code=rejected.code,
+        text=f"error · {aid} · {code} (rejected by the host)",
+        html=error_card(aid, code, said(rejected.message)),
+        error_code=code,
     )
+
+
+def _rejected_parts(inv: InvocationLike, account: Account) -> list[Rendering]:
+    """The error cards of the first :data:`~.card.MAX_ROWS` rejected artifacts, then one
+    line counting the rest, as the invocation's card lists them."""
+    rejected = inv.rejected_artifacts
+    parts = [account.count(_rejected(r)) for r in rejected[:MAX_ROWS]]
+    if len(rejected) > MAX_ROWS:
+        parts.append(account.count(note_rendering(more_rejected(len(rejected) - MAX_ROWS))))
+    return parts
 
 
 def _render_invocation(inv: InvocationLike, account: Account) -> Rendering:
@@ -90,7 +108,7 @@ def _render_invocation_held(
     if grid_at is not None:
         grid = grid_rendering(grid_sources, account.narrowed(), [])
         parts[grid_at] = account.count(grid)
-    parts.extend(account.count(_rejected(rejected)) for rejected in inv.rejected_artifacts)
+    parts.extend(_rejected_parts(inv, account))
     if account.omitted > omitted_before:
         parts.append(omitted_rendering(account.omitted - omitted_before, account.budget))
     n_ok = len(inv.artifacts)

@@ -33,7 +33,7 @@ from murmur_nb._render.downloads import linked
 from murmur_nb._render.fallback import render_one, verify_source
 from murmur_nb._render.primitives.media import download_line
 
-__all__ = ["LISTED_PAST", "Account", "omitted_rendering"]
+__all__ = ["LISTED_PAST", "Account", "note_rendering", "omitted_rendering"]
 
 #: Cards (links past the total, references to a content shown above) listed at most in one
 #: rendering once the total is reached; the artifacts past them are counted in one line.
@@ -172,6 +172,11 @@ def omitted_rendering(count: int, budget: RenderBudget) -> Rendering:
         f"rendering reached its {format_size(budget.total_bytes)} total budget "
         "(RenderBudget.total_bytes)"
     )
+    return note_rendering(message)
+
+
+def note_rendering(message: str) -> Rendering:
+    """One line saying what a rendering leaves out, and why."""
     return Rendering(
         primitive="omitted",
         text=f"omitted · {message}",

@@ -18,7 +18,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from murmur_nb._render.core import esc, printable
+from murmur_nb._render.core import clipped, esc, printable
+from murmur_nb._rules import LABEL_CHARS
 
 __all__ = [
     "TextView",
@@ -118,24 +119,48 @@ _VOLATILE = re.compile(
 )
 
 
-def json_tree(value: Any, *, open_depth: int = 1, key: str | None = None, depth: int = 0) -> str:
-    """``value`` as nested ``<details>``: collapsible without any script, so static too."""
+#: Characters of a result a tree shows: each key and value costs its JSON's length plus
+#: :data:`_NODE_CHARS`; past this the rest of a list or object is counted, not drawn. A
+#: module's 8 MB string was 8 MB of the view's HTML, and 100,000 small items 20 MB.
+TREE_CHARS = 10_000
+_NODE_CHARS = 50
+
+
+def json_tree(value: Any, *, open_depth: int = 1) -> str:
+    """``value`` as nested ``<details>``: collapsible without any script, so static too.
+
+    Bounded at :data:`TREE_CHARS`: a long value is cut (``…``) and the items past the
+    budget counted in a line naming ``Invocation.result``, which keeps them all.
+    """
+    return _json_node(value, None, 0, open_depth, [TREE_CHARS])
+
+
+def _json_node(value: Any, key: str | None, depth: int, open_depth: int, left: list[int]) -> str:
+    """One node of :func:`json_tree`, paid for from ``left[0]``, the characters left."""
+    key = None if key is None else clipped(key)
     label = f'<span class="murmur-json-key">{esc(key)}</span>: ' if key is not None else ""
+    margin = f"margin-left:{12 if depth else 0}px"
+    left[0] -= _NODE_CHARS + len(key or "")
     if isinstance(value, dict | list) and value:
         items = value.items() if isinstance(value, dict) else enumerate(value)
         kind = f"{{{len(value)}}}" if isinstance(value, dict) else f"[{len(value)}]"
-        inner = "".join(
-            json_tree(v, open_depth=open_depth, key=str(k), depth=depth + 1) for k, v in items
-        )
+        inner = []
+        for shown, (k, v) in enumerate(items):
+            if left[0] <= 0:
+                more = f"… and {len(value) - shown} more (Invocation.result keeps them all)"
+                inner.append(f'<div style="margin-left:12px;color:{FG_MUTED}">{esc(more)}</div>')
+                break
+            inner.append(_json_node(v, str(k), depth + 1, open_depth, left))
         opened = " open" if depth < open_depth else ""
         return (
-            f'<details class="murmur-json"{opened} style="margin-left:{12 if depth else 0}px">'
+            f'<details class="murmur-json"{opened} style="{margin}">'
             f'<summary>{label}<span style="color:{FG_MUTED}">{esc(kind)}</span></summary>'
-            f"{inner}</details>"
+            f"{''.join(inner)}</details>"
         )
-    text = json.dumps(value, ensure_ascii=False)
+    text = clipped(json.dumps(value, ensure_ascii=False), max(left[0], LABEL_CHARS))
+    left[0] -= len(text)
     return (
-        f'<div class="murmur-json-leaf" style="margin-left:{12 if depth else 0}px;color:{FG}">'
+        f'<div class="murmur-json-leaf" style="{margin};color:{FG}">'
         f"{label}<code>{esc(text)}</code></div>"
     )
 

@@ -8,6 +8,11 @@ A run the host cut short (a deadline, a crash, a broken envelope) raised a host 
 carries the run's record; given that error, the view shows the record under the error's code
 and message, which the record itself does not hold.
 
+What the module wrote is shown as its card shows it (:mod:`murmur_nb._render.card`): each
+message cut, at most a few rows of warnings and rejected artifacts with a line counting the
+rest; the result tree is bounded too (:func:`~murmur_nb.widgets._html.json_tree`). The
+Invocation keeps it all whole.
+
 Cost follows the protocol to the letter: ``None`` is *unknown* and is never shown as free;
 ``0`` is *free*. The duration is shown live but kept out of ``text/plain`` and the static
 HTML, which nbval compares and which therefore must not change from run to run.
@@ -21,7 +26,16 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._exceptions import MurmurError
-from murmur_nb._render.card import evidence_html, problems_of, shows_evidence, state_label
+from murmur_nb._render.card import (
+    evidence_html,
+    problems_of,
+    rejected_rows,
+    said,
+    shown_warnings,
+    shows_evidence,
+    state_label,
+)
+from murmur_nb._render.core import clipped
 from murmur_nb._render.render import render as render_invocation
 from murmur_nb.widgets._html import (
     TextView,
@@ -198,22 +212,21 @@ class InvocationView(TextView):
         for error in self._errors():
             retry = " (retryable)" if getattr(error, "retryable", False) else ""
             lines.append(
-                f"<b>{esc(error.code)}</b>{esc(retry)}: {esc(getattr(error, 'message', ''))}"
+                f"<b>{esc(clipped(error.code))}</b>{esc(retry)}: "
+                f"{esc(said(getattr(error, 'message', '')))}"
             )
         problem = getattr(inv, "result_problem", "")
         problems = problems_of(inv)
-        for said in problems:
-            tag = "result breaks its schema" if said == problem else "warning"
-            lines.append(badge(tag, "warn") + esc(said))
+        for told in problems:
+            tag = "result breaks its schema" if told == problem else "warning"
+            lines.append(badge(tag, "warn") + esc(told))
         result = getattr(inv, "result", None)
         if inv.ok:
             progress = progress_of(result)
             if progress is not None and self.show_progress:
                 lines.append(progress_html(*progress))
             lines.append('<div class="murmur-result"><b>result</b>' + json_tree(result) + "</div>")
-        for warning in getattr(inv, "warnings", None) or ():
-            if warning not in problems:
-                lines.append(badge("warning", "warn") + esc(warning))
+        lines.extend(badge("warning", "warn") + esc(warning) for warning in shown_warnings(inv))
         if shows_evidence(inv):
             lines.append(evidence_html(inv.evidence))
         execution = getattr(inv, "execution", None)
@@ -225,11 +238,13 @@ class InvocationView(TextView):
         if confinement:
             lines.append(f"confinement: {esc(confinement)}")
         # a rendering shows each rejected artifact as its error card: said once, there
-        for rejected in () if self.rendered_inline else getattr(inv, "rejected_artifacts", ()):
+        for aid, code, message in () if self.rendered_inline else rejected_rows(inv):
             lines.append(
                 badge("rejected", "error")
-                + f"artifact {esc(rejected.id)}: {esc(getattr(rejected, 'code', ''))}"
-                + (f" — {esc(rejected.message)}" if getattr(rejected, "message", "") else "")
+                + f"artifact {esc(aid)}: {esc(code)}"
+                + (f" — {esc(message)}" if message else "")
+                if code
+                else esc(message)
             )
         return lines_html(lines)
 
@@ -237,28 +252,32 @@ class InvocationView(TextView):
         inv = self.invocation
         cap = _capability_of(inv)
         out = [f"InvocationView {cap}: {self.status}"]
-        out += [f"  error {e.code}: {getattr(e, 'message', '')}" for e in self._errors()]
+        out += [
+            f"  error {clipped(e.code)}: {said(getattr(e, 'message', ''))}" for e in self._errors()
+        ]
         problem = getattr(inv, "result_problem", "")
         problems = problems_of(inv)
-        for said in problems:
-            out.append(f"  result breaks its schema: {said}" if said == problem
-                       else f"  warning: {said}")  # fmt: skip
+        for told in problems:
+            out.append(f"  result breaks its schema: {told}" if told == problem
+                       else f"  warning: {told}")  # fmt: skip
         if inv.ok:
             progress = progress_of(getattr(inv, "result", None))
             if progress is not None:
                 out.append(f"  progress: {progress[0]} of {progress[1]} done")
             out.append(f"  result: {short_json(getattr(inv, 'result', None))}")
-        out += [f"  warning: {w}" for w in getattr(inv, "warnings", None) or ()
-                if w not in problems]  # fmt: skip
+        out += [f"  warning: {w}" for w in shown_warnings(inv)]
         if shows_evidence(inv):
             out += [f"  {line}" for line in inv.evidence.lines()]
         out.extend(f"  {x}" for x in _execution_words(getattr(inv, "execution", None)))
         if getattr(inv, "approval", None):
             out.append(f"  approval: {inv.approval}")
-        shown = list(getattr(inv, "artifacts", None) or ())
-        rejected = list(getattr(inv, "rejected_artifacts", None) or ())
-        out.append(f"  artifacts: {len(shown)} verified, {len(rejected)} rejected")
-        out.extend(f"    rejected {r.id}: {getattr(r, 'code', '')}" for r in rejected)
+        shown = len(getattr(inv, "artifacts", None) or ())
+        rejected = len(getattr(inv, "rejected_artifacts", None) or ())
+        out.append(f"  artifacts: {shown} verified, {rejected} rejected")
+        out.extend(
+            f"    rejected {aid}: {code}" if code else f"    {message}"
+            for aid, code, message in rejected_rows(inv)
+        )
         if self.rendering is not None:
             out.extend(f"    {line}" for line in str(self.rendering.text).splitlines())
         if self.render_error is not None:
