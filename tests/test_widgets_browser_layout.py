@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _modules import install
+from _modules import default_descriptor, install, write_descriptor
 
 from murmur_nb import DemoHome, ModuleHost
 from murmur_nb.widgets import InvocationView, ModuleBrowser
@@ -208,3 +208,93 @@ def test_a_call_the_host_refuses_is_a_refused_run(host: ModuleHost) -> None:
     browser.show_run(run)
     sent, view = browser.history_view.children
     assert "refused" in sent.value and "missing_requirement" in view.value
+
+
+#: capabilities of the wide module (the review's catalog had 20,000: 24 s, 160,055 widgets)
+WIDE = 3000
+
+
+@pytest.fixture
+def wide_host(tmp_path: Path) -> Iterator[ModuleHost]:
+    """A real module (the ``plain`` fixture) declaring ``WIDE`` capabilities ``wide.c<i>``."""
+    home = tmp_path / "wide-home"
+    folder = install(home, "wide", "plain")
+    descriptor = default_descriptor(home, "wide")
+    echo = descriptor["capabilities"][0]
+    descriptor["capabilities"] = [
+        {**echo, "id": f"wide.c{i}", "title": f"Tool {i}", "summary": f"does thing {i}"}
+        for i in range(WIDE)
+    ]
+    write_descriptor(folder, descriptor)
+    with ModuleHost(home=home) as h:
+        yield h
+
+
+def _live_widgets() -> int:
+    """Widgets the kernel holds (each one is state a notebook saves): ipywidgets' own
+    registry, read directly because ``Widget.widgets`` warns that it is deprecated."""
+    from ipywidgets.widgets import widget
+
+    return len(widget._instances)
+
+
+def test_thousands_of_capabilities_are_a_page_of_rows_and_a_bounded_picker(
+    wide_host: ModuleHost,
+) -> None:
+    before = _live_widgets()
+    browser = ModuleBrowser(wide_host)  # 50 rows, then "Show 50 more"
+    assert _live_widgets() - before < 600  # a row per capability: 24,000 widgets
+    assert len(browser.capability_buttons) == 50
+    assert len(browser.capability_picker.options) == 500  # PICKER_LIMIT
+    browser = ModuleBrowser(wide_host, page_size=20)
+    (card,) = browser.cards.children
+    assert len(browser.capability_buttons) == 20
+    line = card.children[21]  # after the head and the 20 rows
+    assert "showing 20 of 3,000 capabilities" in html.unescape(line.children[0].value)
+    assert browser.filter_box.layout.display is None  # offered once a module has a page more
+    assert "3,000 capabilities" in browser.matching.value
+    text = browser.text()
+    assert "wide.c19 [" in text and "wide.c20 [" not in text
+    assert "… showing 20 of 3,000 capabilities" in text
+    more = line.children[1]
+    assert more.description == "Show 20 more"
+    more.click()
+    assert len(browser.capability_buttons) == 40 and browser.show_more("wide") == 60
+    paged = ModuleBrowser(wide_host, page_size=1500)
+    assert paged.show_more("wide") == 3000
+    assert f"wide.c{WIDE - 1}" in paged.capability_buttons and "…" not in paged.text()
+    (card,) = paged.cards.children
+    assert not any("murmur-showing" in getattr(c, "value", "") for c in card.children)
+
+
+def test_a_small_catalog_draws_every_row_and_offers_no_filter(host: ModuleHost) -> None:
+    browser = ModuleBrowser(host)
+    declared = [c.id for m in browser.modules if m.descriptor is not None
+                for c in m.descriptor.capabilities or ()]  # fmt: skip
+    assert list(browser.capability_buttons) == declared
+    assert [v for _, v in browser.capability_picker.options] == declared
+    assert browser.filter_box.layout.display == "none" and "…" not in browser.text()
+
+
+def test_the_filter_and_open_form_reach_the_last_of_thousands_of_capabilities(
+    wide_host: ModuleHost,
+) -> None:
+    browser = ModuleBrowser(wide_host)
+    last = f"wide.c{WIDE - 1}"
+    browser.filter_box.value = "THING 2999"  # id, title or summary; any case
+    assert [v for _, v in browser.capability_picker.options] == [last]
+    assert list(browser.capability_buttons)[-1] == last
+    assert "1 of 3,000 capabilities match" in browser.matching.value
+    browser.capability_buttons[last].click()
+    assert browser.form is not None and browser.form.capability_id == last
+    (card,) = browser.cards.children
+    rows = [c for c in card.children if browser.capability_buttons[last] in
+            getattr(c, "children", ())]  # fmt: skip
+    assert card.children[card.children.index(rows[0]) + 1] is browser.form_box
+    browser.filter_box.value = ""  # the open form stays beside its row, drawn after the page
+    assert browser.form_box in card.children and last in browser.capability_buttons
+    assert browser.capability_picker.value == last
+    other = f"wide.c{WIDE - 2}"  # neither on the first page nor in the picker's first 500
+    assert browser.open_form(other) is browser.form and browser.form.capability_id == other
+    assert browser.capability_picker.value == other
+    assert browser.form_box in card.children

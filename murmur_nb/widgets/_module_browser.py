@@ -29,6 +29,15 @@ writes the ``host.invoke(...)`` call that sends that input again into ``code_box
 Inspector copies a request, or a browser a request as cURL): a read-only text area, since
 a click has no cell to put it after (see :mod:`murmur_nb.widgets._code_box`).
 
+A module may declare thousands of capabilities: a card draws the first ``page_size`` rows
+(50) and a "Show more" button under them, with how many it shows of how many; the filter
+box (shown once some module has more than a page) keeps the rows and the picker to the
+capabilities whose id, title or summary hold its text, and the picker lists at most
+``PICKER_LIMIT`` (500). A row is built when it is first shown, so a browser over 20,000
+capabilities is a few hundred widgets, not 160,000 (24 s and 124 MB of widget state in a
+notebook); every capability stays one filter or "Show more" away, and opening one from
+code (:meth:`ModuleBrowser.open_form`) draws its row in its card.
+
 Each card also lists the module's knowledge: every capability's skills and the module's
 agent overlays with their declared token estimates, and what the module costs an agent's
 context (:class:`~murmur_nb.AgentListing`). Choosing a document in the knowledge list loads
@@ -83,6 +92,10 @@ _STYLE = (
 _TONES = {"ok": "ok", "cancelled": "muted", "stopped": "warn"}
 #: The open card's columns: the capability rows, then the form (never wider than the card).
 _GRID = "minmax(0, 2fr) minmax(0, 3fr)"
+#: Capability rows a card draws at first, and again at each "Show more" click.
+PAGE_ROWS = 50
+#: Capabilities the picker lists at most (those matching the filter, in order).
+PICKER_LIMIT = 500
 
 
 @dataclass(frozen=True)
@@ -173,6 +186,38 @@ def _skills_html(descriptor: Descriptor, capability: Capability) -> str:
     return f"<div class='murmur-skills'><small>skills: {', '.join(items)}</small></div>"
 
 
+def matches(capability: Capability, query: str) -> bool:
+    """Whether ``capability``'s id, title or summary holds ``query`` (any case; ``""``: all)."""
+    if not query:
+        return True
+    text = f"{capability.id}\n{capability.title or ''}\n{capability.summary or ''}"
+    return query.casefold() in text.casefold()
+
+
+def showing_words(shown: int, matched: int, total: int, query: str) -> str:
+    """``showing 50 of 20,000 capabilities`` (``matching …`` under a filter); ``""`` when
+    every capability is shown."""
+    if shown >= total:
+        return ""
+    said = f"showing {shown:,} of {matched:,} capabilities"
+    return f"{said} matching {query!r} ({total:,} in all)" if query else said
+
+
+@dataclass
+class _Card:
+    """One usable module's card: what it draws besides the open form, and how far it pages."""
+
+    box: w.VBox
+    head: w.Widget
+    knowledge: w.Widget | None
+    shown: int  # rows of its matching capabilities drawn (a multiple of the page size)
+    ids: tuple[str, ...] = ()  # the capabilities whose row it draws
+    matched: int = 0  # its capabilities that match the filter
+    children: tuple[w.Widget, ...] = ()  # head, rows, the "showing" line, knowledge
+    more: w.HBox | None = None  # the "showing" line and its button, once needed
+    words: str = ""  # what that line says ("" when every row is drawn)
+
+
 class ModuleBrowser(TextView):
     """Browse the modules of a :class:`~murmur_nb.ModuleHost` and open their capabilities.
 
@@ -184,10 +229,18 @@ class ModuleBrowser(TextView):
     ----------
     modules : list
         ``host.modules()`` as of the last refresh.
+    page_size : int
+        Capability rows a card draws at first and at each "Show more" (default 50).
     capability_buttons : dict
-        Capability id -> its button in the module's card (click to open the form).
+        Capability id -> its button in the module's card (click to open the form), for
+        every row built so far: rows are built when first shown.
     capability_picker : ipywidgets.Dropdown
-        Every capability of the usable modules (the first chosen); ``open_button`` opens it.
+        The capabilities of the usable modules that match ``filter_box`` (the first chosen),
+        at most ``PICKER_LIMIT`` (500) of them; ``open_button`` opens the chosen one.
+    filter_box : ipywidgets.Text
+        Keeps the cards' rows and the picker to the capabilities whose id, title or
+        summary hold its text; shown once some module has more than ``page_size``
+        capabilities, ``matching`` beside it counts them.
     form : CapabilityForm or None
         The form opened last.
     knowledge_picker : ipywidgets.Select
@@ -211,11 +264,17 @@ class ModuleBrowser(TextView):
         The host's variable in generated code (``None``: the notebook's name for it).
     """
 
-    def __init__(self, host: ModuleHost, *, host_name: str | None = None) -> None:
+    def __init__(
+        self, host: ModuleHost, *, host_name: str | None = None, page_size: int = PAGE_ROWS
+    ) -> None:
         require(host, "modules", "ModuleBrowser",
                 "a ModuleHost (mnb.ModuleHost(home=...), or home.host() of the demo)")
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ValueError(f"ModuleBrowser page_size must be a whole number of rows, 1 or "
+                             f"more (such as the default {PAGE_ROWS}), not {page_size!r}")
         self.host = host
         self.host_name = host_name
+        self.page_size = page_size
         self.modules: list[ModuleInfo] = []
         self.form: CapabilityForm | None = None
         self.setup_steps: list[str] = []
@@ -237,8 +296,18 @@ class ModuleBrowser(TextView):
         self.history_view = w.VBox()
         self.history_view.add_class("murmur-history-view")
         self.shown_run: BrowserRun | None = None
-        self._cards: dict[str, tuple[w.VBox, tuple[w.Widget, ...]]] = {}
+        self._cards: dict[str, _Card] = {}
         self._rows: dict[str, tuple[str, w.Widget]] = {}
+        self._capabilities: dict[str, tuple[ModuleInfo, Capability]] = {}
+        self._open_id: str | None = None  # the capability form_box is placed beside
+        self.filter_box = w.Text(
+            description="Filter", placeholder="capability id, title or summary",
+            layout=w.Layout(width="auto"),
+        )  # fmt: skip
+        self.filter_box.add_class("murmur-filter")
+        self.matching = w.HTML()
+        self._filter_line = w.HBox([self.filter_box, self.matching],
+                                   layout=w.Layout(align_items="center"))  # fmt: skip
         self.listing: AgentListing | None = None
         self.document: Any = None
         self.document_error: ModuleHostError | None = None
@@ -253,11 +322,13 @@ class ModuleBrowser(TextView):
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.open_button.on_click(lambda _b: self._open_clicked())
         self.knowledge_picker.observe(self._document_chosen, names="value")
+        self.filter_box.observe(lambda _c: self._filter_changed(), names="value")
         super().__init__(
             [
                 w.HTML(_STYLE),
                 w.HBox([self.refresh_button, self.summary]),
                 w.HBox([self.capability_picker, self.open_button]),
+                self._filter_line,
                 self.cards,
                 self.history_box,
                 self.code_box,
@@ -303,10 +374,19 @@ class ModuleBrowser(TextView):
                     self.host.describe(info.id)
         self.modules = sorted(self.host.modules(), key=lambda m: m.id)
         self.listing = agent_listing(self.modules)
+        self._capabilities = {
+            cap.id: (m, cap)
+            for m in self.modules
+            if m.descriptor is not None
+            for cap in m.descriptor.capabilities or ()
+        }
         self.capability_buttons, self._cards, self._rows = {}, {}, {}
-        self.cards.children = tuple(self._card_widget(m) for m in self.modules)
+        self._open_id = None
         if self.form_box.children:  # the open form stays beside its capability
-            self._place(self.form.capability_id if self.form else self.capability_picker.value)
+            self._open_id = self.form.capability_id if self.form else self.capability_picker.value
+        self.cards.children = tuple(self._card_widget(m) for m in self.modules)
+        if self._open_id is not None:
+            self._place(self._open_id)
         refused = sum(1 for m in self.modules if m.descriptor is None)
         setup = sum(1 for m in self.modules if m.descriptor is not None and m.needs_setup)
         self.summary.value = (
@@ -316,18 +396,7 @@ class ModuleBrowser(TextView):
             + (" " + badge(f"{setup} need setup", "warn") if setup else "")
             + " " + self._sandbox_badge()
         )
-        options = [
-            (printable(f"{cap.id} — {cap.title}" if cap.title else cap.id), cap.id)
-            for m in self.modules
-            if m.descriptor is not None
-            for cap in m.descriptor.capabilities or ()
-        ]
-        chosen = self.capability_picker.value
-        self.capability_picker.options = options
-        values = [v for _, v in options]
-        if values:
-            self.capability_picker.value = chosen if chosen in values else values[0]
-        self.open_button.disabled = not options
+        self._list_matching()
         chosen = self.knowledge_picker.value
         documents = [doc for m in self.modules if m.descriptor is not None for doc in _documents(m)]
         self.knowledge_picker.options = documents
@@ -336,6 +405,64 @@ class ModuleBrowser(TextView):
         self.no_knowledge.layout.display = "none" if documents else None
         if chosen in [value for _, value in documents]:
             self.knowledge_picker.value = chosen
+
+    def _list_matching(self) -> None:
+        """The picker's options and the filter's count: the capabilities matching it."""
+        query = self.filter_box.value
+        matched = [cap for _, cap in self._capabilities.values() if matches(cap, query)]
+        total = len(self._capabilities)
+        options = [_option(cap) for cap in matched[:PICKER_LIMIT]]
+        chosen = self.capability_picker.value
+        kept = self._capabilities.get(chosen)  # still chosen if it matches, listed or not
+        if kept is not None and matches(kept[1], query) and _option(kept[1]) not in options:
+            options.append(_option(kept[1]))
+        self.capability_picker.options = options
+        values = [v for _, v in options]
+        if values:
+            self.capability_picker.value = chosen if chosen in values else values[0]
+        self.open_button.disabled = not options
+        wide = any(len(m.descriptor.capabilities or ()) > self.page_size
+                   for m in self.modules if m.descriptor is not None)  # fmt: skip
+        shown = None if wide or query else "none"
+        self._filter_line.layout.display = self.filter_box.layout.display = shown
+        said = f"{len(matched):,} of {total:,} capabilities match" if query else (
+            f"{total:,} capabilities")
+        if len(matched) > PICKER_LIMIT:
+            said += f"; the picker lists the first {PICKER_LIMIT:,}, filter to find the others"
+        self.matching.value = f"<small style='color:{FG_MUTED}'>{esc(said)}</small>"
+
+    def _pick(self, capability_id: str) -> None:
+        """Choose ``capability_id`` in the picker, listing it there if the filter or the
+        picker's limit left it out."""
+        found = self._capabilities.get(capability_id)
+        listed = [v for _, v in self.capability_picker.options]
+        if found is not None and capability_id not in listed:
+            self.capability_picker.options = (*self.capability_picker.options, _option(found[1]))
+            self.open_button.disabled = False
+        self.capability_picker.value = capability_id  # an unknown id: TraitError, as before
+
+    def _filter_changed(self) -> None:
+        """The filter's text changed: every card draws its first page of matches again."""
+        for card in self._cards.values():
+            card.shown = self.page_size
+        self._redraw(list(self._cards))
+        self._list_matching()
+
+    def show_more(self, module_id: str) -> int:
+        """Draw the next ``page_size`` rows of ``module_id``'s card (its "Show more" button);
+        return how many of its matching capabilities the card draws now."""
+        card = self._cards[module_id]
+        card.shown += self.page_size
+        self._redraw([module_id])
+        return min(card.shown, card.matched)
+
+    def _redraw(self, module_ids: list[str]) -> None:
+        """Draw these cards' rows again, the open form (if any) beside its row."""
+        for info in self.modules:
+            if info.id in module_ids and info.id in self._cards:
+                self._fill_card(info)
+        if self.form_box.children and self._open_id is not None:
+            self._place(self._open_id)
 
     def _document_chosen(self, change: Any) -> None:
         if change["new"] is not None:
@@ -370,11 +497,8 @@ class ModuleBrowser(TextView):
         return badge(f"sandbox: {report.confinement}", kind, title=str(report))
 
     def _module_of(self, capability_id: str) -> Any:
-        for info in self.modules:
-            d = info.descriptor
-            if d is not None and any(c.id == capability_id for c in d.capabilities or ()):
-                return info
-        return None
+        found = self._capabilities.get(capability_id)
+        return None if found is None else found[0]
 
     def open_form(self, capability_id: str | None, *, setup_first: bool = True) -> Any:
         """Open ``capability_id`` beside its row: its setup steps if its module needs setup
@@ -384,7 +508,7 @@ class ModuleBrowser(TextView):
         if not capability_id:
             return None
         if self.capability_picker.value != capability_id:
-            self.capability_picker.value = capability_id
+            self._pick(capability_id)
         info = self._module_of(capability_id)
         if self._is_open(capability_id, info):
             return self.form
@@ -413,10 +537,17 @@ class ModuleBrowser(TextView):
         )
 
     def _place(self, capability_id: str) -> None:
-        """Put ``form_box`` in the capability's card, after its row; that card becomes a
-        two-column grid (one column under 700 px), the card open before goes back."""
+        """Put ``form_box`` in the capability's card, after its row (drawn now if the card
+        did not show it); that card becomes a two-column grid (one column under 700 px),
+        the card open before goes back."""
+        self._open_id = capability_id
+        info = self._module_of(capability_id)
+        drawn = self._cards.get(info.id) if info is not None else None
+        if drawn is not None and capability_id not in drawn.ids:  # filtered out, or paged
+            self._fill_card(info)
         module_id, row = self._rows.get(capability_id, ("", None))
-        for mid, (card, base) in self._cards.items():
+        for mid, drawn in self._cards.items():
+            card, base = drawn.box, drawn.children
             if mid == module_id and row is not None:
                 at = base.index(row) + 1
                 card.children = (*base[:at], self.form_box, *base[at:])
@@ -523,30 +654,70 @@ class ModuleBrowser(TextView):
         return w.VBox([note, anyway])
 
     def _card_widget(self, info: Any) -> w.Widget:
-        """One module: a header line, then one row per capability (button, badges, summary)."""
-        card = w.VBox([w.HTML(self._card_head(info))])
+        """One module: a header line, then a row per capability shown (button, badges,
+        summary), then how many it shows of how many when not all, then its knowledge."""
+        head = w.HTML(self._card_head(info))
+        card = w.VBox([head])
         card.add_class("murmur-card")
         card.layout = w.Layout(border=f"1px solid {BORDER}", padding="2px 8px", margin="2px 0")
-        d = info.descriptor
-        if d is None:
+        if info.descriptor is None:
             return card
-        rows = []
-        for cap in d.capabilities or ():
-            button = w.Button(
-                description=cap.id, tooltip=f"open {cap.id}: {cap.title or cap.summary}",
-                layout=w.Layout(width="auto", min_width="max-content"),
-            )  # fmt: skip
-            button.add_class("murmur-cap")
-            button.on_click(lambda _b, cid=cap.id: self._open_clicked(cid))
-            self.capability_buttons[cap.id] = button
-            rows.append(w.HBox([button, w.HTML(self._cap_line(info, d, cap))]))
-            self._rows[cap.id] = (info.id, rows[-1])
         knowledge = self._knowledge_html(info)
-        if knowledge:
-            rows.append(w.HTML(knowledge))
-        card.children = (*card.children, *rows)
-        self._cards[info.id] = (card, card.children)
+        self._cards[info.id] = _Card(card, head, w.HTML(knowledge) if knowledge else None,
+                                     self.page_size)  # fmt: skip
+        self._fill_card(info)
         return card
+
+    def _fill_card(self, info: ModuleInfo) -> None:
+        """Draw the card's rows: its first ``shown`` capabilities that match the filter, and
+        the open one wherever it is."""
+        d = info.descriptor
+        assert d is not None  # only accepted modules have capability rows
+        drawn, query = self._cards[info.id], self.filter_box.value
+        caps = list(d.capabilities or ())
+        matching = [cap for cap in caps if matches(cap, query)]
+        page = matching[: drawn.shown]
+        paged = {c.id for c in page}
+        opened = [c for c in caps if c.id == self._open_id and c.id not in paged]
+        drawn.ids, drawn.matched = tuple(c.id for c in (*page, *opened)), len(matching)
+        drawn.words = showing_words(len(page), len(matching), len(caps), query)
+        rows = [self._row(info, d, cap) for cap in (*page, *opened)]
+        if drawn.words:
+            rows.append(self._more_line(info.id, drawn, more=len(page) < len(matching)))
+        if drawn.knowledge is not None:
+            rows.append(drawn.knowledge)
+        drawn.children = (drawn.head, *rows)
+        drawn.box.children = drawn.children
+
+    def _row(self, info: ModuleInfo, d: Descriptor, cap: Capability) -> w.Widget:
+        """A capability's row (built the first time it is shown): its button, its line."""
+        built = self._rows.get(cap.id)
+        if built is not None and built[0] == info.id:
+            return built[1]
+        button = w.Button(
+            description=cap.id, tooltip=f"open {cap.id}: {cap.title or cap.summary}",
+            layout=w.Layout(width="auto", min_width="max-content"),
+        )  # fmt: skip
+        button.add_class("murmur-cap")
+        button.on_click(lambda _b, cid=cap.id: self._open_clicked(cid))
+        self.capability_buttons[cap.id] = button
+        row = w.HBox([button, w.HTML(self._cap_line(info, d, cap))])
+        self._rows[cap.id] = (info.id, row)
+        return row
+
+    def _more_line(self, module_id: str, drawn: _Card, *, more: bool) -> w.Widget:
+        """``showing 50 of 20,000 capabilities`` and the "Show more" button (when more match)."""
+        if drawn.more is None:
+            button = w.Button(description=f"Show {self.page_size} more", icon="angle-down",
+                              layout=w.Layout(width="auto"))  # fmt: skip
+            button.add_class("murmur-show-more")
+            button.on_click(lambda _b: self.show_more(module_id))
+            drawn.more = w.HBox([w.HTML(), button], layout=w.Layout(align_items="center"))
+        words, button = drawn.more.children
+        words.value = (f"<small class='murmur-showing' style='color:{FG_MUTED}'>"
+                       f"{esc(drawn.words)}</small>")  # fmt: skip
+        button.layout.display = None if more else "none"
+        return drawn.more
 
     def _card_head(self, info: Any) -> str:
         d = info.descriptor
@@ -632,11 +803,15 @@ class ModuleBrowser(TextView):
                     f"    needs {r.kind} {r.name}: {r.detail or 'not available'}"
                     for r in info.unmet_requirements
                 )
-            for cap in d.capabilities or ():
+            drawn = self._cards.get(info.id)
+            for cap_id in drawn.ids if drawn is not None else ():
+                cap = self._capabilities[cap_id][1]
                 words = effect_words(cap.effects)
                 if self._gate(d, cap):
                     words.append("needs approval")
                 lines.append(f"    {cap.id} [{', '.join(words)}]")
+            if drawn is not None and drawn.words:
+                lines.append(f"    … {drawn.words}")
             lines.extend(
                 f"    ! {format_validation_error(e)}" for e in getattr(info, "warnings", None) or ()
             )
@@ -655,6 +830,11 @@ class ModuleBrowser(TextView):
     def _portable(self, text: str) -> str:
         """Name the host's home ``$FACET_STUDIO_HOME`` so the text is the same anywhere."""
         return portable(text, {"$FACET_STUDIO_HOME": self.host.home})
+
+
+def _option(cap: Capability) -> tuple[str, str]:
+    """A capability in the picker: ``id — title``."""
+    return (printable(f"{cap.id} — {cap.title}" if cap.title else cap.id), cap.id)
 
 
 def _grid(card: w.VBox, rows: tuple[w.Widget, ...], form_box: w.VBox) -> None:
