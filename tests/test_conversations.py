@@ -761,3 +761,25 @@ def test_writer_accepts_a_store(tmp_path: Path) -> None:
         writer.append("user", "x", id="x")
     assert writer.path == store.record_path("ctx")
     assert store.reader("ctx").read_messages().messages == [mnb.Message("x", "user", "x")]
+
+
+def test_a_reader_as_of_a_count_serves_the_record_as_it_stood_then(murmur_home: Path) -> None:
+    """``as_of``: what a replayed window reads. Messages past it, and ones appended since,
+    are never served; a cursor minted past it names a position outside that record."""
+    with mnb.RecordWriter(murmur_home, "grows") as writer:
+        for i in range(12):
+            writer.append("user", f"m{i}", id=f"m{i}")
+    store = mnb.ConversationStore(murmur_home)
+    then = store.reader("grows", as_of=5)
+    page = then.read_messages(None, 3)
+    assert ([m.id for m in page.messages], page.total) == (["m4", "m3", "m2"], 5)
+    with mnb.RecordWriter(murmur_home, "grows") as writer:
+        writer.append("user", "later", id="later")
+    rest = then.read_messages(page.next_cursor, 100)
+    assert ([m.id for m in rest.messages], rest.next_cursor, rest.total) == (["m1", "m0"], None, 5)
+    now = store.reader("grows").read_messages(None, 2)  # the whole record: 13, cursor at 11
+    assert error_of(lambda: then.read_messages(now.next_cursor, 1)).code == "invalid-cursor"
+    assert store.reader("grows", as_of=0).read_messages(None, 100).messages == []
+    for bad in (-1, True, 2.0):
+        with pytest.raises(ValueError, match="as_of="):
+            store.reader("grows", as_of=bad)  # type: ignore[arg-type]

@@ -278,6 +278,29 @@ def test_the_read_grant_pages_through_the_real_record(
     assert notes.loc[("plain-b", "denied"), "error"] == "not-granted"
 
 
+def test_a_window_reads_no_message_newer_than_itself(tmp_path: Path, records: Path) -> None:
+    """The peeking guest returns what ``read-messages`` serves: at window ``n`` the record as
+    it stood then (its first ``n`` messages), never the messages appended after it; a frame
+    of some of the record's messages reaches as far as its newest one."""
+    text = ("hooks:\n  peek:\n    component: hooks/peek.wasm\n"
+            "    capabilities: {conversation: {read: true}}\n")  # fmt: skip
+    path = capsule(tmp_path / "peeking", text, peek=assemble("peek.wat"))
+    with mnb.HookHost.from_config(path, conversations=mnb.ConversationStore(records)) as host:
+        out = mnb.replay(host, "plain-b", windows=10, progress=False)
+        frame = mnb.read_conversation("plain-b", home=records)
+        users = frame[frame["role"] == "user"].head(6)  # plain-b-1, -3, ..., -11
+        picked = mnb.replay(host, users, windows=4, progress=False)
+    compacts = out[out["event"] == "compact"]
+    assert list(compacts["window"]) == [10, 20, 30] and compacts["ok"].all()
+    for window, output in zip(compacts["window"], compacts["output"], strict=True):
+        assert [m.id for m in output] == [f"plain-b-{i}" for i in reversed(range(window))]
+    assert out[out["event"] == "task-start"]["note"].tolist() == ["plain-b-29"]
+    reads = picked[picked["event"] == "compact"]
+    assert [o[0].id for o in reads["output"]] == ["plain-b-7", "plain-b-11"]
+    assert [len(o) for o in reads["output"]] == [8, 12]
+    assert picked[picked["event"] == "task-start"]["note"].tolist() == ["plain-b-11"]
+
+
 def test_a_record_that_cannot_be_read_is_a_row(hooks: mnb.HookHost, records: Path) -> None:
     (records / "conversations" / "broken.jsonl").mkdir()  # a folder where a record should be
     out = mnb.replay(hooks, ["broken", "plain-c"], progress=False)

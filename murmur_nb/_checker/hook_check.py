@@ -307,8 +307,10 @@ class _CountingStore:
         self.store = store
         self.denied = 0
 
-    def reader(self, context_id: str | None, *, granted: bool = True) -> Any:
-        return _CountingReader(self, self.store.reader(context_id, granted=granted))
+    def reader(
+        self, context_id: str | None, *, granted: bool = True, as_of: int | None = None
+    ) -> Any:
+        return _CountingReader(self, self.store.reader(context_id, granted=granted, as_of=as_of))
 
 
 class _CountingReader:

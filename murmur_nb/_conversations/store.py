@@ -55,6 +55,7 @@ __all__ = [
     "Message",
     "MessagePage",
     "RecordSummary",
+    "check_as_of",
     "check_context_id",
     "default_home",
     "summarize_record",
@@ -94,6 +95,15 @@ def check_context_id(context_id: object) -> str:
             "Pass the context_id the runtime reported for the task."
         )
     return context_id
+
+
+def check_as_of(as_of: object) -> None:
+    """Refuse an ``as_of`` that counts no messages (a bool is no count either)."""
+    if as_of is not None and (type(as_of) is not int or as_of < 0):
+        raise ValueError(
+            f"as_of={as_of!r}: give the number of messages (at least 0) the record held at the "
+            "moment to read it as of, or leave it out (None) for the record as it is"
+        )
 
 
 class ConversationStore:
@@ -146,7 +156,9 @@ class ConversationStore:
         """Path of the record of ``context_id`` (validated first; it may not exist)."""
         return self.folder / f"{check_context_id(context_id)}.jsonl"
 
-    def reader(self, context_id: str | None, *, granted: bool = True) -> ConversationReader:
+    def reader(
+        self, context_id: str | None, *, granted: bool = True, as_of: int | None = None
+    ) -> ConversationReader:
         """A reader of the record of ``context_id``.
 
         Parameters
@@ -158,16 +170,24 @@ class ConversationStore:
         granted
             Whether the reader holds ``capabilities.conversation.read: true``. When
             ``False`` every read raises ``not-granted``.
+        as_of
+            Read the record as it stood when it held its first ``as_of`` messages (a
+            replay's growth window): later messages are not served, ``total`` counts at
+            most ``as_of``, and a cursor past it is ``invalid-cursor``. ``None`` (the
+            default): the record as it is at each read.
 
         Raises
         ------
         InvalidContextId
             ``context_id`` is not a plain context name; nothing was touched.
+        ValueError
+            ``as_of`` is not a whole number of at least 0.
         """
+        check_as_of(as_of)
         if context_id is None:
             return ConversationReader.empty(granted=granted)
         path = self.record_path(context_id)
-        return ConversationReader(self, context_id, path, granted=granted)
+        return ConversationReader(self, context_id, path, granted=granted, as_of=as_of)
 
     def contexts(self) -> list[str]:
         """Sorted context ids that have a record: a regular ``<id>.jsonl`` file.
@@ -219,7 +239,7 @@ class ConversationReader:
     record. Cursors are opaque strings; pass back ``next_cursor`` unmodified.
     """
 
-    __slots__ = ("_context_id", "_granted", "_path", "_store")
+    __slots__ = ("_as_of", "_context_id", "_granted", "_path", "_store")
 
     def __init__(
         self,
@@ -228,11 +248,13 @@ class ConversationReader:
         path: Path | None,
         *,
         granted: bool,
+        as_of: int | None = None,
     ) -> None:
         self._store = store
         self._context_id = context_id
         self._path = path
         self._granted = bool(granted)
+        self._as_of = as_of  # the record's first messages only: see ConversationStore.reader
 
     @classmethod
     def empty(cls, *, granted: bool = True) -> ConversationReader:
@@ -358,7 +380,8 @@ class ConversationReader:
             if not found:
                 return _no_record(cursor)
             page = _locate(
-                store._codec, context_id, index, cursor, limit=limit, walk=walk, budget=budget
+                store._codec, context_id, index, cursor, limit=limit, walk=walk, budget=budget,
+                as_of=self._as_of,
             )
         return self._decode(page, path, cursor=cursor, limit=limit, walk=walk, budget=budget,
                             retry=_retry)  # fmt: skip
@@ -536,10 +559,11 @@ def _locate(
     limit: int,
     walk: Walk | None,
     budget: ReadBudget | None = None,
+    as_of: int | None = None,
 ) -> _PageSpan:
     """Where the page named by ``cursor`` lies in the (synced, locked) ``index``, cut to
-    ``budget`` when one is given."""
-    total = index.count
+    ``budget`` when one is given; with ``as_of``, in the record's first ``as_of`` messages."""
+    total = index.count if as_of is None else min(index.count, as_of)
     scope = context_id.encode() + b"\0" + (index.token or b"")
     if cursor is None:
         end = total

@@ -32,6 +32,9 @@ class BoundedReader(Protocol):
 
 
 class ReaderSource(Protocol):
+    """What serves ``read-messages``; ``as_of`` is passed only when a call gives one (a
+    replay's window), so a source of the caller's own may leave it out."""
+
     def reader(self, context_id: str | None, *, granted: bool = True) -> Any: ...
 
 

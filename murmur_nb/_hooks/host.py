@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from murmur_nb._conversations.store import ConversationStore, Message, check_context_id
+from murmur_nb._conversations.store import (
+    ConversationStore,
+    Message,
+    check_as_of,
+    check_context_id,
+)
 from murmur_nb._exceptions import HookConfigWarning, HookError
 from murmur_nb._hooks.bounding import Unbounded, refused_count, rewrite_for
 from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hook, wit_dir
@@ -83,6 +88,8 @@ __all__ = [
 ]
 
 FUNCS = {"task-start": "on-task-start", "compact": "on-compact"}
+#: what a call reads: its context id (``None``: no record) and its ``as_of`` (``None``: all)
+Scope = tuple[str | None, int | None]
 #: wasmtime's words for a proposal the engine has switched off (see :data:`NO_GC_HINT`).
 NEEDS_OFF_FEATURE = re.compile(r"not supported without the [a-z ]+ feature|proposal not enabled")
 FUEL_UNLIMITED = (1 << 63) - 1
@@ -486,14 +493,21 @@ class HookHost:
         return self._context_id
 
     def task_start(
-        self, *, task_id: str, context_id: str, hooks: Collection[str] | None = None
+        self,
+        *,
+        task_id: str,
+        context_id: str,
+        hooks: Collection[str] | None = None,
+        as_of: int | None = None,
     ) -> dict[str, HookResult]:
         """Dispatch ``on-task-start`` to every hook subscribed to ``task-start``.
 
         ``hooks`` limits the call to those hook ids (default: every hook; a ``str`` is one
         id). Reads during this call are scoped to ``context_id``'s record, whatever another
         thread starts meanwhile; it also becomes the current task's record, which ``compact``
-        reads when given no ``context_id``, until the next task starts.
+        reads when given no ``context_id``, until the next task starts. With ``as_of`` the
+        reads see the record as it stood when it held its first ``as_of`` messages
+        (:meth:`ConversationStore.reader <murmur_nb.ConversationStore.reader>`).
 
         Raises
         ------
@@ -506,6 +520,7 @@ class HookHost:
         """
         check_text(task_id, "task_id")
         check_context_id(context_id)
+        check_as_of(as_of)
         chosen = self._chosen(hooks)
         self._context_id = context_id
 
@@ -517,7 +532,7 @@ class HookHost:
             setattr(event, "context-id", context_id)
             return (event,)
 
-        return self._dispatch("task-start", make_args, lift_note, chosen, context_id)
+        return self._dispatch("task-start", make_args, lift_note, chosen, (context_id, as_of))
 
     def compact(
         self,
@@ -525,6 +540,7 @@ class HookHost:
         *,
         hooks: Collection[str] | None = None,
         context_id: str | None = None,
+        as_of: int | None = None,
     ) -> dict[str, HookResult]:
         """Dispatch ``on-compact``; each ``ok`` value is the list of messages that hook keeps.
 
@@ -533,7 +549,9 @@ class HookHost:
         during compaction are scoped to ``context_id``'s record; without it, to the current
         task's record as this call starts (an empty page before the first task). Pass
         ``context_id`` when several threads drive one host: the current task is the host's,
-        the ``context_id`` of a call is that call's.
+        the ``context_id`` of a call is that call's. With ``as_of`` the reads see the
+        record as it stood when it held its first ``as_of`` messages: a replay offering the
+        record's first ``as_of`` messages passes it, so the hook cannot read what came after.
 
         Raises
         ------
@@ -548,6 +566,7 @@ class HookHost:
         """
         if context_id is not None:
             check_context_id(context_id)
+        check_as_of(as_of)
         items = compact_items(messages)
         chosen = self._chosen(hooks)
         context = context_id if context_id is not None else self._context_id
@@ -557,7 +576,7 @@ class HookHost:
                 return (Messages(items),)
             return ([message_record(m) for m in items],)
 
-        return self._dispatch("compact", make_args, lift_messages, chosen, context)
+        return self._dispatch("compact", make_args, lift_messages, chosen, (context, as_of))
 
     def close(self) -> None:
         """Release the compiled components and the linker; the host cannot dispatch afterwards.
@@ -584,11 +603,17 @@ class HookHost:
 
     # ----------------------------------------------------------------- dispatch
 
-    def _reader_for(self, info: HookInfo, context_id: str | None) -> Reader:
-        """The reader for one call: its record, or none (SPEC §3)."""
+    def _reader_for(self, info: HookInfo, scope: Scope) -> Reader:
+        """The reader for one call: its record (as of its first ``as_of`` messages, when
+        given), or none (SPEC §3)."""
+        context_id, as_of = scope
         context = None if self._config.transport == "process" else context_id
-        reader: Reader = self._conversations.reader(context, granted=info.read_granted)
-        return reader
+        if as_of is None:  # a source of the caller's own need not know as_of
+            reader: Reader = self._conversations.reader(context, granted=info.read_granted)
+            return reader
+        source: Any = self._conversations
+        bounded: Reader = source.reader(context, granted=info.read_granted, as_of=as_of)
+        return bounded
 
     def _check_open(self) -> None:
         if self._closed:
@@ -606,9 +631,10 @@ class HookHost:
         make_args: Callable[[], tuple[Any, ...]],
         lift: Callable[[Any], Any],
         only: frozenset[str],
-        context_id: str | None,
+        scope: Scope,
     ) -> dict[str, HookResult]:
-        """``event`` to each subscribed hook of ``only``, each reading ``context_id``'s record."""
+        """``event`` to each subscribed hook of ``only``, each reading the record ``scope``
+        names (``(context_id, as_of)``)."""
         self._check_open()
         results: dict[str, HookResult] = {}
         for hook_id, loaded in self._hooks.items():
@@ -621,7 +647,7 @@ class HookHost:
                     hook_id, event, ok=False, error=info.load_error, code=code
                 )
                 continue
-            results[hook_id] = self._call(loaded, event, make_args(), lift, context_id)
+            results[hook_id] = self._call(loaded, event, make_args(), lift, scope)
         return results
 
     def _new_store(
@@ -667,7 +693,7 @@ class HookHost:
         event: str,
         args: tuple[Any, ...],
         lift: Callable[[Any], Any],
-        context_id: str | None,
+        scope: Scope,
     ) -> HookResult:
         """One call within its time limit, counted from now: waiting for the engine included.
 
@@ -687,7 +713,7 @@ class HookHost:
                 code="deadline_exceeded", duration_ms=waited,
             )  # fmt: skip
         try:
-            return self._call_started(loaded, event, args, lift, queued, context_id=context_id)
+            return self._call_started(loaded, event, args, lift, queued, scope=scope)
         finally:
             self.runtime.call_lock.release()
 
@@ -699,7 +725,7 @@ class HookHost:
         lift: Callable[[Any], Any],
         queued: float,
         *,
-        context_id: str | None,
+        scope: Scope,
     ) -> HookResult:
         """The call itself, with the engine's call lock held (taken by :meth:`_call`)."""
         info = loaded.info
@@ -709,7 +735,7 @@ class HookHost:
             limits = limits.model_copy(update={"time_ms": max(1, int(limits.time_ms - waited_ms))})
         out, err = Capture(), Capture()
         started = time.monotonic()
-        reader = self._reader_for(info, context_id)
+        reader = self._reader_for(info, scope)
         call = HookCall(
             reader, deadline=started + limits.time_ms / 1000, memory_bytes=limits.memory_mib << 20
         )

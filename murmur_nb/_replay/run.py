@@ -28,11 +28,12 @@ from murmur_nb._replay.windows import ReplayWindows
 if TYPE_CHECKING:
     import pandas as pd
 
+    from murmur_nb._conversations.store import Message
     from murmur_nb._hooks.host import HookHost
 
 __all__ = [
-    "DEFAULT_TASK_ID", "check_task_id", "hooks_for", "replay_job", "replay_local",
-    "unreadable_rows",
+    "DEFAULT_TASK_ID", "check_task_id", "hooks_for", "record_reach", "replay_job",
+    "replay_local", "unreadable_rows",
 ]  # fmt: skip
 
 #: The task id hooks see on ``task-start`` during a replay (``{context_id}`` is filled in).
@@ -99,15 +100,47 @@ def replay_job(
         for row in unreadable_rows(job, hooks, exc, worker):
             emit(row)
         return
-    tid = task_id.format(context_id=job.context_id)
-    for result in host.task_start(task_id=tid, context_id=job.context_id, hooks=hooks).values():
-        emit(start_row(job.context_id, result, worker))
     ends = windows.ends(messages)
-    for end in ends:
+    whole, reach = record_reach(host.conversations, job, messages, ends)
+    tid = task_id.format(context_id=job.context_id)
+    started = host.task_start(task_id=tid, context_id=job.context_id, hooks=hooks, as_of=whole)
+    for result in started.values():
+        emit(start_row(job.context_id, result, worker))
+    for end, as_of in zip(ends, reach, strict=True):
         window = messages[:end]
-        for result in host.compact(window, hooks=hooks, context_id=job.context_id).values():
+        called = host.compact(window, hooks=hooks, context_id=job.context_id, as_of=as_of)
+        for result in called.values():
             emit(compact_row(job.context_id, result, window, final=end == ends[-1],
                              worker=worker))  # fmt: skip
+
+
+def record_reach(
+    conversations: Any, job: RecordJob, messages: Sequence[Message], ends: Sequence[int]
+) -> tuple[int, list[int]]:
+    """How much of the record the hooks may read: on ``task-start`` (the record as the replay
+    read it), and at each window end (the record as it stood then: a hook never reads a
+    message newer than its window, nor one appended since the replay read the record).
+
+    A record read by id is ``messages``: a window of ``n`` is its first ``n``. A frame's
+    messages may be a selection of the record's, so a window reaches as far into the record
+    as its newest message found there (by id; none found: nothing).
+    """
+    if job.messages is None:
+        return len(messages), list(ends)
+    try:
+        record = record_messages(conversations, job.context_id)
+    except (ConversationReadError, InvalidContextId, OSError):
+        record = []
+    position = {m.id: i + 1 for i, m in enumerate(record)}
+    reach, found = [], 0
+    wanted = iter(ends)
+    end = next(wanted, None)
+    for n, message in enumerate(messages, start=1):
+        found = max(found, position.get(message.id, 0))
+        if n == end:
+            reach.append(found)
+            end = next(wanted, None)
+    return found, reach
 
 
 @contextlib.contextmanager
