@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import wasmtime
 from _users import rerun, reruns_in_each_setting, test_user
+from _wat import assemble
 from wasmtime.component import Component
 
 import murmur_nb as mnb
@@ -515,3 +516,75 @@ def test_a_copy_written_into_before_its_seal_never_runs_as_a_user_or_in_a_contai
     )
     assert done == 0, tail
     assert "1 passed" in tail, tail
+
+
+def _leb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def locals_bomb(functions: int) -> bytes:
+    """A component of ``functions`` functions, each declaring 50,000 i64 locals (wasmparser's
+    most) in 9 bytes: 10 KB for 1,000 of them. A custom section of random bytes makes its
+    digest new, so no cached compile of an earlier run can stand in for compiling it."""
+    body = b"\x08\x02\x01\x7e\xcf\x86\x03\x7e\x0b"  # size; (1 i64) (49,999 i64); end
+    types = b"\x01\x60\x00\x00"
+    funcs = _leb(functions) + b"\x00" * functions
+    code = _leb(functions) + body * functions
+    module = b"\0asm\x01\0\0\0" + b"".join(
+        bytes([sid]) + _leb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
+    )
+    custom = b"\x04salt" + os.urandom(16)
+    return (b"\0asm\x0d\0\x01\0" + b"\x01" + _leb(len(module)) + module
+            + b"\x00" + _leb(len(custom)) + custom)  # fmt: skip
+
+
+def test_a_component_declaring_millions_of_locals_is_refused_before_it_compiles(
+    tmp_path: Path,
+) -> None:
+    """2,000 functions of 50,000 locals each: 20 KB that kept cranelift busy ~5 s of the
+    kernel's CPU (1.2 MB of them, ~10 minutes). It is refused, naming the limit and how to
+    raise it, without the compile; the other hook loads."""
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "bomb.wasm").write_bytes(locals_bomb(2000))
+    (tmp_path / "hooks" / "good.wasm").write_bytes(assemble("guest.wat"))
+    good_only = "hooks:\n  good:\n    component: hooks/good.wasm\n"
+    (tmp_path / "murmur.yaml").write_text(good_only, encoding="utf-8")
+    mnb.HookHost.from_config(tmp_path / "murmur.yaml").close()  # wasmtime loaded, good cached
+    (tmp_path / "murmur.yaml").write_text(
+        good_only + "  bomb:\n    component: hooks/bomb.wasm\n", encoding="utf-8")
+    cpu = time.process_time()  # cranelift's worker threads count too
+    with mnb.HookHost.from_config(tmp_path / "murmur.yaml") as hooks:
+        spent = time.process_time() - cpu
+        bomb, good = hooks.hooks["bomb"], hooks.hooks["good"]
+    assert spent < 1.0, f"{spent:.1f} s of CPU loading the hooks"
+    assert good.loaded and not bomb.loaded and bomb.load_code == "load_failed"
+    assert "100,000,000 locals" in (bomb.load_error or "")
+    assert "$MURMUR_NB_HOOK_MAX_LOCALS" in (bomb.load_error or "")
+
+
+def test_the_locals_bound_is_raised_by_its_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the bound raised past it, the component compiles (and is refused for what it
+    lacks); a value that is no count keeps the default, with a warning."""
+    component = tmp_path / "hooks" / "many.wasm"
+    component.parent.mkdir()
+    component.write_bytes(locals_bomb(21))  # 1,050,000 locals
+    (tmp_path / "murmur.yaml").write_text(
+        "hooks:\n  many:\n    component: hooks/many.wasm\n", encoding="utf-8")
+    with mnb.HookHost.from_config(tmp_path / "murmur.yaml") as hooks:
+        assert "1,050,000 locals" in (hooks.hooks["many"].load_error or "")
+    monkeypatch.setenv("MURMUR_NB_HOOK_MAX_LOCALS", "2000000")
+    with mnb.HookHost.from_config(tmp_path / "murmur.yaml") as hooks:
+        assert "does not export" in (hooks.hooks["many"].load_error or "")
+    monkeypatch.setenv("MURMUR_NB_HOOK_MAX_LOCALS", "lots")
+    component.write_bytes(locals_bomb(21))  # new bytes: the raised bound compiled the old ones
+    with pytest.warns(mnb.HookConfigWarning, match="MURMUR_NB_HOOK_MAX_LOCALS='lots'"):
+        hooks = mnb.HookHost.from_config(tmp_path / "murmur.yaml")
+    assert "1,050,000 locals" in (hooks.hooks["many"].load_error or "")
+    hooks.close()

@@ -64,6 +64,7 @@ from murmur_nb._files.sealed import sealed_copy
 from murmur_nb._files.sealing_key import key_dir, sealing_key
 from murmur_nb._files.sealing_key import user_key as cache_key
 from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
+from murmur_nb._hooks.compile_cost import check_compile_cost
 from murmur_nb._rules import cache_dir, sha256_file
 
 if TYPE_CHECKING:
@@ -423,6 +424,9 @@ class ComponentCache:
             The component file cannot be read.
         wasmtime.WasmtimeError
             The file is not a valid component.
+        TooCostly
+            Compiling it would cost more than the bound allows (:mod:`.compile_cost`); it
+            was not compiled.
         Exception
             Whatever ``rewrite`` raises.
         """
@@ -465,6 +469,7 @@ class ComponentCache:
             digest, entry = actual, self.entry_path(_keyed(actual, rewrite))
         if rewrite is not None:
             data = rewrite[1](data)
+        check_compile_cost(data)  # the very bytes compiled, before cranelift sees them
         component = Component(self._engine, data)
         with contextlib.suppress(OSError):  # a read-only cache only costs a compile next time
             compiled = component.serialize()

@@ -42,6 +42,7 @@ from murmur_nb._hooks.bounding import Unbounded, refused_count, rewrite_for
 from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hook, wit_dir
 from murmur_nb._hooks.cache import LoadedComponent, Rewrite
 from murmur_nb._hooks.calls import CURRENT_CALL, HookCall, Reader, ReaderSource
+from murmur_nb._hooks.compile_cost import TooCostly
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.diagnostics import classify, explain, reason
 from murmur_nb._hooks.lifting import (
@@ -407,6 +408,8 @@ class HookHost:
                 f"bounded before wasmtime copies it out ({exc}); build it with "
                 "componentize-py or componentize-js, or drop `compact` from its events",
             )
+        except TooCostly as exc:
+            return failed(info, f"{entry.component} is refused before compiling: {exc}")
         except (OSError, WasmtimeError) as exc:
             why = reason(str(exc))
             hint = f"; {NO_GC_HINT}" if NEEDS_OFF_FEATURE.search(why) else ""
