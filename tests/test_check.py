@@ -197,8 +197,10 @@ def test_the_budget_bounds_the_wall_time_of_a_module_that_may_wait_30_s(tmp_path
     assert done.returncode == 0, done.stdout + done.stderr
     text = " ".join(done.stdout.split())
     took = re.search(r" pass in (\d+\.\d) s \(", text)
-    assert took and float(took[1]) <= 5 + 2.5, text  # the check: describe twice, a kill
-    assert wall <= 5 + 7, (wall, text)  # the command: an interpreter and imports as well
+    # the check: describe twice and a kill besides the budget (8.0 s once, beside other
+    # suites: the margins are for a loaded machine; the bug took 33 s)
+    assert took and float(took[1]) <= 5 + 5, text
+    assert wall <= 5 + 10, (wall, text)  # the command: an interpreter and imports as well
     match = re.search(r"(\d+) inputs left out, the 5 s budget per capability spent "
                       r"\(sleepy\.wait: ([^)]*)\)", text)  # fmt: skip
     assert match and int(match[1]) >= 1, text
