@@ -20,7 +20,10 @@ from test_hook_guard import MIB, WAT, PeakRss, flood_guest, host
 
 import murmur_nb as mnb
 from murmur_nb import ConversationStore, RecordWriter
-from murmur_nb._hooks.bounding import Unbounded, bound_compact  # private: the rewrite itself
+from murmur_nb._hooks.guest_code.bounding import (  # private: the rewrite itself
+    Unbounded,
+    bound_compact,
+)
 
 COMPACT = "hooks:\n  h:\n    component: hooks/h.wasm\n    events: [compact]\n"
 

@@ -787,8 +787,9 @@ def test_a_result_of_300000_messages_is_refused_before_it_is_lifted(
     assert "300000 messages" in (result.error or "") and "murmur.yaml" in (result.error or "")
     assert result.value is None
     assert elapsed < 3.0, elapsed
-    # counted in the guest (_hooks/bounding.py): wasmtime's own copy out of guest memory, about
-    # 400 MiB here, is not made, nor any Python object (another 100+ MiB and 13 s before)
+    # counted in the guest (_hooks/guest_code/bounding.py): wasmtime's own copy out of guest
+    # memory, about 400 MiB here, is not made, nor any Python object (another 100+ MiB and
+    # 13 s before)
     assert rss.peak - rss.baseline < 48 * MIB, (rss.peak - rss.baseline) / MIB
 
 

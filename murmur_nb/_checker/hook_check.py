@@ -35,8 +35,8 @@ from murmur_nb._conversations.store import ConversationStore, Message
 from murmur_nb._conversations.tool_envelope import decode as decode_tool_envelope
 from murmur_nb._exceptions import ConversationReadError, HookConfigError, HookError
 from murmur_nb._files.scratch import temp_folder
-from murmur_nb._hooks.bounding import Unbounded, rewrite_for
 from murmur_nb._hooks.config import EVENTS, HookConfig, HookEntry, HookLimits, load_hook_config
+from murmur_nb._hooks.guest_code.bounding import Unbounded, rewrite_for
 from murmur_nb._hooks.host import FUNCS, HookHost
 from murmur_nb._hooks.results import HookResult
 from murmur_nb._hooks.runtime import Runtime

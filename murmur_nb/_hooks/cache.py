@@ -64,7 +64,7 @@ from murmur_nb._files.sealed import sealed_copy
 from murmur_nb._files.sealing_key import key_dir, sealing_key
 from murmur_nb._files.sealing_key import user_key as cache_key
 from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
-from murmur_nb._hooks.compile_cost import check_compile_cost
+from murmur_nb._hooks.guest_code.compile_cost import check_compile_cost
 from murmur_nb._rules import cache_dir, sha256_file
 
 if TYPE_CHECKING:
@@ -425,7 +425,7 @@ class ComponentCache:
         wasmtime.WasmtimeError
             The file is not a valid component.
         TooCostly
-            Compiling it would cost more than the bound allows (:mod:`.compile_cost`); it
+            Compiling it would cost more than the bound allows (:mod:`.guest_code.compile_cost`); it
             was not compiled.
         Exception
             Whatever ``rewrite`` raises.

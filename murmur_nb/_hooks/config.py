@@ -130,7 +130,8 @@ class HookLimits(BaseModel):
     result_messages, result_mib : int
         The most messages, and MiB of text (every string counted), one result may hold; a
         larger result is refused with ``result_too_large`` before it becomes Python objects
-        (a longer list before wasmtime copies any of it: :mod:`murmur_nb._hooks.bounding`).
+        (a longer list before wasmtime copies any of it:
+        :mod:`murmur_nb._hooks.guest_code.bounding`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

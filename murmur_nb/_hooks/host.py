@@ -13,7 +13,7 @@ Result codes (``HookResult.code``): ``guest_error`` (the hook returned ``err``),
 ``instance_limit``, ``host_error``, ``load_failed`` / ``link_error`` (the hook did not load),
 ``invalid_output`` (a value with no Python form), ``result_too_large`` (past
 ``limits.result_messages`` or ``limits.result_mib``; see :mod:`murmur_nb._hooks.lifting`
-and, for the count checked in the guest, :mod:`murmur_nb._hooks.bounding`).
+and, for the count checked in the guest, :mod:`murmur_nb._hooks.guest_code.bounding`).
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ from murmur_nb._conversations.store import (
     check_context_id,
 )
 from murmur_nb._exceptions import HookConfigWarning, HookError
-from murmur_nb._hooks.bounding import Unbounded, refused_count, rewrite_for
 from murmur_nb._hooks.build import HOOK_WORLD, build_demo_hook, build_python_hook, wit_dir
 from murmur_nb._hooks.cache import LoadedComponent, Rewrite
 from murmur_nb._hooks.calls import CURRENT_CALL, HookCall, Reader, ReaderSource
-from murmur_nb._hooks.compile_cost import TooCostly
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.diagnostics import classify, explain, reason
+from murmur_nb._hooks.guest_code.bounding import Unbounded, refused_count, rewrite_for
+from murmur_nb._hooks.guest_code.compile_cost import TooCostly
 from murmur_nb._hooks.lifting import (
     Budget,
     LiftStopped,

@@ -7,9 +7,10 @@ message count, then each string's size, the deadline and Ctrl-C checked every
 :data:`CHECK_EVERY` values; past ``limits.result_messages`` or ``result_mib`` it is
 ``result_too_large`` before any Python object exists. wasmtime's own copy out of guest memory
 (about 3 µs and 1.4 KiB per message) comes before all of this: the message count is checked
-in the guest first (:mod:`.bounding`), so that copy holds at most ``result_messages``. Each value's
-kind is checked against the world's type (``invalid_output`` otherwise). Like
-:mod:`.lowering`, this uses ``wasmtime._ffi`` and is pinned to the same tested versions.
+in the guest first (:mod:`.guest_code.bounding`), so that copy holds at most
+``result_messages``. Each value's kind is checked against the world's type
+(``invalid_output`` otherwise). Like :mod:`.lowering`, this uses ``wasmtime._ffi`` and is
+pinned to the same tested versions.
 """
 
 from __future__ import annotations

@@ -1,0 +1,7 @@
+"""What the host reads, and rewrites, of a hook's code before wasmtime compiles it.
+
+:mod:`.compile_cost` counts what compiling a component would cost the kernel and refuses a
+component past its bound; :mod:`.bounding` rewrites ``on-compact`` so its result is counted
+inside the guest. Both read the WebAssembly binary themselves: wasmtime-py offers no view of
+a component's sections.
+"""
