@@ -369,7 +369,11 @@ BIG_COMPONENT = """
 
 #: a process of the kernel's user: it watches the kernel's descriptors for the copy of an
 #: entry a load makes, opens it through ``/proc/<pid>/fd`` and writes 42 over the code until
-#: the copy refuses writes (sealed); it prints how many copies it wrote into
+#: the copy refuses writes (sealed); it prints how many copies it wrote into. What it opened
+#: is checked to be such a copy (between the ``readlink`` and the ``open`` the kernel may have
+#: closed the copy and reused its number for a file that never refuses a write: the entry
+#: itself, or the temporary file of a recompiled one), and the stop file is looked at while it
+#: writes too, so it ends however a write loop goes.
 COPY_WRITER = """
 import os, sys
 pid, at, stop = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -387,9 +391,13 @@ while not os.path.exists(stop):
         except OSError:
             continue
         try:
-            while True:
+            if "memfd:murmur-nb-component" not in os.readlink(f"/proc/self/fd/{fd}"):
+                continue
+            writes = 0
+            while writes % 4096 or not os.path.exists(stop):
                 os.pwrite(fd, bytes([42]), at)
                 copies.add(os.fstat(fd).st_ino)
+                writes += 1
         except OSError:
             pass
         finally:
