@@ -535,10 +535,11 @@ def _leb(value: int) -> bytes:
             return bytes(out)
 
 
-def locals_bomb(functions: int) -> bytes:
-    """A component of ``functions`` functions, each declaring 50,000 i64 locals (wasmparser's
-    most) in 9 bytes: 10 KB for 1,000 of them. A custom section of random bytes makes its
-    digest new, so no cached compile of an earlier run can stand in for compiling it."""
+def locals_module(functions: int) -> bytes:
+    """A component's core module section (id and size included) of ``functions`` functions,
+    each declaring 50,000 i64 locals (wasmparser's most) in 9 bytes, then a custom section
+    of random bytes: appended to a component, its digest is new, so no cached compile of an
+    earlier run can stand in for compiling it."""
     body = b"\x08\x02\x01\x7e\xcf\x86\x03\x7e\x0b"  # size; (1 i64) (49,999 i64); end
     types = b"\x01\x60\x00\x00"
     funcs = _leb(functions) + b"\x00" * functions
@@ -547,8 +548,13 @@ def locals_bomb(functions: int) -> bytes:
         bytes([sid]) + _leb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
     )
     custom = b"\x04salt" + os.urandom(16)
-    return (b"\0asm\x0d\0\x01\0" + b"\x01" + _leb(len(module)) + module
-            + b"\x00" + _leb(len(custom)) + custom)  # fmt: skip
+    return b"\x01" + _leb(len(module)) + module + b"\x00" + _leb(len(custom)) + custom
+
+
+def locals_bomb(functions: int) -> bytes:
+    """A component of ``functions`` functions, each declaring 50,000 i64 locals: 10 KB for
+    1,000 of them (:func:`locals_module`), new bytes on each call."""
+    return b"\0asm\x0d\0\x01\0" + locals_module(functions)
 
 
 def params_bomb(functions: int) -> bytes:
@@ -608,6 +614,7 @@ def test_the_locals_bound_is_raised_by_its_variable(
     monkeypatch.setenv("MURMUR_NB_HOOK_MAX_LOCALS", "2000000")
     with mnb.HookHost.from_config(tmp_path / "murmur.yaml") as hooks:
         assert "does not export" in (hooks.hooks["many"].load_error or "")
+        assert hooks.config.max_locals == 2_000_000  # read once: what a replay's workers apply
     monkeypatch.setenv("MURMUR_NB_HOOK_MAX_LOCALS", "lots")
     component.write_bytes(locals_bomb(21))  # new bytes: the raised bound compiled the old ones
     with pytest.warns(mnb.HookConfigWarning, match="MURMUR_NB_HOOK_MAX_LOCALS='lots'"):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_hook_cache import locals_module
 from test_hook_replay import assemble, capsule, talk, write
 
 import murmur_nb as mnb
@@ -145,9 +146,12 @@ def test_workers_load_only_sealed_compiled_components(
 
 
 @contextlib.contextmanager
-def fresh_client() -> Iterator[distributed.Client]:
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
+def fresh_client(n_workers: int = 2, **env: str) -> Iterator[distributed.Client]:
+    """A cluster of its own: ``n_workers`` worker processes of one thread, whose environment
+    is this process's with ``env`` over it."""
+    cluster = distributed.LocalCluster(n_workers=n_workers, processes=True, threads_per_worker=1,
+                                       security=True, dashboard_address="127.0.0.1:0",
+                                       **({"env": env} if env else {}))  # fmt: skip
     try:
         with distributed.Client(cluster) as c:
             yield c
@@ -329,3 +333,32 @@ def test_every_row_reads_its_own_record_on_workers_of_four_threads(
         cluster.close()
     notes = remote[remote["event"] == "task-start"].set_index("context_id")["note"]
     assert notes.to_dict() == {c: f"{n}|{n}|{c}-{n - 1}|-" for c, n in sizes.items()}
+
+
+def test_workers_apply_the_kernels_locals_bound_not_their_own(
+    tmp_path: Path, murmur_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A working hook with 1,050,000 locals (an unused core module of them beside its own),
+    over the default bound of 1,000,000: the kernel raised ``$MURMUR_NB_HOOK_MAX_LOCALS`` and
+    loads it; the worker's environment keeps the default, and its cache is a folder of its
+    own (a compile of the kernel's would load there without the check). Its rows are the
+    kernel's, all ok (before, every one was ``load_failed``: the worker read its own bound)."""
+    write(murmur_home, "plain-00", talk(5))
+    write(murmur_home, "plain-01", talk(9))
+    big = assemble("replay.wat") + locals_module(21)
+    path = capsule(tmp_path / "capsule", "hooks:\n  big:\n    component: hooks/big.wasm\n",
+                   big=big)  # fmt: skip
+    default = {"MURMUR_NB_HOOK_MAX_LOCALS": "", "MURMUR_NB_CACHE": str(tmp_path / "worker-cache")}
+    with fresh_client(1, **default) as c:
+        monkeypatch.setenv("MURMUR_NB_HOOK_MAX_LOCALS", "2000000")
+        worker_bound = c.run(lambda: os.environ.get("MURMUR_NB_HOOK_MAX_LOCALS"))
+        assert list(worker_bound.values()) == [""]  # the default, as when unset
+        store = mnb.ConversationStore(murmur_home)
+        with mnb.HookHost.from_config(path, conversations=store) as host:
+            assert host.hooks["big"].loaded, host.hooks["big"].load_error
+            local = mnb.replay(host, "*", windows=3, progress=False)
+            remote = mnb.replay(host, "*", windows=3, client=c, progress=False)
+    assert remote["ok"].all(), remote[["event", "code", "error"]].head(2).to_dict("records")
+    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE)), differences(
+        remote.drop(columns=VOLATILE), local.drop(columns=VOLATILE)
+    )

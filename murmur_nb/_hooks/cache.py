@@ -411,12 +411,16 @@ class ComponentCache:
             _atomic_write(memo, f"{digest} {self._mac(signature, digest)}".encode("ascii"))
         return digest
 
-    def load(self, path: Path, *, rewrite: Rewrite | None = None) -> LoadedComponent:
+    def load(
+        self, path: Path, *, rewrite: Rewrite | None = None, max_locals: int | None = None
+    ) -> LoadedComponent:
         """Compile ``path``, or load its compiled form from the cache.
 
         ``rewrite`` is ``(tag, function)``: the component's bytes go through ``function``
         before they are compiled, and the entry is keyed by the file's digest and ``tag``
-        (the returned ``digest`` is still the file's).
+        (the returned ``digest`` is still the file's). ``max_locals`` bounds what a compile
+        may cost (:mod:`.guest_code.compile_cost`; default: ``$MURMUR_NB_HOOK_MAX_LOCALS``
+        of this process); a compiled form already cached costs no compile and loads.
 
         Raises
         ------
@@ -438,7 +442,7 @@ class ComponentCache:
             if kept is not None:
                 self._memory[key] = kept  # most recently used last
                 return LoadedComponent(kept, digest, "memory", entry)
-        loaded = self._load(path, digest, entry, rewrite)
+        loaded = self._load(path, digest, entry, rewrite, max_locals)
         if self._keep > 0:
             with self._lock:
                 self._memory[_keyed(loaded.digest, rewrite)] = loaded.component
@@ -447,8 +451,9 @@ class ComponentCache:
         return loaded
 
     def _load(
-        self, path: Path, digest: str, entry: Path, rewrite: Rewrite | None
-    ) -> LoadedComponent:
+        self, path: Path, digest: str, entry: Path, rewrite: Rewrite | None,
+        max_locals: int | None,
+    ) -> LoadedComponent:  # fmt: skip
         from wasmtime.component import Component  # noqa: PLC0415 - loads on first use
 
         source = "compiled"
@@ -469,7 +474,7 @@ class ComponentCache:
             digest, entry = actual, self.entry_path(_keyed(actual, rewrite))
         if rewrite is not None:
             data = rewrite[1](data)
-        check_compile_cost(data)  # the very bytes compiled, before cranelift sees them
+        check_compile_cost(data, max_locals)  # the very bytes compiled, before cranelift
         component = Component(self._engine, data)
         with contextlib.suppress(OSError):  # a read-only cache only costs a compile next time
             compiled = component.serialize()

@@ -43,9 +43,10 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import yaml
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from murmur_nb._exceptions import HookConfigError
+from murmur_nb._hooks.guest_code.compile_cost import max_locals
 
 __all__ = [
     "EVENTS",
@@ -181,7 +182,17 @@ class HookEntry(BaseModel):
 
 
 class HookConfig(BaseModel):
-    """The hook-related part of one ``murmur.yaml``."""
+    """The hook-related part of one ``murmur.yaml``, and the kernel's bound on compiling.
+
+    Attributes
+    ----------
+    max_locals : int
+        The most locals (parameters included) a hook component's functions may have in
+        all before it is refused uncompiled (:mod:`murmur_nb._hooks.guest_code.compile_cost`):
+        ``$MURMUR_NB_HOOK_MAX_LOCALS`` as it was when the config was made, read once here
+        so that whatever loads these hooks elsewhere (a replay's Dask workers) applies the
+        kernel's bound, not its own environment's.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -189,6 +200,7 @@ class HookConfig(BaseModel):
     transport: Literal["api", "process"]
     default_limits: HookLimits
     hooks: tuple[HookEntry, ...]
+    max_locals: int = Field(default_factory=max_locals, ge=1)
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

@@ -400,7 +400,8 @@ class HookHost:
                     "component (wasm-tools parse turns .wat text into one) and point "
                     "`component:` at it",
                 )
-            loaded = self.runtime.cache.load(entry.component, rewrite=_bounded(entry))
+            loaded = self.runtime.cache.load(entry.component, rewrite=_bounded(entry),
+                                             max_locals=self._config.max_locals)  # fmt: skip
         except Unbounded as exc:
             return failed(
                 info,

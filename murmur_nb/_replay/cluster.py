@@ -7,12 +7,15 @@ Design notes
   hook's component bytes as the kernel's host loaded and checked them
   (:meth:`~murmur_nb.HookHost.component_bytes`, never the file as it is on disk now: a
   component rebuilt or swapped since ``from_config`` is not what the kernel checked) and
-  their SHA-256, its events, grant and the very limits of the kernel's ``murmur.yaml``, and
-  the murmur home. On first use in a worker process :func:`worker_host` checks each hook's
-  digest, writes the bytes into a private folder and builds a :class:`~murmur_nb.HookHost`
-  over them, which loads each component through the process's compiled-component cache: an
-  entry is used only when its seal checks out under the user's cache key, exactly as in the
-  kernel (else it is recompiled). A hook whose bytes do not hash to the digest the kernel
+  their SHA-256, its events, grant and the very limits of the kernel's ``murmur.yaml``, the
+  kernel's bound on compiling (``HookConfig.max_locals``: a worker's own
+  ``$MURMUR_NB_HOOK_MAX_LOCALS`` is not the kernel's, and a hook the kernel loaded under a
+  raised bound was ``load_failed`` on workers that kept the default), and the murmur home.
+  On first use in a worker process :func:`worker_host` checks each hook's digest, writes
+  the bytes into a private folder and builds a :class:`~murmur_nb.HookHost` over them,
+  which loads each component through the process's compiled-component cache: an entry is
+  used only when its seal checks out under the user's cache key, exactly as in the kernel
+  (else it is recompiled). A hook whose bytes do not hash to the digest the kernel
   sent is refused before anything of it is written or compiled: its rows are
   ``digest_mismatch``. A hook the kernel did not load is not shipped: its rows carry the
   kernel's ``load_error`` and code, as a local replay's do.
@@ -93,10 +96,11 @@ class Payload:
     hooks: tuple[ShippedHook, ...]
     transport: str
     home: str
+    max_locals: int
 
     @property
     def key(self) -> str:
-        parts = [self.transport, self.home]
+        parts = [self.transport, self.home, str(self.max_locals)]
         parts += [f"{h.id}:{h.digest}:{h.events}:{h.read_granted}:{sorted(h.limits.items())}"
                   for h in self.hooks]  # fmt: skip
         return hashlib.sha256("|".join(parts).encode()).hexdigest()
@@ -123,7 +127,7 @@ def payload_of(host: HookHost, hooks: tuple[str, ...]) -> Payload:
             "replay(client=...) needs the HookHost's conversations to be a ConversationStore "
             "(workers open a store of the same home)"
         )
-    return Payload(tuple(shipped), host.config.transport, str(home))
+    return Payload(tuple(shipped), host.config.transport, str(home), host.config.max_locals)
 
 
 # -- on the worker -------------------------------------------------------------------------
@@ -162,8 +166,8 @@ def worker_host(payload: Payload) -> tuple[HookHost, dict[str, str]]:
                 refused[hook.id] = made
             else:
                 entries.append(made)
-        config = HookConfig(path=None, transport=payload.transport,
-                            default_limits=HookLimits(), hooks=tuple(entries))  # fmt: skip
+        config = HookConfig(path=None, transport=payload.transport, default_limits=HookLimits(),
+                            hooks=tuple(entries), max_locals=payload.max_locals)  # fmt: skip
         host = HookHost(config, conversations=ConversationStore(payload.home))
         for hook in payload.hooks:  # what this worker compiled is what the kernel loaded
             info = host.hooks.get(hook.id)

@@ -61,10 +61,12 @@ def max_locals() -> int:
     return count
 
 
-def check_compile_cost(data: bytes) -> None:
+def check_compile_cost(data: bytes, limit: int | None = None) -> None:
     """Raise :class:`TooCostly` when the functions of ``data`` (a component or a core
-    module) have more locals, parameters included, than :func:`max_locals`."""
-    limit = max_locals()
+    module) have more locals, parameters included, than ``limit`` (default:
+    :func:`max_locals`, this process's variable)."""
+    if limit is None:
+        limit = max_locals()
     count = declared_locals(data)
     if count > limit:
         raise TooCostly(
