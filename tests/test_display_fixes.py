@@ -363,6 +363,29 @@ def test_thousands_of_rejected_artifacts_are_counted_not_listed(host: mnb.Module
         assert "… and 4988 more rejected" in shown[name]
 
 
+def test_a_list_of_thousands_of_rejected_artifacts_draws_a_dozen_cards(
+    host: mnb.ModuleHost,
+) -> None:
+    """``render(inv.rejected_artifacts)`` (a gallery) drew an error card for every item:
+    20,000 of them were 14 MB of HTML and 1.2 MB of text (and 1.2 s). The first 12 are
+    drawn, as an invocation's are, and one line counts the rest, saying how to draw them."""
+    claims = [{"path": "x", "root": "nope", "id": f"r{i}", "bytes": 1,
+               "digest": "sha256:" + "0" * 64} for i in range(20_000)]  # fmt: skip
+    rejected = host.invoke("hostile.make", {"claims": claims}).rejected_artifacts
+    assert len(rejected) == 20_000
+    shown = _shown(mnb.render(rejected))
+    sizes = {name: len(text) for name, text in shown.items()}
+    assert max(sizes.values()) < 16_000, sizes
+    assert shown["text/plain"].startswith("gallery · 20000 items\nerror · r0 · ")
+    line = ("… and 19988 more rejected (the list given to render() keeps them all; render a "
+            "slice of it, such as [12:24], to draw others)")  # fmt: skip
+    for name in ("text/html", "text/plain"):
+        text = shown[name]
+        assert "r11" in text and "r12" not in text and line in text, name
+    others = mnb.render(rejected[12:24]).text
+    assert "error · r12 · " in others and "error · r23 · " in others and "more" not in others
+
+
 @pytest.mark.parametrize("capability", ["raw.say", "raw.fail"])
 def test_what_a_module_says_at_length_is_cut_in_its_invocation_view(
     host: mnb.ModuleHost, capability: str

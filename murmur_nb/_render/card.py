@@ -117,15 +117,19 @@ def _short_json(value: Any, limit: int = RESULT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _more_line(count: int, whole: str, what: str = "") -> str:
+def _more_line(count: int, whole: str, what: str = "", how: str = "") -> str:
     """The line counting ``count`` items a display leaves out, naming ``whole``, the
     attribute that keeps them all (``"… and 3 more rejected (Invocation.rejected_artifacts
-    keeps them all)"``)."""
-    return f"… and {count} more{what} ({whole} keeps them all)"
+    keeps them all)"``), then ``how`` to see them, if said."""
+    return f"… and {count} more{what} ({whole} keeps them all{how})"
 
 
-def more_rejected(count: int) -> str:
-    """The line counting ``count`` rejected artifacts a display leaves out."""
+def more_rejected(count: int, *, listed: bool = False) -> str:
+    """The line counting ``count`` rejected artifacts a display leaves out: of an
+    invocation, or (``listed``) of a list given to ``render``, which a slice of shows."""
+    if listed:
+        how = f"; render a slice of it, such as [{MAX_ROWS}:{2 * MAX_ROWS}], to draw others"
+        return _more_line(count, "the list given to render()", " rejected", how)
     return _more_line(count, "Invocation.rejected_artifacts", " rejected")
 
 
