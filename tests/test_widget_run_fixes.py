@@ -10,14 +10,18 @@ and the browser keeps the form a user is filling. Driven from Python against rea
 from __future__ import annotations
 
 import html
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import ipywidgets as w
 import pytest
+from _modules import default_descriptor, install, write_descriptor
+from IPython.core.formatters import DisplayFormatter
 
-from murmur_nb import DemoHome, ModuleHost, Policy
-from murmur_nb.widgets import CapabilityForm, InvocationView, ModuleBrowser
+from murmur_nb import DemoHome, MissingRequirement, ModuleHost, Policy
+from murmur_nb.widgets import CapabilityForm, InvocationView, LiveRun, ModuleBrowser
 
 FACET_MODULES = [("sleepy", "sleepy"), ("crashy", "crashy")]
 
@@ -190,3 +194,54 @@ def test_stopped_polling_is_a_stopped_run_not_an_ok_one(demo: ModuleHost) -> Non
         run = browser.history[-1]
         assert (run.status, run.outcome) == (said, said)
     assert browser.text().endswith("runs: 2 (last: studio.storyboard cancelled)")
+
+
+def _drawn(widget: w.Widget) -> dict[str, int]:
+    """Characters of what ``widget`` shows: its HTML and text representations, and the
+    values of every HTML widget inside it (what a notebook saves of its state)."""
+    data, _ = DisplayFormatter().format(widget)
+    sizes = {str(k): len(v) for k, v in data.items() if isinstance(v, str)}
+    stack, inside = [widget], 0
+    while stack:
+        child = stack.pop()
+        inside += len(child.value) if isinstance(child, w.HTML) else 0
+        stack.extend(getattr(child, "children", ()))
+    return {**sizes, "html widgets": inside}
+
+
+def test_a_host_error_of_megabytes_is_cut_in_the_run_the_form_and_the_browser(
+    tmp_path: Path,
+) -> None:
+    """A module declares a requirement it lacks with a 3 MB ``detail``: the host's
+    ``MissingRequirement`` quotes it, and the LiveRun, the form and the browser's history put
+    it whole into their HTML and text (3 MB each, at every redraw). Each now cuts it at 2,000
+    characters, as every display of a module's words; the error object keeps it whole."""
+    home = tmp_path / "home"
+    folder = install(home, "plain")
+    descriptor = default_descriptor(home, "plain")
+    descriptor["requirements"] = [{"kind": "binary", "name": "tool", "available": False,
+                                   "detail": "D" * 3_000_000}]  # fmt: skip
+    write_descriptor(folder, descriptor)
+    with ModuleHost(home=home) as host:
+        ended = threading.Event()
+        run = LiveRun(host, "plain.echo", {"count": 1}, on_done=lambda _run: ended.set())
+        assert ended.wait(30) and run.state == "refused"
+        browser = ModuleBrowser(host)
+        form = browser.open_form("plain.echo", setup_first=False)
+        form.set_value("count", "1")
+        form.run_button.click()
+        form.wait(30)
+        _until(lambda: len(browser.history) == 1)
+        shown = browser.show_run(browser.history[0])
+    assert isinstance(shown, w.HTML)  # nothing came back: the host's error
+    for name, widget in (("run", run), ("form", form), ("history", shown)):
+        sizes = _drawn(widget)
+        assert max(sizes.values()) < 16_000, (name, sizes)
+    for error in (run.error, form.error, browser.history[0].error):
+        assert isinstance(error, MissingRequirement) and len(error.message) > 3_000_000
+    assert run.error is not None
+    cut = run.error.message[:2_000] + "…"  # the message as every display cuts it
+    for name, text in (("run", run.text()), ("run status", html.unescape(run.status.value)),
+                       ("form", form.text()), ("form status", html.unescape(form.status.value)),
+                       ("history", html.unescape(shown.value))):  # fmt: skip
+        assert cut in text and "D" * 2_000 not in text, name

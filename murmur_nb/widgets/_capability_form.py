@@ -36,7 +36,7 @@ import ipywidgets as w
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
 from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb._modules.host import ModuleHost
-from murmur_nb._render.card import problems_of
+from murmur_nb._render.card import problems_of, said
 from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell, invoke_call
 from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
 from murmur_nb.widgets._form_fields import Field, accessible_name, error_html, flatten
@@ -112,8 +112,13 @@ class CapabilityForm(TextView):
         its invocations (a crash's is the host error's record), its input, ``ok``,
         ``failed``, ``refused``, ``cancelled`` or ``stopped`` (polling a long-running
         job was stopped: the job may still run), and the host's error.
+    error : ModuleHostError or None
+        What the host raised for the last run (``None`` once one returned): its message
+        whole, where the status and the text cut it at 2,000 characters, as every display
+        of a module's words (:func:`~murmur_nb._render.card.said`).
     approval_reasons : list of str
-        The reasons shown in the approval panel (empty when it is hidden).
+        The reasons shown in the approval panel (empty when it is hidden), each whole; the
+        panel cuts each as a message.
     invocation
         The last invocation, or ``None``.
     result : InvocationView or None
@@ -526,8 +531,8 @@ class CapabilityForm(TextView):
             self._set_status(badge(_POLLING_ENDS[live.state], "warn")
                              + "the job may still be running: its last poll is shown")  # fmt: skip
         elif live.error is not None:  # the host refused a poll or cut it short
-            said = f"polling the job failed: {live.error.message}"
-            self._set_status(badge(f"failed: {live.error.code}", "error") + esc(said))
+            why = f"polling the job failed: {said(live.error.message)}"
+            self._set_status(badge(f"failed: {live.error.code}", "error") + esc(why))
         else:
             self._ran_status(live.last, live.state)
         self._ran(live.invocation, live.last, ended=live.state, error=live.error)
@@ -584,13 +589,13 @@ class CapabilityForm(TextView):
         (the error carries its record: a crash, a broken envelope, a deadline)."""
         self.error = exc
         self.state = "refused" if getattr(exc, "invocation", None) is None else "failed"
-        said = "nothing ran: " if self.state == "refused" else "the module ran and failed: "
-        self._set_status(badge(f"{self.state}: {exc.code}", "error") + esc(said + exc.message))
+        how = "nothing ran: " if self.state == "refused" else "the module ran and failed: "
+        self._set_status(badge(f"{self.state}: {exc.code}", "error") + esc(how + said(exc.message)))
 
     def _ask_approval(self, reasons: list[str]) -> None:
         self.approval_reasons = list(reasons)
         self.state = "needs_approval"
-        items = "".join(f"<li>{esc(r)}</li>" for r in reasons)
+        items = "".join(f"<li>{esc(said(r))}</li>" for r in reasons)
         self.approval_text.value = (
             f"<div><b>Approval needed to run {esc(self.capability_id)}</b><ul>{items}</ul></div>"
         )
@@ -663,10 +668,10 @@ class CapabilityForm(TextView):
             lines.append(f"  ✗ {shown['']}")
         if self.approval_reasons:
             lines.append("  approval needed:")
-            lines.extend(f"    - {r}" for r in self.approval_reasons)
+            lines.extend(f"    - {said(r)}" for r in self.approval_reasons)
         if self.error is not None:
-            said = "failed" if self.state == "failed" else "refused"
-            lines.append(f"  {said} {self.error.code}: {self.error.message}")
+            how = "failed" if self.state == "failed" else "refused"
+            lines.append(f"  {how} {self.error.code}: {said(self.error.message)}")
         if self.live is not None:
             lines.extend(f"  {line}" for line in self.live.text().splitlines())
         elif self.result is not None:

@@ -22,7 +22,7 @@ from IPython.display import display
 
 from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
 from murmur_nb._modules.request import poll_finished, poll_request
-from murmur_nb._render.card import evidence_html, problems_of
+from murmur_nb._render.card import evidence_html, problems_of, said
 from murmur_nb.widgets._html import TextView, badge, esc, progress_of, volatile
 from murmur_nb.widgets._invocation_view import InvocationView
 
@@ -119,6 +119,8 @@ class LiveRun(TextView):
     polls : int
         Poll calls made.
     error : ModuleHostError or None
+        What the host raised: its message whole (the display cuts it at 2,000 characters,
+        as every display of a module's words, :func:`~murmur_nb._render.card.said`).
     cancel_button, stop_button : ipywidgets.Button
     interval_input : ipywidgets.BoundedFloatText
     progress : ipywidgets.IntProgress
@@ -358,7 +360,7 @@ class LiveRun(TextView):
             return "<div>stopped as you asked: the module's whole process tree was killed</div>"
         return (
             f'<div class="murmur-error-box">{badge(self.error.code, "error")}'
-            f"{esc(self.error.message)}{evidence_html(self.error.evidence)}</div>"
+            f"{esc(said(self.error.message))}{evidence_html(self.error.evidence)}</div>"
         )
 
     @classmethod
@@ -429,7 +431,7 @@ class LiveRun(TextView):
         if self._called_off:
             lines.append("  cancelled before it started: nothing ran")
         if self.error is not None and not (self.state == "cancelled" and self._cancel.is_set()):
-            lines.append(f"  {self.error.code}: {self.error.message}")
+            lines.append(f"  {self.error.code}: {said(self.error.message)}")
             if self.error.evidence is not None:
                 lines.extend(f"  {line}" for line in self.error.evidence.lines())
         if self.view is not None:

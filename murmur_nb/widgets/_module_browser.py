@@ -60,6 +60,7 @@ from murmur_nb._exceptions import ModuleHostError
 from murmur_nb._knowledge.agent_listing import AgentListing, agent_listing
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import ModuleInfo
+from murmur_nb._render.card import said
 from murmur_nb.protocol import Capability, Descriptor
 from murmur_nb.widgets._capability_form import CapabilityForm
 from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell, invoke_call
@@ -347,7 +348,7 @@ class ModuleBrowser(TextView):
         except ModuleHostError as exc:  # e.g. the module was changed and is now refused
             self.form = None
             self.form_box.children = (
-                w.HTML(f"<div>{badge(exc.code, 'error')}{esc(exc.message)}</div>"),
+                w.HTML(f"<div>{badge(exc.code, 'error')}{esc(said(exc.message))}</div>"),
             )
             self._place(capability_id or self.capability_picker.value)
 
@@ -480,7 +481,7 @@ class ModuleBrowser(TextView):
         except ModuleHostError as exc:
             self.document, self.document_error = None, exc
             self.document_view.value = (
-                f"<div>{badge(f'refused: {exc.code}', 'error')}{esc(exc.message)}</div>"
+                f"<div>{badge(f'refused: {exc.code}', 'error')}{esc(said(exc.message))}</div>"
             )
             return None
         self.document, self.document_error = doc, None
@@ -629,7 +630,7 @@ class ModuleBrowser(TextView):
             error = run.error
             view = w.HTML(
                 f'<div class="murmur-error-box">{badge(error.code, "error")}'
-                f"{esc(error.message)}</div>"
+                f"{esc(said(error.message))}</div>"
                 if error is not None
                 else f"<div>{badge(run.status, 'muted')}nothing came back</div>"
             )
