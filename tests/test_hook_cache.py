@@ -599,6 +599,40 @@ def test_a_component_declaring_millions_of_locals_is_refused_before_it_compiles(
     assert not params.loaded and "20,000,000 locals" in (params.load_error or "")
 
 
+def truncated_bomb(functions: int) -> bytes:
+    """:func:`locals_bomb`'s functions and one more, last in the binary, whose locals end
+    inside their first number: wasmtime finds that only while it compiles the functions."""
+    body = b"\x08\x02\x01\x7e\xcf\x86\x03\x7e\x0b"
+    types = b"\x01\x60\x00\x00"
+    funcs = _leb(functions + 1) + b"\x00" * (functions + 1)
+    code = _leb(functions + 1) + body * functions + b"\x01\x85"  # size 1; a number cut short
+    module = b"\0asm\x01\0\0\0" + b"".join(
+        bytes([sid]) + _leb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
+    )
+    custom = b"\x04salt" + os.urandom(16)
+    return (b"\0asm\x0d\0\x01\0" + b"\x00" + _leb(len(custom)) + custom
+            + b"\x01" + _leb(len(module)) + module)  # fmt: skip
+
+
+def test_a_bomb_cut_short_in_its_last_function_is_refused_before_it_compiles(
+    tmp_path: Path,
+) -> None:
+    """One byte cut from the end of a locals bomb made the count 0 (it took bytes that end
+    inside a function for bytes wasmtime refuses before compiling), and cranelift compiled
+    its 2,000 functions of 50,000 locals (~5 s of CPU) before refusing the last one. The
+    locals counted before the cut stand."""
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "cut.wasm").write_bytes(truncated_bomb(2000))
+    (tmp_path / "murmur.yaml").write_text(
+        "hooks:\n  cut:\n    component: hooks/cut.wasm\n", encoding="utf-8")  # fmt: skip
+    cpu = time.process_time()
+    with mnb.HookHost.from_config(tmp_path / "murmur.yaml") as hooks:
+        spent = time.process_time() - cpu
+        cut = hooks.hooks["cut"]
+    assert spent < 1.0, f"{spent:.1f} s of CPU loading the hook"
+    assert not cut.loaded and "100,000,000 locals" in (cut.load_error or ""), cut.load_error
+
+
 def test_the_locals_bound_is_raised_by_its_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -84,7 +84,7 @@ def declared_locals(data: bytes) -> int:
     view = memoryview(data)
     try:
         return _binary(view, 0, len(view))
-    except IndexError:  # malformed: what was counted; wasmtime refuses the rest
+    except IndexError:  # malformed outside a body: wasmtime refuses it before compiling
         return 0
 
 
@@ -186,17 +186,20 @@ def _code(b: memoryview, i: int, hi: int) -> int:
     """The locals a code section's function bodies declare."""
     total = 0
     bodies, i = _leb(b, i)
-    for _ in range(bodies):
-        size, i = _leb(b, i)
-        end = min(i + size, hi)
-        groups, j = _leb(b, i)
-        for _ in range(groups):
-            count, j = _leb(b, j)
-            total += count
-            if b[j] not in _VALUE_TYPES and b[j] not in _REF_TYPES:
-                break  # a type this parser does not know: the count so far stands
-            j = _skip_type(b, j)
-            if j > end:
-                break
-        i = end
+    try:
+        for _ in range(bodies):
+            size, i = _leb(b, i)
+            end = min(i + size, hi)
+            groups, j = _leb(b, i)
+            for _ in range(groups):
+                count, j = _leb(b, j)
+                total += count
+                if b[j] not in _VALUE_TYPES and b[j] not in _REF_TYPES:
+                    break  # a type this parser does not know: the count so far stands
+                j = _skip_type(b, j)
+                if j > end:
+                    break
+            i = end
+    except IndexError:  # the binary ends inside a body: wasmtime finds that only while it
+        pass  # compiles the functions, so the bodies before it are counted
     return total
