@@ -13,7 +13,8 @@ held the kernel 2.6 s). So the locals every function of every core module has, p
 included, are counted (one pass reading only the type, function and code sections' headers)
 and a component past :func:`max_locals` is refused before it is compiled. Real hooks have
 far fewer: a componentize-py hook ~79,000 in 13,000 functions, a componentize-js one ~86,000.
-Bytes this parser cannot read are left to wasmtime, whose validator refuses them.
+Bytes this parser cannot read are left to wasmtime, whose validator refuses them; the reading
+itself is bounded against hostile bytes (:mod:`.wasm_binary`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import warnings
 
 from murmur_nb._exceptions import HookConfigWarning
+from murmur_nb._hooks.guest_code.wasm_binary import Malformed, Reader, core_modules, sections
 
 __all__ = ["DEFAULT_MAX_LOCALS", "TooCostly", "check_compile_cost", "declared_locals", "max_locals"]
 
@@ -29,7 +31,6 @@ __all__ = ["DEFAULT_MAX_LOCALS", "TooCostly", "check_compile_cost", "declared_lo
 #: says otherwise: 12 times the largest real hook's, ~0.1 s of compiling
 DEFAULT_MAX_LOCALS = 1_000_000
 
-_CORE_MODULE, _COMPONENT = 1, 4  # a component's section ids
 _TYPE, _FUNCTION, _CODE = 1, 3, 10  # a core module's
 _REF_TYPES = (0x63, 0x64)  # (ref null ht), (ref ht): a heap type follows
 _VALUE_TYPES = frozenset((0x7F, 0x7E, 0x7D, 0x7C, 0x7B, 0x70, 0x6F, *range(0x69, 0x75)))
@@ -79,127 +80,105 @@ def check_compile_cost(data: bytes, limit: int | None = None) -> None:
 
 def declared_locals(data: bytes) -> int:
     """The locals, parameters included, of all functions of all core modules in ``data`` (0
-    for bytes that are not WebAssembly, or that end before their sections do: wasmtime
+    for bytes that are not WebAssembly, or that break a rule of its binary format: wasmtime
     refuses those)."""
-    view = memoryview(data)
+    total = 0
     try:
-        return _binary(view, 0, len(view))
-    except IndexError:  # malformed outside a body: wasmtime refuses it before compiling
+        for lo, hi in core_modules(data):
+            total += _module_locals(data, lo, hi)
+    except Malformed:  # outside a body: wasmtime's parser refuses it before compiling
         return 0
-
-
-def _leb(b: memoryview, i: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = b[i]
-        i += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return result, i
-
-
-def _binary(b: memoryview, lo: int, hi: int) -> int:
-    """A component (nested ones and their core modules) or a core module, from its preamble."""
-    if bytes(b[lo : lo + 4]) != b"\0asm":
-        return 0
-    component = bytes(b[lo + 4 : lo + 8]) != b"\x01\0\0\0"
-    total, i = 0, lo + 8
-    params: list[int] = []  # a core module's parameters, by type index
-    while i < hi:
-        section = b[i]
-        size, i = _leb(b, i + 1)
-        end = min(i + size, hi)
-        if component and section in (_CORE_MODULE, _COMPONENT):
-            total += _binary(b, i, end)
-        elif not component and section == _TYPE:
-            params = _params(b, i, end)
-        elif not component and section == _FUNCTION:
-            count, j = _leb(b, i)
-            for _ in range(count):  # a function's parameters are its first locals
-                index, j = _leb(b, j)
-                total += params[index] if index < len(params) else 0
-        elif not component and section == _CODE:
-            total += _code(b, i, end)
-        i = end
     return total
 
 
-def _skip_type(b: memoryview, j: int) -> int:
+def _module_locals(data: bytes, lo: int, hi: int) -> int:
+    """The locals of one core module's functions: their parameters, then what their bodies
+    declare."""
+    total = 0
+    params: list[int] = []  # by type index
+    for sid, _start, begin, end in sections(data, None, lo, hi):
+        if sid == _TYPE:
+            params = _params(Reader(data, begin, end))
+        elif sid == _FUNCTION:
+            reader = Reader(data, begin, end)
+            for _ in reader.vec():  # a function's parameters are its first locals
+                index = reader.u32()
+                total += params[index] if index < len(params) else 0
+        elif sid == _CODE:
+            total += _code(Reader(data, begin, end))
+    return total
+
+
+def _skip_type(r: Reader) -> None:
     """Past one value or storage type (a reference type carries its heap type)."""
-    kind = b[j]
-    j += 1
-    if kind in _REF_TYPES:
-        while b[j] & 0x80:
-            j += 1
-        j += 1
-    return j
+    if r.byte() in _REF_TYPES:
+        r.s33()
 
 
-def _params(b: memoryview, i: int, hi: int) -> list[int]:
-    """The parameter count of each type of a type section (0 for a struct or array type)."""
+def _params(r: Reader) -> list[int]:
+    """The parameter count of each type of a type section (0 for a struct or array type);
+    where the section ends inside a type, or holds a form this parser does not know, the
+    types before it."""
     out: list[int] = []
-    entries, i = _leb(b, i)
-    for _ in range(entries):
-        members = 1
-        if b[i] == 0x4E:  # a recursive group of subtypes
-            members, i = _leb(b, i + 1)
-        for _ in range(members):
-            if b[i] in (0x50, 0x4F):  # a subtype: its supertypes, then the type
-                supers, i = _leb(b, i + 1)
-                for _ in range(supers):
-                    _, i = _leb(b, i)
-            read = _composite(b, i)
-            if read is None:  # a form this parser does not know: what it read stands
-                return out
-            count, i = read
-            out.append(count)
-            if i > hi:
-                return out
+    try:
+        for _ in r.vec():
+            members = 1
+            if r.peek() == 0x4E:  # a recursive group of subtypes
+                r.pos += 1
+                members = r.u32()
+            for _ in range(members):
+                if r.peek() in (0x50, 0x4F):  # a subtype: its supertypes, then the type
+                    r.pos += 1
+                    for _ in r.vec():
+                        r.u32()
+                count = _composite(r)
+                if count is None:
+                    return out
+                out.append(count)
+    except Malformed:
+        pass
     return out
 
 
-def _composite(b: memoryview, i: int) -> tuple[int, int] | None:
-    """One func, struct or array type: its parameter count (0 but for a func) and where
-    it ends; ``None`` for a form this parser does not know."""
-    form = b[i]
-    i += 1
+def _composite(r: Reader) -> int | None:
+    """One func, struct or array type: its parameter count (0 but for a func); ``None`` for
+    a form this parser does not know."""
+    form = r.byte()
     if form == 0x60:  # func: params, then results
-        count, i = _leb(b, i)
+        count = r.u32()
         for _ in range(count):
-            i = _skip_type(b, i)
-        results, i = _leb(b, i)
-        for _ in range(results):
-            i = _skip_type(b, i)
-        return count, i
+            _skip_type(r)
+        for _ in r.vec():
+            _skip_type(r)
+        return count
     if form == 0x5F:  # struct: fields of a storage type and a mutability
-        fields, i = _leb(b, i)
-        for _ in range(fields):
-            i = _skip_type(b, i) + 1
-        return 0, i
+        for _ in r.vec():
+            _skip_type(r)
+            r.byte()
+        return 0
     if form == 0x5E:  # array: one field
-        return 0, _skip_type(b, i) + 1
+        _skip_type(r)
+        r.byte()
+        return 0
     return None
 
 
-def _code(b: memoryview, i: int, hi: int) -> int:
+def _code(r: Reader) -> int:
     """The locals a code section's function bodies declare."""
     total = 0
-    bodies, i = _leb(b, i)
     try:
-        for _ in range(bodies):
-            size, i = _leb(b, i)
-            end = min(i + size, hi)
-            groups, j = _leb(b, i)
-            for _ in range(groups):
-                count, j = _leb(b, j)
-                total += count
-                if b[j] not in _VALUE_TYPES and b[j] not in _REF_TYPES:
+        for _ in r.vec():
+            size = r.u32()
+            end = min(r.pos + size, r.end)
+            for _ in r.vec():
+                total += r.u32()
+                kind = r.peek()
+                if kind not in _VALUE_TYPES and kind not in _REF_TYPES:
                     break  # a type this parser does not know: the count so far stands
-                j = _skip_type(b, j)
-                if j > end:
+                _skip_type(r)
+                if r.pos > end:
                     break
-            i = end
-    except IndexError:  # the binary ends inside a body: wasmtime finds that only while it
+            r.pos = end
+    except Malformed:  # the section ends inside a body: wasmtime finds that only while it
         pass  # compiles the functions, so the bodies before it are counted
     return total
