@@ -2,6 +2,7 @@
 
 :mod:`.compile_cost` counts what compiling a component would cost the kernel and refuses a
 component past its bound; :mod:`.bounding` rewrites ``on-compact`` so its result is counted
-inside the guest. Both read the WebAssembly binary themselves: wasmtime-py offers no view of
-a component's sections.
+inside the guest. Both read the WebAssembly binary with :mod:`.wasm_binary` (wasmtime-py
+offers no view of a component's sections), whose bounds hold against hostile bytes; each
+gives its :class:`~.wasm_binary.Malformed` its own meaning.
 """

@@ -27,6 +27,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from murmur_nb._hooks.guest_code.wasm_binary import (
+    COMPONENT_HEADER,
+    COMPONENT_SECTION,
+    CORE_MODULE_SECTION,
+    MODULE_HEADER,
+    Malformed,
+    Reader,
+    Section,
+    sections,
+)
+
 __all__ = ["MARKER", "VERSION", "Unbounded", "bound_compact", "refused_count", "rewrite_for"]
 
 #: What the check leaves as the error text; ten digits of the count follow.
@@ -38,8 +49,6 @@ VERSION = 2
 _HANDLERS = "murmur:hook/handlers@0.8.0"
 _EXPORT = "on-compact"
 _CHECKED = "murmur-nb:bounded#on-compact"
-_COMPONENT = b"\x00asm\x0d\x00\x01\x00"
-_MODULE = b"\x00asm\x01\x00\x00\x00"
 
 # component-level sorts (a core item is 0x00 followed by its core sort)
 _CORE, _FUNC, _TYPE, _COMPONENT_SORT, _INSTANCE = 0x00, 0x01, 0x03, 0x04, 0x05
@@ -60,39 +69,10 @@ def refused_count(text: str) -> int | None:
 # ------------------------------------------------------------------------------ reading
 
 
-class _Reader:
-    def __init__(self, data: bytes, pos: int = 0, end: int | None = None) -> None:
-        self.data, self.pos = data, pos
-        self.end = len(data) if end is None else end
+class _Reader(Reader):
+    """:class:`Reader` with what a component's sections add: names and sorts of items."""
 
-    def byte(self) -> int:
-        if self.pos >= self.end:
-            raise Unbounded("the binary ends inside a section")
-        value = self.data[self.pos]
-        self.pos += 1
-        return value
-
-    def u32(self) -> int:
-        result = shift = 0
-        while True:
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                return result
-            shift += 7
-            if shift > 63:
-                raise Unbounded("a number is too long")
-
-    def s33(self) -> None:
-        while self.byte() & 0x80:
-            pass
-
-    def name(self) -> str:
-        size = self.u32()
-        start, self.pos = self.pos, self.pos + size
-        if self.pos > self.end:
-            raise Unbounded("a name runs past its section")
-        return self.data[start : self.pos].decode("utf-8", "replace")
+    __slots__ = ()
 
     def extern_name(self) -> str:
         kind = self.byte()
@@ -104,24 +84,6 @@ class _Reader:
         sort = self.byte()
         return 0x100 | self.byte() if sort == _CORE else sort  # core sorts above 0xff
 
-    def vec(self) -> range:
-        return range(self.u32())
-
-
-def _sections(data: bytes, header: bytes) -> list[tuple[int, int, int, int]]:
-    """``(id, section start, payload start, end)`` of each section."""
-    if data[:8] != header:
-        raise Unbounded("not a component" if header == _COMPONENT else "not a core module")
-    out, reader = [], _Reader(data, 8)
-    while reader.pos < len(data):
-        start, sid = reader.pos, reader.byte()
-        size = reader.u32()
-        out.append((sid, start, reader.pos, reader.pos + size))
-        reader.pos += size
-        if reader.pos > len(data):
-            raise Unbounded("a section runs past the end")
-    return out
-
 
 @dataclass
 class _Component:
@@ -130,7 +92,7 @@ class _Component:
     data: bytes
     spaces: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
     exports: dict[str, tuple[int, int]] = field(default_factory=dict)
-    sections: list[tuple[int, int, int, int]] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
 
     def add(self, sort: int, entry: tuple[Any, ...]) -> None:
         self.spaces.setdefault(sort, []).append(entry)
@@ -150,12 +112,12 @@ class _Component:
 
 
 def _parse_component(data: bytes) -> _Component:
-    comp = _Component(data, sections=_sections(data, _COMPONENT))
+    comp = _Component(data, sections=list(sections(data, COMPONENT_HEADER)))
     for number, (sid, _start, begin, end) in enumerate(comp.sections):
         r = _Reader(data, begin, end)
-        if sid == 1:
+        if sid == CORE_MODULE_SECTION:
             comp.add(0x100 | _C_MODULE, ("module", begin, end))
-        elif sid == 4:
+        elif sid == COMPONENT_SECTION:
             comp.add(_COMPONENT_SORT, ("component", begin, end))
         elif sid == 6:
             _aliases(comp, r, number)
@@ -306,13 +268,13 @@ def _extern_desc(r: _Reader) -> int:
 @dataclass
 class _Module:
     data: bytes
-    sections: list[tuple[int, int, int, int]]
+    sections: list[Section]
     func_types: list[int]  # imported functions first
     memories: list[tuple[str, str] | None]  # (module, name) when imported, None when defined
     exports: dict[str, tuple[int, int]]
 
 
-def _limits(r: _Reader) -> None:
+def _limits(r: Reader) -> None:
     flags = r.byte()  # 0x01 a maximum, 0x02 shared, 0x04 64-bit, 0x08 a custom page size
     r.u32()
     if flags & 0x01:
@@ -321,12 +283,12 @@ def _limits(r: _Reader) -> None:
         r.u32()
 
 
-def _ref_type(r: _Reader) -> None:
+def _ref_type(r: Reader) -> None:
     if r.byte() in (0x63, 0x64):
         r.s33()
 
 
-def _module_imports(r: _Reader, func_types: list[int], memories: list[Any]) -> None:
+def _module_imports(r: Reader, func_types: list[int], memories: list[Any]) -> None:
     """Read a core import section: the functions' types and the memories, in order."""
     for _ in r.vec():
         module, name, kind = r.name(), r.name(), r.byte()
@@ -349,12 +311,12 @@ def _module_imports(r: _Reader, func_types: list[int], memories: list[Any]) -> N
 
 
 def _parse_module(data: bytes) -> _Module:
-    sections = _sections(data, _MODULE)
+    module_sections = list(sections(data, MODULE_HEADER))
     func_types: list[int] = []
     memories: list[tuple[str, str] | None] = []
     exports: dict[str, tuple[int, int]] = {}
-    for sid, _start, begin, end in sections:
-        r = _Reader(data, begin, end)
+    for sid, _start, begin, end in module_sections:
+        r = Reader(data, begin, end)
         if sid == 2:
             _module_imports(r, func_types, memories)
         elif sid == 3:
@@ -367,7 +329,7 @@ def _parse_module(data: bytes) -> _Module:
             for _ in r.vec():
                 name = r.name()
                 exports[name] = (r.byte(), r.u32())
-    return _Module(data, sections, func_types, memories, exports)
+    return _Module(data, module_sections, func_types, memories, exports)
 
 
 def _uleb(value: int) -> bytes:
@@ -449,7 +411,7 @@ def _with_check(module: _Module, export: str, bound: int) -> tuple[bytes, str]:
     out = bytearray(module.data[:8])
     for sid, start, begin, end in module.sections:
         if sid in added:
-            r = _Reader(module.data, begin, end)
+            r = Reader(module.data, begin, end)
             count = r.u32()
             out += _section(sid, _uleb(count + 1) + module.data[r.pos : end] + added[sid])
         else:
@@ -577,13 +539,15 @@ def bound_compact(data: bytes, bound: int) -> bytes:
         return _bound_compact(data, bound)
     except Unbounded:
         raise
+    except Malformed as exc:  # the reader's rule, said as this check's refusal
+        raise Unbounded(str(exc)) from exc
     except Exception as exc:  # a hostile binary: no error of this reading may escape
         raise Unbounded(f"its layout could not be followed ({type(exc).__name__}: {exc})"
                         ) from exc  # fmt: skip
 
 
 def _bound_compact(data: bytes, bound: int) -> bytes:
-    if data[:8] != _COMPONENT:
+    if data[:8] != COMPONENT_HEADER:
         return data  # not a component: wasmtime says what it is instead
     comp = _parse_component(data)
     lifted = _lifted(comp)
@@ -618,7 +582,7 @@ def _bound_compact(data: bytes, bound: int) -> bytes:
     encoded = _uleb(len(name.encode())) + name.encode()
     out = bytearray(data[:8])
     for number, (sid, start, begin, end) in enumerate(comp.sections):
-        if sid == 1 and begin == module_begin:
+        if sid == CORE_MODULE_SECTION and begin == module_begin:
             out += _section(1, checked)
         elif number == section:
             out += _section(6, data[begin:name_start] + encoded + data[name_end:end])
