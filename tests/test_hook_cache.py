@@ -535,26 +535,30 @@ def _leb(value: int) -> bytes:
             return bytes(out)
 
 
-def locals_module(functions: int) -> bytes:
+def locals_module(functions: int, *, cut: bool = False) -> bytes:
     """A component's core module section (id and size included) of ``functions`` functions,
-    each declaring 50,000 i64 locals (wasmparser's most) in 9 bytes, then a custom section
-    of random bytes: appended to a component, its digest is new, so no cached compile of an
-    earlier run can stand in for compiling it."""
+    each declaring 50,000 i64 locals (wasmparser's most) in 9 bytes, and a custom section of
+    random bytes: appended to a component, its digest is new, so no cached compile of an
+    earlier run can stand in for compiling it. ``cut``: one more function, last in the
+    binary, whose locals end inside their first number (wasmtime finds that only while it
+    compiles the functions)."""
     body = b"\x08\x02\x01\x7e\xcf\x86\x03\x7e\x0b"  # size; (1 i64) (49,999 i64); end
+    last = b"\x01\x85" if cut else b""  # size 1; a number cut short
     types = b"\x01\x60\x00\x00"
-    funcs = _leb(functions) + b"\x00" * functions
-    code = _leb(functions) + body * functions
+    funcs = _leb(functions + cut) + b"\x00" * (functions + cut)
+    code = _leb(functions + cut) + body * functions + last
     module = b"\0asm\x01\0\0\0" + b"".join(
         bytes([sid]) + _leb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
     )
-    custom = b"\x04salt" + os.urandom(16)
-    return b"\x01" + _leb(len(module)) + module + b"\x00" + _leb(len(custom)) + custom
+    custom = b"\x00" + _leb(21) + b"\x04salt" + os.urandom(16)
+    module = b"\x01" + _leb(len(module)) + module
+    return custom + module if cut else module + custom
 
 
-def locals_bomb(functions: int) -> bytes:
+def locals_bomb(functions: int, *, cut: bool = False) -> bytes:
     """A component of ``functions`` functions, each declaring 50,000 i64 locals: 10 KB for
     1,000 of them (:func:`locals_module`), new bytes on each call."""
-    return b"\0asm\x0d\0\x01\0" + locals_module(functions)
+    return b"\0asm\x0d\0\x01\0" + locals_module(functions, cut=cut)
 
 
 def params_bomb(functions: int) -> bytes:
@@ -599,21 +603,6 @@ def test_a_component_declaring_millions_of_locals_is_refused_before_it_compiles(
     assert not params.loaded and "20,000,000 locals" in (params.load_error or "")
 
 
-def truncated_bomb(functions: int) -> bytes:
-    """:func:`locals_bomb`'s functions and one more, last in the binary, whose locals end
-    inside their first number: wasmtime finds that only while it compiles the functions."""
-    body = b"\x08\x02\x01\x7e\xcf\x86\x03\x7e\x0b"
-    types = b"\x01\x60\x00\x00"
-    funcs = _leb(functions + 1) + b"\x00" * (functions + 1)
-    code = _leb(functions + 1) + body * functions + b"\x01\x85"  # size 1; a number cut short
-    module = b"\0asm\x01\0\0\0" + b"".join(
-        bytes([sid]) + _leb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
-    )
-    custom = b"\x04salt" + os.urandom(16)
-    return (b"\0asm\x0d\0\x01\0" + b"\x00" + _leb(len(custom)) + custom
-            + b"\x01" + _leb(len(module)) + module)  # fmt: skip
-
-
 def test_a_bomb_cut_short_in_its_last_function_is_refused_before_it_compiles(
     tmp_path: Path,
 ) -> None:
@@ -622,7 +611,7 @@ def test_a_bomb_cut_short_in_its_last_function_is_refused_before_it_compiles(
     its 2,000 functions of 50,000 locals (~5 s of CPU) before refusing the last one. The
     locals counted before the cut stand."""
     (tmp_path / "hooks").mkdir()
-    (tmp_path / "hooks" / "cut.wasm").write_bytes(truncated_bomb(2000))
+    (tmp_path / "hooks" / "cut.wasm").write_bytes(locals_bomb(2000, cut=True))
     (tmp_path / "murmur.yaml").write_text(
         "hooks:\n  cut:\n    component: hooks/cut.wasm\n", encoding="utf-8")  # fmt: skip
     cpu = time.process_time()

@@ -32,25 +32,17 @@ from murmur_nb._hooks.guest_code.wasm_binary import (  # private: the reader its
     Reader,
     core_modules,
     sections,
+    uleb,
 )
 
 
-def leb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def section(sid: int, payload: bytes) -> bytes:
-    return bytes([sid]) + leb(len(payload)) + payload
+    return bytes([sid]) + uleb(len(payload)) + payload
 
 
 def padded(value: int, extra: int) -> bytes:
     """``value`` in LEB128 with ``extra`` redundant bytes (continuation bits and zeros)."""
-    data = bytearray(leb(value))
+    data = bytearray(uleb(value))
     for _ in range(extra):
         data[-1] |= 0x80
         data.append(0)
@@ -115,7 +107,7 @@ def test_a_component_cut_anywhere_is_counted_no_higher_and_refused_bounding(cut:
 
 
 def test_a_section_past_the_end_is_malformed() -> None:
-    data = COMPONENT_HEADER + b"\x00" + leb(100) + b"\x01x"
+    data = COMPONENT_HEADER + b"\x00" + uleb(100) + b"\x01x"
     with pytest.raises(Malformed, match="a section runs past the end"):
         list(sections(data))
     with pytest.raises(Unbounded, match="a section runs past the end"):
@@ -126,7 +118,7 @@ def test_a_code_section_claiming_billions_of_bodies_is_read_in_no_time() -> None
     """A core module whose code section says 3,000,000 bodies and holds none: the count read
     on past the section, one body a step, a local each (4,294,967,295 bodies held the
     host ~1.5 h). Now the section's end ends it."""
-    module = MODULE_HEADER + section(10, leb(3_000_000))
+    module = MODULE_HEADER + section(10, uleb(3_000_000))
     data = COMPONENT_HEADER + section(1, module) + section(0, b"\x01x")
     started = time.perf_counter()
     assert declared_locals(data) == 0

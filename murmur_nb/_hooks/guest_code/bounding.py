@@ -36,6 +36,7 @@ from murmur_nb._hooks.guest_code.wasm_binary import (
     Reader,
     Section,
     sections,
+    uleb,
 )
 
 __all__ = ["MARKER", "VERSION", "Unbounded", "bound_compact", "refused_count", "rewrite_for"]
@@ -332,16 +333,6 @@ def _parse_module(data: bytes) -> _Module:
     return _Module(data, module_sections, func_types, memories, exports)
 
 
-def _uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        out.append(b | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def _sleb(value: int) -> bytes:
     out = bytearray()
     while True:
@@ -354,7 +345,7 @@ def _sleb(value: int) -> bytes:
 
 
 def _section(sid: int, payload: bytes) -> bytes:
-    return bytes([sid]) + _uleb(len(payload)) + payload
+    return bytes([sid]) + uleb(len(payload)) + payload
 
 
 def _get(local: int) -> bytes:
@@ -373,16 +364,16 @@ def _check_body(original: int, bound: int) -> bytes:
     """``(param i32 i32) (result i32)``: call ``original``, refuse a list past ``bound``."""
     const = bound if bound < 1 << 31 else bound - (1 << 32)
     at, n, p, i = 2, 3, 4, 5  # locals after the two parameters
-    code = _get(0) + _get(1) + b"\x10" + _uleb(original) + _put(at)
+    code = _get(0) + _get(1) + b"\x10" + uleb(original) + _put(at)
     code += _get(at) + b"\x2d\x00\x00" + b"\x45" + b"\x04\x40"  # ok tag?
     code += _get(at) + b"\x28\x02\x08" + _tee(n) + b"\x41" + _sleb(const) + b"\x4b" + b"\x04\x40"
     code += _get(at) + b"\x28\x02\x04" + _put(p)
     for offset, char in enumerate(MARKER):
-        code += _get(p) + b"\x41" + _sleb(char) + b"\x3a\x00" + _uleb(offset)
+        code += _get(p) + b"\x41" + _sleb(char) + b"\x3a\x00" + uleb(offset)
     code += b"\x41\x0a" + _put(i) + b"\x03\x40"  # ten digits, last first
     code += _get(i) + b"\x41\x01\x6b" + _put(i)
     code += _get(p) + _get(i) + b"\x6a"
-    code += _get(n) + b"\x41\x0a\x70\x41\x30\x6a" + b"\x3a\x00" + _uleb(len(MARKER))
+    code += _get(n) + b"\x41\x0a\x70\x41\x30\x6a" + b"\x3a\x00" + uleb(len(MARKER))
     code += _get(n) + b"\x41\x0a\x6e" + _put(n)
     code += _get(i) + b"\x0d\x00" + b"\x0b"
     code += _get(at) + b"\x41\x01\x3a\x00\x00"  # err
@@ -390,7 +381,7 @@ def _check_body(original: int, bound: int) -> bytes:
     code += _get(at) + b"\x41" + _sleb(len(MARKER) + 10) + b"\x36\x02\x08"
     code += b"\x0b\x0b" + _get(at) + b"\x0b"
     body = b"\x01\x04\x7f" + code  # four i32 locals
-    return _uleb(len(body)) + body
+    return uleb(len(body)) + body
 
 
 def _with_check(module: _Module, export: str, bound: int) -> tuple[bytes, str]:
@@ -402,8 +393,8 @@ def _with_check(module: _Module, export: str, bound: int) -> tuple[bytes, str]:
     while name in module.exports:
         name += "'"
     added = {  # one more entry in the function, export and code sections
-        3: _uleb(module.func_types[original]),
-        7: _uleb(len(name.encode())) + name.encode() + b"\x00" + _uleb(len(module.func_types)),
+        3: uleb(module.func_types[original]),
+        7: uleb(len(name.encode())) + name.encode() + b"\x00" + uleb(len(module.func_types)),
         10: _check_body(original, bound),
     }
     if not added.keys() <= {sid for sid, *_ in module.sections}:
@@ -413,7 +404,7 @@ def _with_check(module: _Module, export: str, bound: int) -> tuple[bytes, str]:
         if sid in added:
             r = Reader(module.data, begin, end)
             count = r.u32()
-            out += _section(sid, _uleb(count + 1) + module.data[r.pos : end] + added[sid])
+            out += _section(sid, uleb(count + 1) + module.data[r.pos : end] + added[sid])
         else:
             out += module.data[start:end]
     return bytes(out), name
@@ -579,7 +570,7 @@ def _bound_compact(data: bytes, bound: int) -> bytes:
     checked, name = _with_check(load(module_index), alias[2], bound)
     module_begin = comp.get(0x100 | _C_MODULE, module_index)[1]
     section, (name_start, name_end) = alias[3], alias[4]
-    encoded = _uleb(len(name.encode())) + name.encode()
+    encoded = uleb(len(name.encode())) + name.encode()
     out = bytearray(data[:8])
     for number, (sid, start, begin, end) in enumerate(comp.sections):
         if sid == CORE_MODULE_SECTION and begin == module_begin:

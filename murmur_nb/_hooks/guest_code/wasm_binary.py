@@ -26,6 +26,7 @@ __all__ = [
     "Reader",
     "core_modules",
     "sections",
+    "uleb",
 ]
 
 MAGIC = b"\x00asm"
@@ -101,6 +102,17 @@ class Reader:
 
     def vec(self) -> range:
         return range(self.u32())
+
+
+def uleb(value: int) -> bytes:
+    """``value`` (at least 0) in unsigned LEB128, as :meth:`Reader.u32` reads it."""
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        out.append(b | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
 
 
 def sections(
