@@ -245,3 +245,107 @@ def test_a_host_error_of_megabytes_is_cut_in_the_run_the_form_and_the_browser(
                        ("form", form.text()), ("form status", html.unescape(form.status.value)),
                        ("history", html.unescape(shown.value))):  # fmt: skip
         assert cut in text and "D" * 2_000 not in text, name
+
+
+def _hostile_descriptor(home: Path, size: int) -> dict[str, str]:
+    """Install module ``plain`` declaring ``size`` characters in every text of its descriptor
+    the browser and its form show; return them by name (each a run of one letter)."""
+    folder = install(home, "plain")
+    (folder / "doc.md").write_text("# a skill\n")
+    texts = {name: letter * size for name, letter in (
+        ("name", "N"), ("version", "V"), ("capability id", "I"), ("title", "T"),
+        ("summary", "S"), ("provider", "P"), ("skill id", "K"), ("unknown skill id", "U"),
+        ("skill title", "L"), ("overlay id", "O"), ("overlay title", "Q"),
+        ("requirement name", "R"), ("requirement detail", "D"), ("field name", "X"),
+        ("field title", "Y"), ("field description", "Z"), ("field option", "E"),
+    )}  # fmt: skip
+    descriptor = default_descriptor(home, "plain")
+    digest = "sha256:" + "0" * 64
+    cap = descriptor["capabilities"][0]  # plain.echo, whose input is echo_in
+    cap.update(id="plain." + texts["capability id"], title=texts["title"],
+               summary=texts["summary"], skills=[texts["skill id"], texts["unknown skill id"]])
+    cap["effects"]["provider"] = texts["provider"]
+    descriptor["capabilities"][1]["skills"] = [texts["skill id"]]
+    descriptor.update(
+        name=texts["name"], version=texts["version"],
+        skills=[{"id": texts["skill id"], "title": texts["skill title"], "summary": "s",
+                 "path": "doc.md", "digest": digest, "tokens": 5}],
+        agent_overlays=[{"id": texts["overlay id"], "title": texts["overlay title"],
+                         "path": "doc.md", "digest": digest, "tokens": 5}],
+        requirements=[{"kind": "binary", "name": texts["requirement name"], "available": False,
+                       "detail": texts["requirement detail"]}],
+    )  # fmt: skip
+    descriptor["request_schemas"]["echo_in"]["properties"][texts["field name"]] = {
+        "type": "string", "title": texts["field title"],
+        "description": texts["field description"], "enum": [texts["field option"], "plain"],
+    }  # fmt: skip
+    write_descriptor(folder, descriptor)
+    return texts
+
+
+def _shown(widget: w.Widget) -> list[str]:
+    """Every text ``widget`` shows or sends to the page: its HTML and text representations,
+    and each value, description, tooltip and option label of the widgets inside it (a
+    choice's value stays in the kernel: the page gets its index)."""
+    data, _ = DisplayFormatter().format(widget)
+    out = [v for v in data.values() if isinstance(v, str)]
+    stack = [widget]
+    while stack:
+        child = stack.pop()
+        options = getattr(child, "options", None)
+        names = ("description", "tooltip", "placeholder", *(() if options else ("value",)))
+        out += [value for name in names
+                if isinstance(value := getattr(child, name, None), str)]  # fmt: skip
+        out += [o[0] if isinstance(o, tuple) else str(o) for o in options or ()]
+        stack.extend(getattr(child, "children", ()))
+    return out
+
+
+def test_a_descriptor_of_megabytes_in_every_text_is_cut_in_the_browser_and_its_form(
+    tmp_path: Path,
+) -> None:
+    """A module's descriptor holds 2 MB in each text the browser draws: its name, version,
+    a capability's id, title, summary and provider, skill and overlay ids and titles, a
+    requirement's name and detail, and a request field's name, title, description and
+    option. The browser and its form showed each whole (the browser was 15 MB of HTML and
+    5 MB of text with 1 MB in each); each is now cut by the one rule (a label at 200
+    characters, a message at 2,000) and the browser stays under 200 kB at every step, while
+    the descriptor, the setup steps and the picker's value keep them whole."""
+    home = tmp_path / "home"
+    texts = _hostile_descriptor(home, 2_000_000)
+    cap_id = "plain." + texts["capability id"]
+    policy = Policy(describe_max_output_bytes=64 << 20)
+    with ModuleHost(home=home, policy=policy) as host:
+        browser = ModuleBrowser(host)
+        steps = [("browser", browser)]
+        assert browser.open_form(cap_id) is None  # its setup steps first
+        steps.append(("setup panel", browser))
+        form = browser.open_form(cap_id, setup_first=False)
+        steps += [("form", browser), ("the form alone", form)]
+        browser.knowledge_picker.value = browser.knowledge_picker.options[0][1]
+        steps.append(("a document chosen", browser))
+        form.set_value(texts["field name"], texts["field option"])
+        form.run_button.click()
+        form.wait(30)
+        steps += [("a run refused", browser), ("the form after it", form)]
+        for name, widget in steps:
+            shown = _shown(widget)
+            assert sum(map(len, shown)) < 200_000, (name, sorted(map(len, shown))[-3:])
+            whole = "\n".join(html.unescape(text) for text in shown)
+            for field, text in texts.items():  # each is shown, cut
+                assert text[:2_001] not in whole, (name, field)
+        whole = "\n".join(html.unescape(text) for text in _shown(browser))
+        declared = {**texts, "capability id": cap_id}
+        del declared["field name"]  # its title is shown instead
+        missing = [f for f, text in declared.items() if text[:200] + "…" not in whole]
+        assert missing == [], missing
+        assert texts["requirement detail"][:2_000] + "…" in whole  # a message: 2,000
+        # what the module declared stays whole where the widgets keep it
+        assert browser.capability_picker.value == cap_id
+        assert cap_id in browser.capability_buttons and form.capability_id == cap_id
+        assert browser.setup_steps == [
+            f"binary {texts['requirement name']}: {texts['requirement detail']}"
+        ]
+        assert form.capability.title == texts["title"]
+        assert browser.modules[0].descriptor is not None
+        assert browser.modules[0].descriptor.name == texts["name"]

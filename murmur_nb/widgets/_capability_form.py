@@ -37,6 +37,7 @@ from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
 from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._render.card import problems_of, said
+from murmur_nb._rules import clipped
 from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell, invoke_call
 from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
 from murmur_nb.widgets._form_fields import Field, accessible_name, error_html, flatten
@@ -204,9 +205,10 @@ class CapabilityForm(TextView):
         """The title, summary, effect badges and skills line, and the "Show skills" button."""
         cap = self.capability
         heading = (
-            f"<h4 style='margin:4px 0'>{esc(cap.title or cap.id)} <code>{esc(cap.id)}</code></h4>"
+            f"<h4 style='margin:4px 0'>{esc(clipped(cap.title or cap.id))} "
+            f"<code>{esc(clipped(cap.id))}</code></h4>"
         )
-        summary = f"<div>{esc(cap.summary)}</div>" if cap.summary else ""
+        summary = f"<div>{esc(said(cap.summary))}</div>" if cap.summary else ""
         self.skills: Any = None
         self.skills_button = w.Button(description="Show skills", icon="book")
         self.skills_box = w.VBox()
@@ -240,17 +242,19 @@ class CapabilityForm(TextView):
         """``"<id> (<tokens> tokens)"`` per skill the capability lists (unknown ids marked)."""
         declared = {s.id: s for s in self.descriptor.skills or ()}
         return [
-            f"{sid} ({declared[sid].tokens} tokens)" if sid in declared else f"{sid} (unknown)"
+            f"{clipped(sid)} ({declared[sid].tokens} tokens)"
+            if sid in declared
+            else f"{clipped(sid)} (unknown)"
             for sid in self.capability.skills or ()
         ]
 
     def _skills_html(self) -> str:
         declared = {s.id: s for s in self.descriptor.skills or ()}
         items = "".join(
-            f"<li><code>{esc(sid)}</code> {esc(declared[sid].title)} · "
+            f"<li><code>{esc(clipped(sid))}</code> {esc(clipped(declared[sid].title))} · "
             f"{declared[sid].tokens} tokens</li>"
             if sid in declared
-            else f"<li><code>{esc(sid)}</code> {badge('unknown skill', 'warn')}</li>"
+            else f"<li><code>{esc(clipped(sid))}</code> {badge('unknown skill', 'warn')}</li>"
             for sid in self.capability.skills or ()
         )
         return f"<div class='murmur-skills'>Skills:<ul>{items}</ul></div>" if items else ""
@@ -273,7 +277,7 @@ class CapabilityForm(TextView):
             kids = [self._build(child) for child in spec.children]
             if not spec.path:
                 return w.VBox(kids)
-            desc = f" <small>{esc(spec.description)}</small>" if spec.description else ""
+            desc = f" <small>{esc(said(spec.description))}</small>" if spec.description else ""
             box = w.VBox(kids)
             box.layout.margin = "0 0 0 16px"
             title = field_label(spec.title, required=spec.required)
@@ -306,7 +310,7 @@ class CapabilityForm(TextView):
         picker = FilePicker(self.host, [*self.staged, *self.artifacts], changed,
                             name=accessible_name(spec))  # fmt: skip
         self.files[spec.key] = picker
-        text = spec.description or "a file staged or produced in this session, or upload one"
+        text = said(spec.description or "a file staged or produced in this session, or upload one")
         label = w.HTML(field_label(spec.title, required=spec.required))
         label.layout.width = "160px"
         help_line = w.HTML(f'<small style="color:{FG_MUTED}">{esc(text)}</small>')
@@ -414,7 +418,7 @@ class CapabilityForm(TextView):
         """Show :meth:`code` in ``code_box`` and return it; called in a cell, it is also
         put in the next cell."""
         code = self.code()
-        self.code_box.show(code, f"this {self.capability_id} input")
+        self.code_box.show(code, f"this {clipped(self.capability_id)} input")
         insert_next_cell(code)
         return code
 
@@ -449,7 +453,7 @@ class CapabilityForm(TextView):
 
     def _invoke(self) -> Any:
         self.run_button.disabled = True
-        self._set_status(badge("running", "info") + esc(self.capability_id))
+        self._set_status(badge("running", "info") + esc(clipped(self.capability_id)))
         self._sent = self.form.value()
         try:
             inv = self.host.invoke(self.capability_id, self._sent, approve=False,
@@ -597,7 +601,8 @@ class CapabilityForm(TextView):
         self.state = "needs_approval"
         items = "".join(f"<li>{esc(said(r))}</li>" for r in reasons)
         self.approval_text.value = (
-            f"<div><b>Approval needed to run {esc(self.capability_id)}</b><ul>{items}</ul></div>"
+            f"<div><b>Approval needed to run {esc(clipped(self.capability_id))}</b>"
+            f"<ul>{items}</ul></div>"
         )
         self.approval_panel.children = (
             self.approval_text,
@@ -640,9 +645,9 @@ class CapabilityForm(TextView):
             chosen = _json(picker.staged.ref()) if picker.staged is not None else ""
             if picker.error:  # the picker's own says why (a chosen file that is gone)
                 error = f"  ✗ {clip(picker.error, TEXT_VALUE_CHARS)}"
-            return f"{indent}{spec.label} (file) = {chosen}{error}"
+            return f"{indent}{clipped(spec.label)} (file) = {chosen}{error}"
         if spec.kind == "object":
-            return f"{indent}{spec.label}:"
+            return f"{indent}{clipped(spec.label)}:"
         current = value
         for part in spec.path:
             current = current.get(part, UNSET) if isinstance(current, dict) else UNSET
@@ -651,10 +656,10 @@ class CapabilityForm(TextView):
         else:  # unset, or typed but unreadable: show what was typed
             raw = self.form.raw(spec.key)
             shown_value = clip(raw, TEXT_VALUE_CHARS) if isinstance(raw, str) else ""
-        return f"{indent}{spec.label} ({spec.kind}) = {shown_value}{error}"
+        return f"{indent}{clipped(spec.label)} ({spec.kind}) = {shown_value}{error}"
 
     def text(self) -> str:
-        lines = [f"CapabilityForm {self.capability_id}: {self.state}"]
+        lines = [f"CapabilityForm {clipped(self.capability_id)}: {self.state}"]
         if self.capability.skills:
             lines.append(f"  skills: {', '.join(self._skill_labels())}")
         if self.skills is not None:

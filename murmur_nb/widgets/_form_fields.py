@@ -21,6 +21,8 @@ from typing import Any
 import ipywidgets as w
 
 from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
+from murmur_nb._render.card import said
+from murmur_nb._rules import clipped
 from murmur_nb.widgets._file_picker import is_file_ref
 from murmur_nb.widgets._html import FG_MUTED, esc, field_label, tone_colour
 
@@ -38,7 +40,8 @@ NOT_SET = "— not set —"
 
 
 def option_label(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    """An enum's value as its option reads, cut to a label's length."""
+    return clipped(value if isinstance(value, str) else json.dumps(value))
 
 
 def flatten(
@@ -56,13 +59,13 @@ def flatten(
 
 def help_text(spec: FieldSpec) -> str:
     """The line under a field: the schema's description, then its constraints in words."""
-    return " — ".join(x for x in (spec.description, spec.hint) if x)
+    return said(" — ".join(x for x in (spec.description, spec.hint) if x))
 
 
 def accessible_name(spec: FieldSpec) -> str:
     """What a screen reader announces for a field's control (also its hover tooltip): the
     title, ``required`` when it is, then the help line."""
-    name = f"{spec.title} (required)" if spec.required else spec.title
+    name = f"{clipped(spec.title)} (required)" if spec.required else clipped(spec.title)
     line = help_text(spec)
     return f"{name}: {line}" if line else name
 

@@ -87,7 +87,7 @@ def tone_colour(tone: str) -> str:
 def field_label(title: str, *, required: bool) -> str:
     """A form field's title in bold, with the one red ``*`` of a required field."""
     mark = f' <span style="color:{tone_colour("error")}">*</span>' if required else ""
-    return f"<b>{esc(title)}</b>{mark}"
+    return f"<b>{esc(clipped(title))}</b>{mark}"
 
 
 def badge(text: str, tone: str = "muted", title: str = "") -> str:
@@ -224,7 +224,7 @@ def effect_badges(effects: Any) -> str:
         out.append(badge("external writes", "error"))
     provider = getattr(effects, "provider", "")
     if provider:
-        out.append(badge(f"provider: {provider}", "warn"))
+        out.append(badge(f"provider: {clipped(provider)}", "warn"))
     out.append(
         badge("cost known", "ok")
         if getattr(effects, "cost_known", False)
@@ -242,7 +242,7 @@ def effect_words(effects: Any) -> list[str]:
     ]
     provider = getattr(effects, "provider", "")
     if provider:
-        out.append(f"provider: {provider}")
+        out.append(f"provider: {clipped(provider)}")
     out.append("cost known" if getattr(effects, "cost_known", False) else "cost unknown")
     return out
 

@@ -23,6 +23,7 @@ from IPython.display import display
 from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
 from murmur_nb._modules.request import poll_finished, poll_request
 from murmur_nb._render.card import evidence_html, problems_of, said
+from murmur_nb._rules import clipped
 from murmur_nb.widgets._html import TextView, badge, esc, progress_of, volatile
 from murmur_nb.widgets._invocation_view import InvocationView
 
@@ -345,7 +346,7 @@ class LiveRun(TextView):
             polls += f" · every {float(self.interval_input.value):g} s"
         self.status.value = (
             f'<div class="murmur-live" data-state="{esc(self.state)}">'
-            f"{badge(label, tone)}<b>{esc(self.capability_id)}</b>"
+            f"{badge(label, tone)}<b>{esc(clipped(self.capability_id))}</b>"
             f'<span class="murmur-elapsed">{volatile(esc(took + polls))}</span>'
             f"{self._error_html()}</div>"
         )
@@ -424,7 +425,7 @@ class LiveRun(TextView):
         return inv
 
     def text(self) -> str:
-        lines = [f"LiveRun {self.capability_id}: {self.state}"]
+        lines = [f"LiveRun {clipped(self.capability_id)}: {self.state}"]
         progress = progress_of(getattr(self.last, "result", None))
         if progress is not None:
             lines.append(f"  progress: {progress[0]} of {progress[1]} done")

@@ -44,6 +44,12 @@ context (:class:`~murmur_nb.AgentListing`). Choosing a document in the knowledge
 it through the host (``load_skill`` / ``load_overlay``: verified by digest, audited) and
 shows it through the Markdown primitive, digest in its header; a refused load shows its
 code instead.
+
+Every text a descriptor declares is shown cut by the one rule, before it is escaped: an
+id, a name, a title, a version at a label's length (``_rules.clipped``), a summary, a
+requirement's detail, a descriptor problem as a message (``said``). A 3 MB requirement
+detail was 3 MB of the browser's HTML and text; the descriptor, ``setup_steps`` and the
+picker's values keep every text whole.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from murmur_nb._knowledge.agent_listing import AgentListing, agent_listing
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import ModuleInfo
 from murmur_nb._render.card import said
+from murmur_nb._rules import clipped
 from murmur_nb.protocol import Capability, Descriptor
 from murmur_nb.widgets._capability_form import CapabilityForm
 from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell, invoke_call
@@ -97,6 +104,8 @@ _GRID = "minmax(0, 2fr) minmax(0, 3fr)"
 PAGE_ROWS = 50
 #: Capabilities the picker lists at most (those matching the filter, in order).
 PICKER_LIMIT = 500
+#: Capability ids a knowledge entry names as its skill's users; the others are counted.
+LISTED_IDS = 10
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,7 @@ class BrowserRun:
 
     def line(self) -> str:
         said = self.status if self.outcome == self.status else f"{self.status} {self.outcome}"
-        return (f"{self.time:%H:%M:%S} {self.capability} {said} "
+        return (f"{self.time:%H:%M:%S} {clipped(self.capability)} {said} "
                 f"{self.duration_s:.2f} s {self.input_text()}")  # fmt: skip
 
 
@@ -162,14 +171,21 @@ def _documents(info: ModuleInfo) -> list[tuple[str, tuple[str, str, str]]]:
         for skill_id in cap.skills or ():
             users.setdefault(skill_id, []).append(cap.id)
     out = [
-        (f"{info.id} · overlay {o.id} — {o.title} · {o.tokens} tokens", (info.id, "overlay", o.id))
+        (f"{info.id} · overlay {clipped(o.id)} — {clipped(o.title)} · {o.tokens} tokens",
+         (info.id, "overlay", o.id))
         for o in d.agent_overlays or ()
-    ]
+    ]  # fmt: skip
     for s in d.skills or ():
-        used = f" ({', '.join(users[s.id])})" if s.id in users else ""
-        label = f"{info.id} · skill {s.id} — {s.title} · {s.tokens} tokens{used}"
+        used = f" ({listed(users[s.id])})" if s.id in users else ""
+        label = f"{info.id} · skill {clipped(s.id)} — {clipped(s.title)} · {s.tokens} tokens{used}"
         out.append((label, (info.id, "skill", s.id)))
     return out
+
+
+def listed(ids: list[str], shown: int = LISTED_IDS) -> str:
+    """``a.x, a.y and 3 more``: the first ``shown`` of ``ids``, each cut to a label's length."""
+    more = f" and {len(ids) - shown:,} more" if len(ids) > shown else ""
+    return ", ".join(clipped(i) for i in ids[:shown]) + more
 
 
 def _skills_html(descriptor: Descriptor, capability: Capability) -> str:
@@ -179,9 +195,9 @@ def _skills_html(descriptor: Descriptor, capability: Capability) -> str:
     for skill_id in capability.skills or ():
         skill = declared.get(skill_id)
         if skill is None:
-            items.append(f"<code>{esc(skill_id)}</code> {badge('unknown skill', 'warn')}")
+            items.append(f"<code>{esc(clipped(skill_id))}</code> {badge('unknown skill', 'warn')}")
         else:
-            items.append(f"<code>{esc(skill_id)}</code> {skill.tokens} tokens")
+            items.append(f"<code>{esc(clipped(skill_id))}</code> {skill.tokens} tokens")
     if not items:
         return ""
     return f"<div class='murmur-skills'><small>skills: {', '.join(items)}</small></div>"
@@ -581,13 +597,14 @@ class ModuleBrowser(TextView):
         self.history_box.children = (head, *rows)  # last: a watcher sees the whole run
 
     def _history_row(self, run: BrowserRun) -> w.Widget:
-        show = w.Button(description="Show", tooltip=f"show this run of {run.capability} again",
+        capability = clipped(run.capability)
+        show = w.Button(description="Show", tooltip=f"show this run of {capability} again",
                         layout=w.Layout(width="auto"))  # fmt: skip
         show.add_class("murmur-history-show")
         show.on_click(lambda _b: self.show_run(run))
         code = w.Button(description="Copy as code", icon="code", layout=w.Layout(width="auto"),
                         tooltip=f"the host.invoke(...) call that sends this input to "
-                        f"{run.capability} again")  # fmt: skip
+                        f"{capability} again")  # fmt: skip
         code.add_class("murmur-history-code")
         code.on_click(lambda _b: self.copy_as_code(run))
         tone = _TONES.get(run.status, "error")
@@ -595,7 +612,7 @@ class ModuleBrowser(TextView):
         line = w.HTML(
             f'<div class="murmur-history-row" data-status="{esc(run.status)}">'
             f'{volatile(f"{run.time:%H:%M:%S}")} '
-            f"<code>{esc(run.capability)}</code> {badge(said, tone)}"
+            f"<code>{esc(capability)}</code> {badge(said, tone)}"
             f"{volatile(badge(f'{run.duration_s:.2f} s', 'muted'))}"
             f'<code class="murmur-history-input" title="the input sent">'
             f"{esc(run.input_text())}</code></div>"
@@ -607,7 +624,7 @@ class ModuleBrowser(TextView):
         ``code_box`` and return it; called in a cell, it is also put in the next cell."""
         run = run if run is not None else self.history[-1]
         code = run.code(host_name(self.host, self.host_name))
-        self.code_box.show(code, f"the {run.time:%H:%M:%S} run of {run.capability}")
+        self.code_box.show(code, f"the {run.time:%H:%M:%S} run of {clipped(run.capability)}")
         insert_next_cell(code)
         return code
 
@@ -619,7 +636,7 @@ class ModuleBrowser(TextView):
         self.shown_run = run
         sent = json.dumps(run.input, indent=2, default=str, sort_keys=True)
         head = w.HTML(
-            f'<div class="murmur-history-shown"><b>{esc(run.capability)}</b> '
+            f'<div class="murmur-history-shown"><b>{esc(clipped(run.capability))}</b> '
             f"{badge(run.status, _TONES.get(run.status, 'error'))}"
             f'<div>input:</div><pre class="murmur-history-sent">{esc(sent)}</pre></div>'
         )
@@ -639,11 +656,11 @@ class ModuleBrowser(TextView):
 
     def _setup_panel(self, capability_id: str, info: Any) -> w.Widget:
         steps = "".join(
-            f"<li><b>{esc(r.kind)} {esc(r.name)}</b>: {esc(self._detail(r))}</li>"
+            f"<li><b>{esc(clipped(r.kind))} {esc(clipped(r.name))}</b>: {esc(self._detail(r))}</li>"
             for r in info.unmet_requirements
         )
         note = w.HTML(
-            f'<div class="murmur-setup"><b>{esc(capability_id)}</b> '
+            f'<div class="murmur-setup"><b>{esc(clipped(capability_id))}</b> '
             f"{badge('Needs setup', 'warn')} module <code>{esc(info.id)}</code> needs this "
             f"before it can run:<ol>{steps}</ol>Then click Refresh.</div>"
         )
@@ -696,7 +713,8 @@ class ModuleBrowser(TextView):
         if built is not None and built[0] == info.id:
             return built[1]
         button = w.Button(
-            description=cap.id, tooltip=f"open {cap.id}: {cap.title or cap.summary}",
+            description=clipped(cap.id),
+            tooltip=f"open {clipped(cap.id)}: {clipped(cap.title or cap.summary)}",
             layout=w.Layout(width="auto", min_width="max-content"),
         )  # fmt: skip
         button.add_class("murmur-cap")
@@ -724,15 +742,15 @@ class ModuleBrowser(TextView):
         d = info.descriptor
         if d is None:
             errors = "".join(
-                f"<li><code>{esc(format_validation_error(e))}</code></li>"
+                f"<li><code>{esc(said(format_validation_error(e)))}</code></li>"
                 for e in info.errors or ()
             )
             return f"<b>{esc(info.id)}</b> {badge('refused', 'error')}<ul>{errors}</ul>"
-        head = f"<b>{esc(d.name or info.id)}</b> <code>{esc(info.id)}</code>"
-        head += f" {badge('v' + d.version, 'muted')}" if d.version else ""
+        head = f"<b>{esc(clipped(d.name or info.id))}</b> <code>{esc(info.id)}</code>"
+        head += f" {badge('v' + clipped(d.version), 'muted')}" if d.version else ""
         if info.needs_setup:
             needs = "; ".join(
-                f"{esc(r.kind)} {esc(r.name)}: {esc(self._detail(r))}"
+                f"{esc(clipped(r.kind))} {esc(clipped(r.name))}: {esc(self._detail(r))}"
                 for r in info.unmet_requirements
             )
             small = f"<small style='color:{FG_MUTED}'>{needs}</small>"
@@ -740,17 +758,19 @@ class ModuleBrowser(TextView):
         return f'<div class="murmur-card-head">{head}</div>'
 
     def _detail(self, requirement: Any) -> str:
-        return self._portable(requirement.detail or "not available")
+        """What a requirement's ``detail`` says (how to set it up), cut as a message is."""
+        return self._portable(said(requirement.detail or "not available"))
 
     def _cap_line(self, info: Any, d: Any, cap: Any) -> str:
         extra = badge("long-running", "info") if cap.long_running else ""
         reasons = self._gate(d, cap)
         if reasons:
-            extra += badge("needs approval", "warn", title="; ".join(reasons))
+            extra += badge("needs approval", "warn", title="; ".join(map(said, reasons)))
         if info.needs_setup:
             extra += badge("needs setup", "warn")
-        title = f"<b>{esc(cap.title)}</b> " if cap.title else ""
-        summary = f'<span style="color:{FG_MUTED}">{esc(cap.summary)}</span>' if cap.summary else ""
+        title = f"<b>{esc(clipped(cap.title))}</b> " if cap.title else ""
+        summary = (f'<span style="color:{FG_MUTED}">{esc(said(cap.summary))}</span>'
+                   if cap.summary else "")  # fmt: skip
         badges = effect_badges(cap.effects).removeprefix("<div>").removesuffix("</div>")
         skills = _skills_html(d, cap)
         return f'<div class="murmur-cap-line">{title}{extra}{badges} {summary}{skills}</div>'
@@ -761,7 +781,7 @@ class ModuleBrowser(TextView):
         assert d is not None  # only accepted modules are drawn with their knowledge
         out = []
         overlays = ", ".join(
-            f"<code>{esc(o.id)}</code> {esc(o.title)} · {o.tokens} tokens"
+            f"<code>{esc(clipped(o.id))}</code> {esc(clipped(o.title))} · {o.tokens} tokens"
             for o in d.agent_overlays or ()
         )
         if overlays:
@@ -775,7 +795,7 @@ class ModuleBrowser(TextView):
         for warning in info.warnings:
             out.append(
                 f"<div>{badge('warning', 'warn')}<code>"
-                f"{esc(format_validation_error(warning))}</code></div>"
+                f"{esc(said(format_validation_error(warning)))}</code></div>"
             )
         return "".join(out)
 
@@ -794,14 +814,14 @@ class ModuleBrowser(TextView):
             d = info.descriptor
             if d is None:
                 lines.append(f"  {info.id}: refused")
-                lines.extend(f"    ✗ {format_validation_error(e)}" for e in info.errors or ())
+                lines.extend(f"    ✗ {said(format_validation_error(e))}" for e in info.errors or ())
                 continue
-            version = f" {d.version}" if d.version else ""
+            version = f" {clipped(d.version)}" if d.version else ""
             setup = " [Needs setup]" if info.needs_setup else ""
             lines.append(f"  {info.id}{version}{setup}")
             if info.needs_setup:
                 lines.extend(
-                    f"    needs {r.kind} {r.name}: {r.detail or 'not available'}"
+                    f"    needs {clipped(r.kind)} {clipped(r.name)}: {self._detail(r)}"
                     for r in info.unmet_requirements
                 )
             drawn = self._cards.get(info.id)
@@ -810,22 +830,24 @@ class ModuleBrowser(TextView):
                 words = effect_words(cap.effects)
                 if self._gate(d, cap):
                     words.append("needs approval")
-                lines.append(f"    {cap.id} [{', '.join(words)}]")
+                lines.append(f"    {clipped(cap.id)} [{', '.join(words)}]")
             if drawn is not None and drawn.words:
                 lines.append(f"    … {drawn.words}")
             lines.extend(
-                f"    ! {format_validation_error(e)}" for e in getattr(info, "warnings", None) or ()
+                f"    ! {said(format_validation_error(e))}"
+                for e in getattr(info, "warnings", None) or ()
             )
         if self.document is not None:
-            lines.append(f"  reading: {self.document.provenance()}")
+            lines.append(f"  reading: {said(self.document.provenance())}")
         if self.document_error is not None:
-            lines.append(f"  refused {self.document_error.code}: {self.document_error.message}")
+            error = self.document_error
+            lines.append(f"  refused {error.code}: {said(error.message)}")
         if self.form is not None:
-            lines.append(f"  open: {self.form.capability_id}")
+            lines.append(f"  open: {clipped(self.form.capability_id)}")
         if self.history:
             last = self.history[-1]
-            said = last.status if last.outcome == last.status else f"{last.status} {last.outcome}"
-            lines.append(f"  runs: {len(self.history)} (last: {last.capability} {said})")
+            ended = last.status if last.outcome == last.status else f"{last.status} {last.outcome}"
+            lines.append(f"  runs: {len(self.history)} (last: {clipped(last.capability)} {ended})")
         return self._portable("\n".join(lines))
 
     def _portable(self, text: str) -> str:
@@ -835,7 +857,8 @@ class ModuleBrowser(TextView):
 
 def _option(cap: Capability) -> tuple[str, str]:
     """A capability in the picker: ``id — title``."""
-    return (printable(f"{cap.id} — {cap.title}" if cap.title else cap.id), cap.id)
+    shown = f"{clipped(cap.id)} — {clipped(cap.title)}" if cap.title else clipped(cap.id)
+    return (printable(shown), cap.id)
 
 
 def _grid(card: w.VBox, rows: tuple[w.Widget, ...], form_box: w.VBox) -> None:
