@@ -432,3 +432,31 @@ def test_thousands_of_rejected_artifacts_are_counted_in_the_rendering_and_the_vi
             assert "I" * 2_001 not in text, (type(view).__name__, name)  # the message, cut
             assert "… and 39988 more rejected" in text, (type(view).__name__, name)
             assert "Invocation.rejected_artifacts keeps them all" in text, name
+
+
+def test_a_list_of_thousands_of_invocations_is_bounded_as_a_whole(host: mnb.ModuleHost) -> None:
+    """``render([inv] * 2000)``: each invocation drew its own dozen rejected cards, so the
+    list, with no bound of its own, was 17,444,034 characters of HTML (0.6-1.5 s). A list is
+    now one rendering: its invocations share the one dozen error cards, it draws the first 100
+    invocations and one line counts the others, naming the slice that draws them."""
+    claims = [{"path": "x", "root": "nope", "id": f"r{i}", "bytes": 1,
+               "digest": "sha256:" + "0" * 64} for i in range(20)]  # fmt: skip
+    inv = host.invoke("hostile.make", {"claims": claims})
+    assert len(inv.rejected_artifacts) == 20
+    shown = _shown(mnb.render([inv] * 2000))
+    sizes = {name: len(text) for name, text in shown.items()}
+    assert max(sizes.values()) < 64_000, sizes
+    text = shown["text/plain"]
+    assert text.startswith("gallery · 2000 items\ninvocation · hostile.make")
+    assert text.count("invocation · hostile.make") == 100
+    assert text.count("error · r") == 12  # one dozen for the whole list
+    line = ("… and 1900 more invocations (the list given to render() keeps them all; render "
+            "a slice of it, such as [100:200], to draw others)")  # fmt: skip
+    for name in ("text/html", "text/plain"):
+        assert line in shown[name], name
+    alone = mnb.render(inv).text  # one invocation alone draws its dozen, as before
+    assert alone.count("error · r") == 12 and "… and 8 more rejected" in alone
+    nested = mnb.render([[inv] * 150] * 20)  # lists in a list: the same one bound
+    assert nested.text.count("invocation · hostile.make") == 100
+    assert len(nested.html) < 64_000
+    assert "… and 19 more lists (the list given to render() keeps them all" in nested.text

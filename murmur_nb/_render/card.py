@@ -42,6 +42,7 @@ __all__ = [
     "evidence_html",
     "invocation_card",
     "invocation_text",
+    "more_listed",
     "more_rejected",
     "problems_of",
     "rejected_rows",
@@ -124,13 +125,18 @@ def _more_line(count: int, whole: str, what: str = "", how: str = "") -> str:
     return f"… and {count} more{what} ({whole} keeps them all{how})"
 
 
-def more_rejected(count: int, *, listed: bool = False) -> str:
-    """The line counting ``count`` rejected artifacts a display leaves out: of an
-    invocation, or (``listed``) of a list given to ``render``, which a slice of shows."""
-    if listed:
-        how = f"; render a slice of it, such as [{MAX_ROWS}:{2 * MAX_ROWS}], to draw others"
-        return _more_line(count, "the list given to render()", " rejected", how)
+def more_rejected(count: int) -> str:
+    """The line counting ``count`` rejected artifacts of an invocation a display leaves out
+    (:func:`more_listed` counts those of a list given to ``render``)."""
     return _more_line(count, "Invocation.rejected_artifacts", " rejected")
+
+
+def more_listed(count: int, what: str, start: int, step: int) -> str:
+    """The line counting ``count`` items of a list given to ``render`` that it does not
+    draw (``what``: ``" rejected"``, ``" invocations"``), naming the slice from ``start``,
+    the first left out, that draws ``step`` more."""
+    how = f"; render a slice of it, such as [{start}:{start + step}], to draw others"
+    return _more_line(count, "the list given to render()", what, how)
 
 
 def _first_rows(items: Sequence[_Item], show: Callable[[_Item], str], whole: str) -> list[str]:

@@ -10,6 +10,11 @@ cards counted but not bounded by it, so only the first :data:`~.card.MAX_ROWS` a
 the invocation's card lists them, and one line counts the rest (40,000 of them were 28.5 MB
 of HTML); a list of them (``render(inv.rejected_artifacts)``) is cut the same way, its line
 saying how to draw others (20,000 were 14 MB).
+
+A list is one rendering, bounded as a whole: its rejected artifacts, bare or an
+invocation's, share the one :data:`~.card.MAX_ROWS` of error cards, and it draws at most
+:data:`MAX_CALLS` invocations, then one line counts the items it left out and names the
+slice that draws the next ones (``render([inv] * 2000)`` drew every one: 17 MB of HTML).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from murmur_nb._files.artifacts import RejectedArtifact
-from murmur_nb._render.card import MAX_ROWS, more_rejected, said
+from murmur_nb._render.card import MAX_ROWS, more_listed, more_rejected, said
 from murmur_nb._render.core import (
     RenderBudget,
     Rendering,
@@ -47,7 +52,11 @@ from murmur_nb._render.primitives.grid import NOT_HELD, grid_rendering, max_held
 from murmur_nb._render.total import Account, note_rendering, omitted_rendering
 from murmur_nb._render.verify import file_digest
 
-__all__ = ["RenderBudget", "Rendering", "render", "render_file"]
+__all__ = ["MAX_CALLS", "RenderBudget", "Rendering", "render", "render_file"]
+
+#: Invocations one rendering draws (a list's, nested lists' too); the items of a list past
+#: them are counted in one line.
+MAX_CALLS = 100
 
 
 def _rejected(rejected: RejectedLike) -> Rendering:
@@ -63,12 +72,15 @@ def _rejected(rejected: RejectedLike) -> Rendering:
 
 
 def _rejected_parts(inv: InvocationLike, account: Account) -> list[Rendering]:
-    """The error cards of the first :data:`~.card.MAX_ROWS` rejected artifacts, then one
-    line counting the rest, as the invocation's card lists them."""
+    """The error cards of the first rejected artifacts, as many as the rendering has left of
+    its :data:`~.card.MAX_ROWS` (all of them for one invocation rendered alone, as its card
+    lists them), then one line counting the rest."""
     rejected = inv.rejected_artifacts
-    parts = [account.count(_rejected(r)) for r in rejected[:MAX_ROWS]]
-    if len(rejected) > MAX_ROWS:
-        parts.append(account.count(note_rendering(more_rejected(len(rejected) - MAX_ROWS))))
+    drawn = rejected[: max(0, MAX_ROWS - account.rejected)]
+    account.rejected += len(drawn)
+    parts = [account.count(_rejected(r)) for r in drawn]
+    if len(rejected) > len(drawn):
+        parts.append(account.count(note_rendering(more_rejected(len(rejected) - len(drawn)))))
     return parts
 
 
@@ -81,6 +93,7 @@ def _render_invocation_held(
     inv: InvocationLike, account: Account, held: contextlib.ExitStack
 ) -> Rendering:
     roots = roots_of(inv)
+    account.calls += 1
     omitted_before = account.omitted
     parts: list[Rendering] = []
     grid_sources: list[Source] = []
@@ -203,11 +216,9 @@ def _render(obj: Any, account: Account) -> Rendering:
         part = account.render(source_of(obj, {}), obj.presentation, verify=True)
         return part or omitted_rendering(1, account.budget)
     if isinstance(obj, RejectedLike):
+        account.rejected += 1
         return account.count(_rejected(obj))
-    # a mapping iterates its keys and a DataFrame its column names: neither is a gallery
-    if isinstance(obj, Iterable) and not (
-        isinstance(obj, str | bytes | os.PathLike | Mapping) or hasattr(obj, "columns")
-    ):
+    if _is_list(obj):
         return _gallery(obj, account)
     raise TypeError(
         f"render() takes an Invocation, a VerifiedArtifact or a list of them, not "
@@ -223,24 +234,47 @@ def _rejected_item(item: Any) -> bool:
     return not isinstance(item, InvocationLike | ArtifactLike) and isinstance(item, RejectedLike)
 
 
+def _is_list(obj: Any) -> bool:
+    """Whether :func:`render` draws ``obj`` as a gallery of its items: an iterable, but not
+    text, a path, a mapping (it iterates its keys) nor a DataFrame (its column names)."""
+    return isinstance(obj, Iterable) and not (
+        isinstance(obj, str | bytes | os.PathLike | Mapping) or hasattr(obj, "columns")
+    )
+
+
+def _past_its_bound(item: Any, account: Account) -> str | None:
+    """What ``item`` is counted as, not drawn, once the rendering drew as many of its kind
+    as it may: ``" rejected"`` past :data:`~.card.MAX_ROWS` error cards, ``" invocations"``
+    (``" lists"``) past :data:`MAX_CALLS` invocations; ``None`` while it may be drawn."""
+    if _rejected_item(item):
+        return " rejected" if account.rejected >= MAX_ROWS else None
+    if account.calls < MAX_CALLS:
+        return None
+    if isinstance(item, InvocationLike):
+        return " invocations"
+    return " lists" if not isinstance(item, ArtifactLike) and _is_list(item) else None
+
+
 def _gallery(items: Iterable[Any], account: Account) -> Rendering:
-    """Each item drawn in order; past the total, artifacts counted in one line, and rejected
-    artifacts past the first :data:`~.card.MAX_ROWS` in another, as an invocation's are."""
+    """Each item drawn in order; past the total, artifacts counted in one line; rejected
+    artifacts past the rendering's :data:`~.card.MAX_ROWS` cards and invocations past its
+    :data:`MAX_CALLS` counted in a line each, naming the slice that draws the next ones."""
     parts: list[Rendering] = []
-    given = omitted = rejected = 0
-    for given, item in enumerate(items, start=1):  # noqa: B007 - the count is read after
-        if _rejected_item(item):
-            rejected += 1
-            if rejected > MAX_ROWS:
-                continue  # counted in one line below, never drawn
+    given = omitted = 0
+    left_out: dict[str, list[int]] = {}  # what -> [how many, the index of the first]
+    for given, item in enumerate(items, start=1):
+        what = _past_its_bound(item, account)
+        if what is not None:
+            left_out.setdefault(what, [0, given - 1])[0] += 1
+            continue  # counted in one line below, never drawn
         before = account.omitted
         part = _render(item, account)
         if isinstance(item, ArtifactLike) and account.omitted > before:
             omitted += 1  # counted once, in one line below, not a line per artifact
             continue
         parts.append(part)
-    if rejected > MAX_ROWS:
-        more = more_rejected(rejected - MAX_ROWS, listed=True)
+    for what, (count, first) in left_out.items():
+        more = more_listed(count, what, first, MAX_ROWS if what == " rejected" else MAX_CALLS)
         parts.append(account.count(note_rendering(more)))
     if omitted:
         parts.append(omitted_rendering(omitted, account.budget))

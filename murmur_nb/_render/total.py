@@ -65,9 +65,11 @@ def _size(part: Rendering) -> int:
 class Account:
     """What one rendering has produced so far, and which contents it has shown.
 
-    Only :meth:`render` and :meth:`count` change it, each for the part it returns; the
-    renderers take what they decode from :attr:`pixels`, the rendering's one pixel budget
-    (handed to each through :meth:`narrowed`).
+    Only :meth:`render` and :meth:`count` change what it spent, each for the part it
+    returns; the renderers take what they decode from :attr:`pixels`, the rendering's one
+    pixel budget (handed to each through :meth:`narrowed`). What is bounded by count, not
+    by size (invocations, rejected artifacts' error cards), is counted in :attr:`calls` and
+    :attr:`rejected` by what draws it, so one bound holds for a whole list.
     """
 
     budget: RenderBudget
@@ -80,6 +82,10 @@ class Account:
     listed_past: int = 0
     #: artifacts neither shown nor listed (past :data:`LISTED_PAST`)
     omitted: int = 0
+    #: invocations drawn in this rendering (a list's, and nested lists' too)
+    calls: int = 0
+    #: rejected artifacts drawn as error cards in this rendering, bare or an invocation's
+    rejected: int = 0
     #: what the rendering may still decode (``budget.decode_px`` at the start)
     pixels: PixelBudget = field(init=False)
 
