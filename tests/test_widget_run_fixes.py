@@ -10,6 +10,7 @@ and the browser keeps the form a user is filling. Driven from Python against rea
 from __future__ import annotations
 
 import html
+import json
 import sys
 import threading
 import time
@@ -373,3 +374,30 @@ def test_wait_returns_once_the_final_status_is_drawn(tmp_path: Path) -> None:
     finally:
         sys.setswitchinterval(interval)
     assert stale == []
+
+
+def test_the_form_and_the_invocation_view_cut_values_by_the_one_rule(tmp_path: Path) -> None:
+    """The widgets cut a value's text with a helper of their own (``clip``: ``limit - 1``
+    characters and ``…``) beside the one rule every renderer uses (``_rules.clipped``:
+    ``chars`` characters and ``…``), so the same limit meant two lengths. They cut by the
+    one rule now, at limits that show no more than before (200 and 300 characters)."""
+    from murmur_nb._rules import clipped  # private: the one rule the widgets must cut by
+    from murmur_nb.widgets._capability_form import (  # private: the limit it cuts a value at
+        TEXT_VALUE_CHARS,
+    )
+    from murmur_nb.widgets._invocation_view import (  # private: the limit of its result line
+        RESULT_LINE_CHARS,
+    )
+
+    home = tmp_path / "home"
+    install(home, "plain")
+    with ModuleHost(home=home) as host:
+        form = CapabilityForm(host, "plain.echo")
+        form.set_value("count", "9" * 250)
+        inv = host.invoke("plain.echo", {"count": 1})
+    value = clipped("9" * 250, TEXT_VALUE_CHARS)
+    assert f"(integer) = {value}\n" in form.text() + "\n" and len(value) <= 200
+    result = json.dumps(inv.result, ensure_ascii=False, sort_keys=True, default=str)
+    assert len(result) > 300
+    line = clipped(result, RESULT_LINE_CHARS)
+    assert f"  result: {line}\n" in InvocationView(inv, render=False).text() and len(line) <= 300

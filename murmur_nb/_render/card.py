@@ -115,7 +115,7 @@ def state_label(inv: Any) -> str:
 
 def _short_json(value: Any, limit: int = RESULT_CHARS) -> str:
     text = json.dumps(value, ensure_ascii=False, indent=1, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(text, limit - 1)  # ``limit`` characters at most, the ``…`` one of them
 
 
 def _more_line(count: int, whole: str, what: str = "", how: str = "") -> str:

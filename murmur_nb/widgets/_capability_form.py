@@ -51,20 +51,21 @@ from murmur_nb.widgets._html import (
     field_label,
     require,
 )
-from murmur_nb.widgets._invocation_view import InvocationView, clip
+from murmur_nb.widgets._invocation_view import InvocationView
 from murmur_nb.widgets._live_run import LiveRun
 
 __all__ = ["CapabilityForm"]
 
-#: The characters of one field's value in ``text/plain`` (a longer one is cut with "…").
-TEXT_VALUE_CHARS = 200
+#: The characters of one field's value in ``text/plain`` before its "…" when it is cut by
+#: the one rule (:func:`~murmur_nb._rules.clipped`): 200 at most, as before.
+TEXT_VALUE_CHARS = 199
 #: The parts of a file input's ``{root, path}`` reference.
 _REF_PARTS = ("root", "path")
 
 
 def _json(value: Any) -> str:
     """A field's value in ``text/plain``: readable JSON (non-ASCII kept), cut when long."""
-    return clip(json.dumps(value, ensure_ascii=False), TEXT_VALUE_CHARS)
+    return clipped(json.dumps(value, ensure_ascii=False), TEXT_VALUE_CHARS)
 
 
 #: How a started run's polling ended early, as the form's status says it.
@@ -637,14 +638,14 @@ class CapabilityForm(TextView):
     def _field_line(self, spec: FieldSpec, value: Any, shown: Mapping[str, str]) -> str:
         """One field of :meth:`text`: label, kind, current value, error; ``""`` to skip."""
         indent = "  " * len(spec.path)
-        error = f"  ✗ {clip(shown[spec.key], TEXT_VALUE_CHARS)}" if spec.key in shown else ""
+        error = f"  ✗ {clipped(shown[spec.key], TEXT_VALUE_CHARS)}" if spec.key in shown else ""
         if spec.path[:-1] and ".".join(spec.path[:-1]) in self.files:
             return ""  # root and path of a file input: the file line says it
         if spec.key in self.files:
             picker = self.files[spec.key]
             chosen = _json(picker.staged.ref()) if picker.staged is not None else ""
             if picker.error:  # the picker's own says why (a chosen file that is gone)
-                error = f"  ✗ {clip(picker.error, TEXT_VALUE_CHARS)}"
+                error = f"  ✗ {clipped(picker.error, TEXT_VALUE_CHARS)}"
             return f"{indent}{clipped(spec.label)} (file) = {chosen}{error}"
         if spec.kind == "object":
             return f"{indent}{clipped(spec.label)}:"
@@ -655,7 +656,7 @@ class CapabilityForm(TextView):
             shown_value = _json(current)
         else:  # unset, or typed but unreadable: show what was typed
             raw = self.form.raw(spec.key)
-            shown_value = clip(raw, TEXT_VALUE_CHARS) if isinstance(raw, str) else ""
+            shown_value = clipped(raw, TEXT_VALUE_CHARS) if isinstance(raw, str) else ""
         return f"{indent}{clipped(spec.label)} ({spec.kind}) = {shown_value}{error}"
 
     def text(self) -> str:

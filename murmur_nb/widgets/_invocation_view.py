@@ -35,8 +35,8 @@ from murmur_nb._render.card import (
     shows_evidence,
     state_label,
 )
-from murmur_nb._render.core import clipped
 from murmur_nb._render.render import render as render_invocation
+from murmur_nb._rules import clipped
 from murmur_nb.widgets._html import (
     TextView,
     badge,
@@ -63,14 +63,14 @@ def format_cost(cost: float | None) -> str:
     return f"{cost:g}"
 
 
-def clip(text: str, limit: int = 300) -> str:
-    """``text``, cut to ``limit`` characters with a ``…`` when longer."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+#: Characters of the result's one line of JSON in ``text/plain`` before its ``…`` (300 at
+#: most, as before it was cut by the one rule, :func:`~murmur_nb._rules.clipped`).
+RESULT_LINE_CHARS = 299
 
 
-def short_json(value: object, limit: int = 300) -> str:
-    """``value`` as one line of readable JSON (non-ASCII kept), cut to ``limit``."""
-    return clip(json.dumps(value, ensure_ascii=False, sort_keys=True, default=str), limit)
+def short_json(value: object, chars: int = RESULT_LINE_CHARS) -> str:
+    """``value`` as one line of readable JSON (non-ASCII kept), cut after ``chars``."""
+    return clipped(json.dumps(value, ensure_ascii=False, sort_keys=True, default=str), chars)
 
 
 def _capability_of(inv: Any) -> str:

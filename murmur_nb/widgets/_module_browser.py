@@ -143,9 +143,9 @@ class BrowserRun:
         return invoke_call(host, self.capability, self.input, staged=self.staged)
 
     def input_text(self, limit: int = 80) -> str:
-        """The input as compact JSON, cut at ``limit`` characters."""
+        """The input as compact JSON, cut at ``limit`` characters (the ``…`` one of them)."""
         text = json.dumps(self.input, separators=(",", ":"), default=str, sort_keys=True)
-        return text if len(text) <= limit else text[: limit - 1] + "…"
+        return clipped(text, limit - 1)
 
     def line(self) -> str:
         said = self.status if self.outcome == self.status else f"{self.status} {self.outcome}"
