@@ -9,6 +9,7 @@ and the browser keeps the form a user is filling. Driven from Python against rea
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import sys
@@ -401,3 +402,79 @@ def test_the_form_and_the_invocation_view_cut_values_by_the_one_rule(tmp_path: P
     assert len(result) > 300
     line = clipped(result, RESULT_LINE_CHARS)
     assert f"  result: {line}\n" in InvocationView(inv, render=False).text() and len(line) <= 300
+
+
+def _listing_descriptor(home: Path, count: int) -> None:
+    """Install ``refused``, whose ``count`` capabilities each break the protocol, and
+    ``plain``, which declares ``count`` unmet requirements, skills, overlays and unknown
+    skill ids (each a warning) listed by ``plain.echo``."""
+    folder = install(home, "refused")
+    descriptor = default_descriptor(home, "refused")
+    first = descriptor["capabilities"][0]
+    descriptor["capabilities"] = [dict(first, id=f"not an id {i}") for i in range(count)]
+    write_descriptor(folder, descriptor)
+    folder = install(home, "plain")
+    (folder / "doc.md").write_text("# a skill\n")
+    descriptor = default_descriptor(home, "plain")
+    digest = "sha256:" + hashlib.sha256(b"# a skill\n").hexdigest()
+    descriptor.update(
+        requirements=[{"kind": "binary", "name": f"tool-{i}", "available": False,
+                       "detail": "missing"} for i in range(count)],
+        skills=[{"id": f"skill-{i}", "title": "t", "summary": "s", "path": "doc.md",
+                 "digest": digest, "tokens": 5} for i in range(count)],
+        agent_overlays=[{"id": f"overlay-{i}", "title": "t", "path": "doc.md",
+                         "digest": digest, "tokens": 5} for i in range(count)],
+    )  # fmt: skip
+    descriptor["capabilities"][0]["skills"] = [
+        *(f"skill-{i}" for i in range(count)), *(f"unknown-{i}" for i in range(count))
+    ]
+    write_descriptor(folder, descriptor)
+
+
+def test_a_modules_thousands_of_problems_requirements_and_skills_are_a_dozen_lines_each(
+    tmp_path: Path,
+) -> None:
+    """A refused module's problems, a module's unmet requirements (its card, its text, its
+    setup steps), a capability's skills (its row, its form, the skills it loads), a
+    module's overlays, warnings and knowledge list: each was drawn whole, an entry per
+    line (5,000 of each made the browser megabytes). Each view now draws the first dozen
+    (the knowledge list 500) and one line counting the rest and naming what keeps them all."""
+    home = tmp_path / "home"
+    _listing_descriptor(home, 5_000)
+    policy = Policy(describe_max_output_bytes=64 << 20)
+    with ModuleHost(home=home, policy=policy) as host:
+        browser = ModuleBrowser(host)
+        plain, refused = browser.modules  # by id
+        assert (len(refused.errors), len(plain.unmet_requirements)) == (5_000, 5_000)
+        assert len(plain.warnings) == 5_000
+        steps = [("browser", browser)]
+        assert browser.open_form("plain.echo") is None  # its setup steps first
+        steps.append(("setup panel", browser))
+        setup = "\n".join(html.unescape(t) for t in _shown(browser.form_box))
+        assert "more (ModuleBrowser.setup_steps keeps them all)" in setup
+        form = browser.open_form("plain.echo", setup_first=False)
+        selection = form.show_skills()
+        steps += [("form", browser), ("the form alone", form)]
+        for name, widget in steps:
+            shown = _shown(widget)
+            assert sum(map(len, shown)) < 200_000, (name, sorted(map(len, shown))[-3:])
+        text, page = browser.text(), "\n".join(html.unescape(t) for t in _shown(browser))
+        for whole in ("ModuleBrowser.modules[1].errors", "ModuleBrowser.modules[0].warnings",
+                      "ModuleBrowser.modules[0].unmet_requirements"):  # fmt: skip
+            assert f"… and 4988 more ({whole} keeps them all)" in text, whole
+            assert f"… and 4988 more ({whole} keeps them all)" in page, whole
+        for whole in ("ModuleBrowser.modules[0].descriptor.capabilities[0].skills",
+                      "ModuleBrowser.modules[0].descriptor.agent_overlays",
+                      "CapabilityForm.capability.skills"):  # fmt: skip
+            assert f"more ({whole} keeps them all)" in page, whole
+        assert "… and 9500 more skills and overlays" in page
+        assert "… and 9988 more (CapabilityForm.capability.skills keeps them all)" in form.text()
+        assert selection is not None and len(selection.documents) == 5_000
+        assert "… and 4988 more (SkillSelection.documents keeps them all)" in form.text()
+        assert "… and 4988 more (SkillSelection.left_out keeps them all)" in form.text()
+        # the lists themselves stay whole
+        assert len(browser.setup_steps) == 5_000 and len(form.capability.skills or ()) == 10_000
+        assert len(browser.knowledge_picker.options) == 500
+        assert browser.open_document("plain", "skill", "skill-4999") is not None
+        assert browser.knowledge_picker.value == ("plain", "skill", "skill-4999")
+

@@ -36,6 +36,7 @@ from murmur_nb._exceptions import (
     ProtocolViolation,
 )
 from murmur_nb._files.beneath import Outside, open_beneath, read_at_most
+from murmur_nb._render.card import MAX_ROWS, first_rows, said
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
 from murmur_nb._render.primitives.text import markdown_block
 from murmur_nb._rules import DIGEST_RE, clipped
@@ -186,24 +187,33 @@ class SkillSelection:
         return tuple(x for x in self.left_out if x.reason not in _BUDGET_REASONS)
 
     def summary(self) -> str:
-        """Stable plain text: what was loaded, what was left out and why."""
+        """Stable plain text: what was loaded, what was left out and why (the first
+        ``first_rows`` of each, and a line counting the others)."""
         budget = "no budget" if self.budget_tokens is None else f"budget {self.budget_tokens}"
         lines = [
-            f"skills for {self.capability} · {budget} · {len(self.documents)} loaded, "
+            f"skills for {clipped(self.capability)} · {budget} · {len(self.documents)} loaded, "
             f"{self.used_tokens} tokens"
         ]
-        lines += [f"  + {d.provenance()}" for d in self.documents]
-        lines += [f"  - {x.id} ({x.tokens} tokens): {x.reason}" for x in self.left_out]
+        lines += [f"  + {line}" for line in first_rows(
+            self.documents, lambda d: said(d.provenance()), "SkillSelection.documents")]
+        lines += [f"  - {line}" for line in first_rows(
+            self.left_out, lambda x: f"{clipped(x.id)} ({x.tokens} tokens): {clipped(x.reason)}",
+            "SkillSelection.left_out")]  # fmt: skip
         return "\n".join(lines)
 
     def __repr__(self) -> str:
         return self.summary()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        items = "".join(f"<li>{esc(x.id)}: {esc(x.message)}</li>" for x in self.left_out)
+        items = "".join(f"<li>{esc(line)}</li>" for line in first_rows(
+            self.left_out, lambda x: f"{clipped(x.id)}: {said(x.message)}",
+            "SkillSelection.left_out"))  # fmt: skip
+        shown = self.documents[:MAX_ROWS]
+        more = first_rows(self.documents, str, "SkillSelection.documents")[len(shown):]
         html = (
             f"<div><b>{esc(self.summary().splitlines()[0])}</b></div>"
-            + "".join(d.render().html for d in self.documents)
+            + "".join(d.render().html for d in shown)
+            + "".join(f"<div>{esc(line)}</div>" for line in more)
             + (f"<div>Left out:<ul>{items}</ul></div>" if items else "")
         )
         return {"text/plain": self.summary(), "text/html": html}

@@ -40,8 +40,10 @@ __all__ = [
     "artifact_card",
     "artifact_text",
     "evidence_html",
+    "first_rows",
     "invocation_card",
     "invocation_text",
+    "more_line",
     "more_listed",
     "more_rejected",
     "problems_of",
@@ -118,7 +120,7 @@ def _short_json(value: Any, limit: int = RESULT_CHARS) -> str:
     return clipped(text, limit - 1)  # ``limit`` characters at most, the ``…`` one of them
 
 
-def _more_line(count: int, whole: str, what: str = "", how: str = "") -> str:
+def more_line(count: int, whole: str, what: str = "", how: str = "") -> str:
     """The line counting ``count`` items a display leaves out, naming ``whole``, the
     attribute that keeps them all (``"… and 3 more rejected (Invocation.rejected_artifacts
     keeps them all)"``), then ``how`` to see them, if said."""
@@ -128,7 +130,7 @@ def _more_line(count: int, whole: str, what: str = "", how: str = "") -> str:
 def more_rejected(count: int) -> str:
     """The line counting ``count`` rejected artifacts of an invocation a display leaves out
     (:func:`more_listed` counts those of a list given to ``render``)."""
-    return _more_line(count, "Invocation.rejected_artifacts", " rejected")
+    return more_line(count, "Invocation.rejected_artifacts", " rejected")
 
 
 def more_listed(count: int, what: str, start: int, step: int) -> str:
@@ -136,15 +138,17 @@ def more_listed(count: int, what: str, start: int, step: int) -> str:
     draw (``what``: ``" rejected"``, ``" invocations"``), naming the slice from ``start``,
     the first left out, that draws ``step`` more."""
     how = f"; render a slice of it, such as [{start}:{start + step}], to draw others"
-    return _more_line(count, "the list given to render()", what, how)
+    return more_line(count, "the list given to render()", what, how)
 
 
-def _first_rows(items: Sequence[_Item], show: Callable[[_Item], str], whole: str) -> list[str]:
-    """The first :data:`MAX_ROWS` of ``items``, each shown, then a :func:`_more_line` for the
-    rest; only the rows listed are shown (``show`` may cut a long message)."""
+def first_rows(items: Sequence[_Item], show: Callable[[_Item], str], whole: str) -> list[str]:
+    """The first :data:`MAX_ROWS` of ``items``, each shown, then a :func:`more_line` for the
+    rest naming ``whole``, what keeps them all; only the rows listed are shown (``show`` may
+    cut a long message). Every list a view draws from what a module declared or a host
+    reported is bounded by it (a card's warnings, a browser's descriptor problems)."""
     rows = [show(item) for item in items[:MAX_ROWS]]
     if len(items) > MAX_ROWS:
-        rows.append(_more_line(len(items) - MAX_ROWS, whole))
+        rows.append(more_line(len(items) - MAX_ROWS, whole))
     return rows
 
 
@@ -155,10 +159,10 @@ def said(text: str) -> str:
 
 def shown_warnings(inv: Any) -> list[str]:
     """The warnings a display lists: without the problems the state already says, at
-    :data:`MAX_ROWS` rows (a :func:`_more_line` counts the rest), each cut (:func:`said`)."""
+    :data:`MAX_ROWS` rows (a :func:`more_line` counts the rest), each cut (:func:`said`)."""
     problems = problems_of(inv)
     warnings = [w for w in getattr(inv, "warnings", None) or () if w not in problems]
-    return _first_rows(warnings, said, "Invocation.warnings")
+    return first_rows(warnings, said, "Invocation.warnings")
 
 
 def _artifact_line(artifact: Any) -> str:
@@ -237,7 +241,7 @@ def invocation_card(inv: Any) -> str:
         *_outcome_lines(inv),
     ]
     lines += [f"<div>{_badge('warning', WARN)}{esc(w)}</div>" for w in shown_warnings(inv)]
-    arts = _first_rows(getattr(inv, "artifacts", None) or (), _artifact_line, _ALL_ARTIFACTS)
+    arts = first_rows(getattr(inv, "artifacts", None) or (), _artifact_line, _ALL_ARTIFACTS)
     lines += [f"<div>{_badge('artifact', BORDER)}{esc(a)}</div>" for a in arts]
     for aid, code, message in rejected_rows(inv):
         lines.append(
@@ -277,7 +281,7 @@ def invocation_text(inv: Any) -> str:
         out.append(f"  result: {_text_json(getattr(inv, 'result', None))}")
     out += [f"  warning: {w}" for w in shown_warnings(inv)]
     arts = getattr(inv, "artifacts", None) or ()
-    out += [f"  {a}" for a in _first_rows(arts, _artifact_text_line, _ALL_ARTIFACTS)]
+    out += [f"  {a}" for a in first_rows(arts, _artifact_text_line, _ALL_ARTIFACTS)]
     out += [
         f"  rejected {aid} ({code}): {message}" if code else f"  {message}"
         for aid, code, message in rejected_rows(inv)

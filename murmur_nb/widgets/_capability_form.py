@@ -36,7 +36,7 @@ import ipywidgets as w
 from murmur_nb._exceptions import ApprovalRequired, ModuleHostError
 from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb._modules.host import ModuleHost
-from murmur_nb._render.card import problems_of, said
+from murmur_nb._render.card import first_rows, problems_of, said
 from murmur_nb._rules import clipped
 from murmur_nb.widgets._code_box import CodeBox, host_name, insert_next_cell, invoke_call
 from murmur_nb.widgets._file_picker import FilePicker, is_file_ref
@@ -59,6 +59,8 @@ __all__ = ["CapabilityForm"]
 #: The characters of one field's value in ``text/plain`` before its "…" when it is cut by
 #: the one rule (:func:`~murmur_nb._rules.clipped`): 200 at most, as before.
 TEXT_VALUE_CHARS = 199
+#: Where the whole list of the capability's skills is (the form shows the first).
+_ALL_SKILLS = "CapabilityForm.capability.skills"
 #: The parts of a file input's ``{root, path}`` reference.
 _REF_PARTS = ("root", "path")
 
@@ -240,24 +242,25 @@ class CapabilityForm(TextView):
         self.code_button.on_click(lambda _b: self.copy_as_code())
 
     def _skill_labels(self) -> list[str]:
-        """``"<id> (<tokens> tokens)"`` per skill the capability lists (unknown ids marked)."""
+        """``"<id> (<tokens> tokens)"`` per skill of the first the capability lists (unknown
+        ids marked), then a line counting the others (``first_rows``)."""
         declared = {s.id: s for s in self.descriptor.skills or ()}
-        return [
-            f"{clipped(sid)} ({declared[sid].tokens} tokens)"
-            if sid in declared
-            else f"{clipped(sid)} (unknown)"
-            for sid in self.capability.skills or ()
-        ]
+        return first_rows(
+            self.capability.skills or [],
+            lambda sid: f"{clipped(sid)} ({declared[sid].tokens} tokens)"
+            if sid in declared else f"{clipped(sid)} (unknown)",
+            _ALL_SKILLS,
+        )  # fmt: skip
 
     def _skills_html(self) -> str:
         declared = {s.id: s for s in self.descriptor.skills or ()}
-        items = "".join(
-            f"<li><code>{esc(clipped(sid))}</code> {esc(clipped(declared[sid].title))} · "
-            f"{declared[sid].tokens} tokens</li>"
-            if sid in declared
-            else f"<li><code>{esc(clipped(sid))}</code> {badge('unknown skill', 'warn')}</li>"
-            for sid in self.capability.skills or ()
-        )
+        items = "".join(f"<li>{item}</li>" for item in first_rows(
+            self.capability.skills or [],
+            lambda sid: f"<code>{esc(clipped(sid))}</code> {esc(clipped(declared[sid].title))} · "
+            f"{declared[sid].tokens} tokens" if sid in declared
+            else f"<code>{esc(clipped(sid))}</code> {badge('unknown skill', 'warn')}",
+            _ALL_SKILLS,  # the "more" line is ours, no markup
+        ))  # fmt: skip
         return f"<div class='murmur-skills'>Skills:<ul>{items}</ul></div>" if items else ""
 
     def show_skills(self, budget_tokens: int | None = None) -> Any:

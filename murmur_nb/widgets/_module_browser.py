@@ -66,7 +66,7 @@ from murmur_nb._exceptions import ModuleHostError
 from murmur_nb._knowledge.agent_listing import AgentListing, agent_listing
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import ModuleInfo
-from murmur_nb._render.card import said
+from murmur_nb._render.card import MAX_ROWS, first_rows, more_line, said
 from murmur_nb._rules import clipped
 from murmur_nb.protocol import Capability, Descriptor
 from murmur_nb.widgets._capability_form import CapabilityForm
@@ -104,6 +104,8 @@ _GRID = "minmax(0, 2fr) minmax(0, 3fr)"
 PAGE_ROWS = 50
 #: Capabilities the picker lists at most (those matching the filter, in order).
 PICKER_LIMIT = 500
+#: Where the knowledge list's skills and overlays are, all of them.
+_ALL_DOCUMENTS = "ModuleBrowser.modules[i].descriptor.skills and .agent_overlays"
 #: Capability ids a knowledge entry names as its skill's users; the others are counted.
 LISTED_IDS = 10
 
@@ -188,16 +190,19 @@ def listed(ids: list[str], shown: int = LISTED_IDS) -> str:
     return ", ".join(clipped(i) for i in ids[:shown]) + more
 
 
-def _skills_html(descriptor: Descriptor, capability: Capability) -> str:
-    """The skills a capability lists, with their token estimates (unknown ids marked)."""
+def _skills_html(descriptor: Descriptor, capability: Capability, whole: str) -> str:
+    """The first skills a capability lists (``first_rows``), with their token estimates
+    (unknown ids marked), and a line counting the others, naming ``whole``, the list that
+    keeps them all."""
     declared = {s.id: s for s in descriptor.skills or ()}
-    items = []
-    for skill_id in capability.skills or ():
+
+    def item(skill_id: str) -> str:
         skill = declared.get(skill_id)
         if skill is None:
-            items.append(f"<code>{esc(clipped(skill_id))}</code> {badge('unknown skill', 'warn')}")
-        else:
-            items.append(f"<code>{esc(clipped(skill_id))}</code> {skill.tokens} tokens")
+            return f"<code>{esc(clipped(skill_id))}</code> {badge('unknown skill', 'warn')}"
+        return f"<code>{esc(clipped(skill_id))}</code> {skill.tokens} tokens"
+
+    items = first_rows(capability.skills or [], item, esc(whole))  # the "more" line is ours
     if not items:
         return ""
     return f"<div class='murmur-skills'><small>skills: {', '.join(items)}</small></div>"
@@ -335,6 +340,7 @@ class ModuleBrowser(TextView):
             f"<small style='color:{FG_MUTED}'>Knowledge: no module lists skills or overlays"
             "</small>"
         )
+        self.knowledge_note = w.HTML()
         self.document_view = w.HTML()
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.open_button.on_click(lambda _b: self._open_clicked())
@@ -352,6 +358,7 @@ class ModuleBrowser(TextView):
                 self.history_view,
                 self.knowledge_picker,
                 self.no_knowledge,
+                self.knowledge_note,
                 self.document_view,
             ]
         )
@@ -414,12 +421,22 @@ class ModuleBrowser(TextView):
             + " " + self._sandbox_badge()
         )
         self._list_matching()
+        self._list_documents()
+
+    def _list_documents(self) -> None:
+        """The knowledge list: the usable modules' first ``PICKER_LIMIT`` (500) skills and
+        overlays, and the one chosen; a line under it counts the others."""
         chosen = self.knowledge_picker.value
-        documents = [doc for m in self.modules if m.descriptor is not None for doc in _documents(m)]
+        every = [doc for m in self.modules if m.descriptor is not None for doc in _documents(m)]
+        documents = every[:PICKER_LIMIT] + [d for d in every[PICKER_LIMIT:] if d[1] == chosen]
         self.knowledge_picker.options = documents
         # no skill or overlay anywhere: no empty list box, a line that says so
         self.knowledge_picker.layout.display = None if documents else "none"
         self.no_knowledge.layout.display = "none" if documents else None
+        more = more_line(len(every) - len(documents), _ALL_DOCUMENTS, " skills and overlays",
+                         "; browser.open_document(module_id, kind, id) opens any")  # fmt: skip
+        self.knowledge_note.value = (f"<small style='color:{FG_MUTED}'>{esc(more)}</small>"
+                                     if len(every) > len(documents) else "")  # fmt: skip
         if chosen in [value for _, value in documents]:
             self.knowledge_picker.value = chosen
 
@@ -486,8 +503,13 @@ class ModuleBrowser(TextView):
             self.open_document(*change["new"])
 
     def open_document(self, module_id: str, kind: str, doc_id: str) -> Any:
-        """Load a skill or overlay through the host and show it; ``None`` when refused."""
+        """Load a skill or overlay through the host and show it; ``None`` when refused. One
+        the knowledge list leaves out (past its first ``PICKER_LIMIT``) is listed and chosen."""
         key = (module_id, kind, doc_id)
+        if key not in self._document_keys():  # past the list's first 500: listed now
+            info = next((m for m in self.modules if m.id == module_id and m.descriptor), None)
+            self.knowledge_picker.options = (*self.knowledge_picker.options, *(
+                d for d in (_documents(info) if info is not None else ()) if d[1] == key))
         if self.knowledge_picker.value != key and key in self._document_keys():
             self.knowledge_picker.value = key  # the list's observer loads it, once
             return self.document
@@ -655,14 +677,18 @@ class ModuleBrowser(TextView):
         return view
 
     def _setup_panel(self, capability_id: str, info: Any) -> w.Widget:
-        steps = "".join(
-            f"<li><b>{esc(clipped(r.kind))} {esc(clipped(r.name))}</b>: {esc(self._detail(r))}</li>"
-            for r in info.unmet_requirements
-        )
+        rows = first_rows(
+            info.unmet_requirements,
+            lambda r: f"<b>{esc(clipped(r.kind))} {esc(clipped(r.name))}</b>: "
+                      f"{esc(self._detail(r))}",
+            "ModuleBrowser.setup_steps",  # the "more" line is ours, no markup
+        )  # fmt: skip
+        steps = "".join(f"<li>{row}</li>" for row in rows[:MAX_ROWS])
+        more = "".join(f"<div>{row}</div>" for row in rows[MAX_ROWS:])
         note = w.HTML(
             f'<div class="murmur-setup"><b>{esc(clipped(capability_id))}</b> '
             f"{badge('Needs setup', 'warn')} module <code>{esc(info.id)}</code> needs this "
-            f"before it can run:<ol>{steps}</ol>Then click Refresh.</div>"
+            f"before it can run:<ol>{steps}</ol>{more}Then click Refresh.</div>"
         )
         anyway = w.Button(
             description="Show the form anyway", tooltip="it will fail until set up",
@@ -741,21 +767,45 @@ class ModuleBrowser(TextView):
     def _card_head(self, info: Any) -> str:
         d = info.descriptor
         if d is None:
-            errors = "".join(
-                f"<li><code>{esc(said(format_validation_error(e)))}</code></li>"
-                for e in info.errors or ()
-            )
+            errors = "".join(f"<li><code>{esc(line)}</code></li>" for line in self._errors(info))
             return f"<b>{esc(info.id)}</b> {badge('refused', 'error')}<ul>{errors}</ul>"
         head = f"<b>{esc(clipped(d.name or info.id))}</b> <code>{esc(info.id)}</code>"
         head += f" {badge('v' + clipped(d.version), 'muted')}" if d.version else ""
         if info.needs_setup:
-            needs = "; ".join(
-                f"{esc(clipped(r.kind))} {esc(clipped(r.name))}: {esc(self._detail(r))}"
-                for r in info.unmet_requirements
-            )
+            needs = "; ".join(map(esc, self._needs(info)))
             small = f"<small style='color:{FG_MUTED}'>{needs}</small>"
             head += f" {badge('Needs setup', 'warn')}{small}"
         return f'<div class="murmur-card-head">{head}</div>'
+
+    def _whole(self, info: ModuleInfo, *attrs: Any) -> str:
+        """Where the whole of a list the browser cuts is: ``ModuleBrowser.modules[2].errors``,
+        ``…descriptor.capabilities[7].skills`` (an attribute, or an item of the list before)."""
+        path = f"ModuleBrowser.modules[{_position(self.modules, info)}]"
+        items: Any = info
+        for attr in attrs:
+            if isinstance(attr, str):
+                path, items = f"{path}.{attr}", getattr(items, attr)
+            else:
+                path, items = f"{path}[{_position(items, attr)}]", attr
+        return path
+
+    def _errors(self, info: ModuleInfo) -> list[str]:
+        """A refused module's first problems, each cut as a message, then how many more."""
+        return first_rows(info.errors or [], lambda e: said(format_validation_error(e)),
+                          self._whole(info, "errors"))  # fmt: skip
+
+    def _needs(self, info: ModuleInfo) -> list[str]:
+        """A module's first unmet requirements (``kind name: detail``), then how many more."""
+        return first_rows(
+            info.unmet_requirements,
+            lambda r: f"{clipped(r.kind)} {clipped(r.name)}: {self._detail(r)}",
+            self._whole(info, "unmet_requirements"),
+        )
+
+    def _warnings(self, info: ModuleInfo) -> list[str]:
+        """What the host works around in a module: the first warnings, then how many more."""
+        return first_rows(info.warnings, lambda e: said(format_validation_error(e)),
+                          self._whole(info, "warnings"))  # fmt: skip
 
     def _detail(self, requirement: Any) -> str:
         """What a requirement's ``detail`` says (how to set it up), cut as a message is."""
@@ -772,7 +822,8 @@ class ModuleBrowser(TextView):
         summary = (f'<span style="color:{FG_MUTED}">{esc(said(cap.summary))}</span>'
                    if cap.summary else "")  # fmt: skip
         badges = effect_badges(cap.effects).removeprefix("<div>").removesuffix("</div>")
-        skills = _skills_html(d, cap)
+        whole = self._whole(info, "descriptor", "capabilities", cap, "skills")
+        skills = _skills_html(d, cap, whole)
         return f'<div class="murmur-cap-line">{title}{extra}{badges} {summary}{skills}</div>'
 
     def _knowledge_html(self, info: ModuleInfo) -> str:
@@ -780,10 +831,12 @@ class ModuleBrowser(TextView):
         d = info.descriptor
         assert d is not None  # only accepted modules are drawn with their knowledge
         out = []
-        overlays = ", ".join(
-            f"<code>{esc(clipped(o.id))}</code> {esc(clipped(o.title))} · {o.tokens} tokens"
-            for o in d.agent_overlays or ()
-        )
+        overlays = ", ".join(first_rows(
+            d.agent_overlays or [],
+            lambda o: f"<code>{esc(clipped(o.id))}</code> {esc(clipped(o.title))} · "
+                      f"{o.tokens} tokens",
+            esc(self._whole(info, "descriptor", "agent_overlays")),  # the "more" line is ours
+        ))  # fmt: skip
         if overlays:
             out.append(f"<div class='murmur-overlays'><small>overlays: {overlays}</small></div>")
         if self.listing is not None and info.id in self.listing.overlays:
@@ -792,11 +845,8 @@ class ModuleBrowser(TextView):
                 f"{self.listing.module_tokens(info.id)} tokens always (capability lines and "
                 "overlays), plus the skills of the capability in play</small></div>"
             )
-        for warning in info.warnings:
-            out.append(
-                f"<div>{badge('warning', 'warn')}<code>"
-                f"{esc(said(format_validation_error(warning)))}</code></div>"
-            )
+        out += [f"<div>{badge('warning', 'warn')}<code>{esc(line)}</code></div>"
+                for line in self._warnings(info)]  # fmt: skip
         return "".join(out)
 
     def _empty_hint(self) -> str:
@@ -814,16 +864,13 @@ class ModuleBrowser(TextView):
             d = info.descriptor
             if d is None:
                 lines.append(f"  {info.id}: refused")
-                lines.extend(f"    ✗ {said(format_validation_error(e))}" for e in info.errors or ())
+                lines.extend(f"    ✗ {line}" for line in self._errors(info))
                 continue
             version = f" {clipped(d.version)}" if d.version else ""
             setup = " [Needs setup]" if info.needs_setup else ""
             lines.append(f"  {info.id}{version}{setup}")
             if info.needs_setup:
-                lines.extend(
-                    f"    needs {clipped(r.kind)} {clipped(r.name)}: {self._detail(r)}"
-                    for r in info.unmet_requirements
-                )
+                lines.extend(f"    needs {line}" for line in self._needs(info))
             drawn = self._cards.get(info.id)
             for cap_id in drawn.ids if drawn is not None else ():
                 cap = self._capabilities[cap_id][1]
@@ -833,10 +880,7 @@ class ModuleBrowser(TextView):
                 lines.append(f"    {clipped(cap.id)} [{', '.join(words)}]")
             if drawn is not None and drawn.words:
                 lines.append(f"    … {drawn.words}")
-            lines.extend(
-                f"    ! {said(format_validation_error(e))}"
-                for e in getattr(info, "warnings", None) or ()
-            )
+            lines.extend(f"    ! {line}" for line in self._warnings(info))
         if self.document is not None:
             lines.append(f"  reading: {said(self.document.provenance())}")
         if self.document_error is not None:
@@ -853,6 +897,11 @@ class ModuleBrowser(TextView):
     def _portable(self, text: str) -> str:
         """Name the host's home ``$FACET_STUDIO_HOME`` so the text is the same anywhere."""
         return portable(text, {"$FACET_STUDIO_HOME": self.host.home})
+
+
+def _position(items: Any, item: Any) -> int:
+    """Where ``item`` itself (not an equal one) is in ``items``."""
+    return next(i for i, x in enumerate(items) if x is item)
 
 
 def _option(cap: Capability) -> tuple[str, str]:
