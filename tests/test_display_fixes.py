@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _modules import install, write_descriptor
+from _modules import default_descriptor, install, write_descriptor
 from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from IPython.lib.pretty import pretty
@@ -292,6 +292,36 @@ def test_a_module_listing_prints_one_short_line_a_module(tmp_path: Path) -> None
     assert shown["plain"].startswith("ModuleInfo('plain', ok, capabilities: plain.")
     assert shown["broken"].startswith("ModuleInfo('broken', refused: ")
     assert all(len(line) < 300 and "\n" not in line for line in shown.values()), shown
+
+
+def test_a_module_s_line_cuts_its_capability_ids_and_its_error_by_the_one_rule(
+    tmp_path: Path,
+) -> None:
+    """``ModuleInfo``'s one line named its first four capability ids whole (four ids of a
+    megabyte: a line of four megabytes) and cut its first error with a rule of its own
+    (``limit - 3`` and ``...``). Both are cut by the one rule now (``_rules.clipped``)."""
+    from murmur_nb._rules import clipped  # private: the one rule the line must cut by
+
+    home = tmp_path / "home"
+    folder = install(home, "plain")
+    descriptor = default_descriptor(home, "plain")
+    first = descriptor["capabilities"][0]
+    ids = [f"plain.{letter * 1_000_000}" for letter in "ABCDE"]
+    descriptor["capabilities"] = [dict(first, id=i) for i in ids]
+    write_descriptor(folder, descriptor)
+    folder = install(home, "broken")
+    descriptor = default_descriptor(home, "broken")
+    descriptor["capabilities"][0]["id"] = "not an id " + "Z" * 1_000_000
+    write_descriptor(folder, descriptor)
+    policy = mnb.Policy(describe_max_output_bytes=64 << 20)
+    with mnb.ModuleHost(home=home, policy=policy) as listing:
+        shown = {m.id: repr(m) for m in listing.modules()}
+    assert shown["plain"] == (
+        f"ModuleInfo('plain', ok, capabilities: {', '.join(map(clipped, ids[:4]))}, +1 more)"
+    )
+    assert shown["broken"].startswith("ModuleInfo('broken', refused: ")
+    assert "…" in shown["broken"] and "..." not in shown["broken"]
+    assert all(len(line) < 1_000 for line in shown.values()), [len(x) for x in shown.values()]
 
 
 def test_a_row_s_error_shows_in_the_batch_view_s_row_list_as_escapes(

@@ -23,6 +23,7 @@ from typing import Any
 from murmur_nb._exceptions import DescriptorProblem
 from murmur_nb._files.artifacts import RejectedArtifact, VerifiedArtifact
 from murmur_nb._render.card import invocation_card, invocation_text
+from murmur_nb._rules import clipped, printable
 from murmur_nb._sandbox import RunEvidence, RunResult
 from murmur_nb.protocol import Descriptor, Envelope, Error, Execution, Request, Requirement
 
@@ -101,23 +102,26 @@ class ModuleInfo:
         ]
 
     def __repr__(self) -> str:
-        """One line: the id, whether it is accepted, its capabilities or its first error (the
-        dataclass repr ran to kilobytes a module, a listing to tens of them)."""
+        """One line: the id, whether it is accepted, its first capabilities or its first
+        error, each cut to a label's length by the one rule (the dataclass repr ran to
+        kilobytes a module, a listing to tens of them; four ids of a megabyte each were four
+        megabytes of line)."""
         if not self.ok:
             first = self.errors[0] if self.errors else None
             said = f"{first.path}: {first.detail}" if first is not None else "no descriptor"
             more = f" (+{len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
-            return f"ModuleInfo({self.id!r}, refused: {_short(said)!r}{more})"
+            return f"ModuleInfo({self.id!r}, refused: {clipped(said)!r}{more})"
         assert self.descriptor is not None
         ids = [c.id for c in self.descriptor.capabilities or []]
-        shown = ", ".join(ids[:4]) + (f", +{len(ids) - 4} more" if len(ids) > 4 else "")
+        shown = ", ".join(printable(clipped(i)) for i in ids[:_REPR_IDS])
+        shown += f", +{len(ids) - _REPR_IDS} more" if len(ids) > _REPR_IDS else ""
         state = "needs setup" if self.needs_setup else "ok"
         notes = f", {len(self.warnings)} warnings" if self.warnings else ""
         return f"ModuleInfo({self.id!r}, {state}, capabilities: {shown}{notes})"
 
 
-def _short(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+#: capability ids a module's one-line repr names; the others are counted
+_REPR_IDS = 4
 
 
 @dataclass(repr=False)
