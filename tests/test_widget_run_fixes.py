@@ -478,3 +478,59 @@ def test_a_modules_thousands_of_problems_requirements_and_skills_are_a_dozen_lin
         assert browser.open_document("plain", "skill", "skill-4999") is not None
         assert browser.knowledge_picker.value == ("plain", "skill", "skill-4999")
 
+
+def test_a_schema_of_huge_enums_and_thousands_of_properties_draws_a_bounded_form(
+    tmp_path: Path,
+) -> None:
+    """A request schema is a module's to write: an enum of 100,000 options was a dropdown of
+    100,000 (1.4 s, 1.2 MB of option labels), 5,000 properties were 25,022 widgets (22 s),
+    and ``$ref`` fan-out multiplies fields level by level. An enum past ``MAX_OPTIONS`` is
+    typed (its note says where the schema lists them all), and past ``MAX_FIELDS`` fields
+    an object is edited as JSON text; every value can still be sent."""
+    home = tmp_path / "home"
+    folder = install(home, "plain")
+    descriptor = default_descriptor(home, "plain")
+    schema = descriptor["request_schemas"]["echo_in"]
+    many = [f"option-{i}" for i in range(100_000)]
+    level: dict[str, object] = {"type": "string"}
+    schema["$defs"] = {}
+    for depth in range(5):  # 6 properties a level, 5 levels: 7,776 leaves
+        schema["$defs"][f"l{depth}"] = level
+        level = {"type": "object",
+                 "properties": {f"p{i}": {"$ref": f"#/$defs/l{depth}"} for i in range(6)}}
+    schema["properties"].update(
+        pick={"type": "string", "enum": many},
+        picks={"type": "array", "items": {"enum": many}},
+        number={"enum": list(range(1_000))},
+        fanout=level,
+        wide={"type": "object", "properties": {f"k{i}": {"type": "string"} for i in range(5_000)}},
+    )  # fmt: skip
+    write_descriptor(folder, descriptor)
+    policy = Policy(describe_max_output_bytes=64 << 20)
+    with ModuleHost(home=home, policy=policy) as host:
+        started = time.perf_counter()
+        form = CapabilityForm(host, "plain.echo")
+        took = time.perf_counter() - started
+        widgets, stack = 0, [form]
+        while stack:
+            widgets += 1
+            stack.extend(getattr(stack.pop(), "children", ()))
+        shown = _shown(form)
+        assert widgets < 1_000 and took < 10, (widgets, took)
+        assert sum(map(len, shown)) < 200_000, sorted(map(len, shown))[-3:]
+        assert len(form.form.fields) <= 110  # MAX_FIELDS (100), their objects and the root
+        page = "\n".join(html.unescape(t) for t in shown)
+        assert "one of 100,000 choices, typed" in page
+        assert "form.field('pick').schema lists them all" in page
+        assert "5,000 properties, more than the" in page
+        form.set_value("count", "1")
+        form.set_value("pick", "option-99999")
+        form.set_value("picks", "option-5\noption-99998")
+        form.set_value("number", "999")
+        form.set_value("wide", json.dumps({"k4999": "x"}))
+        assert form.visible_errors() == {}
+        value = form.form.value()
+        assert value["pick"] == "option-99999" and value["picks"] == ["option-5", "option-99998"]
+        assert (value["number"], value["wide"]) == (999, {"k4999": "x"})
+        form.set_value("pick", "not an option")
+        assert "pick" in form.form.errors()

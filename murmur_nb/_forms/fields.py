@@ -6,6 +6,13 @@ fields, so its value is ``{}``; anything else (``anyOf``, tuples, free objects) 
 JSON text. ``$ref`` is followed inside the schema (to a bounded depth), ``null`` in a type
 union or ``anyOf`` makes a field nullable, and a recursive object is cut at its first
 repetition. :mod:`.form` keeps the values and the errors of such a tree.
+
+A schema is a module's to write, so what it makes a form draw is bounded: an enum of more
+than :data:`MAX_OPTIONS` members is typed, not chosen from a list (a JSON Schema enum of
+100,000 options was a dropdown of 100,000), and a form draws at most :data:`MAX_FIELDS`
+fields: an object whose properties do not fit in what is left is edited as JSON text (a
+schema of 5,000 properties drew 25,000 widgets in 22 s, and ``$ref`` fan-out multiplies
+them level by level). Such a field's ``note`` says why and where the schema lists them all.
 """
 
 from __future__ import annotations
@@ -14,12 +21,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-__all__ = ["SCALARS", "UNSET", "FieldKind", "FieldSpec", "build_fields"]
+__all__ = ["MAX_FIELDS", "MAX_OPTIONS", "SCALARS", "UNSET", "FieldKind", "FieldSpec",
+           "build_fields"]  # fmt: skip
 
 FieldKind = Literal["string", "number", "integer", "boolean", "enum", "array", "object", "json"]
 
 SCALARS: Final = frozenset({"string", "number", "integer", "boolean"})
 _MAX_REF_DEPTH: Final = 32
+#: Members of an enum a field offers as a list; a longer enum is typed.
+MAX_OPTIONS: Final = 500
+#: Fields one form draws at most; an object past them is edited as JSON text.
+MAX_FIELDS: Final = 100
 
 
 class _Unset:
@@ -69,6 +81,9 @@ class FieldSpec:
         For objects: one field per property, in schema order.
     schema : Mapping
         The resolved sub-schema.
+    note : str
+        Why the field is simpler than its schema (an enum too long to list, an object past
+        the form's fields), said first in :attr:`hint`.
     """
 
     path: tuple[str, ...]
@@ -82,6 +97,7 @@ class FieldSpec:
     nullable: bool = False
     children: tuple[FieldSpec, ...] = ()
     schema: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    note: str = ""
 
     @property
     def key(self) -> str:
@@ -97,7 +113,8 @@ class FieldSpec:
     def hint(self) -> str:
         """The schema's constraints in words (``≥ 1, ≤ 10``), for the help line."""
         s = self.schema
-        parts = _value_words(s, "")
+        parts = [self.note] if self.note else []
+        parts += _value_words(s, "")
         if self.kind == "array":
             raw_items = s.get("items")
             parts += _value_words(raw_items if isinstance(raw_items, Mapping) else {}, "each ")
@@ -203,6 +220,22 @@ def _value_words(src: Mapping[str, Any], prefix: str) -> list[str]:
     return parts
 
 
+class _Budget:
+    """The fields a form may still draw (:data:`MAX_FIELDS` at first)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_FIELDS
+
+
+def _typed(path: tuple[str, ...], options: tuple[Any, ...]) -> tuple[FieldKind, str]:
+    """The kind of a field whose enum is too long to list (``string`` when every member is
+    one, else JSON text) and the note that says so."""
+    kind: FieldKind = "string" if all(isinstance(o, str) for o in options) else "json"
+    where = f"form.field({'.'.join(path)[:200]!r}).schema"
+    return kind, (f"one of {len(options):,} choices, typed (a list offers at most "
+                  f"{MAX_OPTIONS:,}; {where} lists them all)")  # fmt: skip
+
+
 def _enum_of(schema: Mapping[str, Any]) -> tuple[Any, ...] | None:
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return tuple(schema["enum"])
@@ -216,7 +249,9 @@ def _spec(
     root: Mapping[str, Any],
     path: tuple[str, ...],
     required: bool,
+    *,
     seen: frozenset[int],
+    budget: _Budget,
 ) -> FieldSpec:
     name = path[-1] if path else "input"
     resolved = _resolve(schema, root)
@@ -229,6 +264,9 @@ def _spec(
     base = {"title": title, "description": description, "required": required, "default": default}
 
     options = _enum_of(resolved)
+    if options is not None and len(options) > MAX_OPTIONS:
+        kind_of, note = _typed(path, options)
+        return FieldSpec(path, kind_of, nullable=nullable, schema=resolved, note=note, **base)
     if options is not None:
         return FieldSpec(path, "enum", options=options, nullable=nullable, schema=resolved, **base)
 
@@ -241,7 +279,7 @@ def _spec(
     if kind == "array":
         spec = _array_spec(path, resolved, root, nullable, base)
     elif kind == "object":
-        spec = _object_spec(path, resolved, root, nullable, base, seen=seen)
+        spec = _object_spec(path, resolved, root, nullable, base, seen=seen, budget=budget)
     return spec or FieldSpec(path, "json", nullable=nullable, schema=resolved, **base)
 
 
@@ -261,6 +299,12 @@ def _array_spec(
     items, _ = _unwrap_nullable(items, root)
     item_options = _enum_of(items)
     item_kind, _ = _type_of(items)
+    note = ""
+    if item_options is not None and len(item_options) > MAX_OPTIONS:
+        item_kind, note = _typed(path, item_options)  # one typed item a line
+        if item_kind == "json":
+            return None
+        item_options = None
     if item_options is not None:
         item_kind = "enum"
     elif item_kind not in SCALARS:
@@ -272,6 +316,7 @@ def _array_spec(
         options=item_options or (),
         nullable=nullable,
         schema=resolved,
+        note=note,
         **base,
     )
 
@@ -284,18 +329,27 @@ def _object_spec(
     base: dict[str, Any],
     *,
     seen: frozenset[int],
+    budget: _Budget,
 ) -> FieldSpec | None:
     """An object with properties (one child each), or with none when it admits no property;
-    ``None`` (JSON text) for a free object or one that recurses."""
+    ``None`` (JSON text) for a free object or one that recurses; JSON text too, with a note,
+    when its properties do not fit in the fields the form may still draw."""
     props = resolved.get("properties")
     if id(resolved) in seen:
         return None
     if not (isinstance(props, Mapping) and props):
         return _fieldless(path, resolved, props, nullable, base)
+    if len(props) > budget.left:
+        where = f"form.field({'.'.join(path)[:200]!r}).schema"
+        note = (f"{len(props):,} properties, more than the {budget.left:,} fields left of the "
+                f"{MAX_FIELDS:,} a form draws: type it as JSON ({where} lists them)")  # fmt: skip
+        return FieldSpec(path, "json", nullable=nullable, schema=resolved, note=note, **base)
+    budget.left -= len(props)
     req = resolved.get("required")
     required_names = set(req) if isinstance(req, list) else set()
+    within = seen | {id(resolved)}
     children = tuple(
-        _spec(sub, root, (*path, str(pname)), pname in required_names, seen | {id(resolved)})
+        _spec(sub, root, (*path, str(pname)), pname in required_names, seen=within, budget=budget)
         for pname, sub in props.items()
     )
     return FieldSpec(path, "object", children=children, nullable=nullable, schema=resolved, **base)
@@ -331,4 +385,4 @@ def build_fields(schema: Mapping[str, Any] | bool) -> FieldSpec:
     [('n', 'integer', True, 3)]
     """
     root_schema: Mapping[str, Any] = schema if isinstance(schema, Mapping) else {}
-    return _spec(root_schema, root_schema, (), True, frozenset())
+    return _spec(root_schema, root_schema, (), True, seen=frozenset(), budget=_Budget())
