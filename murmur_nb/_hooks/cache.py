@@ -5,6 +5,18 @@ is keyed by the component's SHA-256, the wasmtime version and the engine configu
 anything else misses, and an entry that fails to deserialize is deleted and recompiled.
 Entries are written to a temporary file and renamed into place.
 
+A cold load compiles in a child process where the cache is given ``compile_in_child`` (the
+hook runtime's is: :mod:`.guest_code.compile_bounds`, bounded in time and memory, killed on
+Ctrl-C), and deserializes what the child sends back with its own engine; a cache built with
+an engine alone (the tests') compiles in this process. A component smaller than
+:data:`IN_PROCESS_MAX_BYTES` (4 KiB) compiles here either way: the child's fixed cost
+(spawn, ``import wasmtime``, an engine, the round trip) is ~80 ms, the suite compiles
+hundreds of WAT components of 1.5-2.2 KiB, and the worst 4 KiB found costs about as much
+in the kernel: ~0.1 s for 1,009 empty functions (4,094 bytes) or 1,345 loops in one function
+(4,095 bytes; cranelift's costliest bytes measured, ~25 µs a byte), ~11 MiB. Locals, the
+one cheap amplifier, are bounded before either (:mod:`.guest_code.compile_cost`: 1,000,000
+of them, ~0.1 s).
+
 Deserializing runs the entry's machine code, so every entry is sealed with a keyed BLAKE3
 MAC (:func:`entry_mac`) under a key derived from the per-user key of
 :mod:`murmur_nb._files.sealing_key` (:func:`cache_key`, shared with the batch journal; where it
@@ -64,6 +76,7 @@ from murmur_nb._files.sealed import sealed_copy
 from murmur_nb._files.sealing_key import key_dir, sealing_key
 from murmur_nb._files.sealing_key import user_key as cache_key
 from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
+from murmur_nb._hooks.guest_code.compile_bounds import CompileFailed
 from murmur_nb._hooks.guest_code.compile_cost import check_compile_cost
 from murmur_nb._rules import cache_dir, sha256_file
 
@@ -72,10 +85,12 @@ if TYPE_CHECKING:
     from wasmtime.component import Component
 
 __all__ = [
-    "ComponentCache",
     "DEFAULT_BUDGET_MB",
-    "Rewrite",
+    "IN_PROCESS_MAX_BYTES",
+    "Compile",
+    "ComponentCache",
     "LoadedComponent",
+    "Rewrite",
     "budget_bytes",
     "cache_dir",
     "cache_key",
@@ -136,6 +151,13 @@ def _root_key_and_folder(key: bytes | None, folder: Path) -> tuple[bytes, Path]:
 
 #: ``(tag, function)``: bytes in, bytes to compile out; the tag names the function's variant.
 Rewrite = tuple[str, Callable[[bytes], bytes]]
+
+#: a component's bytes and its name in messages in, its serialized compiled form out
+Compile = Callable[[bytes, str], bytes | bytearray]
+
+#: a component smaller than this compiles in the kernel even where a child could (the module
+#: docstring says why)
+IN_PROCESS_MAX_BYTES = 4096
 
 
 #: the sidecar's first field: entries sealed another way (HMAC-SHA256 and a stat signature,
@@ -230,6 +252,12 @@ class ComponentCache:
         deserialization. ``0`` keeps none.
     key : bytes, optional
         The HMAC key entries are sealed with; defaults to :func:`cache_key`.
+    compile_in_child : callable, optional
+        ``(bytes, name) -> compiled bytes``: compiles a component of at least
+        :data:`IN_PROCESS_MAX_BYTES` in a bounded child process
+        (:func:`~.guest_code.compile_bounds.compile_in_child`, what the hook runtime passes),
+        whose serialized form is deserialized with ``engine``. ``None`` (the default)
+        compiles every component in this process.
     """
 
     def __init__(
@@ -240,8 +268,10 @@ class ComponentCache:
         *,
         keep_in_memory: int = 0,
         key: bytes | None = None,
+        compile_in_child: Compile | None = None,
     ) -> None:
         self._engine = engine
+        self._compile_in_child = compile_in_child
         folder = directory if directory is not None else cache_dir() / "components"
         #: a root kernel reads a file of the cache only when nobody else can write it
         self._as_root = os.geteuid() == 0
@@ -430,7 +460,10 @@ class ComponentCache:
             The file is not a valid component.
         TooCostly
             Compiling it would cost more than the bound allows (:mod:`.guest_code.compile_cost`); it
-            was not compiled.
+            was not compiled. Or its compile in a child ran past the child's time or memory
+            bound (:mod:`.guest_code.compile_bounds`); the child was killed.
+        CompileFailed
+            The compiling child died otherwise, or its compiled form is not for ``engine``.
         Exception
             Whatever ``rewrite`` raises.
         """
@@ -454,7 +487,6 @@ class ComponentCache:
         self, path: Path, digest: str, entry: Path, rewrite: Rewrite | None,
         max_locals: int | None,
     ) -> LoadedComponent:  # fmt: skip
-        from wasmtime.component import Component  # noqa: PLC0415 - loads on first use
 
         source = "compiled"
         if entry.is_file():
@@ -475,13 +507,34 @@ class ComponentCache:
         if rewrite is not None:
             data = rewrite[1](data)
         check_compile_cost(data, max_locals)  # the very bytes compiled, before cranelift
-        component = Component(self._engine, data)
+        component, compiled = self._compiled(data, path.name)
         with contextlib.suppress(OSError):  # a read-only cache only costs a compile next time
-            compiled = component.serialize()
+            if compiled is None:
+                compiled = component.serialize()
             _atomic_write(entry, compiled)
             self._seal(entry, self._entry_mac(_keyed(digest, rewrite), data=bytes(compiled)))
             self.prune()
         return LoadedComponent(component, digest, source, entry)
+
+    def _compiled(self, data: bytes, name: str) -> tuple[Component, bytes | bytearray | None]:
+        """``data`` compiled, and its serialized form when it was compiled in a child (``None``
+        when in this process: ``data`` is smaller than :data:`IN_PROCESS_MAX_BYTES`, or the
+        cache has no ``compile_in_child``)."""
+        from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
+        from wasmtime.component import Component  # noqa: PLC0415
+
+        if self._compile_in_child is None or len(data) < IN_PROCESS_MAX_BYTES:
+            return Component(self._engine, data), None
+        compiled = self._compile_in_child(data, name)
+        try:
+            return Component.deserialize(self._engine, compiled), compiled
+        except WasmtimeError as exc:
+            raise CompileFailed(
+                f"the compiled form of {name} made by the compiling process is not for this "
+                f"cache's engine ({exc}): a cache given `compile_in_child` needs an engine "
+                "made from `engine_config()` and the wasmtime the child imports; the hook was "
+                "not loaded"
+            ) from exc
 
     def prune(self, max_bytes: int | None = None) -> list[Path]:
         """Delete the least recently used entries until the cache holds at most ``max_bytes``.

@@ -44,6 +44,7 @@ from murmur_nb._hooks.calls import CURRENT_CALL, HookCall, Reader, ReaderSource
 from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits, load_hook_config
 from murmur_nb._hooks.diagnostics import classify, explain, reason
 from murmur_nb._hooks.guest_code.bounding import Unbounded, refused_count, rewrite_for
+from murmur_nb._hooks.guest_code.compile_bounds import CompileFailed
 from murmur_nb._hooks.guest_code.compile_cost import TooCostly
 from murmur_nb._hooks.lifting import (
     Budget,
@@ -383,7 +384,7 @@ class HookHost:
             return failed(info, *probe)
         return Loaded(info, component, funcs, data)
 
-    def _compiled(
+    def _compiled(  # noqa: PLR0911 - one refusal per failure, each with its own message
         self, entry: HookEntry, info: HookInfo
     ) -> tuple[LoadedComponent, bytes] | Loaded:
         """The compiled component and the bytes it was compiled from (read once, before: a
@@ -410,7 +411,9 @@ class HookHost:
                 "componentize-py or componentize-js, or drop `compact` from its events",
             )
         except TooCostly as exc:
-            return failed(info, f"{entry.component} is refused before compiling: {exc}")
+            return failed(info, f"{entry.component} is refused: {exc}")
+        except CompileFailed as exc:
+            return failed(info, f"{entry.component} could not be compiled: {exc}")
         except (OSError, WasmtimeError) as exc:
             why = reason(str(exc))
             hint = f"; {NO_GC_HINT}" if NEEDS_OFF_FEATURE.search(why) else ""

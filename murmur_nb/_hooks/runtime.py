@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Any
 from murmur_nb._exceptions import HookError
 from murmur_nb._hooks.cache import ComponentCache
 from murmur_nb._hooks.epochs import Chunks
+from murmur_nb._hooks.guest_code.compile_bounds import compile_in_child
+from murmur_nb._hooks.guest_code.compiler import ENGINE_FINGERPRINT, engine_config
 
 if TYPE_CHECKING:
     from wasmtime import Engine
@@ -323,31 +325,21 @@ class Runtime:
     def __init__(self) -> None:
         import wasmtime  # noqa: PLC0415 - wasmtime loads on first use
         import wasmtime.component  # noqa: PLC0415
-        from wasmtime import Config, Engine  # noqa: PLC0415
+        from wasmtime import Engine  # noqa: PLC0415
 
         # The classes the per-call path needs, resolved once (no import machinery per call).
         self.Store = wasmtime.Store
         self.WasiConfig = wasmtime.WasiConfig
         self.WasmtimeError = wasmtime.WasmtimeError
         self.Record = wasmtime.component.Record
-        config = Config()
-        config.epoch_interruption = True
-        config.consume_fuel = True
-        # No GC heap (see "What a guest may allocate"): refused at load, never run.
-        config.wasm_gc = False
-        config.wasm_function_references = False
-        config.wasm_exceptions = False
-        # No .eh_frame: only outside unwinders (a native debugger's) read it, never wasmtime's
-        # traps or backtraces; the demo hook's compiled entry is 1 MiB smaller (38 -> 37 MiB),
-        # and a cached load copies every byte of it (:mod:`murmur_nb._hooks.cache`).
-        config.native_unwind_info = False
-        self.fingerprint = (
-            "component-model;epoch_interruption;consume_fuel;no-gc;no-exceptions;no-unwind-info"
-        )
-        self.engine = Engine(config)
+        self.fingerprint = ENGINE_FINGERPRINT
+        # No GC heap (see "What a guest may allocate"), no unwind info: engine_config says why.
+        self.engine = Engine(engine_config())
         # wasmtime has installed its trap handlers with the engine: these are what to keep.
         self.traps = TrapHandlers()
-        self.cache = ComponentCache(self.engine, self.fingerprint, keep_in_memory=16)
+        self.cache = ComponentCache(
+            self.engine, self.fingerprint, keep_in_memory=16, compile_in_child=compile_in_child
+        )
         self.ticker = Ticker(self.engine, self.traps)
         ticker = self.ticker
         #: long limits armed in chunks (``None``: every store armed whole)
