@@ -7,15 +7,17 @@ Entries are written to a temporary file and renamed into place.
 
 A cold load compiles in a child process where the cache is given ``compile_in_child`` (the
 hook runtime's is: :mod:`.guest_code.compile_bounds`, bounded in time and memory, killed on
-Ctrl-C), and deserializes what the child sends back with its own engine; a cache built with
+Ctrl-C), and deserializes what the child sends back with its own engine (from memory: ~50
+ms for the demo hook's 37 MiB); a cache built with
 an engine alone (the tests') compiles in this process. A component smaller than
 :data:`IN_PROCESS_MAX_BYTES` (4 KiB) compiles here either way: the child's fixed cost
 (spawn, ``import wasmtime``, an engine, the round trip) is ~80 ms, the suite compiles
-hundreds of WAT components of 1.5-2.2 KiB, and the worst 4 KiB found costs about as much
-in the kernel: ~0.1 s for 1,009 empty functions (4,094 bytes) or 1,345 loops in one function
-(4,095 bytes; cranelift's costliest bytes measured, ~25 µs a byte), ~11 MiB. Locals, the
-one cheap amplifier, are bounded before either (:mod:`.guest_code.compile_cost`: 1,000,000
-of them, ~0.1 s).
+WAT components of 1.5-2.2 KiB (a child each: +9 s over the 100 s of five hook test files'
+cold run), and the worst under 4 KiB found costs about as much in the kernel: 0.06-0.09 s
+and 11 MiB for 1,009 empty functions (4,094 bytes), 0.1 s and 34 MiB for 1,345 loops in one
+function (4,095 bytes; cranelift's costliest bytes measured, ~25 µs a byte; nested blocks,
+branches, calls, loads and results measured cheaper). Locals, the one cheap amplifier, are
+bounded before either (:mod:`.guest_code.compile_cost`: 1,000,000 of them, ~0.1 s).
 
 Deserializing runs the entry's machine code, so every entry is sealed with a keyed BLAKE3
 MAC (:func:`entry_mac`) under a key derived from the per-user key of

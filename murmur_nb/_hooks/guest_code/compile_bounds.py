@@ -16,14 +16,17 @@ may need to start), and:
 * turns any other death (a signal, a crash, a reply that is not a frame) into
   :class:`CompileFailed`, with the last lines the child wrote to stderr.
 
-The component goes to the child and its compiled form comes back over a Unix socket pair:
-40 MiB take a few tens of ms, against ~8 s of compiling the demo hook. What the child sends
-back is bytes to deserialize, so nobody but it may write into the channel: a pipe's end can
-be reopened through ``/proc/<pid>/fd`` by any process of the user, a socket's cannot.
+The component goes to the child and its compiled form comes back over a Unix socket pair
+(the demo hook's 37 MiB in ~50 ms; the child's fixed cost, spawn, ``import wasmtime`` and an
+engine, is ~80 ms). What the child sends back is machine code to deserialize, so nobody but
+it may write into the channel: a pipe's end can be reopened through ``/proc/<pid>/fd`` by
+any process of the user, a socket's cannot.
 
-Measured on the componentize-py demo hook (18 MiB, 2 cores): ~8 s compiling, a data
-segment peak of ~420 MiB (the compile fails at 400 MiB, passes at 450). The defaults, 120 s
-and 2,048 MiB, leave room for a slower or busier machine and a hook twice as large.
+Measured on the componentize-py demo hook (18 MiB): the same CPU as in the kernel (~15 s
+on 2 cores, ~8 s of wall time when they are idle), and the kernel's peak RSS 470 -> 180 MiB.
+Its compile fails with ``RLIMIT_DATA`` at 450 MiB and passes at 520 (the input and the
+serialized output are in the child's memory too). The defaults, 120 s and 2,048 MiB, leave
+room for a slower or busier machine and a hook a few times as large.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import IO
 
 from murmur_nb._exceptions import HookConfigWarning
+from murmur_nb._files.scratch import temp_folder
 from murmur_nb._hooks.guest_code import compiler
 from murmur_nb._hooks.guest_code.compile_cost import TooCostly
 
@@ -233,6 +237,16 @@ def out_of_memory(status: int, said: str) -> bool:
     return status == -signal.SIGABRT and "memory allocation of" in said
 
 
+def ending(status: int) -> str:
+    """How a child with this exit status ended: ``killed by SIGSEGV``, ``exit status 1``."""
+    if status >= 0:
+        return f"exit status {status}"
+    try:
+        return f"killed by {signal.Signals(-status).name}"
+    except ValueError:  # a number Python has no name for
+        return f"killed by signal {-status}"
+
+
 def death(name: str, status: int, said: str, megabytes: int) -> Exception:
     """What a child that sent no whole frame died of, as the error to raise."""
     if out_of_memory(status, said):
@@ -242,9 +256,8 @@ def death(name: str, status: int, said: str, megabytes: int) -> Exception:
             "was not loaded; if you trust the hook, raise $MURMUR_NB_HOOK_COMPILE_MB before "
             "loading the hooks, else fix it (many or large functions cost memory to compile)"
         )
-    how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
     return CompileFailed(
-        f"the process compiling {name} ended without a compiled component ({how}"
+        f"the process compiling {name} ended without a compiled component ({ending(status)}"
         + (f"; it said: {said}" if said else "")
         + "); the hook was not loaded. Load the hooks again; if it happens again, report "
         "it with this message"
@@ -271,16 +284,21 @@ def compile_in_child(data: bytes, name: str) -> bytearray:
     wasmtime.WasmtimeError
         wasmtime refused the component.
     CompileFailed
-        The child died otherwise.
+        The child could not be started, or died otherwise.
     """
     from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
 
     seconds, megabytes = compile_seconds(), compile_megabytes()
-    with tempfile.TemporaryFile() as stderr:
+    with tempfile.TemporaryFile(dir=temp_folder()) as stderr:
         try:
             kind, payload, status = run_child(data, seconds, megabytes, stderr)
         except TimeoutError:
             raise too_slow(name, seconds) from None
+        except OSError as exc:  # the child could not be started, or the socket failed
+            raise CompileFailed(
+                f"the process to compile {name} in could not be run ({exc}); the hook was not "
+                "loaded"
+            ) from exc
         if kind == b"C" and status == 0:
             return payload
         if kind == b"E" and status == 0:
