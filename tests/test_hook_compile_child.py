@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 import wasmtime
+from _users import rerun, reruns_in_each_setting
 from _wat import assemble
 
 import murmur_nb as mnb
@@ -43,9 +44,10 @@ def _leb(value: int) -> bytes:
             return bytes(out)
 
 
-def custom_section(size: int) -> bytes:
-    """A custom section of ``size`` random bytes: a digest no earlier run compiled."""
-    payload = b"\x04salt" + os.urandom(size)
+def custom_section(size: int, *, fill: bytes | None = None) -> bytes:
+    """A custom section of ``size`` random bytes (a digest no earlier run compiled), or of
+    ``fill`` repeated."""
+    payload = b"\x04salt" + (os.urandom(size) if fill is None else (fill * size)[:size])
     return b"\x00" + _leb(len(payload)) + payload
 
 
@@ -159,10 +161,34 @@ def test_ctrl_c_while_a_compile_runs_kills_the_child(tmp_path: Path) -> None:
     assert len(children) == 1 and gone(children[0])
 
 
-def guest_over_threshold() -> bytes:
+def test_a_compiler_that_crashes_is_a_load_error_and_the_kernel_goes_on(tmp_path: Path) -> None:
+    """The child aborted mid-compile (SIGABRT: what a panic in wasmtime's C API does; in the
+    kernel it took the kernel) fails that hook's load, naming the signal. (A SIGSEGV sent by
+    another process does not do: wasmtime's trap handler, installed with the child's engine,
+    returns from one that is no fault.)"""
+    path = capsule(tmp_path, empty_functions(100_000))
+
+    def crash(children: list[psutil.Process]) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not children:
+            time.sleep(0.005)
+        time.sleep(0.3)
+        children[0].send_signal(signal.SIGABRT)
+
+    with compilers_started() as children:
+        threading.Thread(target=crash, args=(children,), daemon=True).start()
+        with mnb.HookHost.from_config(path) as hooks:
+            info = hooks.hooks["slow"]
+    assert not info.loaded and info.load_code == "load_failed"
+    assert "could not be compiled" in (info.load_error or "")
+    assert "killed by SIGABRT" in (info.load_error or "")
+    assert len(children) == 1 and gone(children[0])
+
+
+def guest_over_threshold(fill: bytes | None = None) -> bytes:
     """``tests/wat/guest.wat`` (2 KiB), padded past :data:`IN_PROCESS_MAX_BYTES` by a custom
-    section, so it compiles in a child."""
-    return assemble("guest.wat") + custom_section(IN_PROCESS_MAX_BYTES)
+    section (of random bytes, or of ``fill``), so it compiles in a child."""
+    return assemble("guest.wat") + custom_section(IN_PROCESS_MAX_BYTES, fill=fill)
 
 
 def test_a_hook_compiled_in_the_child_loads_runs_and_is_cached(
@@ -210,3 +236,17 @@ def test_a_compiled_form_for_another_engine_is_a_clear_error(tmp_path: Path) -> 
     with pytest.raises(CompileFailed, match=r"not for this cache's engine .*engine_config"):
         cache.load(tmp_path / "c.wasm")
     assert not list((tmp_path / "cache").glob("*.cwasm"))
+
+
+@reruns_in_each_setting
+def test_compiles_are_bounded_as_a_user_and_in_a_container(user: bool, docker: bool) -> None:
+    """The same tests as an unprivileged user (who may lower its own limits only) and
+    inside the default-Docker harness (its seccomp profile, its pid namespace)."""
+    done, tail = rerun(
+        ["tests/test_hook_compile_child.py"],
+        user=user,
+        docker=docker,
+        deselect="not as_a_user_and_in_a_container",
+    )
+    assert done == 0, tail
+    assert "6 passed" in tail, tail

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from test_hook_cache import locals_module
+from test_hook_compile_child import guest_over_threshold
 from test_hook_replay import assemble, capsule, talk, write
 
 import murmur_nb as mnb
@@ -79,7 +80,8 @@ def hooks(tmp_path: Path, murmur_home: Path) -> Iterator[mnb.HookHost]:
     for i in range(12):
         write(murmur_home, f"plain-{i:02d}", talk(5 + 7 * i))
     write(murmur_home, "x-trap", [("user", "!trap"), ("user", "more")])
-    path = capsule(tmp_path / "capsule", HOOKS, guest=assemble("guest.wat"),
+    # the reader padded past 4 KiB: each worker compiles it in a child of its own
+    path = capsule(tmp_path / "capsule", HOOKS, guest=guest_over_threshold(b"dask"),
                    replay=assemble("replay.wat"))  # fmt: skip
     with mnb.HookHost.from_config(path, conversations=mnb.ConversationStore(murmur_home)) as h:
         yield h
@@ -319,7 +321,8 @@ def test_every_row_reads_its_own_record_on_workers_of_four_threads(
     sizes = {f"rec-{i:02d}": 3 + 2 * i for i in range(24)}
     for context, n in sizes.items():
         write(murmur_home, context, talk(n))
-    path = capsule(tmp_path / "capsule", HOOKS, guest=assemble("guest.wat"),
+    # the reader padded past 4 KiB: each worker compiles it in a child of its own
+    path = capsule(tmp_path / "capsule", HOOKS, guest=guest_over_threshold(b"dask"),
                    replay=assemble("replay.wat"))  # fmt: skip
     cluster = distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=4,
                                        security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
