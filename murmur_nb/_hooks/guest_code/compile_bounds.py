@@ -179,20 +179,19 @@ def exchange(
     sock: socket.socket, data: bytes, limit: int, deadline: float
 ) -> tuple[bytes, bytearray]:
     """Send ``data``, then read the child's one frame: ``(kind, payload)``; a kind of
-    ``b""`` when the child ended without a whole frame, or with a payload past ``limit``."""
-    sock.settimeout(remaining(deadline))
+    ``b""`` when the child ended without a whole frame (its exit status says how), or with
+    a payload past ``limit``."""
     try:
+        sock.settimeout(remaining(deadline))
         sock.sendall(data)
         sock.shutdown(socket.SHUT_WR)
-    except (BrokenPipeError, ConnectionResetError):
-        return b"", bytearray()  # it died before reading it all: its status says how
-    header = receive(sock, compiler.FRAME.size, deadline)
-    if len(header) < compiler.FRAME.size:
+        header = receive(sock, compiler.FRAME.size, deadline)
+        if len(header) < compiler.FRAME.size:
+            return b"", bytearray()
+        kind, size = compiler.FRAME.unpack(header)
+        payload = receive(sock, size, deadline) if size <= limit else bytearray()
+    except (BrokenPipeError, ConnectionResetError):  # it died with our bytes unread
         return b"", bytearray()
-    kind, size = compiler.FRAME.unpack(header)
-    if size > limit:
-        return b"", bytearray()
-    payload = receive(sock, size, deadline)
     return (kind, payload) if len(payload) == size else (b"", bytearray())
 
 

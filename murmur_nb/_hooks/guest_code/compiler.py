@@ -19,10 +19,13 @@ payload, then exits 0. A child that ran out of memory in Python exits with
 :data:`MEMORY_EXIT`; one whose allocation failed in wasmtime is aborted by Rust
 (``SIGABRT``, "memory allocation of N bytes failed" on stderr).
 
-Before it reads anything the child bounds its own data segment (``RLIMIT_DATA``: heap and
-private writable mappings, which cranelift's memory is; not the address space, which a
-thread's malloc arenas reserve 64 MiB at a time and grows with the machine's cores), drops
-core dumps (a crashed compile's would be hundreds of MiB) and asks to die with the kernel.
+The child imports wasmtime and makes its engine first (a fixed cost, ~12 MiB with the
+interpreter: under a bound, too small a bound would fail there as an ``ImportError``, which
+says nothing of the component), asking to die with the kernel; then it bounds its data
+segment (``RLIMIT_DATA``: heap and private writable mappings, which cranelift's memory is,
+counted from what the process already uses; not the address space, which a thread's malloc
+arenas reserve 64 MiB at a time and which grows with the machine's cores), drops core dumps
+(a crashed compile's would be hundreds of MiB), and only then reads the component.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from wasmtime import Config
+    from wasmtime import Config, Engine
 
 __all__ = ["ENGINE_FINGERPRINT", "FRAME", "MEMORY_EXIT", "engine_config", "main"]
 
@@ -70,17 +73,20 @@ def engine_config() -> Config:
     return config
 
 
-def bound_self(data_bytes: int, parent: int) -> bool:
-    """Bound this process's data segment to ``data_bytes``, write no core file, and die with
-    ``parent`` (Linux); ``False`` when ``parent`` is gone already."""
+def die_with(parent: int) -> bool:
+    """Ask to be killed when ``parent`` ends (Linux); ``False`` when it is gone already."""
+    if sys.platform == "linux":
+        import ctypes  # noqa: PLC0415 - only here
+
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)  # SIGKILL
+    return os.getppid() == parent
+
+
+def bound(data_bytes: int) -> None:
+    """Bound this process's data segment to ``data_bytes`` (what it uses already counts)
+    and write no core file."""
     resource.setrlimit(resource.RLIMIT_DATA, (data_bytes, data_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if sys.platform == "linux":
-        import ctypes  # noqa: PLC0415 - only here, after the bound
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)  # SIGKILL
-    return os.getppid() == parent
 
 
 def read_all(fd: int) -> bytes:
@@ -91,14 +97,14 @@ def read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def compiled(data: bytes) -> tuple[bytes, bytes | bytearray]:
+def compiled(engine: Engine, data: bytes) -> tuple[bytes, bytes | bytearray]:
     """``(kind, payload)``: ``C`` and the serialized component, or ``E`` and why wasmtime
     refused ``data``."""
-    from wasmtime import Engine, WasmtimeError  # noqa: PLC0415 - after the bound
+    from wasmtime import WasmtimeError  # noqa: PLC0415 - imported by the kernel's path
     from wasmtime.component import Component  # noqa: PLC0415
 
     try:
-        component = Component(Engine(engine_config()), data)
+        component = Component(engine, data)
     except WasmtimeError as exc:
         return b"E", str(exc).encode("utf-8", "replace")
     return b"C", component.serialize()
@@ -115,11 +121,15 @@ def reply(fd: int, kind: bytes, payload: bytes | bytearray) -> None:
 def main(argv: list[str]) -> int:
     """``compiler.py WASMTIME_FOLDER DATA_BYTES PARENT_PID``: compile stdin's component."""
     folder, data_bytes, parent = argv[0], int(argv[1]), int(argv[2])
-    if not bound_self(data_bytes, parent):
+    if not die_with(parent):
         return 1
     sys.path.insert(0, folder)  # the kernel's own wasmtime, however it found it
+    from wasmtime import Engine  # noqa: PLC0415 - from that folder
+
+    engine = Engine(engine_config())
     try:
-        kind, payload = compiled(read_all(0))
+        bound(data_bytes)
+        kind, payload = compiled(engine, read_all(0))
         reply(1, kind, payload)
     except MemoryError:
         return MEMORY_EXIT
