@@ -7,9 +7,9 @@ Entries are written to a temporary file and renamed into place.
 
 A cold load compiles in a child process where the cache is given ``compile_in_child`` (the
 hook runtime's is: :mod:`.guest_code.compile_bounds`, bounded in time and memory, killed on
-Ctrl-C), and deserializes what the child sends back with its own engine (from memory: ~50
-ms for the demo hook's 37 MiB); a cache built with
-an engine alone (the tests') compiles in this process. A component smaller than
+Ctrl-C), and deserializes what the child sends back with its own engine (from memory: ~50 ms
+for the demo hook's 37 MiB); a cache built with an engine alone (the tests') compiles in
+this process. A component smaller than
 :data:`IN_PROCESS_MAX_BYTES` (4 KiB) compiles here either way: the child's fixed cost
 (spawn, ``import wasmtime``, an engine, the round trip) is ~80 ms, the suite compiles
 WAT components of 1.5-2.2 KiB (a child each: +9 s over the 100 s of five hook test files'
@@ -489,7 +489,6 @@ class ComponentCache:
         self, path: Path, digest: str, entry: Path, rewrite: Rewrite | None,
         max_locals: int | None,
     ) -> LoadedComponent:  # fmt: skip
-
         source = "compiled"
         if entry.is_file():
             component = None
