@@ -107,7 +107,7 @@ def test_a_bad_cache_budget_is_warned_and_the_default_kept(
     (warning,) = caught
     text = str(warning.message)
     assert "MURMUR_NB_CACHE_MAX_MB" in text and repr(value) in text, text
-    assert "whole number of MiB" in text and "2048" in text, text
+    assert "whole number of MiB" in text and "2,048" in text, text
     assert first.source == "compiled" and first.entry.is_file()
     again = ComponentCache(engine, "plain", tmp_path / "cache", key=b"k" * 32)
     assert again.load(path).source == "cache"  # kept: no kernel compiles it again

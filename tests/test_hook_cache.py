@@ -637,7 +637,8 @@ def test_the_locals_bound_is_raised_by_its_variable(
     monkeypatch.setenv("MURMUR_NB_HOOK_MAX_LOCALS", "2000000")
     with mnb.HookHost.from_config(tmp_path / "murmur.yaml") as hooks:
         assert "does not export" in (hooks.hooks["many"].load_error or "")
-        assert hooks.config.max_locals == 2_000_000  # read once: what a replay's workers apply
+        # read once: what a replay's workers apply
+        assert hooks.config.compile_bounds.max_locals == 2_000_000
     monkeypatch.setenv("MURMUR_NB_HOOK_MAX_LOCALS", "lots")
     component.write_bytes(locals_bomb(21))  # new bytes: the raised bound compiled the old ones
     with pytest.warns(mnb.HookConfigWarning, match="MURMUR_NB_HOOK_MAX_LOCALS='lots'"):

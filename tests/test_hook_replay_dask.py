@@ -14,10 +14,14 @@ from typing import Any
 
 import pytest
 from test_hook_cache import locals_module
-from test_hook_compile_child import guest_over_threshold
+from test_hook_compile_child import custom_section, guest_over_threshold
 from test_hook_replay import assemble, capsule, talk, write
 
 import murmur_nb as mnb
+
+# private: the size past which a component compiles in a child, and the child's default bound
+from murmur_nb._hooks.cache import IN_PROCESS_MAX_BYTES  # private: see above
+from murmur_nb._hooks.guest_code.compile_bounds import DEFAULT_COMPILE_MB  # private: see above
 
 distributed = pytest.importorskip("distributed")
 pytestmark = pytest.mark.slow
@@ -361,6 +365,34 @@ def test_workers_apply_the_kernels_locals_bound_not_their_own(
             assert host.hooks["big"].loaded, host.hooks["big"].load_error
             local = mnb.replay(host, "*", windows=3, progress=False)
             remote = mnb.replay(host, "*", windows=3, client=c, progress=False)
+    assert remote["ok"].all(), remote[["event", "code", "error"]].head(2).to_dict("records")
+    assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE)), differences(
+        remote.drop(columns=VOLATILE), local.drop(columns=VOLATILE)
+    )
+
+
+def test_workers_compile_under_the_kernels_child_bounds_not_their_own(
+    tmp_path: Path, murmur_home: Path
+) -> None:
+    """The replay hook, padded past the size a component compiles in the kernel at, so each
+    worker compiles it in a bounded child. The worker's environment bounds that child's data
+    segment to 1 MiB (less than the interpreter itself uses, so any compile dies of it); the
+    kernel's does not. The kernel's bounds travel with the hooks, and its rows are the
+    kernel's, all ok (before, each was ``load_failed`` with the worker's ``TooCostly``)."""
+    write(murmur_home, "plain-00", talk(5))
+    write(murmur_home, "plain-01", talk(9))
+    padded = assemble("replay.wat") + custom_section(IN_PROCESS_MAX_BYTES)
+    path = capsule(tmp_path / "capsule", "hooks:\n  big:\n    component: hooks/big.wasm\n",
+                   big=padded)  # fmt: skip
+    tiny = {"MURMUR_NB_HOOK_COMPILE_MB": "1", "MURMUR_NB_CACHE": str(tmp_path / "worker-cache")}
+    with fresh_client(1, **tiny) as c:
+        store = mnb.ConversationStore(murmur_home)
+        with mnb.HookHost.from_config(path, conversations=store) as host:
+            assert host.hooks["big"].loaded, host.hooks["big"].load_error
+            assert host.config.compile_bounds.megabytes == DEFAULT_COMPILE_MB
+            local = mnb.replay(host, "*", windows=3, progress=False)
+            remote = mnb.replay(host, "*", windows=3, client=c, progress=False)
+        assert sources_by_hook(c) == {"big": {"compiled"}}  # in the worker's child
     assert remote["ok"].all(), remote[["event", "code", "error"]].head(2).to_dict("records")
     assert remote.drop(columns=VOLATILE).equals(local.drop(columns=VOLATILE)), differences(
         remote.drop(columns=VOLATILE), local.drop(columns=VOLATILE)

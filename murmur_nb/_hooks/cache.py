@@ -63,7 +63,6 @@ import mmap
 import os
 import tempfile
 import threading
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,15 +70,14 @@ from typing import TYPE_CHECKING
 
 import blake3
 
-from murmur_nb._exceptions import HookConfigWarning
 from murmur_nb._files import sealed
 from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.sealed import sealed_copy
 from murmur_nb._files.sealing_key import key_dir, sealing_key
 from murmur_nb._files.sealing_key import user_key as cache_key
 from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
-from murmur_nb._hooks.guest_code.compile_bounds import CompileFailed
-from murmur_nb._hooks.guest_code.compile_cost import check_compile_cost
+from murmur_nb._hooks.guest_code.compile_bounds import CompileBounds, CompileFailed
+from murmur_nb._hooks.guest_code.compile_cost import check_compile_cost, whole_number
 from murmur_nb._rules import cache_dir, sha256_file
 
 if TYPE_CHECKING:
@@ -116,22 +114,8 @@ def budget_bytes() -> int:
     make each one compile its hooks again (``0`` or ``-1`` deleted every entry right after
     it was compiled).
     """
-    value = os.environ.get("MURMUR_NB_CACHE_MAX_MB", "")
-    if not value.strip():
-        return DEFAULT_BUDGET_MB << 20
-    try:
-        megabytes = int(value)
-    except ValueError:
-        megabytes = 0
-    if megabytes < 1:
-        warnings.warn(
-            f"$MURMUR_NB_CACHE_MAX_MB={value!r} is not a budget: it takes a whole number of MiB, "
-            f"at least 1 (the compiled-component cache keeps its default, "
-            f"{DEFAULT_BUDGET_MB} MiB, meanwhile); fix or unset it",
-            HookConfigWarning,
-            stacklevel=2,
-        )
-        return DEFAULT_BUDGET_MB << 20
+    megabytes = whole_number("MURMUR_NB_CACHE_MAX_MB", DEFAULT_BUDGET_MB, "MiB",
+                             "the compiled-component cache keeps")  # fmt: skip
     return megabytes << 20
 
 
@@ -154,8 +138,9 @@ def _root_key_and_folder(key: bytes | None, folder: Path) -> tuple[bytes, Path]:
 #: ``(tag, function)``: bytes in, bytes to compile out; the tag names the function's variant.
 Rewrite = tuple[str, Callable[[bytes], bytes]]
 
-#: a component's bytes and its name in messages in, its serialized compiled form out
-Compile = Callable[[bytes, str], bytes | bytearray]
+#: a component's bytes, its name in messages and the bounds of its compile in, its
+#: serialized compiled form out
+Compile = Callable[[bytes, str, CompileBounds], bytes | bytearray]
 
 #: a component smaller than this compiles in the kernel even where a child could (the module
 #: docstring says why)
@@ -444,15 +429,16 @@ class ComponentCache:
         return digest
 
     def load(
-        self, path: Path, *, rewrite: Rewrite | None = None, max_locals: int | None = None
+        self, path: Path, *, rewrite: Rewrite | None = None, bounds: CompileBounds | None = None
     ) -> LoadedComponent:
         """Compile ``path``, or load its compiled form from the cache.
 
         ``rewrite`` is ``(tag, function)``: the component's bytes go through ``function``
         before they are compiled, and the entry is keyed by the file's digest and ``tag``
-        (the returned ``digest`` is still the file's). ``max_locals`` bounds what a compile
-        may cost (:mod:`.guest_code.compile_cost`; default: ``$MURMUR_NB_HOOK_MAX_LOCALS``
-        of this process); a compiled form already cached costs no compile and loads.
+        (the returned ``digest`` is still the file's). ``bounds`` are what a compile
+        may cost (:class:`~.guest_code.compile_bounds.CompileBounds`; default: this
+        process's environment, read now); a compiled form already cached costs no compile
+        and loads.
 
         Raises
         ------
@@ -477,7 +463,7 @@ class ComponentCache:
             if kept is not None:
                 self._memory[key] = kept  # most recently used last
                 return LoadedComponent(kept, digest, "memory", entry)
-        loaded = self._load(path, digest, entry, rewrite, max_locals)
+        loaded = self._load(path, digest, entry, rewrite, bounds)
         if self._keep > 0:
             with self._lock:
                 self._memory[_keyed(loaded.digest, rewrite)] = loaded.component
@@ -487,7 +473,7 @@ class ComponentCache:
 
     def _load(
         self, path: Path, digest: str, entry: Path, rewrite: Rewrite | None,
-        max_locals: int | None,
+        bounds: CompileBounds | None,
     ) -> LoadedComponent:  # fmt: skip
         source = "compiled"
         if entry.is_file():
@@ -507,8 +493,10 @@ class ComponentCache:
             digest, entry = actual, self.entry_path(_keyed(actual, rewrite))
         if rewrite is not None:
             data = rewrite[1](data)
-        check_compile_cost(data, max_locals)  # the very bytes compiled, before cranelift
-        component, compiled = self._compiled(data, path.name)
+        if bounds is None:
+            bounds = CompileBounds.from_environment()
+        check_compile_cost(data, bounds.max_locals)  # the very bytes compiled, before cranelift
+        component, compiled = self._compiled(data, path.name, bounds)
         with contextlib.suppress(OSError):  # a read-only cache only costs a compile next time
             if compiled is None:
                 compiled = component.serialize()
@@ -517,7 +505,9 @@ class ComponentCache:
             self.prune()
         return LoadedComponent(component, digest, source, entry)
 
-    def _compiled(self, data: bytes, name: str) -> tuple[Component, bytes | bytearray | None]:
+    def _compiled(
+        self, data: bytes, name: str, bounds: CompileBounds
+    ) -> tuple[Component, bytes | bytearray | None]:
         """``data`` compiled, and its serialized form when it was compiled in a child (``None``
         when in this process: ``data`` is smaller than :data:`IN_PROCESS_MAX_BYTES`, or the
         cache has no ``compile_in_child``)."""
@@ -526,7 +516,7 @@ class ComponentCache:
 
         if self._compile_in_child is None or len(data) < IN_PROCESS_MAX_BYTES:
             return Component(self._engine, data), None
-        compiled = self._compile_in_child(data, name)
+        compiled = self._compile_in_child(data, name, bounds)
         try:
             return Component.deserialize(self._engine, compiled), compiled
         except WasmtimeError as exc:

@@ -46,7 +46,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from murmur_nb._exceptions import HookConfigError
-from murmur_nb._hooks.guest_code.compile_cost import max_locals
+from murmur_nb._hooks.guest_code.compile_bounds import CompileBounds
 
 __all__ = [
     "EVENTS",
@@ -182,16 +182,18 @@ class HookEntry(BaseModel):
 
 
 class HookConfig(BaseModel):
-    """The hook-related part of one ``murmur.yaml``, and the kernel's bound on compiling.
+    """The hook-related part of one ``murmur.yaml``, and the kernel's bounds on compiling.
 
     Attributes
     ----------
-    max_locals : int
-        The most locals (parameters included) a hook component's functions may have in
-        all before it is refused uncompiled (:mod:`murmur_nb._hooks.guest_code.compile_cost`):
-        ``$MURMUR_NB_HOOK_MAX_LOCALS`` as it was when the config was made, read once here
+    compile_bounds : CompileBounds
+        What compiling one of these hook components may cost: its locals (parameters
+        included), the compiling child's seconds and MiB
+        (:class:`murmur_nb._hooks.guest_code.compile_bounds.CompileBounds`):
+        ``$MURMUR_NB_HOOK_MAX_LOCALS``, ``$MURMUR_NB_HOOK_COMPILE_S`` and
+        ``$MURMUR_NB_HOOK_COMPILE_MB`` as they were when the config was made, read once here
         so that whatever loads these hooks elsewhere (a replay's Dask workers) applies the
-        kernel's bound, not its own environment's.
+        kernel's bounds, not its own environment's.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -200,7 +202,7 @@ class HookConfig(BaseModel):
     transport: Literal["api", "process"]
     default_limits: HookLimits
     hooks: tuple[HookEntry, ...]
-    max_locals: int = Field(default_factory=max_locals, ge=1)
+    compile_bounds: CompileBounds = Field(default_factory=CompileBounds.from_environment)
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

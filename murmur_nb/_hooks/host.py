@@ -402,7 +402,7 @@ class HookHost:
                     "`component:` at it",
                 )
             loaded = self.runtime.cache.load(entry.component, rewrite=_bounded(entry),
-                                             max_locals=self._config.max_locals)  # fmt: skip
+                                             bounds=self._config.compile_bounds)  # fmt: skip
         except Unbounded as exc:
             return failed(
                 info,

@@ -8,8 +8,9 @@ Design notes
   (:meth:`~murmur_nb.HookHost.component_bytes`, never the file as it is on disk now: a
   component rebuilt or swapped since ``from_config`` is not what the kernel checked) and
   their SHA-256, its events, grant and the very limits of the kernel's ``murmur.yaml``, the
-  kernel's bound on compiling (``HookConfig.max_locals``: a worker's own
-  ``$MURMUR_NB_HOOK_MAX_LOCALS`` is not the kernel's, and a hook the kernel loaded under a
+  kernel's bounds on compiling (``HookConfig.compile_bounds``: a worker's own
+  ``$MURMUR_NB_HOOK_MAX_LOCALS``, ``$MURMUR_NB_HOOK_COMPILE_S`` and
+  ``$MURMUR_NB_HOOK_COMPILE_MB`` are not the kernel's, and a hook the kernel loaded under a
   raised bound was ``load_failed`` on workers that kept the default), and the murmur home.
   On first use in a worker process :func:`worker_host` checks each hook's digest, writes
   the bytes into a private folder and builds a :class:`~murmur_nb.HookHost` over them,
@@ -55,6 +56,8 @@ from murmur_nb._replay.windows import ReplayWindows
 if TYPE_CHECKING:
     import pandas as pd
 
+    from murmur_nb._hooks.guest_code.compile_bounds import CompileBounds
+
 __all__ = [
     "LOST_WORKER_RETRIES",
     "Payload",
@@ -96,11 +99,11 @@ class Payload:
     hooks: tuple[ShippedHook, ...]
     transport: str
     home: str
-    max_locals: int
+    bounds: CompileBounds
 
     @property
     def key(self) -> str:
-        parts = [self.transport, self.home, str(self.max_locals)]
+        parts = [self.transport, self.home, repr(self.bounds)]
         parts += [f"{h.id}:{h.digest}:{h.events}:{h.read_granted}:{sorted(h.limits.items())}"
                   for h in self.hooks]  # fmt: skip
         return hashlib.sha256("|".join(parts).encode()).hexdigest()
@@ -127,7 +130,7 @@ def payload_of(host: HookHost, hooks: tuple[str, ...]) -> Payload:
             "replay(client=...) needs the HookHost's conversations to be a ConversationStore "
             "(workers open a store of the same home)"
         )
-    return Payload(tuple(shipped), host.config.transport, str(home), host.config.max_locals)
+    return Payload(tuple(shipped), host.config.transport, str(home), host.config.compile_bounds)
 
 
 # -- on the worker -------------------------------------------------------------------------
@@ -167,7 +170,7 @@ def worker_host(payload: Payload) -> tuple[HookHost, dict[str, str]]:
             else:
                 entries.append(made)
         config = HookConfig(path=None, transport=payload.transport, default_limits=HookLimits(),
-                            hooks=tuple(entries), max_locals=payload.max_locals)  # fmt: skip
+                            hooks=tuple(entries), compile_bounds=payload.bounds)  # fmt: skip
         host = HookHost(config, conversations=ConversationStore(payload.home))
         for hook in payload.hooks:  # what this worker compiled is what the kernel loaded
             info = host.hooks.get(hook.id)

@@ -68,8 +68,8 @@ def replay(
     client : dask.distributed.Client, optional
         Spread the records over the cluster's workers: each loads the hooks from the
         component bytes ``host`` loaded (:meth:`murmur_nb.HookHost.component_bytes`, not the
-        files as they are now) with these limits and the kernel's bound on compiling
-        (``host.config.max_locals``), reads the records through a store of the
+        files as they are now) with these limits and the kernel's bounds on compiling
+        (``host.config.compile_bounds``), reads the records through a store of the
         same home, and a dead worker's records are run again. A worker's threads share one
         host; each call reads its own record.
     progress : "auto", bool

@@ -8,7 +8,8 @@ few minutes). So :func:`compile_in_child` runs :mod:`.compiler` as ``sys.executa
 session of its own, with no environment but ``LD_LIBRARY_PATH`` (what the interpreter itself
 may need to start), and:
 
-* bounds its wall-clock time by :func:`compile_seconds` (``$MURMUR_NB_HOOK_COMPILE_S``): past
+* bounds its wall-clock time by :func:`compile_seconds` (``$MURMUR_NB_HOOK_COMPILE_S``, as
+  the kernel read it when it loaded ``murmur.yaml``: :class:`CompileBounds`): past
   it the child's process group is killed (``SIGKILL``) and :class:`TooCostly` raised;
 * bounds its data segment by :func:`compile_megabytes` (``$MURMUR_NB_HOOK_COMPILE_MB``): an
   allocation past it fails in the child, which dies of it, and :class:`TooCostly` is raised;
@@ -39,18 +40,23 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from murmur_nb._exceptions import HookConfigWarning
 from murmur_nb._files.scratch import temp_folder
 from murmur_nb._hooks.guest_code import compiler
-from murmur_nb._hooks.guest_code.compile_cost import TooCostly
+from murmur_nb._hooks.guest_code.compile_cost import (
+    DEFAULT_MAX_LOCALS,
+    TooCostly,
+    max_locals,
+    whole_number,
+)
 
 __all__ = [
     "DEFAULT_COMPILE_MB",
     "DEFAULT_COMPILE_S",
+    "CompileBounds",
     "CompileFailed",
     "compile_in_child",
     "compile_megabytes",
@@ -73,40 +79,39 @@ class CompileFailed(RuntimeError):
     compiled form is not for this engine; the component was not loaded."""
 
 
-def whole_bound(variable: str, value: str, default: int, unit: str) -> int:
-    """``value`` (of ``$variable``) as a whole number of at least 1, else ``default``; a
-    value that is not one is warned about (:class:`~murmur_nb.HookConfigWarning`) and the
-    default kept, as :func:`.compile_cost.max_locals` does."""
-    if not value.strip():
-        return default
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        warnings.warn(
-            f"${variable}={value!r} is not a bound: it takes a whole number of {unit}, at "
-            f"least 1 (hooks are compiled with the default, {default:,} {unit}, meanwhile); "
-            "fix or unset it",
-            HookConfigWarning,
-            stacklevel=3,
-        )
-        return default
-    return count
-
-
 def compile_seconds() -> int:
     """``$MURMUR_NB_HOOK_COMPILE_S``, else :data:`DEFAULT_COMPILE_S`: the seconds one compile
     may take, spawning the child included."""
-    value = os.environ.get("MURMUR_NB_HOOK_COMPILE_S", "")
-    return whole_bound("MURMUR_NB_HOOK_COMPILE_S", value, DEFAULT_COMPILE_S, "seconds")
+    return whole_number("MURMUR_NB_HOOK_COMPILE_S", DEFAULT_COMPILE_S, "seconds",
+                        "hooks are compiled with")  # fmt: skip
 
 
 def compile_megabytes() -> int:
     """``$MURMUR_NB_HOOK_COMPILE_MB``, else :data:`DEFAULT_COMPILE_MB`: the MiB of data
     segment (``RLIMIT_DATA``) the compiling child may use, the interpreter's own included."""
-    value = os.environ.get("MURMUR_NB_HOOK_COMPILE_MB", "")
-    return whole_bound("MURMUR_NB_HOOK_COMPILE_MB", value, DEFAULT_COMPILE_MB, "MiB")
+    return whole_number("MURMUR_NB_HOOK_COMPILE_MB", DEFAULT_COMPILE_MB, "MiB",
+                        "hooks are compiled with")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CompileBounds:
+    """What compiling one hook component may cost: its locals (checked before, in this
+    process: :mod:`.compile_cost`), the child's seconds and MiB.
+
+    Read from the environment once (:meth:`from_environment`), when a ``murmur.yaml`` is
+    loaded (``HookConfig.compile_bounds``), and carried from there to whatever compiles its
+    hooks: a replay's Dask workers apply the kernel's bounds, not their own environment's.
+    """
+
+    max_locals: int = DEFAULT_MAX_LOCALS
+    seconds: int = DEFAULT_COMPILE_S
+    megabytes: int = DEFAULT_COMPILE_MB
+
+    @classmethod
+    def from_environment(cls) -> CompileBounds:
+        """``$MURMUR_NB_HOOK_MAX_LOCALS``, ``$MURMUR_NB_HOOK_COMPILE_S`` and
+        ``$MURMUR_NB_HOOK_COMPILE_MB``, each its default when unset or not a bound."""
+        return cls(max_locals(), compile_seconds(), compile_megabytes())
 
 
 def child_command(megabytes: int) -> list[str]:
@@ -272,14 +277,14 @@ def too_slow(name: str, seconds: int) -> TooCostly:
     )
 
 
-def compile_in_child(data: bytes, name: str) -> bytearray:
+def compile_in_child(data: bytes, name: str, bounds: CompileBounds) -> bytearray:
     """The serialized compiled form of the component ``data`` (named ``name`` in messages),
-    compiled for :func:`~.compiler.engine_config` in a bounded child process.
+    compiled for :func:`~.compiler.engine_config` in a child process bounded by ``bounds``.
 
     Raises
     ------
     TooCostly
-        The compile ran past :func:`compile_seconds` or :func:`compile_megabytes`.
+        The compile ran past ``bounds.seconds`` or ``bounds.megabytes``.
     wasmtime.WasmtimeError
         wasmtime refused the component.
     CompileFailed
@@ -287,7 +292,7 @@ def compile_in_child(data: bytes, name: str) -> bytearray:
     """
     from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
 
-    seconds, megabytes = compile_seconds(), compile_megabytes()
+    seconds, megabytes = bounds.seconds, bounds.megabytes
     with tempfile.TemporaryFile(dir=temp_folder()) as stderr:
         try:
             kind, payload, status = run_child(data, seconds, megabytes, stderr)

@@ -25,7 +25,14 @@ import warnings
 from murmur_nb._exceptions import HookConfigWarning
 from murmur_nb._hooks.guest_code.wasm_binary import Malformed, Reader, core_modules, sections
 
-__all__ = ["DEFAULT_MAX_LOCALS", "TooCostly", "check_compile_cost", "declared_locals", "max_locals"]
+__all__ = [
+    "DEFAULT_MAX_LOCALS",
+    "TooCostly",
+    "check_compile_cost",
+    "declared_locals",
+    "max_locals",
+    "whole_number",
+]
 
 #: locals a component may declare over all its functions, unless ``$MURMUR_NB_HOOK_MAX_LOCALS``
 #: says otherwise: 12 times the largest real hook's, ~0.1 s of compiling
@@ -40,26 +47,35 @@ class TooCostly(ValueError):
     """A component whose compiling would cost more than the bound allows; never compiled."""
 
 
-def max_locals() -> int:
-    """``$MURMUR_NB_HOOK_MAX_LOCALS``, else :data:`DEFAULT_MAX_LOCALS`; a value that is not
-    a whole number of at least 1 is warned about and the default kept."""
-    value = os.environ.get("MURMUR_NB_HOOK_MAX_LOCALS", "")
+def whole_number(variable: str, default: int, unit: str, kept: str) -> int:
+    """``$variable`` as a whole number of at least 1, else ``default`` (unset or empty); a
+    value that is not one (``abc``, ``0.5``, ``0``, ``-1``) is warned about
+    (:class:`~murmur_nb.HookConfigWarning`) and ``default`` kept: a variable mistyped in a
+    deployment must not stop every kernel's hooks from loading. ``kept`` says, in the
+    warning, what goes on with the default meanwhile."""
+    value = os.environ.get(variable, "")
     if not value.strip():
-        return DEFAULT_MAX_LOCALS
+        return default
     try:
         count = int(value)
     except ValueError:
         count = 0
     if count < 1:
         warnings.warn(
-            f"$MURMUR_NB_HOOK_MAX_LOCALS={value!r} is not a count: it takes a whole number, at "
-            f"least 1 (hooks are loaded with the default, {DEFAULT_MAX_LOCALS:,}, meanwhile); "
-            "fix or unset it",
+            f"${variable}={value!r} is not a bound: it takes a whole number of {unit}, at "
+            f"least 1 ({kept} the default, {default:,} {unit}, meanwhile); fix or unset it",
             HookConfigWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-        return DEFAULT_MAX_LOCALS
+        return default
     return count
+
+
+def max_locals() -> int:
+    """``$MURMUR_NB_HOOK_MAX_LOCALS``, else :data:`DEFAULT_MAX_LOCALS`."""
+    return whole_number(
+        "MURMUR_NB_HOOK_MAX_LOCALS", DEFAULT_MAX_LOCALS, "locals", "hooks are loaded with"
+    )
 
 
 def check_compile_cost(data: bytes, limit: int | None = None) -> None:
