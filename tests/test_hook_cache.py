@@ -19,6 +19,7 @@ from wasmtime.component import Component
 import murmur_nb as mnb
 import murmur_nb._hooks.cache as wasm_cache  # private: the cache itself is tested
 from murmur_nb._hooks.cache import ComponentCache, cache_dir  # private: the cache itself is tested
+from murmur_nb._hooks.guest_code.wasm_binary import uleb  # private: components by hand
 
 COMPONENT = """
 (component
@@ -526,15 +527,6 @@ def test_a_copy_written_into_before_its_seal_never_runs_as_a_user_or_in_a_contai
     assert "1 passed" in tail, tail
 
 
-def _leb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def locals_module(functions: int, *, cut: bool = False) -> bytes:
     """A component's core module section (id and size included) of ``functions`` functions,
     each declaring 50,000 i64 locals (wasmparser's most) in 9 bytes, and a custom section of
@@ -545,13 +537,13 @@ def locals_module(functions: int, *, cut: bool = False) -> bytes:
     body = b"\x08\x02\x01\x7e\xcf\x86\x03\x7e\x0b"  # size; (1 i64) (49,999 i64); end
     last = b"\x01\x85" if cut else b""  # size 1; a number cut short
     types = b"\x01\x60\x00\x00"
-    funcs = _leb(functions + cut) + b"\x00" * (functions + cut)
-    code = _leb(functions + cut) + body * functions + last
+    funcs = uleb(functions + cut) + b"\x00" * (functions + cut)
+    code = uleb(functions + cut) + body * functions + last
     module = b"\0asm\x01\0\0\0" + b"".join(
-        bytes([sid]) + _leb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
+        bytes([sid]) + uleb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
     )
-    custom = b"\x00" + _leb(21) + b"\x04salt" + os.urandom(16)
-    module = b"\x01" + _leb(len(module)) + module
+    custom = b"\x00" + uleb(21) + b"\x04salt" + os.urandom(16)
+    module = b"\x01" + uleb(len(module)) + module
     return custom + module if cut else module + custom
 
 
@@ -564,15 +556,15 @@ def locals_bomb(functions: int, *, cut: bool = False) -> bytes:
 def params_bomb(functions: int) -> bytes:
     """A component of ``functions`` empty functions of one type of 1,000 i64 parameters
     (written once): 4 bytes a function, 79 KB for 20,000."""
-    types = b"\x01\x60" + _leb(1000) + b"\x7e" * 1000 + b"\x00"
-    funcs = _leb(functions) + b"\x00" * functions
-    code = _leb(functions) + b"\x02\x00\x0b" * functions
+    types = b"\x01\x60" + uleb(1000) + b"\x7e" * 1000 + b"\x00"
+    funcs = uleb(functions) + b"\x00" * functions
+    code = uleb(functions) + b"\x02\x00\x0b" * functions
     module = b"\0asm\x01\0\0\0" + b"".join(
-        bytes([sid]) + _leb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
+        bytes([sid]) + uleb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
     )
     custom = b"\x04salt" + os.urandom(16)
-    return (b"\0asm\x0d\0\x01\0" + b"\x01" + _leb(len(module)) + module
-            + b"\x00" + _leb(len(custom)) + custom)  # fmt: skip
+    return (b"\0asm\x0d\0\x01\0" + b"\x01" + uleb(len(module)) + module
+            + b"\x00" + uleb(len(custom)) + custom)  # fmt: skip
 
 
 def test_a_component_declaring_millions_of_locals_is_refused_before_it_compiles(

@@ -32,35 +32,29 @@ from murmur_nb._hooks.guest_code.compile_bounds import CompileFailed, compile_in
 # private: the engine configuration the child compiles for, made outside the runtime
 from murmur_nb._hooks.guest_code.compiler import ENGINE_FINGERPRINT, engine_config
 
+# private: the one LEB128 encoder of the hooks' binary reader, to write components by hand
+from murmur_nb._hooks.guest_code.wasm_binary import uleb
+
 HOOK = "hooks:\n  slow:\n    component: hooks/slow.wasm\n"
-
-
-def _leb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 def custom_section(size: int, *, fill: bytes | None = None) -> bytes:
     """A custom section of ``size`` random bytes (a digest no earlier run compiled), or of
     ``fill`` repeated."""
     payload = b"\x04salt" + (os.urandom(size) if fill is None else (fill * size)[:size])
-    return b"\x00" + _leb(len(payload)) + payload
+    return b"\x00" + uleb(len(payload)) + payload
 
 
 def empty_functions(functions: int) -> bytes:
     """A component of ``functions`` empty functions, 4 bytes each: ~70 µs of cranelift
     apiece with fuel and epochs (100,000 of them, 391 KiB: ~8 s on 2 idle cores)."""
     types = b"\x01\x60\x00\x00"
-    funcs = _leb(functions) + b"\x00" * functions
-    code = _leb(functions) + b"\x02\x00\x0b" * functions
+    funcs = uleb(functions) + b"\x00" * functions
+    code = uleb(functions) + b"\x02\x00\x0b" * functions
     module = b"\0asm\x01\0\0\0" + b"".join(
-        bytes([sid]) + _leb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
+        bytes([sid]) + uleb(len(s)) + s for sid, s in ((1, types), (3, funcs), (10, code))
     )
-    return b"\0asm\x0d\0\x01\0\x01" + _leb(len(module)) + module + custom_section(16)
+    return b"\0asm\x0d\0\x01\0\x01" + uleb(len(module)) + module + custom_section(16)
 
 
 @contextlib.contextmanager
