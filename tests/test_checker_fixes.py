@@ -477,3 +477,73 @@ def test_the_check_command_names_the_approve_option(tmp_path: Path) -> None:
     done = command("check", "--examples", "1", str(folder))
     assert done.returncode == 0, done.stderr
     assert "--approve pd.run" in " ".join(done.stdout.split())
+
+
+# -- 19. a descriptor of thousands of capabilities (a red-team review) ----------------------
+
+
+def _many(count: int, **effects: Any) -> Callable[[dict[str, Any]], None]:
+    """A change giving the trial module ``count`` capabilities of the same schemas."""
+
+    def change(desc: dict[str, Any]) -> None:
+        cap = desc["capabilities"][0]
+        desc["capabilities"] = [
+            {**cap, "id": f"{desc['module']}.c{i}", "effects": {**cap["effects"], **effects}}
+            for i in range(count)
+        ]
+
+    return change
+
+
+def test_thousands_of_capabilities_are_checked_in_time_linear_in_them(tmp_path: Path) -> None:
+    """Every capability needing approval ran ``describe`` again, and the coverage row and the
+    poll rule looked at every capability for each one: 40,000 skipped capabilities took
+    245 s, 200 needing approval 12 s. The check command is given 60 s, so the test ends
+    (before: killed at 60 s)."""
+
+    def setup_and_paid(desc: dict[str, Any]) -> None:
+        _many(30_000)(desc)
+        desc["requirements"] = [{"kind": "binary", "name": "tool", "available": False}]
+
+    unmet = trial(tmp_path / "unmet", change=setup_and_paid)
+    paid = trial(tmp_path / "paid", change=_many(1_500, cost_known=False))
+    for folder, skipped in ((unmet, "invoke.requirements"), (paid, "invoke.approval")):
+        done = subprocess.run([sys.executable, "-m", "murmur_nb", "check", "--json",
+                               str(folder)], capture_output=True, text=True, timeout=60,
+                              check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        checks = json.loads(done.stdout)["checks"]
+        assert sum(c["check"] == skipped for c in checks) == (30_000 if folder is unmet else 1_500)
+
+
+def test_a_descriptors_megabytes_are_not_repeated_in_every_capabilitys_row(
+    tmp_path: Path,
+) -> None:
+    """A requirement's ``detail`` and a paid provider's name were said whole in each
+    capability's skipped row: 1,000 capabilities and a 1 MB detail made 1 GB of report (5 GB
+    of the kernel, its text 413 s). Each is cut to a label, and at most ten are listed."""
+
+    def unmet(desc: dict[str, Any]) -> None:
+        _many(300)(desc)
+        desc["requirements"] = [
+            {"kind": "binary", "name": f"tool{i}", "available": False, "detail": "d" * 200_000}
+            for i in range(41)
+        ]
+
+    def paid(desc: dict[str, Any]) -> None:
+        _many(300, cost_known=False)(desc)
+        desc["permissions"]["paid_providers"] = ["p" * 200_000]
+
+    said: dict[str, str] = {}
+    for name, change, check in (("un", unmet, "invoke.requirements"),
+                                ("pp", paid, "invoke.approval")):  # fmt: skip
+        report = mnb.check_module(trial(tmp_path / name, change=change), examples=1)
+        skipped = rows(report, check)
+        assert len(skipped) == 300
+        assert all(len(r.detail) < 3_000 for r in skipped), len(skipped[0].detail)
+        for view in (report._repr_html_(), str(report), report.to_json()):
+            assert len(view) < 2_000_000, len(view)
+        said[name] = skipped[0].detail
+    assert "tool0: dddd" in said["un"]
+    assert "and 31 more (the descriptor's requirements)" in said["un"]
+    assert "declares paid providers: pppp" in said["pp"]

@@ -66,7 +66,7 @@ from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.request import poll_request
 from murmur_nb._render.presentation import resolve
-from murmur_nb._rules import facet_studio_home, usable_cores
+from murmur_nb._rules import clipped, facet_studio_home, usable_cores
 from murmur_nb._schemas.descriptor import descriptor_digest
 from murmur_nb.protocol import Capability, Descriptor
 
@@ -112,6 +112,9 @@ _CRASH_RULES = frozenset({"json", "trailing_data"})
 _NO_ENVELOPE = "json"
 #: How much of a module's stderr a report row shows.
 _TAIL_LINES, _TAIL_CHARS = 20, 2048
+#: Unmet requirements a skipped row names (the others are counted), and how much of each
+#: reason to ask approval it shows (a reason quotes what the descriptor declares).
+_LISTED, _REASON_CHARS = 10, 500
 #: The least time worth starting a module for (a call sets up its sandbox first).
 MIN_CALL_S = 0.25
 #: Why an input has no outcome: never started, or stopped when the budget ran out.
@@ -339,12 +342,16 @@ class _Checker:
         self.check_documents(descriptor)
         self.host.policy = self.scratch_policy(descriptor, persistent_writes=False)
         self.job_host.policy = self.scratch_policy(descriptor, persistent_writes=True)
+        polled = _polled(descriptor)  # once: a descriptor may declare 100,000 capabilities
+        unmet = _unmet(descriptor)
         for cap in descriptor.capabilities or []:
+            if cap.id in polled:
+                continue  # checked through the capability it polls
             self.check_capability(
-                descriptor, cap, examples=examples, seed=seed, approve=approve,
+                descriptor, cap, unmet=unmet, examples=examples, seed=seed, approve=approve,
                 boundaries=boundaries, budget=budget,
             )  # fmt: skip
-        self.rows.append(self.coverage(descriptor))
+        self.rows.append(self.coverage(descriptor, polled))
         return self.rows
 
     def add(
@@ -445,18 +452,21 @@ class _Checker:
     # -- capabilities -------------------------------------------------------------------
 
     def check_capability(
-        self, descriptor: Descriptor, cap: Capability, *, examples: int, seed: int,
-        approve: set[str], boundaries: int, budget: float,
+        self, descriptor: Descriptor, cap: Capability, *, unmet: str, examples: int,
+        seed: int, approve: set[str], boundaries: int, budget: float,
     ) -> None:
-        if cap.id in _polled(descriptor):
-            return  # checked through the capability it polls
-        unmet = [r for r in descriptor.requirements or [] if not r.available]
+        """The rows of one capability; ``unmet``: the module's unmet requirements in words
+        (:func:`_unmet`), empty when it needs no setup."""
         if unmet:
-            why = "; ".join(f"{r.kind} {r.name}: {r.detail or 'not available'}" for r in unmet)
-            self.add("invoke.requirements", "skipped", capability=cap.id, detail=why)
+            self.add("invoke.requirements", "skipped", capability=cap.id, detail=unmet)
             return
-        reasons = self.host.approval_reasons(cap.id)
+        # the policy's rule on the descriptor in hand (host.approval_reasons runs describe
+        # again: once per capability, hours for a module declaring thousands); the checker's
+        # host has no standing approval but the policy's allow-list
+        policy = self.host.policy
+        reasons = [] if cap.id in policy.approved else policy.approval_reasons(descriptor, cap)
         if reasons and cap.id not in approve:
+            reasons = [clipped(r, _REASON_CHARS) for r in reasons]
             detail = (f"needs approval ({'; '.join(reasons)}); approve it to check it: "
                       f"--approve {cap.id} (murmur-nb check), --modproto-approve {cap.id} "
                       f"(pytest), approve=[{cap.id!r}] (check_module)")  # fmt: skip
@@ -496,10 +506,10 @@ class _Checker:
         if cap.long_running and cap.poll_capability:
             self.check_poll(descriptor, cap, runs.last_ok, approve, clock)
 
-    def coverage(self, descriptor: Descriptor) -> CheckResult:
+    def coverage(self, descriptor: Descriptor, polled: set[str]) -> CheckResult:
         """``invoke.coverage``: whether any capability was invoked with a generated input (a
         check of none passes nothing), and why each was not."""
-        caps = [c for c in descriptor.capabilities or [] if c.id not in _polled(descriptor)]
+        caps = [c for c in descriptor.capabilities or [] if c.id not in polled]
         if not caps:
             return result("invoke.coverage", "warn", detail=(
                 "the descriptor declares no capabilities, so nothing was invoked and no "
@@ -508,17 +518,20 @@ class _Checker:
         if invoked:
             detail = f"{len(invoked)} of {_capabilities(len(caps))} invoked with generated inputs"
             return result("invoke.coverage", "pass", detail=detail)
-        why = "; ".join(f"{c.id}: {self.not_invoked(c.id)}" for c in caps)
+        why = self.not_invoked()
+        listed = "; ".join(f"{c.id}: {why.get(c.id, 'no input was sent')}" for c in caps)
         return result("invoke.coverage", "warn",
-                      detail=f"no capability was invoked with a generated input ({why})")
+                      detail=f"no capability was invoked with a generated input ({listed})")
 
-    def not_invoked(self, capability: str) -> str:
-        """Why ``capability`` got no generated input: the first of its rows that did not
-        pass, by name (that row says why)."""
+    def not_invoked(self) -> dict[str, str]:
+        """Why each capability got no generated input: the first of its rows that did not
+        pass, by name (that row says why); read in one pass over the rows."""
+        why: dict[str, str] = {}
         for row in self.rows:
-            if row.capability == capability and row.status != "pass":
-                return f"see {row.check}, {'failed' if row.status == 'fail' else row.status}"
-        return "no input was sent"
+            if row.capability and row.status != "pass" and row.capability not in why:
+                status = "failed" if row.status == "fail" else row.status
+                why[row.capability] = f"see {row.check}, {status}"
+        return why
 
     def attempt(
         self, host: ModuleHost, capability: str, value: Any, approve: bool, clock: Budget, *,
@@ -705,6 +718,19 @@ def _misspelt(path: str, unknown: list[UnknownKey]) -> str:
         if key.parent == parent and key.meant == field:
             return f"; the module wrote {key.key!r} there: did you mean {field!r}?"
     return ""
+
+
+def _unmet(descriptor: Descriptor) -> str:
+    """The module's unmet requirements in words, empty when it has none: the first
+    :data:`_LISTED` of them, each cut to a label's length, and how many more (every
+    capability's skipped row says it; a requirement's megabytes, once per capability, made
+    gigabytes of report)."""
+    unmet = [r for r in descriptor.requirements or [] if not r.available]
+    words = [f"{clipped(r.kind)} {clipped(r.name)}: {clipped(r.detail or 'not available')}"
+             for r in unmet[:_LISTED]]  # fmt: skip
+    if len(unmet) > _LISTED:
+        words.append(f"and {len(unmet) - _LISTED} more (the descriptor's requirements)")
+    return "; ".join(words)
 
 
 def _polled(descriptor: Descriptor) -> set[str]:
