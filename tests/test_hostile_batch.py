@@ -7,6 +7,7 @@ what ran: the files the module drops into its ``log`` root, one per real run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -176,6 +177,60 @@ def test_rows_of_a_journal_that_sealed_nothing_run_again(
     assert len(runs(log_root)) == 2
     third = host.map("batchy.work", [{"n": 1}], progress=False)
     assert third.progress.from_journal == 1 and len(runs(log_root)) == 2
+
+
+_ROWS = ("capability TEXT NOT NULL, module_digest TEXT NOT NULL, input_key TEXT NOT NULL, "
+         "status TEXT NOT NULL, record TEXT NOT NULL, finished REAL NOT NULL, spent REAL, "
+         "seal TEXT NOT NULL DEFAULT '', PRIMARY KEY (capability, module_digest, input_key)")
+_ENDLESS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 20000000)"
+#: SQL a journal file can hold that SQLite runs when the journal is read or written
+_PLANTED = {
+    # every read walks 20 million rows (without the LIMIT: for ever, Ctrl-C or not)
+    "view": [f"CREATE VIEW rows (capability, module_digest, input_key, status, record, "
+             f"finished, spent, seal) AS {_ENDLESS} SELECT 'c' || x, 'd' || x, x, 'ok', '{{}}', "
+             "0, 0, '' FROM c"],
+    # every row written writes 20 MB more
+    "trigger": [f"CREATE TABLE rows ({_ROWS})", "CREATE TABLE junk (b)",
+                "CREATE TRIGGER t AFTER INSERT ON rows BEGIN INSERT INTO junk "
+                f"{_ENDLESS.replace('20000000', '20')} SELECT zeroblob(1000000) FROM c; END"],
+    # every row written makes a string of 50 MB
+    "check": [f"CREATE TABLE rows ({_ROWS}, CHECK (length(printf('%.*c', 50000000, 'x'))))"],
+}
+
+
+@pytest.mark.parametrize("planted", sorted(_PLANTED))
+def test_a_journal_holding_sql_of_its_own_is_refused_before_it_runs(
+    host: mnb.ModuleHost, tmp_path: Path, log_root: Path, planted: str
+) -> None:
+    """The seals cover rows, not the file: a view named ``rows`` of an endless recursive
+    query held ``map`` for good (600 s of CPU, Ctrl-C ignored, until killed), and a trigger
+    wrote 955 MB into a journal over 5 rows. Anything but the journal's own table is
+    refused before anything runs, and the file is left as it was."""
+    journal = tmp_path / "planted.sqlite"
+    with contextlib.closing(sqlite3.connect(journal)) as db:
+        db.execute("PRAGMA journal_mode=WAL")  # as a journal's (map sets it first)
+        for statement in _PLANTED[planted]:
+            db.execute(statement)
+        db.commit()
+    before = journal.read_bytes()
+    with pytest.raises(ValueError, match="no batch journal holds") as err:
+        host.map("batchy.work", [{"n": i} for i in range(3)], progress=False, journal=journal)
+    assert "journal=None" in str(err.value)
+    assert runs(log_root) == [] and journal.read_bytes() == before
+
+
+def test_a_journal_of_the_layout_before_seals_is_still_brought_up_to_date(
+    host: mnb.ModuleHost, tmp_path: Path, log_root: Path
+) -> None:
+    journal = tmp_path / "old.sqlite"
+    with contextlib.closing(sqlite3.connect(journal)) as db:
+        db.execute("CREATE TABLE rows (capability TEXT NOT NULL, module_digest TEXT NOT NULL, "
+                   "input_key TEXT NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL, "
+                   "finished REAL NOT NULL, PRIMARY KEY (capability, module_digest, input_key)"
+                   ") WITHOUT ROWID")  # fmt: skip
+    host.map("batchy.work", [{"n": 1}], progress=False, journal=journal)
+    again = host.map("batchy.work", [{"n": 1}], progress=False, journal=journal)
+    assert again.progress.from_journal == 1 and len(runs(log_root)) == 1
 
 
 # -- hostile cells ------------------------------------------------------------------------

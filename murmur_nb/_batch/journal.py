@@ -20,7 +20,10 @@ HMAC-SHA256 over its key, status, cost and record, under the user's sealing key
 message of the journal's own. A row whose seal does not match (edited, planted, written by a
 version that did not seal, or sealed on another machine or by a root kernel's process key)
 is treated as absent: it runs again and its entry is replaced. Its artifacts were never
-trusted from here anyway (each is re-checked against its digest in the store).
+trusted from here anyway (each is re-checked against its digest in the store). The seals
+cover rows, not the file, and SQL in the file runs when it is read or written, so a journal
+holding anything but its own table (a view, a trigger, an index, a ``CHECK``) is refused
+before anything runs (:func:`_layout`).
 
 **What a row spent.** Each row keeps ``spent``: the sum of the ``actual_cost`` of every
 attempt of that input under this key (``NULL`` when one of them was unknown), so a resumed
@@ -34,6 +37,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -42,6 +46,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from murmur_nb._files.sealing_key import sealing_key
+from murmur_nb._rules import clipped
 
 __all__ = ["READ_CHUNK", "Finished", "Journal", "JournalKey"]
 
@@ -64,6 +69,16 @@ CREATE TABLE IF NOT EXISTS rows (
 """
 #: columns a journal written before rows were sealed lacks (its rows then fail their seal)
 _ADDED = (("spent", "REAL"), ("seal", "TEXT NOT NULL DEFAULT ''"))
+#: what a journal holds: its table and the index of its key, nothing else
+_OBJECTS = {("table", "rows"), ("index", "sqlite_autoindex_rows_1")}
+#: the table's columns as ``PRAGMA table_xinfo`` gives them (name, type, not null, default,
+#: key, hidden), journals made before rows were sealed included once :data:`_ADDED` ran
+_COLUMNS = [
+    ("capability", "TEXT", 1, None, 1, 0), ("module_digest", "TEXT", 1, None, 2, 0),
+    ("input_key", "TEXT", 1, None, 3, 0), ("status", "TEXT", 1, None, 0, 0),
+    ("record", "TEXT", 1, None, 0, 0), ("finished", "REAL", 1, None, 0, 0),
+    ("spent", "REAL", 0, None, 0, 0), ("seal", "TEXT", 1, "''", 0, 0),
+]
 #: what the journal's seals are made under, apart from any other use of the sealing key
 _PURPOSE = b"murmur-nb batch journal row v1"
 
@@ -114,6 +129,7 @@ class Journal:
             str(self.path) if self.path is not None else ":memory:",
             check_same_thread=False, isolation_level=None, timeout=30.0,
         )  # fmt: skip
+        db.execute("PRAGMA trusted_schema=OFF")  # the file is not ours alone: see _layout
         if self.path is not None:
             db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
@@ -146,11 +162,13 @@ class Journal:
         """The table, with the columns of sealed rows (added to a journal made without)."""
         db.execute("BEGIN IMMEDIATE")  # two kernels opening one journal: one at a time
         try:
+            _layout(db)
             db.execute(_SCHEMA)
             have = {row[1] for row in db.execute("PRAGMA table_info(rows)")}
             for name, declared in _ADDED:
                 if name not in have:
                     db.execute(f"ALTER TABLE rows ADD COLUMN {name} {declared}")
+            _layout(db, made=True)
         finally:
             db.execute("COMMIT")
 
@@ -261,6 +279,33 @@ class Journal:
     def record(self, key: JournalKey, input_key: str) -> str | None:
         """The stored record (JSON text) of one row, or ``None`` (none, or not sealed)."""
         return self.records(key, [input_key]).get(input_key)
+
+
+def _layout(db: sqlite3.Connection, *, made: bool = False) -> None:
+    """Refuse a journal holding anything but its table (``made``: its columns too, once it
+    is made or brought up to date): SQL its file holds runs in the kernel whenever the
+    journal is read or written, and the seals cover rows, not the file. A ``rows`` view of
+    an endless recursive query held ``map`` for good (Ctrl-C does not reach a running
+    statement); a trigger wrote 200 MB with each row; a column's ``CHECK`` or ``AS`` is
+    code too.
+
+    Raises
+    ------
+    sqlite3.DatabaseError
+        Naming what is there (:meth:`Journal._unusable` says what to pass instead).
+    """
+    objects = db.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    extra = sorted(f"{kind} {name!r}" for kind, name, _ in objects
+                   if (kind, name) not in _OBJECTS)  # fmt: skip
+    sql = next((sql for kind, name, sql in objects if (kind, name) == ("table", "rows")), "")
+    code = re.search(r"\b(CHECK|AS|COLLATE|REFERENCES)\b", sql or "", re.IGNORECASE)
+    columns = [tuple(row[1:]) for row in db.execute("PRAGMA table_xinfo(rows)")] if made else []
+    if extra or code or (made and columns != _COLUMNS):
+        what = "; ".join(extra) or (f"a column's {code[1]}" if code else "other columns")
+        raise sqlite3.DatabaseError(
+            f"the file holds what no batch journal holds ({clipped(what)}); SQL a journal "
+            "holds would run in this kernel, so only the journal's own table is read"
+        )
 
 
 def _create_private(path: Path) -> None:
