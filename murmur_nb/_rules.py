@@ -49,6 +49,7 @@ __all__ = [
     "RFC3339_RE",
     "facet_studio_home",
     "murmur_home",
+    "one_line",
     "printable",
     "readable",
     "rfc3339_instant",
@@ -325,3 +326,12 @@ def clipped(text: str, chars: int = LABEL_CHARS) -> str:
     naming the capability, made megabytes of id into gigabytes of messages.
     """
     return text if len(text) <= chars else text[:chars] + "…"
+
+
+def one_line(text: str, chars: int = LABEL_CHARS) -> str:
+    """``text`` on one line (each run of whitespace, newlines included, one space), cut to
+    ``chars`` characters (:func:`clipped`). Only the head of a long text is looked at: a
+    16 MiB error is not split whole to show 300 characters of it."""
+    head = text[: chars * 8 + 1]
+    line = " ".join(head.split())
+    return clipped(line + ("…" if len(head) < len(text) and len(line) <= chars else ""), chars)

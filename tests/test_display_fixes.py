@@ -490,3 +490,17 @@ def test_a_list_of_thousands_of_invocations_is_bounded_as_a_whole(host: mnb.Modu
     assert nested.text.count("invocation · hostile.make") == 100
     assert len(nested.html) < 64_000
     assert "… and 19 more lists (the list given to render() keeps them all" in nested.text
+
+
+def test_a_one_line_summary_collapses_whitespace_and_cuts_only_the_head() -> None:
+    """What the hook console, the conversation explorer and the hook checker show of a guest's
+    or a record's text: one line, cut with ``…``; a text of many megabytes is not split whole
+    (only its head is looked at), and one of mostly whitespace still says it was cut."""
+    from murmur_nb._rules import one_line  # private: the one rule those three views cut by
+
+    assert one_line("a\n\tb   c", 20) == "a b c"
+    assert one_line("word " * 100, 12) == "word word wo…"
+    huge = "x\n" * (32 * 2**20)
+    assert one_line(huge, 10) == "x x x x x …"
+    spaced = "a" + " " * 5000 + "b"
+    assert one_line(spaced, 10) == "a…"

@@ -41,6 +41,7 @@ from murmur_nb._hooks.host import FUNCS, HookHost
 from murmur_nb._hooks.results import HookResult
 from murmur_nb._hooks.runtime import Runtime
 from murmur_nb._progress import Progress, progress_bar
+from murmur_nb._rules import one_line
 
 __all__ = ["check_hook"]
 
@@ -369,13 +370,9 @@ def _unique(calls: Iterable[Call], codes: frozenset[str]) -> list[str]:
     seen: dict[str, None] = {}
     for call in calls:
         if call.result.code in codes:
-            seen.setdefault(f"{call.where}: {call.result.code}: {_short(call.result.error)}")
+            said = one_line(call.result.error or "", 300)
+            seen.setdefault(f"{call.where}: {call.result.code}: {said}")
     return list(seen)
-
-
-def _short(text: str | None, width: int = 300) -> str:
-    one = " ".join((text or "").split())
-    return one if len(one) <= width else one[: width - 1] + "\u2026"
 
 
 def _answers(calls: list[Call]) -> HookCheckResult:
@@ -411,11 +408,11 @@ def _answer(result: HookResult) -> tuple[Any, ...]:
 
 def _said(result: HookResult) -> str:
     if not result.ok:
-        return f"{result.code} ({_short(result.error, 80)})"
+        return f"{result.code} ({one_line(result.error or '', 80)})"
     if isinstance(result.value, list):
         return f"ok with {len(result.value)} messages ({', '.join(m.id for m in result.value[:4])}"\
             + (", ..." if len(result.value) > 4 else "") + ")"
-    return f"ok {_short(repr(result.value), 80)}"
+    return f"ok {one_line(repr(result.value), 80)}"
 
 
 def _determinism(rounds: tuple[list[Call], list[Call]]) -> HookCheckResult:

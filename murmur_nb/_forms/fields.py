@@ -21,6 +21,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from murmur_nb._rules import clipped
+
 __all__ = ["MAX_FIELDS", "MAX_OPTIONS", "SCALARS", "UNSET", "FieldKind", "FieldSpec",
            "build_fields"]  # fmt: skip
 
@@ -231,9 +233,15 @@ def _typed(path: tuple[str, ...], options: tuple[Any, ...]) -> tuple[FieldKind, 
     """The kind of a field whose enum is too long to list (``string`` when every member is
     one, else JSON text) and the note that says so."""
     kind: FieldKind = "string" if all(isinstance(o, str) for o in options) else "json"
-    where = f"form.field({'.'.join(path)[:200]!r}).schema"
+    where = _schema_of(path)
     return kind, (f"one of {len(options):,} choices, typed (a list offers at most "
                   f"{MAX_OPTIONS:,}; {where} lists them all)")  # fmt: skip
+
+
+def _schema_of(path: tuple[str, ...]) -> str:
+    """Where a note sends the reader for a field's whole schema (its path cut: a schema's
+    keys are the module's)."""
+    return f"form.field({clipped('.'.join(path))!r}).schema"
 
 
 def _enum_of(schema: Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -340,7 +348,7 @@ def _object_spec(
     if not (isinstance(props, Mapping) and props):
         return _fieldless(path, resolved, props, nullable, base)
     if len(props) > budget.left:
-        where = f"form.field({'.'.join(path)[:200]!r}).schema"
+        where = _schema_of(path)
         note = (f"{len(props):,} properties, more than the {budget.left:,} fields left of the "
                 f"{MAX_FIELDS:,} a form draws: type it as JSON ({where} lists them)")  # fmt: skip
         return FieldSpec(path, "json", nullable=nullable, schema=resolved, note=note, **base)

@@ -51,6 +51,7 @@ from murmur_nb._hooks.guest_code.compile_bounds import CompileBounds
 __all__ = [
     "EVENTS",
     "LIMIT_RANGES",
+    "CompileBounds",
     "HookConfig",
     "HookEntry",
     "HookLimits",

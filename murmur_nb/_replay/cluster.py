@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from murmur_nb._conversations.store import ConversationStore
 from murmur_nb._exceptions import warn_if_plain_cluster
 from murmur_nb._files.scratch import process_folder
-from murmur_nb._hooks.config import HookConfig, HookEntry, HookLimits
+from murmur_nb._hooks.config import CompileBounds, HookConfig, HookEntry, HookLimits
 from murmur_nb._hooks.host import HookHost
 from murmur_nb._progress import Progress
 from murmur_nb._replay.run import finish, progress_bar, replay_job, unreadable_rows
@@ -55,8 +55,6 @@ from murmur_nb._replay.windows import ReplayWindows
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from murmur_nb._hooks.guest_code.compile_bounds import CompileBounds
 
 __all__ = [
     "LOST_WORKER_RETRIES",

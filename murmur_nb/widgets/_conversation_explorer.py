@@ -41,6 +41,7 @@ from murmur_nb._conversations import tool_envelope
 from murmur_nb._conversations.frames import read_conversation
 from murmur_nb._conversations.store import MAX_PAGE, ConversationStore
 from murmur_nb._exceptions import ConversationReadError, MurmurError
+from murmur_nb._rules import one_line
 from murmur_nb.widgets._html import (
     FG,
     FG_MUTED,
@@ -106,11 +107,6 @@ def unknown_context_warning(store: Any, context_id: str) -> str | None:
         return None
     listed = ", ".join(known[:5]) or "none"
     return f"context {context_id!r} has no record in the store (it has: {listed})"
-
-
-def _short(text: str, n: int = _SHORT) -> str:
-    one_line = " ".join(text.split())
-    return one_line if len(one_line) <= n else one_line[: n - 1] + "…"
 
 
 class ConversationExplorer(TextView):
@@ -557,7 +553,7 @@ class ConversationExplorer(TextView):
         if "\n" not in body and len(body) <= _ONE_LINE:  # all of it fits the row
             row = badge(m.role, tone) + sep.join([*fields, esc(body)])
             return f'<div class="murmur-message" data-id="{esc(m.id)}" style="{style}">{row}</div>'
-        preview = f'<span style="color:{FG_MUTED}">{esc(_short(body, _ONE_LINE))}</span>'
+        preview = f'<span style="color:{FG_MUTED}">{esc(one_line(body, _ONE_LINE))}</span>'
         summary = badge(m.role, tone) + sep.join(fields) + sep + preview
         return (
             f'<details class="murmur-message" data-id="{esc(m.id)}"{" open" if opened else ""} '
@@ -589,10 +585,10 @@ class ConversationExplorer(TextView):
                 body = json.dumps(envelope["body"], ensure_ascii=False)
                 lines.append(
                     f"  {m.role} tool_call_id={envelope['tool_call_id']} "
-                    f"is_error={json.dumps(envelope['is_error'])} body={_short(body)}"
+                    f"is_error={json.dumps(envelope['is_error'])} body={one_line(body, _SHORT)}"
                 )
             else:
-                lines.append(f"  {m.role}: {_short(m.content)}")
+                lines.append(f"  {m.role}: {one_line(m.content, _SHORT)}")
         if self.dataframe is not None:
             lines.append(f"  DataFrame: {len(self.dataframe)} rows (explorer.dataframe)")
         return "\n".join(lines)

@@ -26,17 +26,13 @@ import ipywidgets as w
 
 from murmur_nb._conversations.store import check_context_id
 from murmur_nb._exceptions import MurmurError
+from murmur_nb._rules import one_line
 from murmur_nb.widgets._conversation_explorer import unknown_context_warning
 from murmur_nb.widgets._html import TextView, badge, esc, portable, require, volatile
 
 __all__ = ["HookConsole"]
 
 _SHORT = 160
-
-
-def _short(text: str, n: int = _SHORT) -> str:
-    one_line = " ".join(str(text).split())
-    return one_line if len(one_line) <= n else one_line[: n - 1] + "…"
 
 
 def _value_text(value: Any) -> str:
@@ -302,12 +298,12 @@ class HookConsole(TextView):
                 lines.append(f"    error {getattr(self.error, 'code', '')}: {self.error}")
             for hook_id, r in self.results.items():
                 if r.ok:
-                    lines.append(f"    {hook_id}: ok {_short(_value_text(r.value))}")
+                    lines.append(f"    {hook_id}: ok {one_line(_value_text(r.value), _SHORT)}")
                 else:
-                    lines.append(f"    {hook_id}: error {r.code}: {_short(str(r.error))}")
+                    lines.append(f"    {hook_id}: error {r.code}: {one_line(str(r.error), _SHORT)}")
                 for name, text in (("stdout", r.stdout), ("stderr", r.stderr)):
                     if text:
-                        lines.append(f"      {name}: {_short(text)}")
+                        lines.append(f"      {name}: {one_line(text, _SHORT)}")
         return portable("\n".join(lines), self._folders())
 
     def _folders(self) -> dict[str, Any]:
