@@ -7,7 +7,9 @@ it may be that account's, whatever its name and content say. So a cached file is
 when the file and every folder above it, up to ``/``, belong to this user or root and nobody
 else can change or replace them; otherwise its user builds it again in a fresh private
 folder. A folder above counts as much as the file: whoever can write a folder can rename
-what is in it and put something else in its place.
+what is in it and put something else in its place. A root kernel's batch journal is held to
+the same rule, links followed (:func:`open_to_others`), since SQLite writes wherever its path
+leads.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 __all__ = [
     "nobody_else_can_move_in",
     "nobody_else_can_write",
+    "open_to_others",
     "tool_environment",
     "trusted_folder",
     "trusted_path",
@@ -44,6 +47,52 @@ def nobody_else_can_move_in(folder: Path) -> bool:
     :func:`nobody_else_can_write` for an entry of this user's in ``folder``, so ``folder``
     itself may be a sticky one (``/tmp``: only an entry's owner may move it)."""
     return _held(folder, below_is_ours=True)
+
+
+def open_to_others(path: str | os.PathLike[str]) -> Path | None:
+    """The first part of the way to ``path`` that someone but this user and root owns or can
+    write, ``None`` when there is none: ``path`` walked one name at a time as the kernel
+    walks it, following each link (``/usr/bin/node`` -> ``/etc/alternatives/node`` -> ...),
+    every folder passed through, every link and what the path ends at are this user's or
+    root's and nobody else can write them (:func:`_kept`; a sticky folder only above an entry
+    of this user's). A link nobody else can change may lead anywhere nobody else can change:
+    what the path names then stays put. ``path`` itself when it is relative; the part that
+    cannot be read (missing, or not ours to look at) when one cannot. A ``..`` is the folder
+    above the one the walk is in, as for the kernel."""
+    if not Path(path).is_absolute():
+        return Path(path)
+    me = os.geteuid()
+    todo = list(reversed(Path(path).parts[1:]))  # the names still to walk, next one last
+    current = Path("/")
+    below = current
+    try:
+        here = os.lstat(current)  # the folder ``current``, checked with the entry below it
+        followed = 0
+        while todo:
+            name = todo.pop()
+            if name == "..":  # a folder walked and checked already, as is its parent
+                current = current.parent
+                here = os.lstat(current)
+                continue
+            below = current / name
+            st = os.lstat(below)
+            if not _kept(here, me, below_is_ours=st.st_uid == me):
+                return current
+            if st.st_uid not in (me, 0):
+                return below
+            if stat.S_ISLNK(st.st_mode):
+                followed += 1
+                if followed > 40:  # the kernel's own bound on links followed
+                    return below
+                target = below.readlink()
+                if target.is_absolute():
+                    current, here = Path("/"), os.lstat("/")
+                todo.extend(reversed(target.parts[1:] if target.is_absolute() else target.parts))
+                continue
+            current, here = below, st
+        return None if _kept(here, me, below_is_ours=False) else current
+    except OSError:
+        return below
 
 
 def _plain(path: str | os.PathLike[str]) -> bool:
@@ -171,39 +220,6 @@ def trusted_path() -> str:
 
 
 def _trusted_chain(path: str) -> bool:
-    """Whether nobody else can change where ``path`` leads: walked one name at a time as the
-    kernel walks it, following each link (``/usr/bin/node`` -> ``/etc/alternatives/node``
-    -> ...), every folder passed through, every link and the file it ends at are this
-    user's or root's and nobody else can write them (:func:`_kept`; a sticky folder only
-    above an entry of this user's)."""
-    if not _plain(path):
-        return False
-    me = os.geteuid()
-    todo = list(reversed(Path(path).parts[1:]))  # the names still to walk, next one last
-    current = Path("/")
-    try:
-        here = os.lstat(current)  # the folder ``current``, checked with the entry below it
-        followed = 0
-        while todo:
-            name = todo.pop()
-            if name == "..":  # a folder walked and checked already, as is its parent
-                current = current.parent
-                here = os.lstat(current)
-                continue
-            below = current / name
-            st = os.lstat(below)
-            if not _kept(here, me, below_is_ours=st.st_uid == me) or st.st_uid not in (me, 0):
-                return False
-            if stat.S_ISLNK(st.st_mode):
-                followed += 1
-                if followed > 40:  # the kernel's own bound on links followed
-                    return False
-                target = below.readlink()
-                if target.is_absolute():
-                    current, here = Path("/"), os.lstat("/")
-                todo.extend(reversed(target.parts[1:] if target.is_absolute() else target.parts))
-                continue
-            current, here = below, st
-        return _kept(here, me, below_is_ours=False)
-    except OSError:
-        return False
+    """Whether nobody else can change where ``path`` (absolute, without ``..``) leads nor what
+    it holds (:func:`open_to_others`)."""
+    return _plain(path) and open_to_others(path) is None
