@@ -1,20 +1,28 @@
 """Hostile batches: a module lying about its cost, a forged journal, hostile input cells.
 
 Each test does the hostile thing for real (a sandboxed module reporting the cost, an edit of
-the SQLite journal file, a 5,000-deep cell, a DataFrame with a column twice) and looks at
-what ran: the files the module drops into its ``log`` root, one per real run.
+the SQLite journal file, another account's link in place of a root kernel's journal, a
+5,000-deep cell, a DataFrame with a column twice) and looks at what ran: the files the module
+drops into its ``log`` root, one per real run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import sqlite3
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from _modules import install
+from _users import run_as_test_user, test_user
 
 import murmur_nb as mnb
 
@@ -231,6 +239,138 @@ def test_a_journal_of_the_layout_before_seals_is_still_brought_up_to_date(
     host.map("batchy.work", [{"n": 1}], progress=False, journal=journal)
     again = host.map("batchy.work", [{"n": 1}], progress=False, journal=journal)
     assert again.progress.from_journal == 1 and len(runs(log_root)) == 1
+
+
+# -- a root kernel's journal where another account can write ------------------------------
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="another account against a root kernel")
+
+#: the test account: ``argv[1]`` made a link to ``argv[2]``, once ``argv[2]`` is made an empty
+#: file of its own that anyone may read and write (``argv[3] == "own"``; SQLite writes a new
+#: database into an empty file)
+PLANT = """\
+import os, sys
+link, target, own = sys.argv[1:]
+if own == "own":
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    os.chmod(target, 0o666)
+os.makedirs(os.path.dirname(link), exist_ok=True)
+os.symlink(target, link)
+"""
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A ``0755`` folder of root's in ``/tmp`` the test account can pass through (it cannot
+    reach ``tmp_path``); its ``scratch`` is the account's home."""
+    top = Path(tempfile.mkdtemp(prefix="mnb-journal-"))
+    top.chmod(0o755)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(params=["shared", "theirs"])
+def open_folder(reachable: Path, request: pytest.FixtureRequest) -> Path:
+    """A folder the test account can write: root's, open to every account and not sticky
+    (``shared``), or the account's own (``theirs``)."""
+    folder = reachable / request.param
+    folder.mkdir()
+    if request.param == "shared":
+        folder.chmod(0o777)
+    else:
+        os.chown(folder, test_user(), -1)
+    return folder
+
+
+def _plant(link: Path, target: Path, scratch: Path, *, own: bool) -> None:
+    """The test account makes ``link`` a link to ``target`` (an empty file of its own first
+    when ``own``)."""
+    argv = [sys.executable, "-S", "-c", PLANT, str(link), str(target), "own" if own else "-"]
+    done = run_as_test_user(argv, scratch)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert link.lstat().st_uid == test_user() and link.readlink() == target
+
+
+def _beside(path: Path) -> list[str]:
+    """SQLite's files beside ``path`` (its ``-wal``, ``-shm``, ``-journal``)."""
+    return sorted(p.name for p in path.parent.glob(f"{path.name}-*"))
+
+
+@as_root
+def test_a_root_journal_another_account_links_to_a_file_of_its_own_is_refused(
+    host: mnb.ModuleHost, open_folder: Path, reachable: Path, log_root: Path
+) -> None:
+    """SQLite follows links: in a folder another account can write, the account made
+    ``journal.db`` a link to an empty file of its own, and a root kernel's ``map`` wrote
+    every row's result into that file for the account to read. Such a journal is refused,
+    naming the folder, before anything runs; the account's file stays empty."""
+    scratch = reachable / "scratch"
+    mine, journal = scratch / "mine.db", open_folder / "journal.db"
+    _plant(journal, mine, scratch, own=True)
+    assert mine.stat().st_uid == test_user() and mine.read_bytes() == b""
+    with pytest.raises(ValueError, match="cannot be used as a batch journal") as err:
+        host.map("batchy.work", [{"n": i} for i in range(3)], progress=False, journal=journal)
+    assert str(open_folder) in str(err.value) and "journal=None" in str(err.value)
+    assert "nothing was run and nothing was written" in str(err.value)
+    assert runs(log_root) == []
+    assert mine.read_bytes() == b""  # no "SQLite format 3", no row
+    assert _beside(mine) == [] and _beside(journal) == []
+
+
+@as_root
+def test_a_root_journal_linked_to_a_path_only_root_may_write_makes_nothing_there(
+    host: mnb.ModuleHost, open_folder: Path, reachable: Path, tmp_path: Path, log_root: Path
+) -> None:
+    """The link may lead where only root may write (``tmp_path`` is root's alone): a root
+    kernel made an SQLite file there, by the account's say. Refused; nothing is made."""
+    target = tmp_path / "only-root.db"
+    journal = open_folder / "journal.db"
+    _plant(journal, target, reachable / "scratch", own=False)
+    with pytest.raises(ValueError, match="cannot be used as a batch journal") as err:
+        host.map("batchy.work", [{"n": i} for i in range(3)], progress=False, journal=journal)
+    assert str(open_folder) in str(err.value)
+    assert runs(log_root) == []
+    assert not os.path.lexists(target) and _beside(target) == []
+
+
+@as_root
+def test_a_root_journal_in_root_folders_works_and_resumes_the_default_one_too(
+    host: mnb.ModuleHost, tmp_path: Path, reachable: Path, log_root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A journal in root's folders (``tmp_path``), and a link root made there to it, work
+    and resume as before. A root host whose home is another account's (``sudo -E`` keeps a
+    user's ``HOME``) kept its default journal there, where the account had planted
+    ``batches/journal.sqlite`` as a link to a file of its own: the default journal now goes
+    to the murmur-nb cache, the batch runs and resumes, and the account's file stays empty."""
+    inputs = [{"n": i} for i in range(3)]
+    journal = tmp_path / "runs" / "journal.sqlite"
+    assert host.map("batchy.work", inputs, progress=False, journal=journal).progress.ok == 3
+    latest = tmp_path / "latest.sqlite"
+    latest.symlink_to(journal)
+    again = host.map("batchy.work", inputs, progress=False, journal=latest)
+    assert again.progress.from_journal == 3 and len(runs(log_root)) == 3
+    assert _beside(latest) == []
+
+    scratch = reachable / "scratch"
+    home = scratch / "home"
+    install(home, "batchy", "batchy")
+    for path in (scratch, *scratch.rglob("*")):  # the account's home, as sudo -E keeps it
+        os.chown(path, test_user(), -1, follow_symlinks=False)
+    mine = scratch / "mine.db"
+    _plant(home / "batches" / "journal.sqlite", mine, scratch, own=True)  # chowns scratch
+    monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))  # not root's shared one
+    policy = mnb.Policy(roots={"log": str(log_root)})
+    with mnb.ModuleHost(home=home, policy=policy) as theirs:
+        first = theirs.map("batchy.work", inputs, progress=False)
+        assert first.progress.ok == 3 and len(runs(log_root)) == 6
+        assert mine.read_bytes() == b"" and _beside(mine) == []  # root wrote its rows there
+        assert first.journal.path == tmp_path / "cache" / "batches" / "journal.sqlite"
+        resumed = theirs.map("batchy.work", inputs, progress=False)
+        assert resumed.progress.from_journal == 3 and len(runs(log_root)) == 6
+    assert mine.read_bytes() == b"" and _beside(mine) == []
 
 
 # -- hostile cells ------------------------------------------------------------------------

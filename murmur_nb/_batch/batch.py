@@ -220,9 +220,9 @@ class Batch:
                         poll_timeout=numbers.poll_timeout, approve=approve)  # fmt: skip
         rows = read_inputs(inputs)
         texts, invalid = _checked(host, plan, rows, on_invalid)
-        from murmur_nb._batch.journal import Journal  # noqa: PLC0415 - not at import
+        from murmur_nb._batch.journal import Journal, default_path  # noqa: PLC0415 - not at import
 
-        path = host.home / "batches" / "journal.sqlite" if journal is _DEFAULT else journal
+        path = default_path(host.home) if journal is _DEFAULT else journal
         batch = cls(
             host, plan, rows, texts, journal=Journal(path), options=options,
             concurrency=numbers.concurrency or _default_concurrency(client),

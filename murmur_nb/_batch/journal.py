@@ -25,6 +25,13 @@ cover rows, not the file, and SQL in the file runs when it is read or written, s
 holding anything but its own table (a view, a trigger, an index, a ``CHECK``) is refused
 before anything runs (:func:`_layout`).
 
+**A root kernel's journal.** SQLite follows links and Python cannot ask it not to, so a
+root kernel given a journal in a folder another account can write would write wherever
+that account points it (a file it reads, or one only root may write). A root kernel's
+journal is used only where the way to it, its folder and the file are root's alone (the
+caches' rule, :mod:`murmur_nb._files.trust`; links root made there are fine), and the
+default one goes where that holds (:func:`default_path`).
+
 **What a row spent.** Each row keeps ``spent``: the sum of the ``actual_cost`` of every
 attempt of that input under this key (``NULL`` when one of them was unknown), so a resumed
 batch counts what its journal already spent against ``max_cost``.
@@ -39,16 +46,19 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.sealing_key import sealing_key
-from murmur_nb._rules import clipped
+from murmur_nb._files.trust import open_to_others
+from murmur_nb._rules import cache_dir, clipped
 
-__all__ = ["READ_CHUNK", "Finished", "Journal", "JournalKey"]
+__all__ = ["READ_CHUNK", "Finished", "Journal", "JournalKey", "default_path"]
 
 #: A rowid table: a row (its record is most of a kilobyte) is too big for ``WITHOUT ROWID``,
 #: which SQLite advises only for rows under a twentieth of a page; with it each group's commit
@@ -105,6 +115,12 @@ class Journal:
 
     Thread-safe: one connection behind a lock (a batch's worker threads write; a view or
     ``to_pandas`` may read from another thread, and sees the rows of an open group too).
+
+    A root kernel uses a journal file only where nobody but root can change the way to it,
+    its folder or the file (:func:`_placed`), and refuses any other with a ``ValueError``
+    before anything runs; a kernel that is not root opens the path it is given, as before
+    (a folder its group shares is a fine place for a project's journal: nobody there can
+    have it write where its user could not).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, key: bytes | None = None) -> None:
@@ -112,8 +128,8 @@ class Journal:
         self._key = hmac.new(key if key is not None else sealing_key()[0], _PURPOSE,
                              hashlib.sha256).digest()  # fmt: skip
         self._mac = hmac.new(self._key, digestmod=hashlib.sha256)  # copied for each seal
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        #: the path SQLite opens: ``path``, or for a root kernel where it leads (:func:`_placed`)
+        self._file = _placed(self.path) if self.path is not None else None
         self._lock = threading.RLock()
         self._groups = 0
         self._opened = 0.0
@@ -123,10 +139,10 @@ class Journal:
             raise self._unusable(exc) from exc
 
     def _connect(self) -> sqlite3.Connection:
-        if self.path is not None:
-            _create_private(self.path)
+        if self._file is not None:
+            _create_private(self._file)
         db = sqlite3.connect(
-            str(self.path) if self.path is not None else ":memory:",
+            str(self._file) if self._file is not None else ":memory:",
             check_same_thread=False, isolation_level=None, timeout=30.0,
         )  # fmt: skip
         db.execute("PRAGMA trusted_schema=OFF")  # the file is not ours alone: see _layout
@@ -318,3 +334,96 @@ def _create_private(path: Path) -> None:
     """
     with contextlib.suppress(OSError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+
+
+def default_path(home: Path) -> Path:
+    """Where a batch keeps its journal when ``map`` names none:
+    ``<home>/batches/journal.sqlite``.
+
+    A root kernel whose home another account could write or own (``sudo -E`` keeps a
+    user's ``HOME``; a container may be given one) keeps it where only root can write, as
+    the caches do: the murmur-nb cache's ``batches`` folder (kept: the batch resumes), else
+    a folder of this process's (gone when it exits). A journal named there is refused
+    (:func:`_placed`): the default one goes where it is safe instead.
+    """
+    if os.geteuid() != 0:
+        return home / "batches" / "journal.sqlite"
+    for folder in (home / "batches", cache_dir() / "batches"):
+        if _open_part(_absolute(folder / "journal.sqlite")) is None:
+            return folder / "journal.sqlite"
+    return process_folder("murmur-nb-journal-") / "journal.sqlite"
+
+
+def _placed(path: Path) -> Path:
+    """The journal's folder made, and the path SQLite is to open: ``path`` itself for a
+    kernel that is not root (a folder its group shares is a fine place for its journal); for
+    a root kernel, where ``path`` leads, once nobody else can change the way there, its
+    folder or the file (:func:`_open_part`).
+
+    SQLite follows links (its ``-wal`` and ``-shm`` go beside the target) and Python cannot
+    ask it not to, so a root kernel's journal where another account can make names would be
+    theirs to point anywhere, between any check and the open: at a file of theirs (every
+    row's result written where they read it) or at one only root may write. Once every part
+    of the way is root's alone, nothing can change it after the check.
+
+    Raises
+    ------
+    ValueError
+        For a root kernel: naming the folder or file another account can write or owns.
+    """
+    if os.geteuid() != 0:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+    given = _absolute(path)
+    why = _open_part(given)  # before anything is made: a link there would lead the mkdir
+    if why is None:
+        given.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        why = _open_part(given)
+    if why is not None:
+        raise ValueError(
+            f"journal={str(path)!r} cannot be used as a batch journal: {why}. A root kernel "
+            "writes its journal only where nobody else can change the way to it (a link put "
+            "there would have root write the rows into any file); nothing was run and nothing "
+            "was written there. Keep it in a folder only root can write (such as under "
+            "/root), or pass journal=None to keep nothing past this batch"
+        )
+    return Path(os.path.realpath(given))
+
+
+def _absolute(path: Path) -> Path:
+    """``path`` from the working folder when relative; a ``..`` stays (the walk of
+    :func:`_open_part` takes it as the kernel does, not as the text reads)."""
+    return path if path.is_absolute() else Path.cwd() / path
+
+
+def _open_part(given: Path) -> str | None:
+    """Why another account could change where ``given`` (absolute) leads or what it holds,
+    else ``None``: the nearest of it and the folders above it that exists, walked as the
+    kernel walks it (:func:`~murmur_nb._files.trust.open_to_others`: links only root can
+    change are fine); for a journal that exists, also the folder it is in after every link
+    (SQLite makes its ``-wal`` and ``-shm`` there: not a sticky ``/tmp`` either), and that it
+    is a file (a folder is left for SQLite to refuse, as it is for any kernel)."""
+    nearest = next(p for p in (given, *given.parents) if os.path.lexists(p))
+    culprit = open_to_others(nearest)
+    if culprit is not None or nearest != given:
+        return None if culprit is None else _whose(culprit)
+    resolved = Path(os.path.realpath(given))
+    culprit = open_to_others(resolved.parent)
+    if culprit is not None:
+        return _whose(culprit)
+    try:
+        kind = os.lstat(resolved).st_mode
+    except OSError:
+        return f"{resolved} is missing or cannot be looked at"
+    return None if stat.S_ISREG(kind) or stat.S_ISDIR(kind) else f"{resolved} is not a file"
+
+
+def _whose(part: Path) -> str:
+    """What about ``part`` lets another account change it."""
+    try:
+        owner = os.lstat(part).st_uid
+    except OSError:
+        return f"{part} is missing or cannot be looked at"
+    if owner != os.geteuid():
+        return f"{part} belongs to another account (uid {owner})"
+    return f"another account can write {part}"

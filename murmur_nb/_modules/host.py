@@ -484,7 +484,9 @@ class ModuleHost(KnowledgeMethods):
             reported one.
         journal : path or None, default ``<home>/batches/journal.sqlite``
             Where finished rows are kept, so the same ``map`` again skips them (resume);
-            ``None`` keeps nothing.
+            ``None`` keeps nothing. A root kernel refuses a journal in a folder another
+            account can write (above it too), before anything runs; its default one then
+            goes to ``<murmur-nb cache>/batches`` (``batch.journal.path`` says which).
         progress : "auto", True or False, default "auto"
             A progress bar: in a notebook a widget, in a terminal text, else none.
         background : bool, default False
