@@ -18,6 +18,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from _modules import FIXTURES, swapping
 from _users import test_user
 
 import murmur_nb as mnb
+from murmur_nb._files.scratch import temp_folder  # private: where private stores go
 
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin") or "setpriv"
 APPROVED = '''
@@ -402,3 +404,67 @@ def test_a_store_another_account_could_write_is_not_used(
     assert list(squat.iterdir()) == []  # nothing of the module's went into the squat
     seen = _as_another_account("find", "/tmp", "-maxdepth", "4", "-path", f"*/{name}/config.env")
     assert "config.env" not in seen.stdout, seen
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A ``0755`` folder of root's in ``/tmp`` the test account can pass through (it cannot
+    reach ``tmp_path``)."""
+    top = Path(tempfile.mkdtemp(prefix="mnb-snapshots-"))
+    top.chmod(0o755)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another account's link needs root to set up")
+@pytest.mark.parametrize("kind", ["theirs", "shared"])
+def test_a_root_store_behind_another_accounts_link_makes_nothing_where_it_leads(
+    home: Path, tmp_path: Path, reachable: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A root kernel's store path runs through a folder another account can write (its own
+    home, kept by ``sudo -E``; or a ``0777`` one): the account made the store's missing
+    ``.cache`` a link to a folder only root may write. The store was made (``mkdir -p``)
+    where the link leads before its check refused it; now nothing is made there and the
+    module's snapshot goes to a fresh private store."""
+    name = f"linked{time.time_ns()}"  # a name no earlier run's snapshot has
+    make_module(home, name)
+    open_folder = reachable / kind
+    open_folder.mkdir()
+    if kind == "theirs":
+        os.chown(open_folder, test_user(), test_user())
+    else:
+        open_folder.chmod(0o777)  # not sticky
+    only_root = tmp_path / "root-only"  # tmp_path is root's, 0700
+    only_root.mkdir(mode=0o700)
+    link = open_folder / ".cache"
+    planted = _as_another_account("ln", "-s", str(only_root), str(link))
+    assert planted.returncode == 0, planted.stderr
+    assert link.lstat().st_uid == test_user() and link.readlink() == only_root
+    monkeypatch.setenv("MURMUR_NB_SNAPSHOTS", str(link / "murmur-nb" / "module-snapshots"))
+    with mnb.ModuleHost(home=home, artifact_store=tmp_path / "store") as host:
+        host.describe(name)
+        assert list(only_root.iterdir()) == []  # no murmur-nb/module-snapshots made there
+        stores = {s.parent for s in temp_folder().glob(f"murmur-nb-snapshots-*/*-{name}")}
+        assert len(stores) == 1, stores  # the snapshot is in a private store of this process
+        (store,) = stores
+        assert store.stat().st_uid == 0 and stat.S_IMODE(store.stat().st_mode) == 0o700
+    assert link.readlink() == only_root and list(only_root.iterdir()) == []
+
+
+def test_a_file_where_the_store_goes_is_left_alone_for_a_private_store(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file of this user's named as the store (nobody else can write it) is no store: the
+    snapshot goes to a private one and the file is untouched."""
+    name = f"filed{time.time_ns()}"
+    make_module(home, name)
+    named = tmp_path / "not-a-folder"
+    named.write_text("kept")
+    named.chmod(0o600)
+    monkeypatch.setenv("MURMUR_NB_SNAPSHOTS", str(named))
+    with mnb.ModuleHost(home=home, artifact_store=tmp_path / "store") as host:
+        host.describe(name)
+        assert list(temp_folder().glob(f"murmur-nb-snapshots-*/*-{name}"))
+    assert named.read_text() == "kept" and stat.S_IMODE(named.stat().st_mode) == 0o600

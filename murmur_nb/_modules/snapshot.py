@@ -28,7 +28,7 @@ from pathlib import Path
 
 from murmur_nb._files.beneath import real_path
 from murmur_nb._files.scratch import process_folder, remove_tree
-from murmur_nb._files.trust import nobody_else_can_write
+from murmur_nb._files.trust import trusted_folder
 from murmur_nb._rules import cache_dir
 
 __all__ = ["Entry", "Refused", "SnapshotStore", "Snapshot", "snapshots_dir", "walk"]
@@ -166,6 +166,12 @@ def snapshots_dir() -> Path:
     return cache_dir() / "module-snapshots"
 
 
+def _private_store() -> Path:
+    """A fresh store nobody else can have prepared, for a store path that is squatted or
+    unusable; removed when this process exits."""
+    return process_folder("murmur-nb-snapshots-")
+
+
 class SnapshotStore:
     """The content-addressed snapshots of one process, and the per-file digests it knows."""
 
@@ -181,17 +187,15 @@ class SnapshotStore:
     def root(self) -> Path:
         """The store folder, ``0700``, made on first use; a fresh private one if anyone
         else could write it or a folder above it (what is in it is run, as root on a root
-        host: :func:`~murmur_nb._files.trust.nobody_else_can_write`)."""
+        host: :func:`~murmur_nb._files.trust.trusted_folder`, which makes nothing before
+        the nearest existing part of the way is found to be nobody else's: a link there
+        would have the folders made wherever it points)."""
         if self._ready is not None:
             return self._ready
-        root = self._root if self._root is not None else snapshots_dir()
-        try:
-            root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            ok = root.is_dir() and nobody_else_can_write(root)
-        except OSError:
-            ok = False
-        if not ok:  # squatted or unusable: a fresh folder nobody else can have prepared
-            root = process_folder("murmur-nb-snapshots-")  # removed at exit
+        root = trusted_folder(self._root if self._root is not None else snapshots_dir(),
+                              _private_store)  # fmt: skip
+        if not root.is_dir():  # a file of this user's where the store goes
+            root = _private_store()
         if root.stat().st_mode & 0o067:  # a store an earlier version made 0755: private now
             root.chmod(0o700)  # (never when only x shows: a root kernel's ACL mask, --x)
         self._ready = root
