@@ -329,9 +329,11 @@ def clipped(text: str, chars: int = LABEL_CHARS) -> str:
 
 
 def one_line(text: str, chars: int = LABEL_CHARS) -> str:
-    """``text`` on one line (each run of whitespace, newlines included, one space), cut to
-    ``chars`` characters (:func:`clipped`). Only the head of a long text is looked at: a
-    16 MiB error is not split whole to show 300 characters of it."""
+    """``text`` on one line (each run of whitespace, newlines included, one space), at most
+    ``chars`` characters, the last an ``…`` when it was cut. Only the head of a long text
+    is looked at: a 16 MiB error is not split whole to show 300 characters of it."""
     head = text[: chars * 8 + 1]
     line = " ".join(head.split())
-    return clipped(line + ("…" if len(head) < len(text) and len(line) <= chars else ""), chars)
+    if len(line) <= chars and len(head) == len(text):
+        return line
+    return line[: chars - 1] + "…"

@@ -494,13 +494,14 @@ def test_a_list_of_thousands_of_invocations_is_bounded_as_a_whole(host: mnb.Modu
 
 def test_a_one_line_summary_collapses_whitespace_and_cuts_only_the_head() -> None:
     """What the hook console, the conversation explorer and the hook checker show of a guest's
-    or a record's text: one line, cut with ``…``; a text of many megabytes is not split whole
-    (only its head is looked at), and one of mostly whitespace still says it was cut."""
+    or a record's text: one line of at most so many characters, the last ``…`` when cut; a
+    text of many megabytes is not split whole (only its head is looked at), and one of mostly
+    whitespace still says it was cut."""
     from murmur_nb._rules import one_line  # private: the one rule those three views cut by
 
     assert one_line("a\n\tb   c", 20) == "a b c"
-    assert one_line("word " * 100, 12) == "word word wo…"
+    assert one_line("word " * 100, 12) == "word word w…"
     huge = "x\n" * (32 * 2**20)
-    assert one_line(huge, 10) == "x x x x x …"
+    assert one_line(huge, 10) == "x x x x x…"
     spaced = "a" + " " * 5000 + "b"
     assert one_line(spaced, 10) == "a…"
