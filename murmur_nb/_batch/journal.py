@@ -55,7 +55,7 @@ from typing import NamedTuple
 
 from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.sealing_key import sealing_key
-from murmur_nb._files.trust import open_to_others
+from murmur_nb._files.trust import nearest_open_to_others, open_to_others, why_open
 from murmur_nb._rules import cache_dir, clipped
 
 __all__ = ["READ_CHUNK", "Finished", "Journal", "JournalKey", "default_path"]
@@ -399,31 +399,19 @@ def _absolute(path: Path) -> Path:
 def _open_part(given: Path) -> str | None:
     """Why another account could change where ``given`` (absolute) leads or what it holds,
     else ``None``: the nearest of it and the folders above it that exists, walked as the
-    kernel walks it (:func:`~murmur_nb._files.trust.open_to_others`: links only root can
-    change are fine); for a journal that exists, also the folder it is in after every link
-    (SQLite makes its ``-wal`` and ``-shm`` there: not a sticky ``/tmp`` either), and that it
-    is a file (a folder is left for SQLite to refuse, as it is for any kernel)."""
-    nearest = next(p for p in (given, *given.parents) if os.path.lexists(p))
-    culprit = open_to_others(nearest)
-    if culprit is not None or nearest != given:
-        return None if culprit is None else _whose(culprit)
+    kernel walks it (:func:`~murmur_nb._files.trust.nearest_open_to_others`: links only root
+    can change are fine); for a journal that exists, also the folder it is in after every
+    link (SQLite makes its ``-wal`` and ``-shm`` there: not a sticky ``/tmp`` either), and
+    that it is a file (a folder is left for SQLite to refuse, as it is for any kernel)."""
+    culprit = nearest_open_to_others(given)
+    if culprit is not None or not os.path.lexists(given):
+        return None if culprit is None else why_open(culprit)
     resolved = Path(os.path.realpath(given))
     culprit = open_to_others(resolved.parent)
     if culprit is not None:
-        return _whose(culprit)
+        return why_open(culprit)
     try:
         kind = os.lstat(resolved).st_mode
     except OSError:
         return f"{resolved} is missing or cannot be looked at"
     return None if stat.S_ISREG(kind) or stat.S_ISDIR(kind) else f"{resolved} is not a file"
-
-
-def _whose(part: Path) -> str:
-    """What about ``part`` lets another account change it."""
-    try:
-        owner = os.lstat(part).st_uid
-    except OSError:
-        return f"{part} is missing or cannot be looked at"
-    if owner != os.geteuid():
-        return f"{part} belongs to another account (uid {owner})"
-    return f"another account can write {part}"

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 __all__ = [
+    "nearest_open_to_others",
     "nobody_else_can_move_in",
     "nobody_else_can_write",
     "open_to_others",
@@ -29,6 +30,7 @@ __all__ = [
     "trusted_folder",
     "trusted_path",
     "trusted_which",
+    "why_open",
 ]
 
 
@@ -93,6 +95,26 @@ def open_to_others(path: str | os.PathLike[str]) -> Path | None:
         return None if _kept(here, me, below_is_ours=False) else current
     except OSError:
         return below
+
+
+def nearest_open_to_others(path: Path) -> Path | None:
+    """:func:`open_to_others` of the nearest of ``path`` (absolute) and the folders above it
+    that exists: what must be nobody else's before anything is made on the way to ``path``
+    (a link another account put there would have the folders made wherever it points)."""
+    return open_to_others(next(p for p in (path, *path.parents) if os.path.lexists(p)))
+
+
+def why_open(part: Path) -> str:
+    """What about ``part`` (one :func:`open_to_others` named) lets another account change
+    it, said for a message: ``"<part> belongs to another account (uid N)"``, ``"another
+    account can write <part>"``, or that it is missing or cannot be looked at."""
+    try:
+        owner = os.lstat(part).st_uid
+    except OSError:
+        return f"{part} is missing or cannot be looked at"
+    if owner != os.geteuid():
+        return f"{part} belongs to another account (uid {owner})"
+    return f"another account can write {part}"
 
 
 def _plain(path: str | os.PathLike[str]) -> bool:
