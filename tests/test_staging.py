@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
+import shutil
+import stat
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _modules import default_descriptor, install, write_descriptor
+from _users import run_as_test_user, test_user
 
 import murmur_nb as mnb
 
@@ -127,3 +134,175 @@ def test_consumer_must_declare_the_staged_root(host: mnb.ModuleHost, tmp_path: P
     with pytest.raises(mnb.NotGranted, match=r"'staged'.*Add that root") as err:
         host.invoke("consumer.consume", staged.ref(), staged=[staged])
     assert err.value.code == "not_granted"
+
+
+# -- a root kernel's store where another account can write ------------------------------
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="another account against a root kernel")
+
+#: the test account, for ``argv[1]``: a link to the folder ``argv[2]`` (``link``), or a store
+#: of its own there, every folder ``0777`` (``store``)
+PLANT = """\
+import os, sys
+where, target, how = sys.argv[1:]
+os.makedirs(os.path.dirname(where), exist_ok=True)
+if how == "link":
+    os.symlink(target, where)
+else:
+    for folder in (where, os.path.join(where, "sha256")):
+        os.mkdir(folder)
+        os.chmod(folder, 0o777)
+"""
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A ``0755`` folder of root's in ``/tmp`` the test account can pass through (it cannot
+    reach ``tmp_path``); its ``scratch`` is the account's home."""
+    top = Path(tempfile.mkdtemp(prefix="mnb-store-"))
+    top.chmod(0o755)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(params=["shared", "theirs"])
+def open_folder(reachable: Path, request: pytest.FixtureRequest) -> Path:
+    """A folder the test account can write: root's, open to every account and not sticky
+    (``shared``), or the account's own (``theirs``); a module home, the producer in it."""
+    folder = reachable / request.param
+    folder.mkdir()
+    install(folder, "producer")
+    if request.param == "shared":
+        folder.chmod(0o777)
+    else:
+        os.chown(folder, test_user(), -1)
+    return folder
+
+
+@pytest.fixture
+def only_root(tmp_path: Path) -> Path:
+    """A folder only root may write or read (``tmp_path`` is root's, ``0700``)."""
+    folder = tmp_path / "root-only"
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+def _plant(where: Path, target: Path | None, reachable: Path) -> None:
+    """The test account makes ``where`` a link to ``target``, or (``None``) a store of its
+    own, ``0777``."""
+    how = "link" if target is not None else "store"
+    argv = [sys.executable, "-S", "-c", PLANT, str(where), str(target), how]
+    done = run_as_test_user(argv, reachable / "scratch")
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert where.lstat().st_uid == test_user()
+
+
+def _stage_a_secret(host: mnb.ModuleHost) -> tuple[mnb.StagedArtifact, str]:
+    """A producer's output staged, as a call does, with content no other file holds."""
+    secret = f"private output {secrets.token_hex(16)}"
+    return host.stage(_produce(host, secret)), secret
+
+
+def _what_the_account_reads(secret: str, *folders: Path, reachable: Path) -> str:
+    """The files under ``folders`` holding ``secret`` that the test account can read."""
+    argv = ["grep", "-rlsF", secret, *map(str, folders)]
+    return run_as_test_user(argv, reachable / "scratch").stdout
+
+
+def _nobody_else_can_write(store: Path) -> None:
+    """``store`` is root's and ``0700``, and every folder above it is root's and writable
+    by nobody else (but a sticky one, ``/tmp``)."""
+    assert store.stat().st_uid == 0 and stat.S_IMODE(store.stat().st_mode) == 0o700
+    for folder in store.parents:
+        st = folder.lstat()
+        assert st.st_uid == 0 and not stat.S_ISLNK(st.st_mode), folder
+        assert not st.st_mode & 0o022 or st.st_mode & stat.S_ISVTX, folder
+
+
+@as_root
+@pytest.mark.parametrize("cache", ["root's", "behind their link too"])
+def test_a_root_default_store_behind_another_accounts_link_makes_nothing_where_it_leads(  # noqa: PLR0917 - fixtures + a parameter
+    open_folder: Path, only_root: Path, reachable: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, cache: str,
+) -> None:  # fmt: skip
+    """A root kernel's home is another account's, or in a folder it can write (``sudo -E``
+    keeps a user's ``HOME``): the account made ``<home>/artifact-store`` a link to a folder
+    only root may write, and root made the store there (``mkdir -p`` through the link) and
+    wrote a module's output into it. Now nothing is made there: the store goes to root's
+    murmur-nb cache, or, when the account put a link on the way to that too, to a private
+    folder of the process."""
+    _plant(open_folder / "artifact-store", only_root, reachable)
+    if cache == "root's":
+        monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))
+    else:
+        _plant(open_folder / ".cache", only_root, reachable)
+        monkeypatch.setenv("MURMUR_NB_CACHE", str(open_folder / ".cache" / "murmur-nb"))
+    with mnb.ModuleHost(home=open_folder) as host:
+        staged, secret = _stage_a_secret(host)
+        assert list(only_root.iterdir()) == []  # no sha256 folder, no staged file there
+        store = host.store.root
+        if cache == "root's":
+            assert store == tmp_path / "cache" / "artifact-store"
+        else:
+            assert store.name.startswith("murmur-nb-artifact-store-"), store
+        assert staged.file.is_relative_to(store) and staged.file.read_text() == secret
+        _nobody_else_can_write(store)
+        assert _what_the_account_reads(secret, reachable, store, reachable=reachable) == ""
+        again = host.stage(_produce(host, secret))  # the store serves again
+        assert again.file == staged.file
+    assert list(only_root.iterdir()) == []
+
+
+@as_root
+def test_a_root_default_store_another_account_made_gets_no_staged_file(
+    open_folder: Path, reachable: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No link needed: the account made ``<home>/artifact-store/sha256`` itself, ``0777``,
+    and a root kernel staged a module's output into it for the account to read (its files
+    are ``0444``). Now the store goes to root's cache and the account reads nothing."""
+    planted = open_folder / "artifact-store"
+    _plant(planted, None, reachable)
+    monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))
+    with mnb.ModuleHost(home=open_folder) as host:
+        staged, secret = _stage_a_secret(host)
+        assert _what_the_account_reads(secret, reachable, reachable=reachable) == ""
+        assert list((planted / "sha256").iterdir()) == []
+        assert host.store.root == tmp_path / "cache" / "artifact-store"
+        assert staged.file.read_text() == secret
+
+
+@as_root
+def test_a_root_named_store_behind_another_accounts_link_is_refused(
+    open_folder: Path, only_root: Path, reachable: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A store named with ``artifact_store=`` in a folder another account can write, where
+    it made the store a link to a folder only root may write: root staged there. Now the
+    staging is refused, naming the folder and the fix, and nothing is made there."""
+    monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))
+    named = open_folder / "store"
+    _plant(named, only_root, reachable)
+    with mnb.ModuleHost(home=open_folder, artifact_store=named) as host:
+        art = _produce(host)
+        with pytest.raises(ValueError, match="cannot be used by a root process") as err:
+            host.stage(art)
+    said = str(err.value)
+    assert str(open_folder) in said and "nothing was made or staged there" in said, said
+    assert "artifact_store=" in said and "a folder only root can write" in said, said
+    assert list(only_root.iterdir()) == [] and named.readlink() == only_root
+
+
+@as_root
+def test_a_root_named_store_through_a_link_of_roots_is_used(tmp_path: Path) -> None:
+    """A link root made in its own folders may lead a store anywhere root's alone: the
+    refusal above is about who can change the way, not about links."""
+    home = tmp_path / "home"
+    install(home, "producer")
+    (tmp_path / "stores" / "one").mkdir(parents=True)
+    (tmp_path / "latest").symlink_to(tmp_path / "stores" / "one")
+    with mnb.ModuleHost(home=home, artifact_store=tmp_path / "latest" / "store") as host:
+        staged, secret = _stage_a_secret(host)
+    assert staged.file.parent == tmp_path / "stores" / "one" / "store" / "sha256"
+    assert staged.file.read_text() == secret

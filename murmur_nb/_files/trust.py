@@ -9,7 +9,9 @@ else can change or replace them; otherwise its user builds it again in a fresh p
 folder. A folder above counts as much as the file: whoever can write a folder can rename
 what is in it and put something else in its place. A root kernel's batch journal is held to
 the same rule, links followed (:func:`open_to_others`), since SQLite writes wherever its path
-leads.
+leads, and so is its artifact store, checked before any folder of it is made
+(:func:`nearest_open_to_others`), since a link on the way would have root make the store and
+write staged files wherever it points.
 """
 
 from __future__ import annotations

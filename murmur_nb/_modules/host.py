@@ -99,7 +99,11 @@ class ModuleHost(KnowledgeMethods):
         Folder of the content-addressed staging store; default ``<home>/artifact-store``,
         or, where that cannot be made or written (a shared, read-only module home), the
         private ``<murmur-nb cache>/artifact-store`` (``host.store.root`` says which). A
-        folder given here is used or refused (``store_unavailable``), never replaced.
+        folder given here is used or refused (``store_unavailable``), never replaced. A
+        root kernel (``sudo -E`` keeps a user's ``HOME``) uses a store only where nobody
+        else can change the way to it: its default one goes to the cache's, else to a
+        private one of the process; a folder given here is refused with a ``ValueError``
+        on first use, before anything is made there.
     runs_dir
         Where per-invocation working folders and fresh write roots live. By default a
         private temporary folder that :meth:`close` removes (stage what you keep).
@@ -162,6 +166,8 @@ class ModuleHost(KnowledgeMethods):
         ------
         ModuleHostError
             ``store_unavailable``: no store can be written (the message names the folder).
+        ValueError
+            A root kernel's ``artifact_store`` another account could change the way to.
         """
         if self._store is None:
             self._store = open_store(self._store_path, private=self._private_store,

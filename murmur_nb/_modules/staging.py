@@ -13,6 +13,19 @@ A stored file stays ``0444``, not ``0400``: a view hard-links it, and on a root 
 sandbox uid reads it through that link, which gets no ACL entry (a file with more than one
 link is never given one, :mod:`murmur_nb._sandbox.access`); the ``0700`` folders are what
 keep it from other accounts.
+
+**A root process's store** is made and used only where nobody else can change the way to
+it (:mod:`murmur_nb._files.trust`; links only root can change are fine), checked before
+anything is made: ``sudo -E`` keeps a user's ``HOME`` and a container may be given one, so
+``<home>/artifact-store`` and ``<cache>/artifact-store`` may run through that user's
+folders, where a link they plant would have root make the store wherever it points and
+write staged files there (a module's outputs, for them to read; a store they made
+themselves, ``0777``, works as well). The default store then goes to the cache's, else to a
+private folder of the process (:func:`open_store`); a store the caller named is refused
+with a ``ValueError``. A process that is not root is left as it was: it can be led to make
+folders only where its user could make them anyway, and a home or cache another account
+can write is its user's own arrangement (a group's shared home), where that account can
+already change the modules and files the user works with.
 """
 
 from __future__ import annotations
@@ -36,6 +49,8 @@ from murmur_nb._exceptions import (
 )
 from murmur_nb._files.artifacts import VerifiedArtifact, check_opened
 from murmur_nb._files.beneath import copy_sparse, open_beneath
+from murmur_nb._files.scratch import process_folder
+from murmur_nb._files.trust import nearest_open_to_others, why_open
 from murmur_nb._rules import sha256_fd
 from murmur_nb.protocol import Artifact
 
@@ -81,14 +96,26 @@ class ArtifactStore:
     Nothing in the store is ever opened, changed or removed through a link: entries are
     opened beneath the store's ``sha256`` folder with ``O_NOFOLLOW``, and created, renamed
     and removed relative to that folder's descriptor.
+
+    A root process refuses a store another account could change the way to (a folder on it
+    theirs or writable by them, above the store or the store itself), before anything is
+    made there: see the module's notes. Another process uses ``root`` as before.
+
+    Raises
+    ------
+    ValueError
+        For a root process: naming the part of the way another account owns or can write.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
-        self.root = Path(os.path.realpath(os.fspath(root)))
+        given = _absolute(root)
+        _refuse_open_way(given, "nothing was made or staged there")  # before any mkdir
+        self.root = Path(os.path.realpath(given))
         self.max_bytes = max_bytes
         folder = self.root / "sha256"
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         folder.mkdir(mode=0o700, exist_ok=True)
+        _refuse_open_way(given, "nothing was staged there")  # as made: nothing changed it
         if not os.access(folder, os.W_OK | os.X_OK):  # made by another account, or read-only
             raise PermissionError(errno.EACCES, "cannot be written", str(folder))
 
@@ -268,12 +295,21 @@ def open_store(root: Path, *, private: Path | None, max_bytes: int | None = None
     chose. So the default falls back to a store of the user's own (the caller passes one in
     the murmur-nb cache); a store named explicitly is used or refused, never replaced.
 
+    A root process takes the default ``root``, else ``private``, only where nobody else can
+    change the way to it (checked before anything is made there), else a fresh private store
+    of the process, gone when it exits (:func:`_root_default`).
+
     Raises
     ------
     ModuleHostError
         ``store_unavailable``: no store can be written; the message names the folder and
         the fix.
+    ValueError
+        For a root process, a named store (``private`` is ``None``) another account could
+        change the way to: nothing is made or staged there.
     """
+    if private is not None and os.geteuid() == 0:
+        return _root_default(root, private, max_bytes)
     try:
         return ArtifactStore(root, max_bytes=max_bytes)
     except OSError as exc:
@@ -286,6 +322,50 @@ def open_store(root: Path, *, private: Path | None, max_bytes: int | None = None
     except OSError as exc:
         tried = f" (nor the default {root}: {first.strerror or first})"
         raise _unavailable(private, exc, tried) from exc
+
+
+def _root_default(root: Path, private: Path, max_bytes: int | None) -> ArtifactStore:
+    """A root process's default store: the first of ``root`` and ``private`` that nobody
+    else can change the way to (:func:`_open_way`, before anything is made there) and that
+    can be made, else a fresh ``0700`` one of this process (removed when it exits)."""
+    for place in (root, private):
+        if _open_way(_absolute(place)) is None:
+            with contextlib.suppress(OSError):  # a file in the way, a read-only file system
+                return ArtifactStore(place, max_bytes=max_bytes)
+    return ArtifactStore(process_folder("murmur-nb-artifact-store-"), max_bytes=max_bytes)
+
+
+def _absolute(root: str | os.PathLike[str]) -> Path:
+    """``root`` from the working folder when relative; a ``..`` stays, for the walk of
+    :func:`_open_way` to take as the kernel does."""
+    given = Path(os.fspath(root))
+    return given if given.is_absolute() else Path.cwd() / given
+
+
+def _open_way(given: Path) -> str | None:
+    """For a root process, what lets another account change the way to the store at
+    ``given`` (absolute): its ``sha256`` folder, or the nearest part of the way to it that
+    exists, walked with its links (:func:`~murmur_nb._files.trust.nearest_open_to_others`);
+    ``None`` when nobody can, and for a process that is not root."""
+    if os.geteuid() != 0:
+        return None
+    culprit = nearest_open_to_others(given / "sha256")
+    return None if culprit is None else why_open(culprit)
+
+
+def _refuse_open_way(given: Path, done: str) -> None:
+    """Raise for a root process's store at ``given`` another account could change the way
+    to (:func:`_open_way`); ``done`` says what became of it."""
+    why = _open_way(given)
+    if why is not None:
+        raise ValueError(
+            f"the artifact store {given} cannot be used by a root process: {why}. Root "
+            "stages only where nobody else can change the way to the store (a link put "
+            "there would have root make folders and write staged files wherever it "
+            f"points); {done}. Name a folder only root can write (such as one under /root) "
+            "as ModuleHost(artifact_store=...) or murmur-nb --store, or leave it unset: "
+            "the default store then goes where only root can write"
+        )
 
 
 def _unavailable(root: Path, exc: OSError, tried: str) -> ModuleHostError:
