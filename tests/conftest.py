@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _modules import install
+from _users import test_user
 
 import murmur_nb as mnb
 from murmur_nb._files.scratch import remove_tree  # private: removes read-only snapshot trees
@@ -86,3 +89,36 @@ def demo_home(
     """The demo home, shared by the tests of one file; with the hook built if ``DEMO_HOOKS``."""
     hooks = bool(getattr(request.module, "DEMO_HOOKS", False))
     return mnb.prepare_demo_home(tmp_path_factory.mktemp("demo") / "demo", hooks=hooks)
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A ``0755`` folder of root's in ``/tmp`` the test account can pass through (it cannot
+    reach ``tmp_path``); its ``scratch`` is where the account's commands run."""
+    top = Path(tempfile.mkdtemp(prefix="mnb-reach-"))
+    top.chmod(0o755)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(params=["shared", "theirs"])
+def open_folder(reachable: Path, request: pytest.FixtureRequest) -> Path:
+    """A folder the test account can write, in :func:`reachable`: root's, open to every
+    account and not sticky (``shared``), or the account's own (``theirs``)."""
+    folder = reachable / request.param
+    folder.mkdir()
+    if request.param == "shared":
+        folder.chmod(0o777)
+    else:
+        os.chown(folder, test_user(), test_user())
+    return folder
+
+
+@pytest.fixture
+def only_root(tmp_path: Path) -> Path:
+    """A folder only root may write or read (``tmp_path`` is root's, ``0700``)."""
+    folder = tmp_path / "root-only"
+    folder.mkdir(mode=0o700)
+    return folder

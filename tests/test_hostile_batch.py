@@ -11,11 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sqlite3
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -257,31 +254,6 @@ if own == "own":
 os.makedirs(os.path.dirname(link), exist_ok=True)
 os.symlink(target, link)
 """
-
-
-@pytest.fixture
-def reachable() -> Iterator[Path]:
-    """A ``0755`` folder of root's in ``/tmp`` the test account can pass through (it cannot
-    reach ``tmp_path``); its ``scratch`` is the account's home."""
-    top = Path(tempfile.mkdtemp(prefix="mnb-journal-"))
-    top.chmod(0o755)
-    try:
-        yield top
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-
-
-@pytest.fixture(params=["shared", "theirs"])
-def open_folder(reachable: Path, request: pytest.FixtureRequest) -> Path:
-    """A folder the test account can write: root's, open to every account and not sticky
-    (``shared``), or the account's own (``theirs``)."""
-    folder = reachable / request.param
-    folder.mkdir()
-    if request.param == "shared":
-        folder.chmod(0o777)
-    else:
-        os.chown(folder, test_user(), -1)
-    return folder
 
 
 def _plant(link: Path, target: Path, scratch: Path, *, own: bool) -> None:

@@ -18,7 +18,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -406,23 +405,11 @@ def test_a_store_another_account_could_write_is_not_used(
     assert "config.env" not in seen.stdout, seen
 
 
-@pytest.fixture
-def reachable() -> Iterator[Path]:
-    """A ``0755`` folder of root's in ``/tmp`` the test account can pass through (it cannot
-    reach ``tmp_path``)."""
-    top = Path(tempfile.mkdtemp(prefix="mnb-snapshots-"))
-    top.chmod(0o755)
-    try:
-        yield top
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="another account's link needs root to set up")
-@pytest.mark.parametrize("kind", ["theirs", "shared"])
 def test_a_root_store_behind_another_accounts_link_makes_nothing_where_it_leads(
-    home: Path, tmp_path: Path, reachable: Path, monkeypatch: pytest.MonkeyPatch, kind: str
-) -> None:
+    home: Path, tmp_path: Path, only_root: Path, open_folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
     """A root kernel's store path runs through a folder another account can write (its own
     home, kept by ``sudo -E``; or a ``0777`` one): the account made the store's missing
     ``.cache`` a link to a folder only root may write. The store was made (``mkdir -p``)
@@ -430,14 +417,6 @@ def test_a_root_store_behind_another_accounts_link_makes_nothing_where_it_leads(
     module's snapshot goes to a fresh private store."""
     name = f"linked{time.time_ns()}"  # a name no earlier run's snapshot has
     make_module(home, name)
-    open_folder = reachable / kind
-    open_folder.mkdir()
-    if kind == "theirs":
-        os.chown(open_folder, test_user(), test_user())
-    else:
-        open_folder.chmod(0o777)  # not sticky
-    only_root = tmp_path / "root-only"  # tmp_path is root's, 0700
-    only_root.mkdir(mode=0o700)
     link = open_folder / ".cache"
     planted = _as_another_account("ln", "-s", str(only_root), str(link))
     assert planted.returncode == 0, planted.stderr

@@ -5,10 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,37 +154,10 @@ else:
 
 
 @pytest.fixture
-def reachable() -> Iterator[Path]:
-    """A ``0755`` folder of root's in ``/tmp`` the test account can pass through (it cannot
-    reach ``tmp_path``); its ``scratch`` is the account's home."""
-    top = Path(tempfile.mkdtemp(prefix="mnb-store-"))
-    top.chmod(0o755)
-    try:
-        yield top
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-
-
-@pytest.fixture(params=["shared", "theirs"])
-def open_folder(reachable: Path, request: pytest.FixtureRequest) -> Path:
-    """A folder the test account can write: root's, open to every account and not sticky
-    (``shared``), or the account's own (``theirs``); a module home, the producer in it."""
-    folder = reachable / request.param
-    folder.mkdir()
-    install(folder, "producer")
-    if request.param == "shared":
-        folder.chmod(0o777)
-    else:
-        os.chown(folder, test_user(), -1)
-    return folder
-
-
-@pytest.fixture
-def only_root(tmp_path: Path) -> Path:
-    """A folder only root may write or read (``tmp_path`` is root's, ``0700``)."""
-    folder = tmp_path / "root-only"
-    folder.mkdir(mode=0o700)
-    return folder
+def open_home(open_folder: Path) -> Path:
+    """:func:`open_folder` as a module home, the producer in it."""
+    install(open_folder, "producer")
+    return open_folder
 
 
 def _plant(where: Path, target: Path | None, reachable: Path) -> None:
@@ -224,7 +195,7 @@ def _nobody_else_can_write(store: Path) -> None:
 @as_root
 @pytest.mark.parametrize("cache", ["root's", "behind their link too"])
 def test_a_root_default_store_behind_another_accounts_link_makes_nothing_where_it_leads(  # noqa: PLR0917 - fixtures + a parameter
-    open_folder: Path, only_root: Path, reachable: Path, tmp_path: Path,
+    open_home: Path, only_root: Path, reachable: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch, cache: str,
 ) -> None:  # fmt: skip
     """A root kernel's home is another account's, or in a folder it can write (``sudo -E``
@@ -233,13 +204,13 @@ def test_a_root_default_store_behind_another_accounts_link_makes_nothing_where_i
     wrote a module's output into it. Now nothing is made there: the store goes to root's
     murmur-nb cache, or, when the account put a link on the way to that too, to a private
     folder of the process."""
-    _plant(open_folder / "artifact-store", only_root, reachable)
+    _plant(open_home / "artifact-store", only_root, reachable)
     if cache == "root's":
         monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))
     else:
-        _plant(open_folder / ".cache", only_root, reachable)
-        monkeypatch.setenv("MURMUR_NB_CACHE", str(open_folder / ".cache" / "murmur-nb"))
-    with mnb.ModuleHost(home=open_folder) as host:
+        _plant(open_home / ".cache", only_root, reachable)
+        monkeypatch.setenv("MURMUR_NB_CACHE", str(open_home / ".cache" / "murmur-nb"))
+    with mnb.ModuleHost(home=open_home) as host:
         staged, secret = _stage_a_secret(host)
         assert list(only_root.iterdir()) == []  # no sha256 folder, no staged file there
         store = host.store.root
@@ -257,15 +228,15 @@ def test_a_root_default_store_behind_another_accounts_link_makes_nothing_where_i
 
 @as_root
 def test_a_root_default_store_another_account_made_gets_no_staged_file(
-    open_folder: Path, reachable: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    open_home: Path, reachable: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No link needed: the account made ``<home>/artifact-store/sha256`` itself, ``0777``,
     and a root kernel staged a module's output into it for the account to read (its files
     are ``0444``). Now the store goes to root's cache and the account reads nothing."""
-    planted = open_folder / "artifact-store"
+    planted = open_home / "artifact-store"
     _plant(planted, None, reachable)
     monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))
-    with mnb.ModuleHost(home=open_folder) as host:
+    with mnb.ModuleHost(home=open_home) as host:
         staged, secret = _stage_a_secret(host)
         assert _what_the_account_reads(secret, reachable, reachable=reachable) == ""
         assert list((planted / "sha256").iterdir()) == []
@@ -275,21 +246,21 @@ def test_a_root_default_store_another_account_made_gets_no_staged_file(
 
 @as_root
 def test_a_root_named_store_behind_another_accounts_link_is_refused(
-    open_folder: Path, only_root: Path, reachable: Path, tmp_path: Path,
+    open_home: Path, only_root: Path, reachable: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """A store named with ``artifact_store=`` in a folder another account can write, where
     it made the store a link to a folder only root may write: root staged there. Now the
     staging is refused, naming the folder and the fix, and nothing is made there."""
     monkeypatch.setenv("MURMUR_NB_CACHE", str(tmp_path / "cache"))
-    named = open_folder / "store"
+    named = open_home / "store"
     _plant(named, only_root, reachable)
-    with mnb.ModuleHost(home=open_folder, artifact_store=named) as host:
+    with mnb.ModuleHost(home=open_home, artifact_store=named) as host:
         art = _produce(host)
         with pytest.raises(ValueError, match="cannot be used by a root process") as err:
             host.stage(art)
     said = str(err.value)
-    assert str(open_folder) in said and "nothing was made or staged there" in said, said
+    assert str(open_home) in said and "nothing was made or staged there" in said, said
     assert "artifact_store=" in said and "a folder only root can write" in said, said
     assert list(only_root.iterdir()) == [] and named.readlink() == only_root
 
