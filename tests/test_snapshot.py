@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import py_compile
+import re
 import shutil
 import stat
 import subprocess
@@ -23,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _modules import FIXTURES, swapping
+from _modules import FIXTURES, sh_module, swapping
 from _users import test_user
 
 import murmur_nb as mnb
@@ -447,3 +448,108 @@ def test_a_file_where_the_store_goes_is_left_alone_for_a_private_store(
         host.describe(name)
         assert list(temp_folder().glob(f"murmur-nb-snapshots-*/*-{name}"))
     assert named.read_text() == "kept" and stat.S_IMODE(named.stat().st_mode) == 0o600
+
+
+def _acl(folder: Path) -> list[str]:
+    """``folder``'s ACL as ``getfacl -n`` shows it, an entry the mask narrows with its
+    ``#effective:`` bits."""
+    listed = subprocess.run(["getfacl", "-n", "-p", str(folder)],
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return [" ".join(line.split()) for line in listed.splitlines() if line and line[0] != "#"]
+
+
+def _as_uid(uid: int, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` run as ``uid`` (root runs only)."""
+    return subprocess.run([SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                           *argv], capture_output=True, text=True, check=False)  # fmt: skip
+
+
+#: the Landlock path, where a root host's module reaches its snapshot through the store by
+#: its real path (a passage: ``--x`` for its sandbox uid on each folder above it)
+LANDLOCK = ["landlock", "seccomp", "reaper"]
+KERNEL_B = f"""
+import sys
+import murmur_nb as mnb
+home, out, data = sys.argv[1:]
+policy = mnb.Policy(roots={{"out": out, "data": data}}, deadline_ms=20_000, sandbox="required",
+                    sandbox_mechanisms={LANDLOCK!r})
+with mnb.ModuleHost(home=home, policy=policy) as host:
+    print(host.invoke("probe.run", {{}}).ok, host.sandbox.guarantees["identity"], flush=True)
+    sys.stdin.readline()
+    print(host.invoke("probe.run", {{}}).ok, flush=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox uids are a root host's")
+def test_a_root_kernel_sharing_the_store_leaves_another_kernels_entry_on_it_in_force(
+    home: Path, out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root kernels share one store (a host's notebooks, Dask workers, the suite's two
+    workers). Kernel B, a process of its own, holds ``r-x`` on the store through a root that
+    holds it. A kernel's new store made itself private with ``chmod 700``, which set the
+    ACL mask to ``---``: B's modules lost their way into the store, and this kernel's
+    passage through it was refused (``UserWarning``: raising the mask would wake B's entry),
+    its module not started. Now the mask stays: B's uid still lists the store, both run."""
+    shared = tmp_path / "shared"
+    store = shared / "store"
+    monkeypatch.setenv("MURMUR_NB_SNAPSHOTS", str(store))
+    b_home, b_out = tmp_path / "b-home", tmp_path / "b-out"
+    sh_module(b_home, "probe", reads=["data"])
+    b_out.mkdir()
+    make_module(home)
+    kernel_b = subprocess.Popen([sys.executable, "-c", KERNEL_B, str(b_home), str(b_out),
+                                 str(shared)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert kernel_b.stdin is not None and kernel_b.stdout is not None
+        first = kernel_b.stdout.readline()
+        assert first.startswith("True "), (first, kernel_b.communicate())
+        found = re.search(r"uid (\d+)", first)
+        assert found is not None, first
+        b_uid = int(found[1])
+        assert f"user:{b_uid}:r-x" in _acl(store), _acl(store)  # B's root holds the store
+        assert _as_uid(b_uid, "ls", str(store)).returncode == 0
+        policy = mnb.Policy(roots={"out": out}, deadline_ms=20_000, sandbox="required",
+                            sandbox_mechanisms=LANDLOCK)  # fmt: skip
+        with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "store") as host:
+            ran = host.invoke("app.run", approve=True)
+            listed = _as_uid(b_uid, "ls", str(store))
+            assert listed.returncode == 0, (listed.stderr, _acl(store))  # B's entry in force
+            assert ran.ok, ran.error
+        again, said = kernel_b.communicate("\n", timeout=120)
+        assert again.strip() == "True", said
+    finally:
+        if kernel_b.poll() is None:
+            kernel_b.kill()
+            kernel_b.communicate()
+    assert "system.posix_acl_access" not in os.listxattr(store)  # each took its own back
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+
+
+@pytest.mark.skipif(shutil.which("getfacl") is None or shutil.which("setfacl") is None,
+                    reason="needs the acl tools")  # fmt: skip
+@pytest.mark.parametrize("acl", [False, True], ids=["plain", "another-kernels-entry"])
+def test_a_store_an_earlier_version_left_open_is_made_private_keeping_its_entries(
+    home: Path, tmp_path: Path, reachable: Path, monkeypatch: pytest.MonkeyPatch, acl: bool
+) -> None:
+    """A store an earlier version made ``0755`` is its owner's alone after a host's first
+    use. One on which another root kernel's sandbox uid holds an entry (``r-x``, the mask
+    ``r-x``) keeps that entry in force: the owning group's and others' own entries go, not
+    the mask (``chmod 700`` set it to ``---``)."""
+    store = reachable / "store"
+    store.mkdir()
+    store.chmod(0o755)
+    kernel = 0x70000000 + 4711  # a sandbox uid no account has
+    if acl:
+        subprocess.run(["setfacl", "-m", f"u:{kernel}:r-x", str(store)], check=True)
+    monkeypatch.setenv("MURMUR_NB_SNAPSHOTS", str(store))
+    make_module(home)
+    with mnb.ModuleHost(home=home, artifact_store=tmp_path / "store") as host:
+        host.describe("app")
+    assert list(store.glob("*-app/app"))  # the store was used
+    entry = [f"user:{kernel}:r-x", "mask::r-x"] if acl else []
+    assert _acl(store) == ["user::rwx", *entry[:1], "group::---", *entry[1:], "other::---"]
+    if os.geteuid() == 0:
+        assert _as_another_account("ls", str(store)).returncode != 0
+        if acl:
+            assert _as_uid(kernel, "ls", str(store)).returncode == 0

@@ -30,6 +30,7 @@ from murmur_nb._files.beneath import real_path
 from murmur_nb._files.scratch import process_folder, remove_tree
 from murmur_nb._files.trust import trusted_folder
 from murmur_nb._rules import cache_dir
+from murmur_nb._sandbox import access
 
 __all__ = ["Entry", "Refused", "SnapshotStore", "Snapshot", "snapshots_dir", "walk"]
 
@@ -189,15 +190,18 @@ class SnapshotStore:
         else could write it or a folder above it (what is in it is run, as root on a root
         host: :func:`~murmur_nb._files.trust.trusted_folder`, which makes nothing before
         the nearest existing part of the way is found to be nobody else's: a link there
-        would have the folders made wherever it points)."""
+        would have the folders made wherever it points). Made private again by
+        :func:`~murmur_nb._sandbox.access.make_private`, which leaves alone the ACL entries
+        the sandbox uids of other root kernels sharing the store hold on it."""
         if self._ready is not None:
             return self._ready
         root = trusted_folder(self._root if self._root is not None else snapshots_dir(),
                               _private_store)  # fmt: skip
         if not root.is_dir():  # a file of this user's where the store goes
             root = _private_store()
-        if root.stat().st_mode & 0o067:  # a store an earlier version made 0755: private now
-            root.chmod(0o700)  # (never when only x shows: a root kernel's ACL mask, --x)
+        # a store an earlier version made 0755: private now, through the owning group's
+        # and others' bits, never the ACL mask other root kernels' sandbox uids need
+        access.make_private(root)
         self._ready = root
         return root
 

@@ -24,6 +24,11 @@ path, where the module sees real paths, each folder above gets ``--x``. These ru
   (a ``chmod g-r`` made while the grant was in force holds). Before, the mask was set to
   the union of every entry when giving and when taking back: a masked-off entry of another
   account's came back for good.
+- **Nor is one switched off.** A folder this library keeps its owner's alone (the snapshot
+  store, which every root kernel of a machine shares and each kernel's sandbox id may hold
+  an entry on) is made private by its owning group's and others' entries
+  (:func:`make_private`), never by ``chmod 700``, which set the mask to ``---``: a running
+  kernel's modules lost their way in, and every later passage was refused.
 - **Only the root owner's files.** In a root, only what the root's owner, root or a module
   owns is given (a module's files: this kernel's sandbox id's, which it reaches anyway, or
   another root kernel's, a sandbox id no account has, which in a root of root's keep that
@@ -86,7 +91,16 @@ from murmur_nb._files import scratch
 from murmur_nb._files.beneath import open_beneath
 from murmur_nb._sandbox.identity import is_root, is_sandbox_id, sandbox_id
 
-__all__ = ["ACL_BUDGET", "Lease", "grant_passage", "grant_root", "hold", "revoke", "take_passage"]
+__all__ = [
+    "ACL_BUDGET",
+    "Lease",
+    "grant_passage",
+    "grant_root",
+    "hold",
+    "make_private",
+    "revoke",
+    "take_passage",
+]
 
 #: entries of one root the host walks (beyond it: the folders already seen)
 ACL_BUDGET = 20_000
@@ -772,6 +786,54 @@ def take_passage(path: str, *, uid: int) -> None:
             pass
         finally:
             os.close(fd)
+
+
+# -- a folder of its owner's alone -----------------------------------------------------------
+
+
+def make_private(path: Path) -> None:
+    """Leave the folder ``path`` to its owner alone, as ``chmod 700`` would, but never
+    through its ACL mask: the owning group's and others' bits go, the named entries and the
+    mask stay as they are.
+
+    On a folder with named entries the mode's group bits are the mask, and ``chmod 700``
+    sets it to ``---``: every named entry is switched off. The snapshot store is shared by
+    the root kernels of a machine, each of whose sandbox ids may hold an entry on it
+    (``--x`` to pass to its module on the Landlock path, ``r-x`` from a root that holds the
+    store): a new kernel's ``chmod`` took their way in from a running kernel's modules, and every
+    later passage through the store was refused, since raising the mask again would have
+    woken the entry switched off. There the owning group's and others' own entries are
+    cleared instead, in turn with the kernels changing the folder's ACL (:func:`_locked`).
+    """
+    fd = os.open(path, _DIR)
+    try:
+        with _LEDGER.lock:
+            if _open_bits(fd):
+                with _locked(fd):
+                    _close_bits(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_bits(fd: int) -> bool:
+    """Whether the owning group or others may do anything with the open folder (the
+    owning group's own entry, not the mask, where the folder has named entries)."""
+    st = os.fstat(fd)
+    if not hasattr(os, "getxattr"):  # no POSIX ACL here (macOS): the mode says it all
+        return bool(st.st_mode & 0o077)
+    access = _read_acl(fd, _ACCESS, st.st_mode)
+    return bool(access.get((_GROUP_OBJ, _NO_ID), 0) or access.get((_OTHER, _NO_ID), 0))
+
+
+def _close_bits(fd: int) -> None:
+    """The owning group's and others' bits off the open folder; the mask left alone."""
+    st = os.fstat(fd)
+    access = _read_acl(fd, _ACCESS, st.st_mode) if hasattr(os, "getxattr") else {}
+    if (_MASK, _NO_ID) not in access:  # plain mode bits: the group bits are the group's
+        os.fchmod(fd, 0o700)
+        return
+    access[(_GROUP_OBJ, _NO_ID)] = access[(_OTHER, _NO_ID)] = 0
+    os.setxattr(fd, _ACCESS, _encode(access))
 
 
 # -- taking back -----------------------------------------------------------------------------
