@@ -41,7 +41,7 @@ from pathlib import Path
 from murmur_nb._files.trust import nobody_else_can_move_in
 
 __all__ = [
-    "LOCK", "NotYet", "Settle", "leave", "owned_folder", "process_folder", "release",
+    "LOCK", "NotYet", "Settle", "held", "leave", "owned_folder", "process_folder", "release",
     "remove_tree", "sweep", "temp_folder",
 ]  # fmt: skip
 
@@ -92,6 +92,12 @@ def owned_folder(prefix: str, *, settle: Settle | None = None) -> Path:
     with _held_lock:
         _held[folder] = fd
     return folder
+
+
+def held() -> list[Path]:
+    """The folders this process holds now (made by :func:`owned_folder`, not yet released)."""
+    with _held_lock:
+        return list(_held)
 
 
 def process_folder(prefix: str, *, settle: Settle | None = None) -> Path:

@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING
 
 import blake3
 
-from murmur_nb._files import sealed
+from murmur_nb._files import own_state, sealed
 from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.sealed import sealed_copy
 from murmur_nb._files.sealing_key import key_dir, sealing_key
@@ -269,6 +269,7 @@ class ComponentCache:
         self._memory: dict[str, Component] = {}
         self._lock = threading.Lock()
         self._directory = folder
+        own_state.keep(folder)  # a module given a root that holds it is never given it
         config_key = f"wasmtime={_wasmtime_version()};{engine_fingerprint}"
         self._config_key = hashlib.sha256(config_key.encode()).hexdigest()[:16]
 

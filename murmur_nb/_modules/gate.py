@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from murmur_nb._exceptions import ModuleHostError, SandboxUnavailable, SandboxWarning
+from murmur_nb._files import own_state
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.staging import StagedArtifact, staged_view
 from murmur_nb._sandbox import (
@@ -30,7 +31,7 @@ from murmur_nb._sandbox.plans import Plans
 from murmur_nb._sandbox.warm import WarmSandboxes, make_warm, plan_key
 from murmur_nb.protocol import Root
 
-__all__ = ["SandboxGate", "runs_folder_problem"]
+__all__ = ["SandboxGate", "own_folder_problem", "runs_folder_problem"]
 
 
 def runs_folder_problem(report: SandboxReport, runs: Path, roots: Mapping[str, Root]) -> str:
@@ -72,6 +73,52 @@ def runs_folder_problem(report: SandboxReport, runs: Path, roots: Mapping[str, R
             "the runs folder, or give ModuleHost(runs_dir=...) (murmur-nb --runs-dir) a "
             f"folder outside {path}"
         )
+    return ""
+
+
+def own_folder_problem(report: SandboxReport, runs: Path, roots: Mapping[str, Root]) -> str:
+    """Why a root cannot be supplied where it is or holds one of murmur-nb's own folders
+    (:mod:`murmur_nb._files.own_state`: the sealing key's, the snapshot store, the cache, a
+    store; ``""`` when it can).
+
+    A root that is one of them, or lies inside one (but this host's runs folder, where the
+    fresh write roots and the ``staged`` view are), is refused wherever there is a file
+    rule. A root that holds one is fine in a mount namespace (bubblewrap lays an empty tmpfs
+    over the folder: :func:`murmur_nb._sandbox.sandbox.launch`) and on a root host, whose
+    sandbox uid is never given the folder (:func:`murmur_nb._sandbox.access.grant_root`);
+    not with Landlock alone as the user: Landlock allows a tree, and cannot take a folder
+    out of it, and the module runs as the user who owns the folder.
+    """
+    if report.mechanism not in ("bwrap", "landlock"):
+        return ""  # no file rule: a module reads what its uid reads anyway
+    runs_real = os.path.realpath(runs)
+    carved = report.mechanism == "bwrap" or (report.guarantees.get("identity") is not None
+                                              and os.geteuid() == 0)  # fmt: skip
+    for own in own_state.folders():
+        for name, root in roots.items():
+            path = os.path.realpath(root.path)
+            if path == runs_real or path.startswith(runs_real.rstrip("/") + "/"):
+                continue
+            if path == own or path.startswith(own.rstrip("/") + "/"):
+                what = "is" if path == own else "lies inside"
+            elif not carved and own.startswith(path.rstrip("/") + "/"):
+                what = "holds"
+            else:
+                continue
+            kind = "write" if root.mode == "rw" else "read"
+            where = "" if what == "is" else f" {own}"
+            return (
+                f"no module was run: policy maps {kind} root {name!r} to {path}, which {what} "
+                f"murmur-nb's own folder{where} (the sealing key that vouches for the compiled "
+                "hook components the kernel runs, every module's snapshot with its private "
+                "config.env, the caches): it is never given to a module"
+                + ("" if what != "holds" else
+                   "; without a mount namespace (the sandbox here is Landlock, as this user) it "
+                   "cannot be taken out of the root")
+                + f". Map {name!r} to a narrower folder that does not hold {own}, or move "
+                "that folder out of the root ($MURMUR_NB_KEYS, $MURMUR_NB_SNAPSHOTS, "
+                "$MURMUR_NB_CACHE)"
+            )
     return ""
 
 
@@ -146,7 +193,8 @@ class SandboxGate:
             on the module's ``#!`` line is not in the sandbox (the message names it).
         ModuleHostError
             ``root_unavailable``: a root holds the runs folder where the sandbox cannot keep
-            it out of sight (:func:`runs_folder_problem`).
+            it out of sight (:func:`runs_folder_problem`), or is, or holds where the sandbox
+            cannot take it out, one of murmur-nb's own folders (:func:`own_folder_problem`).
         """
         self.check(network=bool(network))
         report = self.report
@@ -159,7 +207,8 @@ class SandboxGate:
                 raise SandboxUnavailable(f"no module was run: {hidden}")
             self._interpreter_seen.add(seen)
         if roots and report.mode != "off":
-            problem = runs_folder_problem(report, cwd.parent, roots)
+            problem = runs_folder_problem(report, cwd.parent, roots) or own_folder_problem(
+                report, cwd.parent, roots)
             if problem:
                 raise ModuleHostError(problem, code="root_unavailable")
         return self.plans.launch(

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from murmur_nb._files import own_state
 from murmur_nb._files.beneath import real_path
 from murmur_nb._files.scratch import process_folder, remove_tree
 from murmur_nb._files.trust import trusted_folder
@@ -202,6 +203,7 @@ class SnapshotStore:
         # a store an earlier version made 0755: private now, through the owning group's
         # and others' bits, never the ACL mask other root kernels' sandbox uids need
         access.make_private(root)
+        own_state.keep(root)  # a module reads its own snapshot, never the store
         self._ready = root
         return root
 

@@ -47,6 +47,7 @@ from murmur_nb._exceptions import (
     ModuleHostError,
     SizeMismatch,
 )
+from murmur_nb._files import own_state
 from murmur_nb._files.artifacts import VerifiedArtifact, check_opened
 from murmur_nb._files.beneath import copy_sparse, open_beneath
 from murmur_nb._files.scratch import process_folder
@@ -116,6 +117,7 @@ class ArtifactStore:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         folder.mkdir(mode=0o700, exist_ok=True)
         _refuse_open_way(given, "nothing was staged there")  # as made: nothing changed it
+        own_state.keep(self.root)  # a module sees what it is handed, never the store
         if not os.access(folder, os.W_OK | os.X_OK):  # made by another account, or read-only
             raise PermissionError(errno.EACCES, "cannot be written", str(folder))
 

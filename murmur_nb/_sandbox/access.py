@@ -37,6 +37,14 @@ path, where the module sees real paths, each folder above gets ``--x``. These ru
   leave one) is skipped, a folder with what is in it, and a warning names it: the module
   must not read or change what that account keeps ``0600``, through an entry the host
   gave.
+- **Never murmur-nb's own folders.** A root that holds one of murmur-nb's private folders
+  (:mod:`murmur_nb._files.own_state`: the sealing key's, the snapshot store, the cache, a
+  store a host uses, the process folders in the temporary folder) is given without it: the
+  walk compares each folder it opens (device and inode) with those folders, each looked up
+  once per walk, and skips a match, a folder with what is in it, and a warning names it. A
+  root of the home folder gave the sandbox id ``r--`` on the sealing key (with a write to a
+  cache, code the kernel runs) and every module's snapshot; a root that *is* one of them is
+  refused.
 - **One file cannot refuse a root.** An entry that cannot be given (an ACL with no room for
   one more entry, ``ENOSPC``; an immutable file) or listed is skipped and named in the
   warning; only a failure on the root itself refuses the call, naming the root.
@@ -87,7 +95,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from murmur_nb._files import scratch
+from murmur_nb._files import own_state, scratch
 from murmur_nb._files.beneath import open_beneath
 from murmur_nb._sandbox.identity import is_root, is_sandbox_id, sandbox_id
 
@@ -255,6 +263,11 @@ def _locked(fd: int) -> Iterator[None]:
 
 class _Withheld(Exception):
     """A file the sandbox id is not given; the message says why (without the path)."""
+
+
+class _OwnRoot(_Withheld):
+    """A root that is one of murmur-nb's own folders: never given, nothing to fix but the
+    root."""
 
 
 def _give(fd: int, st: os.stat_result, uid: int, perm: int, *, record: bool = True) -> bool:
@@ -576,6 +589,8 @@ def grant_root(path: str, *, write: bool) -> str:
         if isinstance(exc, OSError) and exc.errno in _KERNEL_SHORT:
             raise  # the kernel process's own want, not the root's: the caller says so
         why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        if isinstance(exc, _OwnRoot):
+            return f"{path} is not given to the sandbox uid {uid}: {why}; map the root elsewhere"
         return (
             f"the sandbox uid {uid} cannot be given access to {path} ({why}); as "
             f"root, modules run as uid {uid}: make the root {'writable' if write else 'readable'}"
@@ -607,7 +622,13 @@ _Open = tuple[int, os.stat_result, str]
 
 
 def _walk_giving(top: int, top_st: os.stat_result, record: _Root, uid: int) -> list[str]:
-    """Give the open root and what is in it; what was skipped and why, not said before."""
+    """Give the open root and what is in it, but murmur-nb's own folders
+    (:func:`~murmur_nb._files.own_state.identities`, looked up once); what was skipped and
+    why, not said before."""
+    own = own_state.identities()
+    if (top_st.st_dev, top_st.st_ino) in own:
+        raise _OwnRoot(f"it is murmur-nb's own folder {own[(top_st.st_dev, top_st.st_ino)]}: "
+                       f"{_OWN_WHY}")  # fmt: skip
     _give_one(top, top_st, uid, record)
     if not stat.S_ISDIR(top_st.st_mode):
         return []
@@ -617,7 +638,7 @@ def _walk_giving(top: int, top_st: os.stat_result, record: _Root, uid: int) -> l
         while pending:
             fd, st, where = pending.pop()
             try:
-                folders, seen, skipped = _give_folder((fd, st, where), record, uid, seen)
+                folders, seen, skipped = _give_folder((fd, st, where), record, uid, seen, own)
             finally:
                 os.close(fd)
             pending += folders
@@ -629,10 +650,11 @@ def _walk_giving(top: int, top_st: os.stat_result, record: _Root, uid: int) -> l
 
 
 def _give_folder(
-    opened: _Open, record: _Root, uid: int, seen: int
+    opened: _Open, record: _Root, uid: int, seen: int, own: dict[tuple[int, int], str]
 ) -> tuple[list[_Open], int, list[str]]:
     """Give what the open folder holds; its sub-folders to walk (opened), the entries seen
-    so far, and what was skipped (:func:`_give_below`).
+    so far, and what was skipped (:func:`_give_below`; a folder in ``own``, murmur-nb's
+    own, is skipped whole, without a look inside).
 
     A folder whose listing has not changed since a scan made after it had settled is not
     listed again: only its known sub-folders are opened, to look at theirs.
@@ -655,7 +677,8 @@ def _give_folder(
             if child is None:
                 continue
             try:
-                why = _give_below(child, record, uid) if fresh else ""
+                why = _own_folder(child[1], own) or (
+                    _give_below(child, record, uid) if fresh else "")
             except BaseException:
                 os.close(child[0])
                 raise
@@ -674,6 +697,18 @@ def _give_folder(
         names = tuple(path.rsplit("/", 1)[1] for _, _, path in folders)
         record.scanned[key] = (st.st_mtime_ns, names, now)
     return folders, seen, withheld
+
+
+#: why a folder of murmur-nb's own is never given through a root
+_OWN_WHY = ("murmur-nb's private state (the sealing key, the module snapshots, the caches) "
+            "is never given to a module through a root")
+
+
+def _own_folder(st: os.stat_result, own: dict[tuple[int, int], str]) -> str:
+    """Why the folder is skipped when it is one of murmur-nb's own, else ``""``."""
+    if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) not in own:
+        return ""
+    return f"murmur-nb's own folder {own[(st.st_dev, st.st_ino)]}: {_OWN_WHY}"
 
 
 def _listing(fd: int, seen: int) -> tuple[list[tuple[str, bool]], int]:

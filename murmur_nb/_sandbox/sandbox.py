@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from murmur_nb._exceptions import SandboxUnavailable
+from murmur_nb._files import own_state
 from murmur_nb._files.beneath import real_path
 from murmur_nb._files.trust import nobody_else_can_write, trusted_which
 from murmur_nb._sandbox import access, helpers, identity, interpreter, landlock, netguard, seccomp
@@ -1212,10 +1213,12 @@ def _layout(
     network: bool,
     prefix: list[str],
     tmpfs: int = TMPFS_BYTES,
+    masked: tuple[str, ...] = (),
 ) -> list[str]:
     """The sandbox's file system: its root, a tmpfs bounded by ``tmpfs`` bytes, its folders,
-    the system trees, ``reads`` and the roots, and the drop helper (the first word of
-    ``prefix``) at :data:`_HELPER_AT`."""
+    the system trees, ``reads`` and the roots, an empty tmpfs over each of ``masked``
+    (murmur-nb's own folders inside a root, where the sandbox shows them: :func:`_masked`),
+    and the drop helper (the first word of ``prefix``) at :data:`_HELPER_AT`."""
     devices = () if identity.device_folder(_DEVICES) else _DEVICES  # else bound at /dev
     parents = _parent_dirs((*(given for _, given in [*reads, *ro, *rw]), *devices), runs)
     # bwrap's own root tmpfs has no bound: a bounded one over it, first (the zygote lays it
@@ -1231,37 +1234,57 @@ def _layout(
     # leaves them bound as they are (read-only, reachable by the sandbox id)
     binds = sorted([("--ro-bind-try", p) for p in reads] + [("--ro-bind", p) for p in ro]
                    + [("--bind", p) for p in rw], key=lambda m: _depth(m[1][1]))  # fmt: skip
-    out += _runs_covered(binds, runs, tmpfs)
+    covers = [*masked, *([runs] if _beneath(runs, (*_SYSTEM_TREES, *(given for _, (_, given)
+                                                                        in binds))) else [])]
+    out += _covered(binds, covers, tmpfs)
     if prefix[0] != _ENV:  # the drop helper
         out += ["--ro-bind", prefix[0], _HELPER_AT]
     return out
 
 
-def _runs_covered(binds: list[tuple[str, Pair]], runs: str, tmpfs: int) -> list[str]:
-    """The options of ``binds`` in order, with a fresh tmpfs at the runs folder after every
-    bind that holds it (a root mapped to a folder above it: ``--root data=<above the home>``,
-    or ``/tmp``) and before those inside it (fresh write roots, the ``staged`` view), whose
-    folders above it are made again on the tmpfs (``0755``, as :func:`_parent_dirs` makes
-    them: the sandbox id passes through).
+def _covered(binds: list[tuple[str, Pair]], covers: list[str], tmpfs: int) -> list[str]:
+    """The options of ``binds`` in order, with a fresh tmpfs at each of ``covers`` after
+    every bind that holds it and before those inside it, whose folders above them are made
+    again on the tmpfs (``0755``, as :func:`_parent_dirs` makes them: the sandbox id passes
+    through).
 
-    Without it the runs folder is the covering bind's: read-only for an ``ro`` root, so
-    neither bwrap nor the drop helper could make the call's working folder there, and the
-    module would see every other call's folders in it through its root. The tmpfs is the
-    sandbox's own and goes with it, like its ``/tmp``: the working folder is made on it, and
-    the host's runs folder stays out of sight.
+    A cover is the runs folder where a bind holds it (a root mapped to a folder above it:
+    ``--root data=<above the home>``, or ``/tmp``), or one of murmur-nb's own folders inside
+    a root (:func:`_masked`). Without it the runs folder is the covering bind's: read-only for
+    an ``ro`` root, so neither bwrap nor the drop helper could make the call's working folder
+    there, and the module would see every other call's folders in it through its root; and a
+    root of the home folder would show the sealing key and every module's snapshot. The tmpfs
+    is the sandbox's own and goes with it, like its ``/tmp``: the working folder is made on
+    it, the module's own snapshot and the fresh write roots are bound over it, and nothing
+    else of the host's folder shows.
     """
-    if not _beneath(runs, (*_SYSTEM_TREES, *(given for _, (_, given) in binds))):
+    outer = sorted({c for c in covers if not any(_beneath(c, [o]) and c != o for o in covers)},
+                   key=lambda p: (_depth(p), p))  # fmt: skip
+    if not outer:
         return [arg for how, (real, given) in binds for arg in (how, real, given)]
-    inside = runs.rstrip("/") + "/"
-    after = [bind for bind in binds if bind[1][1].startswith(inside)]
+    insides = [cover.rstrip("/") + "/" for cover in outer]
+    after = [bind for bind in binds if bind[1][1].startswith(tuple(insides))]
     out = [arg for bind in binds if bind not in after for arg in (bind[0], *bind[1])]
-    out += ["--size", str(tmpfs), "--tmpfs", runs]
+    for cover in outer:
+        out += ["--size", str(tmpfs), "--tmpfs", cover]
     folders = {folder for _, (_, given) in after
                for folder in _folders_from_root(os.path.dirname(given.rstrip("/")))  # noqa: PTH120
-               if folder.startswith(inside)}  # fmt: skip
+               if folder.startswith(tuple(insides))}  # fmt: skip
     for folder in sorted(folders, key=lambda p: (_depth(p), p)):
         out += ["--dir", folder]
     return out + [arg for how, (real, given) in after for arg in (how, real, given)]
+
+
+def _masked(roots: list[Pair]) -> tuple[str, ...]:
+    """Where murmur-nb's own folders (:func:`~murmur_nb._files.own_state.folders`) show in
+    the sandbox through a root that holds them (or is one, which the host refuses first):
+    each root's path as given, followed by the folder's path below the root's real path."""
+    found: list[str] = []
+    for own in own_state.folders():
+        for real, given in roots:
+            if _beneath(own, [real]):
+                found.append(given.rstrip("/") + own[len(real.rstrip("/")):] or "/")
+    return tuple(dict.fromkeys(found))
 
 
 def _bwrap_argv(
@@ -1286,7 +1309,8 @@ def _bwrap_argv(
         runs = os.path.dirname(real_cwd)  # noqa: PTH120
     prefix = _identity_prefix()
     out = [bwrap, *flags, *filtered,
-           *_layout(reads, ro, rw, runs=runs, network=network, prefix=prefix, tmpfs=tmpfs)]
+           *_layout(reads, ro, rw, runs=runs, network=network, prefix=prefix, tmpfs=tmpfs,
+                    masked=_masked([*ro, *rw]))]  # fmt: skip
     if not private_cwd:
         out += ["--bind", real_cwd, real_cwd, "--chdir", real_cwd]
     elif identity.is_root():  # the drop helper makes it, the sandbox id's, and starts there
