@@ -370,6 +370,59 @@ def test_an_interpreter_in_a_folder_only_its_owner_may_pass_still_gets_the_socke
     assert "Permission denied" in seen["result"]["error"], seen
 
 
+def test_a_root_that_holds_the_sealing_key_and_the_snapshots_gives_the_module_neither(
+    confined: Confined, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A root of the folder that holds murmur-nb's own state (as a root of the home folder
+    holds ``~/.local/state/murmur-nb`` and the snapshot store): the module tries to read the
+    sealing key, to list the key folder and the snapshot store, and to read another module's
+    snapshotted ``config.env``; it reads an ordinary file of the same root all the same. As
+    the user on Landlock alone, where the folders cannot be taken out of the root, the call
+    is refused before anything runs."""
+    from murmur_nb._files.sealing_key import KEY_FILE, user_key  # private: the key to steal
+
+    keys, snaps = confined.out / "state" / "murmur-nb", confined.out / "snapshots"
+    monkeypatch.setenv("MURMUR_NB_KEYS", str(keys))
+    monkeypatch.setenv("MURMUR_NB_SNAPSHOTS", str(snaps))
+    key = user_key()
+    (confined.out / "plain.txt").write_text("ordinary")
+    secret = confined.home / "modules" / "escape2" / "config.env"
+    secret.write_text("API_TOKEN=escape2-secret-0815\n")
+    secret.chmod(0o600)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with mnb.ModuleHost(home=confined.home, policy=mnb.Policy(
+        roots={"out": elsewhere}, deadline_ms=20_000, sandbox="required",
+        sandbox_mechanisms=confined.mechanisms,
+    )) as other:  # escape2 runs once, from its snapshot in the store
+        assert other.invoke("escape2.peek_state", {}).ok
+    [stored] = [p for p in snaps.iterdir() if p.name.endswith("-escape2")]
+    snapshotted = stored / "escape2" / "config.env"
+    assert snapshotted.read_text().startswith("API_TOKEN=")
+    ask = {"read": [str(keys / KEY_FILE), str(snapshotted), str(confined.out / "plain.txt")],
+           "list": [str(keys), str(snaps)]}
+    with confined.host() as host:
+        mechanism = host.sandbox.mechanism
+        if mechanism == "landlock" and os.geteuid() != 0:
+            with pytest.raises(mnb.ModuleHostError, match="murmur-nb's own folder") as caught:
+                host.invoke("escape.peek_state", ask)
+            assert caught.value.code == "root_unavailable"
+            assert str(confined.out) in caught.value.message and "narrower" in caught.value.message
+            return
+        expect = (pytest.warns(UserWarning, match="murmur-nb's own folder")
+                  if os.geteuid() == 0 else contextlib.nullcontext())  # fmt: skip
+        with expect:
+            seen = _result(host.invoke("escape.peek_state", ask))
+    read, listed = seen["read"], seen["list"]
+    assert read[str(confined.out / "plain.txt")] == {"ok": True, "value": b"ordinary".hex()}
+    assert read[str(keys / KEY_FILE)].get("value") != key.hex(), read
+    assert not read[str(keys / KEY_FILE)]["ok"], read
+    assert not read[str(snapshotted)]["ok"], read
+    for folder in (keys, snaps):  # refused, or empty but the module's own snapshot
+        names = listed[str(folder)].get("value") or []
+        assert not any("escape2" in n or n == KEY_FILE for n in names), (folder, listed)
+
+
 # -- the same suites as an unprivileged user ---------------------------------------------------
 # (the user is created with useradd; setpriv, which the sandbox itself uses, switches to it)
 

@@ -27,7 +27,7 @@ _SESSION_KEYRING = -3
 def default():
     return descriptor(
         [capability(n) for n in ("identity", "core_pattern", "setuid", "keyring", "mark_workdir",
-                                 "peek_workdir", "devices")],
+                                 "peek_workdir", "devices", "peek_state")],
         permissions={"filesystem_write": ["out"], "network": ["api.example"]},
     )
 
@@ -186,6 +186,20 @@ def devices():
     }
 
 
+def peek_state(inp):
+    """Read each of ``inp["read"]`` (its bytes as hex) and list each of ``inp["list"]``."""
+    def read(path):
+        def action():
+            with open(path, "rb") as fh:
+                return fh.read().hex()
+        return action
+
+    def listing(path):
+        return lambda: sorted(os.listdir(path))
+    return {"read": {p: attempt(read(p)) for p in inp.get("read", [])},
+            "list": {p: attempt(listing(p)) for p in inp.get("list", [])}}
+
+
 def handle(name, request):
     rid = request["request_id"]
     inp = dict(request.get("input") or {})
@@ -198,6 +212,7 @@ def handle(name, request):
         "mark_workdir": lambda: mark_workdir(inp),
         "peek_workdir": peek_workdir,
         "devices": devices,
+        "peek_state": lambda: peek_state(inp),
     }
     if name not in results:
         return envelope("invoke", rid, error={"code": "unknown", "message": name,
