@@ -834,8 +834,9 @@ def make_private(path: Path) -> None:
     On a folder with named entries the mode's group bits are the mask, and ``chmod 700``
     sets it to ``---``: every named entry is switched off. The snapshot store is shared by
     the root kernels of a machine, each of whose sandbox ids may hold an entry on it
-    (``--x`` to pass to its module on the Landlock path, ``r-x`` from a root that holds the
-    store): a new kernel's ``chmod`` took their way in from a running kernel's modules, and every
+    (``--x`` to pass to its module; a root that holds the store no longer gives it, as
+    murmur-nb's own folder): a new kernel's ``chmod`` took their way in from a running
+    kernel's modules, and every
     later passage through the store was refused, since raising the mask again would have
     woken the entry switched off. There the owning group's and others' own entries are
     cleared instead, in turn with the kernels changing the folder's ACL (:func:`_locked`).
