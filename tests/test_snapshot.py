@@ -485,11 +485,12 @@ def test_a_root_kernel_sharing_the_store_leaves_another_kernels_entry_on_it_in_f
     home: Path, out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Root kernels share one store (a host's notebooks, Dask workers, the suite's two
-    workers). Kernel B, a process of its own, holds ``r-x`` on the store through a root that
-    holds it. A kernel's new store made itself private with ``chmod 700``, which set the
-    ACL mask to ``---``: B's modules lost their way into the store, and this kernel's
-    passage through it was refused (``UserWarning``: raising the mask would wake B's entry),
-    its module not started. Now the mask stays: B's uid still lists the store, both run."""
+    workers). Kernel B, a process of its own, holds an entry on the store (the passage to
+    its module's snapshot; its root that holds the store gives it no more, the store being
+    murmur-nb's own). A kernel's new store made itself private with ``chmod 700``, which
+    set the ACL mask to ``---``: B's modules lost their way into the store, and this
+    kernel's passage through it was refused (``UserWarning``: raising the mask would wake
+    B's entry), its module not started. Now the mask stays: B's uid still passes, both run."""
     shared = tmp_path / "shared"
     store = shared / "store"
     monkeypatch.setenv("MURMUR_NB_SNAPSHOTS", str(store))
@@ -507,13 +508,16 @@ def test_a_root_kernel_sharing_the_store_leaves_another_kernels_entry_on_it_in_f
         found = re.search(r"uid (\d+)", first)
         assert found is not None, first
         b_uid = int(found[1])
-        assert f"user:{b_uid}:r-x" in _acl(store), _acl(store)  # B's root holds the store
-        assert _as_uid(b_uid, "ls", str(store)).returncode == 0
+        # B's root holds the store, which (murmur-nb's own) it is not given: B's uid has the
+        # passage to its module's snapshot only
+        assert f"user:{b_uid}:--x" in _acl(store), _acl(store)
+        b_snapshot = str(next(store.glob("*-probe")) / "probe")
+        assert _as_uid(b_uid, "ls", b_snapshot).returncode == 0
         policy = mnb.Policy(roots={"out": out}, deadline_ms=20_000, sandbox="required",
                             sandbox_mechanisms=LANDLOCK)  # fmt: skip
         with mnb.ModuleHost(home=home, policy=policy, artifact_store=tmp_path / "store") as host:
             ran = host.invoke("app.run", approve=True)
-            listed = _as_uid(b_uid, "ls", str(store))
+            listed = _as_uid(b_uid, "ls", b_snapshot)
             assert listed.returncode == 0, (listed.stderr, _acl(store))  # B's entry in force
             assert ran.ok, ran.error
         again, said = kernel_b.communicate("\n", timeout=120)
