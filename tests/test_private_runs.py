@@ -13,13 +13,21 @@ Each test makes a real root host run a fixture module that writes an output, sta
 hands it to a consumer, then (the call folders are kept until the host closes) the
 unprivileged test account tries to list and read all of it by its real paths, as the
 attacker did once ``/proc`` had named them.
+
+The runs folder itself is made only where nobody else can change the way to it: the test
+account really makes ``<home>/runs`` a link to a folder only root may write, and a root
+kernel's invoke (the command's default ``<home>/runs``, a ``runs_dir`` or ``--runs-dir``
+named there) made its call folders and wrote the module's output there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
+import stat
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -28,7 +36,7 @@ from typing import Any
 
 import pytest
 from _modules import install
-from _users import run_as_test_user
+from _users import run_as_test_user, test_user
 
 import murmur_nb as mnb
 
@@ -181,3 +189,122 @@ def test_another_account_cannot_read_a_batch_journal(shared: Path, tmp_path: Pat
         assert seen == {str(p): "PermissionError" for p in targets}, seen
         assert journal.read_bytes()[:15] == b"SQLite format 3"  # still the host's to read
         assert journal.stat().st_mode & 0o777 == 0o600
+
+
+# -- the runs folder behind another account's link -----------------------------------------
+
+
+def _plant_runs_link(home: Path, only_root: Path, reachable: Path) -> Path:
+    """The test account makes ``<home>/runs`` a link to ``only_root`` (a folder that exists:
+    ``mkdir(parents=True)`` goes through a link only to one)."""
+    link = home / "runs"
+    done = run_as_test_user(["ln", "-s", str(only_root), str(link)], reachable / "scratch")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert link.lstat().st_uid == test_user() and link.readlink() == only_root
+    return link
+
+
+def _make_input() -> dict[str, Any]:
+    """``producer.make``'s input: one file in its fresh write root, content no other file
+    holds."""
+    content = f"private output {secrets.token_hex(16)}"
+    return {"root": "scratch", "files": [{"name": "f.png", "content": content}]}
+
+
+def _cli(home: Path, tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``murmur-nb --home HOME ARGV`` run by root, as other command tests run it (``python
+    -m murmur_nb`` in a subprocess), with a murmur-nb cache of root's."""
+    env = {**os.environ, "MURMUR_NB_CACHE": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, "-m", "murmur_nb", "--home", str(home), *argv],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env=env)  # fmt: skip
+
+
+def _why(open_folder: Path) -> str:
+    """How a refusal names what another account can change in ``open_folder``'s case."""
+    if open_folder.name == "shared":
+        return f"another account can write {open_folder}"
+    return f"{open_folder} belongs to another account (uid {test_user()})"
+
+
+def _nobody_else_can_change(runs: Path) -> None:
+    """``runs`` and every folder above it: root's, no link, writable by nobody else (but a
+    sticky one, ``/tmp``)."""
+    for folder in (runs, *runs.parents):
+        st = folder.lstat()
+        assert st.st_uid == 0 and not stat.S_ISLNK(st.st_mode), folder
+        assert not st.st_mode & 0o022 or st.st_mode & stat.S_ISVTX, (folder, oct(st.st_mode))
+
+
+def test_a_root_command_makes_nothing_where_another_accounts_runs_link_leads(
+    open_folder: Path, only_root: Path, reachable: Path, tmp_path: Path
+) -> None:
+    """``murmur-nb --home <theirs> invoke``, its default runs folder ``<home>/runs`` a link
+    the account planted: root made the call folders where it led and wrote ``f.png`` there.
+    Now the call runs in a private runs folder of root's, and the command says why in one
+    line."""
+    install(open_folder, "producer")
+    link = _plant_runs_link(open_folder, only_root, reachable)
+    given = _make_input()
+    done = _cli(open_folder, tmp_path, "invoke", "producer.make", json.dumps(given))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(only_root.iterdir()) == [] and link.readlink() == only_root
+    inv = json.loads(done.stdout)
+    file = Path(inv["artifacts"][0]["file"])
+    runs = file.parents[2]  # <runs>/<request_id>/w0-scratch/f.png
+    assert runs.name.startswith("murmur-nb-runs-") and not runs.exists(), file
+    _nobody_else_can_change(runs.parent)
+    assert not file.is_relative_to(open_folder) and not file.is_relative_to(only_root), file
+    (note,) = done.stderr.splitlines()
+    assert note.startswith(f"murmur-nb: {link} cannot be used ({_why(open_folder)})"), note
+    assert "private temporary folder" in note and "--runs-dir" in note, note
+
+
+def test_a_root_command_refuses_a_runs_dir_behind_another_accounts_link(
+    open_folder: Path, only_root: Path, reachable: Path, tmp_path: Path
+) -> None:
+    """``--runs-dir <theirs>/runs``, a link the account planted: root made the call folders
+    where it led. Now the command is refused before anything runs (exit 2, one line),
+    naming the folder another account can change, that nothing was made, and the fix."""
+    install(open_folder, "producer")
+    link = _plant_runs_link(open_folder, only_root, reachable)
+    done = _cli(open_folder, tmp_path, "--runs-dir", str(link), "invoke", "producer.make",
+                json.dumps(_make_input()))  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    said = done.stderr
+    assert "cannot be used by a root process" in said and _why(open_folder) in said, said
+    assert "nothing was made there" in said and "--runs-dir" in said, said
+    assert "a folder only root can write" in said, said
+    assert list(only_root.iterdir()) == [] and link.readlink() == only_root
+
+
+def test_a_root_host_refuses_a_runs_dir_behind_another_accounts_link(
+    open_folder: Path, only_root: Path, reachable: Path, tmp_path: Path
+) -> None:
+    """``ModuleHost(runs_dir=<theirs>/runs)``, a link the account planted: the invoke made
+    the call folders where it led and the module wrote its output there. Now the call is
+    refused with a ``ValueError`` before the module runs, and the fix it names (no
+    ``runs_dir``) runs the call in a private runs folder of root's."""
+    install(open_folder, "producer")
+    link = _plant_runs_link(open_folder, only_root, reachable)
+    out = tmp_path / "out"
+    out.mkdir()
+    policy = mnb.Policy(roots={"out": out})  # the module drops ran-make there when it runs
+    with (
+        mnb.ModuleHost(home=open_folder, policy=policy, runs_dir=link) as host,
+        pytest.raises(ValueError, match="cannot be used by a root process") as err,
+    ):
+        host.invoke("producer.make", _make_input())
+    said = str(err.value)
+    assert _why(open_folder) in said and "nothing was made there" in said, said
+    assert "runs_dir=" in said and "a folder only root can write" in said, said
+    assert list(only_root.iterdir()) == [] and list(out.iterdir()) == []
+    with mnb.ModuleHost(home=open_folder, policy=policy) as host:
+        given = _make_input()
+        inv = host.invoke("producer.make", given)
+        assert inv.ok, inv.error
+        file = Path(inv.artifacts[0].file)
+        assert file.read_text() == given["files"][0]["content"]
+        _nobody_else_can_change(file.parents[2])  # the runs folder, and the way to it
+    assert list(only_root.iterdir()) == [] and link.readlink() == only_root

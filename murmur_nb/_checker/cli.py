@@ -29,8 +29,12 @@ Design notes
   itself (it split a one-name ``approved:`` into characters).
 * **The runs folder outlives the command** where it can: ``<home>/runs`` by default, so the
   files an ``invoke`` prints (a fresh write root's artifacts) are there after it. Where it
-  cannot be written (a shared, read-only home) the host's own default, a private temporary
-  folder removed when the command ends, is used, and ``invoke`` says so in one line.
+  cannot be written (a shared, read-only home), or, for a root process, where another
+  account could change the way to it (a link it planted there would have root make the call
+  folders wherever it points), the host's own default, a private temporary folder removed
+  when the command ends, is used, and ``invoke`` says so in one line. A root process's
+  ``--runs-dir`` another account could change the way to is refused, before anything runs
+  (:func:`~murmur_nb._modules.workspace.refuse_open_way`).
 """
 
 from __future__ import annotations
@@ -62,11 +66,13 @@ from murmur_nb._exceptions import (
     ProtocolViolation,
 )
 from murmur_nb._files.scratch import remove_tree, temp_folder
+from murmur_nb._files.trust import why_open_way
 from murmur_nb._modules.approval import APPROVE_IN_PYTHON
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import GRANT_KINDS, Policy
 from murmur_nb._modules.request import check_bounds
+from murmur_nb._modules.workspace import refuse_open_way
 from murmur_nb._rules import facet_studio_home
 
 __all__ = ["main", "write_out"]
@@ -401,7 +407,8 @@ _PLACE_OPTIONS: dict[str, dict[str, Any]] = {
     "--runs-dir": {"metavar": "DIR",
                    "help": "folder for per-invocation work and fresh write roots (default: "
                    "<home>/runs, where the files an invoke prints stay; where that cannot be "
-                   "written, a private temporary folder removed when the command ends)"},
+                   "written, or for root where another account could change the way to it, a "
+                   "private temporary folder removed when the command ends)"},
     "--policy": {"metavar": "FILE", "help": "policy file (.json, .yaml): Policy keys"},
     "--root": {"action": "append", "metavar": "NAME=PATH",
                "help": "map a logical root name to a folder"},
@@ -597,7 +604,13 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     if args.module_dir and not (Path(args.module_dir).expanduser() / "module").is_file():
         return (f"--module-dir {args.module_dir}: not a module folder (no executable file "
                 "'module' in it)")  # fmt: skip
-    why = _unwritable(Path(args.runs_dir)) if args.runs_dir else None
+    if not args.runs_dir:
+        return None
+    try:
+        refuse_open_way(args.runs_dir)  # a root process: nobody else may lead it elsewhere
+    except ValueError as exc:
+        return str(exc)
+    why = _unwritable(Path(args.runs_dir))
     if why is not None:
         return f"--runs-dir {args.runs_dir}: cannot be used ({why}); give a folder you can write"
     return None
@@ -609,7 +622,7 @@ def _runs_dir(args: argparse.Namespace, home: Path) -> tuple[Path | None, str | 
     if args.runs_dir:
         return Path(args.runs_dir), None
     runs = home / "runs"
-    why = _unwritable(runs)
+    why = why_open_way(runs) or _unwritable(runs)  # root's folders go where nobody else leads
     if why is None:
         return runs, None
     return None, (

@@ -9,9 +9,9 @@ else can change or replace them; otherwise its user builds it again in a fresh p
 folder. A folder above counts as much as the file: whoever can write a folder can rename
 what is in it and put something else in its place. A root kernel's batch journal is held to
 the same rule, links followed (:func:`open_to_others`), since SQLite writes wherever its path
-leads, and so is its artifact store, checked before any folder of it is made
-(:func:`nearest_open_to_others`), since a link on the way would have root make the store and
-write staged files wherever it points.
+leads, and so are its artifact store and its runs folder, checked before any folder of them
+is made (:func:`why_open_way`), since a link on the way would have root make the folders and
+write staged files or modules' outputs wherever it points.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "trusted_path",
     "trusted_which",
     "why_open",
+    "why_open_way",
 ]
 
 
@@ -117,6 +118,19 @@ def why_open(part: Path) -> str:
     if owner != os.geteuid():
         return f"{part} belongs to another account (uid {owner})"
     return f"another account can write {part}"
+
+
+def why_open_way(path: str | os.PathLike[str]) -> str | None:
+    """For a root process, what lets another account change the way to ``path`` before
+    anything is made on it (:func:`why_open` of :func:`nearest_open_to_others`; a relative
+    ``path`` taken from the working folder, a ``..`` in it walked as the kernel walks it),
+    ``None`` when nobody can. Always ``None`` for a process that is not root: it can be led
+    to make folders only where its user could make them anyway."""
+    if os.geteuid() != 0:
+        return None
+    given = Path(path)
+    culprit = nearest_open_to_others(given if given.is_absolute() else Path.cwd() / given)
+    return None if culprit is None else why_open(culprit)
 
 
 def _plain(path: str | os.PathLike[str]) -> bool:

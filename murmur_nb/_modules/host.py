@@ -106,7 +106,10 @@ class ModuleHost(KnowledgeMethods):
         on first use, before anything is made there.
     runs_dir
         Where per-invocation working folders and fresh write roots live. By default a
-        private temporary folder that :meth:`close` removes (stage what you keep).
+        private temporary folder that :meth:`close` removes (stage what you keep). A root
+        kernel refuses a folder given here that another account could change the way to
+        (theirs, or writable by them, on the way or the folder itself) with a
+        ``ValueError`` on first use, before anything is made there.
 
     Examples
     --------
@@ -339,6 +342,9 @@ class ModuleHost(KnowledgeMethods):
         ModuleNotFound, InvalidDescriptor, MissingRequirement, InvalidInput,
         ApprovalRequired, NotGranted, DigestMismatch
             Refused before anything ran.
+        ValueError
+            A root kernel's ``runs_dir`` another account could change the way to: nothing
+            ran, nothing was made there.
         DeadlineExceeded, OutputTooLarge, ProtocolViolation, InvocationCancelled
             The module ran and its tree was killed, or it broke an envelope rule.
         """

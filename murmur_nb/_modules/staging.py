@@ -51,7 +51,7 @@ from murmur_nb._files import own_state
 from murmur_nb._files.artifacts import VerifiedArtifact, check_opened
 from murmur_nb._files.beneath import copy_sparse, open_beneath
 from murmur_nb._files.scratch import process_folder
-from murmur_nb._files.trust import nearest_open_to_others, why_open
+from murmur_nb._files.trust import why_open_way
 from murmur_nb._rules import sha256_fd
 from murmur_nb.protocol import Artifact
 
@@ -347,12 +347,9 @@ def _absolute(root: str | os.PathLike[str]) -> Path:
 def _open_way(given: Path) -> str | None:
     """For a root process, what lets another account change the way to the store at
     ``given`` (absolute): its ``sha256`` folder, or the nearest part of the way to it that
-    exists, walked with its links (:func:`~murmur_nb._files.trust.nearest_open_to_others`);
-    ``None`` when nobody can, and for a process that is not root."""
-    if os.geteuid() != 0:
-        return None
-    culprit = nearest_open_to_others(given / "sha256")
-    return None if culprit is None else why_open(culprit)
+    exists, walked with its links (:func:`~murmur_nb._files.trust.why_open_way`); ``None``
+    when nobody can, and for a process that is not root."""
+    return why_open_way(given / "sha256")
 
 
 def _refuse_open_way(given: Path, done: str) -> None:

@@ -13,6 +13,19 @@ taken back when the last open host closes (:mod:`murmur_nb._sandbox.access`).
 A call's folder (its fresh write roots, its staged view) is ``0700``
 (:func:`murmur_nb._modules.call.call_folder`), and stays so until it is gone
 (:func:`murmur_nb._files.scratch.remove_tree` never widens a folder it removes).
+
+**A root process's named runs folder** is made and used only where nobody else can change
+the way to it (:mod:`murmur_nb._files.trust`; links only root can change are fine), checked
+before anything is made: ``mkdir(parents=True)`` follows a link, so a ``runs_dir`` in a
+folder another account can write (``sudo -E`` keeps a user's ``HOME``; a container may be
+given one) would have root make the call folders wherever that account points it, and the
+module write its outputs there. Such a folder is refused with a ``ValueError``
+(:func:`refuse_open_way`; the command's default ``<home>/runs`` then falls back to the
+private folder instead). For root only, a named runs folder that does not exist yet right in
+a sticky folder (``/tmp/runs``) is refused too: another account could take the name first.
+A process that is not root is left as it was: it can be led to make folders only where its
+user could make them anyway, and a home another account can write is its user's own
+arrangement.
 """
 
 from __future__ import annotations
@@ -29,13 +42,19 @@ from pathlib import Path
 
 from murmur_nb._exceptions import ModuleHostError
 from murmur_nb._files import scratch
+from murmur_nb._files.trust import why_open_way
 from murmur_nb._sandbox import access, identity
 
-__all__ = ["Workspace"]
+__all__ = ["Workspace", "refuse_open_way"]
 
 
 class Workspace:
-    """The runs folder of one host (``runs_dir``, else private) and its working folders."""
+    """The runs folder of one host (``runs_dir``, else private) and its working folders.
+
+    A root process refuses a ``runs_dir`` another account could change the way to (a folder
+    on it theirs or writable by them, above the runs folder or the folder itself), before
+    anything is made there: see the module's notes. Another process uses it as before.
+    """
 
     def __init__(self, runs_dir: str | os.PathLike[str] | None) -> None:
         self._given = runs_dir is not None
@@ -48,7 +67,16 @@ class Workspace:
         self._lease = access.hold()
 
     def runs_dir(self) -> Path:
-        """The runs folder, created on first use; refused once the host is closed."""
+        """The runs folder, created on first use; refused once the host is closed.
+
+        Raises
+        ------
+        ModuleHostError
+            The host is closed.
+        ValueError
+            For a root process, a ``runs_dir`` another account could change the way to
+            (:func:`refuse_open_way`): nothing was made there.
+        """
         if self._closed:
             raise ModuleHostError(
                 "this ModuleHost is closed; create a new one to describe or invoke modules"
@@ -63,7 +91,9 @@ class Workspace:
             self._exit_cleanup = functools.partial(scratch.release, self._runs)
             atexit.register(self._exit_cleanup)
         elif not self._ready:
+            refuse_open_way(self._runs, "nothing was made there")  # before the mkdir it leads
             self._runs.mkdir(parents=True, exist_ok=True)
+            refuse_open_way(self._runs, "nothing was run there")  # as made: nothing changed it
         self._ready = True
         return self._runs
 
@@ -101,3 +131,25 @@ class Workspace:
             atexit.unregister(self._exit_cleanup)
             self._exit_cleanup = None
 
+
+def refuse_open_way(runs: str | os.PathLike[str], done: str = "nothing was made there") -> None:
+    """Raise for a root process's runs folder ``runs`` when another account could change the
+    way to it (:func:`~murmur_nb._files.trust.why_open_way`: the nearest part of it that
+    exists, walked with its links); ``done`` says what became of it. Nothing for a process
+    that is not root.
+
+    Raises
+    ------
+    ValueError
+        Naming the part of the way another account owns or can write, and the fix.
+    """
+    why = why_open_way(runs)
+    if why is not None:
+        raise ValueError(
+            f"the runs folder {os.fspath(runs)} cannot be used by a root process: {why}. "
+            "Root makes call folders, where modules write their outputs, only where nobody "
+            "else can change the way to them (a link put there would have root make them "
+            f"wherever it points); {done}. Name a folder only root can write (such as one "
+            "under /root) as ModuleHost(runs_dir=...) or murmur-nb --runs-dir, or leave it "
+            "unset: the calls then run where only root can write"
+        )
