@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from typing import Any
 
 import ipywidgets as w
 import pytest
+from _users import run_as_test_user
 
 from murmur_nb import DemoHome, ModuleHost
 from murmur_nb.widgets import CapabilityForm
@@ -171,6 +173,39 @@ def test_a_gone_file_with_a_staged_copy_is_shown_from_the_copy(host: ModuleHost)
     form.run_button.click()
     form.wait()
     assert form.state == "ran" and form.invocation.ok, form.text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another account against a root kernel")
+def test_a_root_kernels_refused_store_is_said_beside_the_field(
+    demo_home: DemoHome, open_folder: Path, only_root: Path, reachable: Path, tmp_path: Path
+) -> None:
+    """A root kernel's ``artifact_store=`` behind a link another account planted is refused
+    with a ``ValueError`` on first use: choosing or uploading a file ended in a traceback
+    out of the widget. Now the refusal is said beside the field, as a gone file's is, and
+    nothing is chosen or made where the link leads."""
+    store = open_folder / "store"
+    planted = run_as_test_user(["ln", "-s", str(only_root), str(store)], reachable / "scratch")
+    assert planted.returncode == 0 and store.readlink() == only_root, planted.stderr
+    with ModuleHost(home=demo_home.facet_home, policy=demo_home.policy(),
+                    artifact_store=store) as host:  # fmt: skip
+        thumbs = host.invoke("gallery.thumbs", {"count": 1, "seed": 9003})
+        form = CapabilityForm(host, "critic.review", artifacts=list(thumbs.artifacts))
+        picker = form.files["image"]
+        picker.choice.value = 0  # the person picks the thumbnail: staging it is refused
+        shown = html.unescape(picker.error_view.value)
+        assert "✗ 'Thumb 1 of 1 (dusk, seed 9003)' cannot be staged: the artifact store" in shown
+        assert "cannot be used by a root process" in shown and "artifact_store=" in shown
+        assert picker.choice.value == -1 and picker.staged is None and picker.ref() is None
+        content = _png(tmp_path)
+        picker.upload.value = (
+            {"name": "mine.png", "type": "image/png", "size": len(content),
+             "content": memoryview(content), "last_modified": datetime.fromtimestamp(0, UTC)},
+        )  # fmt: skip
+        shown = html.unescape(picker.error_view.value)
+        assert "✗ 'mine.png' cannot be staged: the artifact store" in shown, shown
+        assert picker.choice.value == -1 and picker.staged is None
+        assert len(picker.choice.options) == 2  # none, and the thumbnail: no upload offered
+    assert list(only_root.iterdir()) == [] and store.readlink() == only_root
 
 
 # --- a file given as text -------------------------------------------------------------

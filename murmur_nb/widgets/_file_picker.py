@@ -6,12 +6,14 @@ or produced (verified) in this session, with a thumbnail for images, and a ``Fil
 Choosing a verified artifact stages it with ``host.stage``; an upload is hashed and staged
 the same way. The chosen staged artifact is what the form hands to ``invoke(staged=...)``.
 
-A file that cannot be used when chosen (gone with the host whose run made it, changed since
-it was verified) is refused there: the reason is shown beside the field and the choice goes
-back to none, so the dropdown, :attr:`FilePicker.staged` and the form's value agree. The
-dropdown is named for screen readers by its tooltip (the field's visible label is a separate
-HTML widget, so a ``description`` would print the name twice). An upload is stored under a
-name of safe characters; its label keeps the name the person's file had.
+A file that cannot be used when chosen or uploaded (gone with the host whose run made it,
+changed since it was verified, or not staged: a root kernel's artifact store that another
+account could change the way to is refused with a ``ValueError``) is refused there: the
+reason is shown beside the field and the choice goes back to none, so the dropdown,
+:attr:`FilePicker.staged` and the form's value agree. The dropdown is named for screen
+readers by its tooltip (the field's visible label is a separate HTML widget, so a
+``description`` would print the name twice). An upload is stored under a name of safe
+characters; its label keeps the name the person's file had.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ __all__ = ["FilePicker", "is_file_ref"]
 _NONE = "— choose a file —"
 _HINT = "choose a file staged or produced in this session, or upload one"
 _THUMB_MAX_BYTES = 2 << 20
+#: what staging and showing a file may refuse it with: the host's errors, the file system's,
+#: and a root kernel's artifact store another account could change the way to (ValueError)
+_REFUSED = (ModuleHostError, OSError, ValueError)
 
 
 def is_file_ref(spec: Any) -> bool:
@@ -89,6 +94,8 @@ def _unusable(item: Any, exc: Exception) -> str:
             f"the file of {_name(item)!r} is gone (deleted, or removed with the host whose run "
             "made it): run that capability again, or upload the file"
         )
+    if isinstance(exc, ValueError):  # the store is refused: no other file would stage either
+        return f"{_name(item)!r} cannot be staged: {exc}"
     return f"{_name(item)!r} cannot be used: {exc}; choose another file or upload it"
 
 
@@ -191,10 +198,8 @@ class FilePicker:
             staged = item if isinstance(item, StagedArtifact) else self.host.stage(item)
             Path(staged.file).stat()  # a staged copy removed since: gone too
             picture = thumbnail(staged)
-        except (ModuleHostError, OSError) as exc:
-            error = _unusable(item, exc)
-            self.choice.value = -1  # runs _chosen again: nothing chosen, no error
-            self.error = error
+        except _REFUSED as exc:
+            self._refuse(_unusable(item, exc))
             return
         self.staged, self.error = staged, ""
         self.preview.value = (
@@ -220,9 +225,21 @@ class FilePicker:
                 media_type=media or "application/octet-stream", bytes=len(content),
                 digest="sha256:" + hashlib.sha256(content).hexdigest(), title=title, file=file,
             )  # fmt: skip
-            staged = self.host.stage(artifact)
+            try:
+                staged, error = self.host.stage(artifact), ""
+            except _REFUSED as exc:
+                staged, error = None, _unusable(artifact, exc)
         self.upload.value = ()
+        if staged is None:
+            self._refuse(error)
+            self._on_change(self)  # shown beside the field, as a refused choice is
+            return
         self.choice.value = self.add(staged)
+
+    def _refuse(self, error: str) -> None:
+        """None chosen, and ``error`` said beside the field (by the form's ``on_change``)."""
+        self.choice.value = -1  # runs _chosen again when a file was chosen: no error
+        self.error = error
 
     def ref(self) -> dict[str, Any] | None:
         """The chosen file as ``{root, path}``, or ``None``."""
