@@ -123,11 +123,3 @@ def only_root(tmp_path: Path) -> Path:
     folder.mkdir(mode=0o700)
     return folder
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files holding a slow test first, each file's tests in their order: pytest-xdist
-    hands whole files (``--dist loadfile``) to the workers in this order, so the long ones
-    start early and the many short ones fill in at the end, rather than a long file starting
-    last on one worker while the other has nothing left."""
-    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow)  # stable: the rest keep their order

@@ -479,7 +479,9 @@ def test_dask_and_zeromq_on_loopback_are_out_of_reach(home: Path) -> None:
                 ],
             )
         with pytest.raises((OSError, TypeError)):  # no TLS context: no way in
-            Client(cluster.scheduler_address, timeout=3)
+            # never the default client: a client that failed to start stays the process's
+            # default, and a later compute in this worker waits on it for good
+            Client(cluster.scheduler_address, timeout=3, set_as_default=False)
         listening = {
             c.laddr.ip
             for c in psutil.Process().net_connections("inet")
