@@ -17,7 +17,8 @@ What the folders are: the key folder and the cache folder where the environment 
 now, every folder a host of this process was opened on (:func:`keep`: a snapshot store or an
 artifact store given by path, a component cache), the folders this process holds in the
 temporary folder (:func:`.scratch.held`), and those of another murmur-nb process of this user
-there (named ``murmur-nb-*``, a lock file in each). A folder is known by device and inode
+there that keep its state (:data:`_PREFIXES`: a runs folder, a grant journal, a store; not
+the checker's scratch, whose roots a module is given). A folder is known by device and inode
 (:func:`identities`), not by its path text.
 """
 
@@ -36,8 +37,13 @@ __all__ = ["folders", "identities", "keep"]
 
 _kept: dict[Path, None] = {}
 _kept_lock = threading.Lock()
-#: the names of murmur-nb's process folders in the temporary folder
-_PREFIX = "murmur-nb-"
+#: the process folders in the temporary folder that hold murmur-nb's own state (a host's runs
+#: folder, a root kernel's grant journal, a fallback store, cache or journal, built helpers,
+#: uid holds); not the folders murmur-nb makes *for* a module (the checker's scratch with the
+#: roots it maps, a CLI module home, a Dask worker's home), which a root may be or lie in
+_PREFIXES = tuple(f"murmur-nb-{kind}-" for kind in (
+    "runs", "grants", "snapshots", "artifact-store", "components", "builds", "journal",
+    "helpers", "uid"))
 
 
 def keep(folder: Path) -> None:
@@ -54,7 +60,7 @@ def _process_folders() -> list[Path]:
     try:
         with os.scandir(base) as it:
             for entry in it:
-                if not entry.name.startswith(_PREFIX):
+                if not entry.name.startswith(_PREFIXES):
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
