@@ -29,8 +29,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,18 +64,6 @@ print(json.dumps(seen))
 """
 
 
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A ``0755`` folder every account may pass through, as a ``0755`` home is
-    (``tmp_path`` is root's alone, so nothing in it could leak)."""
-    folder = Path(tempfile.mkdtemp(prefix="mnb-private-runs-"))
-    folder.chmod(0o755)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def _attack(paths: list[Path], scratch: Path) -> dict[str, str]:
     done = run_as_test_user([sys.executable, "-S", "-c", ATTACK, *map(str, paths)], scratch)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
@@ -110,14 +96,14 @@ def _produce_and_consume(host: mnb.ModuleHost) -> tuple[mnb.Invocation, mnb.Invo
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
 def test_another_account_reads_nothing_of_a_root_kernels_calls(
-    setting: str, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    setting: str, reachable: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The outputs, the staged view and the store, by their real paths, while the host is
     open: each listing and read is refused; the sandbox still wrote and read them, and the
     host (root) still checks and reads them."""
     home = tmp_path / "home"
     install(home, "plain")
-    with _host(home, shared / "store", setting, monkeypatch) as host:
+    with _host(home, reachable / "store", setting, monkeypatch) as host:
         made, used, staged = _produce_and_consume(host)
         output = Path(made.artifacts[0].file)
         assert output.read_bytes() == b"pixels"  # the host reads what the module wrote
@@ -135,13 +121,13 @@ def test_another_account_reads_nothing_of_a_root_kernels_calls(
                    staged.file.parent, staged.file]  # fmt: skip
         for path in targets:
             assert path.exists(), path  # the attacker tries real paths, not missing ones
-        seen = _attack(targets, shared / "user")
+        seen = _attack(targets, reachable / "user")
     refused = {str(p): "PermissionError" for p in targets}
     assert seen == refused, seen
 
 
 def test_another_account_reads_nothing_while_a_root_host_closes(
-    shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    reachable: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Closing the host removes its runs folder. The removal made every folder ``0755`` first
     (so that a read-only one can go): the trial's attacker, polling, read the calls' outputs
@@ -155,10 +141,10 @@ def test_another_account_reads_nothing_while_a_root_host_closes(
 
     def attack_then_remove(path: Any, *args: Any, **kwargs: Any) -> None:
         if targets and Path(path).is_relative_to(targets[0].parent):
-            attacks.append(_attack(targets, shared / "user"))
+            attacks.append(_attack(targets, reachable / "user"))
         real_rmtree(path, *args, **kwargs)
 
-    with mnb.ModuleHost(home=home, artifact_store=shared / "store") as host:
+    with mnb.ModuleHost(home=home, artifact_store=reachable / "store") as host:
         made, used, _ = _produce_and_consume(host)
         output = Path(made.artifacts[0].file)
         call, consumer = output.parent.parent, output.parent.parent.parent / used.request_id
@@ -174,9 +160,9 @@ def test_another_account_reads_nothing_while_a_root_host_closes(
     assert attacks[0][str(output)] == "PermissionError", attacks  # tried while it was there
 
 
-def test_another_account_cannot_read_a_batch_journal(shared: Path, tmp_path: Path) -> None:
+def test_another_account_cannot_read_a_batch_journal(reachable: Path, tmp_path: Path) -> None:
     """Finding 8: a batch journal (row results) in a ``0755`` home was ``0644``."""
-    home = shared / "home"
+    home = reachable / "home"
     install(home, "plain")
     with mnb.ModuleHost(home=home) as host:
         batch = host.map("plain.make", [{"files": [{"name": f"{i}.png", "content": "row"}]}
@@ -185,7 +171,7 @@ def test_another_account_cannot_read_a_batch_journal(shared: Path, tmp_path: Pat
         journal = home / "batches" / "journal.sqlite"
         wal = journal.with_name(journal.name + "-wal")
         targets = [journal, *([wal] if wal.exists() else [])]
-        seen = _attack(targets, shared / "user")
+        seen = _attack(targets, reachable / "user")
         assert seen == {str(p): "PermissionError" for p in targets}, seen
         assert journal.read_bytes()[:15] == b"SQLite format 3"  # still the host's to read
         assert journal.stat().st_mode & 0o777 == 0o600
