@@ -69,6 +69,48 @@ def test_a_folder_without_a_lock_or_not_a_folder_is_left_alone(tmp_path: Path) -
 
 
 
+SWEEPER = """
+import os, sys, time
+from pathlib import Path
+from murmur_nb._files.scratch import sweep
+tmp, log, go = (Path(arg) for arg in sys.argv[1:])
+def settle(folder):
+    with open(log, "a") as out:
+        out.write(f"{os.getpid()} {folder.name}\\n")
+    time.sleep(0.5)  # long enough for the other sweeper to find the folder meanwhile
+while not go.exists():
+    time.sleep(0.005)
+print(len(sweep("murmur-nb-worker-", tmp, settle=settle)))
+"""
+
+
+def test_two_sweepers_at_once_settle_and_remove_an_abandoned_folder_once(
+    tmp_path: Path,
+) -> None:
+    """Two Dask workers starting together both find a killed worker's folder: one settles
+    and removes it, the other leaves it to that one. Both looked at the same time before,
+    settled it twice, and the one that came second failed its task on the folder the first
+    had removed (``FileNotFoundError`` out of the walk)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    killed, folder = maker(tmp)
+    for part in range(200):  # a tree that takes a moment to remove
+        (folder / f"part-{part}").mkdir()
+        (folder / f"part-{part}" / "data").write_text("x" * 100)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.communicate()
+    log, go = tmp_path / "settled.log", tmp_path / "go"
+    command = [sys.executable, "-c", SWEEPER, str(tmp), str(log), str(go)]
+    sweepers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]  # fmt: skip
+    go.write_text("")
+    outcomes = [proc.communicate(timeout=60) for proc in sweepers]
+    assert [proc.returncode for proc in sweepers] == [0, 0], outcomes
+    assert sorted(out.strip() for out, _err in outcomes) == ["0", "1"]
+    assert len(log.read_text().splitlines()) == 1  # settled once
+    assert not folder.exists()
+
+
 KERNEL = """
 import sys
 import murmur_nb as mnb

@@ -143,7 +143,10 @@ def sweep(prefix: str, where: Path | None = None, *, settle: Settle | None = Non
             continue
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
             continue
-        if _abandoned(folder):
+        claim = _claim(folder)
+        if claim is None:
+            continue
+        try:  # the lock held while settling and removing: one sweeper has it, not two
             if settle is not None:
                 try:
                     settle(folder)
@@ -153,29 +156,33 @@ def sweep(prefix: str, where: Path | None = None, *, settle: Settle | None = Non
                     pass  # unreadable: nothing more can be done with it
             remove_tree(folder)
             removed.append(folder)
+        finally:
+            os.close(claim)
     return removed
 
 
-def _abandoned(folder: Path) -> bool:
-    """Whether ``folder``'s lock file exists and its lock can be taken (no process holds it)."""
+def _claim(folder: Path) -> int | None:
+    """The lock of an abandoned ``folder``, taken (a descriptor to close when done with it),
+    or None: no lock file, its lock held by a living owner or by another sweeper, or the
+    folder already removed by a sweeper that held it before (its lock file unlinked)."""
     try:
         top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return False
+        return None
     try:
         fd = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
     except OSError:
-        return False
+        return None
     finally:
         os.close(top)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_nlink == 0:
+            raise FileNotFoundError(LOCK)  # swept while this one waited to look
     except OSError:
-        return False
-    else:
-        return True
-    finally:
         os.close(fd)
+        return None
+    return fd
 
 
 def remove_tree(path: Path) -> None:
@@ -184,7 +191,8 @@ def remove_tree(path: Path) -> None:
     call folders, whose paths ``/proc`` names to every account, were read by another account
     while ``0755`` made them removable), each through a descriptor opened without following
     a link."""
-    for _folder, _dirs, _files, fd in os.fwalk(path):
-        with contextlib.suppress(OSError):
-            os.fchmod(fd, 0o700)
+    with contextlib.suppress(FileNotFoundError):  # already gone
+        for _folder, _dirs, _files, fd in os.fwalk(path):
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, 0o700)
     shutil.rmtree(path, ignore_errors=True)
