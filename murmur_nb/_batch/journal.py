@@ -55,7 +55,12 @@ from typing import NamedTuple
 
 from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.sealing_key import sealing_key
-from murmur_nb._files.trust import nearest_open_to_others, open_to_others, why_open
+from murmur_nb._files.trust import (
+    from_working_folder,
+    nearest_open_to_others,
+    open_to_others,
+    why_open,
+)
 from murmur_nb._rules import cache_dir, clipped
 
 __all__ = ["READ_CHUNK", "Finished", "Journal", "JournalKey", "default_path"]
@@ -349,7 +354,7 @@ def default_path(home: Path) -> Path:
     if os.geteuid() != 0:
         return home / "batches" / "journal.sqlite"
     for folder in (home / "batches", cache_dir() / "batches"):
-        if _open_part(_absolute(folder / "journal.sqlite")) is None:
+        if _open_part(from_working_folder(folder / "journal.sqlite")) is None:
             return folder / "journal.sqlite"
     return process_folder("murmur-nb-journal-") / "journal.sqlite"
 
@@ -374,7 +379,7 @@ def _placed(path: Path) -> Path:
     if os.geteuid() != 0:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
-    given = _absolute(path)
+    given = from_working_folder(path)
     why = _open_part(given)  # before anything is made: a link there would lead the mkdir
     if why is None:
         given.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -388,12 +393,6 @@ def _placed(path: Path) -> Path:
             "/root), or pass journal=None to keep nothing past this batch"
         )
     return Path(os.path.realpath(given))
-
-
-def _absolute(path: Path) -> Path:
-    """``path`` from the working folder when relative; a ``..`` stays (the walk of
-    :func:`_open_part` takes it as the kernel does, not as the text reads)."""
-    return path if path.is_absolute() else Path.cwd() / path
 
 
 def _open_part(given: Path) -> str | None:

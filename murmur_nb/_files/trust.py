@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 __all__ = [
+    "from_working_folder",
     "nearest_open_to_others",
     "nobody_else_can_move_in",
     "nobody_else_can_write",
@@ -100,6 +101,14 @@ def open_to_others(path: str | os.PathLike[str]) -> Path | None:
         return below
 
 
+def from_working_folder(path: str | os.PathLike[str]) -> Path:
+    """``path`` taken from the working folder when relative, nothing resolved: a ``..``
+    stays, for a walk (:func:`open_to_others`) to take as the kernel does, not as the text
+    reads."""
+    given = Path(os.fspath(path))
+    return given if given.is_absolute() else Path.cwd() / given
+
+
 def nearest_open_to_others(path: Path) -> Path | None:
     """:func:`open_to_others` of the nearest of ``path`` (absolute) and the folders above it
     that exists: what must be nobody else's before anything is made on the way to ``path``
@@ -128,8 +137,7 @@ def why_open_way(path: str | os.PathLike[str]) -> str | None:
     to make folders only where its user could make them anyway."""
     if os.geteuid() != 0:
         return None
-    given = Path(path)
-    culprit = nearest_open_to_others(given if given.is_absolute() else Path.cwd() / given)
+    culprit = nearest_open_to_others(from_working_folder(path))
     return None if culprit is None else why_open(culprit)
 
 

@@ -51,7 +51,7 @@ from murmur_nb._files import own_state
 from murmur_nb._files.artifacts import VerifiedArtifact, check_opened
 from murmur_nb._files.beneath import copy_sparse, open_beneath
 from murmur_nb._files.scratch import process_folder
-from murmur_nb._files.trust import why_open_way
+from murmur_nb._files.trust import from_working_folder, why_open_way
 from murmur_nb._rules import sha256_fd
 from murmur_nb.protocol import Artifact
 
@@ -109,7 +109,7 @@ class ArtifactStore:
     """
 
     def __init__(self, root: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
-        given = _absolute(root)
+        given = from_working_folder(root)
         _refuse_open_way(given, "nothing was made or staged there")  # before any mkdir
         self.root = Path(os.path.realpath(given))
         self.max_bytes = max_bytes
@@ -331,17 +331,10 @@ def _root_default(root: Path, private: Path, max_bytes: int | None) -> ArtifactS
     else can change the way to (:func:`_open_way`, before anything is made there) and that
     can be made, else a fresh ``0700`` one of this process (removed when it exits)."""
     for place in (root, private):
-        if _open_way(_absolute(place)) is None:
+        if _open_way(from_working_folder(place)) is None:
             with contextlib.suppress(OSError):  # a file in the way, a read-only file system
                 return ArtifactStore(place, max_bytes=max_bytes)
     return ArtifactStore(process_folder("murmur-nb-artifact-store-"), max_bytes=max_bytes)
-
-
-def _absolute(root: str | os.PathLike[str]) -> Path:
-    """``root`` from the working folder when relative; a ``..`` stays, for the walk of
-    :func:`_open_way` to take as the kernel does."""
-    given = Path(os.fspath(root))
-    return given if given.is_absolute() else Path.cwd() / given
 
 
 def _open_way(given: Path) -> str | None:
