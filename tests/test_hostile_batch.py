@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -396,3 +397,118 @@ def test_duplicate_columns_are_refused_naming_them(host: mnb.ModuleHost, log_roo
     assert "'n'" in message and "'tag'" not in message
     assert "df.columns" in message and "rename" in message
     assert runs(log_root) == []
+
+
+# -- a hostile payload on a Dask worker ------------------------------------------------------
+
+#: a Dask worker process installing the payload ``argv[1]`` (``(name, entries)``, a Python
+#: literal) as a worker does on its first row; prints what came of it and what its temporary
+#: folder holds after
+INSTALL = """\
+import ast, json, os, sys
+import murmur_nb as mnb
+from murmur_nb._batch.payload import Payload, install
+from murmur_nb._files.scratch import temp_folder
+name, entries = ast.literal_eval(sys.argv[1])
+try:
+    said = {"installed": str(install(Payload(name, "m.x", "sha256:" + "0" * 64, entries),
+                                     mnb.Policy()))}
+except Exception as exc:
+    said = {"refused": type(exc).__name__, "code": getattr(exc, "code", None),
+            "message": str(exc)}
+said["left"] = sorted(os.listdir(temp_folder()))
+print(json.dumps(said))
+"""
+
+
+def _install_on_a_worker(name: str, entries: tuple[Any, ...], tmp: Path) -> dict[str, Any]:
+    """:data:`INSTALL` in a process of its own whose temporary folder is ``tmp``."""
+    tmp.mkdir(exist_ok=True)
+    done = subprocess.run([sys.executable, "-c", INSTALL, repr((name, entries))], check=False,
+                          env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    said: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return said
+
+
+def _refused_for(said: dict[str, Any], reason: str) -> None:
+    """The worker refused the payload as ``digest_mismatch``, saying ``reason`` and what to
+    do, and left no folder of it behind."""
+    assert (said.get("refused"), said.get("code")) == ("DigestRefused", "digest_mismatch"), said
+    assert reason in said["message"], said["message"]
+    assert "nothing was installed or run" in said["message"]
+    assert "murmur-nb version" in said["message"]  # what to do
+    assert said["left"] == [], said  # the half-made home released at once
+
+
+@pytest.mark.parametrize(
+    "how", ["a file through a link", "a file over a link", "a folder through a link up",
+            "a name outside", "a name going up"],
+)  # fmt: skip
+def test_a_payload_writes_nothing_outside_the_workers_folder(
+    how: str, only_root: Path, tmp_path: Path
+) -> None:
+    """A payload is data a worker receives: one whose link entry is followed by an entry
+    inside it (or of its name), or whose module name is a path, had the worker write (as
+    root, on a root worker) an executable wherever the link or the name pointed, a file of
+    the victim's replaced. Every write now stays in the worker's folder: such a payload is
+    refused before anything is written, naming the entry."""
+    victim = only_root / "victim"
+    victim.write_bytes(b"kept\n")
+    temp = tmp_path / "tmp"
+    script = b"#!/bin/sh\necho planted\n"
+    name, entries, reason = {
+        "a file through a link": ("m", (("lib", "L", False, str(only_root).encode()),
+                                        ("lib/planted", "F", True, script)), "'lib/planted'"),
+        "a file over a link": ("m", (("victim", "L", False, str(victim).encode()),
+                                     ("victim", "F", True, script)), "'victim' twice"),
+        "a folder through a link up": ("m", (("up", "L", False, b"../../.."),
+                                             ("up/made", "D", False, b"")), "'up/made'"),
+        "a name outside": (str(only_root / "m"), (("module", "F", True, script),),
+                           "not a module id"),
+        "a name going up": ("../../made", (("module", "F", True, script),), "not a module id"),
+    }[how]  # fmt: skip
+    said = _install_on_a_worker(name, entries, temp)
+    # before: installed, with only_root/planted (or the victim) written, or temp/made made
+    _refused_for(said, reason)
+    assert sorted(p.name for p in only_root.iterdir()) == ["victim"]
+    assert victim.read_bytes() == b"kept\n"
+    assert list(temp.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("entries", "reason"),
+    [
+        ((("module", "X", True, b"x"),), "not (path, 'D' | 'F' | 'L', bool, bytes)"),
+        ((("module", "F", True, "#!/bin/sh"),), "not (path, 'D' | 'F' | 'L', bool, bytes)"),
+        ((("module", "F", True, b"x", "extra"),), "not (path, 'D' | 'F' | 'L', bool, bytes)"),
+        ((("", "D", False, b""),), "not a relative path inside the module folder"),
+        ((("a/./b", "F", False, b""),), "not a relative path inside the module folder"),
+        ((("a\x00b", "F", False, b""),), "not a relative path inside the module folder"),
+        ((("/etc/x", "F", False, b""),), "not a relative path inside the module folder"),
+        ((("a", "F", False, b""), ("a/b", "F", False, b"")), "which it did not ship as a folder"),
+        ((("a/b", "F", False, b""),), "which it did not ship as a folder"),
+        ((("a", "D", False, b""), ("a", "D", False, b"")), "'a' twice"),
+        ((("l", "L", False, b"\xff"),), "not a link target"),
+        ((("l", "L", False, b""),), "not a link target"),
+    ],
+    ids=["kind", "text-data", "five-fields", "empty", "dot", "nul", "absolute", "under-a-file",
+         "no-parent", "twice", "not-utf8", "empty-target"],
+)  # fmt: skip
+def test_a_malformed_payload_is_refused_naming_what_is_wrong(
+    entries: tuple[Any, ...], reason: str, tmp_path: Path
+) -> None:
+    """A payload of the wrong shape (as a kernel of another version might send) failed the
+    worker's task with whatever Python raised (``TypeError``, ``FileExistsError``, a file
+    written for an unknown kind), its half-made folder kept until the worker exited; now
+    it is a ``digest_mismatch`` row that says what is wrong and what to do."""
+    _refused_for(_install_on_a_worker("m", entries, tmp_path / "tmp"), reason)
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "m\x00"])
+def test_a_payload_named_no_module_is_refused(name: str, tmp_path: Path) -> None:
+    """``..`` would be the worker's own folder, beside its lock file."""
+    said = _install_on_a_worker(name, (("module", "F", True, b"x"),), tmp_path / "tmp")
+    _refused_for(said, "not a module id")
+
