@@ -512,3 +512,42 @@ def test_a_payload_named_no_module_is_refused(name: str, tmp_path: Path) -> None
     said = _install_on_a_worker(name, (("module", "F", True, b"x"),), tmp_path / "tmp")
     _refused_for(said, "not a module id")
 
+
+def test_a_worker_checks_each_payloads_digest_also_after_one_of_the_same_files(
+    host: mnb.ModuleHost, log_root: Path
+) -> None:
+    """Drives the worker task in this process (no cluster needed: the check is the task's
+    own). Two kernels whose checks differ (another version, a ``describe`` that answers
+    otherwise there) ship the same files under different module digests: a fresh worker
+    refuses the one its own host does not hash to, but one that had installed the same files
+    for the other kernel reused that host, its digest never compared, and ran the row."""
+    from dataclasses import replace
+
+    # private: the worker task and its hosts, driven as Dask would
+    from murmur_nb._batch.cluster import close_worker_hosts, run_on_worker
+    from murmur_nb._batch.payload import payload_of  # private: the module as shipped
+    from murmur_nb._batch.plan import plan_for  # private: the payload's plan
+
+    plan = plan_for(host, "batchy.work", poll_every=0.2, poll_timeout=60)
+    good = payload_of(plan, host.policy)
+    other = replace(good, module_digest="sha256:" + "1" * 64)  # the same files
+    task = (host.policy, {"n": 3}, 1, {"approve": False}, (0.2, 60.0), 1 << 20, "here")
+    try:
+        first, _ = run_on_worker(good, *task)
+        assert first["status"] == "ok" and runs(log_root, "work-3-*") != []
+        # before: "ok", a second work-3-* file in the log root
+        second, data = run_on_worker(other, *task)
+        assert second["status"] == "not_run", second
+        assert second["error"]["code"] == "digest_mismatch" and data == []
+        assert "sha256:" + "1" * 64 in second["error"]["message"]
+        assert len(runs(log_root)) == 1
+        again, _ = run_on_worker(good, *task)  # the good one's host still serves it
+        assert again["status"] == "ok" and len(runs(log_root)) == 2
+        # a payload unfit to install is a row not run, saying why, not a failed task
+        # (before: TypeError from hashing its text as bytes)
+        unfit = replace(good, entries=(("module", "F", True, "#!/bin/sh"),))
+        refused, _ = run_on_worker(unfit, *task)
+        assert (refused["status"], refused["error"]["code"]) == ("not_run", "digest_mismatch")
+        assert "not (path, 'D' | 'F' | 'L', bool, bytes)" in refused["error"]["message"]
+    finally:
+        close_worker_hosts()

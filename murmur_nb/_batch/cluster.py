@@ -64,7 +64,7 @@ from murmur_nb._batch.local import (
     rows_are_short,
     run_row,
 )
-from murmur_nb._batch.payload import DigestRefused, Payload, install, payload_of
+from murmur_nb._batch.payload import DigestRefused, Payload, install, payload_of, refuse_unfit
 from murmur_nb._batch.record import not_run_record
 from murmur_nb._exceptions import warn_if_plain_cluster
 from murmur_nb._files.scratch import release, temp_folder
@@ -121,8 +121,9 @@ _CLOSED_UNSENT = "the Dask client (or its cluster) closed before this row could 
 
 # -- on the worker -------------------------------------------------------------------------
 
-#: (payload contents, capability, policy, approve) -> this worker process's host and plan
-_hosts: dict[tuple[str, str, str, bool], tuple[ModuleHost, Any]] = {}
+#: (payload contents, module digest, capability, policy, approve) -> this worker process's
+#: host and plan
+_hosts: dict[tuple[str, str, str, str, bool], tuple[ModuleHost, Any]] = {}
 _hosts_lock = threading.Lock()
 
 
@@ -140,12 +141,15 @@ def close_worker_hosts() -> None:
 def worker_host(payload: Payload, policy: Policy, poll_every: float, poll_timeout: float,
                 approve: bool = False) -> tuple[ModuleHost, Any]:  # fmt: skip
     """This worker process's host for ``payload`` and its plan (the prepared call every row
-    runs), installed, described, checked and prepared once per process; ``approve``: the
-    kernel approved the batch (this host holds none of the kernel's pins)."""
+    runs), installed, described, checked and prepared once per process and module digest
+    (a host serves only the digest it was compared with); ``approve``: the kernel approved
+    the batch (this host holds none of the kernel's pins)."""
     from murmur_nb._batch.plan import plan_for  # noqa: PLC0415 - keeps the import graph flat
     from murmur_nb._modules.host import ModuleHost  # noqa: PLC0415
 
-    key = (payload.contents, payload.capability, repr(policy), approve)
+    refuse_unfit(payload, policy)  # before its contents are hashed for the key
+    # the digest too: a host is reused only for the digest it was compared with
+    key = (payload.contents, payload.module_digest, payload.capability, repr(policy), approve)
     with _hosts_lock:
         if key in _hosts:
             return _hosts[key]
