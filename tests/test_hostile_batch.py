@@ -551,3 +551,54 @@ def test_a_worker_checks_each_payloads_digest_also_after_one_of_the_same_files(
         assert "not (path, 'D' | 'F' | 'L', bool, bytes)" in refused["error"]["message"]
     finally:
         close_worker_hosts()
+
+
+#: a root Dask worker holding what a kernel shipped it (a module with its private
+#: ``config.env``) until its standard input closes
+HOLDER = """\
+import sys
+import murmur_nb as mnb
+from murmur_nb._batch.payload import Payload, install
+shipped = (("config.env", "F", False, b"TOKEN=s3cret\\n"), ("module", "F", True, b"#!/bin/sh\\n"))
+print(install(Payload("m", "m.x", "sha256:" + "0" * 64, shipped), mnb.Policy()), flush=True)
+sys.stdin.read()
+"""
+
+#: another root kernel on the machine: its module, given the temporary folder as its ``src``
+#: root, reads ``argv[3]``
+READER = """\
+import json, sys
+import murmur_nb as mnb
+with mnb.ModuleHost(home=sys.argv[1], policy=mnb.Policy(roots={"src": sys.argv[2]})) as host:
+    print(json.dumps(host.invoke("reacher.read", {"paths": [sys.argv[3]]}).result))
+"""
+
+
+@as_root
+def test_another_kernels_module_reads_nothing_a_root_worker_was_shipped(
+    reachable: Path, tmp_path: Path
+) -> None:
+    """A root kernel gives a module a root that holds the temporary folder (``/tmp``) while
+    a root Dask worker of the machine keeps the modules it was shipped there: the module read
+    another module's private ``config.env`` from the worker's folder (murmur-nb's own folders
+    are carved out of every root, but a worker's was not counted as one)."""
+    temp = reachable / "tmp"  # the machine's temporary folder, shared by both
+    temp.mkdir(mode=0o755)
+    home = tmp_path / "facet"
+    install(home, "reacher", "reacher")
+    env = {**os.environ, "TMPDIR": str(temp)}
+    with subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as worker:  # fmt: skip
+        assert worker.stdout is not None
+        secret = Path(worker.stdout.readline().strip(), "modules", "m", "config.env")
+        try:
+            assert secret.read_text() == "TOKEN=s3cret\n"
+            done = subprocess.run([sys.executable, "-c", READER, str(home), str(temp),
+                                   str(secret)], env=env, capture_output=True, text=True,
+                                  timeout=240, check=False)  # fmt: skip
+        finally:
+            worker.communicate(timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    # before: {"<worker>/modules/m/config.env": "TOKEN=s3cret\n"}
+    assert seen[str(secret)].startswith("error:"), seen

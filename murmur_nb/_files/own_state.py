@@ -17,9 +17,9 @@ What the folders are: the key folder and the cache folder where the environment 
 now, every folder a host of this process was opened on (:func:`keep`: a snapshot store or an
 artifact store given by path, a component cache), the folders this process holds in the
 temporary folder (:func:`.scratch.held`), and those of another murmur-nb process of this user
-there that keep its state (:data:`_PREFIXES`: a runs folder, a grant journal, a store; not
-the checker's scratch, whose roots a module is given). A folder is known by device and inode
-(:func:`identities`), not by its path text.
+there that keep its state (:data:`_PREFIXES`: a runs folder, a grant journal, a store, a Dask
+worker's shipped modules; not the checker's scratch, whose roots a module is given). A folder
+is known by device and inode (:func:`identities`), not by its path text.
 """
 
 from __future__ import annotations
@@ -39,11 +39,13 @@ _kept: dict[Path, None] = {}
 _kept_lock = threading.Lock()
 #: the process folders in the temporary folder that hold murmur-nb's own state (a host's runs
 #: folder, a root kernel's grant journal, a fallback store, cache or journal, built helpers,
-#: uid holds); not the folders murmur-nb makes *for* a module (the checker's scratch with the
-#: roots it maps, a CLI module home, a Dask worker's home), which a root may be or lie in
+#: uid holds, a Dask worker's copy of the modules shipped to it, each with its private
+#: ``config.env``: another root kernel's module given ``/tmp`` read them); not the folders
+#: murmur-nb makes *for* a module (the checker's scratch with the roots it maps, a CLI module
+#: home), which a root may be or lie in
 _PREFIXES = tuple(f"murmur-nb-{kind}-" for kind in (
     "runs", "grants", "snapshots", "artifact-store", "components", "builds", "journal",
-    "helpers", "uid"))
+    "helpers", "uid", "worker"))
 
 
 def keep(folder: Path) -> None:
