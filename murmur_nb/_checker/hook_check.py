@@ -11,6 +11,10 @@ Design notes
   ``messages.well_formed``. So a hook with one fault fails one rule.
 * **Twice, to see determinism.** Every case is driven twice (task start, then compaction, as
   a runtime does); the two answers of each call must match, unless a limit cut one of them.
+* **One answer at a time.** An answer may hold the whole result limit (16 MiB of text, 64 MiB
+  as Python text), and a check makes 30 calls: as each call returns, what the rules need of
+  its answer is taken (a digest, a short summary, the problem with its messages, its error
+  cut) and the answer dropped, so the checker holds one, not all 30 (2 GB).
 * The world (exports, imports) is read from the component's type before anything runs
   (:mod:`.hook_world`); a component that does not load skips the rules that need calls.
 """
@@ -18,6 +22,7 @@ Design notes
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import tempfile
 import time
@@ -41,7 +46,7 @@ from murmur_nb._hooks.host import FUNCS, HookHost
 from murmur_nb._hooks.results import HookResult
 from murmur_nb._hooks.runtime import Runtime
 from murmur_nb._progress import Progress, progress_bar
-from murmur_nb._rules import one_line
+from murmur_nb._rules import clipped, compact_json, one_line, printable
 
 __all__ = ["check_hook"]
 
@@ -49,16 +54,24 @@ _ROUNDS = 2
 #: The cases the hook without the grant is driven on.
 _DENIED_CASES = ("one",)
 _SHOWN = 3
+#: Characters of a returned id a row names (an id may be megabytes: the result limit's).
+_ID_CHARS = 80
+#: Characters of a call's error kept (rows quote at most 300, from its first 2,401).
+_ERROR_CHARS = 4096
 
 
 @dataclass(frozen=True)
 class Call:
-    """One handler call of the check: on which case, with what input, and its result."""
+    """One handler call of the check: on which case, its result without its payload (the
+    error cut), and what the rules need of what it answered: a digest, a short summary and,
+    for a list of messages, the problem with it (:func:`taken` makes one)."""
 
     case: Case
     event: str
     result: HookResult
-    given: tuple[Message, ...] = ()
+    answer: str = ""
+    said: str = ""
+    problem: str | None = None
 
     @property
     def where(self) -> str:
@@ -66,8 +79,16 @@ class Call:
 
 
 def row(check: str, status: HookStatus, detail: str) -> HookCheckResult:
+    """A rule's row. ``detail`` quotes the hook (its errors, its stderr, its ids), and every
+    view prints it (the text report and pytest to a terminal): its control characters and
+    bidirectional overrides are escaped here, once, after each quote was cut."""
     rule = HOOK_RULES[check]
-    return HookCheckResult(check, status, detail, rule.text, rule.fix)
+    return HookCheckResult(check, status, printable(detail), rule.text, rule.fix)
+
+
+def shown_id(message_id: str) -> str:
+    """A returned message's id as a row quotes it: cut, then ``repr``'d."""
+    return repr(clipped(message_id, _ID_CHARS))
 
 
 def check_hook(
@@ -330,6 +351,17 @@ class _CountingReader:
             raise
 
 
+def taken(case: Case, event: str, result: HookResult, given: tuple[Message, ...] = ()) -> Call:
+    """What the check keeps of one call; ``given`` is what ``on-compact`` was given."""
+    problem = None
+    if event == "compact" and result.ok:
+        problem = message_problem(given, result.value)
+    error = None if result.error is None else clipped(result.error, _ERROR_CHARS)
+    return Call(case, event, dataclasses.replace(result, value=None, error=error),
+                hashlib.sha256(compact_json(_answer(result))).hexdigest(), _said(result),
+                problem)  # fmt: skip
+
+
 def _drive(
     host: HookHost,
     store: ConversationStore,
@@ -353,8 +385,8 @@ def _drive(
             continue
         given = tuple(read_back(store, case))
         started = host.task_start(task_id=f"task-{case.name}", context_id=case.context_id)
-        calls.append(Call(case, "task-start", started["hook"]))
-        calls.append(Call(case, "compact", host.compact(given)["hook"], given))
+        calls.append(taken(case, "task-start", started["hook"]))
+        calls.append(taken(case, "compact", host.compact(given)["hook"], given))
         if tick is not None:
             tick(2)
     return calls
@@ -410,9 +442,11 @@ def _said(result: HookResult) -> str:
     if not result.ok:
         return f"{result.code} ({one_line(result.error or '', 80)})"
     if isinstance(result.value, list):
-        return f"ok with {len(result.value)} messages ({', '.join(m.id for m in result.value[:4])}"\
+        ids = ", ".join(clipped(m.id, _ID_CHARS) for m in result.value[:4])
+        return f"ok with {len(result.value)} messages ({ids}"\
             + (", ..." if len(result.value) > 4 else "") + ")"
-    return f"ok {one_line(repr(result.value), 80)}"
+    value = result.value  # a note may be megabytes: cut before repr copies it whole
+    return f"ok {one_line(repr(clipped(value, 80) if isinstance(value, str) else value), 80)}"
 
 
 def _determinism(rounds: tuple[list[Call], list[Call]]) -> HookCheckResult:
@@ -420,8 +454,8 @@ def _determinism(rounds: tuple[list[Call], list[Call]]) -> HookCheckResult:
         (one, two) for one, two in zip(*rounds, strict=True)
         if one is not two and not {one.result.code, two.result.code} & LIMIT_CODES
     ]  # fmt: skip
-    differ = [f"{one.where}: {_said(one.result)}, then {_said(two.result)}"
-              for one, two in pairs if _answer(one.result) != _answer(two.result)]  # fmt: skip
+    differ = [f"{one.where}: {one.said}, then {two.said}"
+              for one, two in pairs if one.answer != two.answer]  # fmt: skip
     if differ:
         return row("determinism", "fail", _listed(differ))
     left = len(rounds[0]) - len(pairs)
@@ -437,17 +471,19 @@ def message_problem(given: tuple[Message, ...], kept: list[Message]) -> str | No
         if not message.id:
             return f"message {i} has an empty id"
         if message.id in seen:
-            return f"id {message.id!r} is returned twice"
+            return f"id {shown_id(message.id)} is returned twice"
         seen.add(message.id)
         original = by_id.get(message.id)
         if original is not None and original != message:
             changed = [f.name for f in dataclasses.fields(Message)
                        if getattr(original, f.name) != getattr(message, f.name)]  # fmt: skip
-            return f"message {message.id!r} keeps an input id but changed its {', '.join(changed)}"
+            return (f"message {shown_id(message.id)} keeps an input id but changed its "
+                    f"{', '.join(changed)}")  # fmt: skip
         if original is None and not message.role:
-            return f"new message {message.id!r} has an empty role"
+            return f"new message {shown_id(message.id)} has an empty role"
         if message.role == "tool" and decode_tool_envelope(message.content) is None:
-            return f"tool message {message.id!r} does not carry the tool-message envelope"
+            return (f"tool message {shown_id(message.id)} does not carry the tool-message "
+                    "envelope")  # fmt: skip
     return None
 
 
@@ -457,9 +493,8 @@ def _well_formed(calls: list[Call]) -> HookCheckResult:
     for call in calls:
         if call.event == "compact" and call.result.ok:
             lists += 1
-            problem = message_problem(call.given, call.result.value)
-            if problem is not None:
-                bad.setdefault(f"{call.where}: {problem}")
+            if call.problem is not None:
+                bad.setdefault(f"{call.where}: {call.problem}")
     if bad:
         return row("messages.well_formed", "fail", _listed(list(bad)))
     return row("messages.well_formed", "pass", f"{lists} returned lists: ids present and "
@@ -473,7 +508,7 @@ def _not_granted(calls: list[Call], denied_reads: int) -> HookCheckResult:
     if not denied_reads:
         return row("grant.not_granted", "pass", "without the read grant the hook answered, and "
                    "it never called read-messages")  # fmt: skip
-    answers = "; ".join(f"{FUNCS[c.event]} {_said(c.result)}" for c in calls)
+    answers = "; ".join(f"{FUNCS[c.event]} {c.said}" for c in calls)
     times = "once" if denied_reads == 1 else f"{denied_reads} times"
     return row("grant.not_granted", "pass", f"read-messages answered not-granted {times} and "
                f"the hook went on: {answers}")  # fmt: skip

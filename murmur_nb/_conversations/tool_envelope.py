@@ -127,8 +127,9 @@ def encode_cleaned(call_ids: list[Any], errors: list[Any], bodies: list[Any]) ->
 def decode(content: str) -> dict[str, Any] | None:
     """The ``tool_call_id``, ``is_error`` and ``body`` of a tool envelope, or ``None``.
 
-    ``None`` when ``content`` is not JSON or not an object whose ``__murmur_tool_msg__``
-    is ``true``.
+    ``None`` when ``content`` is not JSON, nests deeper than the stdlib reads (its
+    ``RecursionError``: a guest's ``[[[...`` is no envelope, not a crash of its reader), or is
+    not an object whose ``__murmur_tool_msg__`` is ``true``.
 
     Examples
     --------
@@ -139,7 +140,7 @@ def decode(content: str) -> dict[str, Any] | None:
     """
     try:
         value = json.loads(content)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     if not isinstance(value, dict) or value.get(ENVELOPE_KEY) is not True:
         return None
