@@ -7,6 +7,14 @@ from pathlib import Path
 import wasmtime
 
 WAT = Path(__file__).with_name("wat")
+#: component.wat's "host" instance, and the one that also gives the hook wasi:random
+HOST = '(core instance $host (export "read-messages" (func $read-lowered)))'
+RANDOM = """(import "wasi:random/random@0.2.0" (instance $random
+    (export "get-random-u64" (func (result u64)))))
+  (alias export $random "get-random-u64" (func $get-random-u64))
+  (core func $random-lowered (canon lower (func $get-random-u64)))
+  (core instance $host (export "read-messages" (func $read-lowered))
+                       (export "random" (func $random-lowered)))"""
 
 
 def component_text(core_file: str) -> str:

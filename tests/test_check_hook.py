@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import wasmtime
+from _wat import HOST, RANDOM
 
 import murmur_nb as mnb
 
@@ -31,13 +32,6 @@ RULES = ["world.exports", "world.imports", "handlers.answer", "limits", "determi
 #: The core-module faults of checked.wat, by the rule each breaks.
 CORE_FAULTS = {"handlers.answer": 1, "limits": 2, "messages.well_formed": 3, "determinism": 4,
                "grant.not_granted": 5}  # fmt: skip
-HOST = '(core instance $host (export "read-messages" (func $read-lowered)))'
-RANDOM = """(import "wasi:random/random@0.2.0" (instance $random
-    (export "get-random-u64" (func (result u64)))))
-  (alias export $random "get-random-u64" (func $get-random-u64))
-  (core func $random-lowered (canon lower (func $get-random-u64)))
-  (core instance $host (export "read-messages" (func $read-lowered))
-                       (export "random" (func $random-lowered)))"""
 VAULT = '(component\n  (import "murmur:secrets/vault@1.0.0" (instance (export "get" (func))))\n'
 
 

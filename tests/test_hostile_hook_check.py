@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import wasmtime
+from _wat import HOST, RANDOM
 
 import murmur_nb as mnb
 
@@ -127,14 +128,6 @@ HOSTILE = """(module
         (return (call $result (i32.const 0) (local.get $list) (i32.const 1)))))
     (call $result (i32.const 0) (local.get $p) (local.get $n))))
 """
-#: component.wat's "host" instance, and the one that also gives the hook wasi:random.
-HOST = '(core instance $host (export "read-messages" (func $read-lowered)))'
-RANDOM = """(import "wasi:random/random@0.2.0" (instance $random
-    (export "get-random-u64" (func (result u64)))))
-  (alias export $random "get-random-u64" (func $get-random-u64))
-  (core func $random-lowered (canon lower (func $get-random-u64)))
-  (core instance $host (export "read-messages" (func $read-lowered))
-                       (export "random" (func $random-lowered)))"""
 
 
 def hostile_component(mode: int) -> bytes:
