@@ -15,6 +15,7 @@
 * :func:`escape_control` / :func:`escape_bidi` — what a module, a guest or a record wrote,
   shown: control characters (but newline and tab) and bidirectional overrides as escapes.
 * :func:`clipped` — what a module wrote, cut to a label's length before it is shown.
+* :func:`printable_json` — JSON text a terminal shows as it is (the ``murmur-nb`` output).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ __all__ = [
     "murmur_home",
     "one_line",
     "printable",
+    "printable_json",
     "readable",
     "rfc3339_instant",
     "sha256_fd",
@@ -303,6 +305,30 @@ def printable(text: str) -> str:
     (``\\x1b``), so a module's text cannot clear the reader's terminal, retitle it or move
     its cursor when it is shown as ``text/plain`` (or in a traceback)."""
     return escape_control(readable(text))
+
+
+#: what JSON text leaves raw of :data:`_CONTROL` (DEL and the C1 controls: ``\x9b`` is a
+#: CSI, as ``\x1b[`` is, to a terminal that reads C1), and lone surrogates (no UTF-8 form)
+_JSON_UNSHOWN = re.compile(f"{_CONTROL.pattern}|[\ud800-\udfff]")
+
+
+def _json_escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def printable_json(
+    value: Any, *, indent: int | None = None, separators: tuple[str, str] | None = None
+) -> str:
+    r"""``value`` as JSON text with non-ASCII characters kept, that shows as it is on a
+    terminal: the control characters JSON allows raw in a string (DEL, ``\x80`` to ``\x9f``),
+    the bidirectional overrides (:func:`escape_control`'s) and lone surrogates are written
+    as ``\u`` escapes, so a JSON reader reads the same value and a terminal acts on none.
+
+    >>> printable_json(["caf\u00e9 \x9b2J \u202e"])
+    '["café \\u009b2J \\u202e"]'
+    """
+    text = json.dumps(value, indent=indent, separators=separators, ensure_ascii=False)
+    return _JSON_UNSHOWN.sub(_json_escaped, text)
 
 
 def escape_bidi(text: str) -> str:

@@ -66,7 +66,7 @@ from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.request import poll_request
 from murmur_nb._render.presentation import resolve
-from murmur_nb._rules import clipped, facet_studio_home, usable_cores
+from murmur_nb._rules import clipped, facet_studio_home, printable, printable_json, usable_cores
 from murmur_nb._schemas.descriptor import descriptor_digest
 from murmur_nb.protocol import Capability, Descriptor
 
@@ -126,11 +126,16 @@ def result(
     reproduce: str = "", stderr: str = "", sent: Any = None, returncode: int | None = None,
 ) -> CheckResult:
     """A report row for ``check``, with the rule's text and fix filled in (``sent``: the
-    input a reproduction sends)."""
+    input a reproduction sends).
+
+    ``path`` and ``detail`` quote the module (a key it wrote, a requirement's words, its
+    error), and every view prints them (the text report to a terminal): their control
+    characters and bidirectional overrides are escaped here, once, after each quote was cut.
+    """
     rule = RULES[check]
     return CheckResult(
-        check, status, rule.text, capability, path, detail, rule.fix, reproduce, stderr,
-        sent, returncode,
+        check, status, rule.text, capability, printable(path), printable(detail), rule.fix,
+        reproduce, stderr, sent, returncode,
     )
 
 
@@ -570,7 +575,7 @@ class _Checker:
         flags = ["--approve"] if approve else []
 
         def line(value: Any, validate: bool) -> str:
-            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            text = printable_json(value, separators=(",", ":"))
             unchecked = [] if validate else ["--no-validate"]
             return shlex.join(["murmur-nb", *where, "invoke", capability, text, *flags,
                                *unchecked])  # fmt: skip

@@ -37,6 +37,7 @@ from murmur_nb._modules.gate import SandboxGate
 from murmur_nb._modules.policy import Policy
 from murmur_nb._modules.snapshot import Refused, SnapshotStore
 from murmur_nb._modules.workspace import Workspace
+from murmur_nb._rules import clipped
 from murmur_nb._sandbox import run_launched
 from murmur_nb._schemas.descriptor import decode_describe
 from murmur_nb.protocol import (
@@ -153,10 +154,13 @@ def _objects(value: Any) -> list[tuple[int, dict[str, Any]]]:
 
 def _unknown(data: dict[str, Any], model: type[BaseModel], prefix: str, level: str
              ) -> list[UnknownKey]:  # fmt: skip
+    """The keys of ``data`` no field of ``model`` names, each cut to a label's length (a
+    megabytes-long key, quoted in the row's path and detail, made a report of twice that)."""
     fields = list(model.model_fields)
     out = []
     for key in data:
         if key not in model.model_fields:
             close = difflib.get_close_matches(str(key), fields, n=1)
-            out.append(UnknownKey(f"{prefix}{key}", str(key), level, close[0] if close else ""))
+            shown = clipped(str(key))
+            out.append(UnknownKey(f"{prefix}{shown}", shown, level, close[0] if close else ""))
     return out

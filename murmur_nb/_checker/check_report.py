@@ -20,7 +20,6 @@ Design notes
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import textwrap
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from murmur_nb._checker.check_html import BLOCKS, report_html
+from murmur_nb._rules import printable_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -163,7 +163,7 @@ def exit_words(returncode: int | None) -> str:
 
 def pretty_json(value: Any) -> str:
     """``value`` as indented JSON (non-ASCII kept), cut after 2,000 characters."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
+    text = printable_json(value, indent=2)
     if len(text) <= _INPUT_CHARS:
         return text
     return f"{text[:_INPUT_CHARS]}\n... ({len(text)} characters; the reproduction has all)"
@@ -284,7 +284,7 @@ class CheckReport(Results[CheckResult]):
     def to_json(self, indent: int | None = None) -> str:
         """Everything in the report as one JSON document (the ``--json`` output);
         :meth:`to_dict` is the same as Python data."""
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        return printable_json(self.to_dict(), indent=indent)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything in the report as JSON-ready data (:meth:`to_json` is its text)."""

@@ -73,7 +73,7 @@ from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import GRANT_KINDS, Policy
 from murmur_nb._modules.request import check_bounds
 from murmur_nb._modules.workspace import refuse_open_way
-from murmur_nb._rules import facet_studio_home
+from murmur_nb._rules import facet_studio_home, printable_json
 
 __all__ = ["main", "write_out"]
 
@@ -699,7 +699,7 @@ def _run_host_command(
         except KeyboardInterrupt:
             print("murmur-nb: interrupted; the module's process tree was killed", file=sys.stderr)
             return 130
-    write_out(json.dumps(output, indent=2, ensure_ascii=False) + "\n")
+    write_out(printable_json(output, indent=2) + "\n")
     return status
 
 

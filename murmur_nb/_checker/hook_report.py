@@ -9,13 +9,13 @@ failure and warning, skipped rules one line per reason, the passes folded into o
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from murmur_nb._checker.check_html import report_html
 from murmur_nb._checker.check_report import STATUSES, Results, Status
+from murmur_nb._rules import printable_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -124,7 +124,7 @@ class HookCheckReport(Results[HookCheckResult]):
     def to_json(self, indent: int | None = None) -> str:
         """Everything in the report as one JSON document (the ``--json`` output);
         :meth:`to_dict` is the same as Python data."""
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        return printable_json(self.to_dict(), indent=indent)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything in the report as JSON values (:meth:`to_json` is its text)."""

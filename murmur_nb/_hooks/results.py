@@ -10,6 +10,7 @@ from typing import Any
 
 from murmur_nb._hooks.config import HookLimits
 from murmur_nb._hooks.diagnostics import explain, guest_reports_oom
+from murmur_nb._rules import one_line, printable
 
 __all__ = ["CAPTURE_LIMIT", "Capture", "HookInfo", "HookResult", "outcome"]
 
@@ -55,7 +56,8 @@ class HookResult:
     fuel_used: int = 0
 
     def __repr__(self) -> str:
-        state = "ok" if self.ok else f"{self.code}: {self.error}"
+        # the hook's err (up to the result limit) on one line, cut, then its escapes escaped
+        state = "ok" if self.ok else f"{self.code}: {printable(one_line(self.error or ''))}"
         return f"HookResult({self.hook_id!r}, {self.event}, {state}, {self.duration_ms:.2f} ms)"
 
 
