@@ -153,11 +153,12 @@ def evidence(outcome: Invocation | ModuleHostError) -> Evidence:
 
 def stderr_tail(outcome: Invocation | ModuleHostError) -> str:
     """The last lines of the module's stderr (at most 20 lines, 2 KiB), control characters
-    escaped, so a report shows what the module said without letting it style the report."""
+    and bidirectional overrides escaped (:func:`~murmur_nb._rules.printable`), so a report
+    shows what the module said without letting it style the report or the terminal."""
     inv = outcome if isinstance(outcome, Invocation) else outcome.invocation
     text = inv.stderr if inv is not None else ""
     tail = "\n".join(text.rstrip().splitlines()[-_TAIL_LINES:])[-_TAIL_CHARS:]
-    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in tail)
+    return printable(tail)
 
 
 def check_module(
