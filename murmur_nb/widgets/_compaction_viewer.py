@@ -3,7 +3,9 @@
 The plain call is :func:`murmur_nb._replay.diff.compaction_diff` (through
 ``CompactionViewer.diff``); this view draws it. Two columns: the window the hook was
 offered, dropped messages struck through, and what it returned, new messages (a summary)
-marked. A failed call (a trap, fuel or memory exhausted) decided nothing: it reads as a
+marked. A message's content is cut at :data:`SHOWN_CHARS`, its id and role at a label's
+length, and the hook's error as a module's message is (a hook's answer may be 16 MiB). A
+failed call (a trap, fuel or memory exhausted) decided nothing: it reads as a
 failure, the offered messages plain and none counted or struck as dropped. Every mark is
 a border, a badge or a line through the text, never a tinted background, so both
 JupyterLab themes keep their own contrast; static HTML shows the same.
@@ -15,7 +17,9 @@ from typing import Any
 
 import ipywidgets as w
 
+from murmur_nb._render.card import said
 from murmur_nb._replay.diff import CompactionDiff, compaction_diff
+from murmur_nb._rules import clipped
 from murmur_nb.widgets._html import BORDER, FG, FG_MUTED, TextView, badge, esc, tone_colour
 
 __all__ = ["CompactionViewer"]
@@ -36,7 +40,7 @@ def _message_html(status: str, m: Any) -> str:
     if status == "dropped":
         body = f"<del>{body}</del>"
     mark = badge("new", "info") if status == "new" else ""
-    head = f"{mark}<b>{esc(m.role)}</b> <code>{esc(m.id)}</code>"
+    head = f"{mark}<b>{esc(clipped(m.role))}</b> <code>{esc(clipped(m.id))}</code>"
     return (
         f'<div class="murmur-msg murmur-msg-{status}" style="border-left:4px solid '
         f'{tone_colour(_MARK[status])};padding:1px 6px;margin:2px 0;color:'
@@ -64,7 +68,7 @@ def diff_html(diff: CompactionDiff) -> str:
         head = (
             f'<div class="murmur-compaction-head" data-state="failed">'
             f"{badge(f'failed: {diff.code}', 'error')}{where}{_failed_words(diff)}</div>"
-            f'<pre class="murmur-compaction-error">{esc(diff.error)}</pre>'
+            f'<pre class="murmur-compaction-error">{esc(said(diff.error or ""))}</pre>'
         )
     lines = diff.lines()
     offered = "".join(_message_html(s, m) for s, m in lines if s != "new")

@@ -41,7 +41,7 @@ from murmur_nb._conversations import tool_envelope
 from murmur_nb._conversations.frames import read_conversation
 from murmur_nb._conversations.store import MAX_PAGE, ConversationStore
 from murmur_nb._exceptions import ConversationReadError, MurmurError
-from murmur_nb._rules import one_line
+from murmur_nb._rules import clipped, one_line, printable
 from murmur_nb.widgets._html import (
     FG,
     FG_MUTED,
@@ -63,6 +63,9 @@ _WALK_PAGE = 100
 _SHORT = 120
 #: a body this short and on one line is shown whole in its row, with nothing to expand
 _ONE_LINE = 90
+#: characters of a message's body its row expands to; a longer one is cut, with a line
+#: saying where it is whole (a record's 4 MB of quotes was 24 MB of the page's HTML)
+BODY_CHARS = 10_000
 
 
 class _Note:
@@ -107,6 +110,14 @@ def unknown_context_warning(store: Any, context_id: str) -> str | None:
         return None
     listed = ", ".join(known[:5]) or "none"
     return f"context {context_id!r} has no record in the store (it has: {listed})"
+
+
+def _cut_line(body: str) -> str:
+    """What a body cut at :data:`BODY_CHARS` left out, and where it is whole; else ``""``."""
+    if len(body) <= BODY_CHARS:
+        return ""
+    more = f"… {len(body) - BODY_CHARS:,} more characters: Message.content keeps it whole"
+    return f'<div style="color:{FG_MUTED}">{esc(more)}</div>'
 
 
 class ConversationExplorer(TextView):
@@ -197,7 +208,9 @@ class ConversationExplorer(TextView):
         self.older_button = w.Button(description="Older ▶", layout=_fit())
         self.oldest_button = w.Button(description="Oldest »", layout=_fit())
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=_fit())
-        self.role_filter = w.Dropdown(description="Role", options=[_ALL, *_ROLES], value=_ALL)
+        #: the role filter's roles, as the record has them (its labels are escaped, cut)
+        self._roles: list[str] = [_ALL, *_ROLES]
+        self.role_filter = w.Dropdown(description="Role", options=self._roles, value=_ALL)
         self.text_filter = w.Text(
             description="Contains", placeholder="text, then Enter", continuous_update=False
         )
@@ -478,11 +491,13 @@ class ConversationExplorer(TextView):
             self._draw()
             return False
         self._end = None if end is None or end >= self.page.total else end
-        seen = {m.role for m in self.page.messages} - {_ALL, *self.role_filter.options}
-        roles = [*self.role_filter.options, *sorted(seen)]
-        if list(self.role_filter.options) != roles:
+        seen = {m.role for m in self.page.messages} - {_ALL, *self._roles}
+        if seen:
             current = self.role_filter.value
-            self.role_filter.options = roles
+            self._roles = roles = [*self._roles, *sorted(seen)]
+            labels = [printable(clipped(role)) for role in roles]
+            pairs = list(zip(labels, roles, strict=True))
+            self.role_filter.options = roles if labels == roles else pairs
             self.role_filter.value = current if current in roles else _ALL
         self._draw()
         return True
@@ -526,11 +541,14 @@ class ConversationExplorer(TextView):
         tone = {"user": "info", "assistant": "ok", "tool": "warn", "system": "muted"}.get(
             m.role, "muted"
         )
-        fields = [f"<code>{esc(m.id)}</code>"]
+        ident = esc(clipped(m.id))
+        fields = [f"<code>{ident}</code>"]
         if m.created_at:
-            fields.append(f'<span class="murmur-field">{esc(m.created_at)}</span>')
+            fields.append(f'<span class="murmur-field">{esc(clipped(m.created_at))}</span>')
         if m.name:
-            fields.append(f'<span class="murmur-field">name <code>{esc(m.name)}</code></span>')
+            fields.append(
+                f'<span class="murmur-field">name <code>{esc(clipped(m.name))}</code></span>'
+            )
         envelope = tool_envelope.decode(m.content) if m.role == "tool" else None
         if envelope is not None:
             flag = (
@@ -542,7 +560,7 @@ class ConversationExplorer(TextView):
             )
             fields.append(
                 f'<span class="murmur-field">tool_call_id '
-                f"<code>{esc(envelope['tool_call_id'])}</code></span>{flag}"
+                f"<code>{esc(clipped(envelope['tool_call_id']))}</code></span>{flag}"
             )
             raw = envelope["body"]
             body = raw if isinstance(raw, str) else json.dumps(raw, indent=2, ensure_ascii=False)
@@ -550,16 +568,17 @@ class ConversationExplorer(TextView):
             body = str(m.content)
         sep = f'<span style="color:{FG_MUTED}"> · </span>'
         style = f"border-left:3px solid {tone_colour(tone)};padding:1px 8px;margin:2px 0"
+        role = badge(clipped(m.role), tone)
         if "\n" not in body and len(body) <= _ONE_LINE:  # all of it fits the row
-            row = badge(m.role, tone) + sep.join([*fields, esc(body)])
-            return f'<div class="murmur-message" data-id="{esc(m.id)}" style="{style}">{row}</div>'
+            row = role + sep.join([*fields, esc(body)])
+            return f'<div class="murmur-message" data-id="{ident}" style="{style}">{row}</div>'
         preview = f'<span style="color:{FG_MUTED}">{esc(one_line(body, _ONE_LINE))}</span>'
-        summary = badge(m.role, tone) + sep.join(fields) + sep + preview
+        summary = role + sep.join(fields) + sep + preview
         return (
-            f'<details class="murmur-message" data-id="{esc(m.id)}"{" open" if opened else ""} '
+            f'<details class="murmur-message" data-id="{ident}"{" open" if opened else ""} '
             f'style="{style}"><summary>{summary}</summary>'
             f"<pre style='margin:2px 0;white-space:pre-wrap;max-height:24em;overflow:auto;"
-            f"color:{FG}'>{esc(body)}</pre></details>"
+            f"color:{FG}'>{esc(clipped(body, BODY_CHARS))}</pre>{_cut_line(body)}</details>"
         )
 
     def text(self) -> str:

@@ -35,6 +35,7 @@ from murmur_nb._files.scratch import temp_folder
 from murmur_nb._forms.form import quoted
 from murmur_nb._modules.staging import StagedArtifact
 from murmur_nb._render.core import format_size
+from murmur_nb._rules import clipped, printable
 from murmur_nb.widgets._html import FG_MUTED, esc
 
 __all__ = ["FilePicker", "is_file_ref"]
@@ -63,11 +64,16 @@ def _name(item: Any) -> str:
 
 
 def _label(item: Any) -> str:
+    """A file as its option reads: plain text, a module's words cut and their control
+    characters and bidirectional overrides escaped (``invoice_\u202egnp.exe`` read as
+    ``invoice_exe.png``)."""
     if isinstance(item, dict):
-        return f"{item.get('root')}:{item.get('path')} · given in code"
+        return printable(f"{clipped(str(item.get('root')))}:{clipped(str(item.get('path')))}"
+                         " · given in code")  # fmt: skip
     art = item.artifact if isinstance(item, StagedArtifact) else item
     where = "staged" if isinstance(item, StagedArtifact) else "verified"
-    return f"{_name(item)} · {art.media_type} · {format_size(art.bytes)} · {where}"
+    size = format_size(art.bytes)
+    return printable(f"{clipped(_name(item))} · {clipped(art.media_type)} · {size} · {where}")
 
 
 def _ref_of(ref: Any) -> dict[str, str]:

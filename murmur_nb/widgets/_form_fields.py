@@ -22,7 +22,7 @@ import ipywidgets as w
 
 from murmur_nb._forms.form import UNSET, FieldSpec, SchemaForm
 from murmur_nb._render.card import said
-from murmur_nb._rules import clipped
+from murmur_nb._rules import clipped, printable
 from murmur_nb.widgets._file_picker import is_file_ref
 from murmur_nb.widgets._html import FG_MUTED, esc, field_label, tone_colour
 
@@ -40,8 +40,9 @@ NOT_SET = "— not set —"
 
 
 def option_label(value: Any) -> str:
-    """An enum's value as its option reads, cut to a label's length."""
-    return clipped(value if isinstance(value, str) else json.dumps(value))
+    """An enum's value as its option reads, cut to a label's length, its control characters
+    and bidirectional overrides written as escapes (:func:`~murmur_nb._rules.printable`)."""
+    return printable(clipped(value if isinstance(value, str) else json.dumps(value)))
 
 
 def flatten(
@@ -64,10 +65,11 @@ def help_text(spec: FieldSpec) -> str:
 
 def accessible_name(spec: FieldSpec) -> str:
     """What a screen reader announces for a field's control (also its hover tooltip): the
-    title, ``required`` when it is, then the help line."""
+    title, ``required`` when it is, then the help line; plain text, so escaped as text is
+    (:func:`~murmur_nb._rules.printable`)."""
     name = f"{clipped(spec.title)} (required)" if spec.required else clipped(spec.title)
     line = help_text(spec)
-    return f"{name}: {line}" if line else name
+    return printable(f"{name}: {line}" if line else name)
 
 
 def error_html(message: str | None) -> str:

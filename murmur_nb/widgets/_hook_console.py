@@ -15,6 +15,10 @@ the same on any machine, while the live HTML keeps the paths this machine can op
 the store has no record of is warned about beside the picker and above the results: the
 hooks still run (a runtime may fire before anything was written), but "0 messages" then
 does not look like a quiet success.
+
+What a hook returned or wrote (a note, an err string, both up to the result limit's 16 MiB)
+is cut as a module's message is (:func:`~murmur_nb._render.card.said`, 2,000 characters) in
+the HTML as in the text: the whole stays on :attr:`HookConsole.results`.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import ipywidgets as w
 
 from murmur_nb._conversations.store import check_context_id
 from murmur_nb._exceptions import MurmurError
+from murmur_nb._render.card import said
 from murmur_nb._rules import one_line
 from murmur_nb.widgets._conversation_explorer import unknown_context_warning
 from murmur_nb.widgets._html import TextView, badge, esc, portable, require, volatile
@@ -244,8 +249,8 @@ class HookConsole(TextView):
                 f"{badge(events, 'info')}"
                 f"{badge(grant, 'ok' if 'granted' in grant and 'not' not in grant else 'muted')}"
                 f"{badge(_limits_text(h), 'muted')}"
-                + "".join(f"<br>{badge('note', 'warn')}{esc(n)}" for n in _notes(h))
-                + (f"<br>{badge('load error', 'error')}{esc(error)}" if error else "")
+                + "".join(f"<br>{badge('note', 'warn')}{esc(said(n))}" for n in _notes(h))
+                + (f"<br>{badge('load error', 'error')}{esc(said(error))}" if error else "")
                 + "</li>"
             )
         return f"<b>Hooks</b><ul>{''.join(rows) or '<li>none configured</li>'}</ul>"
@@ -253,7 +258,7 @@ class HookConsole(TextView):
     def _results_html(self) -> str:
         if self.error is not None:
             code = getattr(self.error, "code", "error")
-            return f"<div>{badge(str(code), 'error')}{esc(self.error)}</div>"
+            return f"<div>{badge(str(code), 'error')}{esc(said(str(self.error)))}</div>"
         if self.event is None:
             return ""
         rows = []
@@ -262,9 +267,9 @@ class HookConsole(TextView):
             rows.append(f"<li>{badge('warning', 'warn')}{esc(warning)}</li>")
         for hook_id, r in self.results.items():
             outcome = (
-                badge("ok", "ok") + f"<pre>{esc(_value_text(r.value))}</pre>"
+                badge("ok", "ok") + f"<pre>{esc(said(_value_text(r.value)))}</pre>"
                 if r.ok
-                else badge(f"error: {r.code}", "error") + f"<pre>{esc(r.error)}</pre>"
+                else badge(f"error: {r.code}", "error") + f"<pre>{esc(said(r.error or ''))}</pre>"
             )
             fuel = f" · fuel {r.fuel_used}" if getattr(r, "fuel_used", None) is not None else ""
             took = f"{getattr(r, 'duration_ms', 0):.1f} ms"
@@ -286,16 +291,17 @@ class HookConsole(TextView):
             lines.append(f"  {h.id} ({_component_name(h)}) events: {events}; {_grant_text(h)}")
             if _limits_text(h):
                 lines.append(f"    {_limits_text(h)}")
-            lines += [f"    note: {n}" for n in _notes(h)]
+            lines += [f"    note: {said(n)}" for n in _notes(h)]
             error = _load_error(h)
             if error:
-                lines.append(f"    load error: {error}")
+                lines.append(f"    load error: {said(error)}")
         if self.event is not None:
             lines.append(f"  fired {self.event} on {self.context_picker.value}:")
             if self.unknown_context:
                 lines.append(f"    warning: {self.unknown_context}")
             if self.error is not None:
-                lines.append(f"    error {getattr(self.error, 'code', '')}: {self.error}")
+                error = said(str(self.error))
+                lines.append(f"    error {getattr(self.error, 'code', '')}: {error}")
             for hook_id, r in self.results.items():
                 if r.ok:
                     lines.append(f"    {hook_id}: ok {one_line(_value_text(r.value), _SHORT)}")

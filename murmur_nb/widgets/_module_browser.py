@@ -173,14 +173,14 @@ def _documents(info: ModuleInfo) -> list[tuple[str, tuple[str, str, str]]]:
         for skill_id in cap.skills or ():
             users.setdefault(skill_id, []).append(cap.id)
     out = [
-        (f"{info.id} · overlay {clipped(o.id)} — {clipped(o.title)} · {o.tokens} tokens",
+        (printable(f"{info.id} · overlay {clipped(o.id)} — {clipped(o.title)} · {o.tokens} tokens"),
          (info.id, "overlay", o.id))
         for o in d.agent_overlays or ()
     ]  # fmt: skip
     for s in d.skills or ():
         used = f" ({listed(users[s.id])})" if s.id in users else ""
         label = f"{info.id} · skill {clipped(s.id)} — {clipped(s.title)} · {s.tokens} tokens{used}"
-        out.append((label, (info.id, "skill", s.id)))
+        out.append((printable(label), (info.id, "skill", s.id)))
     return out
 
 
@@ -739,8 +739,8 @@ class ModuleBrowser(TextView):
         if built is not None and built[0] == info.id:
             return built[1]
         button = w.Button(
-            description=clipped(cap.id),
-            tooltip=f"open {clipped(cap.id)}: {clipped(cap.title or cap.summary)}",
+            description=printable(clipped(cap.id)),
+            tooltip=printable(f"open {clipped(cap.id)}: {clipped(cap.title or cap.summary)}"),
             layout=w.Layout(width="auto", min_width="max-content"),
         )  # fmt: skip
         button.add_class("murmur-cap")
