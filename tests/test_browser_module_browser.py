@@ -77,7 +77,12 @@ def open_capability(lab: LabPage, step: str) -> dict[str, Any]:
         select = lab.see(BROWSER, ".widget-dropdown select")
         label = next(o for o in select.locator("option").all_inner_texts()
                      if o.replace("\xa0", " ").split()[0] == capability)  # fmt: skip
-        select.select_option(label=label)
+        chosen = "s => s.options[s.selectedIndex] && s.options[s.selectedIndex].text"
+        for _ in range(3):  # a picker the kernel drew again meanwhile shows its own value
+            select.select_option(label=label)
+            lab.page.wait_for_timeout(300)
+            if select.evaluate(chosen) == label:
+                break
         lab.see(BROWSER, "button:has-text('Open form')").click()
     else:
         capability = step
