@@ -492,6 +492,25 @@ def test_a_long_running_capability_polls_by_itself_with_progress(host: ModuleHos
     assert quick.live is not None and quick.live.polls == 0 and quick.live.state == "ok"
 
 
+def test_a_long_running_run_keeps_one_result_view_open_not_one_a_poll(host: ModuleHost) -> None:
+    """Each poll's view replaces the last one in the run, which closes it with its parts:
+    before, every poll left its view (its HTML, output and layouts) open in the kernel and
+    the page for as long as the kernel ran, about 20 KB a poll of a job polled for hours."""
+    from ipywidgets.widgets.widget import _instances  # private: the kernel's open widgets
+
+    from murmur_nb.widgets import LiveRun
+
+    before = set(_instances)
+    live = LiveRun(host, "studio.storyboard", {"title": "T", "scenes": ["Open", "Mid", "Close"]},
+                   interval=0.1)  # fmt: skip
+    assert live.wait(120) and live.state == "ok" and live.polls == 3
+    made = {key: widget for key, widget in _instances.items() if key not in before}
+    views = [widget for widget in made.values() if isinstance(widget, InvocationView)]
+    assert views == [live.view]  # the start's and the first two polls' are closed
+    shown = live.view.header.model_id
+    assert shown in made and live.view.layout.model_id in made
+
+
 def test_every_field_kind_round_trips_through_a_real_module(host: ModuleHost) -> None:
     form = CapabilityForm(host, "kitchen.echo")
     inputs = form.inputs

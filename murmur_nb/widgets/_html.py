@@ -25,6 +25,7 @@ __all__ = [
     "TextView",
     "badge",
     "bundle_of",
+    "close_tree",
     "effect_badges",
     "effect_words",
     "esc",
@@ -200,6 +201,18 @@ def bundle_of(obj: Any) -> dict[str, Any]:
             data["text/html"] = rendered
     data.setdefault("text/plain", repr(obj))
     return data
+
+
+def close_tree(widget: Any) -> None:
+    """Close ``widget`` and every widget below it (a box's children, each one's layout and
+    style): a view replaced for good then holds nothing open in the kernel or the page
+    (``close`` alone closes one widget, not its parts)."""
+    for child in getattr(widget, "children", ()) or ():
+        close_tree(child)
+    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+        if isinstance(part, w.Widget):
+            part.close()
+    widget.close()
 
 
 def set_output(out: w.Output, *objs: Any) -> None:

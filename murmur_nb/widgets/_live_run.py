@@ -30,7 +30,7 @@ from murmur_nb._exceptions import InvocationCancelled, ModuleHostError
 from murmur_nb._modules.request import poll_finished, poll_request
 from murmur_nb._render.card import evidence_html, problems_of, said
 from murmur_nb._rules import clipped
-from murmur_nb.widgets._html import TextView, badge, esc, progress_of, volatile
+from murmur_nb.widgets._html import TextView, badge, close_tree, esc, progress_of, volatile
 from murmur_nb.widgets._invocation_view import InvocationView
 
 __all__ = ["LiveRun"]
@@ -329,8 +329,10 @@ class LiveRun(TextView):
     # drawing
 
     def _show(self, inv: Any) -> None:
-        self.view = InvocationView(inv, progress=False)
+        replaced, self.view = self.view, InvocationView(inv, progress=False)
         self.result_box.children = (self.view,)
+        if replaced is not None:  # a poll's view, gone for good: one stayed open per poll
+            close_tree(replaced)
         progress = progress_of(getattr(inv, "result", None))
         if progress is not None:
             done, total = progress
