@@ -219,3 +219,55 @@ def test_a_hooks_huge_ids_are_cut_in_the_compaction_viewer(tmp_path: Path) -> No
         viewer = CompactionViewer(results, store)
     assert viewer.diff.ok and len(viewer.diff.after) == 2
     assert len(viewer.view.value) < BOUND, f"{len(viewer.view.value):,} characters"
+
+
+# a long-running module's polls and a batch's rows
+
+#: characters of hostile words a module answers with: a few MiB, within the 16 MiB bound
+BIG = 4 << 20
+
+
+@pytest.fixture
+def live_host(tmp_path: Path) -> Any:
+    """``tests/modules/hostile_live.py`` installed as ``evil``: its job's news, its errors,
+    its stderr and its batch rows are markup, terminal escapes and an override, and MiBs."""
+    install(tmp_path / "facet", "evil", "hostile_live")
+    with mnb.ModuleHost(home=tmp_path / "facet") as host:
+        yield host
+
+
+def test_a_polled_jobs_huge_error_code_is_cut_in_the_live_run(live_host: Any) -> None:
+    """The job's poll fails with a 4 MiB error code: fails before: the run's result view put
+    the code whole in its state badge and its ``text/plain`` (5.2 MB of widget value, 4.2 MB
+    of text); now the code is cut to a label's length there, as in the error line."""
+    from murmur_nb.widgets import LiveRun
+
+    run = LiveRun(live_host, "evil.start", {"big": BIG, "mode": "fail"}, interval=0.1)
+    assert run.wait(120) and run.state == "failed" and run.polls == 1
+    assert len(run.last.error.code) > BIG  # the invocation keeps it whole
+    values = strings_of(run)
+    assert sum(map(len, values)) < BOUND, f"{sum(map(len, values)):,} characters"
+    assert [raw_in(v) for v in values if v.startswith("<") and raw_in(v)] == []
+    assert len(run.text()) < BOUND and len(run._repr_mimebundle_()["text/html"]) < BOUND
+
+
+def test_a_batch_rows_huge_error_code_is_cut_when_the_row_is_shown(live_host: Any) -> None:
+    """Odd rows fail with a 4 MiB error code, even rows answer 4 MiB of words: fails before:
+    a failed row, picked in the list, drew the code whole in the detail's state badge (a
+    5.2 MB output); now every row shown and every label stays small, and no label holds an
+    override or a terminal escape raw."""
+    from murmur_nb.widgets import BatchView
+
+    batch = live_host.map("evil.work", [{"n": i, "big": BIG} for i in range(4)],
+                          background=True, progress=False)  # fmt: skip
+    view = BatchView(batch, refresh_s=0.0)
+    batch.wait(300)
+    view.refresh()
+    labels = [label for label, _ in view.rows.options]
+    assert len(labels) == 4 and all(len(label) < 1000 for label in labels), labels
+    assert not any(c in label for label in labels for c in ("\u202e", "\x1b", "\x9b"))
+    for i in range(4):
+        view.rows.value = i  # what a click on the row does
+        html = view._repr_mimebundle_()["text/html"]
+        assert len(html) < BOUND, f"row {i}: {len(html):,} characters"
+        assert raw_in(html) == [] and len(view.shown.text()) < BOUND

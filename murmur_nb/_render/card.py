@@ -104,7 +104,8 @@ def problems_of(inv: Any) -> list[str]:
 
 
 def state_label(inv: Any) -> str:
-    """``ok``, ``result breaks its schema``, ``ok, with warnings`` or ``error: <code>``."""
+    """``ok``, ``result breaks its schema``, ``ok, with warnings`` or ``error: <code>`` (the
+    module's code, :func:`clipped`: a module chooses it, of any length)."""
     state = _state(inv)
     if state == "warning":
         if getattr(inv, "result_problem", ""):
@@ -112,7 +113,7 @@ def state_label(inv: Any) -> str:
         return "ok, with warnings"
     if state == "ok":
         return "ok"
-    return f"error: {getattr(getattr(inv, 'error', None), 'code', '') or 'error'}"
+    return f"error: {clipped(getattr(getattr(inv, 'error', None), 'code', '') or 'error')}"
 
 
 def _short_json(value: Any, limit: int = RESULT_CHARS) -> str:

@@ -180,12 +180,13 @@ class InvocationView(TextView):
     def status(self) -> str:
         """``ok``, ``warning`` (``Invocation.problems``: a result that breaks its
         ``result_schema``, a rejected artifact, a bad exit after the envelope) or the error
-        code (the host's, when it cut the run short)."""
+        code (the host's, when it cut the run short), cut to a label's length (a module's
+        code is its own words: :func:`~murmur_nb._rules.clipped`)."""
         inv = self.invocation
         if inv.ok and self.error is None:
             return "warning" if problems_of(inv) else "ok"
         error = self.error if self.error is not None else getattr(inv, "error", None)
-        return str(getattr(error, "code", "") or "error")
+        return clipped(str(getattr(error, "code", "") or "error"))
 
     def _errors(self) -> list[Any]:
         """The host's error (if given), then the module's own (if it said one)."""
