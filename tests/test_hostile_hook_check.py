@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import wasmtime
@@ -179,37 +180,41 @@ def test_what_a_hook_says_cannot_drive_the_terminal_or_inject_markup(tmp_path: P
         no_control(check["detail"])
 
 
+def failing(tmp_path: Path, mode: int, rule: str) -> tuple[Any, Any]:
+    """The report of checking the hostile hook in ``mode``, and its ``rule`` row, failed."""
+    component, config = capsule(tmp_path, mode)
+    report = mnb.check_hook(component, config=config)
+    row = {r.check: r for r in report}[rule]
+    assert row.status == "fail"
+    return report, row
+
+
+def assert_small(report: Any) -> None:
+    """Every view of ``report`` stays under 64 KiB."""
+    for view in (report.summary(), report.to_json(), report._repr_html_()):
+        assert len(view) < 64 * 1024, f"{len(view):,} characters"
+
+
 def test_a_huge_id_does_not_make_the_report_huge(tmp_path: Path) -> None:
     """A returned list with one 4 MiB id twice (8 MiB of text, within the 16 MiB result
     limit): the report names the repeated id, cut, not 16 MiB of ``\\x00`` per call."""
-    component, config = capsule(tmp_path, 2)
-    report = mnb.check_hook(component, config=config)
-    formed = {r.check: r for r in report}["messages.well_formed"]
-    assert formed.status == "fail"
+    report, formed = failing(tmp_path, 2, "messages.well_formed")
     assert "is returned twice" in formed.detail
-    for view in (report.summary(), report.to_json(), report._repr_html_()):
-        assert len(view) < 64 * 1024, f"{len(view):,} characters"
+    assert_small(report)
 
 
 def test_a_deeply_nested_tool_message_does_not_crash_the_checker(tmp_path: Path) -> None:
     """A new ``tool`` message whose content is 200,000 ``[``: the stdlib's JSON reader gives up
     with RecursionError, which is no tool-message envelope, not the checker's crash."""
-    component, config = capsule(tmp_path, 3)
-    report = mnb.check_hook(component, config=config)
-    formed = {r.check: r for r in report}["messages.well_formed"]
-    assert formed.status == "fail"
+    _, formed = failing(tmp_path, 3, "messages.well_formed")
     assert "tool message 't' does not carry the tool-message envelope" in formed.detail
 
 
 def test_huge_ids_that_differ_between_rounds_do_not_make_the_report_huge(tmp_path: Path) -> None:
     """The determinism row shows what each round answered: the ids it names are cut."""
-    component, config = capsule(tmp_path, 4)
-    report = mnb.check_hook(component, config=config)
-    determinism = {r.check: r for r in report}["determinism"]
-    assert determinism.status == "fail"
+    report, determinism = failing(tmp_path, 4, "determinism")
     assert "ok with 1 messages (" in determinism.detail
-    for view in (report.summary(), report.to_json(), report._repr_html_()):
-        assert len(view) < 64 * 1024, f"{len(view):,} characters"
+    assert_small(report)
 
 
 #: Peak memory of the checking process, in MiB, with the hook of attack 5 (run by
