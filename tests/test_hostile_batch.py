@@ -565,11 +565,13 @@ sys.stdin.read()
 """
 
 #: another root kernel on the machine: its module, given the temporary folder as its ``src``
-#: root, reads ``argv[3]``
+#: root, reads ``argv[3]``; its runs folder is ``argv[4]`` (one in the temporary folder is
+#: refused as a root's without a mount namespace, as in the default-Docker harness)
 READER = """\
 import json, sys
 import murmur_nb as mnb
-with mnb.ModuleHost(home=sys.argv[1], policy=mnb.Policy(roots={"src": sys.argv[2]})) as host:
+with mnb.ModuleHost(home=sys.argv[1], policy=mnb.Policy(roots={"src": sys.argv[2]}),
+                    runs_dir=sys.argv[4]) as host:
     print(json.dumps(host.invoke("reacher.read", {"paths": [sys.argv[3]]}).result))
 """
 
@@ -594,8 +596,9 @@ def test_another_kernels_module_reads_nothing_a_root_worker_was_shipped(
         try:
             assert secret.read_text() == "TOKEN=s3cret\n"
             done = subprocess.run([sys.executable, "-c", READER, str(home), str(temp),
-                                   str(secret)], env=env, capture_output=True, text=True,
-                                  timeout=240, check=False)  # fmt: skip
+                                   str(secret), str(tmp_path / "runs")], env=env,
+                                  capture_output=True, text=True, timeout=240,
+                                  check=False)  # fmt: skip
         finally:
             worker.communicate(timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
