@@ -182,23 +182,30 @@ def _read_file(path: str, flag: str, what: str) -> str:
         raise SystemExit(f"murmur-nb: {flag} {path}: cannot be read ({why}); give {what}") from None
 
 
+#: what a JSON argument or file nested past what Python's reader follows is told
+_TOO_DEEP = "is nested too deeply to read (Python's JSON reader stops near 1,000 levels)"
+
+
 def _policy_file(path: str) -> dict[str, Any]:
     """The mapping a ``--policy`` file (JSON, or YAML by its suffix) holds."""
     text = _read_file(path, "--policy", "a policy file (.json or .yaml)")
     if path.endswith((".yaml", ".yml")):
         import yaml  # noqa: PLC0415 - only for YAML policy files
 
-        from murmur_nb._hooks.config import UniqueKeyLoader  # noqa: PLC0415
+        from murmur_nb._hooks.config import UniqueKeyLoader, YamlRefused  # noqa: PLC0415
 
         try:
             loaded = yaml.load(text, Loader=UniqueKeyLoader) or {}
         except yaml.YAMLError as exc:
-            raise SystemExit(f"murmur-nb: {path}: not valid YAML: {exc}") from None
+            why = "refused" if isinstance(exc, YamlRefused) else "not valid YAML"
+            raise SystemExit(f"murmur-nb: {path}: {why}: {exc}") from None
     else:
         try:
             loaded = json.loads(text)
         except ValueError as exc:
             raise SystemExit(f"murmur-nb: {path}: not valid JSON: {exc}") from None
+        except RecursionError:
+            raise SystemExit(f"murmur-nb: {path}: {_TOO_DEEP}") from None
     if not isinstance(loaded, dict):
         raise SystemExit(f"murmur-nb: {path} must hold a mapping of policy keys")
     return loaded
@@ -360,6 +367,8 @@ def _read_input(args: argparse.Namespace) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise SystemExit(f"murmur-nb: the input is not JSON: {exc}") from exc
+    except RecursionError:
+        raise SystemExit(f"murmur-nb: the input {_TOO_DEEP}") from None
 
 
 def _check_bounds(args: argparse.Namespace, policy: Policy) -> None:
@@ -389,6 +398,8 @@ def _read_extra(args: argparse.Namespace) -> dict[str, Any] | None:
         extra = json.loads(args.extra)
     except ValueError as exc:
         raise SystemExit(f"murmur-nb: --extra is not JSON: {exc}") from exc
+    except RecursionError:
+        raise SystemExit(f"murmur-nb: --extra {_TOO_DEEP}") from None
     if not isinstance(extra, dict):
         raise SystemExit("murmur-nb: --extra must be a JSON object, like '{\"trace\": true}'")
     return extra

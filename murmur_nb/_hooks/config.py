@@ -51,11 +51,14 @@ from murmur_nb._hooks.guest_code.compile_bounds import CompileBounds
 __all__ = [
     "EVENTS",
     "LIMIT_RANGES",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_VALUES",
     "CompileBounds",
     "HookConfig",
     "HookEntry",
     "HookLimits",
     "UniqueKeyLoader",
+    "YamlRefused",
     "limit_problem",
     "load_hook_config",
     "parse_hook_config",
@@ -206,9 +209,48 @@ class HookConfig(BaseModel):
     compile_bounds: CompileBounds = Field(default_factory=CompileBounds.from_environment)
 
 
+#: how deep a YAML document may nest: ``murmur.yaml`` needs five levels, a policy three; the
+#: composer recurses a level at a time, so deeper raised ``RecursionError`` (about 300 levels)
+MAX_YAML_DEPTH = 100
+#: how many values a document may stand for once its aliases are expanded, where aliases make
+#: it more than the values written (a file without aliases is bounded by its length alone)
+MAX_YAML_VALUES = 100_000
+
+
+class YamlRefused(yaml.MarkedYAMLError):
+    """A YAML document refused for how deep it nests or what its aliases make of it, not for
+    its syntax."""
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
     """A safe loader that refuses a key given twice in one mapping (PyYAML keeps the last:
-    a hook entry, or its grant, a policy's allow-list, would be replaced without a word)."""
+    a hook entry, or its grant, a policy's allow-list, would be replaced without a word).
+
+    It also refuses a document nested deeper than :data:`MAX_YAML_DEPTH`, and one whose
+    aliases expand it past :data:`MAX_YAML_VALUES` values or into itself: PyYAML shares an
+    aliased value rather than copying it, but whatever walks or prints the result goes through
+    every copy, so a kilobyte of nested aliases (nine levels of ten ``*a``) stood for a
+    billion events and ``HookHost.from_config`` never returned.
+    """
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self._depth >= MAX_YAML_DEPTH:
+            raise YamlRefused(
+                None, None,
+                f"nested deeper than {MAX_YAML_DEPTH} levels; a configuration needs a few",
+                self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+            )  # fmt: skip
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_expansion(node)
+        return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -224,6 +266,46 @@ class UniqueKeyLoader(yaml.SafeLoader):
                 )  # fmt: skip
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a document whose aliases make it stand for more than :data:`MAX_YAML_VALUES`
+    values (more than it writes), or one holding itself; linear in the values written."""
+    sizes: dict[int, int] = {}  # node -> values it stands for, itself included
+    open_nodes: set[int] = set()  # on the path from the root, not yet sized
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_sized = stack.pop()
+        if children_sized:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in _children(node))
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_nodes:
+            raise YamlRefused(
+                None, None,
+                "an alias inside its own anchor makes this value hold itself without end; "
+                "write the value out instead", node.start_mark,
+            )  # fmt: skip
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    if sizes[id(root)] > max(MAX_YAML_VALUES, len(sizes)):
+        raise YamlRefused(
+            None, None,
+            f"its aliases (*name) expand it to {sizes[id(root)]:,} values, more than the "
+            f"{MAX_YAML_VALUES:,} a configuration may stand for; write the repeated parts "
+            "out, or alias fewer", root.start_mark,
+        )  # fmt: skip
 
 
 class _CoreSchemaLoader(UniqueKeyLoader):
@@ -472,8 +554,10 @@ def load_hook_config(path: str | Path) -> HookConfig:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        if isinstance(exc, YamlRefused):
+            raise HookConfigError(f"{source}: refused{at}: {problem}") from exc
         raise HookConfigError(
-            f"{source}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}; "
-            "fix the syntax and load again"
+            f"{source}: not valid YAML{at}: {problem}; fix the syntax and load again"
         ) from exc
     return parse_hook_config(data, base_dir=source.parent, source=source)
