@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from _modules import install
-from _users import run_as_test_user, test_user
+from _users import rerun, reruns_in_each_setting, run_as_test_user, test_user
 
 import murmur_nb as mnb
 
@@ -605,3 +606,17 @@ def test_another_kernels_module_reads_nothing_a_root_worker_was_shipped(
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     # before: {"<worker>/modules/m/config.env": "TOKEN=s3cret\n"}
     assert seen[str(secret)].startswith("error:"), seen
+
+
+@reruns_in_each_setting
+def test_the_journal_and_worker_attacks_hold_as_a_user_and_in_a_container(
+    user: bool, docker: bool
+) -> None:
+    """The attacks whose outcome hangs on who runs the kernel and where (another account's
+    link in place of a journal, a payload writing out of a worker's folder, another kernel's
+    module reading a worker's files), as an unprivileged user and inside the default-Docker
+    harness; the rest of this file is about values, the same everywhere."""
+    done, tail = rerun(["tests/test_hostile_batch.py"], user=user, docker=docker,
+                       deselect="journal or payload or worker or another_kernels")  # fmt: skip
+    assert done == 0, tail
+    assert " passed" in tail and not re.search(r"\d+ failed", tail), tail
