@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import shutil
 import tempfile
 import time
 from collections import Counter
@@ -60,7 +59,7 @@ from murmur_nb._exceptions import (
     ModuleNotFound,
     ProtocolViolation,
 )
-from murmur_nb._files.scratch import temp_folder
+from murmur_nb._files.scratch import remove_tree, temp_folder
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation
 from murmur_nb._modules.policy import Policy
@@ -240,7 +239,7 @@ def check_module(
         report.left_out = checker.left_out
         report.budget = budget
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)  # what the module wrote in its roots, however deep
         report.duration_s = time.perf_counter() - started
     return report
 

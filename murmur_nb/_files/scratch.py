@@ -31,7 +31,6 @@ import atexit
 import contextlib
 import fcntl
 import os
-import shutil
 import stat
 import tempfile
 import threading
@@ -185,14 +184,114 @@ def _claim(folder: Path) -> int | None:
     return fd
 
 
+#: how many folders :func:`remove_tree` holds open down one path; a tree deeper than this is
+#: taken apart in pieces (what lies below is moved up under the top first)
+OPEN_FOLDERS = 64
+
+#: the most passes of :func:`remove_tree` (64 levels each: 6.4 million levels, more than any
+#: file system was found to hold; a bound against a writer still adding to the tree)
+_PASSES = 100_000
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def remove_tree(path: Path) -> None:
-    """Remove a tree that may hold read-only folders (a module snapshot): its folders are
-    made the owner's to change on the way down, ``0700`` and never wider (a root kernel's
-    call folders, whose paths ``/proc`` names to every account, were read by another account
-    while ``0755`` made them removable), each through a descriptor opened without following
-    a link."""
-    with contextlib.suppress(FileNotFoundError):  # already gone
-        for _folder, _dirs, _files, fd in os.fwalk(path):
+    """Remove a tree that may hold read-only folders (a module snapshot) and any depth of
+    folders (a module's working folder): its folders are made the owner's to change on the
+    way down, ``0700`` and never wider (a root kernel's call folders, whose paths ``/proc``
+    names to every account, were read by another account while ``0755`` made them
+    removable), each through a descriptor opened without following a link, relative to the
+    one above it. What cannot be removed is left; nothing is raised.
+
+    It walks without recursion and holds at most :data:`OPEN_FOLDERS` folders open: a
+    module's chain of 3,000 nested folders made ``os.fwalk`` and ``shutil.rmtree`` raise
+    ``RecursionError`` (out of the call that ran it, and out of every later kernel's sweep,
+    which then met the same tree left in the temporary folder). A folder deeper than that is
+    moved up under the top (renamed, never copied: the same file system, the same tree) and
+    taken apart from there, so no ``..`` is ever followed.
+    """
+    try:
+        top = os.open(path, _DIRECTORY)
+    except OSError:
+        return  # gone already, or no folder (a link is never followed, nor removed here)
+    try:
+        with contextlib.suppress(OSError):
+            os.fchmod(top, 0o700)
+        for _ in range(_PASSES):  # each pass takes OPEN_FOLDERS levels off what is left
+            if not _empty_pass(top):
+                break
+    finally:
+        os.close(top)
+    with contextlib.suppress(OSError):
+        path.rmdir()
+
+
+def _listing(fd: int) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(fd) as entries:
+            return list(entries)
+    except OSError:
+        return []
+
+
+def _empty_pass(top: int) -> bool:
+    """Remove what lies in ``top`` down to :data:`OPEN_FOLDERS` levels, moving each folder
+    found below that up under ``top``; whether any was moved (another pass is needed)."""
+    moved = False
+    stack = [(top, iter(_listing(top)))]
+    names: list[str] = []  # each open folder's name in the one above it (stack[1:])
+    while stack:
+        fd, entries = stack[-1]
+        entry = next(entries, None)
+        if entry is None:  # all of fd's entries handled: remove fd itself, from its parent
+            stack.pop()
+            if stack:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.rmdir(names.pop(), dir_fd=stack[-1][0])
+            continue
+        try:
+            is_folder = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_folder = False
+        if not is_folder:
             with contextlib.suppress(OSError):
-                os.fchmod(fd, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
+                os.unlink(entry.name, dir_fd=fd)
+            continue
+        if len(stack) > OPEN_FOLDERS:
+            moved = _move_up(entry.name, fd, top) or moved
+            continue
+        try:
+            child = os.open(entry.name, _DIRECTORY, dir_fd=fd)
+        except OSError:
+            continue
+        with contextlib.suppress(OSError):
+            os.fchmod(child, 0o700)
+        stack.append((child, iter(_listing(child))))
+        names.append(entry.name)
+    return moved
+
+
+def _move_up(name: str, fd: int, top: int) -> bool:
+    """Rename folder ``name`` of ``fd`` to a name free in ``top``; whether it moved. The
+    folder is made its owner's to change first: moving a folder rewrites its ``..``."""
+    try:
+        moving = os.open(name, _DIRECTORY, dir_fd=fd)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        os.fchmod(moving, 0o700)
+    os.close(moving)
+    for attempt in range(100):
+        free = f".deep-{os.getpid()}-{attempt}"
+        try:
+            os.lstat(free, dir_fd=top)
+        except FileNotFoundError:
+            try:
+                os.rename(name, free, src_dir_fd=fd, dst_dir_fd=top)
+            except OSError:
+                return False
+            return True
+        except OSError:
+            return False
+    return False

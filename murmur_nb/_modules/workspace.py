@@ -35,7 +35,6 @@ import contextlib
 import functools
 import os
 import secrets
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,8 +115,8 @@ class Workspace:
         finally:
             try:
                 cwd.rmdir()  # most runs leave it empty: one system call
-            except OSError:
-                shutil.rmtree(cwd, ignore_errors=True)
+            except OSError:  # a tree of any depth the module left (never a recursive walk)
+                scratch.remove_tree(cwd)
 
     def close(self) -> None:
         """Remove the working folders and the private runs folder. Idempotent."""
