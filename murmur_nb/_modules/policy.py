@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from murmur_nb._files.beneath import real_path
-from murmur_nb._sandbox import MECHANISMS, NETWORK_ISOLATION, SANDBOX_MODES
+from murmur_nb._sandbox import MECHANISMS, MOST_TMPFS_BYTES, NETWORK_ISOLATION, SANDBOX_MODES
 from murmur_nb._schemas.bounded import DEFAULT_BUDGET, DEFAULT_STEPS
 from murmur_nb.protocol import Capability, Descriptor, Grants
 
@@ -245,6 +245,11 @@ class Policy:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"Policy.{name} must be a positive integer, got {value!r}")
+        if (self.sandbox_tmpfs_bytes or 0) > MOST_TMPFS_BYTES:
+            raise ValueError(
+                f"Policy.sandbox_tmpfs_bytes={self.sandbox_tmpfs_bytes} is above the most a "
+                f"sandbox's tmpfs takes, {MOST_TMPFS_BYTES} (1 PiB); lower it"
+            )
         for name, limit in (
             ("deadline_ms", self.deadline_ms_limit),
             ("max_output_bytes", self.max_output_bytes_limit),

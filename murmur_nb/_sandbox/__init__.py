@@ -9,6 +9,7 @@ from murmur_nb._sandbox.evidence import RunEvidence
 from murmur_nb._sandbox.runner import RunResult, run_launched, run_process
 from murmur_nb._sandbox.sandbox import (
     MECHANISMS,
+    MOST_TMPFS_BYTES,
     NETWORK_ISOLATION,
     SANDBOX_MODES,
     Launch,
@@ -20,6 +21,7 @@ from murmur_nb._sandbox.sandbox import (
 
 __all__ = [
     "MECHANISMS",
+    "MOST_TMPFS_BYTES",
     "NETWORK_ISOLATION",
     "SANDBOX_MODES",
     "Launch",

@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import html
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -40,6 +41,7 @@ from murmur_nb.protocol import Root
 __all__ = [
     "GUARANTEES",
     "MECHANISMS",
+    "MOST_TMPFS_BYTES",
     "NETWORK_ISOLATION",
     "SANDBOX_MODES",
     "TMPFS_BYTES",
@@ -98,24 +100,30 @@ REAPER_NPROC = 512
 #: half the machine's. ``MURMUR_NB_SANDBOX_TMPFS`` (bytes, or with a ``K``/``M``/``G``
 #: suffix) sets another; a write past it fails in the module with ``ENOSPC``.
 TMPFS_BYTES = 1 << 30
+#: the largest tmpfs bound taken (1 PiB, no bound in effect): bwrap and the zygote read it
+#: as a signed 64-bit number, and past that bwrap refused every sandbox, the module blamed
+MOST_TMPFS_BYTES = 1 << 50
 _TMPFS_VARIABLE = "MURMUR_NB_SANDBOX_TMPFS"
+_SIZE_RE = re.compile(r"([0-9]+)([KMG]?)", re.IGNORECASE)
 
 
 def tmpfs_bytes() -> int:
     """The sandbox's tmpfs bound: ``MURMUR_NB_SANDBOX_TMPFS``, else :data:`TMPFS_BYTES`.
 
-    Raises ``ValueError`` naming the variable when it is not a positive size."""
+    Raises ``ValueError`` naming the variable when it is not a size from 1 byte to
+    :data:`MOST_TMPFS_BYTES`."""
     given = os.environ.get(_TMPFS_VARIABLE, "").strip()
     if not given:
         return TMPFS_BYTES
+    found = _SIZE_RE.fullmatch(given)  # ASCII digits: "²" is a digit to str.isdigit
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(given[-1:].upper(), 1)
-    digits = given[:-1] if scale > 1 else given
-    if not digits.isdigit() or int(digits) <= 0:
+    size = int(found.group(1)) * scale if found is not None else 0
+    if not 0 < size <= MOST_TMPFS_BYTES:
         raise ValueError(
             f"{_TMPFS_VARIABLE}={given!r} is not a size: give bytes, or a number with K, M "
-            "or G (like 512M), above 0"
+            f"or G (like 512M), above 0 and at most {MOST_TMPFS_BYTES >> 30}G"
         )
-    return int(digits) * scale
+    return size
 
 
 def in_container() -> bool:

@@ -56,6 +56,8 @@ from murmur_nb._hooks.guest_code.compile_cost import (
 __all__ = [
     "DEFAULT_COMPILE_MB",
     "DEFAULT_COMPILE_S",
+    "MOST_COMPILE_MB",
+    "MOST_COMPILE_S",
     "CompileBounds",
     "CompileFailed",
     "compile_in_child",
@@ -71,6 +73,14 @@ DEFAULT_COMPILE_S = 120
 #: the demo hook needs ~420
 DEFAULT_COMPILE_MB = 2048
 
+#: the most ``$MURMUR_NB_HOOK_COMPILE_S`` takes (11.6 days: no bound, in effect): a socket's
+#: timeout stops near 9.2e9 s, and 1e10 raised ``OverflowError`` out of ``HookHost.from_config``
+MOST_COMPILE_S = 1_000_000
+
+#: the most ``$MURMUR_NB_HOOK_COMPILE_MB`` takes (1 PiB: no bound, in effect): ``RLIMIT_DATA``
+#: in bytes must fit a C ``long``, and 2**43 MiB killed every compiling child at its start
+MOST_COMPILE_MB = 1 << 30
+
 _STDERR_TAIL = 2000  # the characters of the child's stderr a message quotes
 
 
@@ -83,14 +93,14 @@ def compile_seconds() -> int:
     """``$MURMUR_NB_HOOK_COMPILE_S``, else :data:`DEFAULT_COMPILE_S`: the seconds one compile
     may take, spawning the child included."""
     return whole_number("MURMUR_NB_HOOK_COMPILE_S", DEFAULT_COMPILE_S, "seconds",
-                        "hooks are compiled with")  # fmt: skip
+                        "hooks are compiled with", MOST_COMPILE_S)  # fmt: skip
 
 
 def compile_megabytes() -> int:
     """``$MURMUR_NB_HOOK_COMPILE_MB``, else :data:`DEFAULT_COMPILE_MB`: the MiB of data
     segment (``RLIMIT_DATA``) the compiling child may use, the interpreter's own included."""
     return whole_number("MURMUR_NB_HOOK_COMPILE_MB", DEFAULT_COMPILE_MB, "MiB",
-                        "hooks are compiled with")  # fmt: skip
+                        "hooks are compiled with", MOST_COMPILE_MB)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -47,12 +47,15 @@ class TooCostly(ValueError):
     """A component whose compiling would cost more than the bound allows; never compiled."""
 
 
-def whole_number(variable: str, default: int, unit: str, kept: str) -> int:
+def whole_number(
+    variable: str, default: int, unit: str, kept: str, most: int | None = None
+) -> int:
     """``$variable`` as a whole number of at least 1, else ``default`` (unset or empty); a
     value that is not one (``abc``, ``0.5``, ``0``, ``-1``) is warned about
     (:class:`~murmur_nb.HookConfigWarning`) and ``default`` kept: a variable mistyped in a
     deployment must not stop every kernel's hooks from loading. ``kept`` says, in the
-    warning, what goes on with the default meanwhile."""
+    warning, what goes on with the default meanwhile. A number past ``most`` (what the OS
+    call it ends in takes) is warned about too, and ``most`` used."""
     value = os.environ.get(variable, "")
     if not value.strip():
         return default
@@ -68,6 +71,14 @@ def whole_number(variable: str, default: int, unit: str, kept: str) -> int:
             stacklevel=3,
         )
         return default
+    if most is not None and count > most:
+        warnings.warn(
+            f"${variable}={value!r} is more than the most it takes, {most:,} {unit} "
+            f"({kept} that meanwhile); lower it, or unset it for the default, {default:,}",
+            HookConfigWarning,
+            stacklevel=3,
+        )
+        return most
     return count
 
 
