@@ -4,6 +4,8 @@
 * :data:`DIGEST_RE` — ``sha256:`` and 64 lowercase hex digits, the one digest spelling.
 * :func:`sha256_fd` / :func:`sha256_file` — the one way a file's bytes are hashed
   (streamed through a fixed 1 MiB buffer, so memory stays flat whatever the size).
+* :func:`read_bounded` — the one way a file someone names (a ``murmur.yaml``, a hook
+  component, a ``--policy`` file) is read whole: a regular file, at most so many bytes.
 * :func:`facet_studio_home` / :func:`murmur_home` — where the two homes are by default.
 * :func:`cache_dir` / :func:`env_folder` — where the cache is; how a folder named by an
   environment variable is read (``~`` expanded, a relative path made absolute once).
@@ -26,6 +28,7 @@ import json
 import math
 import os
 import re
+import stat
 import time
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +48,7 @@ __all__ = [
     "HASH_BUFFER",
     "LABEL_CHARS",
     "LONE_SURROGATE",
+    "NotReadable",
     "PLAIN_ID_CHARS",
     "PLAIN_ID_RE",
     "RFC3339_RE",
@@ -53,6 +57,7 @@ __all__ = [
     "one_line",
     "printable",
     "printable_json",
+    "read_bounded",
     "readable",
     "rfc3339_instant",
     "sha256_fd",
@@ -129,6 +134,54 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         return sha256_fd(fd)
+    finally:
+        os.close(fd)
+
+
+class NotReadable(ValueError):
+    """A file named to be read whole that is no regular file, or is larger than its bound;
+    the message (``it is a FIFO, not a regular file``) says which; the caller puts the file's
+    name and the fix around it."""
+
+
+_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}  # fmt: skip
+
+
+def read_bounded(path: str | os.PathLike[str], most: int, *, regular: bool = True) -> bytes:
+    """The bytes of the file at ``path``, at most ``most`` of them, read from one descriptor.
+
+    A file someone names may be a FIFO, whose open waits for a writer that never comes,
+    ``/dev/zero`` (or a link to it), which never ends, or a sparse file of terabytes: read
+    whole, each hung the caller or took the machine's memory. With ``regular`` (the default)
+    the open does not wait (``O_NONBLOCK``) and anything but a regular file is refused;
+    without it (a command's ``--input-file <(...)``, a pipe) the open waits as ``cat``'s
+    would, and the read still stops one byte past ``most``.
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened or read.
+    NotReadable
+        It is not a regular file (with ``regular``), or holds more than ``most`` bytes.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | (os.O_NONBLOCK if regular else 0))
+    try:
+        st = os.fstat(fd)
+        if regular and not stat.S_ISREG(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
+            raise NotReadable(f"it is {kind}, not a regular file")
+        if stat.S_ISREG(st.st_mode) and st.st_size > most:
+            raise NotReadable(f"it is {st.st_size:,} bytes, more than the {most:,} it may be")
+        chunks: list[bytes] = []
+        got = 0
+        while got <= most:
+            chunk = os.read(fd, min(HASH_BUFFER, most + 1 - got))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            got += len(chunk)
+        raise NotReadable(f"it holds more than the {most:,} bytes it may be")
     finally:
         os.close(fd)
 

@@ -13,10 +13,33 @@ The environment variables' numbers, past what the OS calls they end in take:
   module's describe output"; ``MURMUR_NB_SANDBOX_TMPFS=²`` (a digit to ``str.isdigit``)
   raised ``invalid literal for int()``. Each is now refused when the host first runs a
   module (the policy when it is made), naming the variable (the field) and the most it takes.
+
+The files named: a ``murmur.yaml`` comes with a capsule, from whoever wrote it, and names its
+components; ``--policy`` and ``--input-file`` name files on the command line:
+
+* a ``murmur.yaml`` that is a FIFO hung ``HookHost.from_config`` in its open, forever; one
+  that is a link to ``/dev/zero``, or a sparse file of gigabytes, was read whole until the
+  memory ran out (``MemoryError``, or the OOM killer for a kernel without a bound); one of
+  9 MB held it 50 s in PyYAML; one that is not UTF-8 raised ``UnicodeDecodeError``. Each is
+  now a ``HookConfigError`` saying what the file is, at once (at most 1 MiB is read).
+* a hook component that is a sparse file of a terabyte was read whole (``MemoryError`` out
+  of ``HookHost.from_config``); one that is a FIFO or a link to ``/dev/zero`` was said not
+  to exist. A component is now read from one descriptor, a regular file of at most what its
+  compile may use (``$MURMUR_NB_HOOK_COMPILE_MB``), else its hook does not load, saying so.
+* ``--policy`` or ``--input-file`` naming ``/dev/zero`` (or ``--input-file -`` reading it)
+  was read until ``MemoryError`` ended the command with a traceback; now a usage error
+  (exit 2) past 1 MiB (a policy) or 64 MiB (an input). A FIFO or ``<(...)`` is still read.
+
+Each attack that could hang or take the memory runs in a child interpreter with a 4 GiB
+address space and a timeout.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -101,3 +124,115 @@ def test_a_policy_tmpfs_bound_the_sandbox_cannot_take_is_refused() -> None:
     with pytest.raises(ValueError, match=r"Policy.sandbox_tmpfs_bytes=.*above the most"):
         mnb.Policy(sandbox_tmpfs_bytes=1 << 64)
     assert mnb.Policy(sandbox_tmpfs_bytes=1 << 50).sandbox_tmpfs_bytes == 1 << 50
+
+
+#: what each hostile file is made as: a FIFO, a link to /dev/zero, a sparse file of 8 GiB
+FILE_KINDS = ["fifo", "zero", "sparse"]
+
+
+def hostile_file(path: Path, kind: str, start: bytes = b"") -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    else:
+        with path.open("wb") as out:
+            out.write(start)
+            out.truncate(8 << 30)
+
+
+def in_child(code: str, *, stdin: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter with at most 4 GiB of address space (a read of
+    ``/dev/zero`` ends in ``MemoryError``, not in the machine's memory), killed after 20 s."""
+    bound = "import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+    try:
+        with (stdin or Path(os.devnull)).open("rb") as given:
+            command = [sys.executable, "-c", bound + textwrap.dedent(code)]
+            return subprocess.run(command, stdin=given, capture_output=True, text=True,
+                                  timeout=20, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("still reading after 20 s (killed)")
+
+
+@pytest.mark.parametrize("kind", FILE_KINDS)
+def test_a_murmur_yaml_that_never_ends_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    """Before: the FIFO hung ``HookHost.from_config`` in its open; ``/dev/zero`` and the
+    sparse file ended in ``MemoryError``."""
+    path = tmp_path / "murmur.yaml"
+    hostile_file(path, kind, b"hooks: {}\n")
+    done = in_child(f"""
+        import murmur_nb as mnb
+        try:
+            mnb.HookHost.from_config({str(path)!r})
+        except mnb.HookConfigError as exc:
+            print(exc)
+    """)
+    said = {
+        "fifo": "it is a FIFO, not a regular file",
+        "zero": "it is a character device, not a regular file",
+        "sparse": "it is 8,589,934,592 bytes, more than the 1,048,576 it may be",
+    }[kind]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"cannot read the hook configuration ({said})" in done.stdout, done.stdout
+
+
+def test_a_murmur_yaml_past_a_mebibyte_or_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    """Before: a long file was parsed at ~200 KB a second (9 MB: 50 s); one that is not UTF-8
+    raised ``UnicodeDecodeError`` out of ``HookHost.from_config``."""
+    path = tmp_path / "murmur.yaml"
+    path.write_text("hooks: {}\n" + "#\n" * (1 << 19), encoding="utf-8")  # 1 MiB and 10 bytes
+    with pytest.raises(mnb.HookConfigError, match=r"more than the 1,048,576 it may be"):
+        mnb.HookHost.from_config(path)
+    path.write_bytes(b"hooks:\n  h: {component: \"\xff.wasm\"}\n")
+    with pytest.raises(mnb.HookConfigError, match=r"can't decode byte 0xff.*a UTF-8 text file"):
+        mnb.HookHost.from_config(path)
+
+
+def test_a_component_of_a_terabyte_is_refused_unread(tmp_path: Path) -> None:
+    """Before: read whole, ``MemoryError`` out of ``HookHost.from_config`` (a kernel with no
+    bound on its memory would try to hold it)."""
+    (tmp_path / "hooks").mkdir()
+    with (tmp_path / "hooks" / "slow.wasm").open("wb") as out:
+        out.write(b"\0asm\x0d\0\x01\0")
+        out.truncate(1 << 40)
+    (tmp_path / "murmur.yaml").write_text(HOOK, encoding="utf-8")
+    done = in_child(f"""
+        import murmur_nb as mnb
+        with mnb.HookHost.from_config({str(tmp_path / "murmur.yaml")!r}) as hooks:
+            print(hooks.hooks["slow"].load_error)
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "it is 1,099,511,627,776 bytes, more than the 2,147,483,648 it may be" in done.stdout
+    assert "$MURMUR_NB_HOOK_COMPILE_MB: 2,048 MiB" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_component_that_is_no_file_says_so(tmp_path: Path, kind: str) -> None:
+    """Before: "does not exist; build the hook"."""
+    (tmp_path / "hooks").mkdir()
+    hostile_file(tmp_path / "hooks" / "slow.wasm", kind)
+    (tmp_path / "murmur.yaml").write_text(HOOK, encoding="utf-8")
+    with mnb.HookHost.from_config(tmp_path / "murmur.yaml") as hooks:
+        info = hooks.hooks["slow"]
+    assert not info.loaded and "is not a regular file" in (info.load_error or ""), info
+
+
+@pytest.mark.parametrize("flag", ["--policy", "--input-file", "-"])
+def test_a_command_reading_dev_zero_stops_with_a_usage_error(
+    tmp_path: Path, facet_home: Path, flag: str
+) -> None:
+    """Before: read until ``MemoryError``, a traceback (exit 1)."""
+    zero = tmp_path / "given.yaml"
+    zero.symlink_to("/dev/zero")
+    options = {"--policy": ["--policy", str(zero), "invoke", "good.echo", "{}"],
+               "--input-file": ["invoke", "good.echo", "--input-file", str(zero)],
+               "-": ["invoke", "good.echo", "--input-file", "-"]}[flag]  # fmt: skip
+    done = in_child(f"""
+        import sys
+        from murmur_nb._checker.cli import main  # private: the command, under the child's bound
+        sys.exit(main(["--home", {str(facet_home)!r}, *{options!r}]))
+    """, stdin=zero if flag == "-" else None)
+    most = "1,048,576" if flag == "--policy" else "67,108,864"
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"more than the {most}" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

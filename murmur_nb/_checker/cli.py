@@ -67,13 +67,14 @@ from murmur_nb._exceptions import (
 )
 from murmur_nb._files.scratch import remove_tree, temp_folder
 from murmur_nb._files.trust import why_open_way
+from murmur_nb._hooks.config import MAX_YAML_BYTES
 from murmur_nb._modules.approval import APPROVE_IN_PYTHON
 from murmur_nb._modules.host import ModuleHost
 from murmur_nb._modules.invocation import Invocation, ModuleInfo
 from murmur_nb._modules.policy import GRANT_KINDS, Policy
 from murmur_nb._modules.request import check_bounds
 from murmur_nb._modules.workspace import refuse_open_way
-from murmur_nb._rules import facet_studio_home, printable_json
+from murmur_nb._rules import NotReadable, facet_studio_home, printable_json, read_bounded
 
 __all__ = ["main", "write_out"]
 
@@ -173,11 +174,18 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
-def _read_file(path: str, flag: str, what: str) -> str:
-    """The text of the file ``flag`` names; a one-line usage error when it cannot be read."""
+#: the most an ``--input-file`` (or the standard input) may hold: a module's input is a
+#: JSON object (files go through roots); ``/dev/zero`` took the machine's memory
+MAX_INPUT_BYTES = 64 << 20
+
+
+def _read_file(path: str, flag: str, what: str, most: int) -> str:
+    """The text of the file ``flag`` names, at most ``most`` bytes (a FIFO or a pipe, such
+    as ``<(...)``, is read as ``cat`` would); a one-line usage error when it cannot be
+    read."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_bounded(path, most, regular=False).decode("utf-8")
+    except (OSError, NotReadable, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SystemExit(f"murmur-nb: {flag} {path}: cannot be read ({why}); give {what}") from None
 
@@ -188,7 +196,7 @@ _TOO_DEEP = "is nested too deeply to read (Python's JSON reader stops near 1,000
 
 def _policy_file(path: str) -> dict[str, Any]:
     """The mapping a ``--policy`` file (JSON, or YAML by its suffix) holds."""
-    text = _read_file(path, "--policy", "a policy file (.json or .yaml)")
+    text = _read_file(path, "--policy", "a policy file (.json or .yaml)", MAX_YAML_BYTES)
     if path.endswith((".yaml", ".yml")):
         import yaml  # noqa: PLC0415 - only for YAML policy files
 
@@ -358,9 +366,13 @@ def _read_input(args: argparse.Namespace) -> Any:
         raise SystemExit("murmur-nb: give the input as an argument or with --input-file, not both")
     text: str | None = args.input
     if args.input_file == "-":
-        text = sys.stdin.read()
+        text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+        if len(text) > MAX_INPUT_BYTES:
+            raise SystemExit(f"murmur-nb: the standard input holds more than the "
+                             f"{MAX_INPUT_BYTES:,} bytes an input may be")  # fmt: skip
     elif args.input_file:
-        text = _read_file(args.input_file, "--input-file", "a file holding the input JSON")
+        text = _read_file(args.input_file, "--input-file", "a file holding the input JSON",
+                          MAX_INPUT_BYTES)  # fmt: skip
     if text is None:
         return {}
     try:

@@ -78,7 +78,7 @@ from murmur_nb._files.sealing_key import user_key as cache_key
 from murmur_nb._files.trust import nobody_else_can_write, trusted_folder
 from murmur_nb._hooks.guest_code.compile_bounds import CompileBounds, CompileFailed
 from murmur_nb._hooks.guest_code.compile_cost import check_compile_cost, whole_number
-from murmur_nb._rules import cache_dir, sha256_file
+from murmur_nb._rules import cache_dir, read_bounded, sha256_file
 
 if TYPE_CHECKING:
     from wasmtime import Engine
@@ -445,6 +445,9 @@ class ComponentCache:
         ------
         OSError
             The component file cannot be read.
+        murmur_nb._rules.NotReadable
+            It is no regular file, or larger than ``bounds.megabytes`` (no compile could
+            hold it).
         wasmtime.WasmtimeError
             The file is not a valid component.
         TooCostly
@@ -488,14 +491,14 @@ class ComponentCache:
                 with contextlib.suppress(OSError):
                     os.utime(self._sum_path(entry))  # recency for pruning
                 return LoadedComponent(component, digest, "cache", entry)
-        data = path.read_bytes()
+        if bounds is None:
+            bounds = CompileBounds.from_environment()
+        data = read_bounded(path, bounds.megabytes << 20)  # more could never compile
         actual = hashlib.sha256(data).hexdigest()
         if actual != digest:  # the file changed between the stat and the read
             digest, entry = actual, self.entry_path(_keyed(actual, rewrite))
         if rewrite is not None:
             data = rewrite[1](data)
-        if bounds is None:
-            bounds = CompileBounds.from_environment()
         check_compile_cost(data, bounds.max_locals)  # the very bytes compiled, before cranelift
         component, compiled = self._compiled(data, path.name, bounds)
         with contextlib.suppress(OSError):  # a read-only cache only costs a compile next time

@@ -47,10 +47,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from murmur_nb._exceptions import HookConfigError
 from murmur_nb._hooks.guest_code.compile_bounds import CompileBounds
+from murmur_nb._rules import NotReadable, read_bounded
 
 __all__ = [
     "EVENTS",
     "LIMIT_RANGES",
+    "MAX_YAML_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_VALUES",
     "CompileBounds",
@@ -215,6 +217,9 @@ MAX_YAML_DEPTH = 100
 #: how many values a document may stand for once its aliases are expanded, where aliases make
 #: it more than the values written (a file without aliases is bounded by its length alone)
 MAX_YAML_VALUES = 100_000
+#: the largest ``murmur.yaml`` (or ``--policy`` file) read: a few hundred bytes is usual, and
+#: PyYAML reads ~200 KB a second, so a 9 MB file held ``HookHost.from_config`` 50 s
+MAX_YAML_BYTES = 1 << 20
 
 
 class YamlRefused(yaml.MarkedYAMLError):
@@ -543,11 +548,12 @@ def load_hook_config(path: str | Path) -> HookConfig:
     """
     source = Path(path).expanduser().resolve()
     try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
+        text = read_bounded(source, MAX_YAML_BYTES).decode("utf-8")
+    except (OSError, NotReadable, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise HookConfigError(
-            f"{source}: cannot read the hook configuration ({exc.strerror or exc}); "
-            "pass the path of the capsule's murmur.yaml"
+            f"{source}: cannot read the hook configuration ({why}); pass the path of the "
+            "capsule's murmur.yaml, a UTF-8 text file"
         ) from exc
     try:
         data = yaml.load(text, Loader=_CoreSchemaLoader)

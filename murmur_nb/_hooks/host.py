@@ -72,7 +72,7 @@ from murmur_nb._hooks.signatures import (
     clock_imports,
     signature,
 )
-from murmur_nb._rules import LONE_SURROGATE
+from murmur_nb._rules import LONE_SURROGATE, NotReadable, read_bounded
 
 if TYPE_CHECKING:
     from wasmtime import Store
@@ -391,8 +391,9 @@ class HookHost:
         file that changed meanwhile fails the load), or the failed :class:`Loaded`."""
         from wasmtime import WasmtimeError  # noqa: PLC0415 - wasmtime loads on first use
 
+        bounds = self._config.compile_bounds
         try:
-            data = entry.component.read_bytes()
+            data = read_bounded(entry.component, bounds.megabytes << 20)
             if not data.startswith(WASM_MAGIC):
                 return failed(
                     info,
@@ -402,7 +403,14 @@ class HookHost:
                     "`component:` at it",
                 )
             loaded = self.runtime.cache.load(entry.component, rewrite=_bounded(entry),
-                                             bounds=self._config.compile_bounds)  # fmt: skip
+                                             bounds=bounds)  # fmt: skip
+        except NotReadable as exc:
+            return failed(
+                info,
+                f"{entry.component} cannot be loaded: {exc}; point `component:` in murmur.yaml "
+                "at the hook's .wasm file (at most what its compile may use, "
+                f"$MURMUR_NB_HOOK_COMPILE_MB: {bounds.megabytes:,} MiB)",
+            )
         except Unbounded as exc:
             return failed(
                 info,
@@ -843,6 +851,11 @@ def _no_file(component: Path) -> str | None:
         return (
             f"component {component} is a folder, not a component file; point `component:` "
             "in murmur.yaml at the hook's .wasm file"
+        )
+    if component.exists() and not component.is_file():
+        return (
+            f"component {component} is not a regular file (a FIFO, a device or a socket); "
+            "point `component:` in murmur.yaml at the hook's .wasm file"
         )
     if not component.is_file():
         return (
