@@ -173,11 +173,15 @@ def _prepare(  # noqa: PLR0911 - one refusal per rule, each with its own message
     except OSError as exc:
         return Described.refused((), "module", f"{folder} cannot be read: {exc}")
     if not any(entry.rel == "module" for entry in key):
+        return Described.refused(key, "module", _no_executable(exe))
+    try:  # a link inside the folder: to what (nothing, a loop) is known only now
+        st = exe.stat()
+    except OSError as exc:
         return Described.refused(
-            key, "module", f"{exe} is missing; install the module executable there"
-        )
-    run = folder / "module"
-    if not stat.S_ISREG(run.stat().st_mode) or not os.access(run, os.X_OK):
+            key, "module", f"{exe} is a link that leads to no file ({exc.strerror}); install "
+            "the module executable there",
+        )  # fmt: skip
+    if not stat.S_ISREG(st.st_mode) or not os.access(exe, os.X_OK):
         return Described.refused(key, "module", f"{exe} is not an executable file; chmod +x it")
     # an unchanged key means unchanged bytes (a write always moves ctime): no hashing
     old = previous.snapshot if previous is not None and previous.key == key else None
@@ -189,6 +193,20 @@ def _prepare(  # noqa: PLR0911 - one refusal per rule, each with its own message
     except OSError as exc:
         return Described.refused(key, "module", f"{folder} cannot be read: {exc}")
     return key, snap
+
+
+def _no_executable(exe: Path) -> str:
+    """Why ``module`` is not in the folder's listing: missing, or a FIFO, socket or device
+    (never hashed nor run: :func:`~.snapshot.walk` leaves them out)."""
+    try:
+        mode = exe.lstat().st_mode
+    except OSError:
+        mode = 0
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "")  # fmt: skip
+    if not kind:
+        return f"{exe} is missing; install the module executable there"
+    return f"{exe} is {kind}, not a file; install the module executable there"
 
 
 def _run_confined(exe: Path, cwd: Path, policy: Policy, gate: SandboxGate) -> RunResult:
