@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import stat
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from _modules import install
 from _users import run_as_test_user, test_user
 
 import murmur_nb as mnb
+from murmur_nb._files import scratch  # private: the removal step the attack runs beside
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a root host's calls")
 
@@ -131,18 +131,21 @@ def test_another_account_reads_nothing_while_a_root_host_closes(
 ) -> None:
     """Closing the host removes its runs folder. The removal made every folder ``0755`` first
     (so that a read-only one can go): the trial's attacker, polling, read the calls' outputs
-    in that window. Here the other account tries at each removal step (each ``rmtree`` in the
-    runs folder), and is refused whatever is left."""
+    in that window. Here the other account tries at each removal step (each folder of the
+    runs folder listed to be emptied, ``scratch._listing``), and is refused whatever is
+    left."""
     home = tmp_path / "home"
     install(home, "plain")
     attacks: list[dict[str, str]] = []
-    real_rmtree = shutil.rmtree
+    real_listing = scratch._listing  # private: remove_tree lists each folder it empties
     targets: list[Path] = []
 
-    def attack_then_remove(path: Any, *args: Any, **kwargs: Any) -> None:
-        if targets and Path(path).is_relative_to(targets[0].parent):
+    def attack_then_remove(fd: int) -> list[os.DirEntry[str]]:
+        if targets and Path(f"/proc/self/fd/{fd}").readlink().is_relative_to(
+            targets[0].parent
+        ):
             attacks.append(_attack(targets, reachable / "user"))
-        real_rmtree(path, *args, **kwargs)
+        return real_listing(fd)
 
     with mnb.ModuleHost(home=home, artifact_store=reachable / "store") as host:
         made, used, _ = _produce_and_consume(host)
@@ -152,7 +155,7 @@ def test_another_account_reads_nothing_while_a_root_host_closes(
         targets += [call, output.parent, output, consumer, consumer / "w0-out" / "ran-consume",
                     view, *view.glob("sha256/*")]  # fmt: skip
         assert all(path.exists() for path in targets), targets
-        monkeypatch.setattr(shutil, "rmtree", attack_then_remove)
+        monkeypatch.setattr(scratch, "_listing", attack_then_remove)
     monkeypatch.undo()
     assert attacks, "the runs folder was not removed"
     outcomes = {outcome for seen in attacks for outcome in seen.values()}
