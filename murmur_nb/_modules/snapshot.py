@@ -5,13 +5,14 @@ by that digest; ``describe`` and ``invoke`` run the copy and approvals pin its d
 change to the live folder is never executed under an old approval. ``__pycache__`` is neither
 hashed nor copied and the copy is read-only, so no ``.pyc`` can be planted. A link leaving the
 folder refuses the module; one inside becomes a relative link within the snapshot. FIFOs,
-sockets and devices are left out. Entries and bytes are counted from ``lstat`` before a byte
-is read (``module_too_large``; sparse files too). Files are hashed once per
-``(dev, inode, size, mtime_ns, ctime_ns)``; snapshots are built in a temporary folder and
-renamed into place. Where: ``$MURMUR_NB_SNAPSHOTS``, else ``<cache>/module-snapshots``; the
-store is private to its owner (``0700``: a module's ``0600`` secrets stay its owner's) and each
-file keeps its own mode, less the write bits. On a root host the module runs as another uid,
-which is given read access for the host's life (:mod:`murmur_nb._sandbox.access`).
+sockets and devices are left out. Entries and bytes are counted from ``lstat`` before a byte is
+read (``module_too_large``; sparse files too, and folders nested past :data:`MAX_DEPTH`). Files
+are hashed once per ``(dev, inode, size, mtime_ns, ctime_ns)``; snapshots are built in a
+temporary folder and renamed into place. Where: ``$MURMUR_NB_SNAPSHOTS``, else
+``<cache>/module-snapshots``; the store is private to its owner (``0700``: a module's ``0600``
+secrets stay its owner's) and each file keeps its own mode, less the write bits. On a root host
+the module runs as another uid, which is given read access for the host's life
+(:mod:`murmur_nb._sandbox.access`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ __all__ = ["Entry", "Refused", "SnapshotStore", "Snapshot", "snapshots_dir", "wa
 SPARSE_MIN_BYTES = 1 << 20
 #: A file holding fewer than 1/8 of its size on disk is sparse.
 SPARSE_RATIO = 8
+#: Folders nested deeper than this refuse a module folder (``module_too_large``). Far past
+#: any real module (a venv's site-packages is about 8 levels down, nested ``node_modules``
+#: a few dozen); a chain of 1,200 was described and run, and then raised ``RecursionError``
+#: out of ``host.map(..., client=)`` (``os.walk`` ships the snapshot to Dask workers), and
+#: past about 2,000 levels the folder was refused with a 4 KB ``File name too long`` path.
+MAX_DEPTH = 256
 _CHUNK = 1 << 20
 _PYCACHE = "__pycache__"
 #: how many times :meth:`SnapshotStore.intact` removes a ``__pycache__`` and looks again
@@ -109,6 +116,8 @@ def walk(
             rel = os.path.join(rel_dir, name)  # noqa: PTH118
             st = os.lstat(os.path.join(root, rel))  # noqa: PTH118
             if stat.S_ISDIR(st.st_mode):
+                if rel.count(os.sep) >= MAX_DEPTH:
+                    raise _too_deep(folder, rel)
                 out.append(Entry(rel, "D", _sig(st)))
                 pending.append(rel)
             elif stat.S_ISLNK(st.st_mode):
@@ -122,6 +131,17 @@ def walk(
                 out.append(Entry(rel, "F", _sig(st), bool(st.st_mode & 0o111)))
             # a FIFO, socket or device is never code and reading one may block: left out
     return out
+
+
+def _too_deep(folder: Path, rel: str) -> Refused:
+    shown = str(Path(*Path(rel).parts[:3]))
+    return Refused(
+        "module_too_large",
+        "module",
+        f"{folder} nests folders more than {MAX_DEPTH} levels deep ({shown!r}/...): the "
+        "host walks, hashes and copies the whole module folder, and no module needs that "
+        "depth; remove or flatten that folder",
+    )
 
 
 def _inner_target(root: str, rel: str, folder: Path) -> str:
