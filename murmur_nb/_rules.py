@@ -130,9 +130,12 @@ def sha256_fd(fd: int, *, deadline: float | None = None) -> str:
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Lowercase hex SHA-256 of the file at ``path`` (see :func:`sha256_fd`)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    """Lowercase hex SHA-256 of the regular file at ``path`` (see :func:`sha256_fd`); a FIFO
+    (whose open would wait for a writer), a device (``/dev/zero`` never ends) or a socket is
+    :class:`NotReadable`, found without waiting."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
+        _refuse_unless_regular(os.fstat(fd))
         return sha256_fd(fd)
     finally:
         os.close(fd)
@@ -146,6 +149,12 @@ class NotReadable(ValueError):
 
 _KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}  # fmt: skip
+
+
+def _refuse_unless_regular(st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
+        raise NotReadable(f"it is {kind}, not a regular file")
 
 
 def read_bounded(path: str | os.PathLike[str], most: int, *, regular: bool = True) -> bytes:
@@ -168,9 +177,8 @@ def read_bounded(path: str | os.PathLike[str], most: int, *, regular: bool = Tru
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | (os.O_NONBLOCK if regular else 0))
     try:
         st = os.fstat(fd)
-        if regular and not stat.S_ISREG(st.st_mode):
-            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
-            raise NotReadable(f"it is {kind}, not a regular file")
+        if regular:
+            _refuse_unless_regular(st)
         if stat.S_ISREG(st.st_mode) and st.st_size > most:
             raise NotReadable(f"it is {st.st_size:,} bytes, more than the {most:,} it may be")
         chunks: list[bytes] = []

@@ -236,3 +236,23 @@ def test_a_command_reading_dev_zero_stops_with_a_usage_error(
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"more than the {most}" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_the_component_cache_hashes_no_file_that_never_ends(tmp_path: Path, kind: str) -> None:
+    """``ComponentCache.load`` hashes the component before it reads it (its digest is the
+    key): a component swapped for a FIFO after the host's check hung that hash in its open,
+    a link to ``/dev/zero`` never ended. Now refused at once, saying what it is."""
+    hostile_file(tmp_path / "swapped.wasm", kind)
+    done = in_child(f"""
+        from pathlib import Path
+        from murmur_nb._hooks.runtime import Runtime  # private: the cache the hooks load from
+        from murmur_nb._rules import NotReadable  # private: what a file no hash can end is
+        try:
+            Runtime.get().cache.load(Path({str(tmp_path / "swapped.wasm")!r}))
+        except NotReadable as exc:
+            print(exc)
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    kind_said = {"fifo": "a FIFO", "zero": "a character device"}[kind]
+    assert done.stdout.strip() == f"it is {kind_said}, not a regular file", done.stdout
