@@ -1,0 +1,88 @@
+"""Hostile conversation records: what a record folder others can write to can hold.
+
+The records are read by the notebook (``read_conversation(s)``, the explorer) and on a hook
+guest's behalf (``read-messages`` within the call's budget). Each test lands the hostile
+record for real (sparse files, many records) and measures the read from outside.
+
+Before the fixes: a record of 256 GiB holding a byte of data every 64 MiB (a few MiB on
+disk) was read hole by hole, 8 MiB past each byte, so loading it took about a minute (164 s
+for 1 TiB) and a hook's read of it never ended before its deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import murmur_nb as mnb
+
+_APPARENT = 256 << 30  # what the records claim to hold
+_EVERY = 64 << 20  # a byte of data this often: 4,096 blocks, 16 MiB on disk
+
+_READ_SCATTERED = """
+import json, sys, time
+from pathlib import Path
+import murmur_nb as mnb
+from murmur_nb._conversations.budget import ReadBudget  # private: a hook read's own bound
+
+home, out = Path(sys.argv[1]), {}
+for context_id in ("bytes", "newlines"):
+    started = time.process_time()
+    frame = mnb.read_conversation(context_id, home, progress=False)
+    out[context_id] = [frame["id"].tolist(), frame.attrs["skipped_lines"]]
+    out[context_id + "_cpu_s"] = time.process_time() - started
+    reader = mnb.ConversationStore(home).reader(context_id)  # a fresh index, as a hook's
+    try:
+        page = reader.read_messages(None, 100, budget=ReadBudget(4 << 20, time.monotonic() + 5))
+        out[context_id + "_hook"] = [m.id for m in page.messages]
+    except Exception as exc:
+        out[context_id + "_hook"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def _scattered_record(home: Path, context_id: str, mark: bytes) -> None:
+    """A record of :data:`_APPARENT` bytes: a message, then ``mark`` every :data:`_EVERY`
+    bytes with holes between (one line holding NULs, or a line of NULs per mark), then a
+    message after the last hole."""
+    with mnb.RecordWriter(home, context_id, stamp=False) as writer:
+        writer.append("user", "first", id="m0")
+    path = home / "conversations" / f"{context_id}.jsonl"
+    with path.open("r+b") as fh:
+        for offset in range(_EVERY, _APPARENT, _EVERY):
+            fh.seek(offset)
+            fh.write(mark)
+        fh.seek(_APPARENT)
+        fh.write(b'\n{"id":"m1","role":"user","content":"last"}\n')
+
+
+def test_a_sparse_record_with_scattered_data_is_read_by_its_data_not_its_size(
+    tmp_path: Path,
+) -> None:
+    """A record claiming 256 GiB with a byte every 64 MiB (16 MiB on disk): each byte made
+    the reader read 8 MiB (16 MiB once a newline followed), holes and all, 32 to 64 GiB in
+    all; now each read ends where a hole starts, so the record costs what it holds."""
+    _scattered_record(tmp_path, "bytes", b"x")
+    _scattered_record(tmp_path, "newlines", b"\n")
+    assert (tmp_path / "conversations" / "bytes.jsonl").stat().st_blocks * 512 < 64 << 20
+    package = Path(mnb.__file__).resolve().parents[1]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-W", "error", "-c", _READ_SCATTERED, str(tmp_path)],
+            capture_output=True, text=True, timeout=30, check=False,
+            env={**os.environ, "PYTHONPATH": str(package)},
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading two sparse records of 256 GiB took more than 30 s")
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["bytes"] == [["m0", "m1"], 1]
+    assert got["newlines"] == [["m0", "m1"], _APPARENT // _EVERY]
+    assert got["bytes_hook"] == got["newlines_hook"] == ["m1", "m0"]
+    assert got["bytes_cpu_s"] < 5.0
+    assert got["newlines_cpu_s"] < 5.0
