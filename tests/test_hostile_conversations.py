@@ -8,7 +8,9 @@ Before the fixes: a record of 256 GiB holding a byte of data every 64 MiB (a few
 disk) was read hole by hole, 8 MiB past each byte, so loading it took about a minute (164 s
 for 1 TiB) and a hook's read of it never ended before its deadline. ``read_conversations``
 of 400 one-line records whose roles differ (2,000 characters each) grew the kernel by 806 MiB
-and took 7.6 s: every record's frame was given every role before the concatenation.
+and took 7.6 s: every record's frame was given every role before the concatenation. A hook
+of 8 MiB reading a record that holds one message line of 96 MiB made the kernel read and
+parse the line whole on the hook's behalf, growing by about half a gigabyte.
 """
 
 from __future__ import annotations
@@ -135,3 +137,73 @@ def test_many_records_of_distinct_roles_load_in_memory_that_grows_with_them(
     assert got["rows"] == got["roles"] == count
     assert got["first"] == ["r0", "0000" * 2]
     assert got["growth"] < 200 << 20
+
+
+_HOOK_READS_A_HUGE_LINE = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from _wat import assemble
+import murmur_nb as mnb
+
+home, capsule = Path(sys.argv[1]), Path(sys.argv[1]) / "capsule"
+(capsule / "hooks").mkdir(parents=True)
+(capsule / "hooks" / "guest.wasm").write_bytes(assemble("guest.wat"))
+(capsule / "murmur.yaml").write_text(
+    "hooks:\\n  reader:\\n    component: hooks/guest.wasm\\n"
+    "    capabilities: {conversation: {read: true}}\\n"
+    "    limits: {time_ms: 3000, memory_mib: 8}\\n"
+)
+store = mnb.ConversationStore(home)
+hooks = mnb.HookHost.from_config(capsule / "murmur.yaml", conversations=store)
+hooks.task_start(task_id="!read", context_id="small")  # wasmtime and the guest loaded
+
+def status(field):
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(field + ":"))
+
+with open("/proc/self/clear_refs", "w") as fh:
+    fh.write("5")  # the peak RSS (VmHWM) starts again from what the process holds now
+before = status("VmRSS")
+result = hooks.task_start(task_id="!read", context_id="big")["reader"]
+growth = status("VmHWM") - before
+page = store.reader("big").read_messages(None, 100)  # the notebook's read: no budget
+print(json.dumps({"ok": result.ok, "value": result.value, "error": result.error,
+                  "growth": growth, "notebook": [m.id for m in page.messages]}))
+"""
+
+
+def test_a_hook_never_makes_the_kernel_read_a_line_larger_than_its_memory(
+    tmp_path: Path,
+) -> None:
+    """A record holding one message line of 96 MiB, read by a hook of 8 MiB: the index read
+    the line whole and parsed it on the hook's behalf, growing the kernel by about half a
+    gigabyte (and by seconds past the call's time limit for a longer line) to tell whether it
+    is a message. A line longer than the hook's memory is now ``unavailable``, naming its size
+    and the limit to raise, before it is read; the notebook's own read still serves it."""
+    with mnb.RecordWriter(tmp_path, "small", stamp=False) as writer:
+        writer.append("user", "hi", id="s0")
+    with mnb.RecordWriter(tmp_path, "big", stamp=False) as writer:
+        writer.append("user", "first", id="m0")
+        writer.append_raw(b'{"id":"huge","role":"user","content":"')
+        for _ in range(4):
+            writer.append_raw(b"a" * (24 << 20))
+        writer.append_raw(b'"}\n')
+        writer.append("user", "last", id="m1")
+    tests = Path(__file__).resolve().parent
+    package = Path(mnb.__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", _HOOK_READS_A_HUGE_LINE, str(tmp_path), str(tests)],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(package)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["growth"] < 48 << 20
+    assert not got["ok"], got["value"]
+    assert got["error"].startswith("unavailable: ")
+    assert "line of message 'huge' at byte 44 of the record of context 'big'" in got["error"]
+    assert "96 MiB" in got["error"]
+    assert "memory limit of 8 MiB" in got["error"]
+    assert "limits.memory_mib" in got["error"]
+    assert got["notebook"] == ["m1", "huge", "m0"]

@@ -14,7 +14,9 @@ A line longer than a scan chunk is searched for its newline piece by piece, noth
 and read whole only once complete and free of NULs (a sparse file's hole, a crash's tail).
 A scan for a hook's read looks at the call's deadline every
 :data:`~murmur_nb._conversations.budget.SCAN_CHUNK` bytes and stops there: each chunk is
-indexed whole before the next is read, so the next call goes on from ``scanned``.
+indexed whole before the next is read, so the next call goes on from ``scanned``. Nor does
+it read a line longer than the guest's memory (:class:`LineTooLarge`): a line is one parse,
+which no deadline interrupts, of several times its length in the kernel.
 
 During a full walk (:class:`Walk`) the scan also keeps each message's fields as
 :class:`Columns`, so the pages it covers need not be decoded a second time. Every scan
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OPEN_FLAGS",
     "Columns",
+    "LineTooLarge",
     "ProgressCallback",
     "RecordChanged",
     "RecordIndex",
@@ -97,6 +100,19 @@ ProgressCallback = Callable[[int], object]
 
 class RecordChanged(Exception):
     """The record is no longer the generation the index describes."""
+
+
+class LineTooLarge(Exception):
+    """A scan for a guest's read met a complete line longer than the guest's memory: telling
+    whether it is a message means reading and parsing it whole, which is not done on the
+    guest's behalf. ``size`` is its length in bytes (newline excluded), ``offset`` where it
+    starts, ``head`` its first bytes (to name the message)."""
+
+    def __init__(self, size: int, offset: int, head: bytes) -> None:
+        super().__init__(f"a line of {size} bytes at byte {offset}")
+        self.size = size
+        self.offset = offset
+        self.head = head
 
 
 class Columns:
@@ -327,9 +343,7 @@ class RecordIndex:
                     self._pass_over(fd, offset, end + 1, buf, on_bytes)
                     offset = end + 1
                     continue
-                buf = os.pread(fd, end + 1 - offset, offset)
-                if len(buf) != end + 1 - offset or buf[-1:] != b"\n":
-                    raise RecordChanged
+                buf = _whole_line(fd, offset, end, buf, budget)
                 cut = end - offset
             if offset == 0:
                 self._identify(buf[: buf.index(b"\n") + 1])
@@ -418,6 +432,22 @@ def _line_end(
         holds_nul = holds_nul or b"\0" in piece
         at += len(piece)
     return None
+
+
+def _whole_line(fd: int, offset: int, end: int, head: bytes, budget: ReadBudget | None) -> bytes:
+    """The line ``[offset, end]`` (its newline included) whose first bytes are ``head``.
+
+    For a guest's read (with a ``budget``) only before its deadline, and only when the line
+    fits the guest's memory: else :class:`LineTooLarge`, nothing more read.
+    """
+    if budget is not None:
+        budget.check()
+        if end - offset > budget.memory_bytes:
+            raise LineTooLarge(end - offset, offset, head[:512])
+    line = os.pread(fd, end + 1 - offset, offset)
+    if len(line) != end + 1 - offset or line[-1:] != b"\n":
+        raise RecordChanged
+    return line
 
 
 def _data_span(fd: int, at: int, want: int) -> int:

@@ -30,6 +30,7 @@ from murmur_nb._conversations.cursor import CursorCodec
 from murmur_nb._conversations.index import (
     OPEN_FLAGS,
     Columns,
+    LineTooLarge,
     ProgressCallback,
     RecordChanged,
     RecordIndex,
@@ -435,7 +436,9 @@ class ConversationReader:
             return rows, page.next_cursor, page.total, page.start
         if not fits:
             message_id = repr(str(rows[-1]["id"]))
-            raise _too_large_error(message_id, int(sizes[-1]), str(self._context_id), budget)
+            raise _too_large_error(
+                f"message {message_id}", int(sizes[-1]), str(self._context_id), budget
+            )
         cut = len(rows) - fits
         codec = self._store._codec if self._store is not None else None
         if codec is None:  # pragma: no cover - a page with rows has a store
@@ -627,6 +630,13 @@ def _sync(
         index.sync(st, walk if walk is not None and walk.sink_base < 0 else None, budget)
     except OSError as exc:
         raise _unavailable(context_id, exc) from exc
+    except LineTooLarge as exc:
+        if budget is None:  # pragma: no cover - only a scan with a budget raises it
+            raise
+        raise _too_large_error(
+            "the line " + _line_name(exc.head, "", "of message ") + f"at byte {exc.offset}",
+            exc.size, context_id, budget,
+        ) from exc
     return True
 
 
@@ -644,19 +654,29 @@ def _too_large(
     """
     starts, ends, _ = index.offsets(position, position + 1)
     size = ends[0] - starts[0]
-    name = f"number {position + 1} (counted from the oldest)"
     try:
         fd = os.open(index.path, OPEN_FLAGS)
         try:
             head = os.pread(fd, min(size, 512), starts[0])
         finally:
             os.close(fd)
-        found = _ID_PREFIX.match(head)
-        if found is not None:
+    except OSError:
+        head = b""
+    name = _line_name(head, f"number {position + 1} (counted from the oldest)")
+    return _too_large_error(f"message {name}", size, context_id, budget)
+
+
+def _line_name(head: bytes, otherwise: str, before: str = "") -> str:
+    """The id a record line starting with ``head`` gives, quoted, after ``before`` (and a
+    space when ``before`` is given); else ``otherwise``."""
+    found = _ID_PREFIX.match(head)
+    if found is not None:
+        try:
             name = repr(json.loads(found.group(1)))
-    except (OSError, ValueError):
-        pass
-    return _too_large_error(name, size, context_id, budget)
+        except ValueError:
+            return otherwise
+        return f"{before}{name} " if before else name
+    return otherwise
 
 
 def _too_large_error(
@@ -664,7 +684,7 @@ def _too_large_error(
 ) -> ConversationReadError:
     return ConversationReadError(
         "unavailable",
-        f"message {name} of the record of context {context_id!r} is "
+        f"{name} of the record of context {context_id!r} is "
         f"{_mib(size)} MiB, more than this hook's memory limit of "
         f"{_mib(budget.memory_bytes)} MiB; raise limits.memory_mib for this hook in "
         "murmur.yaml to read it",
