@@ -12,7 +12,9 @@
 * **A cost is a cost** (:func:`cost_problem`): ``estimated_cost`` and ``actual_cost`` are
   ``null`` (*unknown*) or a finite JSON number of at least 0. A negative cost would pay for
   other rows under a batch's ``max_cost``, and NaN compares false with every budget; Go's
-  ``encoding/json`` never writes NaN or infinities, Python's ``json`` does unless told not to.
+  ``encoding/json`` never writes NaN or infinities, Python's ``json`` does unless told not to
+  (as written, ``NaN`` and ``Infinity`` make the envelope no JSON at all, the ``json`` breach:
+  :mod:`murmur_nb._schemas.nesting`; the check here holds for any other way one arrives).
   A breach is the ``cost`` rule, and the kept ``execution`` says *unknown* for the lying
   field, never the lie: a budget then stops rather than trusting it.
 * **A refusal carries its evidence.** Each error is built with the partial

@@ -356,7 +356,8 @@ def _execution(effects: Mapping[str, Any], outcome: Outcome | None, artifacts: l
 
 def _emit(envelope: Mapping[str, Any]) -> None:
     out = sys.stdout.buffer
-    out.write(json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode())
+    out.write(json.dumps(envelope, separators=(",", ":"), ensure_ascii=False,
+                         allow_nan=False).encode())  # fmt: skip
     out.write(b"\n")
     out.flush()
 
