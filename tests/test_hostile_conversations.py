@@ -92,13 +92,8 @@ def test_a_sparse_record_with_scattered_data_is_read_by_its_data_not_its_size(
     assert got["newlines_cpu_s"] < 5.0
 
 
-_READ_MANY = """
-import json, sys, time
-import murmur_nb as mnb
-
-home = sys.argv[1]
-mnb.read_conversation("r0", home, progress=False)  # pandas and Arrow loaded
-
+#: a child's lines that measure its peak memory from here on: ``status("VmHWM") - before``
+_PEAK_FROM_NOW = """
 def status(field):
     with open("/proc/self/status") as fh:
         return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(field + ":"))
@@ -106,7 +101,16 @@ def status(field):
 with open("/proc/self/clear_refs", "w") as fh:
     fh.write("5")  # the peak RSS (VmHWM) starts again from what the process holds now
 before = status("VmRSS")
-frame = mnb.read_conversations(home, progress=False)
+"""
+
+_READ_MANY = """
+import json, sys, time
+import murmur_nb as mnb
+
+home = sys.argv[1]
+mnb.read_conversation("r0", home, progress=False)  # pandas and Arrow loaded
+
+""" + _PEAK_FROM_NOW + """frame = mnb.read_conversations(home, progress=False)
 print(json.dumps({
     "rows": len(frame), "roles": len(frame["role"].cat.categories),
     "first": [frame["context_id"][0], frame["role"][0][:8]],
@@ -158,14 +162,7 @@ store = mnb.ConversationStore(home)
 hooks = mnb.HookHost.from_config(capsule / "murmur.yaml", conversations=store)
 hooks.task_start(task_id="!read", context_id="small")  # wasmtime and the guest loaded
 
-def status(field):
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(field + ":"))
-
-with open("/proc/self/clear_refs", "w") as fh:
-    fh.write("5")  # the peak RSS (VmHWM) starts again from what the process holds now
-before = status("VmRSS")
-result = hooks.task_start(task_id="!read", context_id="big")["reader"]
+""" + _PEAK_FROM_NOW + """result = hooks.task_start(task_id="!read", context_id="big")["reader"]
 growth = status("VmHWM") - before
 page = store.reader("big").read_messages(None, 100)  # the notebook's read: no budget
 print(json.dumps({"ok": result.ok, "value": result.value, "error": result.error,
