@@ -63,7 +63,7 @@ from murmur_nb._files.trust import (
 )
 from murmur_nb._rules import cache_dir, clipped
 
-__all__ = ["READ_CHUNK", "Finished", "Journal", "JournalKey", "default_path"]
+__all__ = ["BUSY_S", "READ_CHUNK", "Finished", "Journal", "JournalKey", "default_path"]
 
 #: A rowid table: a row (its record is most of a kilobyte) is too big for ``WITHOUT ROWID``,
 #: which SQLite advises only for rows under a twentieth of a page; with it each group's commit
@@ -110,6 +110,8 @@ class Finished(NamedTuple):
 
 #: Rows read per query (SQLite's bound on a statement's parameters is 32,766 or 999)
 READ_CHUNK = 500
+#: How long a kernel waits for another's hold on the journal before giving up
+BUSY_S = 30.0
 #: How old a group of settled rows gets before it is committed (a transaction per row was a
 #: quarter of the host's bookkeeping CPU per row)
 GROUP_S = 0.05
@@ -148,11 +150,11 @@ class Journal:
             _create_private(self._file)
         db = sqlite3.connect(
             str(self._file) if self._file is not None else ":memory:",
-            check_same_thread=False, isolation_level=None, timeout=30.0,
+            check_same_thread=False, isolation_level=None, timeout=BUSY_S,
         )  # fmt: skip
         db.execute("PRAGMA trusted_schema=OFF")  # the file is not ours alone: see _layout
         if self.path is not None:
-            db.execute("PRAGMA journal_mode=WAL")
+            _write_ahead(db)
         db.execute("PRAGMA synchronous=NORMAL")
         self._create(db)
         return db
@@ -300,6 +302,26 @@ class Journal:
     def record(self, key: JournalKey, input_key: str) -> str | None:
         """The stored record (JSON text) of one row, or ``None`` (none, or not sealed)."""
         return self.records(key, [input_key]).get(input_key)
+
+
+def _write_ahead(db: sqlite3.Connection) -> None:
+    """Put the journal in WAL mode, waiting up to :data:`BUSY_S` for other kernels.
+
+    SQLite takes the lock this needs without its busy handler: while another kernel's
+    connection makes the same new file WAL, it says "database is locked" at once (six kernels
+    opening one new journal together: one was refused in about every tenth start, told the
+    file "cannot be used as a batch journal"), so it is asked again until the connection's
+    own timeout.
+    """
+    end = time.monotonic() + BUSY_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > end:
+                raise
+            time.sleep(0.005)
 
 
 def _layout(db: sqlite3.Connection, *, made: bool = False) -> None:

@@ -21,11 +21,13 @@ what it sealed lasts as long as the process.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import secrets
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from murmur_nb._exceptions import HookError
@@ -91,18 +93,43 @@ def user_key(directory: Path | None = None) -> bytes:
     if stat.S_IMODE(st.st_mode) != 0o700:
         folder.chmod(0o700)
     path = folder / KEY_FILE
+    key = _kept(path)
+    if key is not None:
+        return key
+    with _made_alone(folder):  # two processes making it at once: one makes, the other reads
+        key = _kept(path)
+        if key is not None:
+            return key
+        key = secrets.token_bytes(KEY_BYTES)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")  # mkstemp creates it 0600
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+        Path(tmp).replace(path)
+    return key
+
+
+def _kept(path: Path) -> bytes | None:
+    """The key in ``path`` when it is one: ``0600``, this user's, :data:`KEY_BYTES` long."""
     with contextlib.suppress(FileNotFoundError):
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as handle:
             key = handle.read(KEY_BYTES + 1)
             if _private(os.fstat(handle.fileno()), 0o600) and len(key) == KEY_BYTES:
                 return key
-    key = secrets.token_bytes(KEY_BYTES)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")  # mkstemp creates it 0600
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key)
-    Path(tmp).replace(path)
-    return key
+    return None
+
+
+@contextlib.contextmanager
+def _made_alone(folder: Path) -> Iterator[None]:
+    """Hold the key folder's lock (``flock``) while the key is made: two kernels starting at
+    once each made a key of their own, and what the one whose file was replaced sealed (its
+    batch journal's rows, its compiled hooks) failed its seal everywhere after."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 @functools.cache
