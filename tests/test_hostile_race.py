@@ -15,6 +15,10 @@ are ready), many rounds, and the shared state looked at afterwards.
   database is locked) ... Pass the path of a journal file ... or journal=None": SQLite
   switches a file to WAL without waiting for another connection's lock. Now the switch is
   asked again until the journal's 30 s busy timeout, and every process keeps its row.
+* A hook built to ``output=`` while another kernel loads that file: the copy was written
+  over the output in place, so the loader read an empty or half-written component (11,581
+  of 11,927 reads while a build was placed 60 times). Now it is written under a temporary
+  name and renamed into place.
 """
 
 from __future__ import annotations
@@ -157,3 +161,47 @@ def test_kernels_opening_one_new_journal_at_once_all_use_it(tmp_path: Path) -> N
         if len(found) != PROCESSES:
             lost[r] = sorted(set(names) - set(found))
     assert lost == {}
+
+
+#: a child rebuilding a hook to one output again and again, each time from another build
+_REBUILDER = """
+import sys
+from pathlib import Path
+from murmur_nb._hooks.build import _place
+base = Path(sys.argv[1])
+for i in range(int(sys.argv[2])):
+    _place(base / ("a.wasm" if i % 2 else "b.wasm"), base / "hooks" / "hook.wasm")
+"""
+
+
+def test_a_kernel_loading_a_hook_never_reads_a_half_placed_build(tmp_path: Path) -> None:
+    """A kernel builds a hook to ``output=`` (``build_python_hook``, ``build_demo_hook``)
+    while another kernel loads that file: the loader reads the old build or the new one,
+    whole. The build was written over the output in place (truncated, then written), so
+    the loader read a prefix of it (and a hook that "is not a valid component")."""
+    whole = {b"\0asm" + bytes([n]) * (4 << 20) for n in (1, 2)}
+    a, b = sorted(whole)
+    (tmp_path / "a.wasm").write_bytes(a)
+    (tmp_path / "b.wasm").write_bytes(b)
+    out = tmp_path / "hooks" / "hook.wasm"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _REBUILDER, str(tmp_path), "60"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    torn = reads = 0
+    try:
+        end = time.monotonic() + 60
+        while writer.poll() is None and time.monotonic() < end:
+            try:
+                seen = out.read_bytes()
+            except FileNotFoundError:
+                continue
+            reads += 1
+            torn += seen not in whole
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+        _, err = writer.communicate()
+    assert writer.returncode == 0, err
+    assert reads > 0 and torn == 0, f"{torn} of {reads} reads got a half-written build"

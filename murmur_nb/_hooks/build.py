@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -473,11 +474,22 @@ def _componentize_js(node: str, source: Path, tmp: Path) -> None:
 
 
 def _place(built: Path, output: str | os.PathLike[str] | None) -> Path:
-    """The cached build, or a copy of it at ``output``."""
+    """The cached build, or a copy of it at ``output``, put there whole (written under a
+    temporary name and renamed: another kernel may be loading the hook from ``output``, and
+    a copy written in place was read half-written, "not a valid component")."""
     if output is None:
         return built
     target = Path(output).expanduser()
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.exists() or sha256_file(target) != sha256_file(built):
-        target.write_bytes(built.read_bytes())
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # umask's
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(built.read_bytes())
+            tmp.replace(target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     return target
+
