@@ -63,7 +63,7 @@ from murmur_nb._hooks.lowering import (
     message_record,
 )
 from murmur_nb._hooks.results import Capture, HookInfo, HookResult, outcome
-from murmur_nb._hooks.runtime import NO_GC_HINT, Runtime
+from murmur_nb._hooks.runtime import NO_GC_HINT, Runtime, close_whole
 from murmur_nb._hooks.signatures import (
     EXPECTED_EXPORTS,
     HANDLERS,
@@ -466,7 +466,7 @@ class HookHost:
                     "link_error",
                 )
             finally:
-                store.close()
+                close_whole(store)
         return None
 
     # ----------------------------------------------------------------- public API
@@ -602,7 +602,7 @@ class HookHost:
         with self.runtime.call_lock:
             self._closed = True
             self._hooks = {k: Loaded(v.info) for k, v in self._hooks.items()}
-            self._linked.linker.close()
+            close_whole(self._linked.linker)
 
     def __enter__(self) -> HookHost:
         return self
@@ -763,7 +763,7 @@ class HookHost:
             duration = (time.monotonic() - started) * 1000 + waited_ms
         interrupted = self.runtime.ticker.interrupted
         fuel_used = self._fuel_used(store, limits)
-        store.close()  # here, on this thread: see "Teardown" in the runtime module
+        close_whole(store)  # here, on this thread: see "Teardown" in the runtime module
         if interrupted or isinstance(call.host_failure, KeyboardInterrupt):
             raise KeyboardInterrupt(f"hook {info.id!r} interrupted during {event}")
         if call.host_failure is not None:

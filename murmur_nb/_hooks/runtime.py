@@ -38,7 +38,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from murmur_nb._hooks.guest_code.compiler import ENGINE_FINGERPRINT, engine_conf
 
 if TYPE_CHECKING:
     from wasmtime import Engine
+    from wasmtime._managed import Managed
 
 #: Why a component using a switched-off proposal is refused (added to its load error).
 NO_GC_HINT = (
@@ -66,6 +67,36 @@ DRAIN_S = 5.0  # at exit: how long to wait for a running call and the output cal
 #: The signals a guest's trap raises: ``unreachable`` and friends (SIGILL), guard pages
 #: (SIGSEGV, SIGBUS), integer division (SIGFPE).
 TRAP_SIGNALS = (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE)
+
+
+def close_whole(managed: Managed[Any]) -> None:
+    """Close a wasmtime object (a store, a linker) with Ctrl-C held back until it is closed.
+
+    wasmtime-py's ``close`` frees the object, then forgets its pointer. A ``KeyboardInterrupt``
+    raised between the two (a SIGINT that lands as ``wasmtime_store_delete`` returns: it runs
+    the store's WASI output finalizers, Python code, and takes a while for a large guest)
+    kept the pointer, and the object was freed a second time when it was collected: the
+    kernel died (SIGSEGV) after about one Ctrl-C in twenty during hook calls. On the main
+    thread a SIGINT that comes while the object closes only sets a flag; the handler it
+    replaced runs once the object is closed (for ``default_int_handler``: the
+    ``KeyboardInterrupt``, now with nothing left half done).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        managed.close()
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # ignored, the default (the process ends), or not Python's
+        managed.close()
+        return
+    pressed: list[FrameType | None] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(frame))
+    try:
+        managed.close()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        run: Callable[[int, FrameType | None], Any] = previous
+        run(signal.SIGINT, pressed[0])
 
 
 class TrapHandlers:
@@ -398,7 +429,7 @@ class Runtime:
             for host in list(self.hosts):
                 host.close()
             for store in list(self.stores):
-                store.close()
+                close_whole(store)
             # Each output callback is released by a tokio worker once the task that owned it
             # is dropped; wait for all of them while Python can still run those finalizers.
             while len(self.outputs) and time.monotonic() < deadline:
