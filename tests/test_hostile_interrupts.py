@@ -8,6 +8,11 @@ What was attacked, and what happened before:
   was freed again when it was collected: the kernel died with SIGSEGV in
   ``wasmtime_store_delete``. Random Ctrl-Cs during back-to-back hook calls killed the kernel
   within a few hundred calls, every run.
+- **A kernel killed while it copies a module into the snapshot store.** The copy is made in
+  a ``.build-*`` folder of the (persistent) store and renamed into place; a kernel killed
+  mid-copy (the OOM killer, a restart) left the partial copy, up to ``max_module_bytes``
+  (512 MiB) with read-only folders, in the store for good: three kills of a 200 MiB module
+  left 300 MiB that no later host removed.
 
 Each scenario runs in a child process of its own (a crash or a hang is the child's, seen
 here as its exit status, within a timeout).
@@ -16,13 +21,16 @@ here as its exit status, within a timeout).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from test_hooks import assemble_guest
 
+import murmur_nb as mnb
 from murmur_nb import RecordWriter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,3 +129,81 @@ print(answered, interrupted > 0, flush=True)
     done = _child(code, *hook_capsule, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.split() == ["600", "True"], done.stdout
+
+
+_INVOKE = """
+import sys
+import murmur_nb as mnb
+with mnb.ModuleHost(home=sys.argv[1]) as host:
+    print(host.invoke("good.echo", {"count": 1}, progress=False).ok, flush=True)
+"""
+
+
+def _building(store: Path, child: subprocess.Popen[str]) -> Path:
+    """The child's snapshot build folder (one that was not there before), once it has started
+    copying the big file."""
+    before = set(store.glob(".build-*"))
+    end = time.monotonic() + 30
+    while time.monotonic() < end and child.poll() is None:
+        found = [p for p in store.glob(".build-*")
+                 if p not in before and (p / "good" / "weights.bin").exists()]  # fmt: skip
+        if found:
+            return found[0]
+        time.sleep(0.001)
+    child.kill()
+    raise AssertionError(f"the child never started copying the module: {child.wait()}")
+
+
+@pytest.fixture
+def big_module(facet_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The snapshot store this test's processes use, for a module holding 128 MiB."""
+    (facet_home / "modules" / "good" / "weights.bin").write_bytes(bytes(128 << 20))
+    store = tmp_path / "snapshots"
+    monkeypatch.setenv("MURMUR_NB_SNAPSHOTS", str(store))
+    return store
+
+
+def test_a_kernel_killed_mid_snapshot_leaves_no_copy_in_the_store(
+    facet_home: Path, big_module: Path
+) -> None:
+    """SIGKILL to a kernel copying a 128 MiB module into the store: its partial copy is
+    there, and the next host's call removes it as it makes the snapshot (before: it stayed,
+    and so did one for every kill)."""
+    store = big_module
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for _ in range(2):
+        child = subprocess.Popen([sys.executable, "-c", _INVOKE, str(facet_home)], env=env,
+                                 stdout=subprocess.DEVNULL, text=True)  # fmt: skip
+        _building(store, child)
+        child.kill()
+        child.wait()
+    assert list(store.glob(".build-*"))  # what the last killed kernel left, at least
+    with mnb.ModuleHost(home=facet_home) as host:
+        assert host.invoke("good.echo", {"count": 1}, progress=False).ok
+    left = sorted(p.name for p in store.iterdir())
+    assert len(left) == 1 and left[0].endswith("-good"), left  # the snapshot, nothing else
+
+
+def test_a_live_kernels_snapshot_build_is_never_taken_for_an_abandoned_one(
+    facet_home: Path, big_module: Path
+) -> None:
+    """A kernel stopped (SIGSTOP) mid-copy still holds its build: another host's call in the
+    same store makes its own snapshot and leaves that build alone, and the stopped kernel,
+    let go, finishes its call."""
+    store = big_module
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", _INVOKE, str(facet_home)], env=env,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        theirs = _building(store, child)
+        child.send_signal(signal.SIGSTOP)
+        with mnb.ModuleHost(home=facet_home) as host:
+            assert host.invoke("good.echo", {"count": 1}, progress=False).ok
+        assert (theirs / "good" / "weights.bin").exists()
+        child.send_signal(signal.SIGCONT)
+        out, _ = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 0 and out.split() == ["True"], (child.returncode, out)
+    left = sorted(p.name for p in store.iterdir())
+    assert len(left) == 1 and left[0].endswith("-good"), left

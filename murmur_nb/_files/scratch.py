@@ -75,11 +75,15 @@ def temp_folder() -> Path:
     return base  # no better place on this machine
 
 
-def owned_folder(prefix: str, *, settle: Settle | None = None) -> Path:
-    """A new ``0700`` folder in :func:`temp_folder`, locked by this process (abandoned
-    folders of the same ``prefix`` settled and removed first); :func:`release` removes it."""
-    sweep(prefix, settle=settle)
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=temp_folder()))
+def owned_folder(
+    prefix: str, where: Path | None = None, *, settle: Settle | None = None
+) -> Path:
+    """A new ``0700`` folder in ``where`` (default :func:`temp_folder`), locked by this
+    process (abandoned folders of the same ``prefix`` there settled and removed first);
+    :func:`release` removes it."""
+    sweep(prefix, where, settle=settle)
+    base = where if where is not None else temp_folder()
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
     fd, named = tempfile.mkstemp(dir=folder, prefix=".lock-")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

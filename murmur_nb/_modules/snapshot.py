@@ -21,7 +21,6 @@ import contextlib
 import hashlib
 import os
 import stat
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from murmur_nb._files import own_state
 from murmur_nb._files.beneath import real_path
-from murmur_nb._files.scratch import process_folder, remove_tree
+from murmur_nb._files.scratch import LOCK, leave, owned_folder, process_folder, release, remove_tree
 from murmur_nb._files.trust import trusted_folder
 from murmur_nb._rules import cache_dir
 from murmur_nb._sandbox import access
@@ -48,6 +47,8 @@ SPARSE_RATIO = 8
 MAX_DEPTH = 256
 _CHUNK = 1 << 20
 _PYCACHE = "__pycache__"
+#: the prefix of a snapshot's build folder in the store, until it is renamed into place
+_BUILD = ".build-"
 #: how many times :meth:`SnapshotStore.intact` removes a ``__pycache__`` and looks again
 _PYCACHE_TRIES = 5
 
@@ -302,7 +303,14 @@ class SnapshotStore:
         return None
 
     def _build(self, folder: Path, listing: list[Entry], max_bytes: int) -> Snapshot:
-        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=self.root()))
+        """Copy ``folder`` into a build folder of the store and rename it into place.
+
+        The build folder is locked by this process while it fills (:func:`.scratch.owned_folder`):
+        a kernel killed mid-copy (the OOM killer, a restart) ran no clean-up, and its partial
+        copy, up to ``max_module_bytes`` in the persistent store, stayed there for good; now
+        the next build in the store removes it. Its lock file goes just before the rename,
+        so no snapshot holds one (a sweep leaves a folder without one alone)."""
+        tmp = owned_folder(_BUILD, self.root())
         inner = tmp / folder.name
         try:
             inner.mkdir(mode=0o755)
@@ -311,6 +319,7 @@ class SnapshotStore:
                 if entry.kind == "D":
                     (inner / entry.rel).chmod(0o555)
             inner.chmod(0o555)
+            (tmp / LOCK).unlink()  # held until the rename: no sweep takes it meanwhile
             tmp.chmod(0o555)
             top = self._top(digest, folder.name)
             try:
@@ -318,9 +327,10 @@ class SnapshotStore:
             except OSError:  # another host made it first: use theirs once it hashes right
                 found = self._reusable(digest, folder.name, len(listing) + 1, max_bytes)
                 if found is not None:
-                    remove_tree(tmp)
+                    release(tmp)
                     return found
                 tmp.rename(top)  # theirs did not hash right and is gone: ours takes its place
+            leave(tmp)
             snap = Snapshot(top / folder.name, digest)
             self._verified[snap.path] = walk(snap.path, max_entries=len(listing) + 1,
                                              max_bytes=max_bytes, skip="")  # fmt: skip
@@ -328,6 +338,7 @@ class SnapshotStore:
         except BaseException:
             if tmp.exists():
                 remove_tree(tmp)
+            leave(tmp)
             raise
 
     def _hash_copy(self, src: Path, listing: list[Entry], dest: Path | None, max_bytes: int
