@@ -131,6 +131,53 @@ print(answered, interrupted > 0, flush=True)
     assert done.stdout.split() == ["600", "True"], done.stdout
 
 
+def test_a_ctrl_c_anywhere_in_a_calls_deadline_leaves_later_calls_free(
+    hook_capsule: tuple[str, str],
+) -> None:
+    """A ``KeyboardInterrupt`` raised at each Python function entry of the epoch ticker's
+    ``deadline`` (where each call's store gets its deadline), as a Ctrl-C lands there: the
+    next call answers (before: at the entry of the condition's ``__exit__`` the ticker's lock
+    stayed held, and every later hook call waited for it forever)."""
+    code = _HOOKS + """
+from murmur_nb._hooks.runtime import Ticker  # private: the step the Ctrl-C lands in
+deadline, answered, point = Ticker.deadline.__code__, [], 0
+while True:
+    seen, inside = [0], [False]
+
+    def press(frame, event, arg, point=point):
+        if frame.f_code is deadline and event in ("call", "return"):
+            inside[0] = event == "call"
+        if event == "call" and inside[0]:
+            seen[0] += 1
+            if seen[0] == point + 1:
+                raise KeyboardInterrupt  # as the signal handler raises it, at a function entry
+        return press
+
+    sys.settrace(press)
+    try:
+        call(f"t{point}")
+        landed = False
+    except KeyboardInterrupt:
+        landed = True
+    finally:
+        sys.settrace(None)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (call(f"after{point}"), done.set()), daemon=True)
+    worker.start()
+    if not done.wait(10):
+        print("stuck after point", point, flush=True)
+        os._exit(3)
+    answered.append(point)
+    if not landed:
+        break
+    point += 1
+print(len(answered) > 1, flush=True)
+"""
+    done = _child(code, *hook_capsule)
+    assert done.returncode == 0, (done.returncode, done.stdout[-500:], done.stderr[-2000:])
+    assert done.stdout.split() == ["True"], done.stdout
+
+
 _INVOKE = """
 import sys
 import murmur_nb as mnb

@@ -208,8 +208,11 @@ class Ticker:
         for first (a deadline counts from the epoch when it is set), so none of it reaches
         this call; that wait is only ever after a stopped call.
         """
-        with self._settled:
-            self._settled.wait_for(lambda: not self._pushing)
+        # the lock's own ``with`` (C), not the condition's, whose ``__exit__`` is Python: a
+        # Ctrl-C landing as that began kept the lock, and every later hook call waited for it
+        with self._lock:
+            if self._pushing:
+                self._settled.wait_for(lambda: not self._pushing)
             owed = self._owed(now)
         return math.ceil(time_ms / 1000 / TICK_S) + 1 + owed
 
