@@ -305,7 +305,8 @@ class SnapshotStore:
     def _build(self, folder: Path, listing: list[Entry], max_bytes: int) -> Snapshot:
         """Copy ``folder`` into a build folder of the store and rename it into place.
 
-        The build folder is locked by this process while it fills (:func:`.scratch.owned_folder`):
+        The build folder is locked by this process while it fills
+        (:func:`~murmur_nb._files.scratch.owned_folder`):
         a kernel killed mid-copy (the OOM killer, a restart) ran no clean-up, and its partial
         copy, up to ``max_module_bytes`` in the persistent store, stayed there for good; now
         the next build in the store removes it. Its lock file goes just before the rename,
