@@ -244,35 +244,39 @@ def _empty_pass(top: int) -> bool:
     moved = False
     stack = [(top, iter(_listing(top)))]
     names: list[str] = []  # each open folder's name in the one above it (stack[1:])
-    while stack:
-        fd, entries = stack[-1]
-        entry = next(entries, None)
-        if entry is None:  # all of fd's entries handled: remove fd itself, from its parent
-            stack.pop()
-            if stack:
-                os.close(fd)
+    try:
+        while stack:
+            fd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:  # all of fd's entries handled: remove fd itself, from its parent
+                stack.pop()
+                if stack:
+                    os.close(fd)
+                    with contextlib.suppress(OSError):
+                        os.rmdir(names.pop(), dir_fd=stack[-1][0])
+                continue
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_folder = False
+            if not is_folder:
                 with contextlib.suppress(OSError):
-                    os.rmdir(names.pop(), dir_fd=stack[-1][0])
-            continue
-        try:
-            is_folder = entry.is_dir(follow_symlinks=False)
-        except OSError:
-            is_folder = False
-        if not is_folder:
+                    os.unlink(entry.name, dir_fd=fd)
+                continue
+            if len(stack) > OPEN_FOLDERS:
+                moved = _move_up(entry.name, fd, top) or moved
+                continue
+            try:
+                child = os.open(entry.name, _DIRECTORY, dir_fd=fd)
+            except OSError:
+                continue
             with contextlib.suppress(OSError):
-                os.unlink(entry.name, dir_fd=fd)
-            continue
-        if len(stack) > OPEN_FOLDERS:
-            moved = _move_up(entry.name, fd, top) or moved
-            continue
-        try:
-            child = os.open(entry.name, _DIRECTORY, dir_fd=fd)
-        except OSError:
-            continue
-        with contextlib.suppress(OSError):
-            os.fchmod(child, 0o700)
-        stack.append((child, iter(_listing(child))))
-        names.append(entry.name)
+                os.fchmod(child, 0o700)
+            stack.append((child, iter(_listing(child))))
+            names.append(entry.name)
+    finally:  # an interrupt midway: the folders still open are closed, not leaked
+        for fd, _ in stack[1:]:
+            os.close(fd)
     return moved
 
 
