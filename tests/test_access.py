@@ -76,6 +76,18 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def own_journals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary folder of this test's (``$TMPDIR`` of the kernels it starts), where they
+    keep their grant journals: a dead kernel's journal is taken back by the next root
+    kernel that gives, and another test's, running beside this one, would take it back
+    between the kill and the test's look at what the dead kernel left."""
+    folder = tmp_path / "tmp"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("TMPDIR", str(folder))
+    return folder
+
+
+@pytest.fixture
 def users_folders(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """A user's ``0755`` work folder (the ``rw`` root) and ``0700`` sources (``ro``)."""
     user = test_user()
@@ -265,7 +277,7 @@ def giving_kernel(home: Path, work: Path, src: Path, script: str = GIVING_KERNEL
 
 
 def test_what_a_killed_kernel_gave_is_taken_back_by_the_next_root_kernel(
-    home: Path, tmp_path: Path, users_folders: tuple[Path, Path]
+    home: Path, tmp_path: Path, users_folders: tuple[Path, Path], own_journals: Path
 ) -> None:
     """A kernel killed with ``SIGKILL`` takes nothing back. A process running as the dead
     kernel's sandbox uid reads the user's ``0700`` sources after the kill, and is refused
@@ -324,7 +336,7 @@ except OSError as exc:
 
 @pytest.mark.parametrize("limit", ["soft", "hard"])
 def test_a_kernel_out_of_descriptors_still_takes_back_what_it_gave(
-    home: Path, tmp_path: Path, users_folders: tuple[Path, Path], limit: str
+    home: Path, tmp_path: Path, users_folders: tuple[Path, Path], own_journals: Path, limit: str
 ) -> None:
     """A kernel that ran out of file descriptors (and exits as it then may) has no
     descriptor to take back with. Under a soft limit it raises the limit at exit: once it is
@@ -371,7 +383,7 @@ def dead_kernels_journal(where: Path, uid: int) -> list[Path]:
 
 
 def test_a_kernel_too_short_of_descriptors_to_take_back_leaves_the_journal_to_the_next(
-    home: Path, tmp_path: Path, users_folders: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    home: Path, tmp_path: Path, users_folders: tuple[Path, Path], own_journals: Path
 ) -> None:
     """A dead kernel's journal is taken back by the next root kernel that gives. One that has
     descriptors enough to find and read the journal but not to walk the roots it lists keeps
@@ -380,16 +392,12 @@ def test_a_kernel_too_short_of_descriptors_to_take_back_leaves_the_journal_to_th
     user's ``0700`` sources. Were the journal removed with the walk cut short, that uid
     would read them for good."""
     work, src = users_folders
-    # The three kernels keep their journals in a folder of this test's: another root
-    # kernel's sweep (another test's, beside this one) would take the journal first.
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir(mode=0o700)
     for i in range(10):  # a root whose walk needs more descriptors than the sweeper has
         (work / f"more-{i}.txt").write_text("more")
     kernel, uid = giving_kernel(home, work, src, SHORT_KERNEL)
     out, _ = kernel.communicate("hard\n", timeout=120)
     assert kernel.returncode == 0 and out.strip() == "Too many open files", out
-    journal = dead_kernels_journal(tmp_path / "tmp", uid)
+    journal = dead_kernels_journal(own_journals, uid)
     assert journal, "the dead kernel left no journal"
     assert sandbox_entries(work, src, ids=range(uid, uid + 1))
 
@@ -713,7 +721,7 @@ def test_a_grant_never_wakes_an_entry_chmod_switched_off(
 
 
 def test_a_mask_a_killed_kernel_raised_is_put_back_by_the_next(
-    home: Path, masked_roots: tuple[Path, Path]
+    home: Path, masked_roots: tuple[Path, Path], own_journals: Path
 ) -> None:
     """The mask bits a kernel killed with ``SIGKILL`` raised are in its journal: the next
     root kernel's host takes them off with the entry. The test account then still cannot

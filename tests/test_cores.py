@@ -13,16 +13,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from _modules import sh_module
 
 import murmur_nb as mnb
+from murmur_nb._batch.local import (  # private: the rule a default map grows by
+    ROWS_PER_CORE,
+    SHORT_ROW_S,
+    SHORT_SAMPLES_PER_WORKER,
+)
 from murmur_nb._rules import usable_cores  # private: the one rule every pool is sized by
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -168,9 +174,12 @@ def test_cgroup_v1_cfs_quota_caps_the_cores(tmp_path: Path) -> None:
     assert usable_cores(tmp_path) == cores
 
 
-def _rows_at_once(tmp_path: Path, name: str, body_s: float, rows: int, **options: object) -> int:
-    """The most rows of a map (``options`` as given to ``map``) whose module was running at
-    the same moment; each row's module sleeps ``body_s`` between its two marks."""
+def _run_timed_map(
+    tmp_path: Path, name: str, body_s: float, rows: int, **options: object
+) -> tuple[int, list[float]]:
+    """A map (``options`` as given to ``map``) of ``rows`` rows whose module sleeps
+    ``body_s`` between its two marks: the most rows whose module was running at the same
+    moment, and each row's ``duration_ms`` in the batch's frame (the whole call's), by row."""
     work, out = tmp_path / name, tmp_path / name / "out"
     out.mkdir(parents=True)
     sh_module(work / "home", "timed", before=(
@@ -182,16 +191,91 @@ def _rows_at_once(tmp_path: Path, name: str, body_s: float, rows: int, **options
         batch = host.map("timed.run", [{"row": i} for i in range(rows)], progress=False,
                          journal=None, **options)  # fmt: skip
         assert batch.progress.ok == rows, batch.progress.line()
-    return most_at_once(out / "marks")
+        durations = [float(ms) for ms in batch.to_pandas()["duration_ms"]]
+    return most_at_once(out / "marks"), durations
+
+
+def _rows_at_once(tmp_path: Path, name: str, body_s: float, rows: int, **options: object) -> int:
+    """The most rows of such a map (:func:`_run_timed_map`) running at the same moment."""
+    return _run_timed_map(tmp_path, name, body_s, rows, **options)[0]
+
+
+#: a first rows' median (of their calls' ``duration_ms``) this short is short by any
+#: measure: the batch's own time of a run adds only the moments between its lock and the call
+PLAINLY_SHORT_MS = 70.0
+
+#: how long, in all, a test runs maps again for one whose first rows prove short: the suite's
+#: other worker can load this machine for minutes (its binder and container tests take up to
+#: four), and in one full run rows of 10 ms took 103 to 134 ms for eight maps in a row
+PROVE_SHORT_WITHIN_S = 360.0
+
+
+@contextlib.contextmanager
+def _ahead_of_the_other_worker() -> Iterator[None]:
+    """This thread, and the threads and processes it starts meanwhile (the batch's, the
+    zygote, the modules, Dask's workers), at nice -10 where that may be set (as root): the
+    first rows then take what they take on this machine, less of what the suite's other
+    worker leaves them. Unprivileged, the priority stays as it was."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)  # on Linux, this thread's
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, -10)
+    except PermissionError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
+
+
+def _grows_once_short(
+    run: Callable[[int], tuple[int, list[float]]], *, slots: int, long_keeps: bool
+) -> list[tuple[int, float]]:
+    """Run the default map ``run(attempt)`` (the most rows at once, each row's
+    ``duration_ms``) of a batch over ``slots`` cores or Dask workers (two rows each, four once
+    short) until one grows, holding each to the rule by what its first rows took: plainly
+    short (:data:`PLAINLY_SHORT_MS`), it must have grown; over :data:`.SHORT_ROW_S`, with
+    ``long_keeps``, it must have kept two a slot; never more than four a slot. A map that did
+    not grow and was not plainly short (a loaded machine) runs again after a pause that
+    doubles, for :data:`PROVE_SHORT_WITHIN_S` in all. The tries: (most at once, the first
+    rows' median ms)."""
+    decided_on = SHORT_SAMPLES_PER_WORKER * ROWS_PER_CORE * slots  # the first to start
+    tries: list[tuple[int, float]] = []
+    give_up, pause = time.monotonic() + PROVE_SHORT_WITHIN_S, 2.0
+    while True:
+        most, durations = run(len(tries))
+        median_ms = statistics.median(durations[:decided_on])
+        tries.append((most, round(median_ms, 1)))
+        assert most <= 4 * slots, (tries, slots)
+        if long_keeps and median_ms > SHORT_ROW_S * 1000:
+            assert most <= 2 * slots, (tries, slots)  # long rows: the batch kept two a slot
+        if most > 2 * slots:
+            return tries  # it grew
+        assert median_ms > PLAINLY_SHORT_MS, (tries, slots)  # short rows, and it did not grow
+        if time.monotonic() + pause > give_up:
+            pytest.fail(f"this machine stayed too busy for rows of 10 ms to prove short in "
+                        f"{len(tries)} maps over {PROVE_SHORT_WITHIN_S:.0f} s (the most at "
+                        f"once, the first rows' median ms): {tries}")  # fmt: skip
+        time.sleep(pause)
+        pause = min(2 * pause, 30.0)
 
 
 def test_a_default_map_of_short_rows_grows_to_four_rows_per_core(tmp_path: Path) -> None:
     """Rows of about 10 ms: once the first ones are timed, a default map runs four rows per
     usable core at once (the moments a row's process starts and ends left cores idle);
-    ``concurrency=`` given, it never runs more than that."""
+    ``concurrency=`` given, it never runs more than that.
+
+    The batch decides on the first rows to start (rows 0 to 15 on two cores), timed on this
+    machine, which the suite's other worker may load so much that they take more than the
+    100 ms of a short row (eight maps in a row did, in one full run): the maps run ahead of
+    it where they may, and again until one proves short (:func:`_grows_once_short`)."""
     cores = usable_cores()
-    grown = _rows_at_once(tmp_path, "default", 0.01, 300)
-    assert 2 * cores < grown <= 4 * cores, (grown, cores)
+
+    def default_map(attempt: int) -> tuple[int, list[float]]:
+        return _run_timed_map(tmp_path, f"default-{attempt}", 0.01, 300)
+
+    with _ahead_of_the_other_worker():
+        _grows_once_short(default_map, slots=cores, long_keeps=True)
     given = _rows_at_once(tmp_path, "given", 0.01, 300, concurrency=2 * cores)
     assert given <= 2 * cores, (given, cores)
 
@@ -207,13 +291,18 @@ def test_a_default_map_of_long_rows_keeps_two_rows_per_core(tmp_path: Path) -> N
 def test_a_default_map_on_dask_grows_to_four_rows_a_task(tmp_path: Path) -> None:
     """The same rule on a cluster of two one-thread workers: a task runs two rows at once
     until the first tasks' rows prove short, then four (each worker ran more than two rows'
-    modules at the same moment); a given ``concurrency=`` keeps two a task."""
+    modules at the same moment); a given ``concurrency=`` keeps two a task. A map whose
+    first rows were not plainly short (a loaded machine) may keep two, and runs again."""
     distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       security=True, dashboard_address="127.0.0.1:0")  # fmt: skip
+    with _ahead_of_the_other_worker():  # Dask's workers start at this priority
+        cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                           security=True, dashboard_address="127.0.0.1:0")
     with cluster, distributed.Client(cluster) as client:
-        grown = _rows_at_once(tmp_path, "dask", 0.01, 300, client=client)
-        assert 4 < grown <= 8, grown
+
+        def dask_map(attempt: int) -> tuple[int, list[float]]:
+            return _run_timed_map(tmp_path, f"dask-{attempt}", 0.01, 300, client=client)
+
+        _grows_once_short(dask_map, slots=2, long_keeps=False)  # two workers
         given = _rows_at_once(tmp_path, "dask-given", 0.01, 300, client=client, concurrency=64)
         assert given <= 4, given
         long = _rows_at_once(tmp_path, "dask-long", 0.15, 40, client=client)

@@ -433,10 +433,6 @@ def test_the_sandbox_suites_also_hold_as_an_unprivileged_user() -> None:
                         "tests/test_snapshot.py", "tests/test_hostile_diagram.py",
                         "tests/test_hardening.py", "tests/test_warm.py", "tests/test_scratch.py",
                         "tests/test_zygote.py", "tests/test_plans.py"],
-                       user=True, docker=False,
-                       # the Ctrl-C test of the zygote fails in this rerun within the whole
-                       # suite only (not alone, not under load): not explained yet, see the
-                       # closing note of 2026-12-05; it runs as root in the suite
-                       deselect="not unprivileged and not ctrl_c_to_the_kernels_group")
+                       user=True, docker=False, deselect="not unprivileged")
     assert done == 0, tail
     assert " passed" in tail and not re.search(r"\d+ failed", tail), tail

@@ -392,7 +392,13 @@ def test_a_zygote_killed_between_calls_loses_no_call(tmp_path: Path, out: Path) 
 
 def test_a_ctrl_c_to_the_kernels_group_leaves_its_zygote(tmp_path: Path, out: Path) -> None:
     """Jupyter interrupts a kernel by sending SIGINT to its whole process group (as a terminal's
-    Ctrl-C does): the zygote is in a session of its own, so it serves the next call."""
+    Ctrl-C does): the zygote is in a session of its own, so it serves the next call.
+
+    The kernel makes its next call only once the test has looked at the zygote (a line on
+    its standard input): that call may end this zygote for a reason of its own (a plan it
+    refuses as stale is run by bwrap, and the zygote replaced), and as the user, in the
+    rerun started from the suite, a look during that call found the zygote ended twice in
+    nine runs (not proved to be that reason; none in ten runs since the look came first)."""
     install(tmp_path / "home", "true")
     script = textwrap.dedent(
         f"""
@@ -405,13 +411,15 @@ def test_a_ctrl_c_to_the_kernels_group_leaves_its_zygote(tmp_path: Path, out: Pa
             time.sleep(60)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
+        sys.stdin.readline()  # the test has looked at the zygote
         print("second", host.invoke("zyg.run", {{}}).ok, flush=True)
         """
     )
-    kernel = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+    kernel = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True,
                               start_new_session=True)  # fmt: skip
     try:
-        assert kernel.stdout is not None
+        assert kernel.stdin is not None and kernel.stdout is not None
         assert kernel.stdout.readline().split() == ["first", "True"]
         theirs = [z for z in zygotes() if z.ppid() == kernel.pid]
         if not theirs:
@@ -419,7 +427,12 @@ def test_a_ctrl_c_to_the_kernels_group_leaves_its_zygote(tmp_path: Path, out: Pa
         os.killpg(kernel.pid, signal.SIGINT)
         assert kernel.stdout.readline().strip() == "interrupted"
         # seen before the next call: whatever that call does, the interrupt left it alone
-        assert theirs[0].is_running() and theirs[0].status() != psutil.STATUS_ZOMBIE
+        assert theirs[0].is_running() and theirs[0].status() != psutil.STATUS_ZOMBIE, [
+            (child.pid, child.name(), child.status())
+            for child in psutil.Process(kernel.pid).children()
+        ]
+        kernel.stdin.write("looked\n")
+        kernel.stdin.flush()
         assert kernel.stdout.readline().split() == ["second", "True"]
     finally:
         kernel.kill()
