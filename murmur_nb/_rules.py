@@ -30,6 +30,7 @@ import os
 import re
 import stat
 import time
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ __all__ = [
     "PLAIN_ID_RE",
     "RFC3339_RE",
     "facet_studio_home",
+    "file_kind",
     "murmur_home",
     "one_line",
     "printable",
@@ -63,6 +65,7 @@ __all__ = [
     "sha256_fd",
     "sha256_file",
     "usable_cores",
+    "whole_number",
 ]
 
 #: A plain name of 1 to 128 characters from ``A-Z a-z 0-9 . _ -``, starting with a letter
@@ -78,9 +81,11 @@ DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 #: space, which the RFC allows readers to take), a time with seconds and an optional
 #: fraction, then ``Z`` (or ``z``) or an offset. ISO 8601 forms it leaves out (a week date,
 #: a comma before the fraction, no zone at all) do not match: a time without its zone is
-#: no instant.
+#: no instant. Digits are ASCII (Python's ``\d`` takes any Unicode digit, Arabic-Indic or
+#: fullwidth, which no RFC 3339 reader does).
 RFC3339_RE = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
 
 
@@ -151,10 +156,17 @@ _KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a cha
           stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}  # fmt: skip
 
 
+def file_kind(st: os.stat_result) -> str:
+    """What the file ``st`` describes is, for a message: ``"a regular file"``, ``"a FIFO"``,
+    ``"a character device"``, ``"a folder"``..."""
+    if stat.S_ISREG(st.st_mode):
+        return "a regular file"
+    return _KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
+
+
 def _refuse_unless_regular(st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
-        raise NotReadable(f"it is {kind}, not a regular file")
+        raise NotReadable(f"it is {file_kind(st)}, not a regular file")
 
 
 def read_bounded(path: str | os.PathLike[str], most: int, *, regular: bool = True) -> bytes:
@@ -424,3 +436,39 @@ def one_line(text: str, chars: int = LABEL_CHARS) -> str:
     if len(line) <= chars and len(head) == len(text):
         return line
     return line[: chars - 1] + "…"
+
+
+def whole_number(
+    variable: str, default: int, unit: str, kept: str, most: int | None = None,
+    *, category: type[Warning] = UserWarning,
+) -> int:  # fmt: skip
+    """``$variable`` as a whole number of at least 1, else ``default`` (unset or empty); a
+    value that is not one (``abc``, ``0.5``, ``0``, ``-1``) is warned about (``category``;
+    the hooks' variables warn with :class:`~murmur_nb.HookConfigWarning`) and ``default``
+    kept: a variable mistyped in a deployment must not stop every kernel's hooks or modules.
+    ``kept`` says, in the warning, what goes on with the default meanwhile. A number past
+    ``most`` (what the OS call it ends in takes) is warned about too, and ``most`` used."""
+    value = os.environ.get(variable, "")
+    if not value.strip():
+        return default
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        warnings.warn(
+            f"${variable}={value!r} is not a bound: it takes a whole number of {unit}, at "
+            f"least 1 ({kept} the default, {default:,} {unit}, meanwhile); fix or unset it",
+            category,
+            stacklevel=3,
+        )
+        return default
+    if most is not None and count > most:
+        warnings.warn(
+            f"${variable}={value!r} is more than the most it takes, {most:,} {unit} "
+            f"({kept} that meanwhile); lower it, or unset it for the default, {default:,}",
+            category,
+            stacklevel=3,
+        )
+        return most
+    return count

@@ -22,6 +22,7 @@ from collections import deque
 from pathlib import Path
 
 from murmur_nb._files.libc import open_no_links
+from murmur_nb._rules import NotReadable, file_kind
 
 __all__ = [
     "Outside",
@@ -66,6 +67,10 @@ def open_beneath(base: str | os.PathLike[str], rel: str, *, inner_links: bool = 
     ------
     Outside
         (``inner_links=True``) The path leaves the folder or names a folder.
+    NotReadable
+        (``inner_links=True``) The file is not a regular file (a FIFO, a device, a folder):
+        found by ``lstat`` and never opened, since the open of a FIFO releases a writer
+        waiting on it and the open of some devices does something (a watchdog's arms it).
     OSError
         A component is missing, not a folder, or a link in the way (``ELOOP``/``ENOTDIR``).
     """
@@ -209,6 +214,8 @@ def _walk(stack: list[int], parts: deque[str], root_real: str) -> int:
         if any(p not in ("", ".") for p in parts):
             stack.append(os.open(name, _INNER_DIR_FLAGS, dir_fd=stack[-1]))
             continue
+        if not stat.S_ISREG(st.st_mode):  # never opened: the open itself can do something
+            raise NotReadable(f"it is {file_kind(st)}, not a regular file")
         return os.open(name, _FILE_FLAGS, dir_fd=stack[-1])
     raise Outside("it names a folder, not a file")
 

@@ -39,7 +39,7 @@ from murmur_nb._files.beneath import Outside, open_beneath, read_at_most
 from murmur_nb._render.card import MAX_ROWS, first_rows, said
 from murmur_nb._render.core import Body, RenderBudget, Rendering, card, esc, short_digest
 from murmur_nb._render.primitives.text import markdown_block
-from murmur_nb._rules import DIGEST_RE, clipped
+from murmur_nb._rules import DIGEST_RE, NotReadable, clipped
 from murmur_nb.protocol import Capability, Descriptor, Overlay, Skill
 
 if TYPE_CHECKING:
@@ -309,6 +309,12 @@ def read_verified(folder: Path, entry: Skill | Overlay, label: str) -> bytes:
         raise ConfinementViolation(
             f"{label} is refused: {exc}; only files inside the module folder are loaded, "
             "nothing was. Put the file itself in the module folder",
+            artifact_id=entry.id,
+        ) from exc
+    except NotReadable as exc:
+        raise ConfinementViolation(
+            f"{label} is not a regular file ({exc}); nothing was opened or loaded. Put the "
+            "document itself in the module folder, or fix the path in the module's descriptor",
             artifact_id=entry.id,
         ) from exc
     except FileNotFoundError as exc:

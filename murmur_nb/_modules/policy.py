@@ -40,6 +40,10 @@ __all__ = ["GRANT_KINDS", "Policy"]
 GRANT_KINDS = ("network", "credentials", "paid_providers", "subprocess")
 #: The policy's fields that are true or false, and nothing else.
 _BOOL_FIELDS = ("publish",)
+#: The most ``deadline_ms_limit`` / ``max_output_bytes_limit`` may be: every request carries
+#: a ``deadline_ms`` and a ``max_output_bytes`` up to them, and a module written in Go reads
+#: both into an ``int`` (the seed's ``Request``), which holds no more than ``2**63 - 1``.
+MOST_REQUEST_BOUND = 2**63 - 1
 
 
 def _names(field: str, value: Iterable[str] | str | None) -> frozenset[str]:
@@ -129,7 +133,8 @@ class Policy:
     deadline_ms_limit, max_output_bytes_limit
         The largest ``deadline_ms`` / ``max_output_bytes`` an invocation may ask for; above
         them ``invoke`` refuses with ``invalid_input``. Defaults: a day, and 1 GiB (a Go
-        ``int`` holds both, and nothing larger belongs in an envelope).
+        ``int`` holds both, and nothing larger belongs in an envelope); at most ``2**63 - 1``
+        (a Go ``int``: a module written in Go could decode no request past it).
     max_artifact_bytes
         The largest artifact the host verifies, renders or stages, checked against the
         claim and ``fstat`` before a byte is hashed. Default 1 GiB.
@@ -224,6 +229,10 @@ class Policy:
                 f"Policy.sandbox_mechanisms: unknown {unknown!r}; the known ones are {MECHANISMS!r}"
             )
         object.__setattr__(self, "sandbox_mechanisms", tuple(sorted(mechanisms)))
+        self._check_numbers()
+
+    def _check_numbers(self) -> None:
+        """Every number positive; the bounds a request carries within what its reader holds."""
         for name, value in (
             ("deadline_ms", self.deadline_ms),
             ("max_output_bytes", self.max_output_bytes),
@@ -245,6 +254,14 @@ class Policy:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"Policy.{name} must be a positive integer, got {value!r}")
+        for name in ("deadline_ms_limit", "max_output_bytes_limit"):
+            if getattr(self, name) > MOST_REQUEST_BOUND:
+                raise ValueError(
+                    f"Policy.{name}={getattr(self, name)} is above {MOST_REQUEST_BOUND} "
+                    "(2**63 - 1), the most a request may carry: a module written in Go reads "
+                    "deadline_ms and max_output_bytes into an int, and fails on every "
+                    f"request past it; lower it (at most {MOST_REQUEST_BOUND})"
+                )
         if (self.sandbox_tmpfs_bytes or 0) > MOST_TMPFS_BYTES:
             raise ValueError(
                 f"Policy.sandbox_tmpfs_bytes={self.sandbox_tmpfs_bytes} is above the most a "
