@@ -20,12 +20,14 @@ here as its exit status, within a timeout).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_hooks import assemble_guest
@@ -254,3 +256,35 @@ def test_a_live_kernels_snapshot_build_is_never_taken_for_an_abandoned_one(
     assert child.returncode == 0 and out.split() == ["True"], (child.returncode, out)
     left = sorted(p.name for p in store.iterdir())
     assert len(left) == 1 and left[0].endswith("-good"), left
+
+
+@pytest.mark.parametrize("how", ["model_dump", "model_dump_json", "to_json"])
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_a_ctrl_c_in_a_wire_models_serializer_comes_out_as_itself(how: str, depth: int) -> None:
+    """``KeyboardInterrupt`` raised in the protocol models' own serializer (the code that
+    leaves out Go's ``omitempty`` fields), at the outer model or a nested one: it comes out
+    as a ``KeyboardInterrupt``, so a notebook's Ctrl-C stops the cell as one. Before, pydantic
+    wrapped it: ``PydanticSerializationError: Error calling function `_omit_empty`:
+    KeyboardInterrupt``, which no ``except KeyboardInterrupt`` catches."""
+    from murmur_nb.protocol import Capability, Descriptor, Effects
+
+    descriptor = Descriptor(module="m", version="1", protocol_versions=["1"],
+                            capabilities=[Capability(id="m.a", summary="a", effects=Effects())])
+    calls = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal calls
+        if event == "call" and frame.f_code.co_name == "_omit_empty":
+            calls += 1
+            if calls == depth:
+                raise KeyboardInterrupt("Ctrl-C")
+        return None
+
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            getattr(descriptor, how)(**({"mode": "json"} if how == "model_dump" else {}))
+    finally:
+        sys.settrace(None)
+    assert calls == depth
+    assert json.loads(descriptor.to_json())["capabilities"][0]["id"] == "m.a"  # and it still works

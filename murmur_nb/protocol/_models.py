@@ -29,9 +29,11 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_serializer
+from pydantic_core import PydanticSerializationError
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from murmur_nb.protocol._fold import shadowing_keys
@@ -97,6 +99,24 @@ class _Wire(BaseModel):
                     del data[key]
         return data
 
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """pydantic's ``model_dump``, except that a Ctrl-C (or an exit) landing in a
+        serializer of this package comes out as itself: pydantic wraps whatever a Python
+        serializer raises, ``KeyboardInterrupt`` too, in a ``PydanticSerializationError``."""
+        try:
+            return super().model_dump(**kwargs)
+        except PydanticSerializationError as exc:
+            _raise_interrupt_in(exc)
+            raise
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        """pydantic's ``model_dump_json``, a Ctrl-C coming out as itself (:meth:`model_dump`)."""
+        try:
+            return super().model_dump_json(**kwargs)
+        except PydanticSerializationError as exc:
+            _raise_interrupt_in(exc)
+            raise
+
     def to_json(self) -> str:
         """Compact JSON exactly as the Go seed would marshal this value."""
         return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
@@ -104,6 +124,21 @@ class _Wire(BaseModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> Self:
         return cls.model_validate_json(text)
+
+
+#: how pydantic-core says a Python serializer raised ``KeyboardInterrupt`` (nested in a
+#: model, or under ``model_dump_json``, it keeps only this text, not the exception)
+_INTERRUPTED = re.compile(r"Error calling function `\w+`: KeyboardInterrupt\b")
+
+
+def _raise_interrupt_in(exc: PydanticSerializationError) -> None:
+    """Raise the ``KeyboardInterrupt`` (or other exception that is no ``Exception``: an
+    exit) a serialization error was raised from: itself when pydantic kept it as the cause,
+    else a new ``KeyboardInterrupt`` when its message says one was raised. Else return."""
+    if exc.__cause__ is not None and not isinstance(exc.__cause__, Exception):
+        raise exc.__cause__ from None
+    if _INTERRUPTED.search(str(exc)):
+        raise KeyboardInterrupt from exc
 
 
 def _unknown_keywords(model: type[BaseModel], unknown: list[str]) -> str:
