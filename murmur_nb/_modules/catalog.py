@@ -20,7 +20,7 @@ import re
 import stat
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from murmur_nb._exceptions import (
@@ -35,7 +35,7 @@ from murmur_nb._modules.envelope import sandbox_hint
 from murmur_nb._modules.gate import SandboxGate
 from murmur_nb._modules.invocation import ModuleInfo
 from murmur_nb._modules.policy import Policy
-from murmur_nb._modules.snapshot import Entry, Refused, Snapshot, SnapshotStore, walk
+from murmur_nb._modules.snapshot import Entry, Hold, Refused, Snapshot, SnapshotStore, walk
 from murmur_nb._modules.workspace import Workspace
 from murmur_nb._rules import PLAIN_ID_CHARS, PLAIN_ID_RE
 from murmur_nb._sandbox import RunEvidence, RunResult, run_launched
@@ -100,7 +100,10 @@ def _needs_setup(described: Described) -> bool:
 
 @dataclass(frozen=True)
 class Target:
-    """A capability resolved against its module's accepted descriptor (and its code)."""
+    """A capability resolved against its module's accepted descriptor (and its code).
+
+    ``hold`` keeps ``snapshot`` in the store (no prune of any process removes it) for as
+    long as the target, or a prepared call or batch made from it, lives."""
 
     module_id: str
     descriptor: Descriptor
@@ -108,6 +111,7 @@ class Target:
     cap: Capability
     code: str = ""
     snapshot: Path = Path()
+    hold: Hold | None = field(default=None, compare=False, repr=False)
 
 
 def stat_key(module_dir: Path, policy: Policy) -> tuple[Entry, ...]:
@@ -315,6 +319,13 @@ class Catalog:
         self._lock = threading.Lock()
         self._store = SnapshotStore()
 
+    def close(self) -> None:
+        """Forget every module's describe outcome, and with it the hold of its snapshot (a
+        prune in any kernel may remove it once no prepared call holds it either). A module
+        used again is described again. Idempotent."""
+        with self._lock:
+            self._described.clear()
+
     def folder(self, module_id: str) -> Path:
         """The folder of an installed module, or :class:`~murmur_nb.ModuleNotFound`."""
         if not is_module_id(module_id):
@@ -507,7 +518,7 @@ class Catalog:
             )
         assert described.digest is not None and described.snapshot is not None
         target = Target(module_id, descriptor, described.digest, cap, described.code,
-                        described.snapshot.path)  # fmt: skip
+                        described.snapshot.path, described.snapshot.hold)  # fmt: skip
         return target, fresh
 
     def _shadowed_by(self, capability: str, owner: str) -> str:

@@ -178,10 +178,12 @@ class ModuleHost(KnowledgeMethods):
         return self._store
 
     def close(self) -> None:
-        """Kill the sandboxes made ahead for this host's next calls and remove the private
-        runs folder (unless ``runs_dir`` was given). Idempotent."""
+        """Kill the sandboxes made ahead for this host's next calls, remove the private
+        runs folder (unless ``runs_dir`` was given) and let go of the module snapshots only
+        this host held (a prepared call keeps its own). Idempotent."""
         self._gate.close()
         self._workspace.close()
+        self._catalog.close()
 
     def __enter__(self) -> ModuleHost:
         return self
@@ -499,6 +501,9 @@ class ModuleHost(KnowledgeMethods):
             ``None`` keeps nothing. A root kernel refuses a journal in a folder another
             account can write (above it too), before anything runs; its default one then
             goes to ``<murmur-nb cache>/batches`` (``batch.journal.path`` says which).
+            While a batch runs, a second one of the same capability (and module, run
+            options and inputs) on its journal is refused at once (``ModuleHostError``, code
+            ``journal_busy``, naming the process running it): it would run every row again.
         progress : "auto", True or False, default "auto"
             A progress bar: in a notebook a widget, in a terminal text, else none.
         background : bool, default False

@@ -280,8 +280,8 @@ class PreparedCall:
                 )
             except OSError as exc:
                 raise self._host_failed("could not prepare the sandbox for", exc) from exc
-            confinement, warnings = how.confinement, gate.warning()
             try:
+                confinement, warnings = how.confinement, gate.warning()
                 run = gate.run(
                     how,
                     payload,
@@ -299,6 +299,8 @@ class PreparedCall:
                     "executable with an absolute interpreter path (there is no PATH)",
                     rule="executable",
                 ) from exc
+            finally:  # the run closed it; not when interrupted before (a close twice is none)
+                how.close()
         return Ran(
             module=self.module,
             capability=call.capability,

@@ -13,27 +13,45 @@ temporary folder and renamed into place. Where: ``$MURMUR_NB_SNAPSHOTS``, else
 secrets stay its owner's) and each file keeps its own mode, less the write bits. On a root host
 the module runs as another uid, which is given read access for the host's life
 (:mod:`murmur_nb._sandbox.access`).
+
+**The store is bounded** (:meth:`SnapshotStore.prune`, after each build): each changed
+version of a module added a whole copy for good, so a module edited and run again in a
+notebook filled the disk. The least recently used snapshots go past
+``$MURMUR_NB_SNAPSHOTS_MAX_MB`` (:func:`budget_bytes`), but never one in use: every
+:class:`Snapshot` handed out, and every ``Target`` and prepared call made from it, keeps a
+shared ``flock`` on the snapshot's folder (:class:`Hold`) until the last of them is gone,
+and a snapshot is removed only under an exclusive lock taken without waiting. A process
+that runs or may still run a snapshot (a prepared call, a batch, a module running now), in
+this kernel or another, so keeps it; a killed one drops its locks with its descriptors. The
+lock is taken before a snapshot is checked (and waits for a removal under way), so one
+checked is one kept. Recency is the folder's mtime, set each time a process takes it up.
+Only this account's snapshots are looked at (a root kernel removes no other account's).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import stat
 import threading
+import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from murmur_nb._files import own_state
 from murmur_nb._files.beneath import real_path
 from murmur_nb._files.scratch import LOCK, leave, owned_folder, process_folder, release, remove_tree
 from murmur_nb._files.trust import trusted_folder
-from murmur_nb._rules import cache_dir
+from murmur_nb._rules import cache_dir, whole_number
 from murmur_nb._sandbox import access
 
-__all__ = ["Entry", "Refused", "SnapshotStore", "Snapshot", "snapshots_dir", "walk"]
+__all__ = [
+    "DEFAULT_BUDGET_MB", "Entry", "Hold", "Refused", "Snapshot", "SnapshotStore",
+    "budget_bytes", "snapshots_dir", "walk",
+]  # fmt: skip
 
 #: Below this size a file is never called sparse (small files may live inside the inode).
 SPARSE_MIN_BYTES = 1 << 20
@@ -51,6 +69,22 @@ _PYCACHE = "__pycache__"
 _BUILD = ".build-"
 #: how many times :meth:`SnapshotStore.intact` removes a ``__pycache__`` and looks again
 _PYCACHE_TRIES = 5
+#: the budget of :meth:`SnapshotStore.prune` when ``$MURMUR_NB_SNAPSHOTS_MAX_MB`` sets none
+DEFAULT_BUDGET_MB = 4096
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def budget_bytes() -> int:
+    """How many bytes of module snapshots the store keeps: ``$MURMUR_NB_SNAPSHOTS_MAX_MB``
+    MiB, else (unset or empty) 4 GiB, eight times the largest module folder the default
+    policy snapshots (``Policy.max_module_bytes``). Snapshots in use are kept past it.
+
+    A value that is not a whole number of MiB, at least 1, is warned about (``UserWarning``)
+    and the default kept.
+    """
+    megabytes = whole_number("MURMUR_NB_SNAPSHOTS_MAX_MB", DEFAULT_BUDGET_MB, "MiB",
+                             "the module snapshot store keeps")  # fmt: skip
+    return megabytes << 20
 
 
 class Refused(Exception):
@@ -72,12 +106,27 @@ class Entry:
     target: str = ""
 
 
+class Hold:
+    """A shared lock (``flock``) on one snapshot's folder in the store: no prune removes the
+    snapshot while it is held. Dropped by :meth:`close`, or once nothing refers to it (a
+    prepared call that is dropped needs no closing)."""
+
+    def __init__(self, fd: int) -> None:
+        self._close = weakref.finalize(self, os.close, fd)
+
+    def close(self) -> None:
+        """Drop the lock now."""
+        self._close()
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A verified read-only copy of a module folder and the digest it was copied under."""
+    """A verified read-only copy of a module folder and the digest it was copied under;
+    ``hold`` keeps it in the store while this (or a ``Target`` given it) lives."""
 
     path: Path
     digest: str
+    hold: Hold | None = field(default=None, compare=False, repr=False)
 
 
 def _sig(st: os.stat_result) -> tuple[int, int, int, int, int]:
@@ -206,6 +255,8 @@ class SnapshotStore:
         self._files: dict[tuple[int, int, int, int, int], str] = {}
         #: snapshot path -> the snapshot's own listing when this process verified it
         self._verified: dict[Path, list[Entry]] = {}
+        #: a snapshot folder's name -> the bytes of its files (its name is its content's)
+        self._sizes: dict[str, int] = {}
 
     def root(self) -> Path:
         """The store folder, ``0700``, made on first use; a fresh private one if anyone
@@ -239,7 +290,46 @@ class SnapshotStore:
             found = self._reusable(predicted, folder.name, len(listing) + 1, max_bytes)
             if found is not None:
                 return found
-        return self._build(folder, listing, max_bytes)
+        snap = self._build(folder, listing, max_bytes)
+        self.prune()  # the new one is held: never the one removed
+        return snap
+
+    def prune(self, max_bytes: int | None = None) -> list[Path]:
+        """Remove the least recently used snapshots of the store past ``max_bytes`` (default
+        :func:`budget_bytes`) of their files' bytes, never one in use (:class:`Hold`, by any
+        process) nor one of another account; the snapshot folders removed."""
+        if max_bytes is None:
+            max_bytes = budget_bytes()
+        root, me = self.root(), os.geteuid()
+        found = []
+        with contextlib.suppress(OSError), os.scandir(root) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if (not entry.name.startswith(".") and stat.S_ISDIR(st.st_mode)
+                            and st.st_uid == me):  # fmt: skip
+                        found.append((st.st_mtime_ns, entry.name))
+        found.sort(reverse=True)  # most recently used first
+        total, removed = 0, []
+        for _, name in found:
+            total += self._size(root / name)
+            if total > max_bytes and _removed_unless_held(root / name):
+                removed.append(root / name)
+                self._verified.pop(root / name / name.partition("-")[2], None)
+        return removed
+
+    def _size(self, top: Path) -> int:
+        known = self._sizes.get(top.name)
+        if known is None:
+            try:
+                listing = walk(top, max_entries=1 << 62, max_bytes=1 << 62, skip="")
+            except (OSError, Refused):
+                return 0
+            known = sum(entry.sig[2] for entry in listing if entry.kind == "F")
+            if len(self._sizes) >= 100_000:
+                self._sizes.clear()
+            self._sizes[top.name] = known
+        return known
 
     def intact(self, snap: Snapshot) -> bool:
         """Whether ``snap`` is still exactly the folder this process verified (``stat`` only).
@@ -283,11 +373,12 @@ class SnapshotStore:
         self, digest: str, name: str, max_entries: int, max_bytes: int
     ) -> Snapshot | None:
         top = self._top(digest, name)
-        snap = Snapshot(top / name, digest)
+        hold = _hold(top)  # before any check: a snapshot checked is one kept
+        if hold is None:
+            return None
+        snap = Snapshot(top / name, digest, hold)
         if self.intact(snap):
             return snap
-        if not top.exists():
-            return None
         # made by another host process (or changed since): trust only what hashes to its name
         try:
             _clean_pycache(snap.path, max_entries)
@@ -299,6 +390,7 @@ class SnapshotStore:
                 return snap
         except (OSError, Refused):
             pass
+        hold.close()
         remove_tree(top)
         return None
 
@@ -312,8 +404,8 @@ class SnapshotStore:
         the next build in the store removes it. Its lock file goes just before the rename,
         so no snapshot holds one (a sweep leaves a folder without one alone)."""
         tmp = owned_folder(_BUILD, self.root())
-        inner = tmp / folder.name
         try:
+            inner = tmp / folder.name
             inner.mkdir(mode=0o755)
             digest = self._hash_copy(Path(os.path.realpath(folder)), listing, inner, max_bytes)
             for entry in listing:  # every file is written: seal the folders
@@ -323,16 +415,19 @@ class SnapshotStore:
             (tmp / LOCK).unlink()  # held until the rename: no sweep takes it meanwhile
             tmp.chmod(0o555)
             top = self._top(digest, folder.name)
+            hold = _hold(tmp)  # held from before the rename: no prune takes it meanwhile
             try:
                 tmp.rename(top)
             except OSError:  # another host made it first: use theirs once it hashes right
                 found = self._reusable(digest, folder.name, len(listing) + 1, max_bytes)
                 if found is not None:
+                    if hold is not None:
+                        hold.close()
                     release(tmp)
                     return found
                 tmp.rename(top)  # theirs did not hash right and is gone: ours takes its place
             leave(tmp)
-            snap = Snapshot(top / folder.name, digest)
+            snap = Snapshot(top / folder.name, digest, hold)
             self._verified[snap.path] = walk(snap.path, max_entries=len(listing) + 1,
                                              max_bytes=max_bytes, skip="")  # fmt: skip
             return snap
@@ -409,6 +504,48 @@ class SnapshotStore:
             if len(self._files) >= 1_000_000:
                 self._files.clear()
             self._files[sig] = hex_digest
+
+
+def _hold(folder: Path) -> Hold | None:
+    """A shared lock on ``folder``, the snapshot there marked used now; ``None`` when there
+    is none. Waits while a prune removes it, and then says ``None``: it is gone."""
+    try:
+        fd = os.open(folder, _FOLDER)
+    except OSError:
+        return None
+    hold = Hold(fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        held, now = os.fstat(fd), os.lstat(folder)
+    except OSError:
+        hold.close()
+        return None
+    if held.st_nlink == 0 or (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+        hold.close()  # removed while this waited (another may stand in its place)
+        return None
+    with contextlib.suppress(OSError):  # its recency, for the prune
+        os.utime(fd)
+    return hold
+
+
+def _removed_unless_held(top: Path) -> bool:
+    """Remove snapshot folder ``top`` if no process holds it (an exclusive lock taken
+    without waiting); whether it was removed."""
+    try:
+        fd = os.open(top, _FOLDER)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held, now = os.fstat(fd), os.lstat(top)
+        if (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+            return False
+        remove_tree(top)  # under the lock: one taking it up meanwhile waits, then finds it gone
+        return not top.exists()
+    except OSError:  # in use
+        return False
+    finally:
+        os.close(fd)
 
 
 def _same(now: list[Entry], known: list[Entry]) -> bool:
