@@ -31,6 +31,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+import secrets
 import stat
 import tempfile
 import threading
@@ -83,17 +84,24 @@ def owned_folder(
     :func:`release` removes it."""
     sweep(prefix, where, settle=settle)
     base = where if where is not None else temp_folder()
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-    fd, named = tempfile.mkstemp(dir=folder, prefix=".lock-")
-    try:
+    made = tempfile.mkdtemp(prefix=prefix, dir=base)
+    fd = -1
+    try:  # a folder without its lock file would never be swept: removed on any way out
+        folder = Path(made)
+        named = folder / f".lock-{secrets.token_hex(8)}"
+        fd = os.open(named, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)  # fmt: skip
         fcntl.flock(fd, fcntl.LOCK_EX)
-        Path(named).rename(folder / LOCK)  # seen only once locked
+        named.rename(folder / LOCK)  # seen only once locked
+        with _held_lock:
+            _held[folder] = fd
     except BaseException:
-        os.close(fd)
-        remove_tree(folder)
+        with _held_lock:  # an interrupt as the with block ended: held already
+            _held.pop(Path(made), None)
+        if fd >= 0:
+            os.close(fd)
+        remove_tree(Path(made))
         raise
-    with _held_lock:
-        _held[folder] = fd
     return folder
 
 

@@ -240,15 +240,20 @@ class SandboxGate:
         # be made: a batch's rows make none, and find none waiting
         key = plan_key(how, cwd) if ahead or self.warm.waiting() else None
         warm = self.warm.take(key)
-        if key is not None and ahead:  # make_warm reads how's argv, none of its descriptors
-            self.warm.ran(key, functools.partial(make_warm, how, cwd))
-        if warm is None:
-            return run_launched(how, stdin, cwd=cwd, deadline_s=deadline_s,
-                                max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
-        how.close()  # planned to be checked and compared: the waiting one is the same plan
-        return run_launched(warm.how, stdin, cwd=warm.cwd, deadline_s=deadline_s,
-                            max_output_bytes=max_output_bytes, cancel=cancel,
-                            started=warm.proc)  # fmt: skip
+        try:
+            if key is not None and ahead:  # make_warm reads how's argv, none of its descriptors
+                self.warm.ran(key, functools.partial(make_warm, how, cwd))
+            if warm is None:
+                return run_launched(how, stdin, cwd=cwd, deadline_s=deadline_s,
+                                    max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
+            how.close()  # planned to be checked and compared: the waiting one is the same plan
+            return run_launched(warm.how, stdin, cwd=warm.cwd, deadline_s=deadline_s,
+                                max_output_bytes=max_output_bytes, cancel=cancel,
+                                started=warm.proc)  # fmt: skip
+        except BaseException:  # interrupted before the run took the one made ahead: kill it
+            if warm is not None:
+                warm.discard()
+            raise
 
     def close(self) -> None:
         """Kill the sandboxes made ahead for this host."""

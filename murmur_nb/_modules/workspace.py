@@ -108,15 +108,16 @@ class Workspace:
         if in_sandbox:
             yield self.runs_dir() / f"cwd-{secrets.token_hex(8)}"
             return
-        cwd = Path(tempfile.mkdtemp(prefix="cwd-", dir=self.runs_dir()))
-        identity.hand_over(cwd)
-        try:
+        made = tempfile.mkdtemp(prefix="cwd-", dir=self.runs_dir())
+        try:  # removed on any way out, an interrupt before the run too
+            cwd = Path(made)
+            identity.hand_over(cwd)
             yield cwd
         finally:
             try:
-                cwd.rmdir()  # most runs leave it empty: one system call
+                os.rmdir(made)  # noqa: PTH106 - most runs leave it empty: one system call
             except OSError:  # a tree of any depth the module left (never a recursive walk)
-                scratch.remove_tree(cwd)
+                scratch.remove_tree(Path(made))
 
     def close(self) -> None:
         """Remove the working folders and the private runs folder. Idempotent."""

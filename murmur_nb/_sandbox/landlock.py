@@ -108,8 +108,12 @@ class Ruleset:
             self.seccomp.apply()
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        """Close the ruleset (once: a second call closes nothing, so never a number reused
+        meanwhile)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def oom_first(pid: int | None = None) -> None:
@@ -161,13 +165,13 @@ def build_ruleset(
     fd = int(LIBC.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), 0))
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-    ruleset = Ruleset(fd, abi, restrict, socket_filter)
     try:
+        ruleset = Ruleset(fd, abi, restrict, socket_filter)
         for paths, rights in ((read, _READ), (write, _READ | _WRITE)):
             for path in paths:
                 _add_path(ruleset, add, path, rights & fs)
-    except BaseException:
-        ruleset.close()
+    except BaseException:  # no caller will own the ruleset: close it here
+        os.close(fd)
         raise
     return ruleset
 

@@ -52,10 +52,13 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from murmur_nb._files.libc import LIBC
 from murmur_nb._sandbox.destinations import Address, Destinations
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["Destinations", "available", "program", "spawn"]
 
@@ -209,14 +212,19 @@ def _install(bpf: bytes) -> int:
     return fd
 
 
-def spawn(destinations: Destinations, start: Callable[[], T]) -> tuple[T, Callable[[], None]]:
+def spawn(
+    destinations: Destinations, start: Callable[[], T], abandon: Callable[[T], None]
+) -> tuple[T, Callable[[], None]]:
     """Run ``start`` (which starts the module process) in a fresh thread that first loads the
     filter into itself: the module inherits it, the kernel's other threads never have it.
     The supervisor answers the module's socket calls from then on.
 
     Returns what ``start`` returned and ``release``, to call once the process has ended: the
     thread waits until then, because a parent-death signal (bwrap's ``--die-with-parent``)
-    follows the *thread* that started a process, not its process.
+    follows the *thread* that started a process, not its process. When this call is
+    interrupted (a Ctrl-C as it waits for the start) what ``start`` started is nobody's:
+    the thread hands it to ``abandon`` (which ends it) and ends too. Before, the process
+    ran on unread and unreaped, and the thread waited for good.
     """
     bpf = program()
     if bpf is None:
@@ -224,7 +232,7 @@ def spawn(destinations: Destinations, start: Callable[[], T]) -> tuple[T, Callab
     supervisor = _supervisor()
     out: list[T] = []
     failed: list[BaseException] = []
-    started, ended = threading.Event(), threading.Event()
+    started, ended, abandoned = threading.Event(), threading.Event(), threading.Event()
 
     def run() -> None:
         try:
@@ -241,13 +249,20 @@ def spawn(destinations: Destinations, start: Callable[[], T]) -> tuple[T, Callab
             supervisor.watch(listener, destinations)
             started.set()
         ended.wait()
+        if abandoned.is_set() and out:
+            abandon(out[0])
 
-    threading.Thread(target=run, name="murmur-nb module start", daemon=True).start()
-    started.wait()
-    if failed:
+    thread = threading.Thread(target=run, name="murmur-nb module start", daemon=True)
+    try:
+        thread.start()
+        started.wait()
+        if failed:
+            raise failed[0]
+        return out[0], ended.set
+    except BaseException:
+        abandoned.set()  # what was started, or will be, is ended by the thread
         ended.set()
-        raise failed[0]
-    return out[0], ended.set
+        raise
 
 
 # -- the module's memory ------------------------------------------------------------------------
@@ -766,6 +781,13 @@ def available() -> tuple[bool, str]:
     return _probe()
 
 
+def _ended(proc: subprocess.Popen[bytes]) -> None:
+    """The probe's process killed, reaped and its pipes closed (its check was interrupted)."""
+    with contextlib.suppress(OSError):
+        proc.kill()
+    proc.communicate()
+
+
 @functools.cache
 def _probe() -> tuple[bool, str]:
     if program() is None:
@@ -797,6 +819,7 @@ def _probe() -> tuple[bool, str]:
                 group=user,
                 extra_groups=[] if user is not None else None,
             ),
+            _ended,
         )
         try:
             out, err = proc.communicate(timeout=10)

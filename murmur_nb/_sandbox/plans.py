@@ -185,10 +185,14 @@ class Plans:
         how, plan = _planned(report, argv, cwd=cwd, module_dir=module_dir, roots=roots,
                              binaries=binaries)  # fmt: skip
         if plan is not None:
-            with self._lock:
-                self._plans[key] = plan
-                while len(self._plans) > self._keep:
-                    self._plans.popitem(last=False)
+            try:
+                with self._lock:
+                    self._plans[key] = plan
+                    while len(self._plans) > self._keep:
+                        self._plans.popitem(last=False)
+            except BaseException:  # the caller never gets the launch: close the pipe it holds
+                how.close()
+                raise
         return how
 
 
@@ -208,25 +212,42 @@ def _planned(
     given = _named([shown for _, shown in [*reads, *ro, *rw]])  # before the plan reads one
     how = launch_resolved(report, argv, cwd=cwd, module=module, reads=reads, ro=ro, rw=rw,
                           network=(), private_cwd=True)  # fmt: skip
+    try:
+        return how, _plan_of(how, cwd=cwd, reads=reads, ro=ro, rw=rw, given=given)
+    except BaseException:  # the caller never gets the launch: close the pipe it holds
+        how.close()
+        raise
+
+
+def _plan_of(
+    how: Launch,
+    *,
+    cwd: Path,
+    reads: list[Pair],
+    ro: list[Pair],
+    rw: list[Pair],
+    given: dict[str, zygote_.Identity] | None,
+) -> _Plan | None:
+    """The plan to keep of ``how``, the call's launch as :func:`_planned` planned it."""
     seen: dict[str, zygote_.Identity] = {}
     try:
         data, fds = zygote_.translate(how.argv, how.pass_fds, seen)
     except zygote_.ZygoteRefused:
-        return how, None
+        return None
     program_at = _program_at(how.argv)
     program = int(how.argv[program_at]) if program_at is not None else None
     if given is None or fds != ([program] if program is not None else []):
-        return how, None  # a path it cannot look at, a descriptor it cannot make again
+        return None  # a path it cannot look at, a descriptor it cannot make again
     files = dict(given)
     for path, ident in seen.items():
         if files.setdefault(path, ident) != ident:
-            return how, None  # moved while it was planned: this call's plan only
+            return None  # moved while it was planned: this call's plan only
     for real, shown in [*reads, *ro, *rw]:
         if real in seen and seen[real] != given[shown]:
-            return how, None
+            return None
     if how.zygote is not None:
         how.message = (data, tuple(fds))  # this call's too: made once
-    plan = _Plan(
+    return _Plan(
         argv=tuple(how.argv),
         name=cwd.name,
         named=tuple(at for at, arg in enumerate(how.argv) if cwd.name in arg),
@@ -239,7 +260,6 @@ def _planned(
         message=data,
         zygote_checks=files.keys() <= seen.keys(),
     )
-    return how, plan
 
 
 def _named(paths: Iterable[str]) -> dict[str, zygote_.Identity] | None:

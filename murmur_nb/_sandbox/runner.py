@@ -298,19 +298,41 @@ def run_process(
             # confined here, not by a helper (the helpers and the zygote make themselves the
             # OOM killer's first choice before any module runs): a child that switched uid
             # could not write its own score, so the host does, as soon as it started
-            landlock.oom_first(proc.pid)
+            try:
+                landlock.oom_first(proc.pid)
+            except BaseException:
+                _end_untaken(proc)
+                raise
         return proc
 
     if destinations is None:
         proc, release_guard = popen(), _nothing
     else:
-        proc, release_guard = netguard.spawn(destinations, popen)
+        proc, release_guard = netguard.spawn(destinations, popen, _end_untaken)
     try:
         return _drive(proc, stdin, start, cwd=cwd, deadline_s=deadline_s,
                       max_output_bytes=max_output_bytes, stderr_tail_bytes=stderr_tail_bytes,
                       cancel=cancel, walk_tree=walk_tree)  # fmt: skip
+    except BaseException:
+        if proc.returncode is None:  # interrupted before _drive took it (it reaps what it took)
+            _end_untaken(proc)
+        raise
     finally:
         release_guard()
+
+
+def _end_untaken(proc: subprocess.Popen[bytes]) -> None:
+    """A started process no run took (an interrupt came in between): its whole tree killed,
+    it reaped and its pipes closed."""
+    with contextlib.suppress(Exception):
+        _kill_tree(_Tracker(proc.pid), set(), None, thorough=True)
+    with contextlib.suppress(OSError):
+        proc.kill()
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
 
 
 def _popen(
@@ -362,7 +384,11 @@ def _drive(
         run.abort(str(cwd))
         raise
     finally:
-        run.close()
+        try:
+            run.close()
+        except BaseException:  # interrupted as it began: its descriptors closed all the same
+            run.close()
+            raise
     return run.result(returncode, start)
 
 
@@ -418,8 +444,12 @@ def _driven(
         if refused.stale and how.on_stale is not None:
             # a path of the kept plan names another file now: the call is planned afresh,
             # and run on that plan (the zygote it gives looks at its paths again)
-            return run_launched(how.on_stale(), stdin, cwd=cwd, deadline_s=deadline_s,
-                                max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
+            afresh = how.on_stale()
+            try:
+                return run_launched(afresh, stdin, cwd=cwd, deadline_s=deadline_s,
+                                    max_output_bytes=max_output_bytes, cancel=cancel)  # fmt: skip
+            finally:  # the run closed it; not when interrupted before (a close twice is none)
+                afresh.close()
         if refused.stale or not forker.alive:
             zygote_.forget(forker)  # the next call starts a new one, with today's mounts
         return None

@@ -16,7 +16,6 @@ are exposed, never a tree that is ``/`` or the home folder. The probe runs once 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import html
@@ -600,11 +599,15 @@ class Launch:
             return self
         at, kept, bpf = self.bwrap_program
         fds = [seccomp.program_fd(bpf)]
-        argv = list(self.argv)
-        argv[at] = str(fds[0])
-        pass_fds = (*(fd for fd in self.pass_fds if fd != kept), fds[0])
-        return dataclasses.replace(self, argv=argv, pass_fds=pass_fds, bwrap_program=None,
-                                   close=lambda: close_all(fds, None))  # fmt: skip
+        try:
+            argv = list(self.argv)
+            argv[at] = str(fds[0])
+            pass_fds = (*(fd for fd in self.pass_fds if fd != kept), fds[0])
+            return dataclasses.replace(self, argv=argv, pass_fds=pass_fds, bwrap_program=None,
+                                       close=lambda: close_all(fds, None))  # fmt: skip
+        except BaseException:  # no launch will own the pipe: close it here
+            close_all(fds, None)
+            raise
 
 
 @dataclass
@@ -626,11 +629,7 @@ class Held:
     def started(self) -> None:
         """bwrap has its own copies of the inherited descriptors now: close ours (what it
         binds stays pinned by its copy, then by its mount)."""
-        todo = [*self.inherited]
-        self.inherited.clear()
-        for fd in todo:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        close_all(self.inherited, None)
 
     def current(self) -> bool:
         """Whether each path the sandbox binds still names what it bound: a root renamed
@@ -924,12 +923,16 @@ def launch_resolved(
     how = _plan(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=bool(network),
                 private_cwd=private_cwd)
     if network and report.mode != "off":
-        checked = report.granted_network is not None and report.network_isolation != "none"
-        if checked:
-            how.destinations = netguard.Destinations(tuple(network))
-        how.confinement += "; network granted" + (
-            " (outside hosts only)" if checked else " (every address)"
-        )
+        try:
+            checked = report.granted_network is not None and report.network_isolation != "none"
+            if checked:
+                how.destinations = netguard.Destinations(tuple(network))
+            how.confinement += "; network granted" + (
+                " (outside hosts only)" if checked else " (every address)"
+            )
+        except BaseException:  # the caller never gets the launch: close what it holds
+            how.close()
+            raise
     return how
 
 
@@ -971,24 +974,24 @@ def _plan(
             out, fds = _bwrap_argv(report._bwrap, argv, cwd, reads, ro=ro, rw=rw,
                                    network=network, filtered=filtered,
                                    private_cwd=private_cwd, tmpfs=report.tmpfs_bytes)  # fmt: skip
+            # a call without a network grant is forked by the zygote where there is one,
+            # instead of a bwrap of its own; nothing is then made ahead (:mod:`.warm`): a fork
+            # takes less time than letting a waiting bwrap go, and half the CPU of making it
+            forker = zygote_.zygote() if not network else None
+            return Launch(
+                out,
+                None,
+                report.confinement,
+                lambda: close_all(inherited, None),
+                pass_fds=(*fds, *inherited),
+                owns_pid_namespace=True,
+                start_in=cwd.parent if private_cwd else None,
+                program=bpf if not network and private_cwd and forker is None else None,
+                zygote=forker,
+            )
         except BaseException:  # no Launch will own the pipe: close it here
             close_all(inherited, None)
             raise
-        # a call without a network grant is forked by the zygote where there is one, instead
-        # of a bwrap of its own; nothing is then made ahead (:mod:`.warm`): a fork takes less
-        # time than letting a waiting bwrap go, and half the CPU of making it
-        forker = zygote_.zygote() if not network else None
-        return Launch(
-            out,
-            None,
-            report.confinement,
-            lambda: close_all(inherited, None),
-            pass_fds=(*fds, *inherited),
-            owns_pid_namespace=True,
-            start_in=cwd.parent if private_cwd else None,
-            program=bpf if not network and private_cwd and forker is None else None,
-            zygote=forker,
-        )
     user = identity.sandbox_id() if identity.is_root() and report.mode != "off" else None
     if report._reaper is not None:
         return _reaped(report, argv, cwd=cwd, reads=reads, ro=ro, rw=rw, network=network,
@@ -996,8 +999,12 @@ def _plan(
     rules = _filter(bpf) if bpf is not None else None
     if report._landlock_abi:
         ruleset = _landlock_ruleset(report, cwd, reads, ro, rw, network=network, rules=rules)
-        return Launch(list(argv), ruleset.preexec, report.confinement, ruleset.close,
-                      user=user)
+        try:
+            return Launch(list(argv), ruleset.preexec, report.confinement, ruleset.close,
+                          user=user)
+        except BaseException:  # no Launch will own the ruleset: close it here
+            ruleset.close()
+            raise
     if rules is not None:
         return Launch(list(argv), rules.apply, report.confinement, lambda: None, user=user)
     return Launch(list(argv), None, report.confinement, lambda: None)
@@ -1068,9 +1075,11 @@ def close_all(fds: list[int], held: Held | None) -> None:
     if held is not None:
         todo += [fd for fd in (held.go, held.program_fd) if fd >= 0]
         held.go = held.program_fd = -1
-    for fd in todo:
-        with contextlib.suppress(OSError):
+    for fd in todo:  # nothing entered between two closes that an interrupt could stop at
+        try:  # noqa: SIM105 - contextlib.suppress is entered: a Ctrl-C there skips the rest
             os.close(fd)
+        except OSError:
+            pass
 
 
 def _landlock_ruleset(
@@ -1122,18 +1131,12 @@ def _reaped(
         if bpf is not None:
             fds.append(seccomp.program_fd(bpf))
             out += ["-s", str(fds[-1])]
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
+        return Launch([*out, "--", *argv], None, report.confinement,
+                      lambda: close_all(fds, None), pass_fds=tuple(fds),
+                      owns_pid_namespace=True)  # fmt: skip
+    except BaseException:  # no Launch will own them: close them here
+        close_all(fds, None)
         raise
-
-    def close() -> None:
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    return Launch([*out, "--", *argv], None, report.confinement, close, pass_fds=tuple(fds),
-                  owns_pid_namespace=True)
 
 
 def reachable_for_the_sandbox_id(

@@ -79,8 +79,10 @@ class Warm:
         return held is not None and self.proc.poll() is None and held.current()
 
     def discard(self) -> None:
-        """Kill it unrun: the group (bwrap and its child) first, then close its pipes."""
-        kill_held(self.proc)
+        """Kill it unrun: the group (bwrap and its child) first, then close its pipes. One its
+        run reaped already is only closed (its group id may be another's by now)."""
+        if self.proc.returncode is None:
+            kill_held(self.proc)
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
@@ -131,10 +133,16 @@ class WarmSandboxes:
             return None
         with self._lock:
             warm = self._waiting.pop(key, None)
-        if warm is not None and not warm.current():
-            warm.discard()
+        if warm is None:
             return None
-        return warm
+        try:
+            if warm.current():
+                return warm  # the caller's now
+        except BaseException:  # interrupted as it looked: taken from the pool, so killed here
+            warm.discard()
+            raise
+        warm.discard()
+        return None
 
     def ran(self, key: Key | None, make: Callable[[], Warm]) -> None:
         """``key``'s plan ran: when it had run before, have ``make`` (in the background)
