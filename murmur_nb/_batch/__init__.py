@@ -12,6 +12,7 @@ never imports ipywidgets (``murmur_nb.widgets.BatchView`` is the view).
 * :mod:`.options`: ``map``'s options, checked before anything runs, and the run options'
   share of the journal key;
 * :mod:`.journal`: the SQLite journal that makes a batch resumable;
+* :mod:`.hold`: a running batch's hold on its journal's rows, so no other batch runs them;
 * :mod:`.record`: one finished row as JSON, and back to an :class:`~murmur_nb.Invocation`;
 * :mod:`.longrun`: start + poll of a long-running capability, as one row;
 * :mod:`.plan`: the prepared call (and its approval) every row runs, made once;

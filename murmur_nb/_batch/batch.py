@@ -42,6 +42,7 @@ The journal's connection is closed when a run ends (reading rows back opens it a
 from __future__ import annotations
 
 import atexit
+import hashlib
 import heapq
 import json
 import operator
@@ -89,6 +90,7 @@ from murmur_nb._rules import compact_json, usable_cores
 
 if TYPE_CHECKING:
     from murmur_nb._batch.cluster import DaskRunner
+    from murmur_nb._batch.hold import Hold
     from murmur_nb._batch.journal import Journal  # sqlite3: imported on first map()
     from murmur_nb._modules.host import ModuleHost
 
@@ -166,6 +168,8 @@ class Batch:
         self._t0, self._run_here, self._status = time.monotonic(), 0, "running"
         self._thread: threading.Thread | None = None
         self._ended = threading.Event()  # set when a background run has settled
+        #: the journal's rows of this batch's key, held while a run reads and writes them
+        self._hold: Hold | None = None
         self.approval = ""
         self.client: Any = None
         self._reset_run([])
@@ -233,17 +237,21 @@ class Batch:
         batch.grow = numbers.concurrency is None
         for i, why in invalid.items():
             batch._settle(i, not_run_record("invalid_input", why))
-        todo = batch._resume()
-        batch._approve(len(todo))
-        if progress == "auto" and background and in_kernel():
-            progress = False  # in a notebook a background batch's view is widgets.BatchView
-        bar = bar_listener(len(rows.values), progress)
-        if bar is not None:
-            batch._listeners.append(bar)
-        try:
+        try:  # one block from the hold on: a Ctrl-C anywhere in it lets go (_abandon)
+            batch._take_hold()
+            todo = batch._resume()
+            batch._approve(len(todo))
+            if progress == "auto" and background and in_kernel():
+                progress = False  # in a notebook a background batch's view is BatchView
+            bar = bar_listener(len(rows.values), progress)
+            if bar is not None:
+                batch._listeners.append(bar)
             batch._begin(todo, background)
         except BatchInterrupted as exc:  # shown from here, not from the batch's inner steps
             raise exc.with_traceback(None) from None
+        except BaseException as exc:
+            batch._abandon(exc)
+            raise
         return batch
 
     def _resume(self) -> list[int]:
@@ -294,18 +302,25 @@ class Batch:
 
     # -- running -----------------------------------------------------------------------
 
-    def _begin(self, todo: list[int], background: bool) -> None:
-        if todo and self.plan.refusal is not None:  # retry_failed of a batch never approved
-            raise self.plan.refusal
-        if todo and self.client is not None:
-            from murmur_nb._batch.cluster import client_closed  # noqa: PLC0415
+    def _take_hold(self) -> None:
+        """Hold the journal's rows of this batch's key and inputs for one run (:mod:`.hold`):
+        a second batch running them at once (another kernel, or this one's background batch)
+        would run each row again. Refused at once (``journal_busy``) while another holds
+        them; a batch over other inputs (another DataFrame) runs beside it."""
+        inputs = hashlib.sha256("\n".join(sorted(set(self._keys))).encode()).hexdigest()
+        self._hold = self.journal.hold((*self._jkey, inputs), self.capability)
 
-            if client_closed(self.client):  # retry_failed after the cluster went away
-                raise ValueError(
-                    f"this batch's Dask client is closed (its status is "
-                    f"{self.client.status!r}), so its rows cannot run on it, and nothing was "
-                    f"run; {self._how_to_resume()}"
-                )
+    def _let_go(self) -> None:
+        """Let go of the journal's rows once the run's last group is committed (idempotent)."""
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            hold.release()
+
+    def _begin(self, todo: list[int], background: bool) -> None:
+        """Run ``todo`` with the journal held (:meth:`_take_hold`): the run lets go as it
+        ends, in this thread or in its background thread. Its caller calls :meth:`_abandon`
+        on any exception, so a run that did not start lets go too."""
+        self._check_runnable(todo)
         self._t0, self._status = time.monotonic(), "running"
         self._cancel.clear()
         self._stop_reason = None
@@ -317,6 +332,35 @@ class Batch:
             self._thread.start()
         else:
             self._run(todo)
+
+    def _abandon(self, exc: BaseException) -> None:
+        """A start or retry that raised ``exc`` (a refusal, a Ctrl-C at any point from the
+        hold on): let go of the journal and close it, unless its run goes on in the
+        background, which does both as it ends. A run made ready but never entered is
+        ``interrupted`` (a Ctrl-C) or ``stopped``, not left ``running`` for ``done``,
+        ``wait`` and ``close``. Idempotent: the run may have let go already."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            return
+        if self._status == "running":
+            self._status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
+        self._ended.set()
+        self._let_go()
+        if self.journal.path is not None:  # an in-memory journal is this batch's only copy
+            self.journal.close()
+
+    def _check_runnable(self, todo: list[int]) -> None:
+        if todo and self.plan.refusal is not None:  # retry_failed of a batch never approved
+            raise self.plan.refusal
+        if todo and self.client is not None:
+            from murmur_nb._batch.cluster import client_closed  # noqa: PLC0415
+
+            if client_closed(self.client):  # retry_failed after the cluster went away
+                raise ValueError(
+                    f"this batch's Dask client is closed (its status is "
+                    f"{self.client.status!r}), so its rows cannot run on it, and nothing was "
+                    f"run; {self._how_to_resume()}"
+                )
 
     def _run(self, todo: list[int]) -> None:
         self._reset_run(todo)
@@ -342,13 +386,16 @@ class Batch:
             self._failure = self._failure or exc
             raise
         finally:
-            if self._dask is not None:
-                self._dask.close()
-            if self._status == "running":
-                self._status = self._ended_as()
-            self._notify(force=True)
-            if self.journal.path is not None:  # reading rows back opens it again
-                self.journal.close()
+            try:
+                if self._dask is not None:
+                    self._dask.close()
+                if self._status == "running":
+                    self._status = self._ended_as()
+                self._notify(force=True)
+                if self.journal.path is not None:  # reading rows back opens it again
+                    self.journal.close()
+            finally:
+                self._let_go()  # every row committed: the next batch may read and run them
 
     def _ended_as(self) -> str:
         """The state a run that ended by itself is in: ``stopped`` by the host's own failure
@@ -715,7 +762,20 @@ class Batch:
 
     def retry_failed(self, *, background: bool = False) -> Batch:
         """Run again only the rows that failed (their journal entries are replaced); an input
-        that failed in several rows runs once, and its outcome fills them all."""
+        that failed in several rows runs once, and its outcome fills them all. Refused
+        (``journal_busy``) while this batch, or another, runs them."""
+        try:  # one block from the hold on: a Ctrl-C anywhere in it lets go (_abandon)
+            self._take_hold()
+            self._begin(self._failed_to_run(), background)
+        except BatchInterrupted as exc:  # shown from here, not from the batch's inner steps
+            raise exc.with_traceback(None) from None
+        except BaseException as exc:
+            self._abandon(exc)
+            raise
+        return self
+
+    def _failed_to_run(self) -> list[int]:
+        """The failed rows to run again, the first of each input (the others its twins)."""
         twins = {t for ts in self._twins.values() for t in ts}
         todo: list[int] = []
         first: dict[str, int] = {}
@@ -730,11 +790,7 @@ class Batch:
             else:
                 first[key] = i
                 todo.append(i)
-        try:
-            self._begin(todo, background)
-        except BatchInterrupted as exc:  # shown from here, not from the batch's inner steps
-            raise exc.with_traceback(None) from None
-        return self
+        return todo
 
     def on_change(self, listener: Callable[[BatchProgress], None]) -> None:
         """Call ``listener(progress)`` as rows settle: from the thread that settled the row,

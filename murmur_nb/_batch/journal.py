@@ -32,6 +32,11 @@ journal is used only where the way to it, its folder and the file are root's alo
 caches' rule, :mod:`murmur_nb._files.trust`; links root made there are fine), and the
 default one goes where that holds (:func:`default_path`).
 
+**One batch at a time.** A batch holds the journal's rows of its key and inputs for its
+whole run (:meth:`Journal.hold`, :mod:`.hold`), so a second batch of both on the same file
+(another kernel, or this one's background batch) is refused instead of running every
+unfinished row again; other keys, and other inputs, stay free.
+
 **What a row spent.** Each row keeps ``spent``: the sum of the ``actual_cost`` of every
 attempt of that input under this key (``NULL`` when one of them was unknown), so a resumed
 batch counts what its journal already spent against ``max_cost``.
@@ -53,6 +58,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from murmur_nb._batch.hold import Hold, hold_journal
 from murmur_nb._files.scratch import process_folder
 from murmur_nb._files.sealing_key import sealing_key
 from murmur_nb._files.trust import (
@@ -194,6 +200,18 @@ class Journal:
             _layout(db, made=True)
         finally:
             db.execute("COMMIT")
+
+    def hold(self, key: tuple[str, ...], what: str) -> Hold | None:
+        """This journal's rows of ``key`` held for one batch's run (:mod:`.hold`), so no
+        other batch runs them at once; ``None`` for an in-memory journal (no one else's).
+
+        Raises
+        ------
+        ModuleHostError
+            ``journal_busy``: another batch runs them now (naming it), or the lock beside
+            the journal cannot be taken.
+        """
+        return None if self._file is None else hold_journal(self._file, key, what)
 
     @property
     def closed(self) -> bool:
