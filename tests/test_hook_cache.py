@@ -217,6 +217,22 @@ def test_prune_keeps_the_most_recently_used_entries(tmp_path: Path) -> None:
     assert cache.load(tmp_path / "c2.wasm").source == "compiled"
 
 
+def test_prune_keeps_only_the_newest_digest_memos(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every hook file rewritten adds a digest memo: a prune keeps the newest
+    :data:`MEMOS_KEPT` (3 here), and the newest file's memo is among them."""
+    monkeypatch.setattr(wasm_cache, "MEMOS_KEPT", 3)
+    cache = ComponentCache(engine(), "fuel;epoch", tmp_path / "cache")
+    for v in range(6):
+        last = component_file(tmp_path, v, f"c{v}.wasm")
+        assert cache.load(last).source == "compiled"  # each store prunes
+        time.sleep(0.02)  # each memo a later mtime than the one before
+    memos = sorted((tmp_path / "cache" / "digests").iterdir())
+    assert len(memos) == 3, memos
+    assert wasm_cache.sha256_file(last) in {m.read_text().split()[0] for m in memos}
+
+
 def plant(cache: ComponentCache, eng: wasmtime.Engine, victim: Path, tmp_path: Path) -> Path:
     """What someone who can write the cache folder, but not read the key, can do: compile
     their own component (returning 42) and put it under the victim's entry, sealed with a

@@ -23,30 +23,38 @@ Both tools (and npm) run with their temporary folder (``TMPDIR``) a ``0700`` fol
 process's own (:func:`_tool_env`): componentize-js writes the hook's source and its build into a
 folder it makes there with the umask's mode, which in ``/tmp`` every account could read
 while the build ran.
+
+A kernel may be killed while it builds (``SIGKILL``: a culled or restarted kernel, the OOM
+killer), and builds take tens of seconds. Each tool is asked to die with it
+(:func:`_dies_with_kernel`), and each build, or install, is made in a folder beside its
+destination that the kernel holds locked (:func:`~murmur_nb._files.scratch.owned_folder`),
+so the next build there removes a killed kernel's. Before, componentize-py ran on for its
+20 s and left its component (18 MiB for the demo hook) under a temporary name for good.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
 import os
 import secrets
-import shutil
+import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from murmur_nb._exceptions import HookError, MissingDependency
-from murmur_nb._files.scratch import process_folder
+from murmur_nb._files.scratch import owned_folder, process_folder, release
 from murmur_nb._files.trust import (
     nobody_else_can_write,
     tool_environment,
     trusted_folder,
     trusted_which,
 )
-from murmur_nb._rules import cache_dir, sha256_file
+from murmur_nb._rules import NotReadable, cache_dir, file_kind, sha256_file
 
 __all__ = [
     "COMPONENTIZE_JS",
@@ -112,6 +120,36 @@ def _usable(path: Path) -> bool:
     """Whether this kernel may use a file of a cache folder: always, but a root kernel only
     one nobody else can write (the folder may be trusted, the file still another's)."""
     return not _as_root() or nobody_else_can_write(path)
+
+
+#: the folders a build, or a toolchain install, is made in (beside where it goes), each held
+#: by its kernel for as long as it builds (:func:`~murmur_nb._files.scratch.owned_folder`)
+_BUILDING = ".tmp-building-"
+
+#: what :func:`_dies_with_kernel` runs first in the child: the death signal is asked for,
+#: then the tool is executed in its place (``PR_SET_PDEATHSIG`` survives ``execve``)
+_DIE_WITH = (
+    "import ctypes, os, sys\n"
+    "ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(137)  # the kernel ended before the tool asked\n"
+    "try:\n"
+    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "except OSError as exc:\n"
+    "    print(f'could not run {sys.argv[2]}: {exc}', file=sys.stderr, flush=True)\n"
+    "    os._exit(127)\n"
+)
+
+
+def _dies_with_kernel(command: list[str]) -> list[str]:
+    """``command``, run so that the tool is killed (``SIGKILL``) when this process ends,
+    however it ends: a small interpreter of ours asks for it (``prctl``), then becomes the
+    tool. Not a ``preexec_fn``, which runs Python between ``fork`` and ``exec`` in a kernel
+    with threads (a lock one of them held at the fork is never let go in the child). Where
+    there is no ``prctl`` (not Linux), ``command`` itself."""
+    if sys.platform != "linux":
+        return command
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH, str(os.getpid()), *command]
 
 
 def _componentize_available() -> bool:
@@ -195,7 +233,7 @@ def build_python_hook(
     _precheck(source)
     if not _componentize_available():
         raise MissingDependency("componentize-py", "hooks", "Building a Python hook")
-    files = [f for f in sorted(source.parent.rglob("*.py")) if "__pycache__" not in f.parts]
+    files = _key_sources(source, source.parent.rglob("*.py"))
     key = _build_key(f"componentize-py={_tool_version()};wit={_wit_digest()};", source, files)
     built = _cache_folder("builds") / f"{source.stem}-{key}.wasm"
     _build_once(built, lambda tmp: _componentize_py(source, tmp))
@@ -220,7 +258,8 @@ def _componentize_py(source: Path, tmp: Path) -> None:
         "-o",
         str(tmp),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=_tool_env())
+    done = subprocess.run(_dies_with_kernel(command), capture_output=True, text=True,
+                          check=False, env=_tool_env())  # fmt: skip
     if done.returncode != 0 or not tmp.is_file():
         output = (done.stderr or done.stdout).split("Stack backtrace:")[0].strip()
         raise HookError(
@@ -238,29 +277,109 @@ def _hook_source(path: str | os.PathLike[str], suffixes: tuple[str, ...], refusa
     return source
 
 
+#: What a build's key reads of the hook's folder: at most so many source files and so many
+#: bytes in all (a module's snapshot has the same defaults, ``Policy.max_module_entries`` and
+#: ``max_module_bytes``). A hook is a few files; a folder past these is not a hook's own.
+_KEY_FILES = 20_000
+_KEY_BYTES = 512 << 20
+_KEY_OPEN = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+
+
+def _key_sources(source: Path, found: Iterable[Path]) -> list[Path]:
+    """The source files ``found`` beside ``source`` (no ``__pycache__``), sorted; at most
+    :data:`_KEY_FILES`, else ``hook_build_failed`` (the walk stops there)."""
+    files: list[Path] = []
+    for file in found:
+        if "__pycache__" in file.parts:
+            continue
+        if len(files) == _KEY_FILES:
+            raise HookError(
+                f"the folder of {source} holds more than {_KEY_FILES:,} source files (a build "
+                "is keyed by every one of them); put the hook and its modules in a folder of "
+                "their own",
+                code="hook_build_failed",
+            )
+        files.append(file)
+    return sorted(files)
+
+
 def _build_key(tools: str, source: Path, files: list[Path]) -> str:
-    """The cache key of a build: the tool versions, every source file in the folder, the entry."""
+    """The cache key of a build: the tool versions, every source file in the folder, the entry.
+
+    Each file is read streamed from one descriptor, :data:`_KEY_BYTES` in all at most."""
     key = hashlib.sha256()
     key.update(tools.encode())
+    room = _KEY_BYTES
     for file in files:
-        key.update(file.relative_to(source.parent).as_posix().encode() + b"\0")
-        key.update(file.read_bytes() + b"\0")
+        fd = _key_source_fd(file, source)
+        if fd is None:
+            continue
+        try:
+            key.update(file.relative_to(source.parent).as_posix().encode() + b"\0")
+            while chunk := os.read(fd, min(1 << 20, room + 1)):
+                room -= len(chunk)
+                if room < 0:
+                    raise HookError(
+                        f"the source files in the folder of {source} hold more than "
+                        f"{_KEY_BYTES >> 20} MiB (a build is keyed by every byte of them; "
+                        f"the last one read was {file}); put the hook and its modules in a "
+                        "folder of their own",
+                        code="hook_build_failed",
+                    )
+                key.update(chunk)
+            key.update(b"\0")
+        finally:
+            os.close(fd)
     key.update(source.name.encode())
     return key.hexdigest()[:24]
 
 
+def _key_source_fd(file: Path, source: Path) -> int | None:
+    """A descriptor of the regular file ``file`` names (links followed), or ``None`` when it
+    names nothing a build could import: a folder, a dangling link (an editor's lock file
+    ``.#hook.py``) or a link loop. Anything else is refused (``hook_build_failed``) before it
+    is opened: the open of a FIFO waited for a writer forever, ``/dev/zero`` never ends, and
+    opening some devices does something (a watchdog's arms it)."""
+    try:
+        st = file.stat()
+        if stat.S_ISREG(st.st_mode):
+            fd = os.open(file, _KEY_OPEN)
+            st = os.fstat(fd)  # the same file still, or not opened for long
+            if stat.S_ISREG(st.st_mode):
+                return fd
+            os.close(fd)
+    except OSError as exc:
+        if exc.errno in {errno.ENOENT, errno.ELOOP}:
+            return None
+        raise HookError(
+            f"{file}, a source file in the folder of the hook {source.name}, cannot be read "
+            f"({exc.strerror or exc}); a build is keyed by every source file there: make it "
+            "readable, or remove it",
+            code="hook_build_failed",
+        ) from exc
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    raise HookError(
+        f"{file}, in the folder of the hook {source.name}, is {file_kind(st)}, not a regular "
+        "file; a build is keyed by every source file there and reads none but regular files. "
+        "Remove it (or rename it), or put the hook in a folder of its own",
+        code="hook_build_failed",
+    )
+
+
 def _build_once(built: Path, produce: Callable[[Path], None]) -> None:
-    """Unless ``built`` exists (and is :func:`_usable`), ``produce`` it under a temporary name
-    and rename it into place."""
+    """Unless ``built`` exists (and is :func:`_usable`), ``produce`` it in a folder of this
+    process's beside it (a killed kernel's are removed first) and rename it into place."""
     if built.is_file() and _usable(built):
         return
     built.parent.mkdir(parents=True, exist_ok=True)
-    tmp = built.with_name(f".tmp-{os.getpid()}-{built.name}")
+    folder = owned_folder(_BUILDING, built.parent)
     try:
+        tmp = folder / built.name
         produce(tmp)
         tmp.replace(built)
     finally:
-        tmp.unlink(missing_ok=True)
+        release(folder)
 
 
 #: the demo ``summarize`` hook's guest source (componentize-py)
@@ -283,8 +402,9 @@ def _run_tool(
 ) -> None:
     """Run a build tool; a failure is a ``hook_build_failed`` with the tool's output."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd,
-                              stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+        done = subprocess.run(_dies_with_kernel(command), capture_output=True, text=True,
+                              check=False, cwd=cwd, stdin=subprocess.DEVNULL,
+                              env=env)  # fmt: skip
     except OSError as exc:
         raise HookError(
             f"{what}: could not run {command[0]}: {exc}", code="hook_build_failed"
@@ -375,15 +495,15 @@ def _npm_install(root: Path, home: Path) -> None:
     """Install the pinned packages with the machine's npm into ``home`` (in ``root``)."""
     npm = _node_tool("npm")
     root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".tmp-{os.getpid()}-{home.name}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
     manifest = {
         "private": True,
         "dependencies": {_CJS_PACKAGE: COMPONENTIZE_JS, _SHIM_PACKAGE: PREVIEW2_SHIM},
     }
-    (tmp / "package.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    folder = owned_folder(_BUILDING, root)  # a killed kernel's half-finished install removed
+    tmp = folder / home.name
     try:
+        tmp.mkdir()
+        (tmp / "package.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         _run_tool(
             [
                 npm,
@@ -407,7 +527,7 @@ def _npm_install(root: Path, home: Path) -> None:
             if not _installed(home):
                 raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        release(folder)
 
 
 def build_js_hook(
@@ -439,7 +559,7 @@ def build_js_hook(
         f"componentize-js={COMPONENTIZE_JS};preview2-shim={PREVIEW2_SHIM};node={node_version};"
         f"wit={_wit_digest()};"
     )
-    key = _build_key(tools, source, sorted(source.parent.glob("*.*js")))
+    key = _build_key(tools, source, _key_sources(source, source.parent.glob("*.*js")))
     built = _cache_folder("builds") / f"{source.stem}-js-{key}.wasm"
     _build_once(built, lambda tmp: _componentize_js(node, source, tmp))
     return _place(built, output)
@@ -481,7 +601,15 @@ def _place(built: Path, output: str | os.PathLike[str] | None) -> Path:
         return built
     target = Path(output).expanduser()
     target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.exists() or sha256_file(target) != sha256_file(built):
+    try:
+        same = target.exists() and sha256_file(target) == sha256_file(built)
+    except NotReadable as exc:  # a FIFO there: its open would wait; a device: never end
+        raise HookError(
+            f"output={str(target)!r} cannot take the built hook: {exc}, and it was left as "
+            "it is; name the path of a regular file, or a new one",
+            code="hook_build_failed",
+        ) from None
+    if not same:
         tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # umask's
         try:

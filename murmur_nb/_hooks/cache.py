@@ -39,10 +39,17 @@ changes neither time (ext4 updates them on a page's first write fault only; tmpf
 process that mapped the entry before a check could patch it after and keep the signature.
 The path-to-digest memo does go by the component file's signature (a stale memo only loads the
 compiled form of the component as it was, which was checked); it is MACed too.
-Recency for pruning is the sidecar's mtime; the budget is ``$MURMUR_NB_CACHE_MAX_MB``
-(:func:`budget_bytes`). The folder is ``$MURMUR_NB_CACHE``, else
-``$XDG_CACHE_HOME/murmur-nb``, else ``~/.cache/murmur-nb`` (:func:`~murmur_nb._rules.cache_dir`;
-docs/configuration.md lists every variable).
+Recency for pruning is the sidecar's mtime (an entry whose sidecar is not written yet is as
+recent as its own); the budget is ``$MURMUR_NB_CACHE_MAX_MB`` (:func:`budget_bytes`).
+A file being written (``.tmp-*``, :func:`_atomic_write`) is locked (``flock``) by its writer
+until it is renamed into place, and pruning never takes one that is locked or younger than
+:data:`ABANDONED_S`: kernels share the folder, and one kernel's prune took another's
+temporary while it was written (a hidden ``.tmp-*.cwasm`` matches ``*.cwasm``), so that
+kernel's rename failed and its compiled hook was not stored. An older one nobody holds is a
+killed kernel's and is removed; before, those stayed (under the budget, forever).
+The folder is ``$MURMUR_NB_CACHE``, else ``$XDG_CACHE_HOME/murmur-nb``, else
+``~/.cache/murmur-nb`` (:func:`~murmur_nb._rules.cache_dir`; docs/configuration.md lists
+every variable).
 
 A root kernel runs the machine code it loads as root, so it does not let a seal alone vouch
 for it: the key (:func:`~murmur_nb._files.sealing_key.sealing_key`), the entries' folder and
@@ -56,13 +63,16 @@ leaves what is in the other folder alone.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import hmac
 import mmap
 import os
+import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +95,7 @@ if TYPE_CHECKING:
     from wasmtime.component import Component
 
 __all__ = [
+    "ABANDONED_S",
     "DEFAULT_BUDGET_MB",
     "IN_PROCESS_MAX_BYTES",
     "Compile",
@@ -195,16 +206,64 @@ def _wasmtime_version() -> str:
     return version("wasmtime")
 
 
+#: how a file of the cache being written is named at first (:func:`_atomic_write`)
+_TEMPORARY = ".tmp-"
+
+#: how old (its mtime, in seconds) a temporary file of the cache is before
+#: :meth:`ComponentCache.prune` takes it, and then only when no writer holds its lock: a
+#: kernel killed while writing left it (a write of the demo hook's 37 MiB takes milliseconds)
+ABANDONED_S = 600
+
+#: how many digest memos (:meth:`ComponentCache._digest`, about 150 bytes each)
+#: :meth:`ComponentCache.prune` keeps, the newest: each rewrite of a hook file adds one, and
+#: a memo removed only costs one hash of its file again
+MEMOS_KEPT = 4096
+
+
 def _atomic_write(path: Path, data: bytes | bytearray) -> None:
+    """Write ``data`` to a temporary file beside ``path``, locked until it is renamed to
+    ``path`` (a prune in another kernel leaves a locked one alone)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TEMPORARY, suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
             handle.write(data)
-        Path(tmp).replace(path)
+            handle.flush()
+            Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """Remove the temporary files in ``folder`` older than :data:`ABANDONED_S` whose lock
+    can be taken (their writer is gone)."""
+    oldest = time.time() - ABANDONED_S
+    for path in folder.glob(f"{_TEMPORARY}*"):
+        with contextlib.suppress(OSError):  # young, held, gone already, or no file
+            if path.lstat().st_mtime > oldest:
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    path.unlink()
+            finally:
+                os.close(fd)
+
+
+def _keep_newest(folder: Path, kept: int) -> None:
+    """Remove all but the ``kept`` newest files of ``folder`` (by mtime; not its temporary
+    files, which :func:`_remove_abandoned` takes)."""
+    found = []
+    for path in folder.glob("[!.]*"):
+        with contextlib.suppress(OSError):
+            found.append((path.lstat().st_mtime_ns, path))
+    found.sort(reverse=True)
+    for _, path in found[kept:]:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 @dataclass(frozen=True)
@@ -534,19 +593,25 @@ class ComponentCache:
     def prune(self, max_bytes: int | None = None) -> list[Path]:
         """Delete the least recently used entries until the cache holds at most ``max_bytes``.
 
-        Returns the deleted entries. The default budget is :func:`budget_bytes`.
+        Returns the deleted entries. The default budget is :func:`budget_bytes`. A file
+        being written (in this kernel or another) is no entry yet and is left alone; one
+        abandoned by a killed kernel is removed (the module docstring). Of the digest memos,
+        the :data:`MEMOS_KEPT` newest are kept.
         """
         if max_bytes is None:
             max_bytes = budget_bytes()
+        for folder in (self._directory, self._directory / "digests"):
+            _remove_abandoned(folder)
+        _keep_newest(self._directory / "digests", MEMOS_KEPT)
         entries = []
-        for path in self._directory.glob("*.cwasm"):
+        for path in self._directory.glob("[!.]*.cwasm"):
             with contextlib.suppress(OSError):
-                size = path.stat().st_size
+                st = path.stat()
                 try:
                     used = self._sum_path(path).stat().st_mtime_ns
                 except OSError:
-                    used = 0  # no sidecar: unusable anyway, first to go
-                entries.append((used, size, path))
+                    used = st.st_mtime_ns  # its sidecar not written yet (or lost: refused on load)
+                entries.append((used, st.st_size, path))
         entries.sort(reverse=True)  # newest first
         total, deleted = 0, []
         for _, size, path in entries:

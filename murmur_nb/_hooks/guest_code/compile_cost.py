@@ -19,11 +19,11 @@ itself is bounded against hostile bytes (:mod:`.wasm_binary`).
 
 from __future__ import annotations
 
-import os
-import warnings
+import functools
 
 from murmur_nb._exceptions import HookConfigWarning
 from murmur_nb._hooks.guest_code.wasm_binary import Malformed, Reader, core_modules, sections
+from murmur_nb._rules import whole_number as rules_whole_number
 
 __all__ = [
     "DEFAULT_MAX_LOCALS",
@@ -47,39 +47,9 @@ class TooCostly(ValueError):
     """A component whose compiling would cost more than the bound allows; never compiled."""
 
 
-def whole_number(
-    variable: str, default: int, unit: str, kept: str, most: int | None = None
-) -> int:
-    """``$variable`` as a whole number of at least 1, else ``default`` (unset or empty); a
-    value that is not one (``abc``, ``0.5``, ``0``, ``-1``) is warned about
-    (:class:`~murmur_nb.HookConfigWarning`) and ``default`` kept: a variable mistyped in a
-    deployment must not stop every kernel's hooks from loading. ``kept`` says, in the
-    warning, what goes on with the default meanwhile. A number past ``most`` (what the OS
-    call it ends in takes) is warned about too, and ``most`` used."""
-    value = os.environ.get(variable, "")
-    if not value.strip():
-        return default
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        warnings.warn(
-            f"${variable}={value!r} is not a bound: it takes a whole number of {unit}, at "
-            f"least 1 ({kept} the default, {default:,} {unit}, meanwhile); fix or unset it",
-            HookConfigWarning,
-            stacklevel=3,
-        )
-        return default
-    if most is not None and count > most:
-        warnings.warn(
-            f"${variable}={value!r} is more than the most it takes, {most:,} {unit} "
-            f"({kept} that meanwhile); lower it, or unset it for the default, {default:,}",
-            HookConfigWarning,
-            stacklevel=3,
-        )
-        return most
-    return count
+#: :func:`murmur_nb._rules.whole_number`, warning with :class:`~murmur_nb.HookConfigWarning`
+#: (the hooks' variables); a partial adds no frame, so the warning still names the caller's
+whole_number = functools.partial(rules_whole_number, category=HookConfigWarning)
 
 
 def max_locals() -> int:
