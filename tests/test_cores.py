@@ -206,8 +206,10 @@ PLAINLY_SHORT_MS = 70.0
 
 #: how long, in all, a test runs maps again for one whose first rows prove short: the suite's
 #: other worker can load this machine for minutes (its binder and container tests take up to
-#: four), and in one full run rows of 10 ms took 103 to 134 ms for eight maps in a row
+#: four), and in one full run rows of 10 ms took 103 to 134 ms for eight maps in a row. The
+#: tests that wait so long have a timeout of :data:`WAITING_TIMEOUT_S` (the suite's is 300 s)
 PROVE_SHORT_WITHIN_S = 360.0
+WAITING_TIMEOUT_S = 600
 
 
 @contextlib.contextmanager
@@ -260,6 +262,7 @@ def _grows_once_short(
         pause = min(2 * pause, 30.0)
 
 
+@pytest.mark.timeout(WAITING_TIMEOUT_S)
 def test_a_default_map_of_short_rows_grows_to_four_rows_per_core(tmp_path: Path) -> None:
     """Rows of about 10 ms: once the first ones are timed, a default map runs four rows per
     usable core at once (the moments a row's process starts and ends left cores idle);
@@ -288,6 +291,7 @@ def test_a_default_map_of_long_rows_keeps_two_rows_per_core(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(WAITING_TIMEOUT_S)
 def test_a_default_map_on_dask_grows_to_four_rows_a_task(tmp_path: Path) -> None:
     """The same rule on a cluster of two one-thread workers: a task runs two rows at once
     until the first tasks' rows prove short, then four (each worker ran more than two rows'
