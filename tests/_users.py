@@ -194,6 +194,12 @@ def rerun(
     return done.returncode, (done.stdout + done.stderr)[-3000:]
 
 
+#: the pytest-timeout of a test that reruns files (:func:`rerun`), past the rerun's own
+#: ``timeout``: a rerun runs at nice 10, below the suite, so a loaded machine stretches it
+#: far more than the suite's tests (beside two busy loops the container reruns passed the
+#: suite's 300 s, which had ended them; alone they take 80-95 s here)
+RERUN_TIMEOUT = pytest.mark.timeout(960)
+
 #: the settings a root test reruns a file in (:func:`rerun`): ``(user, docker)`` each
 SETTINGS = pytest.mark.parametrize(
     ("user", "docker"),
@@ -208,6 +214,7 @@ def reruns_in_each_setting(test: Callable[..., None]) -> Callable[..., None]:
     would be a nested run itself."""
     for mark in (
         SETTINGS,
+        RERUN_TIMEOUT,
         pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run"),
         pytest.mark.skipif(os.geteuid() != 0, reason="a nested run: its root parent starts it"),
         pytest.mark.slow,

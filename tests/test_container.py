@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from _modules import alive, install
-from _users import cache_dir, rerun
+from _users import RERUN_TIMEOUT, cache_dir, rerun
 from test_sandbox import assert_daemons_gone, start_daemons
 
 import murmur_nb as mnb
@@ -97,6 +97,7 @@ def test_two_calls_at_once_cannot_signal_each_other(tmp_path: Path) -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="a nested run: its root parent starts it")
 @pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
 @pytest.mark.parametrize("user", [False, True], ids=["root", "user"])
+@RERUN_TIMEOUT
 def test_the_sandbox_suites_hold_in_a_default_docker_container(user: bool) -> None:
     """The sandbox suites and this file (its demo modules included), with the default
     policy, in the harness that behaves like a default Docker container (no namespaces,
@@ -132,6 +133,7 @@ def test_the_demo_modules_run_under_a_required_sandbox(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="a nested run: its root parent starts it")
 @pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
+@pytest.mark.timeout(1260)  # past the conversion's own 1200 s
 def test_the_tour_runs_headless_in_a_default_docker_container(tmp_path: Path) -> None:
     """``scripts/demo --headless``'s conversion of the tour, inside the default-Docker
     harness: every cell runs (a failing cell fails the conversion), no cell warns that the

@@ -34,7 +34,7 @@ import psutil
 import pytest
 from _modules import install
 from _outside import Outside, outside
-from _users import rerun
+from _users import RERUN_TIMEOUT, rerun
 
 import murmur_nb as mnb
 
@@ -611,6 +611,7 @@ _RUNS = {
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="already a nested run (the root run starts them)")
 @pytest.mark.parametrize("run", list(_RUNS))
+@RERUN_TIMEOUT
 def test_the_suite_holds_as_a_user_and_in_a_default_container(
     run: str,
     internet: Outside | None,

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from _modules import install
-from _users import rerun
+from _users import RERUN_TIMEOUT, rerun
 
 import murmur_nb as mnb
 
@@ -428,6 +428,7 @@ def test_a_root_that_holds_the_sealing_key_and_the_snapshots_gives_the_module_ne
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="already unprivileged: this run is the user run")
+@RERUN_TIMEOUT
 def test_the_sandbox_suites_also_hold_as_an_unprivileged_user() -> None:
     done, tail = rerun(["tests/test_sandbox.py", "tests/test_root_host.py",
                         "tests/test_snapshot.py", "tests/test_hostile_diagram.py",

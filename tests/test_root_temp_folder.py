@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from _modules import install
-from _users import REPO, passage_for, rerun, test_user
+from _users import REPO, RERUN_TIMEOUT, passage_for, rerun, test_user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="another account against root")
 
@@ -364,6 +364,7 @@ def test_a_root_kernel_compiles_its_helpers_where_no_other_account_can_reach(
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("MNB_IN_CONTAINER") == "1", reason="a nested run")
+@RERUN_TIMEOUT
 def test_the_same_holds_for_a_root_kernel_in_a_default_docker_container() -> None:
     """This file's other tests, run again inside the default-Docker harness
     (``tests/_container.py``: its capabilities and its seccomp profile's effect) as root."""
