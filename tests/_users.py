@@ -168,7 +168,9 @@ def rerun(
                **({} if user else {"MURMUR_NB_CACHE": str(cache_dir())}),
                "HYPOTHESIS_STORAGE_DIRECTORY": str(scratch / "hypothesis"),
                **({"MNB_IN_CONTAINER": "1"} if docker else {}), **(env or {})}
-    argv = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+    # -rfE: the summary names failures and errors only, so the tail returned holds the
+    # failure's own lines (the skips -ra lists had pushed them out of it)
+    argv = [str(python), "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "-p", "no:xdist",
             f"--basetemp={scratch / 'tmp'}", *(["-k", deselect] if deselect else []),
             *(["-m", marks] if marks else []), *files]
     if docker:
