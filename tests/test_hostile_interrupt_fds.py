@@ -39,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (from 0) call site of the package's own code entered while a frame of ``steps`` runs,
 #: noting each new site in ``sites``
 _PRESS = """
+import sys
+
+
 def presser(steps, point, sites, package):
     inside = [0]
 
@@ -58,6 +61,26 @@ def presser(steps, point, sites, package):
         return None
 
     return press
+
+
+def press_once(tracer, run):
+    \"\"\"Run ``run()`` traced by ``tracer``, the KeyboardInterrupt it presses swallowed.\"\"\"
+    sys.settrace(tracer)
+    try:
+        run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.settrace(None)
+
+
+def report(word, points, found):
+    \"\"\"Print how many points were pressed, then ``word`` and how many left something,
+    then each.\"\"\"
+    print("points", points, flush=True)
+    print(word, len(found), flush=True)
+    for each in found:
+        print(each, flush=True)
 
 """
 
@@ -151,13 +174,7 @@ while True:
     ready()
     before = held()
     sites = []
-    sys.settrace(presser({LAUNCH}, point, sites, PACKAGE))
-    try:
-        call.run({}, ahead=False)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sys.settrace(None)
+    press_once(presser({LAUNCH}, point, sites, PACKAGE), lambda: call.run({}, ahead=False))
     if len(sites) <= point:
         break  # the call ran to its end: every site was pressed
     after = held()
@@ -177,10 +194,7 @@ while True:
                 stray.wait()
     point += 1
 host.close()
-print("points", point, flush=True)
-print("leaks", len(leaks), flush=True)
-for leak in leaks:
-    print(leak, flush=True)
+report("leaks", point, leaks)
 """
 
 
@@ -223,13 +237,8 @@ point, left = 0, []
 while True:
     host = mnb.ModuleHost(home=home, policy=policy, runs_dir=runs)
     sites = []
-    sys.settrace(presser(STEPS, point, sites, PACKAGE))
-    try:
-        host.invoke("sh.run", {}, progress=False)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sys.settrace(None)
+    press_once(presser(STEPS, point, sites, PACKAGE),
+               lambda: host.invoke("sh.run", {}, progress=False))  # fmt: skip
     host.close()
     if len(sites) <= point:
         break
@@ -241,10 +250,7 @@ while True:
         for folder in found:  # the next point starts clean
             remove_tree(folder)
     point += 1
-print("points", point, flush=True)
-print("left", len(left), flush=True)
-for each in left:
-    print(each, flush=True)
+report("left", point, left)
 """
 
 
@@ -270,7 +276,7 @@ def test_a_ctrl_c_anywhere_in_a_snapshot_or_working_folder_leaves_no_folder(
     assert lines[1] == "left 0", "\n".join(lines)
 
 
-_NETWORK = """
+_NETWORK = _PRESS + """
 import os, signal, sys, threading, time
 from pathlib import Path
 import psutil
@@ -305,13 +311,7 @@ while True:
                 raise KeyboardInterrupt  # as the signal handler raises it
         return None
 
-    sys.settrace(press)
-    try:
-        host.invoke("netprobe.reach", {"targets": []}, progress=False)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sys.settrace(None)
+    press_once(press, lambda: host.invoke("netprobe.reach", {"targets": []}, progress=False))
     if len(sites) <= point:
         break
     settle = time.monotonic() + 5  # the start thread ends what it started
@@ -324,10 +324,7 @@ while True:
             stray.wait()
     point += 1
 host.close()
-print("points", point, flush=True)
-print("leaks", len(leaks), flush=True)
-for leak in leaks:
-    print(leak, flush=True)
+report("leaks", point, leaks)
 """
 
 
